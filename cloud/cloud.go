@@ -1,0 +1,111 @@
+// Package cloud holds the relay's domain: its types, the errors it maps to
+// API error codes, and the service interfaces that its packages implement
+// (sqlite: the store; api: the public REST API; agentlink: the agents'
+// websocket endpoint; alert: the alert engine; webhook: signed deliveries).
+// Wiring happens only in cloud/cmd/fleet-relay.
+package cloud
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Error codes. Each maps to one HTTP status in the api package.
+const (
+	ECONFLICT     = "conflict"
+	EINTERNAL     = "internal_error"
+	EINVALID      = "validation_error"
+	ENOTFOUND     = "not_found"
+	EUNAUTHORIZED = "unauthorized"
+	EFORBIDDEN    = "insufficient_scope"
+	EEXPIRED      = "api_key_expired"
+	EREVOKED      = "api_key_revoked"
+	ECURSOR       = "invalid_cursor"
+	EKIND         = "kind_mismatch"
+	ECAPABILITY   = "capability_unavailable"
+	ERESOLVED     = "alert_already_resolved"
+	ENOTCONFIG    = "channel_not_configurable"
+	EUNAVAILABLE  = "channel_unavailable"
+)
+
+// Error is a domain error with a code and a message safe to show a customer.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf returns an *Error with code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err if it is (or wraps) an *Error, and
+// EINTERNAL otherwise.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorMessage returns the customer-safe message of err; internal errors get
+// a generic message, never their text.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}
+
+// Scopes of API keys.
+const (
+	ScopeDevicesRead  = "devices:read"
+	ScopeDevicesWrite = "devices:write"
+	ScopeMetricsRead  = "metrics:read"
+	ScopeLogsRead     = "logs:read"
+	ScopeAlertsRead   = "alerts:read"
+	ScopeAlertsWrite  = "alerts:write"
+)
+
+// AllScopes lists every scope.
+var AllScopes = []string{ScopeDevicesRead, ScopeDevicesWrite, ScopeMetricsRead, ScopeLogsRead, ScopeAlertsRead, ScopeAlertsWrite}
+
+// Org is an organization.
+type Org struct {
+	ID              string
+	Name            string
+	WebhookSecret   string
+	AlertWebhookURL string
+	CreatedAt       time.Time
+}
+
+// APIKey is an organization's API key; the secret is never kept, only its
+// bcrypt hash.
+type APIKey struct {
+	ID        string
+	OrgID     string
+	Name      string
+	Hash      []byte
+	Scopes    []string
+	ExpiresAt time.Time // zero: never
+	RevokedAt time.Time // zero: not revoked
+	CreatedAt time.Time
+}
+
+// HasScope reports whether the key holds scope.
+func (k *APIKey) HasScope(scope string) bool {
+	for _, s := range k.Scopes {
+		if s == scope {
+			return true
+		}
+	}
+	return false
+}
+
+// Now is the clock type injected wherever time matters.
+type Now func() time.Time

@@ -1,0 +1,138 @@
+package cloud
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
+)
+
+// Page selects one page of a keyset-paginated list. Cursor is the id of the
+// last item of the previous page ("" for the first page); an id that is not
+// an item of the list is an ECURSOR error.
+type Page struct {
+	Limit  int
+	Cursor string
+}
+
+// DeviceFilter filters GET /devices.
+type DeviceFilter struct {
+	Page
+	Status resource.DeviceStatus // "" for any
+}
+
+// EventFilter filters GET /devices/{id}/events.
+type EventFilter struct {
+	Page
+	Severity resource.Severity // "" for any
+	Type     string            // "" for any
+}
+
+// AlertFilter filters GET /alerts.
+type AlertFilter struct {
+	Page
+	State    resource.AlertState // required (the API defaults it to ACTIVE)
+	Severity resource.Severity   // "" for any
+	DeviceID string              // "" for any
+}
+
+// MetricsQuery selects samples in [From, To]; when more than Limit fall in
+// the window, the newest Limit are returned, ascending.
+type MetricsQuery struct {
+	From, To time.Time
+	Limit    int
+}
+
+// SerialPatch is PATCH /devices/{id}/serial; nil fields are left unchanged.
+// ClearWebhookURL is true when the body held "webhookUrl": null.
+type SerialPatch struct {
+	Mode            *string
+	WebhookURL      *string
+	ClearWebhookURL bool
+	WebhookEnabled  *bool
+}
+
+// DeviceService reads devices, metrics and events of one organization. Every
+// method is scoped to orgID: another organization's device is ENOTFOUND.
+type DeviceService interface {
+	ListDevices(ctx context.Context, orgID string, f DeviceFilter) (resource.List[resource.Device], error)
+	Device(ctx context.Context, orgID, id string) (resource.DeviceDetail, error)
+	Metrics(ctx context.Context, orgID, deviceID string, q MetricsQuery) (resource.MetricsResponse, error)
+	Events(ctx context.Context, orgID, deviceID string, f EventFilter) (resource.List[resource.Event], error)
+}
+
+// SerialService reads and changes a device's industrial I/O state. A device
+// whose model lacks serial.io is ECAPABILITY on every method; an unknown
+// channel is ENOTFOUND; PutChannel on a non-configurable or unavailable
+// channel is ENOTCONFIG or EUNAVAILABLE.
+type SerialService interface {
+	Serial(ctx context.Context, orgID, deviceID string) (resource.SerialState, error)
+	PatchSerial(ctx context.Context, orgID, deviceID string, p SerialPatch) (resource.SerialPatchResult, error)
+	Telemetry(ctx context.Context, orgID, deviceID string) (resource.SerialTelemetry, error)
+	Channel(ctx context.Context, orgID, deviceID, channelID string) (resource.Channel, error)
+	PutChannel(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config) (resource.ChannelPutResult, error)
+}
+
+// AlertService lists alerts and moves them through the spec's state table.
+type AlertService interface {
+	ListAlerts(ctx context.Context, orgID string, f AlertFilter) (resource.List[resource.Alert], error)
+	Acknowledge(ctx context.Context, orgID, id string) (resource.Alert, error)
+	Resolve(ctx context.Context, orgID, id string) (resource.Alert, error)
+}
+
+// KeyService finds API keys for authentication.
+type KeyService interface {
+	// KeyByID returns the key with id, in any organization, or ENOTFOUND.
+	KeyByID(ctx context.Context, id string) (*APIKey, error)
+}
+
+// DeviceRef identifies a device on the ingest path.
+type DeviceRef struct {
+	ID    string
+	OrgID string
+	Model string
+}
+
+// VPNState is the tunnel state an agent reports.
+type VPNState struct {
+	Up            bool
+	InterfaceName string
+	Endpoint      string
+	PeerCount     int
+	LastHandshake time.Time
+}
+
+// Heartbeat is what the relay learned from one agent heartbeat.
+type Heartbeat struct {
+	At     time.Time
+	Status resource.DeviceStatus
+	VPN    *VPNState
+	// Changed holds the channels whose telemetry (live, txOn, error) differs
+	// from the previous report; empty when nothing changed.
+	Changed []resource.ChannelTelemetry
+}
+
+// Observer is told what agents reported, after it was stored. The alert
+// engine and the signal webhooks implement it. Calls come from the agent
+// endpoint's goroutines and must not block for long.
+type Observer interface {
+	MetricsStored(ctx context.Context, dev DeviceRef, samples []resource.MetricSample)
+	HeartbeatStored(ctx context.Context, dev DeviceRef, hb Heartbeat)
+	EventsStored(ctx context.Context, dev DeviceRef, events []resource.Event)
+	StatusChanged(ctx context.Context, dev DeviceRef, from, to resource.DeviceStatus)
+}
+
+// AlertObserver is told when an alert changes state through any path (the
+// API or the alert engine); the alert webhooks implement it. Event is
+// "alert.opened", "alert.acknowledged" or "alert.resolved".
+type AlertObserver interface {
+	AlertChanged(ctx context.Context, event string, a resource.Alert)
+}
+
+// DesiredConfigObserver is told after a device's desired serial
+// configuration changed (PATCH /serial, PUT channel), so that a connected
+// agent receives it at once.
+type DesiredConfigObserver interface {
+	DesiredConfigChanged(deviceID string)
+}

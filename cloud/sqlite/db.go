@@ -1,0 +1,182 @@
+// Package sqlite is the relay's store on SQLite (mattn/go-sqlite3): WAL
+// journal, one writer connection with immediate transactions, a separate
+// pool of readers, and embedded SQL migrations applied in order at open.
+// Other processes (the admin CLI) may use the same file while a relay runs.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+
+	"github.com/fleet/fleet/cloud"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// DB is an open store.
+type DB struct {
+	// W is the single writer connection; every write goes through it.
+	W *sql.DB
+	// R is the pool of readers.
+	R *sql.DB
+	// Now is the clock.
+	Now cloud.Now
+
+	path string
+}
+
+// Open opens (creating if needed) the database file at path and applies
+// pending migrations.
+func Open(ctx context.Context, path string) (*DB, error) {
+	if path == "" {
+		return nil, fmt.Errorf("sqlite: empty database path")
+	}
+	dsn := func(mode string) string {
+		q := url.Values{}
+		q.Set("_journal_mode", "WAL")
+		q.Set("_busy_timeout", "10000")
+		q.Set("_synchronous", "NORMAL")
+		q.Set("_foreign_keys", "on")
+		q.Set("_txlock", "immediate")
+		q.Set("_cache_size", "-16000")
+		if mode != "" {
+			q.Set("mode", mode)
+		}
+		return "file:" + path + "?" + q.Encode()
+	}
+	w, err := sql.Open("sqlite3", dsn(""))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open writer: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	db := &DB{W: w, Now: time.Now, path: path}
+	if err := db.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite3", dsn("ro"))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open readers: %w", err)
+	}
+	n := 2 * runtime.GOMAXPROCS(0)
+	if n < 4 {
+		n = 4
+	}
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	r.SetConnMaxIdleTime(0)
+	r.SetConnMaxLifetime(0)
+	db.R = r
+	return db, nil
+}
+
+// Path returns the database file's path.
+func (db *DB) Path() string { return db.path }
+
+// Close closes both pools.
+func (db *DB) Close() error {
+	var err error
+	if db.R != nil {
+		err = db.R.Close()
+	}
+	if e := db.W.Close(); e != nil && err == nil {
+		err = e
+	}
+	return err
+}
+
+// NowMs returns the clock's time in Unix milliseconds.
+func (db *DB) NowMs() int64 { return db.Now().UnixMilli() }
+
+// migrate applies every embedded migration not yet recorded, each in its own
+// transaction, in file-name order.
+func (db *DB) migrate(ctx context.Context) error {
+	if _, err := db.W.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("sqlite: migrations table: %w", err)
+	}
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := db.migrateFile(ctx, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (db *DB) migrateFile(ctx context.Context, name string) error {
+	tx, err := db.W.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: migration %s: %w", name, err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE name = ?`, name).Scan(&n); err != nil {
+		return fmt.Errorf("sqlite: migration %s: %w", name, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	body, err := migrationFS.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return fmt.Errorf("sqlite: migration %s: %w", strings.TrimPrefix(name, "migrations/"), err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)`, name, time.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("sqlite: migration %s: %w", name, err)
+	}
+	return tx.Commit()
+}
+
+// WriteTx runs fn in an immediate transaction on the writer.
+func (db *DB) WriteTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.W.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// MsTime converts Unix milliseconds to a UTC time; 0 or NULL gives zero.
+func MsTime(ms sql.NullInt64) time.Time {
+	if !ms.Valid || ms.Int64 == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms.Int64).UTC()
+}
+
+// TimeMs converts t to Unix milliseconds for a nullable column.
+func TimeMs(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}

@@ -1,0 +1,221 @@
+// Package protocol is the wire protocol between fleet-agent and fleet-relay:
+// one websocket per agent at Path, text frames holding one JSON Message each.
+// The agent authenticates the upgrade with its device token as a bearer
+// token. Records (metric samples and events) carry the agent's spool
+// sequence number; the relay stores them idempotently and answers with an
+// Ack naming the highest sequence stored, after which the agent drops them
+// from its spool. The full description, with limits and close codes, is
+// docs/protocol.md. This package does no I/O.
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
+)
+
+// Version is the protocol version; it is part of Path and of Subprotocol.
+const Version = 1
+
+// Path is the websocket path on the relay.
+const Path = "/agent/v1/ws"
+
+// Subprotocol is negotiated on the upgrade.
+const Subprotocol = "fleet.agent.v1"
+
+// Limits.
+const (
+	// MaxMessageBytes bounds one message in either direction.
+	MaxMessageBytes = 256 << 10
+	// MaxBatch bounds the records of one Records message.
+	MaxBatch = 500
+	// MaxChannels bounds the channels of one heartbeat or hello.
+	MaxChannels = 64
+	// MaxEventDataBytes bounds an event's data object.
+	MaxEventDataBytes = 8 << 10
+)
+
+// Message types. Agent to relay: Hello (first, exactly once), Heartbeat,
+// Records, ConfigApplied. Relay to agent: Welcome (answer to Hello), Ack,
+// Config.
+const (
+	TypeHello         = "hello"
+	TypeHeartbeat     = "heartbeat"
+	TypeRecords       = "records"
+	TypeConfigApplied = "config_applied"
+	TypeWelcome       = "welcome"
+	TypeAck           = "ack"
+	TypeConfig        = "config"
+)
+
+// Close codes (websocket application range) with their meaning.
+const (
+	CloseProtocolError = 4000 // malformed, unknown or out-of-order message
+	CloseTooLarge      = 4001 // message over MaxMessageBytes or a batch over MaxBatch
+	CloseUnauthorized  = 4003 // token unknown or revoked (also sent as HTTP 401 before the upgrade)
+	CloseReplaced      = 4009 // a newer connection of the same device took over
+	CloseShutdown      = 4010 // relay shutting down; reconnect with backoff
+)
+
+// Message is the envelope of every frame; Type selects which of the other
+// fields is set.
+type Message struct {
+	Type          string         `json:"type"`
+	Hello         *Hello         `json:"hello,omitempty"`
+	Heartbeat     *Heartbeat     `json:"heartbeat,omitempty"`
+	Records       *Records       `json:"records,omitempty"`
+	ConfigApplied *ConfigApplied `json:"configApplied,omitempty"`
+	Welcome       *Welcome       `json:"welcome,omitempty"`
+	Ack           *Ack           `json:"ack,omitempty"`
+	Config        *Config        `json:"config,omitempty"`
+}
+
+// Hello opens a session.
+type Hello struct {
+	AgentVersion    string `json:"agentVersion"`
+	FirmwareVersion string `json:"firmwareVersion"`
+	Model           string `json:"model"`
+	DeviceName      string `json:"deviceName"`
+	DeviceLocation  string `json:"deviceLocation"`
+	Timezone        string `json:"timezone"`
+	// AppliedVersion is the desired-config version the agent runs now (0:
+	// none yet); the relay sends a Config when it holds a newer one.
+	AppliedVersion int64 `json:"appliedVersion"`
+	// HeartbeatInterval is the agent's heartbeat period; the relay marks the
+	// device OFFLINE after three of them pass in silence.
+	HeartbeatInterval Duration `json:"heartbeatInterval"`
+}
+
+// Welcome answers Hello.
+type Welcome struct {
+	DeviceID   string        `json:"deviceId"`
+	ServerTime resource.Time `json:"serverTime"`
+	// LastSeq is the highest record sequence the relay has stored for this
+	// device, so an agent that lost its acks can drop what was stored.
+	LastSeq uint64 `json:"lastSeq"`
+}
+
+// Heartbeat reports liveness and current state.
+type Heartbeat struct {
+	At             resource.Time         `json:"at"`
+	Status         resource.DeviceStatus `json:"status"` // ONLINE, REBOOTING, UPDATING or ERROR
+	IPAddress      string                `json:"ipAddress"`
+	AppliedVersion int64                 `json:"appliedVersion"`
+	VPN            *VPN                  `json:"vpn,omitempty"`
+	Channels       []ChannelState        `json:"channels"`
+}
+
+// VPN is the tunnel state.
+type VPN struct {
+	Up            bool           `json:"up"`
+	InterfaceName string         `json:"interfaceName"`
+	Endpoint      string         `json:"endpoint"`
+	PeerCount     int            `json:"peerCount"`
+	LastHandshake *resource.Time `json:"lastHandshake,omitempty"`
+}
+
+// ChannelState is one channel's reported state.
+type ChannelState struct {
+	ID                 string `json:"id"`
+	Available          bool   `json:"available"`
+	Live               string `json:"live"`
+	TxOn               bool   `json:"txOn"`
+	Error              string `json:"error"`
+	PassthroughAddress string `json:"passthroughAddress,omitempty"`
+}
+
+// Telemetry returns the channel's telemetry part.
+func (c ChannelState) Telemetry() serialcfg.Telemetry {
+	return serialcfg.Telemetry{Live: c.Live, TxOn: c.TxOn, Error: c.Error}
+}
+
+// Records carries spooled records, in increasing Seq.
+type Records struct {
+	Items []Record `json:"items"`
+}
+
+// Record is one spooled metric sample or event; exactly one is set.
+type Record struct {
+	Seq    uint64                 `json:"seq"`
+	Metric *resource.MetricSample `json:"metric,omitempty"`
+	Event  *Event                 `json:"event,omitempty"`
+}
+
+// Event is an agent event. ID is a cuid the agent made when the event
+// happened, so a resend is recognised.
+type Event struct {
+	ID        string            `json:"id"`
+	Type      string            `json:"type"`
+	Severity  resource.Severity `json:"severity"`
+	Message   string            `json:"message"`
+	Data      json.RawMessage   `json:"data,omitempty"`
+	CreatedAt resource.Time     `json:"createdAt"`
+}
+
+// Ack confirms that every record up to and including Seq is stored.
+type Ack struct {
+	Seq uint64 `json:"seq"`
+}
+
+// Config is the device's full desired serial state at Version.
+type Config struct {
+	Version  int64           `json:"version"`
+	Enabled  bool            `json:"enabled"`
+	Mode     string          `json:"mode"`
+	Channels []ChannelConfig `json:"channels"`
+}
+
+// ChannelConfig is one channel's desired configuration.
+type ChannelConfig struct {
+	ID     string           `json:"id"`
+	Config serialcfg.Config `json:"config"`
+}
+
+// ConfigApplied reports the outcome of applying a Config. Error is "" when
+// every channel applied; otherwise it names the failures (each also sent as a
+// serial.error event), and Version is still acknowledged so the relay does
+// not resend a configuration that cannot apply.
+type ConfigApplied struct {
+	Version int64  `json:"version"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Duration is a time.Duration that marshals as a Go duration string ("30s").
+type Duration struct{ time.Duration }
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// Event types the agent sends, and the ones the relay adds.
+const (
+	EventHeartbeat          = "heartbeat"
+	EventAgentStarted       = "agent.started"
+	EventAgentStopped       = "agent.stopped"
+	EventDeviceOnline       = "device.online"
+	EventDeviceOffline      = "device.offline"
+	EventConfigApplied      = "serial.config_applied"
+	EventSerialError        = "serial.error"
+	EventUSBAttached        = "usb.attached"
+	EventUSBDetached        = "usb.detached"
+	EventVPNDown            = "alert.vpn_down"
+	EventVPNUp              = "vpn.up"
+	EventAlertResolved      = "alert.resolved"
+	EventChannelAvailable   = "serial.channel_available"
+	EventChannelUnavailable = "serial.channel_unavailable"
+)

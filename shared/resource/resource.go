@@ -1,0 +1,263 @@
+// Package resource holds the public API's resource shapes (spec section 2) as
+// Go types with their JSON names, the enumerations they use, and the
+// envelopes. The relay renders them; tests, benchmarks and clients decode them.
+// It does no I/O.
+package resource
+
+import (
+	"encoding/json"
+
+	"github.com/fleet/fleet/shared/serialcfg"
+)
+
+// DeviceStatus is a device's connection state.
+type DeviceStatus string
+
+// Device statuses, as the spec lists them.
+const (
+	StatusOnline       DeviceStatus = "ONLINE"
+	StatusOffline      DeviceStatus = "OFFLINE"
+	StatusConnecting   DeviceStatus = "CONNECTING"
+	StatusError        DeviceStatus = "ERROR"
+	StatusProvisioning DeviceStatus = "PROVISIONING"
+	StatusRebooting    DeviceStatus = "REBOOTING"
+	StatusUpdating     DeviceStatus = "UPDATING"
+)
+
+// DeviceStatuses lists every DeviceStatus.
+var DeviceStatuses = []DeviceStatus{StatusOnline, StatusOffline, StatusConnecting, StatusError, StatusProvisioning, StatusRebooting, StatusUpdating}
+
+// Valid reports whether s is a known status.
+func (s DeviceStatus) Valid() bool {
+	for _, v := range DeviceStatuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Severity is the severity of an event or alert.
+type Severity string
+
+// Severities, lowest first.
+const (
+	SeverityInfo     Severity = "INFO"
+	SeverityWarning  Severity = "WARNING"
+	SeverityError    Severity = "ERROR"
+	SeverityCritical Severity = "CRITICAL"
+)
+
+// Severities lists every Severity, lowest first.
+var Severities = []Severity{SeverityInfo, SeverityWarning, SeverityError, SeverityCritical}
+
+// Valid reports whether s is a known severity.
+func (s Severity) Valid() bool {
+	for _, v := range Severities {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// AlertState is the state of an alert.
+type AlertState string
+
+// Alert states.
+const (
+	AlertActive       AlertState = "ACTIVE"
+	AlertAcknowledged AlertState = "ACKNOWLEDGED"
+	AlertResolved     AlertState = "RESOLVED"
+)
+
+// Valid reports whether s is a known alert state.
+func (s AlertState) Valid() bool {
+	return s == AlertActive || s == AlertAcknowledged || s == AlertResolved
+}
+
+// Serial usage modes.
+const (
+	ModeManaged     = "managed"
+	ModePassthrough = "passthrough"
+	ModeBoth        = "both"
+)
+
+// ValidMode reports whether m is a serial usage mode.
+func ValidMode(m string) bool { return m == ModeManaged || m == ModePassthrough || m == ModeBoth }
+
+// Capability names.
+const CapabilitySerialIO = "serial.io"
+
+// Device is the list item of GET /devices.
+type Device struct {
+	ID              string       `json:"id"`
+	Name            string       `json:"name"`
+	SerialNumber    string       `json:"serialNumber"`
+	Status          DeviceStatus `json:"status"`
+	Model           string       `json:"model"`
+	FirmwareVersion string       `json:"firmwareVersion"`
+	LastSeen        *Time        `json:"lastSeen"`
+	IPAddress       string       `json:"ipAddress"`
+	Location        string       `json:"location"`
+	CreatedAt       Time         `json:"createdAt"`
+}
+
+// DeviceDetail is GET /devices/{id}: the list item plus the agent's own view.
+type DeviceDetail struct {
+	Device
+	Notes               *string `json:"notes"`
+	AgentDeviceName     string  `json:"agentDeviceName"`
+	AgentDeviceLocation string  `json:"agentDeviceLocation"`
+	AgentTimezone       string  `json:"agentTimezone"`
+}
+
+// MetricSample is one sample of system metrics.
+type MetricSample struct {
+	CapturedAt  Time    `json:"capturedAt"`
+	CPUPct      float64 `json:"cpuPct"`
+	MemPct      float64 `json:"memPct"`
+	DiskUsedPct float64 `json:"diskUsedPct"`
+	TempCPU     float64 `json:"tempCpu"`
+	LoadAvg1    float64 `json:"loadAvg1"`
+}
+
+// Window is the effective time range of a metrics response.
+type Window struct {
+	From Time `json:"from"`
+	To   Time `json:"to"`
+}
+
+// MetricsResponse is the body of GET /devices/{id}/metrics.
+type MetricsResponse struct {
+	Data   []MetricSample `json:"data"`
+	Window Window         `json:"window"`
+}
+
+// Event is a device event.
+type Event struct {
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	Severity  Severity        `json:"severity"`
+	Message   string          `json:"message"`
+	Data      json.RawMessage `json:"data"`
+	CreatedAt Time            `json:"createdAt"`
+}
+
+// Forwarding is a device's signal-forwarding settings.
+type Forwarding struct {
+	WebhookURL     *string `json:"webhookUrl"`
+	WebhookEnabled bool    `json:"webhookEnabled"`
+}
+
+// Channel is one channel of a device's industrial I/O port.
+type Channel struct {
+	ID           string              `json:"id"`
+	Group        string              `json:"group"`
+	Label        string              `json:"label"`
+	Terminals    []string            `json:"terminals"`
+	Configurable bool                `json:"configurable"`
+	Available    bool                `json:"available"`
+	Config       serialcfg.Config    `json:"config"`
+	Telemetry    serialcfg.Telemetry `json:"telemetry"`
+	// PassthroughAddress is "host:port" of the channel's raw TCP port when the
+	// device runs in passthrough or both mode and the agent opened one.
+	PassthroughAddress *string `json:"passthroughAddress,omitempty"`
+}
+
+// SerialState is GET /devices/{id}/serial.
+type SerialState struct {
+	DeviceID    string     `json:"deviceId"`
+	Enabled     bool       `json:"enabled"`
+	Mode        string     `json:"mode"`
+	Forwarding  Forwarding `json:"forwarding"`
+	Channels    []Channel  `json:"channels"`
+	TelemetryAt *Time      `json:"telemetryAt"`
+}
+
+// SerialPatchResult is the response of PATCH /devices/{id}/serial.
+type SerialPatchResult struct {
+	DeviceID   string     `json:"deviceId"`
+	Mode       string     `json:"mode"`
+	Forwarding Forwarding `json:"forwarding"`
+}
+
+// ChannelTelemetry is one channel's entry in serial telemetry and webhooks.
+type ChannelTelemetry struct {
+	ID    string `json:"id"`
+	Live  string `json:"live"`
+	TxOn  bool   `json:"txOn"`
+	Error string `json:"error"`
+}
+
+// SerialTelemetry is GET /devices/{id}/serial/telemetry.
+type SerialTelemetry struct {
+	DeviceID string             `json:"deviceId"`
+	At       *Time              `json:"at"`
+	Channels []ChannelTelemetry `json:"channels"`
+}
+
+// ChannelPutResult is the response of PUT /devices/{id}/serial/channels/{channelId}.
+type ChannelPutResult struct {
+	DeviceID  string           `json:"deviceId"`
+	ChannelID string           `json:"channelId"`
+	Config    serialcfg.Config `json:"config"`
+}
+
+// Alert is an alert as listed by GET /alerts.
+type Alert struct {
+	ID             string          `json:"id"`
+	State          AlertState      `json:"state"`
+	Severity       Severity        `json:"severity"`
+	Message        string          `json:"message"`
+	Payload        json.RawMessage `json:"payload"`
+	DeviceID       string          `json:"deviceId"`
+	RuleID         string          `json:"ruleId"`
+	AcknowledgedAt *Time           `json:"acknowledgedAt"`
+	ResolvedAt     *Time           `json:"resolvedAt"`
+	CreatedAt      Time            `json:"createdAt"`
+}
+
+// Pagination is the pagination block of list responses.
+type Pagination struct {
+	NextCursor *string `json:"nextCursor"`
+	HasMore    bool    `json:"hasMore"`
+}
+
+// List is a list response.
+type List[T any] struct {
+	Data       []T        `json:"data"`
+	Pagination Pagination `json:"pagination"`
+}
+
+// One is a single-object response.
+type One[T any] struct {
+	Data T `json:"data"`
+}
+
+// ErrorBody is the error envelope.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of the error envelope.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// SignalWebhook is the body of a serial.signal webhook.
+type SignalWebhook struct {
+	Event    string             `json:"event"`
+	DeviceID string             `json:"deviceId"`
+	At       Time               `json:"at"`
+	Channels []ChannelTelemetry `json:"channels"`
+}
+
+// AlertWebhook is the body of an alert webhook.
+type AlertWebhook struct {
+	Event    string `json:"event"`
+	DeviceID string `json:"deviceId"`
+	At       Time   `json:"at"`
+	Alert    Alert  `json:"alert"`
+}

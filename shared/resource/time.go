@@ -1,0 +1,63 @@
+package resource
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+)
+
+// TimeLayout is the wire format of every timestamp: RFC 3339, UTC, with
+// exactly three fractional digits.
+const TimeLayout = "2006-01-02T15:04:05.000Z"
+
+// Time is a timestamp that marshals as TimeLayout.
+type Time struct{ time.Time }
+
+// T wraps t, truncated to milliseconds, in a Time.
+func T(t time.Time) Time { return Time{t.UTC().Truncate(time.Millisecond)} }
+
+// TP returns a pointer to T(t), or nil when t is zero; for nullable fields.
+func TP(t time.Time) *Time {
+	if t.IsZero() {
+		return nil
+	}
+	v := T(t)
+	return &v
+}
+
+// FormatTime formats t as TimeLayout.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// ParseTime parses an RFC 3339 timestamp (any fractional precision, any
+// offset) and returns it in UTC.
+func ParseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("not an RFC 3339 timestamp: %q", s)
+	}
+	return t.UTC(), nil
+}
+
+// MarshalJSON implements json.Marshaler.
+func (t Time) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, len(TimeLayout)+2)
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, TimeLayout)
+	return append(b, '"'), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return fmt.Errorf("timestamp must be a string")
+	}
+	v, err := ParseTime(string(b[1 : len(b)-1]))
+	if err != nil {
+		return err
+	}
+	t.Time = v
+	return nil
+}

@@ -86,6 +86,11 @@ type Hello struct {
 	// HeartbeatInterval is the agent's heartbeat period; the relay marks the
 	// device OFFLINE after three of them pass in silence.
 	HeartbeatInterval Duration `json:"heartbeatInterval"`
+	// MetricsInterval is the agent's metrics period (optional; the relay
+	// assumes 5m when it is absent). The relay records at most one
+	// "heartbeat" event per MetricsInterval so the event stream stays
+	// readable.
+	MetricsInterval Duration `json:"metricsInterval,omitempty"`
 }
 
 // Welcome answers Hello.

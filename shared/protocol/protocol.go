@@ -90,7 +90,7 @@ type Hello struct {
 	// assumes 5m when it is absent). The relay records at most one
 	// "heartbeat" event per MetricsInterval so the event stream stays
 	// readable.
-	MetricsInterval Duration `json:"metricsInterval,omitempty"`
+	MetricsInterval Duration `json:"metricsInterval,omitzero"`
 }
 
 // Welcome answers Hello.

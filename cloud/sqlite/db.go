@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
@@ -33,7 +34,8 @@ type DB struct {
 	// Now is the clock.
 	Now cloud.Now
 
-	path string
+	path  string
+	stmts sync.Map // query text -> *sql.Stmt on R (see readStmt)
 }
 
 // Open opens (creating if needed) the database file at path and applies
@@ -95,6 +97,10 @@ func (db *DB) Path() string { return db.path }
 // Close closes both pools.
 func (db *DB) Close() error {
 	var err error
+	db.stmts.Range(func(_, v any) bool {
+		v.(*sql.Stmt).Close()
+		return true
+	})
 	if db.R != nil {
 		err = db.R.Close()
 	}
@@ -179,4 +185,21 @@ func TimeMs(t time.Time) sql.NullInt64 {
 		return sql.NullInt64{}
 	}
 	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+// readStmt returns a statement for query prepared once on the reader pool
+// and kept for the life of db; hot read paths use it to skip re-parsing.
+func (db *DB) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if v, ok := db.stmts.Load(query); ok {
+		return v.(*sql.Stmt), nil
+	}
+	st, err := db.R.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	if v, loaded := db.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return v.(*sql.Stmt), nil
+	}
+	return st, nil
 }

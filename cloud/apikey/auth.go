@@ -1,0 +1,144 @@
+package apikey
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/fleet/fleet/cloud"
+)
+
+// DefaultCacheSize bounds the cache of verified keys.
+const DefaultCacheSize = 10000
+
+// Authenticator verifies bearer keys against a cloud.KeyService. The secret
+// is checked with bcrypt the first time a whole key is seen; the outcome is
+// cached under the key's SHA-256 sum (never the key itself). The key's row
+// is read on every call, so a revocation or expiry is seen on the very next
+// request, even when another process (the admin CLI) changed it.
+type Authenticator struct {
+	keys cloud.KeyService
+	now  cloud.Now
+	max  int
+
+	mu       sync.Mutex
+	verified map[[32]byte]cacheEntry
+	inflight map[[32]byte]*verifyCall
+}
+
+type cacheEntry struct {
+	id   string
+	hash string // the bcrypt hash the outcome was computed against
+	ok   bool
+}
+
+type verifyCall struct {
+	done chan struct{}
+	ok   bool
+}
+
+// NewAuthenticator returns an Authenticator reading keys from keys. now may
+// be nil (time.Now); cacheSize <= 0 means DefaultCacheSize.
+func NewAuthenticator(keys cloud.KeyService, now cloud.Now, cacheSize int) *Authenticator {
+	if now == nil {
+		now = time.Now
+	}
+	if cacheSize <= 0 {
+		cacheSize = DefaultCacheSize
+	}
+	return &Authenticator{
+		keys:     keys,
+		now:      now,
+		max:      cacheSize,
+		verified: make(map[[32]byte]cacheEntry),
+		inflight: make(map[[32]byte]*verifyCall),
+	}
+}
+
+// FromHeader authenticates the value of an Authorization header, which must
+// be "Bearer <key>" (scheme case-insensitive).
+func (a *Authenticator) FromHeader(ctx context.Context, header string) (*cloud.APIKey, error) {
+	scheme, key, found := strings.Cut(header, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return nil, unauthorized()
+	}
+	return a.Authenticate(ctx, strings.TrimSpace(key))
+}
+
+// Authenticate returns the key that key names. Errors are *cloud.Error:
+// EUNAUTHORIZED for a malformed key, an unknown id or a wrong secret (one
+// message for all three); EREVOKED or EEXPIRED only once the secret
+// verified. Store failures are returned wrapped, as internal errors.
+func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.APIKey, error) {
+	id, secret, ok := Parse(key)
+	if !ok {
+		return nil, unauthorized()
+	}
+	k, err := a.keys.KeyByID(ctx, id)
+	if err != nil {
+		if cloud.ErrorCode(err) == cloud.ENOTFOUND {
+			return nil, unauthorized()
+		}
+		return nil, err
+	}
+	if !a.verify(key, secret, k) {
+		return nil, unauthorized()
+	}
+	if !k.RevokedAt.IsZero() {
+		return nil, cloud.Errorf(cloud.EREVOKED, "the API key was revoked")
+	}
+	if !k.ExpiresAt.IsZero() && !a.now().Before(k.ExpiresAt) {
+		return nil, cloud.Errorf(cloud.EEXPIRED, "the API key expired at %s", k.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return k, nil
+}
+
+// verify checks secret against k's hash, from the cache when the whole key
+// was seen before. Concurrent first sights of one key share one bcrypt run.
+func (a *Authenticator) verify(key, secret string, k *cloud.APIKey) bool {
+	sum := sha256.Sum256([]byte(key))
+	a.mu.Lock()
+	if e, hit := a.verified[sum]; hit && e.id == k.ID && subtle.ConstantTimeCompare([]byte(e.hash), k.Hash) == 1 {
+		a.mu.Unlock()
+		return e.ok
+	}
+	if c, busy := a.inflight[sum]; busy {
+		a.mu.Unlock()
+		<-c.done
+		return c.ok
+	}
+	c := &verifyCall{done: make(chan struct{})}
+	a.inflight[sum] = c
+	a.mu.Unlock()
+
+	c.ok = bcrypt.CompareHashAndPassword(k.Hash, []byte(secret)) == nil
+
+	a.mu.Lock()
+	delete(a.inflight, sum)
+	if len(a.verified) >= a.max {
+		for victim := range a.verified { // map order is random: evict one at random
+			delete(a.verified, victim)
+			break
+		}
+	}
+	a.verified[sum] = cacheEntry{id: k.ID, hash: string(k.Hash), ok: c.ok}
+	a.mu.Unlock()
+	close(c.done)
+	return c.ok
+}
+
+// CacheLen returns the number of cached verifications.
+func (a *Authenticator) CacheLen() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.verified)
+}
+
+func unauthorized() error {
+	return cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
+}

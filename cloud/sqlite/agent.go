@@ -1,0 +1,537 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/hw/catalog"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
+)
+
+// AgentStore is the agent endpoint's store (agentlink.Store) on SQLite. Its
+// writes go through one writer goroutine that coalesces the writes of many
+// connections into one transaction; Close stops it.
+type AgentStore struct {
+	db  *DB
+	log *slog.Logger
+	w   *ingestWriter
+	st  agentStmts
+}
+
+var _ agentlink.Store = (*AgentStore)(nil)
+
+// agentStmts are the writer's prepared statements.
+type agentStmts struct {
+	status, connect, hello                  *sql.Stmt
+	heartbeat, serialTelemetry, serialApply *sql.Stmt
+	serialEnsure, desiredVersion, channels  *sql.Stmt
+	channelUpsert, event, eventOwner        *sql.Stmt
+	metric, lastSeq, session, offline       *sql.Stmt
+	due, orphans                            *sql.Stmt
+	auth                                    *sql.Stmt // on the readers
+}
+
+// onlineish are the statuses of a connected device.
+const onlineish = `('ONLINE', 'CONNECTING', 'REBOOTING', 'UPDATING', 'ERROR')`
+
+// NewAgentStore prepares the statements and starts the writer goroutine.
+func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &AgentStore{db: db, log: log}
+	prep := []struct {
+		dst  **sql.Stmt
+		pool *sql.DB
+		q    string
+	}{
+		{&s.st.auth, db.R, `SELECT id, org_id, model, status, token_revoked_at FROM devices WHERE token_hash = ?`},
+		{&s.st.status, db.W, `SELECT status, COALESCE(agent_session, ''), agent_last_seq FROM devices WHERE id = ?`},
+		{&s.st.connect, db.W, `UPDATE devices SET status = 'CONNECTING', agent_session = ?, agent_deadline = ? WHERE id = ?`},
+		{&s.st.hello, db.W, `UPDATE devices SET status = 'ONLINE', firmware_version = ?, agent_device_name = ?, agent_device_location = ?,
+			agent_timezone = ?, agent_version = ?, agent_heartbeat_ms = ?, last_seen = ?, agent_deadline = ? WHERE id = ? AND agent_session = ?`},
+		{&s.st.heartbeat, db.W, `UPDATE devices SET last_seen = ?, ip_address = ?, status = ?, agent_deadline = ? WHERE id = ? AND agent_session = ?`},
+		{&s.st.serialEnsure, db.W, `INSERT INTO serial_state (device_id) VALUES (?) ON CONFLICT (device_id) DO NOTHING`},
+		{&s.st.desiredVersion, db.W, `SELECT desired_version FROM serial_state WHERE device_id = ?`},
+		{&s.st.channels, db.W, `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, '') FROM serial_channels WHERE device_id = ?`},
+		{&s.st.serialTelemetry, db.W, `UPDATE serial_state SET telemetry_at = ?, applied_version = ? WHERE device_id = ?`},
+		{&s.st.serialApply, db.W, `UPDATE serial_state SET applied_version = ? WHERE device_id = ?`},
+		{&s.st.channelUpsert, db.W, `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
+			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`},
+		{&s.st.event, db.W, `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.st.eventOwner, db.W, `SELECT device_id FROM events WHERE id = ?`},
+		{&s.st.metric, db.W, `INSERT OR IGNORE INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1) VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&s.st.lastSeq, db.W, `UPDATE devices SET agent_last_seq = MAX(agent_last_seq, ?) WHERE id = ? RETURNING agent_last_seq`},
+		{&s.st.session, db.W, `SELECT status FROM devices WHERE id = ? AND agent_session = ?`},
+		{&s.st.offline, db.W, `UPDATE devices SET status = 'OFFLINE', agent_session = NULL, agent_deadline = NULL WHERE id = ?`},
+		{&s.st.due, db.W, `SELECT id, org_id, model, status FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < ? ORDER BY agent_deadline LIMIT 2000`},
+		{&s.st.orphans, db.W, `UPDATE devices SET agent_deadline = ? WHERE agent_deadline IS NULL AND status IN ` + onlineish},
+	}
+	for _, p := range prep {
+		st, err := p.pool.Prepare(p.q)
+		if err != nil {
+			s.closeStmts()
+			return nil, fmt.Errorf("sqlite: agent store: prepare: %w", err)
+		}
+		*p.dst = st
+	}
+	w, err := newIngestWriter(db, log)
+	if err != nil {
+		s.closeStmts()
+		return nil, err
+	}
+	s.w = w
+	return s, nil
+}
+
+func (s *AgentStore) closeStmts() {
+	for _, st := range []*sql.Stmt{s.st.auth, s.st.status, s.st.connect, s.st.hello, s.st.heartbeat,
+		s.st.serialTelemetry, s.st.serialApply, s.st.serialEnsure, s.st.desiredVersion, s.st.channels,
+		s.st.channelUpsert, s.st.event, s.st.eventOwner, s.st.metric, s.st.lastSeq, s.st.session,
+		s.st.offline, s.st.due, s.st.orphans} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// Close finishes the queued writes and stops the writer. Call it after the
+// agent endpoint shut down and before DB.Close.
+func (s *AgentStore) Close() error {
+	s.w.close()
+	s.closeStmts()
+	return nil
+}
+
+// Stats returns the writer's counters.
+func (s *AgentStore) Stats() IngestStats { return s.w.snapshot() }
+
+// HashDeviceToken returns the SHA-256 of a device token, as devices.token_hash
+// keeps it.
+func HashDeviceToken(token string) [32]byte { return sha256.Sum256([]byte(token)) }
+
+// AuthDevice implements agentlink.Store.
+func (s *AgentStore) AuthDevice(ctx context.Context, tokenHash [32]byte) (agentlink.Device, error) {
+	var d agentlink.Device
+	var revoked sql.NullInt64
+	var status string
+	err := s.st.auth.QueryRowContext(ctx, tokenHash[:]).Scan(&d.ID, &d.OrgID, &d.Model, &status, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return agentlink.Device{}, agentlink.ErrUnauthorized
+	}
+	if err != nil {
+		return agentlink.Device{}, fmt.Errorf("sqlite: auth device: %w", err)
+	}
+	if revoked.Valid {
+		return agentlink.Device{}, agentlink.ErrUnauthorized
+	}
+	d.Status = resource.DeviceStatus(status)
+	return d, nil
+}
+
+// insertEvent records a relay-made event.
+func (s *AgentStore) insertEvent(t *ingestTx, dev agentlink.Device, ev *resource.Event) error {
+	data := string(ev.Data)
+	if data == "" {
+		data = "{}"
+	}
+	_, err := t.stmt(s.st.event).ExecContext(t.ctx, ev.ID, dev.OrgID, dev.ID, ev.Type, string(ev.Severity), ev.Message, data, ev.CreatedAt.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("sqlite: insert event %s: %w", ev.Type, err)
+	}
+	return nil
+}
+
+func newEvent(typ string, sev resource.Severity, msg string, data any, at time.Time) *resource.Event {
+	b, err := json.Marshal(data)
+	if err != nil || data == nil {
+		b = []byte("{}")
+	}
+	return &resource.Event{ID: ids.New(), Type: typ, Severity: sev, Message: msg, Data: b, CreatedAt: resource.T(at)}
+}
+
+func (s *AgentStore) currentStatus(t *ingestTx, deviceID string) (status resource.DeviceStatus, session string, lastSeq uint64, err error) {
+	var st string
+	var seq int64
+	if err := t.stmt(s.st.status).QueryRowContext(t.ctx, deviceID).Scan(&st, &session, &seq); err != nil {
+		return "", "", 0, fmt.Errorf("sqlite: device %s status: %w", deviceID, err)
+	}
+	return resource.DeviceStatus(st), session, uint64(seq), nil
+}
+
+// Connect implements agentlink.Store.
+func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session string, at, deadline time.Time) (agentlink.StatusChange, error) {
+	ch := agentlink.StatusChange{Device: dev, To: resource.StatusConnecting}
+	err := s.w.do(ctx, func(t *ingestTx) error {
+		from, _, _, err := s.currentStatus(t, dev.ID)
+		if err != nil {
+			return err
+		}
+		ch.From = from
+		if _, err := t.stmt(s.st.connect).ExecContext(t.ctx, session, deadline.UnixMilli(), dev.ID); err != nil {
+			return fmt.Errorf("sqlite: connect %s: %w", dev.ID, err)
+		}
+		return nil
+	})
+	return ch, err
+}
+
+// Hello implements agentlink.Store.
+func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink.HelloOut, error) {
+	var out agentlink.HelloOut
+	model, _ := catalog.Lookup(in.Device.Model)
+	serial := model.Has(resource.CapabilitySerialIO)
+	err := s.w.do(ctx, func(t *ingestTx) error {
+		out = agentlink.HelloOut{}
+		from, session, lastSeq, err := s.currentStatus(t, in.Device.ID)
+		if err != nil {
+			return err
+		}
+		if session != in.Session {
+			return agentlink.ErrSessionGone
+		}
+		h := in.Hello
+		deadline := in.At.Add(3 * in.HeartbeatInterval)
+		if _, err := t.stmt(s.st.hello).ExecContext(t.ctx, h.FirmwareVersion, h.DeviceName, h.DeviceLocation, h.Timezone,
+			h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(), deadline.UnixMilli(), in.Device.ID, in.Session); err != nil {
+			return fmt.Errorf("sqlite: hello %s: %w", in.Device.ID, err)
+		}
+		out.LastSeq = lastSeq
+		out.Change = agentlink.StatusChange{Device: in.Device, From: from, To: resource.StatusOnline}
+		if in.OnlineEvent {
+			ev := newEvent(protocol.EventDeviceOnline, resource.SeverityInfo, "device is online",
+				map[string]any{"agentVersion": h.AgentVersion, "firmwareVersion": h.FirmwareVersion}, in.At)
+			if err := s.insertEvent(t, in.Device, ev); err != nil {
+				return err
+			}
+			out.Change.Event = ev
+		}
+		if !serial {
+			return nil
+		}
+		if _, err := t.stmt(s.st.serialEnsure).ExecContext(t.ctx, in.Device.ID); err != nil {
+			return fmt.Errorf("sqlite: serial state %s: %w", in.Device.ID, err)
+		}
+		if err := t.stmt(s.st.desiredVersion).QueryRowContext(t.ctx, in.Device.ID).Scan(&out.DesiredVersion); err != nil {
+			return fmt.Errorf("sqlite: desired version %s: %w", in.Device.ID, err)
+		}
+		rows, err := t.stmt(s.st.channels).QueryContext(t.ctx, in.Device.ID)
+		if err != nil {
+			return fmt.Errorf("sqlite: channels %s: %w", in.Device.ID, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c protocol.ChannelState
+			var avail sql.NullBool
+			if err := rows.Scan(&c.ID, &avail, &c.Live, &c.TxOn, &c.Error, &c.PassthroughAddress); err != nil {
+				return fmt.Errorf("sqlite: channels %s: %w", in.Device.ID, err)
+			}
+			if !avail.Valid {
+				continue // never reported: any report is a change
+			}
+			c.Available = avail.Bool
+			out.Channels = append(out.Channels, c)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// Heartbeat implements agentlink.Store.
+func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn) (agentlink.HeartbeatOut, error) {
+	var out agentlink.HeartbeatOut
+	model, _ := catalog.Lookup(in.Device.Model)
+	serial := model.Has(resource.CapabilitySerialIO)
+	err := s.w.do(ctx, func(t *ingestTx) error {
+		at := in.At.UnixMilli()
+		res, err := t.stmt(s.st.heartbeat).ExecContext(t.ctx, at, in.IPAddress, string(in.Status), in.Deadline.UnixMilli(), in.Device.ID, in.Session)
+		if err != nil {
+			return fmt.Errorf("sqlite: heartbeat %s: %w", in.Device.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return agentlink.ErrSessionGone
+		}
+		out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
+		if serial && in.HasChannels {
+			if _, err := t.stmt(s.st.serialTelemetry).ExecContext(t.ctx, at, in.AppliedVersion, in.Device.ID); err != nil {
+				return fmt.Errorf("sqlite: serial telemetry %s: %w", in.Device.ID, err)
+			}
+			for _, c := range in.Channels {
+				var pt sql.NullString
+				if c.PassthroughAddress != "" {
+					pt = sql.NullString{String: c.PassthroughAddress, Valid: true}
+				}
+				if _, err := t.stmt(s.st.channelUpsert).ExecContext(t.ctx, in.Device.ID, c.ID, c.Available, c.Live, c.TxOn, c.Error, pt); err != nil {
+					return fmt.Errorf("sqlite: channel %s of %s: %w", c.ID, in.Device.ID, err)
+				}
+			}
+		}
+		if in.Event != nil {
+			if err := s.insertEvent(t, in.Device, in.Event); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// remapEventID derives the id under which an agent event is stored when its
+// own id already belongs to another device's event: deterministic, so a
+// resend is still recognised, and never the other device's row.
+func remapEventID(deviceID, id string) string {
+	sum := sha256.Sum256([]byte(deviceID + "\x00" + id))
+	return "r" + hex.EncodeToString(sum[:])[:ids.Length-1]
+}
+
+// Records implements agentlink.Store.
+func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agentlink.RecordsOut, error) {
+	var out agentlink.RecordsOut
+	dev := in.Device
+	err := s.w.do(ctx, func(t *ingestTx) error {
+		out = agentlink.RecordsOut{}
+		var maxSeq uint64
+		metric := t.stmt(s.st.metric)
+		for _, r := range in.Items {
+			if r.Seq > maxSeq {
+				maxSeq = r.Seq
+			}
+			switch {
+			case r.Metric != nil:
+				m := r.Metric
+				res, err := metric.ExecContext(t.ctx, dev.ID, m.CapturedAt.UnixMilli(), m.CPUPct, m.MemPct, m.DiskUsedPct, m.TempCPU, m.LoadAvg1)
+				if err != nil {
+					return fmt.Errorf("sqlite: insert metric of %s: %w", dev.ID, err)
+				}
+				if n, _ := res.RowsAffected(); n > 0 {
+					out.Metrics = append(out.Metrics, *m)
+				}
+			case r.Event != nil:
+				ev, ok, err := s.insertAgentEvent(t, dev, r.Event)
+				if err != nil {
+					return err
+				}
+				if ok {
+					out.Events = append(out.Events, ev)
+				}
+			}
+		}
+		var last int64
+		if err := t.stmt(s.st.lastSeq).QueryRowContext(t.ctx, int64(maxSeq), dev.ID).Scan(&last); err != nil {
+			return fmt.Errorf("sqlite: last seq of %s: %w", dev.ID, err)
+		}
+		out.LastSeq = uint64(last)
+		return nil
+	})
+	return out, err
+}
+
+// insertAgentEvent stores e under dev unless it is there already; ok reports
+// an insert. An id held by another device's event is stored under a derived
+// id instead (see remapEventID): the other row is neither read out nor
+// overwritten.
+func (s *AgentStore) insertAgentEvent(t *ingestTx, dev agentlink.Device, e *protocol.Event) (resource.Event, bool, error) {
+	data := string(e.Data)
+	if data == "" {
+		data = "{}"
+	}
+	ev := resource.Event{ID: e.ID, Type: e.Type, Severity: e.Severity, Message: e.Message, Data: json.RawMessage(data), CreatedAt: e.CreatedAt}
+	for attempt := 0; attempt < 2; attempt++ {
+		res, err := t.stmt(s.st.event).ExecContext(t.ctx, ev.ID, dev.OrgID, dev.ID, ev.Type, string(ev.Severity), ev.Message, data, ev.CreatedAt.UnixMilli())
+		if err != nil {
+			return ev, false, fmt.Errorf("sqlite: insert event of %s: %w", dev.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return ev, true, nil
+		}
+		var owner string
+		if err := t.stmt(s.st.eventOwner).QueryRowContext(t.ctx, ev.ID).Scan(&owner); err != nil {
+			return ev, false, fmt.Errorf("sqlite: event owner: %w", err)
+		}
+		if owner == dev.ID {
+			return ev, false, nil // a resend
+		}
+		s.log.Warn("agent event id collides with another device's event; storing under a derived id", "device", dev.ID, "event", e.ID)
+		ev.ID = remapEventID(dev.ID, e.ID)
+	}
+	return ev, false, nil
+}
+
+// ConfigApplied implements agentlink.Store.
+func (s *AgentStore) ConfigApplied(ctx context.Context, in agentlink.ConfigAppliedIn) (agentlink.ConfigAppliedOut, error) {
+	var out agentlink.ConfigAppliedOut
+	err := s.w.do(ctx, func(t *ingestTx) error {
+		out = agentlink.ConfigAppliedOut{}
+		var st string
+		if err := t.stmt(s.st.session).QueryRowContext(t.ctx, in.Device.ID, in.Session).Scan(&st); errors.Is(err, sql.ErrNoRows) {
+			return agentlink.ErrSessionGone
+		} else if err != nil {
+			return fmt.Errorf("sqlite: config applied %s: %w", in.Device.ID, err)
+		}
+		if _, err := t.stmt(s.st.serialApply).ExecContext(t.ctx, in.Version, in.Device.ID); err != nil {
+			return fmt.Errorf("sqlite: config applied %s: %w", in.Device.ID, err)
+		}
+		sev, msg := resource.SeverityInfo, fmt.Sprintf("serial configuration version %d applied", in.Version)
+		data := map[string]any{"version": in.Version}
+		if in.Error != "" {
+			sev, msg = resource.SeverityWarning, fmt.Sprintf("serial configuration version %d applied with errors: %s", in.Version, in.Error)
+			data["error"] = in.Error
+		}
+		ev := newEvent(protocol.EventConfigApplied, sev, msg, data, in.At)
+		if err := s.insertEvent(t, in.Device, ev); err != nil {
+			return err
+		}
+		out.Event = ev
+		return nil
+	})
+	return out, err
+}
+
+// offline moves a device OFFLINE inside t, with a device.offline event when
+// it was connected.
+func (s *AgentStore) offline(t *ingestTx, dev agentlink.Device, from resource.DeviceStatus, at time.Time, reason string) (agentlink.StatusChange, error) {
+	ch := agentlink.StatusChange{Device: dev, From: from, To: resource.StatusOffline}
+	if _, err := t.stmt(s.st.offline).ExecContext(t.ctx, dev.ID); err != nil {
+		return ch, fmt.Errorf("sqlite: offline %s: %w", dev.ID, err)
+	}
+	switch from {
+	case resource.StatusOnline, resource.StatusRebooting, resource.StatusUpdating, resource.StatusError:
+		ev := newEvent(protocol.EventDeviceOffline, resource.SeverityWarning, "device is offline: "+reason, map[string]any{"reason": reason}, at)
+		if err := s.insertEvent(t, dev, ev); err != nil {
+			return ch, err
+		}
+		ch.Event = ev
+	}
+	return ch, nil
+}
+
+// Disconnect implements agentlink.Store.
+func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, session string, at time.Time) (agentlink.StatusChange, bool, error) {
+	var ch agentlink.StatusChange
+	var ok bool
+	err := s.w.do(ctx, func(t *ingestTx) error {
+		var st string
+		err := t.stmt(s.st.session).QueryRowContext(t.ctx, dev.ID, session).Scan(&st)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: disconnect %s: %w", dev.ID, err)
+		}
+		ch, err = s.offline(t, dev, resource.DeviceStatus(st), at, "connection closed")
+		ok = err == nil
+		return err
+	})
+	return ch, ok, err
+}
+
+// Sweep implements agentlink.Store.
+func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.StatusChange, error) {
+	var out []agentlink.StatusChange
+	err := s.w.do(ctx, func(t *ingestTx) error {
+		out = out[:0]
+		rows, err := t.stmt(s.st.due).QueryContext(t.ctx, now.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("sqlite: sweep: %w", err)
+		}
+		var due []agentlink.Device
+		for rows.Next() {
+			var d agentlink.Device
+			var st string
+			if err := rows.Scan(&d.ID, &d.OrgID, &d.Model, &st); err != nil {
+				rows.Close()
+				return fmt.Errorf("sqlite: sweep: %w", err)
+			}
+			d.Status = resource.DeviceStatus(st)
+			due = append(due, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sqlite: sweep: %w", err)
+		}
+		for _, d := range due {
+			ch, err := s.offline(t, d, d.Status, now, "no heartbeat for three intervals")
+			if err != nil {
+				return err
+			}
+			out = append(out, ch)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Orphans implements agentlink.Store.
+func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Duration) (int, error) {
+	var n int64
+	err := s.w.do(ctx, func(t *ingestTx) error {
+		res, err := t.stmt(s.st.orphans).ExecContext(t.ctx, now.Add(window).UnixMilli())
+		if err != nil {
+			return fmt.Errorf("sqlite: orphans: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return int(n), err
+}
+
+// DesiredConfig implements agentlink.Store.
+func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (protocol.Config, bool, error) {
+	model, ok := catalog.Lookup(dev.Model)
+	if !ok || !model.Has(resource.CapabilitySerialIO) {
+		return protocol.Config{}, false, nil
+	}
+	cfg := protocol.Config{Enabled: true, Mode: resource.ModeManaged}
+	var enabled bool
+	err := s.db.R.QueryRowContext(ctx, `SELECT enabled, mode, desired_version FROM serial_state WHERE device_id = ?`, dev.ID).Scan(&enabled, &cfg.Mode, &cfg.Version)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return cfg, false, fmt.Errorf("sqlite: desired config %s: %w", dev.ID, err)
+	default:
+		cfg.Enabled = enabled
+	}
+	stored := map[string]string{}
+	rows, err := s.db.R.QueryContext(ctx, `SELECT channel_id, config FROM serial_channels WHERE device_id = ? AND config IS NOT NULL`, dev.ID)
+	if err != nil {
+		return cfg, false, fmt.Errorf("sqlite: desired config %s: %w", dev.ID, err)
+	}
+	for rows.Next() {
+		var id, c string
+		if err := rows.Scan(&id, &c); err != nil {
+			rows.Close()
+			return cfg, false, fmt.Errorf("sqlite: desired config %s: %w", dev.ID, err)
+		}
+		stored[id] = c
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return cfg, false, fmt.Errorf("sqlite: desired config %s: %w", dev.ID, err)
+	}
+	for _, ch := range model.Channels {
+		c := ch.DefaultConfig()
+		if raw, ok := stored[ch.ID]; ok {
+			var v serialcfg.Config
+			if err := json.Unmarshal([]byte(raw), &v); err != nil {
+				s.log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch.ID, "err", err)
+			} else {
+				c = v
+			}
+		}
+		cfg.Channels = append(cfg.Channels, protocol.ChannelConfig{ID: ch.ID, Config: c})
+	}
+	return cfg, true, nil
+}

@@ -1,0 +1,523 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/hw/catalog"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// DeviceService implements cloud.DeviceService on the store.
+type DeviceService struct{ db *DB }
+
+var _ cloud.DeviceService = (*DeviceService)(nil)
+
+// NewDeviceService returns the device service of db.
+func NewDeviceService(db *DB) *DeviceService { return &DeviceService{db: db} }
+
+const deviceColumns = `id, name, serial_number, status, model, firmware_version, last_seen, ip_address, location, created_at`
+
+func scanDevice(sc interface{ Scan(...any) error }, extra ...any) (resource.Device, error) {
+	var d resource.Device
+	var status string
+	var lastSeen sql.NullInt64
+	var created int64
+	dest := append([]any{&d.ID, &d.Name, &d.SerialNumber, &status, &d.Model, &d.FirmwareVersion, &lastSeen, &d.IPAddress, &d.Location, &created}, extra...)
+	if err := sc.Scan(dest...); err != nil {
+		return d, err
+	}
+	d.Status = resource.DeviceStatus(status)
+	d.LastSeen = resource.TP(MsTime(lastSeen))
+	d.CreatedAt = resource.T(time.UnixMilli(created))
+	return d, nil
+}
+
+// ListDevices lists the organization's devices oldest first (created_at,
+// then id), keyset-paginated. The cursor must be a device of the
+// organization; the status filter is not applied to it, since a device's
+// status may change between two pages.
+func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.DeviceFilter) (resource.List[resource.Device], error) {
+	out := resource.List[resource.Device]{Data: []resource.Device{}}
+	limit := clampLimit(f.Limit, 25, 100)
+	var after int64
+	if f.Cursor != "" {
+		var err error
+		if after, err = s.db.cursorTime(ctx, `SELECT created_at FROM devices WHERE id = ? AND org_id = ?`, f.Cursor, orgID); err != nil {
+			return out, err
+		}
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + deviceColumns + ` FROM devices WHERE org_id = ?`)
+	args := []any{orgID}
+	if f.Status != "" {
+		q.WriteString(` AND status = ?`)
+		args = append(args, string(f.Status))
+	}
+	if f.Cursor != "" {
+		q.WriteString(` AND (created_at, id) > (?, ?)`)
+		args = append(args, after, f.Cursor)
+	}
+	q.WriteString(` ORDER BY created_at, id LIMIT ?`)
+	args = append(args, limit+1)
+	st, err := s.db.readStmt(ctx, q.String())
+	if err != nil {
+		return out, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return out, fmt.Errorf("sqlite: list devices: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		d, err := scanDevice(rows)
+		if err != nil {
+			return out, fmt.Errorf("sqlite: list devices: %w", err)
+		}
+		out.Data = append(out.Data, d)
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("sqlite: list devices: %w", err)
+	}
+	out.Data, out.Pagination = paginate(out.Data, limit, func(d resource.Device) string { return d.ID })
+	return out, nil
+}
+
+// Device returns the organization's device id, or ENOTFOUND.
+func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
+	st, err := s.db.readStmt(ctx, `SELECT `+deviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone FROM devices WHERE id = ? AND org_id = ?`)
+	if err != nil {
+		return resource.DeviceDetail{}, err
+	}
+	var dd resource.DeviceDetail
+	var notes sql.NullString
+	dd.Device, err = scanDevice(st.QueryRowContext(ctx, id, orgID), &notes, &dd.AgentDeviceName, &dd.AgentDeviceLocation, &dd.AgentTimezone)
+	if errors.Is(err, sql.ErrNoRows) {
+		return resource.DeviceDetail{}, deviceNotFound(id)
+	}
+	if err != nil {
+		return resource.DeviceDetail{}, fmt.Errorf("sqlite: device: %w", err)
+	}
+	if notes.Valid {
+		dd.Notes = &notes.String
+	}
+	return dd, nil
+}
+
+// Metrics returns the device's samples in [q.From, q.To], ascending. When
+// more than q.Limit fall in the window, the newest q.Limit are returned and
+// the window's From becomes the first returned sample's time.
+func (s *DeviceService) Metrics(ctx context.Context, orgID, deviceID string, q cloud.MetricsQuery) (resource.MetricsResponse, error) {
+	out := resource.MetricsResponse{Data: []resource.MetricSample{}}
+	if q.From.After(q.To) {
+		return out, cloud.Errorf(cloud.EINVALID, "from must not be after to")
+	}
+	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
+		return out, err
+	}
+	limit := clampLimit(q.Limit, 200, 1000)
+	st, err := s.db.readStmt(ctx, `SELECT captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1 FROM metrics
+		WHERE device_id = ? AND captured_at >= ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`)
+	if err != nil {
+		return out, err
+	}
+	rows, err := st.QueryContext(ctx, deviceID, q.From.UnixMilli(), q.To.UnixMilli(), limit+1)
+	if err != nil {
+		return out, fmt.Errorf("sqlite: metrics: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m resource.MetricSample
+		var at int64
+		if err := rows.Scan(&at, &m.CPUPct, &m.MemPct, &m.DiskUsedPct, &m.TempCPU, &m.LoadAvg1); err != nil {
+			return out, fmt.Errorf("sqlite: metrics: %w", err)
+		}
+		m.CapturedAt = resource.T(time.UnixMilli(at))
+		out.Data = append(out.Data, m)
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("sqlite: metrics: %w", err)
+	}
+	truncated := len(out.Data) > limit
+	if truncated {
+		out.Data = out.Data[:limit]
+	}
+	for i, j := 0, len(out.Data)-1; i < j; i, j = i+1, j-1 {
+		out.Data[i], out.Data[j] = out.Data[j], out.Data[i]
+	}
+	out.Window = resource.Window{From: resource.T(q.From), To: resource.T(q.To)}
+	if truncated {
+		out.Window.From = out.Data[0].CapturedAt
+	}
+	return out, nil
+}
+
+// Events lists the device's events newest first (created_at, then id, both
+// descending), keyset-paginated. The cursor must be an event of this
+// device; the filters are not applied to it.
+func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cloud.EventFilter) (resource.List[resource.Event], error) {
+	out := resource.List[resource.Event]{Data: []resource.Event{}}
+	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
+		return out, err
+	}
+	limit := clampLimit(f.Limit, 50, 200)
+	var before int64
+	if f.Cursor != "" {
+		var err error
+		if before, err = s.db.cursorTime(ctx, `SELECT created_at FROM events WHERE id = ? AND device_id = ?`, f.Cursor, deviceID); err != nil {
+			return out, err
+		}
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT id, type, severity, message, data, created_at FROM events WHERE device_id = ?`)
+	args := []any{deviceID}
+	if f.Type != "" {
+		q.WriteString(` AND type = ?`)
+		args = append(args, f.Type)
+	}
+	if f.Severity != "" {
+		q.WriteString(` AND severity = ?`)
+		args = append(args, string(f.Severity))
+	}
+	if f.Cursor != "" {
+		q.WriteString(` AND (created_at, id) < (?, ?)`)
+		args = append(args, before, f.Cursor)
+	}
+	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
+	args = append(args, limit+1)
+	st, err := s.db.readStmt(ctx, q.String())
+	if err != nil {
+		return out, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return out, fmt.Errorf("sqlite: events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e resource.Event
+		var sev, data string
+		var at int64
+		if err := rows.Scan(&e.ID, &e.Type, &sev, &e.Message, &data, &at); err != nil {
+			return out, fmt.Errorf("sqlite: events: %w", err)
+		}
+		e.Severity = resource.Severity(sev)
+		e.Data = json.RawMessage(data)
+		e.CreatedAt = resource.T(time.UnixMilli(at))
+		out.Data = append(out.Data, e)
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("sqlite: events: %w", err)
+	}
+	out.Data, out.Pagination = paginate(out.Data, limit, func(e resource.Event) string { return e.ID })
+	return out, nil
+}
+
+func clampLimit(v, def, max int) int {
+	if v <= 0 {
+		return def
+	}
+	if v > max {
+		return max
+	}
+	return v
+}
+
+// paginate trims a limit+1 fetch to limit items and builds the pagination.
+func paginate[T any](items []T, limit int, id func(T) string) ([]T, resource.Pagination) {
+	if len(items) <= limit {
+		return items, resource.Pagination{}
+	}
+	items = items[:limit]
+	next := id(items[limit-1])
+	return items, resource.Pagination{NextCursor: &next, HasMore: true}
+}
+
+// cursorTime returns the created_at of the cursor item that query (taking
+// the cursor and one scope argument) finds, or ECURSOR.
+func (db *DB) cursorTime(ctx context.Context, query, cursor, scope string) (int64, error) {
+	if !ids.Valid(cursor) {
+		return 0, cloud.Errorf(cloud.ECURSOR, "cursor is not an item of this list")
+	}
+	st, err := db.readStmt(ctx, query)
+	if err != nil {
+		return 0, err
+	}
+	var at int64
+	err = st.QueryRowContext(ctx, cursor, scope).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, cloud.Errorf(cloud.ECURSOR, "cursor is not an item of this list")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: cursor: %w", err)
+	}
+	return at, nil
+}
+
+// checkDevice returns ENOTFOUND unless the device exists in the organization.
+func (db *DB) checkDevice(ctx context.Context, orgID, deviceID string) error {
+	_, err := db.deviceModel(ctx, orgID, deviceID)
+	return err
+}
+
+// deviceModel returns the model of the organization's device, or ENOTFOUND.
+func (db *DB) deviceModel(ctx context.Context, orgID, deviceID string) (string, error) {
+	st, err := db.readStmt(ctx, `SELECT model FROM devices WHERE id = ? AND org_id = ?`)
+	if err != nil {
+		return "", err
+	}
+	var model string
+	err = st.QueryRowContext(ctx, deviceID, orgID).Scan(&model)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", deviceNotFound(deviceID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlite: device: %w", err)
+	}
+	return model, nil
+}
+
+func deviceNotFound(id string) error {
+	return cloud.Errorf(cloud.ENOTFOUND, "device %q not found", id)
+}
+
+// NewDevice is what AddDevice needs.
+type NewDevice struct {
+	OrgID        string
+	Name         string
+	SerialNumber string
+	Model        string
+	Location     string
+	Notes        *string
+}
+
+// AddDevice registers a device in PROVISIONING state with a fresh device
+// token, of which only the SHA-256 sum is stored, and its serial state row.
+// It returns the device and the token (shown once). An unknown model is
+// EINVALID naming the catalog's models; a serial number already used in the
+// organization is ECONFLICT.
+func (db *DB) AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetail, string, error) {
+	var err error
+	if nd.Name, err = checkName("name", nd.Name); err != nil {
+		return resource.DeviceDetail{}, "", err
+	}
+	if nd.SerialNumber, err = checkName("serial", nd.SerialNumber); err != nil {
+		return resource.DeviceDetail{}, "", err
+	}
+	if len(nd.Location) > MaxNameLength {
+		return resource.DeviceDetail{}, "", cloud.Errorf(cloud.EINVALID, "location is longer than %d bytes", MaxNameLength)
+	}
+	if _, ok := catalog.Lookup(nd.Model); !ok {
+		return resource.DeviceDetail{}, "", cloud.Errorf(cloud.EINVALID, "unknown model %q (known models: %s)", nd.Model, strings.Join(catalog.Names(), ", "))
+	}
+	if _, err := db.Org(ctx, nd.OrgID); err != nil {
+		return resource.DeviceDetail{}, "", err
+	}
+	token, sum, err := apikey.NewDeviceToken()
+	if err != nil {
+		return resource.DeviceDetail{}, "", err
+	}
+	now := db.Now().UTC().Truncate(time.Millisecond)
+	d := resource.DeviceDetail{
+		Device: resource.Device{ID: ids.New(), Name: nd.Name, SerialNumber: nd.SerialNumber, Status: resource.StatusProvisioning,
+			Model: nd.Model, Location: nd.Location, CreatedAt: resource.T(now)},
+		Notes: nd.Notes,
+	}
+	err = db.WriteTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM devices WHERE org_id = ? AND serial_number = ?`, nd.OrgID, nd.SerialNumber).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return cloud.Errorf(cloud.ECONFLICT, "a device with serial number %q already exists in the organization", nd.SerialNumber)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (id, org_id, name, serial_number, model, location, notes, status, token_hash, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			d.ID, nd.OrgID, d.Name, d.SerialNumber, d.Model, d.Location, nd.Notes, string(d.Status), sum, now.UnixMilli()); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO serial_state (device_id) VALUES (?)`, d.ID)
+		return err
+	})
+	if err != nil {
+		if cloud.ErrorCode(err) != cloud.EINTERNAL {
+			return resource.DeviceDetail{}, "", err
+		}
+		return resource.DeviceDetail{}, "", fmt.Errorf("sqlite: add device: %w", err)
+	}
+	return d, token, nil
+}
+
+// RevokeDevice revokes the device's token: DeviceByToken refuses it from
+// then on. Idempotent; ENOTFOUND for an unknown id.
+func (db *DB) RevokeDevice(ctx context.Context, id string) error {
+	res, err := db.W.ExecContext(ctx, `UPDATE devices SET token_revoked_at = COALESCE(token_revoked_at, ?) WHERE id = ?`, db.NowMs(), id)
+	if err != nil {
+		return fmt.Errorf("sqlite: revoke device: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return deviceNotFound(id)
+	}
+	return nil
+}
+
+// DeviceByToken returns the device a device token belongs to; an unknown or
+// revoked token is EUNAUTHORIZED (indistinguishably).
+func (db *DB) DeviceByToken(ctx context.Context, token string) (cloud.DeviceRef, error) {
+	st, err := db.readStmt(ctx, `SELECT id, org_id, model FROM devices WHERE token_hash = ? AND token_revoked_at IS NULL`)
+	if err != nil {
+		return cloud.DeviceRef{}, err
+	}
+	var ref cloud.DeviceRef
+	err = st.QueryRowContext(ctx, apikey.HashDeviceToken(token)).Scan(&ref.ID, &ref.OrgID, &ref.Model)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cloud.DeviceRef{}, cloud.Errorf(cloud.EUNAUTHORIZED, "unknown or revoked device token")
+	}
+	if err != nil {
+		return cloud.DeviceRef{}, fmt.Errorf("sqlite: device by token: %w", err)
+	}
+	return ref, nil
+}
+
+// SetDeviceStatus sets the device's status and, when lastSeen is not zero,
+// its last-seen time. It returns the previous status; ENOTFOUND for an
+// unknown id.
+func (db *DB) SetDeviceStatus(ctx context.Context, id string, status resource.DeviceStatus, lastSeen time.Time) (resource.DeviceStatus, error) {
+	if !status.Valid() {
+		return "", cloud.Errorf(cloud.EINVALID, "unknown status %q", status)
+	}
+	var prev string
+	err := db.WriteTx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT status FROM devices WHERE id = ?`, id).Scan(&prev); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE devices SET status = ?, last_seen = COALESCE(?, last_seen) WHERE id = ?`, string(status), TimeMs(lastSeen), id)
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", deviceNotFound(id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlite: set device status: %w", err)
+	}
+	return resource.DeviceStatus(prev), nil
+}
+
+// DeviceInfo is what an agent tells about its device.
+type DeviceInfo struct {
+	FirmwareVersion     string
+	IPAddress           string
+	AgentDeviceName     string
+	AgentDeviceLocation string
+	AgentTimezone       string
+}
+
+// SetDeviceInfo stores what the agent reported about the device.
+func (db *DB) SetDeviceInfo(ctx context.Context, id string, info DeviceInfo) error {
+	res, err := db.W.ExecContext(ctx, `UPDATE devices SET firmware_version = ?, ip_address = ?, agent_device_name = ?, agent_device_location = ?, agent_timezone = ? WHERE id = ?`,
+		info.FirmwareVersion, info.IPAddress, info.AgentDeviceName, info.AgentDeviceLocation, info.AgentTimezone, id)
+	if err != nil {
+		return fmt.Errorf("sqlite: set device info: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return deviceNotFound(id)
+	}
+	return nil
+}
+
+// InsertMetrics stores samples of the device; a sample whose capturedAt is
+// already stored is ignored. It returns how many were new.
+func (db *DB) InsertMetrics(ctx context.Context, deviceID string, samples []resource.MetricSample) (int, error) {
+	var n int64
+	err := db.WriteTx(ctx, func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, m := range samples {
+			res, err := st.ExecContext(ctx, deviceID, m.CapturedAt.UnixMilli(), m.CPUPct, m.MemPct, m.DiskUsedPct, m.TempCPU, m.LoadAvg1)
+			if err != nil {
+				return err
+			}
+			k, _ := res.RowsAffected()
+			n += k
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: insert metrics: %w", err)
+	}
+	return int(n), nil
+}
+
+// InsertEvents stores events of the device (in the device's organization);
+// an event whose id is already stored is ignored. Events without an id get
+// a fresh one, without a time the clock's, without data an empty object;
+// the slice is updated in place. It returns how many were new.
+func (db *DB) InsertEvents(ctx context.Context, deviceID string, events []resource.Event) (int, error) {
+	var n int64
+	now := db.Now()
+	for i := range events {
+		e := &events[i]
+		if e.ID == "" {
+			e.ID = ids.New()
+		}
+		if e.CreatedAt.IsZero() {
+			e.CreatedAt = resource.T(now)
+		}
+		if len(e.Data) == 0 {
+			e.Data = json.RawMessage(`{}`)
+		}
+		if e.Severity == "" {
+			e.Severity = resource.SeverityInfo
+		}
+	}
+	err := db.WriteTx(ctx, func(tx *sql.Tx) error {
+		var orgID string
+		if err := tx.QueryRowContext(ctx, `SELECT org_id FROM devices WHERE id = ?`, deviceID).Scan(&orgID); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return deviceNotFound(deviceID)
+			}
+			return err
+		}
+		st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, e := range events {
+			res, err := st.ExecContext(ctx, e.ID, orgID, deviceID, e.Type, string(e.Severity), e.Message, string(e.Data), e.CreatedAt.UnixMilli())
+			if err != nil {
+				return err
+			}
+			k, _ := res.RowsAffected()
+			n += k
+		}
+		return nil
+	})
+	if err != nil {
+		if cloud.ErrorCode(err) == cloud.ENOTFOUND {
+			return 0, err
+		}
+		return 0, fmt.Errorf("sqlite: insert events: %w", err)
+	}
+	return int(n), nil
+}
+
+// InsertEvent stores one event (see InsertEvents) and returns it as stored.
+func (db *DB) InsertEvent(ctx context.Context, deviceID string, e resource.Event) (resource.Event, error) {
+	evs := []resource.Event{e}
+	if _, err := db.InsertEvents(ctx, deviceID, evs); err != nil {
+		return resource.Event{}, err
+	}
+	return evs[0], nil
+}

@@ -1,0 +1,222 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// ErrIngestClosed is returned by writes queued after the ingest writer
+// stopped.
+var ErrIngestClosed = errors.New("sqlite: ingest writer closed")
+
+// maxJobsPerTx bounds the jobs one ingest transaction coalesces.
+const maxJobsPerTx = 4000
+
+// ingestWriter is the single goroutine that applies the agent endpoint's
+// writes: it takes every job queued while the previous transaction ran and
+// applies them in one transaction, each inside its own savepoint so that a
+// failing job rolls back alone, then completes each job after the commit.
+// Many connections' heartbeats thus share one commit.
+type ingestWriter struct {
+	db   *DB
+	log  *slog.Logger
+	jobs chan *ingestJob
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	// savepoint statements, prepared once
+	spBegin, spRollback, spRelease *sql.Stmt
+
+	mu    sync.Mutex
+	stats IngestStats
+}
+
+// IngestStats counts the ingest writer's work since start.
+type IngestStats struct {
+	Transactions int64
+	Jobs         int64
+	// MaxBatch is the largest number of jobs one transaction held.
+	MaxBatch int
+}
+
+type ingestJob struct {
+	apply func(t *ingestTx) error
+	done  chan error
+}
+
+// ingestTx is one batch transaction with its prepared statements bound.
+type ingestTx struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	bound map[*sql.Stmt]*sql.Stmt
+}
+
+func (t *ingestTx) stmt(s *sql.Stmt) *sql.Stmt {
+	if b, ok := t.bound[s]; ok {
+		return b
+	}
+	b := t.tx.Stmt(s)
+	t.bound[s] = b
+	return b
+}
+
+func newIngestWriter(db *DB, log *slog.Logger) (*ingestWriter, error) {
+	var stmts [3]*sql.Stmt
+	for i, q := range []string{"SAVEPOINT j", "ROLLBACK TO j", "RELEASE j"} {
+		s, err := db.W.Prepare(q)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: prepare %q: %w", q, err)
+		}
+		stmts[i] = s
+	}
+	w := &ingestWriter{
+		spBegin: stmts[0], spRollback: stmts[1], spRelease: stmts[2],
+		db:   db,
+		log:  log,
+		jobs: make(chan *ingestJob, 8192),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	go w.loop()
+	return w, nil
+}
+
+// do queues apply and waits until its transaction committed.
+func (w *ingestWriter) do(ctx context.Context, apply func(t *ingestTx) error) error {
+	j := &ingestJob{apply: apply, done: make(chan error, 1)}
+	select {
+	case w.jobs <- j:
+	case <-w.done:
+		return ErrIngestClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-j.done:
+		return err
+	case <-w.done:
+		select {
+		case err := <-j.done:
+			return err
+		default:
+			return ErrIngestClosed
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *ingestWriter) close() {
+	w.once.Do(func() { close(w.quit) })
+	<-w.done
+	w.spBegin.Close()
+	w.spRollback.Close()
+	w.spRelease.Close()
+}
+
+func (w *ingestWriter) loop() {
+	defer close(w.done)
+	batch := make([]*ingestJob, 0, 256)
+	for {
+		batch = batch[:0]
+		select {
+		case j := <-w.jobs:
+			batch = append(batch, j)
+		case <-w.quit:
+			// Finish what was queued before the close.
+			for {
+				select {
+				case j := <-w.jobs:
+					batch = append(batch, j)
+					if len(batch) < maxJobsPerTx {
+						continue
+					}
+				default:
+				}
+				break
+			}
+			if len(batch) > 0 {
+				w.run(batch)
+			}
+			return
+		}
+	fill:
+		for len(batch) < maxJobsPerTx {
+			select {
+			case j := <-w.jobs:
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		w.run(batch)
+	}
+}
+
+func (w *ingestWriter) run(batch []*ingestJob) {
+	errs := make([]error, len(batch))
+	err := w.runTx(batch, errs)
+	for i, j := range batch {
+		if err != nil {
+			j.done <- err
+		} else {
+			j.done <- errs[i]
+		}
+	}
+	w.mu.Lock()
+	w.stats.Transactions++
+	w.stats.Jobs += int64(len(batch))
+	if len(batch) > w.stats.MaxBatch {
+		w.stats.MaxBatch = len(batch)
+	}
+	w.mu.Unlock()
+}
+
+func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tx, err := w.db.W.BeginTx(ctx, nil)
+	if err != nil {
+		w.log.Error("ingest: begin", "err", err)
+		return fmt.Errorf("sqlite: ingest begin: %w", err)
+	}
+	defer tx.Rollback()
+	t := &ingestTx{ctx: ctx, tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt, 16)}
+	for i, j := range batch {
+		if len(batch) == 1 {
+			errs[i] = j.apply(t)
+			if errs[i] != nil {
+				return errs[i]
+			}
+			continue
+		}
+		if _, err := t.stmt(w.spBegin).ExecContext(ctx); err != nil {
+			return fmt.Errorf("sqlite: ingest savepoint: %w", err)
+		}
+		if errs[i] = j.apply(t); errs[i] != nil {
+			if _, err := t.stmt(w.spRollback).ExecContext(ctx); err != nil {
+				return fmt.Errorf("sqlite: ingest rollback to savepoint: %w", err)
+			}
+		}
+		if _, err := t.stmt(w.spRelease).ExecContext(ctx); err != nil {
+			return fmt.Errorf("sqlite: ingest release savepoint: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		w.log.Error("ingest: commit", "err", err, "jobs", len(batch))
+		return fmt.Errorf("sqlite: ingest commit: %w", err)
+	}
+	return nil
+}
+
+func (w *ingestWriter) snapshot() IngestStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}

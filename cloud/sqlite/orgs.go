@@ -1,0 +1,116 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// WebhookSecretPrefix starts every organization's webhook signing secret.
+const WebhookSecretPrefix = "whsec_"
+
+// MaxNameLength bounds the names of organizations, keys and devices.
+const MaxNameLength = 200
+
+// RuleDefaults is one of the alert rules every organization starts with.
+type RuleDefaults struct {
+	Name           string
+	Severity       resource.Severity
+	Metric         string  // cpuPct, memPct, diskUsedPct, tempCpu; "" for non-metric rules
+	Threshold      float64 // opens at or above
+	ClearThreshold float64 // clears below
+	Consecutive    int     // samples over the threshold before opening
+}
+
+// DefaultRules returns the default alert rules of a new organization.
+func DefaultRules() []RuleDefaults {
+	return []RuleDefaults{
+		{Name: "high_cpu", Severity: resource.SeverityWarning, Metric: "cpuPct", Threshold: 90, ClearThreshold: 80, Consecutive: 3},
+		{Name: "high_mem", Severity: resource.SeverityWarning, Metric: "memPct", Threshold: 90, ClearThreshold: 80, Consecutive: 3},
+		{Name: "disk_full", Severity: resource.SeverityError, Metric: "diskUsedPct", Threshold: 90, ClearThreshold: 85, Consecutive: 1},
+		{Name: "high_temp", Severity: resource.SeverityWarning, Metric: "tempCpu", Threshold: 80, ClearThreshold: 75, Consecutive: 3},
+		{Name: "device_offline", Severity: resource.SeverityError, Consecutive: 1},
+		{Name: "vpn_down", Severity: resource.SeverityError, Consecutive: 1},
+	}
+}
+
+func checkName(field, name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return "", cloud.Errorf(cloud.EINVALID, "%s is required", field)
+	}
+	if len(name) > MaxNameLength {
+		return "", cloud.Errorf(cloud.EINVALID, "%s is longer than %d bytes", field, MaxNameLength)
+	}
+	return name, nil
+}
+
+// CreateOrg creates an organization with a fresh webhook signing secret and
+// the default alert rules.
+func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
+	name, err := checkName("name", name)
+	if err != nil {
+		return cloud.Org{}, err
+	}
+	secret, err := apikey.RandomBase62(apikey.SecretLength)
+	if err != nil {
+		return cloud.Org{}, err
+	}
+	now := db.Now().UTC().Truncate(1e6)
+	org := cloud.Org{ID: ids.New(), Name: name, WebhookSecret: WebhookSecretPrefix + secret, CreatedAt: now}
+	err = db.WriteTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES (?, ?, ?, ?)`,
+			org.ID, org.Name, org.WebhookSecret, now.UnixMilli()); err != nil {
+			return err
+		}
+		for _, r := range DefaultRules() {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`,
+				ids.New(), org.ID, r.Name, string(r.Severity), r.Metric, r.Threshold, r.ClearThreshold, r.Consecutive, now.UnixMilli()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return cloud.Org{}, fmt.Errorf("sqlite: create org: %w", err)
+	}
+	return org, nil
+}
+
+// Org returns the organization with id, or ENOTFOUND.
+func (db *DB) Org(ctx context.Context, id string) (cloud.Org, error) {
+	var o cloud.Org
+	var created int64
+	err := db.R.QueryRowContext(ctx, `SELECT id, name, webhook_secret, alert_webhook_url, created_at FROM orgs WHERE id = ?`, id).
+		Scan(&o.ID, &o.Name, &o.WebhookSecret, &o.AlertWebhookURL, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cloud.Org{}, cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", id)
+	}
+	if err != nil {
+		return cloud.Org{}, fmt.Errorf("sqlite: org: %w", err)
+	}
+	o.CreatedAt = MsTime(sql.NullInt64{Int64: created, Valid: true})
+	return o, nil
+}
+
+// RuleID returns the id of the organization's alert rule named name, or
+// ENOTFOUND.
+func (db *DB) RuleID(ctx context.Context, orgID, name string) (string, error) {
+	var id string
+	err := db.R.QueryRowContext(ctx, `SELECT id FROM alert_rules WHERE org_id = ? AND name = ?`, orgID, name).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", cloud.Errorf(cloud.ENOTFOUND, "alert rule %q not found", name)
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlite: rule id: %w", err)
+	}
+	return id, nil
+}

@@ -1,0 +1,87 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// DefaultRetention is how long metrics and events are kept by default.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// retentionBatch bounds the rows one delete statement removes, so that the
+// writer is never held for long.
+const retentionBatch = 5000
+
+// SweepRetention deletes metrics and events older than now minus keep, in
+// small batches. It returns how many rows of each it deleted.
+func (db *DB) SweepRetention(ctx context.Context, keep time.Duration) (metrics, events int64, err error) {
+	if keep <= 0 {
+		return 0, 0, fmt.Errorf("sqlite: retention must be positive")
+	}
+	cut := db.Now().Add(-keep).UnixMilli()
+	// metrics has no index on captured_at alone: walk it per device through
+	// its primary key (device_id, captured_at).
+	rows, err := db.R.QueryContext(ctx, `SELECT id FROM devices`)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqlite: retention: %w", err)
+	}
+	var devices []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, 0, fmt.Errorf("sqlite: retention: %w", err)
+		}
+		devices = append(devices, id)
+	}
+	rows.Close()
+	for _, id := range devices {
+		n, err := db.deleteBatches(ctx, `DELETE FROM metrics WHERE device_id = ?1 AND captured_at < ?2 AND captured_at IN
+			(SELECT captured_at FROM metrics WHERE device_id = ?1 AND captured_at < ?2 LIMIT `+fmt.Sprint(retentionBatch)+`)`, cut, id)
+		metrics += n
+		if err != nil {
+			return metrics, 0, err
+		}
+	}
+	events, err = db.deleteBatches(ctx, `DELETE FROM events WHERE rowid IN
+		(SELECT rowid FROM events WHERE created_at < ?2 LIMIT `+fmt.Sprint(retentionBatch)+`)`, cut, "")
+	return metrics, events, err
+}
+
+func (db *DB) deleteBatches(ctx context.Context, query string, cut int64, device string) (int64, error) {
+	var total int64
+	for {
+		res, err := db.W.ExecContext(ctx, query, device, cut)
+		if err != nil {
+			return total, fmt.Errorf("sqlite: retention: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		if n < retentionBatch {
+			return total, nil
+		}
+	}
+}
+
+// RunRetention sweeps every interval until ctx ends, logging what it removed
+// and any failure.
+func (db *DB) RunRetention(ctx context.Context, keep, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		m, e, err := db.SweepRetention(ctx, keep)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("retention sweep failed", "err", err)
+		case m+e > 0:
+			log.Info("retention sweep", "metrics_deleted", m, "events_deleted", e)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,418 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/hw/catalog"
+	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
+)
+
+// SerialService implements cloud.SerialService on the store: the desired
+// configuration lives in serial_state and serial_channels, the channel
+// layout and defaults come from the hardware catalog.
+type SerialService struct {
+	db *DB
+	// Observer, when set before use, is told after a change of the desired
+	// configuration has been committed.
+	Observer cloud.DesiredConfigObserver
+}
+
+var _ cloud.SerialService = (*SerialService)(nil)
+
+// NewSerialService returns the serial service of db.
+func NewSerialService(db *DB) *SerialService { return &SerialService{db: db} }
+
+// serialModel returns the catalog model of the organization's device, or
+// ENOTFOUND, or ECAPABILITY when it has no serial I/O.
+func (db *DB) serialModel(ctx context.Context, orgID, deviceID string) (catalog.Model, error) {
+	name, err := db.deviceModel(ctx, orgID, deviceID)
+	if err != nil {
+		return catalog.Model{}, err
+	}
+	m, ok := catalog.Lookup(name)
+	if !ok || !m.Has(resource.CapabilitySerialIO) {
+		return catalog.Model{}, cloud.Errorf(cloud.ECAPABILITY, "device model %s does not have the capability %s", name, resource.CapabilitySerialIO)
+	}
+	return m, nil
+}
+
+type stateRow struct {
+	enabled        bool
+	mode           string
+	webhookURL     sql.NullString
+	webhookEnabled bool
+	desiredVersion int64
+	appliedVersion int64
+	telemetryAt    sql.NullInt64
+}
+
+type channelRow struct {
+	config      sql.NullString
+	available   sql.NullBool
+	live        string
+	txOn        bool
+	err         string
+	passthrough sql.NullString
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func readState(ctx context.Context, q querier, deviceID string) (stateRow, error) {
+	var s stateRow
+	err := q.QueryRowContext(ctx, `SELECT enabled, mode, webhook_url, webhook_enabled, desired_version, applied_version, telemetry_at FROM serial_state WHERE device_id = ?`, deviceID).
+		Scan(&s.enabled, &s.mode, &s.webhookURL, &s.webhookEnabled, &s.desiredVersion, &s.appliedVersion, &s.telemetryAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return stateRow{enabled: true, mode: resource.ModeManaged}, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("sqlite: serial state: %w", err)
+	}
+	return s, nil
+}
+
+func readChannels(ctx context.Context, q querier, deviceID string) (map[string]channelRow, error) {
+	rows, err := q.QueryContext(ctx, `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ?`, deviceID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: serial channels: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]channelRow{}
+	for rows.Next() {
+		var id string
+		var c channelRow
+		if err := rows.Scan(&id, &c.config, &c.available, &c.live, &c.txOn, &c.err, &c.passthrough); err != nil {
+			return nil, fmt.Errorf("sqlite: serial channels: %w", err)
+		}
+		out[id] = c
+	}
+	return out, rows.Err()
+}
+
+// channel builds the API view of one catalog channel from its stored row.
+func channel(c catalog.Channel, row channelRow, ok bool) (resource.Channel, error) {
+	ch := resource.Channel{
+		ID: c.ID, Group: c.Group, Label: c.Label, Terminals: append([]string{}, c.Terminals...),
+		Configurable: c.Configurable, Available: true, Config: c.DefaultConfig(),
+	}
+	if !ok {
+		return ch, nil
+	}
+	if row.config.Valid {
+		cfg, err := serialcfg.Decode([]byte(row.config.String))
+		if err != nil {
+			return ch, fmt.Errorf("sqlite: stored config of %s: %w", c.ID, err)
+		}
+		ch.Config = cfg
+	}
+	if row.available.Valid {
+		ch.Available = row.available.Bool
+	}
+	ch.Telemetry = serialcfg.Telemetry{Live: row.live, TxOn: row.txOn, Error: row.err}
+	if row.passthrough.Valid && row.passthrough.String != "" {
+		p := row.passthrough.String
+		ch.PassthroughAddress = &p
+	}
+	return ch, nil
+}
+
+func forwarding(s stateRow) resource.Forwarding {
+	f := resource.Forwarding{WebhookEnabled: s.webhookEnabled}
+	if s.webhookURL.Valid {
+		u := s.webhookURL.String
+		f.WebhookURL = &u
+	}
+	return f
+}
+
+// Serial returns the device's full industrial I/O state.
+func (s *SerialService) Serial(ctx context.Context, orgID, deviceID string) (resource.SerialState, error) {
+	m, err := s.db.serialModel(ctx, orgID, deviceID)
+	if err != nil {
+		return resource.SerialState{}, err
+	}
+	st, err := readState(ctx, s.db.R, deviceID)
+	if err != nil {
+		return resource.SerialState{}, err
+	}
+	rows, err := readChannels(ctx, s.db.R, deviceID)
+	if err != nil {
+		return resource.SerialState{}, err
+	}
+	out := resource.SerialState{
+		DeviceID: deviceID, Enabled: st.enabled, Mode: st.mode, Forwarding: forwarding(st),
+		Channels: make([]resource.Channel, 0, len(m.Channels)), TelemetryAt: resource.TP(MsTime(st.telemetryAt)),
+	}
+	for _, c := range m.Channels {
+		row, ok := rows[c.ID]
+		ch, err := channel(c, row, ok)
+		if err != nil {
+			return resource.SerialState{}, err
+		}
+		out.Channels = append(out.Channels, ch)
+	}
+	return out, nil
+}
+
+// PatchSerial changes the usage mode and the forwarding, bumping the desired
+// version, and tells the Observer after the commit.
+func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string, p cloud.SerialPatch) (resource.SerialPatchResult, error) {
+	if p.Mode == nil && p.WebhookURL == nil && !p.ClearWebhookURL && p.WebhookEnabled == nil {
+		return resource.SerialPatchResult{}, cloud.Errorf(cloud.EINVALID, "at least one of mode, webhookUrl, webhookEnabled is required")
+	}
+	if p.Mode != nil && !resource.ValidMode(*p.Mode) {
+		return resource.SerialPatchResult{}, cloud.Errorf(cloud.EINVALID, "mode must be one of managed, passthrough, both")
+	}
+	if p.WebhookURL != nil && !p.ClearWebhookURL {
+		if err := cloud.ValidateWebhookURL("webhookUrl", *p.WebhookURL); err != nil {
+			return resource.SerialPatchResult{}, err
+		}
+	}
+	if _, err := s.db.serialModel(ctx, orgID, deviceID); err != nil {
+		return resource.SerialPatchResult{}, err
+	}
+	var st stateRow
+	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
+			return err
+		}
+		q := `UPDATE serial_state SET desired_version = desired_version + 1`
+		var args []any
+		if p.Mode != nil {
+			q += `, mode = ?`
+			args = append(args, *p.Mode)
+		}
+		if p.ClearWebhookURL {
+			q += `, webhook_url = NULL`
+		} else if p.WebhookURL != nil {
+			q += `, webhook_url = ?`
+			args = append(args, *p.WebhookURL)
+		}
+		if p.WebhookEnabled != nil {
+			q += `, webhook_enabled = ?`
+			args = append(args, *p.WebhookEnabled)
+		}
+		if _, err := tx.ExecContext(ctx, q+` WHERE device_id = ?`, append(args, deviceID)...); err != nil {
+			return err
+		}
+		var err error
+		st, err = readState(ctx, tx, deviceID)
+		return err
+	})
+	if err != nil {
+		return resource.SerialPatchResult{}, fmt.Errorf("sqlite: patch serial: %w", err)
+	}
+	if s.Observer != nil {
+		s.Observer.DesiredConfigChanged(deviceID)
+	}
+	return resource.SerialPatchResult{DeviceID: deviceID, Mode: st.mode, Forwarding: forwarding(st)}, nil
+}
+
+// Telemetry returns the last values the device reported, one entry per
+// channel of its model.
+func (s *SerialService) Telemetry(ctx context.Context, orgID, deviceID string) (resource.SerialTelemetry, error) {
+	m, err := s.db.serialModel(ctx, orgID, deviceID)
+	if err != nil {
+		return resource.SerialTelemetry{}, err
+	}
+	st, err := readState(ctx, s.db.R, deviceID)
+	if err != nil {
+		return resource.SerialTelemetry{}, err
+	}
+	rows, err := readChannels(ctx, s.db.R, deviceID)
+	if err != nil {
+		return resource.SerialTelemetry{}, err
+	}
+	out := resource.SerialTelemetry{DeviceID: deviceID, At: resource.TP(MsTime(st.telemetryAt)), Channels: make([]resource.ChannelTelemetry, 0, len(m.Channels))}
+	for _, c := range m.Channels {
+		row := rows[c.ID]
+		out.Channels = append(out.Channels, resource.ChannelTelemetry{ID: c.ID, Live: row.live, TxOn: row.txOn, Error: row.err})
+	}
+	return out, nil
+}
+
+// Channel returns one channel; ENOTFOUND when the model has no such channel.
+func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID string) (resource.Channel, error) {
+	m, err := s.db.serialModel(ctx, orgID, deviceID)
+	if err != nil {
+		return resource.Channel{}, err
+	}
+	c, ok := m.Channel(channelID)
+	if !ok {
+		return resource.Channel{}, channelNotFound(channelID)
+	}
+	row, found, err := readChannel(ctx, s.db.R, deviceID, channelID)
+	if err != nil {
+		return resource.Channel{}, err
+	}
+	return channel(c, row, found)
+}
+
+func readChannel(ctx context.Context, q querier, deviceID, channelID string) (channelRow, bool, error) {
+	var c channelRow
+	err := q.QueryRowContext(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).
+		Scan(&c.config, &c.available, &c.live, &c.txOn, &c.err, &c.passthrough)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, false, nil
+	}
+	if err != nil {
+		return c, false, fmt.Errorf("sqlite: serial channel: %w", err)
+	}
+	return c, true, nil
+}
+
+func channelNotFound(id string) error {
+	return cloud.Errorf(cloud.ENOTFOUND, "channel %q not found", id)
+}
+
+// PutChannel stores the channel's desired configuration, bumping the
+// desired version, and tells the Observer after the commit.
+func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config) (resource.ChannelPutResult, error) {
+	m, err := s.db.serialModel(ctx, orgID, deviceID)
+	if err != nil {
+		return resource.ChannelPutResult{}, err
+	}
+	c, ok := m.Channel(channelID)
+	if !ok {
+		return resource.ChannelPutResult{}, channelNotFound(channelID)
+	}
+	if !c.Configurable {
+		return resource.ChannelPutResult{}, cloud.Errorf(cloud.ENOTCONFIG, "channel %s is not configurable", channelID)
+	}
+	if cfg.Kind != c.Group {
+		return resource.ChannelPutResult{}, cloud.Errorf(cloud.EKIND, "kind %q does not match the channel's group %q", cfg.Kind, c.Group)
+	}
+	if err := cfg.Validate(); err != nil {
+		return resource.ChannelPutResult{}, cloud.Errorf(cloud.EINVALID, "%v", err)
+	}
+	body, err := json.Marshal(cfg)
+	if err != nil {
+		return resource.ChannelPutResult{}, fmt.Errorf("sqlite: put channel: %w", err)
+	}
+	err = s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		var avail sql.NullBool
+		err := tx.QueryRowContext(ctx, `SELECT available FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).Scan(&avail)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if avail.Valid && !avail.Bool {
+			return cloud.Errorf(cloud.EUNAVAILABLE, "channel %s is not available on the device", channelID)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO serial_channels (device_id, channel_id, config) VALUES (?, ?, ?)
+			ON CONFLICT (device_id, channel_id) DO UPDATE SET config = excluded.config`, deviceID, channelID, string(body)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE serial_state SET desired_version = desired_version + 1 WHERE device_id = ?`, deviceID)
+		return err
+	})
+	if err != nil {
+		if cloud.ErrorCode(err) != cloud.EINTERNAL {
+			return resource.ChannelPutResult{}, err
+		}
+		return resource.ChannelPutResult{}, fmt.Errorf("sqlite: put channel: %w", err)
+	}
+	if s.Observer != nil {
+		s.Observer.DesiredConfigChanged(deviceID)
+	}
+	return resource.ChannelPutResult{DeviceID: deviceID, ChannelID: channelID, Config: cfg}, nil
+}
+
+// SetChannelTelemetry stores the channels' last reported values and sets the
+// device's telemetry time to at.
+func (db *DB) SetChannelTelemetry(ctx context.Context, deviceID string, at time.Time, channels []resource.ChannelTelemetry) error {
+	err := db.WriteTx(ctx, func(tx *sql.Tx) error {
+		for _, c := range channels {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO serial_channels (device_id, channel_id, live, tx_on, error) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (device_id, channel_id) DO UPDATE SET live = excluded.live, tx_on = excluded.tx_on, error = excluded.error`,
+				deviceID, c.ID, c.Live, c.TxOn, c.Error); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE serial_state SET telemetry_at = ? WHERE device_id = ?`, at.UnixMilli(), deviceID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: set channel telemetry: %w", err)
+	}
+	return nil
+}
+
+// SetChannelAvailable stores whether the agent reported the channel usable.
+func (db *DB) SetChannelAvailable(ctx context.Context, deviceID, channelID string, available bool) error {
+	_, err := db.W.ExecContext(ctx, `INSERT INTO serial_channels (device_id, channel_id, available) VALUES (?, ?, ?)
+		ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available`, deviceID, channelID, available)
+	if err != nil {
+		return fmt.Errorf("sqlite: set channel available: %w", err)
+	}
+	return nil
+}
+
+// DesiredSerial is a device's desired serial configuration, as the agent
+// endpoint sends it: every channel of the model with its stored or default
+// configuration.
+type DesiredSerial struct {
+	Version        int64
+	AppliedVersion int64
+	Enabled        bool
+	Mode           string
+	Channels       map[string]serialcfg.Config
+}
+
+// DesiredSerialConfig returns the desired serial configuration of a device
+// (any organization; the agent endpoint has already authenticated it).
+// ECAPABILITY for a model without serial I/O.
+func (db *DB) DesiredSerialConfig(ctx context.Context, deviceID string) (DesiredSerial, error) {
+	var orgID string
+	if err := db.R.QueryRowContext(ctx, `SELECT org_id FROM devices WHERE id = ?`, deviceID).Scan(&orgID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return DesiredSerial{}, deviceNotFound(deviceID)
+		}
+		return DesiredSerial{}, fmt.Errorf("sqlite: desired serial: %w", err)
+	}
+	m, err := db.serialModel(ctx, orgID, deviceID)
+	if err != nil {
+		return DesiredSerial{}, err
+	}
+	st, err := readState(ctx, db.R, deviceID)
+	if err != nil {
+		return DesiredSerial{}, err
+	}
+	rows, err := readChannels(ctx, db.R, deviceID)
+	if err != nil {
+		return DesiredSerial{}, err
+	}
+	out := DesiredSerial{Version: st.desiredVersion, AppliedVersion: st.appliedVersion, Enabled: st.enabled, Mode: st.mode, Channels: map[string]serialcfg.Config{}}
+	for _, c := range m.Channels {
+		row, ok := rows[c.ID]
+		ch, err := channel(c, row, ok)
+		if err != nil {
+			return DesiredSerial{}, err
+		}
+		out.Channels[c.ID] = ch.Config
+	}
+	return out, nil
+}
+
+// SetAppliedVersion records the desired version the agent acknowledged.
+func (db *DB) SetAppliedVersion(ctx context.Context, deviceID string, version int64) error {
+	_, err := db.W.ExecContext(ctx, `UPDATE serial_state SET applied_version = MAX(applied_version, ?) WHERE device_id = ?`, version, deviceID)
+	if err != nil {
+		return fmt.Errorf("sqlite: set applied version: %w", err)
+	}
+	return nil
+}

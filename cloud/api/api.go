@@ -1,0 +1,202 @@
+// Package api serves the relay's public REST API (/api/v1/public, the
+// contract of seed/public-api-spec.md) over the cloud service interfaces:
+// bearer-key authentication with scopes, per-key rate limiting with
+// go-chi/httprate, strict JSON bodies, keyset pagination parameters, the
+// error envelope of DESIGN.md, request ids, an slog access log, and the
+// embedded OpenAPI 3.1 document at /api/v1/public/openapi.json.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/httprate"
+
+	"github.com/fleet/fleet/cloud"
+)
+
+// Prefix is the path prefix of every public API route.
+const Prefix = "/api/v1/public"
+
+// DefaultRateLimit is the default budget in requests per minute, per key
+// (and per client address for requests that do not authenticate).
+const DefaultRateLimit = 600
+
+// MaxBodyBytes is the largest request body accepted (413 above it).
+const MaxBodyBytes = 64 << 10
+
+// Authenticator verifies the API key of a request. key is the token after
+// "Bearer " in the Authorization header. It returns the key, or a
+// *cloud.Error with code unauthorized, api_key_expired or api_key_revoked;
+// any other error is treated as internal. The apikey package's
+// Authenticator satisfies it.
+type Authenticator interface {
+	Authenticate(ctx context.Context, key string) (*cloud.APIKey, error)
+}
+
+// Config is what NewServer needs.
+type Config struct {
+	Devices cloud.DeviceService
+	Serial  cloud.SerialService
+	Alerts  cloud.AlertService
+	Auth    Authenticator
+	// RateLimit is the budget in requests per minute per key (and per
+	// client address before authentication); 0 means DefaultRateLimit.
+	RateLimit int
+	// Logger receives the access log and internal errors; nil discards.
+	Logger *slog.Logger
+	// Now is the clock (metrics window defaults); nil means time.Now.
+	Now cloud.Now
+}
+
+// Server is the public API as an http.Handler. It also answers /healthz.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	now     cloud.Now
+	limit   int
+	window  time.Duration
+	limiter *httprate.RateLimiter
+	mux     *chi.Mux
+	api     *chi.Mux
+
+	reqPrefix string
+	reqSeq    atomic.Uint64
+	bufs      sync.Pool
+
+	// precomputed header values
+	limitStr  string
+	policyStr string
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// NewServer returns the API server for cfg.
+func NewServer(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, limit: cfg.RateLimit, window: time.Minute}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.limit <= 0 {
+		s.limit = DefaultRateLimit
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	s.reqPrefix = hex.EncodeToString(b[:]) + "-"
+	s.limiter = httprate.NewRateLimiter(s.limit, s.window,
+		httprate.WithResponseHeaders(httprate.ResponseHeaders{
+			Limit:     hdrLimit,
+			Remaining: hdrRemaining,
+			Reset:     hdrReset,
+			// Retry-After and the increment header are set by this package.
+		}))
+	s.limitStr = itoa(s.limit)
+	s.policyStr = `"default";q=` + s.limitStr + `;w=` + itoa(int(s.window/time.Second))
+	s.routes()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) routes() {
+	api := chi.NewRouter()
+	api.NotFound(s.notFound)
+	api.MethodNotAllowed(s.methodNotAllowed)
+
+	api.Get("/openapi.json", s.openAPI)
+
+	api.Get("/devices", s.scoped(cloud.ScopeDevicesRead, s.listDevices))
+	api.Get("/devices/{id}", s.scoped(cloud.ScopeDevicesRead, s.getDevice))
+	api.Get("/devices/{id}/metrics", s.scoped(cloud.ScopeMetricsRead, s.getMetrics))
+	api.Get("/devices/{id}/events", s.scoped(cloud.ScopeLogsRead, s.listEvents))
+	api.Get("/devices/{id}/serial", s.scoped(cloud.ScopeDevicesRead, s.getSerial))
+	api.Patch("/devices/{id}/serial", s.scoped(cloud.ScopeDevicesWrite, s.patchSerial))
+	api.Get("/devices/{id}/serial/telemetry", s.scoped(cloud.ScopeDevicesRead, s.getTelemetry))
+	api.Get("/devices/{id}/serial/channels/{channelId}", s.scoped(cloud.ScopeDevicesRead, s.getChannel))
+	api.Put("/devices/{id}/serial/channels/{channelId}", s.scoped(cloud.ScopeDevicesWrite, s.putChannel))
+	api.Get("/alerts", s.scoped(cloud.ScopeAlertsRead, s.listAlerts))
+	api.Post("/alerts/{id}/acknowledge", s.scoped(cloud.ScopeAlertsWrite, s.acknowledge))
+	api.Post("/alerts/{id}/resolve", s.scoped(cloud.ScopeAlertsWrite, s.resolve))
+	s.api = api
+
+	root := chi.NewRouter()
+	root.Use(s.recordRequest, s.recoverPanic, s.rateLimit)
+	root.NotFound(s.notFound)
+	root.MethodNotAllowed(s.methodNotAllowed)
+	root.Get("/healthz", s.healthz)
+	root.Mount(Prefix, api)
+	s.mux = root
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// methods lists what methodNotAllowed tries when building Allow.
+var methods = [...]string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, cloud.Errorf(cloud.ENOTFOUND, "no route for %s %s", r.Method, safePath(r.URL.Path)))
+}
+
+// methodNotAllowed answers 405 with the Allow header listing the methods the
+// path does accept.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	allowed := make([]string, 0, 2)
+	for _, m := range methods {
+		if s.mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) == 0 {
+		s.notFound(w, r)
+		return
+	}
+	allow := allowed[0]
+	for _, m := range allowed[1:] {
+		allow += ", " + m
+	}
+	w.Header().Set("Allow", allow)
+	s.writeError(w, r, &cloud.Error{Code: codeMethodNotAllowed, Message: "method " + r.Method + " is not allowed here; allowed: " + allow})
+}
+
+// safePath bounds a path echoed in a message.
+func safePath(p string) string {
+	if len(p) > 200 {
+		return p[:200] + "..."
+	}
+	return p
+}
+
+func (s *Server) nextRequestID() string {
+	n := s.reqSeq.Add(1)
+	var b [16]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = hexDigits[n&0xf]
+		n >>= 4
+		if n == 0 {
+			break
+		}
+	}
+	return s.reqPrefix + string(b[i:])
+}
+
+const hexDigits = "0123456789abcdef"

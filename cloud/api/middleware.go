@@ -1,0 +1,338 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/httprate"
+
+	"github.com/fleet/fleet/cloud"
+)
+
+// Rate-limit response headers. The X- trio is the de facto convention
+// (X-RateLimit-Reset in Unix seconds); RateLimit and RateLimit-Policy follow
+// draft-ietf-httpapi-ratelimit-headers-10/11 (structured fields:
+// `"default";q=600;w=60` and `"default";r=599;t=42`, t in seconds).
+const (
+	hdrLimit     = "X-RateLimit-Limit"
+	hdrRemaining = "X-RateLimit-Remaining"
+	hdrReset     = "X-RateLimit-Reset"
+	hdrIETF      = "RateLimit"
+	hdrPolicy    = "RateLimit-Policy"
+	hdrRequestID = "X-Request-Id"
+)
+
+// reqInfo is what the middleware learns about one request; handlers and the
+// access log read it through the request context.
+type reqInfo struct {
+	id        string
+	key       *cloud.APIKey
+	authErr   error
+	needScope string
+	wrote     bool
+	status    int
+	bytes     int64
+}
+
+type ctxKey struct{}
+
+func infoFrom(r *http.Request) *reqInfo {
+	v, _ := r.Context().Value(ctxKey{}).(*reqInfo)
+	return v
+}
+
+func requestID(info *reqInfo) string {
+	if info == nil {
+		return ""
+	}
+	return info.id
+}
+
+// record is the ResponseWriter of a request: it remembers the status and
+// size for the access log. It carries the reqInfo so that one allocation
+// serves both.
+type record struct {
+	http.ResponseWriter
+	info reqInfo
+}
+
+func (rw *record) WriteHeader(code int) {
+	if !rw.info.wrote {
+		rw.info.wrote = true
+		rw.info.status = code
+	}
+	rw.ResponseWriter.WriteHeader(code)
+}
+
+func (rw *record) Write(b []byte) (int, error) {
+	if !rw.info.wrote {
+		rw.info.wrote = true
+		rw.info.status = http.StatusOK
+	}
+	n, err := rw.ResponseWriter.Write(b)
+	rw.info.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (rw *record) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
+// validRequestID reports whether an incoming X-Request-Id is safe to adopt
+// and echo: 1..128 characters of [A-Za-z0-9._:-].
+func validRequestID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// recordRequest assigns the request id, echoes it, and writes one access-log
+// line per request: method, path (never the query), status, duration, bytes,
+// request id, key id and client address. Never the Authorization header.
+func (s *Server) recordRequest(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &record{ResponseWriter: w}
+		if id := r.Header.Get(hdrRequestID); validRequestID(id) {
+			rec.info.id = id
+		} else {
+			rec.info.id = s.nextRequestID()
+		}
+		w.Header().Set(hdrRequestID, rec.info.id)
+		ctx := context.WithValue(r.Context(), ctxKey{}, &rec.info)
+		r = r.WithContext(ctx)
+		next.ServeHTTP(rec, r)
+		if !s.log.Enabled(ctx, slog.LevelInfo) {
+			return
+		}
+		status := rec.info.status
+		if !rec.info.wrote {
+			status = http.StatusOK
+		}
+		keyID := ""
+		if rec.info.key != nil {
+			keyID = rec.info.key.ID
+		}
+		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
+			slog.String("request_id", rec.info.id),
+			slog.String("method", r.Method),
+			slog.String("path", safePath(r.URL.Path)),
+			slog.Int("status", status),
+			slog.Duration("duration", time.Since(start)),
+			slog.Int64("bytes", rec.info.bytes),
+			slog.String("key_id", keyID),
+			slog.String("remote", clientAddr(r)),
+		)
+	})
+}
+
+// recoverPanic turns a panic into 500 internal_error (when nothing was sent
+// yet) and logs it with its stack; the process keeps serving.
+func (s *Server) recoverPanic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			info := infoFrom(r)
+			s.log.LogAttrs(r.Context(), slog.LevelError, "panic",
+				slog.String("request_id", requestID(info)),
+				slog.String("path", safePath(r.URL.Path)),
+				slog.String("panic", fmt.Sprint(v)),
+				slog.String("stack", string(debug.Stack())))
+			if info != nil && info.wrote {
+				return
+			}
+			s.writeError(w, r, errors.New("panic in handler"))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// clientAddr is the rate-limit identity of an unauthenticated request: the
+// peer address (IPv6 reduced to its /64). Proxy headers are not trusted.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return httprate.CanonicalizeIP(host)
+}
+
+// bearerToken returns the token of an "Authorization: Bearer <token>"
+// header. The scheme is case-insensitive; the token is bounded and printable.
+func bearerToken(h string) (string, bool) {
+	const scheme = "bearer "
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	tok := strings.TrimLeft(h[len(scheme):], " ")
+	if tok == "" || len(tok) > 512 {
+		return "", false
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] <= ' ' || tok[i] >= 0x7f {
+			return "", false
+		}
+	}
+	return tok, true
+}
+
+// rateLimit authenticates the request (when it carries a key) and charges
+// it to the key's budget, or to the client address when it does not
+// authenticate. Every response below it carries the rate-limit headers; an
+// exhausted budget answers 429 rate_limited with Retry-After. The
+// authentication result is kept for the scope check of the endpoint, so
+// that unknown routes, 405s and the OpenAPI document need no key.
+func (s *Server) rateLimit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		info := infoFrom(r)
+		s.authenticate(r, info)
+		var bucket string
+		if info.key != nil {
+			bucket = "k:" + info.key.ID
+		} else {
+			bucket = "a:" + clientAddr(r)
+		}
+		limited := s.limiter.OnLimit(w, r, bucket)
+		h := w.Header()
+		reset, _ := strconv.ParseInt(h.Get(hdrReset), 10, 64)
+		secs := reset - s.now().Unix()
+		if secs < 0 {
+			secs = 0
+		}
+		remaining := h.Get(hdrRemaining)
+		if strings.HasPrefix(remaining, "-") {
+			remaining = "0"
+			h.Set(hdrRemaining, remaining)
+		}
+		h.Set(hdrPolicy, s.policyStr)
+		h.Set(hdrIETF, `"default";r=`+remaining+`;t=`+strconv.FormatInt(secs, 10))
+		if limited {
+			// The limiter's window slides: the budget comes back
+			// gradually after the reset. One request's worth of window
+			// after the reset is when the next request fits again.
+			wait := secs + int64((s.window+time.Duration(s.limit)-1)/time.Duration(s.limit)/time.Second) + 1
+			h.Set("Retry-After", strconv.FormatInt(wait, 10))
+			s.writeError(w, r, cloud.Errorf(codeRateLimited, "rate limit of %d requests per minute exceeded; retry after %d seconds", s.limit, wait))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) authenticate(r *http.Request, info *reqInfo) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		info.authErr = cloud.Errorf(cloud.EUNAUTHORIZED, "missing Authorization header; send Authorization: Bearer <API key>")
+		return
+	}
+	tok, ok := bearerToken(h)
+	if !ok {
+		info.authErr = cloud.Errorf(cloud.EUNAUTHORIZED, "malformed Authorization header; send Authorization: Bearer <API key>")
+		return
+	}
+	if s.cfg.Auth == nil {
+		info.authErr = errors.New("api: no authenticator configured")
+		return
+	}
+	key, err := s.cfg.Auth.Authenticate(r.Context(), tok)
+	if err != nil {
+		info.authErr = err
+		return
+	}
+	if key == nil {
+		info.authErr = cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
+		return
+	}
+	info.key = key
+}
+
+// keyHandler is an endpoint handler that runs with an authenticated key.
+type keyHandler func(w http.ResponseWriter, r *http.Request, key *cloud.APIKey)
+
+// scoped requires an authenticated key holding scope: 401 otherwise (with
+// the authenticator's code: unauthorized, api_key_expired, api_key_revoked),
+// 403 insufficient_scope naming the scope when the key lacks it.
+func (s *Server) scoped(scope string, h keyHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		info := infoFrom(r)
+		if info == nil || info.key == nil {
+			var err error = cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
+			if info != nil && info.authErr != nil {
+				err = info.authErr
+			}
+			s.writeError(w, r, err)
+			return
+		}
+		if !info.key.HasScope(scope) {
+			info.needScope = scope
+			s.writeError(w, r, cloud.Errorf(cloud.EFORBIDDEN, "this endpoint needs the scope %s, which the API key does not hold", scope))
+			return
+		}
+		h(w, r, info.key)
+	}
+}
+
+// readJSONBody checks the media type (415) and reads the body within
+// MaxBodyBytes (413).
+func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if !isJSON(r.Header.Get("Content-Type")) {
+		return nil, cloud.Errorf(codeMediaType, "Content-Type must be application/json")
+	}
+	if r.ContentLength > MaxBodyBytes {
+		return nil, tooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, tooLarge()
+		}
+		return nil, cloud.Errorf(codeInvalidJSON, "could not read the request body")
+	}
+	return body, nil
+}
+
+// isJSON accepts application/json with an optional utf-8 charset.
+func isJSON(ct string) bool {
+	if ct == "application/json" {
+		return true
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return false
+	}
+	for k, v := range params {
+		if k != "charset" || !strings.EqualFold(v, "utf-8") {
+			return false
+		}
+	}
+	return true
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,26 @@
+package api
+
+import (
+	_ "embed"
+	"net/http"
+	"strconv"
+)
+
+//go:embed openapi.json
+var openapiDoc []byte
+
+// OpenAPI returns a copy of the OpenAPI 3.1 description of the public API,
+// which the server also serves without authentication at
+// /api/v1/public/openapi.json.
+func OpenAPI() []byte { return append([]byte(nil), openapiDoc...) }
+
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(openapiDoc)))
+	h.Set("Cache-Control", "public, max-age=300")
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(openapiDoc)
+	}
+}

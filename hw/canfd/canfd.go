@@ -1,0 +1,389 @@
+// Package canfd drives a CAN-FD channel: it sets the interface's bit timing
+// (nominal and data bitrate, sample point, listen-only, FD mode) through a
+// Link, sends the configured frame periodically or once over a Bus, and
+// turns received frames and error frames into the channel's telemetry.
+//
+// The driver's logic runs on two small interfaces. On Linux, Bus is a
+// SocketCAN raw socket with CAN_RAW_FD_FRAMES and an error filter, and Link
+// sets IFLA_CAN_* attributes over rtnetlink (socketcan_linux.go,
+// link_linux.go); elsewhere OpenSocketCAN returns errors.ErrUnsupported.
+// Package canfdtest provides an in-process bus with error injection so the
+// logic is tested without a kernel.
+//
+// Telemetry: live is "<canId>#<dataHex>" of the last data frame received
+// (canId as serialcfg.FormatCANID, dataHex uppercase without spaces, for
+// example "123#DEADBEEF" or "18DAF110#0102"); error is "" or a short cause
+// ("bus-off", "error-passive", "no ack ...", "send failed: ..."). An error
+// from the bus is cleared by the next data frame received or by a restart
+// notice; a send error is cleared by the next successful send.
+package canfd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fleet/fleet/shared/serialcfg"
+)
+
+// Bus is an open CAN-FD socket (or an in-process endpoint).
+type Bus interface {
+	// Send transmits one frame.
+	Send(f Frame) error
+	// Recv blocks until a frame or an error frame arrives; after Close it
+	// returns an error wrapping ErrClosed.
+	Recv() (Frame, error)
+	// Close releases the socket and unblocks Recv.
+	Close() error
+}
+
+// ErrClosed is returned by Recv and Send after Close.
+var ErrClosed = errors.New("bus closed")
+
+// Settings are the interface settings a Link applies.
+type Settings struct {
+	NominalBitrate uint32
+	DataBitrate    uint32
+	// SamplePoint of the nominal phase, 0.5 to 0.95; the data phase uses the
+	// kernel's default (CiA 301 recommendation).
+	SamplePoint float64
+	ListenOnly  bool
+}
+
+// Link configures the CAN interface behind a channel.
+type Link interface {
+	// Configure sets the bit timing and modes, FD on, and brings the link
+	// up. It returns an error wrapping ErrBitTimingUnsupported when the
+	// interface has no bit timing at all (a virtual vcan interface).
+	Configure(ctx context.Context, s Settings) error
+}
+
+// ErrBitTimingUnsupported reports that the interface has no bit timing to
+// set (vcan); the driver keeps running and notes it in telemetry.
+var ErrBitTimingUnsupported = errors.New("interface has no bit timing (virtual CAN?)")
+
+// Options configure a Port.
+type Options struct {
+	// Name names the channel in errors and logs ("canfd-1").
+	Name string
+	// Device is the interface name ("can0").
+	Device string
+	// Open opens a fresh Bus on the interface.
+	Open func() (Bus, error)
+	// Link sets the interface; nil leaves the interface as it is.
+	Link Link
+	// Logger receives debug and warning records; nil discards.
+	Logger *slog.Logger
+}
+
+// Port is a running CAN-FD channel. It implements hw.Port.
+type Port struct {
+	opt Options
+	log *slog.Logger
+
+	applyMu sync.Mutex // serialises Apply and Close
+	bus     Bus
+	rxDone  chan struct{}
+	txStop  context.CancelFunc
+	txDone  chan struct{}
+	cfg     *serialcfg.CANFD
+
+	mu      sync.Mutex
+	live    string
+	busErr  string // from error frames
+	sendErr string // from the last failed send
+	note    string // a link setting the interface refused
+	txOn    bool
+	closed  bool
+	stats   Stats
+}
+
+// Stats counts frames; for tests and debugging.
+type Stats struct {
+	Sent, Received, Errors uint64
+}
+
+// New opens the bus, applies cfg and starts the channel.
+func New(ctx context.Context, opt Options, cfg serialcfg.Config) (*Port, error) {
+	if opt.Open == nil {
+		return nil, errors.New("canfd: Options.Open is required")
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Port{opt: opt, log: log.With("channel", opt.Name, "device", opt.Device)}
+	if err := p.Apply(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func settingsOf(c *serialcfg.CANFD) Settings {
+	return Settings{
+		NominalBitrate: uint32(c.NominalBitrate),
+		DataBitrate:    uint32(c.DataBitrate),
+		SamplePoint:    c.SamplePoint,
+		ListenOnly:     c.ListenOnly,
+	}
+}
+
+// Apply reconfigures the channel without closing it. When the bit timing or
+// listen-only changes, the socket is closed, the link reconfigured and the
+// socket reopened; a refused setting returns an error and the previous
+// configuration keeps running (except ErrBitTimingUnsupported, noted in
+// telemetry). The tx schedule restarts with the new frame.
+func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
+	if cfg.Kind != serialcfg.KindCANFD || cfg.CANFD == nil {
+		return fmt.Errorf("canfd %s: config kind %q on a canfd channel", p.opt.Name, cfg.Kind)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("canfd %s: %w", p.opt.Name, err)
+	}
+	c := *cfg.CANFD
+	frame, err := txFrame(c.Tx)
+	if err != nil {
+		return fmt.Errorf("canfd %s: %w", p.opt.Name, err)
+	}
+
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	if p.isClosed() {
+		return fmt.Errorf("canfd %s: %w", p.opt.Name, ErrClosed)
+	}
+	p.stopTx()
+
+	relink := p.cfg == nil || settingsOf(p.cfg) != settingsOf(&c)
+	if relink {
+		p.stopRx()
+		note := ""
+		if p.opt.Link != nil {
+			if err := p.opt.Link.Configure(ctx, settingsOf(&c)); err != nil {
+				if !errors.Is(err, ErrBitTimingUnsupported) {
+					p.log.Warn("link settings refused", "err", err)
+					// Keep the previous configuration running.
+					if p.cfg != nil {
+						if rerr := p.startRx(); rerr != nil {
+							p.mu.Lock()
+							p.sendErr = "reopen failed: " + rerr.Error()
+							p.mu.Unlock()
+						}
+						p.startTx(*p.cfg)
+					}
+					return fmt.Errorf("canfd %s: %s: %w", p.opt.Name, p.opt.Device, err)
+				}
+				note = "bitrate not applied: " + p.opt.Device + " has no bit timing (virtual interface)"
+				p.log.Info("link has no bit timing; frames still flow", "err", err)
+			}
+		}
+		p.mu.Lock()
+		p.note = note
+		p.mu.Unlock()
+		if err := p.startRx(); err != nil {
+			return fmt.Errorf("canfd %s: open %s: %w", p.opt.Name, p.opt.Device, err)
+		}
+	}
+	p.cfg = &c
+	p.mu.Lock()
+	p.sendErr = ""
+	p.mu.Unlock()
+	if c.Tx.Enabled && !c.ListenOnly {
+		p.startTxFrame(c, frame)
+	}
+	return nil
+}
+
+// txFrame builds the frame tx sends: a CAN-FD frame with bit rate switch.
+func txFrame(tx serialcfg.CANFDTx) (Frame, error) {
+	if !tx.Enabled {
+		return Frame{}, nil
+	}
+	id, ext, err := serialcfg.ParseCANID(tx.CanID)
+	if err != nil {
+		return Frame{}, fmt.Errorf("tx.canId: %w", err)
+	}
+	data, err := serialcfg.ParseHexBytes(tx.DataHex)
+	if err != nil {
+		return Frame{}, fmt.Errorf("tx.dataHex: %w", err)
+	}
+	return Frame{ID: id, Extended: ext, FD: true, BRS: true, Data: data}, nil
+}
+
+func (p *Port) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// startRx opens the bus and starts its receive loop. applyMu held.
+func (p *Port) startRx() error {
+	bus, err := p.opt.Open()
+	if err != nil {
+		return err
+	}
+	p.bus = bus
+	done := make(chan struct{})
+	p.rxDone = done
+	go p.rxLoop(bus, done)
+	return nil
+}
+
+// stopRx closes the bus and waits for its receive loop. applyMu held.
+func (p *Port) stopRx() {
+	if p.bus == nil {
+		return
+	}
+	_ = p.bus.Close()
+	<-p.rxDone
+	p.bus, p.rxDone = nil, nil
+}
+
+func (p *Port) rxLoop(bus Bus, done chan struct{}) {
+	defer close(done)
+	for {
+		f, err := bus.Recv()
+		if err != nil {
+			if errors.Is(err, ErrClosed) {
+				return
+			}
+			p.mu.Lock()
+			p.busErr = "receive failed: " + err.Error()
+			p.mu.Unlock()
+			p.log.Warn("receive failed", "err", err)
+			// A transient error (ENETDOWN while the link is down): back
+			// off instead of spinning.
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		p.mu.Lock()
+		if text, ok := ErrorText(f); ok {
+			p.stats.Errors++
+			p.busErr = text
+			p.mu.Unlock()
+			if text != "" {
+				p.log.Debug("error frame", "cause", text, "class", fmt.Sprintf("%#x", f.ID))
+			}
+			continue
+		}
+		p.stats.Received++
+		p.live = f.String()
+		p.busErr = ""
+		p.mu.Unlock()
+	}
+}
+
+func (p *Port) startTx(c serialcfg.CANFD) {
+	if !c.Tx.Enabled || c.ListenOnly {
+		return
+	}
+	f, err := txFrame(c.Tx)
+	if err != nil {
+		return
+	}
+	p.startTxFrame(c, f)
+}
+
+// startTxFrame starts the tx schedule: one send now, then one every
+// intervalMs, or only the one when intervalMs is 0. applyMu held.
+func (p *Port) startTxFrame(c serialcfg.CANFD, f Frame) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	p.txStop, p.txDone = cancel, done
+	bus := p.bus
+	interval := time.Duration(c.Tx.IntervalMs) * time.Millisecond
+	p.mu.Lock()
+	p.txOn = true
+	p.mu.Unlock()
+	go func() {
+		defer close(done)
+		p.send(bus, f)
+		if interval == 0 {
+			p.mu.Lock()
+			p.txOn = false
+			p.mu.Unlock()
+			return
+		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				p.send(bus, f)
+			}
+		}
+	}()
+}
+
+func (p *Port) send(bus Bus, f Frame) {
+	err := bus.Send(f)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		if !errors.Is(err, ErrClosed) {
+			p.sendErr = "send failed: " + err.Error()
+		}
+		return
+	}
+	p.stats.Sent++
+	p.sendErr = ""
+}
+
+// stopTx stops the tx schedule and waits for it. applyMu held.
+func (p *Port) stopTx() {
+	if p.txStop == nil {
+		return
+	}
+	p.txStop()
+	<-p.txDone
+	p.txStop, p.txDone = nil, nil
+	p.mu.Lock()
+	p.txOn = false
+	p.mu.Unlock()
+}
+
+// Telemetry returns the channel's current telemetry.
+func (p *Port) Telemetry() serialcfg.Telemetry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return serialcfg.Telemetry{Live: p.live, Error: "port closed"}
+	}
+	t := serialcfg.Telemetry{Live: p.live, TxOn: p.txOn}
+	switch {
+	case p.busErr != "":
+		t.Error = p.busErr
+	case p.sendErr != "":
+		t.Error = p.sendErr
+	default:
+		t.Error = p.note
+	}
+	return t
+}
+
+// Stats returns frame counters.
+func (p *Port) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// Close stops tx and rx and closes the socket.
+func (p *Port) Close() error {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	p.stopTx()
+	p.stopRx()
+	return nil
+}

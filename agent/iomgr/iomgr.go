@@ -66,7 +66,7 @@ type Options struct {
 	// DevRoot, if set, is watched for USB serial adapters (see USBWatcher)
 	// every RecheckInterval.
 	DevRoot string
-	Logger      *slog.Logger
+	Logger  *slog.Logger
 }
 
 type channel struct {

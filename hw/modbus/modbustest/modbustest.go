@@ -1,0 +1,419 @@
+// Package modbustest is a Modbus RTU slave simulator for tests, benchmarks
+// and the qemu rig. It serves one or several slave ids on a serial line (the
+// controller side of a pseudo-terminal pair, or a real tty), answers
+// functions 3, 4 and 6 from per-slave register maps, and injects faults per
+// slave: no reply, a bad CRC, an exception, a slow reply, a reply split in
+// two chunks. Because a pseudo-terminal moves bytes instantly, the
+// simulator can pace its side of the wire at the configured baud rate:
+// it treats the request as occupying its wire time, waits the 3.5-character
+// silence, and writes each reply byte when it would have finished arriving
+// on a real line, so a master's transaction time can be compared with the
+// wire-time formula.
+package modbustest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fleet/fleet/hw/modbus"
+	"github.com/fleet/fleet/hw/serialport"
+)
+
+// Line is a serial line the simulator serves: a Read that gives up after
+// timeout (returning 0, nil) and a Write. *serialport.Port is a Line; so is
+// FileLine.
+type Line interface {
+	Read(b []byte, timeout time.Duration) (int, error)
+	Write(b []byte) (int, error)
+}
+
+// FileLine adapts a non-blocking *os.File (the controller side of a pty
+// from serialport.OpenPTY) to Line. While no one holds the terminal side
+// open, reads wait instead of failing.
+type FileLine struct{ F *os.File }
+
+// Read implements Line.
+func (l FileLine) Read(b []byte, timeout time.Duration) (int, error) {
+	if timeout >= 0 {
+		if err := l.F.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+			return 0, err
+		}
+	}
+	n, err := l.F.Read(b)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return n, nil
+	case errors.Is(err, syscall.EIO):
+		// The terminal side is closed (the master is reopening): wait.
+		time.Sleep(min(timeout, 10*time.Millisecond))
+		return 0, nil
+	}
+	return n, err
+}
+
+// Write implements Line.
+func (l FileLine) Write(b []byte) (int, error) { return l.F.Write(b) }
+
+// Fault is what a slave does wrong.
+type Fault struct {
+	// NoReply drops every request.
+	NoReply bool
+	// BadCRC corrupts the reply's CRC.
+	BadCRC bool
+	// Exception answers with this exception code (1 illegal function, 2
+	// illegal data address, ...).
+	Exception byte
+	// Delay postpones the reply (a slow slave).
+	Delay time.Duration
+	// SplitGap sends the reply in two halves with this much silence
+	// between them.
+	SplitGap time.Duration
+}
+
+// Options configure a Sim.
+type Options struct {
+	// IDs lists the slave ids served; empty serves every id 1..247.
+	IDs []int
+	// Baud, when set, paces the simulator's side of the wire: each reply
+	// byte is written when it would have finished arriving at this rate,
+	// after the request's own wire time and a 3.5-character silence.
+	Baud int
+	// CharBits is the wire bits per character for pacing (default 11:
+	// start, 8 data, parity, stop).
+	CharBits int
+	// FrameByLength ends a request as soon as it is complete by its
+	// function's layout and CRC, instead of waiting for the 3.5-character
+	// silence (for measuring what lies in front of the simulator).
+	FrameByLength bool
+	// Log, when set, receives a debug line per request.
+	Log *slog.Logger
+}
+
+// Stats count what the simulator saw.
+type Stats struct {
+	// Requests is the number of valid requests addressed to a served id.
+	Requests int
+	// BadFrames is the number of frames with a wrong CRC or too short:
+	// on a shared bus, a sign of interleaved or corrupted frames.
+	BadFrames int
+	// Replies is the number of replies sent.
+	Replies int
+}
+
+// Sim is a Modbus RTU slave simulator. Its methods are safe for concurrent
+// use.
+type Sim struct {
+	opts Options
+	log  *slog.Logger
+
+	mu           sync.Mutex
+	ids          map[int]bool
+	holding      map[int]map[uint16]uint16
+	input        map[int]map[uint16]uint16
+	faults       map[int]Fault
+	stats        Stats
+	lastReplyEnd time.Time
+	frames       [][]byte
+}
+
+// New returns a simulator.
+func New(opts Options) *Sim {
+	if opts.CharBits == 0 {
+		opts.CharBits = 11
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Sim{opts: opts, log: log, holding: map[int]map[uint16]uint16{}, input: map[int]map[uint16]uint16{}, faults: map[int]Fault{}}
+	if len(opts.IDs) > 0 {
+		s.ids = map[int]bool{}
+		for _, id := range opts.IDs {
+			s.ids[id] = true
+		}
+	}
+	return s
+}
+
+// Holding returns holding register reg of slave. A register never written
+// reads as slave*100 + reg.
+func (s *Sim) Holding(slave int, reg uint16) uint16 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holdingLocked(slave, reg)
+}
+
+func (s *Sim) holdingLocked(slave int, reg uint16) uint16 {
+	if v, ok := s.holding[slave][reg]; ok {
+		return v
+	}
+	return uint16(slave*100) + reg
+}
+
+func (s *Sim) inputLocked(slave int, reg uint16) uint16 {
+	if v, ok := s.input[slave][reg]; ok {
+		return v
+	}
+	return 10000 + uint16(slave*100) + reg
+}
+
+// SetHolding sets holding register reg of slave.
+func (s *Sim) SetHolding(slave int, reg, v uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holding[slave] == nil {
+		s.holding[slave] = map[uint16]uint16{}
+	}
+	s.holding[slave][reg] = v
+}
+
+// SetInput sets input register reg of slave. A register never set reads as
+// 10000 + slave*100 + reg.
+func (s *Sim) SetInput(slave int, reg, v uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.input[slave] == nil {
+		s.input[slave] = map[uint16]uint16{}
+	}
+	s.input[slave][reg] = v
+}
+
+// SetFault sets the fault of slave; slave 0 applies to every slave without
+// its own. The zero Fault clears it.
+func (s *Sim) SetFault(slave int, f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f == (Fault{}) {
+		delete(s.faults, slave)
+		return
+	}
+	s.faults[slave] = f
+}
+
+// Stats returns the counters so far.
+func (s *Sim) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// LastReplyEnd returns when the last byte of the last reply was written.
+func (s *Sim) LastReplyEnd() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastReplyEnd
+}
+
+// Frames returns the request frames received so far (at most the last
+// 1000), valid or not.
+func (s *Sim) Frames() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.frames...)
+}
+
+func (s *Sim) charTime() time.Duration {
+	if s.opts.Baud <= 0 {
+		return 0
+	}
+	return time.Duration(s.opts.CharBits) * time.Second / time.Duration(s.opts.Baud)
+}
+
+// Serve answers requests on line until ctx ends or the line fails. It
+// returns nil when ctx ends.
+func (s *Sim) Serve(ctx context.Context, line Line) error {
+	silence := serialport.Silence(s.opts.Baud)
+	if s.opts.Baud <= 0 {
+		silence = serialport.Silence(115200)
+	}
+	buf := make([]byte, 512)
+	for ctx.Err() == nil {
+		// Wait for the first byte, waking now and then to check ctx.
+		n, err := line.Read(buf, 50*time.Millisecond)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if n == 0 {
+			continue
+		}
+		first := time.Now()
+		for n < len(buf) {
+			if s.opts.FrameByLength {
+				if l := modbus.RequestLength(buf[:n]); l > 0 && n >= l && modbus.CheckCRC(buf[:l]) {
+					break
+				}
+			}
+			k, err := line.Read(buf[n:], silence)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			if k == 0 {
+				break
+			}
+			n += k
+		}
+		req := append([]byte(nil), buf[:n]...)
+		reply, fault := s.handle(req)
+		if reply == nil {
+			continue
+		}
+		start := time.Now()
+		if ct := s.charTime(); ct > 0 {
+			// The request occupied the wire for len(req) characters from
+			// its first byte, then the line had to be silent for t3.5.
+			start = first.Add(time.Duration(len(req))*ct + silence)
+		}
+		start = start.Add(fault.Delay)
+		if err := s.send(ctx, line, reply, start, fault.SplitGap); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// send writes reply starting at start, each byte when it would have
+// arrived at the configured baud rate (all at once without pacing).
+func (s *Sim) send(ctx context.Context, line Line, reply []byte, start time.Time, splitGap time.Duration) error {
+	ct := s.charTime()
+	half := len(reply) / 2
+	due := func(i int) time.Time { // when byte i has fully arrived
+		t := start.Add(time.Duration(i+1) * ct)
+		if splitGap > 0 && i >= half {
+			t = t.Add(splitGap)
+		}
+		return t
+	}
+	for i := 0; i < len(reply); {
+		sleepUntil(due(i))
+		if ctx.Err() != nil {
+			return nil
+		}
+		j := i + 1
+		now := time.Now()
+		for j < len(reply) && !due(j).After(now) && !(splitGap > 0 && j == half) {
+			j++
+		}
+		if ct == 0 && splitGap == 0 {
+			j = len(reply)
+		}
+		if _, err := line.Write(reply[i:j]); err != nil {
+			return err
+		}
+		i = j
+	}
+	s.mu.Lock()
+	s.lastReplyEnd = time.Now()
+	s.stats.Replies++
+	s.mu.Unlock()
+	return nil
+}
+
+// sleepUntil sleeps until t, spinning the last stretch: timer wake-ups
+// overshoot by tens of microseconds, which at 115200 baud is a character.
+func sleepUntil(t time.Time) {
+	const spin = 300 * time.Microsecond
+	if d := time.Until(t); d > spin {
+		time.Sleep(d - spin)
+	}
+	for time.Now().Before(t) {
+		runtime.Gosched()
+	}
+}
+
+// handle returns the reply to req (nil for none) and the fault in effect.
+func (s *Sim) handle(req []byte) ([]byte, Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.frames) >= 1000 {
+		s.frames = s.frames[1:]
+	}
+	s.frames = append(s.frames, req)
+	if len(req) < 4 || !modbus.CheckCRC(req) {
+		s.stats.BadFrames++
+		s.log.Debug("bad frame", "bytes", len(req))
+		return nil, Fault{}
+	}
+	id := int(req[0])
+	if id == 0 || (s.ids != nil && !s.ids[id]) || id > 247 {
+		return nil, Fault{}
+	}
+	s.stats.Requests++
+	f, ok := s.faults[id]
+	if !ok {
+		f = s.faults[0]
+	}
+	if f.NoReply {
+		return nil, f
+	}
+	pdu := s.pdu(id, req[1], req[2:len(req)-2], f)
+	reply := modbus.AppendCRC(append([]byte{byte(id)}, pdu...))
+	if f.BadCRC {
+		reply[len(reply)-1] ^= 0xFF
+	}
+	s.log.Debug("request", "slave", id, "function", req[1], "reply", len(reply))
+	return reply, f
+}
+
+func (s *Sim) pdu(id int, fc byte, data []byte, f Fault) []byte {
+	exc := func(code byte) []byte { return []byte{fc | 0x80, code} }
+	if f.Exception != 0 {
+		return exc(f.Exception)
+	}
+	switch fc {
+	case modbus.FuncReadHolding, modbus.FuncReadInput:
+		if len(data) != 4 {
+			return exc(3)
+		}
+		reg := binary.BigEndian.Uint16(data)
+		count := int(binary.BigEndian.Uint16(data[2:]))
+		if count < 1 || count > 125 {
+			return exc(3)
+		}
+		if int(reg)+count > 65536 {
+			return exc(2)
+		}
+		out := []byte{fc, byte(2 * count)}
+		for i := range count {
+			var v uint16
+			if fc == modbus.FuncReadHolding {
+				v = s.holdingLocked(id, reg+uint16(i))
+			} else {
+				v = s.inputLocked(id, reg+uint16(i))
+			}
+			out = binary.BigEndian.AppendUint16(out, v)
+		}
+		return out
+	case modbus.FuncWriteRegister:
+		if len(data) != 4 {
+			return exc(3)
+		}
+		reg := binary.BigEndian.Uint16(data)
+		if s.holding[id] == nil {
+			s.holding[id] = map[uint16]uint16{}
+		}
+		s.holding[id][reg] = binary.BigEndian.Uint16(data[2:])
+		return append([]byte{fc}, data...)
+	}
+	return exc(1)
+}
+
+var _ Line = FileLine{}
+var _ Line = (*serialport.Port)(nil)
+var _ io.Writer = FileLine{}

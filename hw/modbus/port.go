@@ -1,0 +1,471 @@
+// Package modbus is the RS485 channel driver: a Modbus RTU master on a
+// serial tty. Requests are built and replies checked by the goburrow line's
+// maintained fork github.com/grid-x/modbus; the transport underneath is our
+// own, over go.bug.st/serial (through hw/serialport), and ends a reply frame
+// on the 3.5-character line silence rather than after a fixed sleep. The
+// port polls registers (functions 3 and 4) of one or several slaves into
+// live telemetry, writes a register (function 6) for tx, reports timeouts,
+// CRC errors and exceptions by name, reopens a port that went away, and
+// shares the bus with a raw passthrough client transaction by transaction.
+package modbus
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	gridx "github.com/grid-x/modbus"
+
+	"github.com/fleet/fleet/hw"
+	"github.com/fleet/fleet/hw/serialport"
+	"github.com/fleet/fleet/shared/serialcfg"
+)
+
+// Options tune a Port; zero fields take the defaults.
+type Options struct {
+	// ResponseTimeout is how long a slave has to start its reply after the
+	// request left the line (default 500 ms).
+	ResponseTimeout time.Duration
+	// OwnerGap is the extra idle time between the managed master and a raw
+	// client when the bus changes hands (default 5 ms).
+	OwnerGap time.Duration
+	// ReopenMin and ReopenMax bound the backoff between attempts to reopen
+	// a port that went away (defaults 100 ms and 5 s).
+	ReopenMin, ReopenMax time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.ResponseTimeout <= 0 {
+		o.ResponseTimeout = 500 * time.Millisecond
+	}
+	if o.OwnerGap <= 0 {
+		o.OwnerGap = 5 * time.Millisecond
+	}
+	if o.ReopenMin <= 0 {
+		o.ReopenMin = 100 * time.Millisecond
+	}
+	if o.ReopenMax <= 0 {
+		o.ReopenMax = 5 * time.Second
+	}
+	return o
+}
+
+// Port is an RS485 channel running a Modbus RTU master. It implements
+// hw.Port.
+type Port struct {
+	device string
+	log    *slog.Logger
+	opts   Options
+	bus    *Bus
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	wake   chan struct{}
+
+	mu       sync.Mutex
+	cfg      serialcfg.RS485
+	polls    []*pollJob
+	tx       *txJob
+	managed  bool
+	live     string
+	txOn     bool
+	portErr  string
+	slaveErr map[int]slaveErr
+	seq      uint64
+}
+
+type pollJob struct {
+	poll serialcfg.ModbusPoll
+	next time.Time
+}
+
+type txJob struct {
+	slave, register, value int
+	interval               time.Duration
+	next                   time.Time
+}
+
+type slaveErr struct {
+	cause string
+	seq   uint64
+}
+
+var _ hw.Port = (*Port)(nil)
+
+// Open opens device as an RS485 Modbus RTU master with cfg. A device that
+// does not exist returns an error wrapping hw.ErrDeviceMissing.
+func Open(ctx context.Context, device string, cfg serialcfg.Config, log *slog.Logger) (*Port, error) {
+	return OpenWith(ctx, device, cfg, log, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, device string, cfg serialcfg.Config, log *slog.Logger, opts Options) (*Port, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RS485 == nil {
+		return nil, fmt.Errorf("modbus %s: config kind %q is not rs485", device, cfg.Kind)
+	}
+	if err := cfg.RS485.Validate(); err != nil {
+		return nil, fmt.Errorf("modbus %s: %w", device, err)
+	}
+	if _, err := os.Stat(device); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("modbus %s: %w", device, hw.ErrDeviceMissing)
+	}
+	opts = opts.withDefaults()
+	s := settingsFor(cfg.RS485)
+	log = log.With("device", device)
+	sp, err := serialport.Open(device, s, log)
+	if err != nil {
+		return nil, fmt.Errorf("modbus: %w", err)
+	}
+	p := &Port{
+		device:   device,
+		log:      log,
+		opts:     opts,
+		bus:      newBus(s, opts.ResponseTimeout, opts.OwnerGap),
+		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		managed:  true,
+		slaveErr: map[int]slaveErr{},
+	}
+	p.bus.setPort(sp)
+	if err := p.Apply(ctx, cfg); err != nil {
+		sp.Close()
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	go p.run(runCtx)
+	return p, nil
+}
+
+func settingsFor(c *serialcfg.RS485) serialport.Settings {
+	return serialport.Settings{
+		BaudRate: c.BaudRate,
+		DataBits: c.DataBits,
+		Parity:   c.Parity,
+		StopBits: c.StopBits,
+		RS485:    true,
+	}
+}
+
+// Bus returns the port's bus, for raw access.
+func (p *Port) Bus() *Bus { return p.bus }
+
+// Apply changes the configuration live: serial settings are applied to the
+// open tty between transactions, polls and tx restart on the new values.
+// An enabled tx with intervalMs 0 writes once per Apply.
+func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
+	if cfg.RS485 == nil {
+		return fmt.Errorf("modbus %s: config kind %q is not rs485", p.device, cfg.Kind)
+	}
+	if err := cfg.RS485.Validate(); err != nil {
+		return fmt.Errorf("modbus %s: %w", p.device, err)
+	}
+	c := *cfg.RS485
+	c.Polls = append([]serialcfg.ModbusPoll(nil), c.Polls...)
+	if c.Poll != nil {
+		pp := *c.Poll
+		c.Poll = &pp
+	}
+	if err := p.bus.configure(ctx, settingsFor(&c)); err != nil {
+		return fmt.Errorf("modbus %s: %w", p.device, err)
+	}
+	now := time.Now()
+	p.mu.Lock()
+	p.cfg = c
+	p.polls = p.polls[:0]
+	keep := map[int]bool{}
+	for _, poll := range c.ActivePolls() {
+		p.polls = append(p.polls, &pollJob{poll: poll, next: now})
+		keep[poll.SlaveID] = true
+	}
+	p.tx = nil
+	p.txOn = false
+	if c.Tx.Enabled {
+		p.tx = &txJob{slave: c.SlaveID, register: c.Tx.Register, value: c.Tx.Value,
+			interval: time.Duration(c.Tx.IntervalMs) * time.Millisecond, next: now}
+		p.txOn = true
+		keep[c.SlaveID] = true
+	}
+	for id := range p.slaveErr {
+		if !keep[id] {
+			delete(p.slaveErr, id)
+		}
+	}
+	p.mu.Unlock()
+	p.poke()
+	return nil
+}
+
+// SetManaged starts (true, the default) or pauses (false) the port's own
+// polling and tx. The agent pauses them in passthrough mode, where the raw
+// client alone uses the bus; in mode both they run and share the bus.
+func (p *Port) SetManaged(on bool) {
+	p.mu.Lock()
+	p.managed = on
+	p.mu.Unlock()
+	p.poke()
+}
+
+// Telemetry returns live (the last registers read or written, decimal,
+// space separated), txOn and error ("" or a short cause).
+func (p *Port) Telemetry() serialcfg.Telemetry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := serialcfg.Telemetry{Live: p.live, TxOn: p.txOn, Error: p.portErr}
+	if t.Error == "" {
+		var best slaveErr
+		for _, e := range p.slaveErr {
+			if e.seq > best.seq {
+				best = e
+			}
+		}
+		t.Error = best.cause
+	}
+	return t
+}
+
+// Close stops the master and closes the tty.
+func (p *Port) Close() error {
+	if p.cancel != nil {
+		p.cancel()
+		<-p.done
+	}
+	p.bus.setPort(nil)
+	return nil
+}
+
+func (p *Port) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Port) run(ctx context.Context) {
+	defer close(p.done)
+	backoff := p.opts.ReopenMin
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		if !p.bus.hasPort() {
+			p.setPortErr("port closed")
+			if err := p.reopen(); err != nil {
+				p.log.Debug("reopen failed", "err", err, "retry", backoff)
+				if !sleepCtx(ctx, backoff) {
+					return
+				}
+				backoff = min(2*backoff, p.opts.ReopenMax)
+				continue
+			}
+			p.log.Info("port reopened")
+			backoff = p.opts.ReopenMin
+			p.setPortErr("")
+		}
+		job, wait := p.next(time.Now())
+		if job != nil {
+			job(ctx)
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-p.bus.lost:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+func (p *Port) reopen() error {
+	s := p.bus.currentSettings()
+	sp, err := serialport.Open(p.device, s, p.log)
+	if err != nil {
+		return err
+	}
+	p.bus.setPort(sp)
+	return nil
+}
+
+// next returns the job due at now, or how long to wait for one.
+func (p *Port) next(now time.Time) (func(context.Context), time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wait := time.Hour
+	if !p.managed {
+		return nil, wait
+	}
+	var due *pollJob
+	for _, j := range p.polls {
+		if d := j.next.Sub(now); d <= 0 {
+			if due == nil || j.next.Before(due.next) {
+				due = j
+			}
+		} else {
+			wait = min(wait, d)
+		}
+	}
+	if tx := p.tx; tx != nil {
+		if d := tx.next.Sub(now); d <= 0 && (due == nil || !due.next.Before(tx.next)) {
+			if tx.interval > 0 {
+				tx.next = now.Add(tx.interval)
+			} else {
+				tx.next = now.Add(24 * time.Hour)
+			}
+			job := *tx
+			return func(ctx context.Context) { p.write(ctx, tx, job) }, 0
+		} else if d > 0 {
+			wait = min(wait, d)
+		}
+	}
+	if due != nil {
+		due.next = now.Add(time.Duration(due.poll.IntervalMs) * time.Millisecond)
+		poll := due.poll
+		return func(ctx context.Context) { p.read(ctx, poll) }, 0
+	}
+	return nil, wait
+}
+
+func (p *Port) client(slave int) gridx.Client {
+	pk := gridx.NewRTUClientHandler("")
+	pk.SlaveID = byte(slave)
+	return gridx.NewClient2(pk, transport{bus: p.bus})
+}
+
+func (p *Port) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 4*p.opts.ResponseTimeout+time.Second)
+}
+
+func (p *Port) read(ctx context.Context, poll serialcfg.ModbusPoll) {
+	cctx, cancel := p.callCtx(ctx)
+	defer cancel()
+	c := p.client(poll.SlaveID)
+	var b []byte
+	var err error
+	if poll.Function == "input" {
+		b, err = c.ReadInputRegisters(cctx, uint16(poll.Register), uint16(poll.Count))
+	} else {
+		b, err = c.ReadHoldingRegisters(cctx, uint16(poll.Register), uint16(poll.Count))
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		p.fail(poll.SlaveID, err)
+		return
+	}
+	vals := make([]string, len(b)/2)
+	for i := range vals {
+		vals[i] = strconv.Itoa(int(binary.BigEndian.Uint16(b[2*i:])))
+	}
+	p.ok(poll.SlaveID, strings.Join(vals, " "))
+}
+
+func (p *Port) write(ctx context.Context, live *txJob, job txJob) {
+	cctx, cancel := p.callCtx(ctx)
+	defer cancel()
+	_, err := p.client(job.slave).WriteSingleRegister(cctx, uint16(job.register), uint16(job.value))
+	if ctx.Err() != nil {
+		return
+	}
+	if job.interval == 0 && !errors.Is(err, ErrPortClosed) {
+		// A single send is done once it reached the bus.
+		p.mu.Lock()
+		if p.tx == live {
+			p.tx = nil
+			p.txOn = false
+		}
+		p.mu.Unlock()
+	} else if errors.Is(err, ErrPortClosed) && job.interval == 0 {
+		p.mu.Lock()
+		if p.tx == live {
+			live.next = time.Now()
+		}
+		p.mu.Unlock()
+	}
+	if err != nil {
+		p.fail(job.slave, err)
+		return
+	}
+	p.ok(job.slave, strconv.Itoa(job.value))
+}
+
+func (p *Port) ok(slave int, live string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live = live
+	delete(p.slaveErr, slave)
+}
+
+func (p *Port) fail(slave int, err error) {
+	err = classify(err, slave)
+	if errors.Is(err, ErrPortClosed) {
+		p.setPortErr("port closed")
+		return
+	}
+	cause := Cause(err, slave)
+	p.mu.Lock()
+	p.seq++
+	prev := p.slaveErr[slave].cause
+	p.slaveErr[slave] = slaveErr{cause: cause, seq: p.seq}
+	p.mu.Unlock()
+	if prev != cause {
+		p.log.Info("modbus error", "slave", slave, "err", err)
+	}
+}
+
+func (p *Port) setPortErr(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.portErr != s {
+		if s != "" {
+			p.log.Warn("serial port lost")
+		}
+		p.portErr = s
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// transport is the grid-x Transporter: one request, one reply frame ended
+// by the line silence, CRC checked.
+type transport struct{ bus *Bus }
+
+func (t transport) Send(ctx context.Context, req []byte) ([]byte, error) {
+	reply, err := t.bus.Exchange(ctx, OwnerManaged, req, nil, nil)
+	if errors.Is(err, serialport.ErrTimeout) {
+		return nil, &TimeoutError{Slave: int(req[0])}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !CheckCRC(reply) {
+		return nil, fmt.Errorf("slave %d: %w", req[0], ErrCRC)
+	}
+	return reply, nil
+}

@@ -95,6 +95,7 @@ type Port struct {
 	live    string
 	busErr  string // from error frames
 	sendErr string // from the last failed send
+	recvErr string // from the last failed receive (link down)
 	note    string // a link setting the interface refused
 	txOn    bool
 	closed  bool
@@ -189,6 +190,9 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 	p.cfg = &c
 	p.mu.Lock()
 	p.sendErr = ""
+	if relink {
+		p.recvErr = ""
+	}
 	p.mu.Unlock()
 	if c.Tx.Enabled && !c.ListenOnly {
 		p.startTxFrame(c, frame)
@@ -250,7 +254,7 @@ func (p *Port) rxLoop(bus Bus, done chan struct{}) {
 				return
 			}
 			p.mu.Lock()
-			p.busErr = "receive failed: " + err.Error()
+			p.recvErr = "receive failed: " + err.Error()
 			p.mu.Unlock()
 			p.log.Warn("receive failed", "err", err)
 			// A transient error (ENETDOWN while the link is down): back
@@ -270,7 +274,7 @@ func (p *Port) rxLoop(bus Bus, done chan struct{}) {
 		}
 		p.stats.Received++
 		p.live = f.String()
-		p.busErr = ""
+		p.busErr, p.recvErr = "", ""
 		p.mu.Unlock()
 	}
 }
@@ -330,7 +334,7 @@ func (p *Port) send(bus Bus, f Frame) {
 		return
 	}
 	p.stats.Sent++
-	p.sendErr = ""
+	p.sendErr, p.recvErr = "", ""
 }
 
 // stopTx stops the tx schedule and waits for it. applyMu held.
@@ -359,6 +363,8 @@ func (p *Port) Telemetry() serialcfg.Telemetry {
 		t.Error = p.busErr
 	case p.sendErr != "":
 		t.Error = p.sendErr
+	case p.recvErr != "":
+		t.Error = p.recvErr
 	default:
 		t.Error = p.note
 	}

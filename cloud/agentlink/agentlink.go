@@ -1,0 +1,429 @@
+// Package agentlink is the relay's agent endpoint: the websocket handler at
+// protocol.Path that authenticates agents by device token, runs the session
+// of shared/protocol (hello/welcome, heartbeats, records and acks,
+// configuration), stores what agents report through a Store, tells the
+// cloud.Observers after each commit, pushes desired configuration to
+// connected agents, and sweeps devices whose heartbeats stopped to OFFLINE.
+// The protocol is written down in docs/protocol.md.
+package agentlink
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Config configures a Server. Store is required; the rest has defaults.
+type Config struct {
+	Store     Store
+	Observers []cloud.Observer
+	Logger    *slog.Logger
+	Now       cloud.Now
+
+	// WriteTimeout bounds every write to an agent (default 10s).
+	WriteTimeout time.Duration
+	// HandshakeTimeout is the time an agent has to send Hello after the
+	// upgrade (default 30s).
+	HandshakeTimeout time.Duration
+	// SweepInterval is the period of the OFFLINE sweeper (default 1s).
+	SweepInterval time.Duration
+	// OrphanWindow is how long a device that a previous relay process left
+	// connected has to reconnect before it goes OFFLINE (default 90s).
+	OrphanWindow time.Duration
+	// DefaultHeartbeat is assumed when Hello names no heartbeat interval
+	// (default 30s). Announced intervals are clamped to [MinHeartbeat, 1h].
+	DefaultHeartbeat time.Duration
+	// MinHeartbeat is the smallest heartbeat interval honoured (default 100ms).
+	MinHeartbeat time.Duration
+	// DefaultMetricsInterval is assumed when Hello names none (default 5m);
+	// at most one heartbeat event is recorded per metrics interval.
+	DefaultMetricsInterval time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.WriteTimeout, 10*time.Second)
+	def(&c.HandshakeTimeout, 30*time.Second)
+	def(&c.SweepInterval, time.Second)
+	def(&c.OrphanWindow, 90*time.Second)
+	def(&c.DefaultHeartbeat, 30*time.Second)
+	def(&c.MinHeartbeat, 100*time.Millisecond)
+	def(&c.DefaultMetricsInterval, 5*time.Minute)
+}
+
+// Server is the agent endpoint. Create it with New, mount Handler at
+// protocol.Path, run Run in the background, and call Shutdown before closing
+// the store.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	ctx    context.Context // cancelled by Shutdown
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	conns    map[string]*conn // device id → its current connection
+	closing  bool
+	handlers sync.WaitGroup
+
+	pings chan struct{} // bounds concurrent pings
+}
+
+var _ cloud.DesiredConfigObserver = (*Server)(nil)
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	if cfg.Store == nil {
+		panic("agentlink: Config.Store is required")
+	}
+	cfg.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		ctx:    ctx,
+		cancel: cancel,
+		conns:  make(map[string]*conn),
+		pings:  make(chan struct{}, 256),
+	}
+}
+
+// Handler returns the websocket endpoint, to be mounted at protocol.Path.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// Connections returns the number of open agent connections.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func (s *Server) now() time.Time { return s.cfg.Now() }
+
+// bearer returns the bearer token of r, or "".
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	const p = "bearer "
+	if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
+		return ""
+	}
+	tok := strings.TrimSpace(h[len(p):])
+	if len(tok) > 512 {
+		return ""
+	}
+	return tok
+}
+
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+	}
+	w.WriteHeader(status)
+	b, _ := json.Marshal(resource.ErrorBody{Error: resource.ErrorDetail{Code: code, Message: msg}})
+	w.Write(b)
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the agent endpoint takes GET with a websocket upgrade")
+		return
+	}
+	remote := remoteIP(r)
+	tok := bearer(r)
+	if tok == "" {
+		s.log.Warn("agent refused: missing bearer token", "remote", remote)
+		writeError(w, http.StatusUnauthorized, cloud.EUNAUTHORIZED, "a device token is required as a bearer token")
+		return
+	}
+	actx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	dev, err := s.cfg.Store.AuthDevice(actx, sha256.Sum256([]byte(tok)))
+	cancel()
+	if errors.Is(err, ErrUnauthorized) {
+		s.log.Warn("agent refused: unknown or revoked device token", "remote", remote)
+		writeError(w, http.StatusUnauthorized, cloud.EUNAUTHORIZED, "unknown or revoked device token")
+		return
+	}
+	if err != nil {
+		s.log.Error("agent refused: store unavailable", "remote", remote, "err", err)
+		writeError(w, http.StatusServiceUnavailable, cloud.EINTERNAL, "internal error")
+		return
+	}
+	s.mu.Lock()
+	closing := s.closing
+	if !closing {
+		s.handlers.Add(1)
+	}
+	s.mu.Unlock()
+	if closing {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "relay shutting down")
+		return
+	}
+	defer s.handlers.Done()
+
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:    []string{protocol.Subprotocol},
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		s.log.Warn("agent upgrade failed", "device", dev.ID, "remote", remote, "err", err)
+		return
+	}
+	log := s.log.With("device", dev.ID, "remote", remote)
+	if ws.Subprotocol() != protocol.Subprotocol {
+		log.Warn("agent closed: subprotocol not negotiated")
+		ws.Close(protocol.CloseProtocolError, "subprotocol "+protocol.Subprotocol+" required")
+		return
+	}
+	// Our own limit check (in conn.read) closes with CloseTooLarge; the
+	// library's limit is one byte above it as a backstop.
+	ws.SetReadLimit(protocol.MaxMessageBytes + 1)
+
+	c := &conn{srv: s, ws: ws, dev: dev, session: ids.New(), remote: remote, log: log}
+	c.touch()
+	now := s.now()
+	wctx, wcancel := context.WithTimeout(s.ctx, s.cfg.WriteTimeout)
+	ch, err := s.cfg.Store.Connect(wctx, dev, c.session, now, now.Add(2*s.cfg.HandshakeTimeout))
+	wcancel()
+	if err != nil {
+		log.Error("agent closed: store unavailable", "err", err)
+		ws.Close(websocket.StatusInternalError, "store unavailable")
+		return
+	}
+	c.connectFrom = ch.From
+	c.status = resource.StatusConnecting
+	s.statusChanged(ch)
+	s.register(c)
+	code, reason, err := c.run()
+	s.unregister(c)
+
+	level := slog.LevelInfo
+	if code == protocol.CloseProtocolError || code == protocol.CloseTooLarge {
+		level = slog.LevelWarn
+	}
+	if code != 0 {
+		log.Log(s.ctx, level, "agent connection closed", "code", int(code), "reason", reason)
+		ws.Close(code, reason)
+	} else {
+		log.Info("agent connection ended", "err", err)
+		ws.CloseNow()
+	}
+	if c.shutdown.Load() {
+		// Leave the device as it is: it reconnects to the next relay
+		// process before its deadline, or the sweeper takes it OFFLINE.
+		return
+	}
+	dctx, dcancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
+	defer dcancel()
+	dch, ok, err := s.cfg.Store.Disconnect(dctx, dev, c.session, s.now())
+	if err != nil {
+		log.Error("agent disconnect not stored", "err", err)
+		return
+	}
+	if ok {
+		s.statusChanged(dch)
+	}
+}
+
+func (s *Server) register(c *conn) {
+	s.mu.Lock()
+	old := s.conns[c.dev.ID]
+	s.conns[c.dev.ID] = c
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		c.shutdown.Store(true)
+		c.kill(protocol.CloseShutdown, "relay shutting down")
+	}
+	if old != nil {
+		old.kill(protocol.CloseReplaced, "replaced by a newer connection of the same device")
+	}
+}
+
+func (s *Server) unregister(c *conn) {
+	s.mu.Lock()
+	if s.conns[c.dev.ID] == c {
+		delete(s.conns, c.dev.ID)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) lookup(deviceID string) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns[deviceID]
+}
+
+// statusChanged tells the Observers about a stored status change and the
+// event recorded with it.
+func (s *Server) statusChanged(ch StatusChange) {
+	ref := ch.Device.Ref()
+	if ch.Changed() {
+		for _, o := range s.cfg.Observers {
+			o.StatusChanged(s.ctx, ref, ch.From, ch.To)
+		}
+	}
+	if ch.Event != nil {
+		s.eventsStored(ref, []resource.Event{*ch.Event})
+	}
+}
+
+func (s *Server) eventsStored(ref cloud.DeviceRef, evs []resource.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	for _, o := range s.cfg.Observers {
+		o.EventsStored(s.ctx, ref, evs)
+	}
+}
+
+// DesiredConfigChanged implements cloud.DesiredConfigObserver: a connected
+// agent of deviceID receives the new configuration at once.
+func (s *Server) DesiredConfigChanged(deviceID string) {
+	c := s.lookup(deviceID)
+	if c == nil || !c.welcomed.Load() {
+		return // sent after its next Hello
+	}
+	go c.pushConfig(0)
+}
+
+// Run sweeps devices whose heartbeats stopped to OFFLINE and pings idle
+// connections, until ctx ends. At start it gives devices that a previous
+// relay process left connected OrphanWindow to come back.
+func (s *Server) Run(ctx context.Context) error {
+	if n, err := s.cfg.Store.Orphans(ctx, s.now(), s.cfg.OrphanWindow); err != nil {
+		s.log.Error("agent sweeper: orphan recovery failed", "err", err)
+	} else if n > 0 {
+		s.log.Info("agent sweeper: devices left connected by a previous relay get a reconnect window", "devices", n, "window", s.cfg.OrphanWindow)
+	}
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.ctx.Done():
+			return nil
+		case <-t.C:
+			s.sweep(ctx)
+		}
+	}
+}
+
+func (s *Server) sweep(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	changes, err := s.cfg.Store.Sweep(sctx, s.now())
+	cancel()
+	if err != nil {
+		s.log.Error("agent sweeper failed", "err", err)
+	}
+	for _, ch := range changes {
+		s.log.Info("device offline: no heartbeat for three intervals", "device", ch.Device.ID)
+		s.statusChanged(ch)
+		if c := s.lookup(ch.Device.ID); c != nil {
+			c.kill(websocket.StatusPolicyViolation, "no heartbeat for three intervals")
+		}
+	}
+	// Ping connections that went quiet for more than a heartbeat interval
+	// and a half, so a dead peer is noticed before its deadline.
+	now := time.Now()
+	s.mu.Lock()
+	var idle []*conn
+	for _, c := range s.conns {
+		hb := time.Duration(c.hbInterval.Load())
+		if hb == 0 {
+			continue
+		}
+		if now.Sub(time.Unix(0, c.lastMsg.Load())) > hb+hb/2 && !c.pinging.Load() {
+			idle = append(idle, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range idle {
+		select {
+		case s.pings <- struct{}{}:
+		default:
+			return
+		}
+		c.pinging.Store(true)
+		go func() {
+			defer func() { <-s.pings; c.pinging.Store(false) }()
+			pctx, cancel := context.WithTimeout(s.ctx, s.cfg.WriteTimeout)
+			defer cancel()
+			if err := c.ws.Ping(pctx); err != nil {
+				c.log.Info("agent did not answer a ping; closing", "err", err)
+				c.ws.CloseNow()
+			}
+		}()
+	}
+}
+
+// Shutdown closes every agent connection with protocol.CloseShutdown and
+// waits for their handlers to finish, or for ctx. Devices keep their status:
+// agents reconnect to the next relay before their deadline, or the sweeper
+// of the next relay takes them OFFLINE. New upgrades are refused with 503.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.shutdown.Store(true)
+		c.kill(protocol.CloseShutdown, "relay shutting down")
+	}
+	done := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.ws.CloseNow()
+		}
+		s.mu.Unlock()
+	}
+	s.cancel()
+	return err
+}

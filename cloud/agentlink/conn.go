@@ -1,0 +1,390 @@
+package agentlink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/hw/catalog"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// conn is one agent connection. Its reader goroutine (the HTTP handler's)
+// owns every field not marked otherwise; writes may come from other
+// goroutines (config pushes), which coder/websocket allows.
+type conn struct {
+	srv     *Server
+	ws      *websocket.Conn
+	dev     Device
+	session string
+	remote  string
+	log     *slog.Logger
+
+	connectFrom     resource.DeviceStatus // status before this connection
+	status          resource.DeviceStatus // status as last stored
+	metricsInterval time.Duration
+	lastHBEvent     time.Time
+	appliedVersion  int64
+	channels        map[string]protocol.ChannelState // as stored
+	model           catalog.Model
+
+	// shared with other goroutines
+	lastMsg    atomic.Int64 // unix nanos of the last message read
+	hbInterval atomic.Int64 // nanos, 0 before Hello
+	welcomed   atomic.Bool
+	pinging    atomic.Bool
+	shutdown   atomic.Bool
+	killed     atomic.Pointer[closeErr]
+
+	cfgMu       sync.Mutex
+	sentVersion int64 // highest config version sent
+}
+
+// closeErr ends a session with a close code and a reason.
+type closeErr struct {
+	code   websocket.StatusCode
+	reason string
+}
+
+func (e *closeErr) Error() string { return fmt.Sprintf("close %d: %s", e.code, e.reason) }
+
+func protoErr(format string, args ...any) error {
+	r := fmt.Sprintf(format, args...)
+	if len(r) > 120 {
+		r = r[:120]
+	}
+	return &closeErr{code: protocol.CloseProtocolError, reason: r}
+}
+
+func (c *conn) touch() { c.lastMsg.Store(time.Now().UnixNano()) }
+
+// kill closes the connection from another goroutine.
+func (c *conn) kill(code websocket.StatusCode, reason string) {
+	if !c.killed.CompareAndSwap(nil, &closeErr{code: code, reason: reason}) {
+		return
+	}
+	go c.ws.Close(code, reason)
+}
+
+// run serves the session until it ends and returns the close code and
+// reason to send (code 0: the peer went away).
+func (c *conn) run() (websocket.StatusCode, string, error) {
+	err := c.serve()
+	if k := c.killed.Load(); k != nil {
+		return k.code, k.reason, err
+	}
+	var ce *closeErr
+	if errors.As(err, &ce) {
+		return ce.code, ce.reason, err
+	}
+	if errors.Is(err, ErrSessionGone) {
+		return protocol.CloseReplaced, "session taken over by a newer connection or timed out", err
+	}
+	if err != nil && websocket.CloseStatus(err) == -1 && !isNetClosed(err) && c.srv.ctx.Err() == nil {
+		return websocket.StatusInternalError, "internal error", err
+	}
+	return 0, "", err
+}
+
+func isNetClosed(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// read reads one message.
+func (c *conn) read(ctx context.Context) (*protocol.Message, error) {
+	typ, r, err := c.ws.Reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if typ != websocket.MessageText {
+		return nil, protoErr("binary frames are not part of the protocol")
+	}
+	b, err := io.ReadAll(io.LimitReader(r, protocol.MaxMessageBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > protocol.MaxMessageBytes {
+		return nil, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
+	}
+	c.touch()
+	var m protocol.Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, protoErr("malformed JSON: %v", err)
+	}
+	return &m, nil
+}
+
+func (c *conn) send(m *protocol.Message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("agentlink: encode %s: %w", m.Type, err)
+	}
+	ctx, cancel := context.WithTimeout(c.srv.ctx, c.srv.cfg.WriteTimeout)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageText, b)
+}
+
+func (c *conn) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.srv.ctx, 30*time.Second)
+}
+
+func (c *conn) serve() error {
+	s := c.srv
+	hctx, cancel := context.WithTimeout(s.ctx, s.cfg.HandshakeTimeout)
+	m, err := c.read(hctx)
+	cancel()
+	if err != nil {
+		if hctx.Err() != nil && s.ctx.Err() == nil {
+			return protoErr("no hello within %s", s.cfg.HandshakeTimeout)
+		}
+		return err
+	}
+	if m.Type != protocol.TypeHello || m.Hello == nil {
+		return protoErr("first message must be hello, got %q", m.Type)
+	}
+	if err := c.hello(m.Hello); err != nil {
+		return err
+	}
+	for {
+		m, err := c.read(s.ctx)
+		if err != nil {
+			return err
+		}
+		switch m.Type {
+		case protocol.TypeHeartbeat:
+			if m.Heartbeat == nil {
+				return protoErr("heartbeat message without heartbeat")
+			}
+			err = c.heartbeat(m.Heartbeat)
+		case protocol.TypeRecords:
+			if m.Records == nil {
+				return protoErr("records message without records")
+			}
+			err = c.records(m.Records)
+		case protocol.TypeConfigApplied:
+			if m.ConfigApplied == nil {
+				return protoErr("config_applied message without configApplied")
+			}
+			err = c.configApplied(m.ConfigApplied)
+		case protocol.TypeHello:
+			return protoErr("hello sent twice")
+		case protocol.TypeWelcome, protocol.TypeAck, protocol.TypeConfig:
+			return protoErr("%s is a relay-to-agent message", m.Type)
+		default:
+			return protoErr("unknown message type %q", m.Type)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func clampDuration(d, def, lo, hi time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return min(max(d, lo), hi)
+}
+
+func (c *conn) hello(h *protocol.Hello) error {
+	s := c.srv
+	if err := validateHello(h); err != nil {
+		return err
+	}
+	c.model, _ = catalog.Lookup(c.dev.Model)
+	hb := clampDuration(h.HeartbeatInterval.Duration, s.cfg.DefaultHeartbeat, s.cfg.MinHeartbeat, time.Hour)
+	c.metricsInterval = clampDuration(h.MetricsInterval.Duration, s.cfg.DefaultMetricsInterval, hb, 24*time.Hour)
+	now := s.now()
+	in := HelloIn{Device: c.dev, Session: c.session, At: now, Hello: *h, HeartbeatInterval: hb}
+	switch c.connectFrom {
+	case resource.StatusOnline, resource.StatusRebooting, resource.StatusUpdating, resource.StatusError:
+	default:
+		in.OnlineEvent = true
+	}
+	ctx, cancel := c.storeCtx()
+	out, err := s.cfg.Store.Hello(ctx, in)
+	cancel()
+	if err != nil {
+		return err
+	}
+	c.hbInterval.Store(int64(hb))
+	c.status = resource.StatusOnline
+	c.appliedVersion = h.AppliedVersion
+	c.channels = make(map[string]protocol.ChannelState, len(out.Channels))
+	for _, ch := range out.Channels {
+		c.channels[ch.ID] = ch
+	}
+	c.log.Info("agent online", "agentVersion", h.AgentVersion, "heartbeat", hb, "lastSeq", out.LastSeq)
+	s.statusChanged(out.Change)
+	if err := c.send(&protocol.Message{Type: protocol.TypeWelcome, Welcome: &protocol.Welcome{
+		DeviceID: c.dev.ID, ServerTime: resource.T(s.now()), LastSeq: out.LastSeq,
+	}}); err != nil {
+		return err
+	}
+	c.welcomed.Store(true)
+	if out.DesiredVersion > h.AppliedVersion {
+		c.pushConfig(h.AppliedVersion)
+	}
+	return nil
+}
+
+// pushConfig sends the device's desired configuration when it is newer than
+// what was sent in this session and than applied.
+func (c *conn) pushConfig(applied int64) {
+	c.cfgMu.Lock()
+	defer c.cfgMu.Unlock()
+	ctx, cancel := c.storeCtx()
+	cfg, ok, err := c.srv.cfg.Store.DesiredConfig(ctx, c.dev)
+	cancel()
+	if err != nil {
+		c.log.Error("desired config not read", "err", err)
+		return
+	}
+	if !ok || cfg.Version <= c.sentVersion || cfg.Version <= applied {
+		return
+	}
+	if err := c.send(&protocol.Message{Type: protocol.TypeConfig, Config: &cfg}); err != nil {
+		c.log.Info("config not sent", "version", cfg.Version, "err", err)
+		return
+	}
+	c.sentVersion = cfg.Version
+	c.log.Info("config sent", "version", cfg.Version)
+}
+
+func (c *conn) heartbeat(h *protocol.Heartbeat) error {
+	s := c.srv
+	if err := validateHeartbeat(h); err != nil {
+		return err
+	}
+	now := s.now()
+	hb := time.Duration(c.hbInterval.Load())
+	in := HeartbeatIn{
+		Device:         c.dev,
+		Session:        c.session,
+		At:             now,
+		Deadline:       now.Add(3 * hb),
+		Status:         h.Status,
+		PrevStatus:     c.status,
+		IPAddress:      h.IPAddress,
+		AppliedVersion: h.AppliedVersion,
+	}
+	if in.IPAddress == "" {
+		in.IPAddress = c.remote
+	}
+	var changed []resource.ChannelTelemetry
+	serial := c.model.Has(resource.CapabilitySerialIO)
+	if serial && len(h.Channels) > 0 {
+		in.HasChannels = true
+		for _, ch := range h.Channels {
+			if _, ok := c.model.Channel(ch.ID); !ok {
+				continue // not a channel of this device's model
+			}
+			old, seen := c.channels[ch.ID]
+			if seen && old == ch {
+				continue
+			}
+			in.Channels = append(in.Channels, ch)
+			if !seen || old.Live != ch.Live || old.TxOn != ch.TxOn || old.Error != ch.Error {
+				changed = append(changed, resource.ChannelTelemetry{ID: ch.ID, Live: ch.Live, TxOn: ch.TxOn, Error: ch.Error})
+			}
+		}
+	}
+	if c.lastHBEvent.IsZero() || now.Sub(c.lastHBEvent) >= c.metricsInterval {
+		data := map[string]any{"status": h.Status, "ipAddress": in.IPAddress, "appliedVersion": h.AppliedVersion}
+		if h.VPN != nil {
+			data["vpn"] = h.VPN
+		}
+		b, _ := json.Marshal(data)
+		in.Event = &resource.Event{ID: newID(), Type: protocol.EventHeartbeat, Severity: resource.SeverityInfo,
+			Message: "heartbeat (" + string(h.Status) + ")", Data: b, CreatedAt: resource.T(now)}
+	}
+	ctx, cancel := c.storeCtx()
+	out, err := s.cfg.Store.Heartbeat(ctx, in)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, ch := range in.Channels {
+		c.channels[ch.ID] = ch
+	}
+	c.status = h.Status
+	c.appliedVersion = h.AppliedVersion
+	if in.Event != nil {
+		c.lastHBEvent = now
+	}
+	ref := c.dev.Ref()
+	chb := cloud.Heartbeat{At: now, Status: h.Status, Changed: changed}
+	if h.VPN != nil {
+		v := &cloud.VPNState{Up: h.VPN.Up, InterfaceName: h.VPN.InterfaceName, Endpoint: h.VPN.Endpoint, PeerCount: h.VPN.PeerCount}
+		if h.VPN.LastHandshake != nil {
+			v.LastHandshake = h.VPN.LastHandshake.Time
+		}
+		chb.VPN = v
+	}
+	for _, o := range s.cfg.Observers {
+		o.HeartbeatStored(s.ctx, ref, chb)
+	}
+	s.statusChanged(out.Change)
+	if in.Event != nil {
+		s.eventsStored(ref, []resource.Event{*in.Event})
+	}
+	return nil
+}
+
+func (c *conn) records(r *protocol.Records) error {
+	s := c.srv
+	if len(r.Items) > protocol.MaxBatch {
+		return &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("batch of %d records is over %d", len(r.Items), protocol.MaxBatch)}
+	}
+	if err := validateRecords(r.Items, s.now()); err != nil {
+		return err
+	}
+	ctx, cancel := c.storeCtx()
+	out, err := s.cfg.Store.Records(ctx, RecordsIn{Device: c.dev, Session: c.session, Items: r.Items})
+	cancel()
+	if err != nil {
+		return err
+	}
+	ref := c.dev.Ref()
+	if len(out.Metrics) > 0 {
+		for _, o := range s.cfg.Observers {
+			o.MetricsStored(s.ctx, ref, out.Metrics)
+		}
+	}
+	s.eventsStored(ref, out.Events)
+	return c.send(&protocol.Message{Type: protocol.TypeAck, Ack: &protocol.Ack{Seq: out.LastSeq}})
+}
+
+func (c *conn) configApplied(a *protocol.ConfigApplied) error {
+	s := c.srv
+	if a.Version < 0 {
+		return protoErr("configApplied.version must not be negative")
+	}
+	if len(a.Error) > 1024 {
+		return protoErr("configApplied.error longer than 1024 bytes")
+	}
+	ctx, cancel := c.storeCtx()
+	out, err := s.cfg.Store.ConfigApplied(ctx, ConfigAppliedIn{Device: c.dev, Session: c.session, At: s.now(), Version: a.Version, Error: a.Error})
+	cancel()
+	if err != nil {
+		return err
+	}
+	c.appliedVersion = a.Version
+	c.log.Info("config applied", "version", a.Version, "error", a.Error)
+	if out.Event != nil {
+		s.eventsStored(c.dev.Ref(), []resource.Event{*out.Event})
+	}
+	return nil
+}

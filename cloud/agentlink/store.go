@@ -1,0 +1,155 @@
+package agentlink
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// ErrUnauthorized is returned by Store.AuthDevice for an unknown or revoked
+// device token.
+var ErrUnauthorized = errors.New("agentlink: unknown or revoked device token")
+
+// ErrSessionGone is returned by the Store when the session named in a write
+// no longer owns its device: a newer connection took over, or the sweeper
+// marked the device OFFLINE. The connection must close.
+var ErrSessionGone = errors.New("agentlink: session no longer owns the device")
+
+// Store is what the agent endpoint needs from the relay's store. The SQLite
+// implementation is sqlite.AgentStore. Every write names the session it
+// comes from, and the device always comes from the token, never from a
+// message.
+type Store interface {
+	// AuthDevice finds the device whose token hashes (SHA-256) to tokenHash;
+	// ErrUnauthorized when none does or its token is revoked.
+	AuthDevice(ctx context.Context, tokenHash [32]byte) (Device, error)
+	// Connect starts session id for dev: status CONNECTING, the connect
+	// deadline set. It returns the status change it made (From is the
+	// status before).
+	Connect(ctx context.Context, dev Device, session string, at, deadline time.Time) (StatusChange, error)
+	// Hello stores what the agent announced and moves the device ONLINE.
+	Hello(ctx context.Context, in HelloIn) (HelloOut, error)
+	// Heartbeat stores one heartbeat. Implementations batch heartbeats of
+	// many connections into one transaction.
+	Heartbeat(ctx context.Context, in HeartbeatIn) (HeartbeatOut, error)
+	// Records stores a validated batch in one transaction, idempotently, and
+	// raises the device's last stored sequence.
+	Records(ctx context.Context, in RecordsIn) (RecordsOut, error)
+	// ConfigApplied records the configuration version the agent applied.
+	ConfigApplied(ctx context.Context, in ConfigAppliedIn) (ConfigAppliedOut, error)
+	// DesiredConfig returns the device's full desired serial configuration;
+	// ok is false for a model without serial I/O.
+	DesiredConfig(ctx context.Context, dev Device) (cfg protocol.Config, ok bool, err error)
+	// Disconnect ends session: the device goes OFFLINE when the session still
+	// owns it (ok false otherwise).
+	Disconnect(ctx context.Context, dev Device, session string, at time.Time) (StatusChange, bool, error)
+	// Sweep marks OFFLINE every device whose deadline passed before now and
+	// returns the changes.
+	Sweep(ctx context.Context, now time.Time) ([]StatusChange, error)
+	// Orphans gives a deadline of now+window to every device that a previous
+	// relay process left connected without one.
+	Orphans(ctx context.Context, now time.Time, window time.Duration) (int, error)
+}
+
+// Device is an authenticated agent's device.
+type Device struct {
+	ID     string
+	OrgID  string
+	Model  string
+	Status resource.DeviceStatus
+}
+
+// Ref returns the device as the Observers see it.
+func (d Device) Ref() cloud.DeviceRef {
+	return cloud.DeviceRef{ID: d.ID, OrgID: d.OrgID, Model: d.Model}
+}
+
+// StatusChange is one stored status transition, with the event the store
+// recorded for it (device.online or device.offline), if any.
+type StatusChange struct {
+	Device Device
+	From   resource.DeviceStatus
+	To     resource.DeviceStatus
+	Event  *resource.Event
+}
+
+// Changed reports whether the status changed.
+func (c StatusChange) Changed() bool { return c.From != c.To }
+
+// HelloIn is a processed Hello.
+type HelloIn struct {
+	Device            Device
+	Session           string
+	At                time.Time
+	Hello             protocol.Hello
+	HeartbeatInterval time.Duration
+	// OnlineEvent asks for a device.online event.
+	OnlineEvent bool
+}
+
+// HelloOut is what the relay answers a Hello with.
+type HelloOut struct {
+	Change         StatusChange
+	LastSeq        uint64
+	DesiredVersion int64
+	// Channels is the stored channel state, to compute changes against.
+	Channels []protocol.ChannelState
+}
+
+// HeartbeatIn is one heartbeat to store.
+type HeartbeatIn struct {
+	Device   Device
+	Session  string
+	At       time.Time // relay receive time: lastSeen and telemetryAt
+	Deadline time.Time
+	Status   resource.DeviceStatus
+	// PrevStatus is the status the connection last stored.
+	PrevStatus     resource.DeviceStatus
+	IPAddress      string
+	AppliedVersion int64
+	// Channels holds only the channels whose stored state changes; the
+	// serial telemetry time is set whenever HasChannels.
+	Channels    []protocol.ChannelState
+	HasChannels bool
+	// Event is a heartbeat event to record (at most one per metrics
+	// interval), or nil.
+	Event *resource.Event
+}
+
+// HeartbeatOut is the result of a stored heartbeat.
+type HeartbeatOut struct {
+	Change StatusChange
+}
+
+// RecordsIn is a validated batch of records.
+type RecordsIn struct {
+	Device  Device
+	Session string
+	Items   []protocol.Record
+}
+
+// RecordsOut holds what the batch actually inserted (not resends) and the
+// device's last stored sequence afterwards.
+type RecordsOut struct {
+	Metrics []resource.MetricSample
+	Events  []resource.Event
+	LastSeq uint64
+}
+
+// ConfigAppliedIn is a ConfigApplied report.
+type ConfigAppliedIn struct {
+	Device  Device
+	Session string
+	At      time.Time
+	Version int64
+	Error   string
+}
+
+// ConfigAppliedOut holds the serial.config_applied event the store recorded.
+type ConfigAppliedOut struct {
+	Event *resource.Event
+}

@@ -10,6 +10,7 @@ require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/grid-x/modbus v0.0.0-20260325140807-cf9e1b9daae0 // indirect
 	github.com/grid-x/serial v0.0.0-20211107191517-583c7356b3aa // indirect
+	github.com/jonboulle/clockwork v0.4.0 // indirect
 	github.com/josharian/native v1.1.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect

@@ -469,3 +469,6 @@ func (t transport) Send(ctx context.Context, req []byte) ([]byte, error) {
 	}
 	return reply, nil
 }
+
+// SerialSettings returns the line settings the bus runs with.
+func (p *Port) SerialSettings() serialport.Settings { return p.bus.currentSettings() }

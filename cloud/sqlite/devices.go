@@ -357,16 +357,23 @@ func (db *DB) AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetai
 }
 
 // RevokeDevice revokes the device's token: DeviceByToken refuses it from
-// then on. Idempotent; ENOTFOUND for an unknown id.
-func (db *DB) RevokeDevice(ctx context.Context, id string) error {
-	res, err := db.W.ExecContext(ctx, `UPDATE devices SET token_revoked_at = COALESCE(token_revoked_at, ?) WHERE id = ?`, db.NowMs(), id)
+// then on. Idempotent (the first revocation time is kept, and returned);
+// ENOTFOUND for an unknown id.
+func (db *DB) RevokeDevice(ctx context.Context, id string) (time.Time, error) {
+	var at sql.NullInt64
+	err := db.WriteTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE devices SET token_revoked_at = ? WHERE id = ? AND token_revoked_at IS NULL`, db.NowMs(), id); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT token_revoked_at FROM devices WHERE id = ?`, id).Scan(&at)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, deviceNotFound(id)
+	}
 	if err != nil {
-		return fmt.Errorf("sqlite: revoke device: %w", err)
+		return time.Time{}, fmt.Errorf("sqlite: revoke device: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return deviceNotFound(id)
-	}
-	return nil
+	return MsTime(at), nil
 }
 
 // DeviceByToken returns the device a device token belongs to; an unknown or

@@ -46,5 +46,5 @@ func MustDevice(tb testing.TB, db *sqlite.DB, orgID, model string) resource.Devi
 // fakeClock is a settable clock.
 type fakeClock struct{ t time.Time }
 
-func (c *fakeClock) Now() time.Time { return c.t }
+func (c *fakeClock) Now() time.Time      { return c.t }
 func (c *fakeClock) Add(d time.Duration) { c.t = c.t.Add(d) }

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/peterbourgon/ff/v3"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/sqlite"
+)
+
+// command is one subcommand. path is its words ("key create"); run gets the
+// arguments after them and writes its result to stdout.
+type command struct {
+	path  string
+	usage string
+	run   func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+// commands is the table of subcommands. Areas add their subcommands in their
+// own files and one line each here.
+func (a *app) commands() []command {
+	return []command{
+		{path: "serve", usage: "run the relay: public API, agent endpoint, background work", run: a.runServe},
+		{path: "org create", usage: "create an organization (prints its webhook signing secret)", run: runOrgCreate},
+		{path: "key create", usage: "create an API key (printed once)", run: runKeyCreate},
+		{path: "key list", usage: "list an organization's API keys (never their secrets)", run: runKeyList},
+		{path: "key revoke", usage: "revoke an API key (refused from its next request)", run: runKeyRevoke},
+		{path: "device add", usage: "register a device (prints its agent token once)", run: runDeviceAdd},
+		{path: "device revoke", usage: "revoke a device's token", run: runDeviceRevoke},
+	}
+}
+
+// app is the process: where output goes.
+type app struct {
+	stdout, stderr io.Writer
+}
+
+// errUsage marks an error in the command line (exit status 2).
+var errUsage = errors.New("usage")
+
+// run dispatches args to the longest matching command and returns the exit
+// status: 0 success, 1 failure, 2 usage error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	cmds := a.commands()
+	var match *command
+	n := 0
+	for i := range cmds {
+		words := strings.Fields(cmds[i].path)
+		if len(words) > len(args) || len(words) <= n {
+			continue
+		}
+		ok := true
+		for j, w := range words {
+			if args[j] != w {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			match, n = &cmds[i], len(words)
+		}
+	}
+	if match == nil {
+		if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "help" {
+			fmt.Fprintf(stderr, "fleet-relay: unknown command %q\n\n", strings.Join(args, " "))
+		}
+		a.usage(cmds)
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			return 0
+		}
+		return 2
+	}
+	err := match.run(ctx, args[n:], stdout)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "fleet-relay %s: %v\n", match.path, err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "fleet-relay %s: %s\n", match.path, errorText(err))
+		return 1
+	}
+}
+
+// errorText shows a domain error by its message (its code is for the API).
+func errorText(err error) string {
+	var e *cloud.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
+}
+
+func (a *app) usage(cmds []command) {
+	sorted := append([]command(nil), cmds...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].path < sorted[j].path })
+	fmt.Fprintln(a.stderr, "usage: fleet-relay <command> [flags]   (every flag also reads FLEET_<FLAG>, e.g. FLEET_DB)")
+	fmt.Fprintln(a.stderr, "\ncommands:")
+	for _, c := range sorted {
+		fmt.Fprintf(a.stderr, "  %-22s %s\n", c.path, c.usage)
+	}
+	fmt.Fprintln(a.stderr, "\nRun 'fleet-relay <command> -h' for a command's flags.")
+}
+
+// adminFlags is the flag set every admin command starts from: --db and
+// --json. Commands add their own flags to FS before calling parse.
+type adminFlags struct {
+	FS   *flag.FlagSet
+	DB   string
+	JSON bool
+}
+
+func newAdminFlags(path string) *adminFlags {
+	f := &adminFlags{FS: flag.NewFlagSet("fleet-relay "+path, flag.ContinueOnError)}
+	f.FS.StringVar(&f.DB, "db", "fleet.db", "SQLite database file")
+	f.FS.BoolVar(&f.JSON, "json", false, "print JSON")
+	return f
+}
+
+// parse parses args, then FLEET_ environment variables for flags not given.
+func (f *adminFlags) parse(args []string) error {
+	return parseFlags(f.FS, args)
+}
+
+// parseFlags parses args into fs with ff: command line first, then FLEET_
+// environment variables (flag "rate-limit" reads FLEET_RATE_LIMIT).
+// Positional arguments are a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("FLEET")); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(nil)
+			fs.Usage()
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	return nil
+}
+
+// required returns a usage error naming the first empty flag.
+func required(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if strings.TrimSpace(pairs[i+1]) == "" {
+			return fmt.Errorf("%w: --%s is required", errUsage, pairs[i])
+		}
+	}
+	return nil
+}
+
+// open opens the store named by --db.
+func (f *adminFlags) open(ctx context.Context) (*sqlite.DB, error) {
+	return sqlite.Open(ctx, f.DB)
+}
+
+// print writes v as indented JSON with --json, or calls human otherwise.
+func (f *adminFlags) print(w io.Writer, v any, human func(w io.Writer)) error {
+	if f.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	human(w)
+	return nil
+}
+
+// jsonTime formats t for JSON output: RFC 3339 UTC with milliseconds, or
+// nil for zero.
+func jsonTime(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format("2006-01-02T15:04:05.000Z")
+	return &s
+}
+
+func humanTime(t time.Time, zero string) string {
+	if t.IsZero() {
+		return zero
+	}
+	return t.UTC().Format(time.RFC3339)
+}

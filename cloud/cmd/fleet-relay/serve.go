@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/fleet/fleet/cloud/api"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/sqlite"
+)
+
+// ServeConfig is the configuration of `fleet-relay serve`.
+type ServeConfig struct {
+	DB        string
+	Listen    string
+	RateLimit int
+	Retention time.Duration
+	// RetentionInterval is how often the retention sweep runs.
+	RetentionInterval time.Duration
+	TLSCert, TLSKey   string
+	// ShutdownTimeout bounds the wait for in-flight requests on Close.
+	ShutdownTimeout time.Duration
+	LogLevel        string
+
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+// extension is a part of the relay that serve starts beside the public API
+// (the agent endpoint, the alert engine, the webhook dispatcher). flags
+// registers its flags; start runs after the store is open and before the
+// listener accepts: it may mount handlers on mux, set the services'
+// observers on m, and start goroutines bound to ctx. The stop it returns
+// runs at shutdown, after the HTTP server drained, before the store closes.
+type extension struct {
+	name  string
+	flags func(fs *flag.FlagSet)
+	start func(ctx context.Context, m *Main, mux *http.ServeMux) (stop func(context.Context) error, err error)
+}
+
+// extensions lists what serve starts beside the API. Areas add theirs in
+// their own files and one line each here.
+func extensions() []extension {
+	return nil
+}
+
+// Main is the relay process behind `fleet-relay serve`: ParseFlags, then
+// Run (returns once listening), then Close (graceful). Tests run it on port
+// 0 with a temporary database.
+type Main struct {
+	Config ServeConfig
+	Logger *slog.Logger
+
+	// Set by Run.
+	DB       *sqlite.DB
+	Store    Services
+	server   *http.Server
+	ln       net.Listener
+	exts     []extension
+	stops    []func(context.Context) error
+	cancel   context.CancelFunc
+	done     chan struct{}
+	serveErr error
+	logOut   io.Writer
+}
+
+// Services are the store's service implementations; extensions set their
+// observers in start.
+type Services struct {
+	Devices *sqlite.DeviceService
+	Serial  *sqlite.SerialService
+	Alerts  *sqlite.AlertService
+	Auth    *apikey.Authenticator
+}
+
+// NewMain returns a Main with the default configuration, logging JSON to
+// logOut.
+func NewMain(logOut io.Writer) *Main {
+	return &Main{
+		Config: ServeConfig{
+			DB: "fleet.db", Listen: "127.0.0.1:8080", RateLimit: api.DefaultRateLimit,
+			Retention: sqlite.DefaultRetention, RetentionInterval: time.Hour, ShutdownTimeout: 30 * time.Second,
+			LogLevel:          "info",
+			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		},
+		Logger: slog.New(slog.NewJSONHandler(logOut, nil)),
+		exts:   extensions(),
+		logOut: logOut,
+	}
+}
+
+// ParseFlags reads serve's flags from args and FLEET_ environment variables.
+func (m *Main) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("fleet-relay serve", flag.ContinueOnError)
+	c := &m.Config
+	fs.StringVar(&c.DB, "db", c.DB, "SQLite database file (created if missing)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address to listen on (host:port; port 0 picks one)")
+	fs.IntVar(&c.RateLimit, "rate-limit", c.RateLimit, "requests per minute per API key (and per client address before authentication)")
+	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long metrics and events are kept")
+	fs.DurationVar(&c.RetentionInterval, "retention-interval", c.RetentionInterval, "how often the retention sweep runs")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); serve HTTPS when set with --tls-key")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error")
+	for _, e := range m.exts {
+		if e.flags != nil {
+			e.flags(fs)
+		}
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case c.DB == "":
+		return fmt.Errorf("%w: --db must not be empty", errUsage)
+	case c.RateLimit < 1:
+		return fmt.Errorf("%w: --rate-limit must be at least 1", errUsage)
+	case c.Retention < time.Hour:
+		return fmt.Errorf("%w: --retention must be at least 1h", errUsage)
+	case c.RetentionInterval < time.Second:
+		return fmt.Errorf("%w: --retention-interval must be at least 1s", errUsage)
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
+	m.Logger = slog.New(slog.NewJSONHandler(m.logOut, &slog.HandlerOptions{Level: lvl}))
+	return nil
+}
+
+// Run opens the store (applying migrations), starts the extensions, the
+// retention sweep and the HTTP server, and returns once the listener
+// accepts connections.
+func (m *Main) Run(ctx context.Context) (err error) {
+	c := m.Config
+	bg, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+	m.DB, err = sqlite.Open(ctx, c.DB)
+	if err != nil {
+		return err
+	}
+	m.Store = Services{
+		Devices: sqlite.NewDeviceService(m.DB),
+		Serial:  sqlite.NewSerialService(m.DB),
+		Alerts:  sqlite.NewAlertService(m.DB),
+		Auth:    apikey.NewAuthenticator(m.DB, m.DB.Now, 0),
+	}
+	mux := http.NewServeMux()
+	for _, e := range m.exts {
+		stop, err := e.start(bg, m, mux)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", e.name, err)
+		}
+		if stop != nil {
+			m.stops = append(m.stops, stop)
+		}
+	}
+	apiServer := api.NewServer(api.Config{
+		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Auth: m.Store.Auth,
+		RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), Now: m.DB.Now,
+	})
+	mux.Handle("/", apiServer)
+
+	m.ln, err = net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	m.server = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(m.Logger.With("component", "http").Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return bg },
+	}
+	m.done = make(chan struct{})
+	go func() {
+		defer close(m.done)
+		var err error
+		if c.TLSCert != "" {
+			err = m.server.ServeTLS(m.ln, c.TLSCert, c.TLSKey)
+		} else {
+			err = m.server.Serve(m.ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.serveErr = err
+			m.Logger.Error("http server stopped", "err", err)
+		}
+	}()
+	go m.DB.RunRetention(bg, c.Retention, c.RetentionInterval, m.Logger.With("component", "retention"))
+	scheme := "http"
+	if c.TLSCert != "" {
+		scheme = "https"
+	}
+	m.Logger.Info("relay listening", "addr", m.ln.Addr().String(), "scheme", scheme, "db", c.DB, "rate_limit", c.RateLimit, "retention", c.Retention.String())
+	return nil
+}
+
+// Addr returns the address the relay listens on (after Run).
+func (m *Main) Addr() string {
+	if m.ln == nil {
+		return ""
+	}
+	return m.ln.Addr().String()
+}
+
+// Done is closed when the HTTP server stopped (after Run).
+func (m *Main) Done() <-chan struct{} { return m.done }
+
+// Close shuts down gracefully: stop accepting, let in-flight requests finish
+// (up to ShutdownTimeout), stop the extensions and background work, close
+// the store.
+func (m *Main) Close() error {
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
+	defer cancel()
+	if m.server != nil {
+		if err := m.server.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+		<-m.done
+	}
+	for i := len(m.stops) - 1; i >= 0; i-- {
+		if err := m.stops[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.stops = nil
+	if m.cancel != nil {
+		m.cancel()
+	}
+	if m.DB != nil {
+		if err := m.DB.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		m.DB = nil
+	}
+	if m.server != nil {
+		m.Logger.Info("relay stopped")
+		m.server = nil
+	}
+	return errors.Join(errs...)
+}
+
+// runServe is `fleet-relay serve`: run until ctx ends (SIGINT, SIGTERM),
+// then shut down gracefully.
+func (a *app) runServe(ctx context.Context, args []string, stdout io.Writer) error {
+	m := NewMain(a.stderr)
+	if err := m.ParseFlags(args); err != nil {
+		return err
+	}
+	if err := m.Run(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		m.Logger.Info("shutting down")
+	case <-m.Done():
+	}
+	err := m.Close()
+	if m.serveErr != nil {
+		return m.serveErr
+	}
+	return err
+}

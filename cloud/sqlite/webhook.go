@@ -1,0 +1,321 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/ids"
+)
+
+// WebhookStore is the webhook outbox (webhook.Store) on SQLite.
+type WebhookStore struct {
+	db *DB
+}
+
+var _ webhook.Store = (*WebhookStore)(nil)
+
+// NewWebhookStore returns the outbox of db.
+func NewWebhookStore(db *DB) *WebhookStore { return &WebhookStore{db: db} }
+
+const deliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
+
+func scanDelivery(sc interface{ Scan(...any) error }) (*webhook.Delivery, error) {
+	var d webhook.Delivery
+	var state string
+	var next, created int64
+	if err := sc.Scan(&d.Seq, &d.ID, &d.OrgID, &d.DeviceID, &d.Event, &d.URL, &d.Body, &state, &d.Attempts, &next, &created); err != nil {
+		return nil, err
+	}
+	d.State = webhook.State(state)
+	d.NextAttemptAt = time.UnixMilli(next).UTC()
+	d.CreatedAt = time.UnixMilli(created).UTC()
+	return &d, nil
+}
+
+// WriteOutbox inserts deliveries and records attempts with their delivery's
+// new state in one transaction.
+func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Delivery, attempts []webhook.Attempt) error {
+	if len(inserts) == 0 && len(attempts) == 0 {
+		return nil
+	}
+	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		if len(inserts) > 0 {
+			st, err := tx.PrepareContext(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			for _, d := range inserts {
+				state := d.State
+				if state == "" {
+					state = webhook.StatePending
+				}
+				if err := st.QueryRowContext(ctx, d.ID, d.OrgID, d.DeviceID, d.Event, d.URL, d.Body, string(state), d.Attempts,
+					d.NextAttemptAt.UnixMilli(), d.CreatedAt.UnixMilli()).Scan(&d.Seq); err != nil {
+					return err
+				}
+			}
+		}
+		if len(attempts) > 0 {
+			ins, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`)
+			if err != nil {
+				return err
+			}
+			defer ins.Close()
+			upd, err := tx.PrepareContext(ctx, `UPDATE webhook_deliveries SET state = ?, attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ?, ended_at = ?
+				WHERE id = ? AND state = 'pending'`)
+			if err != nil {
+				return err
+			}
+			defer upd.Close()
+			for _, a := range attempts {
+				var status sql.NullInt64
+				if a.StatusCode != 0 {
+					status = sql.NullInt64{Int64: int64(a.StatusCode), Valid: true}
+				}
+				if _, err := ins.ExecContext(ctx, a.DeliveryID, a.Number, a.At.UnixMilli(), status, a.Error, a.Duration.Milliseconds()); err != nil {
+					return err
+				}
+				next := a.NextAttemptAt
+				var ended sql.NullInt64
+				if a.State != webhook.StatePending {
+					next = a.At
+					ended = sql.NullInt64{Int64: a.At.Add(a.Duration).UnixMilli(), Valid: true}
+				}
+				if _, err := upd.ExecContext(ctx, string(a.State), a.Number, next.UnixMilli(), status, a.Error, ended, a.DeliveryID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: webhook outbox: %w", err)
+	}
+	return nil
+}
+
+// Pending returns up to limit pending deliveries with seq > after, in order.
+func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, error) {
+	rows, err := s.db.R.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: pending deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []*webhook.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: pending deliveries: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// OrgSecret returns the organization's signing secret.
+func (s *WebhookStore) OrgSecret(ctx context.Context, orgID string) (string, error) {
+	var secret string
+	err := s.db.R.QueryRowContext(ctx, `SELECT webhook_secret FROM orgs WHERE id = ?`, orgID).Scan(&secret)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlite: org secret: %w", err)
+	}
+	return secret, nil
+}
+
+// Forwarding returns the device's organization and its forwarding URL when
+// forwarding is enabled.
+func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string, string, error) {
+	var orgID string
+	var url sql.NullString
+	var enabled sql.NullBool
+	err := s.db.R.QueryRowContext(ctx, `SELECT d.org_id, s.webhook_url, s.webhook_enabled FROM devices d
+		LEFT JOIN serial_state s ON s.device_id = d.id WHERE d.id = ?`, deviceID).Scan(&orgID, &url, &enabled)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", cloud.Errorf(cloud.ENOTFOUND, "device %q not found", deviceID)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("sqlite: forwarding: %w", err)
+	}
+	if !enabled.Bool || !url.Valid {
+		return orgID, "", nil
+	}
+	return orgID, url.String, nil
+}
+
+// AlertTarget returns the device's organization and its alert webhook URL.
+func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string, string, error) {
+	var orgID, url string
+	err := s.db.R.QueryRowContext(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = ?`, deviceID).Scan(&orgID, &url)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", cloud.Errorf(cloud.ENOTFOUND, "device %q not found", deviceID)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("sqlite: alert target: %w", err)
+	}
+	return orgID, url, nil
+}
+
+// Prune deletes deliveries that ended before t, with their attempts.
+func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_attempts WHERE delivery_id IN
+			(SELECT id FROM webhook_deliveries WHERE ended_at IS NOT NULL AND ended_at < ?)`, before.UnixMilli()); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE ended_at IS NOT NULL AND ended_at < ?`, before.UnixMilli())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: prune deliveries: %w", err)
+	}
+	return n, nil
+}
+
+// DeliveryAttempt is one recorded attempt, as the admin CLI shows it.
+type DeliveryAttempt struct {
+	Attempt    int       `json:"attempt"`
+	At         time.Time `json:"at"`
+	StatusCode int       `json:"statusCode,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	DurationMs int64     `json:"durationMs"`
+}
+
+// DeliveryInfo is a delivery with its attempts, as the admin CLI shows it.
+type DeliveryInfo struct {
+	ID            string            `json:"id"`
+	DeviceID      string            `json:"deviceId"`
+	Event         string            `json:"event"`
+	URL           string            `json:"url"`
+	State         string            `json:"state"`
+	Attempts      []DeliveryAttempt `json:"attempts"`
+	NextAttemptAt *time.Time        `json:"nextAttemptAt,omitempty"`
+	RedeliveryOf  string            `json:"redeliveryOf,omitempty"`
+	CreatedAt     time.Time         `json:"createdAt"`
+}
+
+// WebhookDeliveries returns the organization's most recent deliveries,
+// newest first, each with its attempts.
+func (s *WebhookStore) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([]DeliveryInfo, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 50
+	}
+	rows, err := s.db.R.QueryContext(ctx, `SELECT id, device_id, event, url, state, next_attempt_at, COALESCE(redelivery_of, ''), created_at
+		FROM webhook_deliveries WHERE org_id = ? ORDER BY seq DESC LIMIT ?`, orgID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: deliveries: %w", err)
+	}
+	var out []DeliveryInfo
+	for rows.Next() {
+		var d DeliveryInfo
+		var next, created int64
+		if err := rows.Scan(&d.ID, &d.DeviceID, &d.Event, &d.URL, &d.State, &next, &d.RedeliveryOf, &created); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sqlite: deliveries: %w", err)
+		}
+		d.CreatedAt = time.UnixMilli(created).UTC()
+		if d.State == string(webhook.StatePending) {
+			t := time.UnixMilli(next).UTC()
+			d.NextAttemptAt = &t
+		}
+		d.Attempts = []DeliveryAttempt{}
+		out = append(out, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		ar, err := s.db.R.QueryContext(ctx, `SELECT attempt, at, COALESCE(status_code, 0), error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt`, out[i].ID)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: attempts: %w", err)
+		}
+		for ar.Next() {
+			var a DeliveryAttempt
+			var at int64
+			if err := ar.Scan(&a.Attempt, &at, &a.StatusCode, &a.Error, &a.DurationMs); err != nil {
+				ar.Close()
+				return nil, fmt.Errorf("sqlite: attempts: %w", err)
+			}
+			a.At = time.UnixMilli(at).UTC()
+			out[i].Attempts = append(out[i].Attempts, a)
+		}
+		ar.Close()
+	}
+	return out, nil
+}
+
+// RedeliverWebhook queues a new delivery with the body, URL and event of
+// delivery id (in any state) and returns the new delivery's id. A running
+// relay picks it up from the outbox within its poll interval.
+func (s *WebhookStore) RedeliverWebhook(ctx context.Context, id string) (string, error) {
+	newID := ids.New()
+	now := s.db.NowMs()
+	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
+			SELECT ?, org_id, device_id, event, url, body, 'pending', 0, ?, id, ? FROM webhook_deliveries WHERE id = ?`, newID, now, now, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
+		}
+		return nil
+	})
+	if err != nil {
+		if cloud.ErrorCode(err) != cloud.EINTERNAL {
+			return "", err
+		}
+		return "", fmt.Errorf("sqlite: redeliver: %w", err)
+	}
+	return newID, nil
+}
+
+// SetOrgAlertWebhook sets (or, with "", clears) the organization's alert
+// webhook URL, after webhook.ValidateURL.
+func (s *WebhookStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
+	url = strings.TrimSpace(url)
+	if url != "" {
+		if err := webhook.ValidateURL("url", url); err != nil {
+			return err
+		}
+	}
+	res, err := s.db.W.ExecContext(ctx, `UPDATE orgs SET alert_webhook_url = ? WHERE id = ?`, url, orgID)
+	if err != nil {
+		return fmt.Errorf("sqlite: set alert webhook: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
+	}
+	return nil
+}
+
+// RotateOrgSecret gives the organization a fresh signing secret
+// (webhook.NewSecret) and returns it. Deliveries sign every attempt with the
+// secret current at that time.
+func (s *WebhookStore) RotateOrgSecret(ctx context.Context, orgID string) (string, error) {
+	secret := webhook.NewSecret()
+	res, err := s.db.W.ExecContext(ctx, `UPDATE orgs SET webhook_secret = ? WHERE id = ?`, secret, orgID)
+	if err != nil {
+		return "", fmt.Errorf("sqlite: rotate secret: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return "", cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
+	}
+	return secret, nil
+}

@@ -1,0 +1,686 @@
+package webhook
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleet/fleet/shared/ids"
+)
+
+// Config configures a Dispatcher.
+type Config struct {
+	Store  Store
+	Client *http.Client // from NewClient
+	// Backoff is the retry schedule (ParseBackoff); nil means DefaultBackoff.
+	Backoff []time.Duration
+	// Timeout bounds one attempt; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// PerEndpoint bounds concurrent attempts to one endpoint (URL host);
+	// 0 means 16.
+	PerEndpoint int
+	// PollInterval is how often the outbox is read for deliveries added by
+	// another process (webhook redeliver); 0 means 1 s.
+	PollInterval time.Duration
+	// Retention is how long ended deliveries are kept; 0 means 7 days.
+	Retention time.Duration
+	// UserAgent is sent with every attempt; "" means "fleet-relay-webhook/1".
+	UserAgent string
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+// Stats counts what a Dispatcher did since it started.
+type Stats struct {
+	Enqueued, Attempts, Delivered, Failed, Exhausted int64
+}
+
+// Dispatcher sends the outbox's deliveries. Deliveries are grouped into
+// per-endpoint queues (URL host), each with its own concurrency bound and a
+// round-robin over its ordering queues, so one slow or dead endpoint only
+// uses its own slots. Within an endpoint, the deliveries of one device and
+// kind (signals, alerts) form a FIFO: the next is sent only after the
+// previous ended (delivered, failed or exhausted).
+type Dispatcher struct {
+	cfg Config
+	log *slog.Logger
+
+	ctx    context.Context // cancelled by Close: aborts in-flight attempts
+	cancel context.CancelFunc
+	ops    chan op
+	wake   chan struct{}
+	closed atomic.Bool
+	opsMu  sync.RWMutex // held for reading while sending on ops; Close closes ops under the write lock
+	bg     sync.WaitGroup // scheduler goroutines
+	sends  sync.WaitGroup // in-flight attempts
+	wdone  chan struct{}  // writer finished
+
+	mu     sync.Mutex
+	eps    map[string]*endpoint
+	queues map[string]*queue
+	known  map[string]bool // ids in memory, until their final state is stored
+	timers timerHeap
+	cursor int64 // highest outbox Seq seen by the poller
+
+	smu     sync.Mutex
+	secrets map[string]cachedSecret
+
+	stats struct{ enq, att, ok, fail, exh atomic.Int64 }
+}
+
+type cachedSecret struct {
+	secret string
+	at     time.Time
+}
+
+type op struct {
+	ins  *Delivery
+	att  *Attempt
+	done chan error
+}
+
+type endpoint struct {
+	key      string
+	inflight int
+	queues   int
+	ready    []*queue
+}
+
+type queue struct {
+	key   string
+	ep    *endpoint
+	items []*Delivery
+	due   time.Time
+	index int // in the timer heap, -1 when not there
+}
+
+// New returns a Dispatcher; Start starts it.
+func New(cfg Config) (*Dispatcher, error) {
+	if cfg.Store == nil || cfg.Client == nil {
+		return nil, errors.New("webhook: Store and Client are required")
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = DefaultBackoff
+	}
+	if len(cfg.Backoff) == 0 || len(cfg.Backoff) > MaxRetries {
+		return nil, fmt.Errorf("webhook: backoff needs 1 to %d steps", MaxRetries)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.PerEndpoint <= 0 {
+		cfg.PerEndpoint = 16
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "fleet-relay-webhook/1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Dispatcher{
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "webhook"),
+		ctx:     ctx,
+		cancel:  cancel,
+		ops:     make(chan op, 8192),
+		wake:    make(chan struct{}, 1),
+		wdone:   make(chan struct{}),
+		eps:     map[string]*endpoint{},
+		queues:  map[string]*queue{},
+		known:   map[string]bool{},
+		secrets: map[string]cachedSecret{},
+	}, nil
+}
+
+// Start loads every pending delivery of the outbox (those a previous run
+// left) and starts sending.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	if err := d.poll(ctx); err != nil {
+		return fmt.Errorf("webhook: resume outbox: %w", err)
+	}
+	go d.writer()
+	d.bg.Add(2)
+	go d.timerLoop()
+	go d.pollLoop()
+	return nil
+}
+
+// Close stops the dispatcher: no new deliveries are accepted, in-flight
+// attempts are aborted (they stay pending and resume at the next Start), and
+// the results already known are written to the outbox before it returns.
+func (d *Dispatcher) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	d.cancel()
+	d.bg.Wait()
+	d.sends.Wait()
+	d.opsMu.Lock()
+	close(d.ops)
+	d.opsMu.Unlock()
+	<-d.wdone
+	return nil
+}
+
+// Stats returns the counters.
+func (d *Dispatcher) Stats() Stats {
+	return Stats{
+		Enqueued:  d.stats.enq.Load(),
+		Attempts:  d.stats.att.Load(),
+		Delivered: d.stats.ok.Load(),
+		Failed:    d.stats.fail.Load(),
+		Exhausted: d.stats.exh.Load(),
+	}
+}
+
+// ErrClosed is returned by Enqueue after Close.
+var ErrClosed = errors.New("webhook: dispatcher closed")
+
+// Enqueue writes a delivery to the outbox and, once it is stored, queues its
+// first attempt. ID, State, CreatedAt and NextAttemptAt are set here when
+// empty. Writes are batched: concurrent callers share one transaction.
+func (d *Dispatcher) Enqueue(ctx context.Context, dl *Delivery) error {
+	if dl.ID == "" {
+		dl.ID = ids.New()
+	}
+	now := d.cfg.Now()
+	if dl.CreatedAt.IsZero() {
+		dl.CreatedAt = now
+	}
+	if dl.NextAttemptAt.IsZero() {
+		dl.NextAttemptAt = now
+	}
+	dl.State = StatePending
+	d.mu.Lock()
+	d.known[dl.ID] = true
+	d.mu.Unlock()
+	done := make(chan error, 1)
+	d.opsMu.RLock()
+	if d.closed.Load() {
+		d.opsMu.RUnlock()
+		d.forget(dl.ID)
+		return ErrClosed
+	}
+	select {
+	case d.ops <- op{ins: dl, done: done}:
+		d.opsMu.RUnlock()
+	case <-ctx.Done():
+		d.opsMu.RUnlock()
+		d.forget(dl.ID)
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			d.forget(dl.ID)
+		}
+		return err
+	case <-ctx.Done():
+		// The delivery may still be stored and sent; the caller gave up waiting.
+		return ctx.Err()
+	}
+}
+
+func (d *Dispatcher) forget(id string) {
+	d.mu.Lock()
+	delete(d.known, id)
+	d.mu.Unlock()
+}
+
+// writer batches outbox writes: each transaction takes every operation
+// queued at the time, up to 2048.
+func (d *Dispatcher) writer() {
+	defer close(d.wdone)
+	var retry []op // attempt records whose write failed
+	for {
+		var batch []op
+		batch = append(batch, retry...)
+		retry = nil
+		if len(batch) == 0 {
+			o, ok := <-d.ops
+			if !ok {
+				return
+			}
+			batch = append(batch, o)
+		}
+		open := true
+	drain:
+		for len(batch) < 2048 {
+			select {
+			case o, ok := <-d.ops:
+				if !ok {
+					open = false
+					break drain
+				}
+				batch = append(batch, o)
+			default:
+				break drain
+			}
+		}
+		retry = d.commit(batch)
+		if !open {
+			if len(retry) > 0 {
+				d.commit(retry) // one last try; what fails stays pending in the outbox
+			}
+			return
+		}
+		if len(retry) > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// commit writes one batch and returns the attempt records to try again.
+func (d *Dispatcher) commit(batch []op) []op {
+	var ins []*Delivery
+	var atts []Attempt
+	for _, o := range batch {
+		if o.ins != nil {
+			ins = append(ins, o.ins)
+		} else {
+			atts = append(atts, *o.att)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	insErr := d.cfg.Store.WriteOutbox(ctx, ins, atts)
+	attErr := insErr
+	if insErr != nil && len(ins) > 0 && len(atts) > 0 {
+		// Write them apart, so that records are not held back by inserts.
+		insErr = d.cfg.Store.WriteOutbox(ctx, ins, nil)
+		attErr = d.cfg.Store.WriteOutbox(ctx, nil, atts)
+	}
+	if insErr != nil && len(ins) > 0 {
+		d.log.Error("outbox insert failed", "err", insErr, "deliveries", len(ins))
+	}
+	if attErr != nil && len(atts) > 0 {
+		d.log.Error("outbox attempt record failed", "err", attErr, "attempts", len(atts))
+	}
+	var again []op
+	d.mu.Lock()
+	for _, o := range batch {
+		switch {
+		case o.ins != nil && insErr == nil:
+			d.add(o.ins)
+		case o.ins != nil:
+			delete(d.known, o.ins.ID)
+		case attErr != nil:
+			again = append(again, o)
+		case o.att.State != StatePending:
+			delete(d.known, o.att.DeliveryID)
+		}
+	}
+	d.mu.Unlock()
+	for _, o := range batch {
+		if o.ins == nil {
+			continue
+		}
+		if insErr != nil {
+			o.done <- fmt.Errorf("webhook: store delivery: %w", insErr)
+			continue
+		}
+		d.stats.enq.Add(1)
+		o.done <- nil
+	}
+	return again
+}
+
+// endpointKey is the scheduling key of a URL: its host (with port).
+func endpointKey(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "invalid"
+	}
+	return strings.ToLower(u.Host)
+}
+
+// orderKey groups the deliveries that must keep their order.
+func orderKey(dl *Delivery) string {
+	kind := "signal"
+	if strings.HasPrefix(dl.Event, "alert.") {
+		kind = "alert"
+	}
+	return dl.DeviceID + "|" + kind
+}
+
+// add queues dl; d.mu is held.
+func (d *Dispatcher) add(dl *Delivery) {
+	ek := endpointKey(dl.URL)
+	qk := ek + "|" + orderKey(dl)
+	q := d.queues[qk]
+	if q == nil {
+		ep := d.eps[ek]
+		if ep == nil {
+			ep = &endpoint{key: ek}
+			d.eps[ek] = ep
+		}
+		ep.queues++
+		q = &queue{key: qk, ep: ep, index: -1}
+		d.queues[qk] = q
+	}
+	q.items = append(q.items, dl)
+	if len(q.items) == 1 {
+		d.arm(q)
+	}
+}
+
+// arm makes q's head ready now or at its due time; d.mu is held.
+func (d *Dispatcher) arm(q *queue) {
+	h := q.items[0]
+	if !h.NextAttemptAt.After(d.cfg.Now()) {
+		q.ep.ready = append(q.ep.ready, q)
+		d.pump(q.ep)
+		return
+	}
+	q.due = h.NextAttemptAt
+	heap.Push(&d.timers, q)
+	if q.index == 0 {
+		d.kick()
+	}
+}
+
+// kick wakes the scheduler.
+func (d *Dispatcher) kick() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pump starts attempts of ep's ready queues while it has free slots, in
+// round-robin order; d.mu is held.
+func (d *Dispatcher) pump(ep *endpoint) {
+	if d.ctx.Err() != nil {
+		return
+	}
+	for ep.inflight < d.cfg.PerEndpoint && len(ep.ready) > 0 {
+		q := ep.ready[0]
+		ep.ready[0] = nil
+		ep.ready = ep.ready[1:]
+		ep.inflight++
+		d.sends.Add(1)
+		go d.attempt(q, q.items[0])
+	}
+}
+
+func (d *Dispatcher) timerLoop() {
+	defer d.bg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		d.mu.Lock()
+		now := d.cfg.Now()
+		for d.timers.Len() > 0 && !d.timers[0].due.After(now) {
+			q := heap.Pop(&d.timers).(*queue)
+			q.ep.ready = append(q.ep.ready, q)
+			d.pump(q.ep)
+		}
+		wait := time.Hour
+		if d.timers.Len() > 0 {
+			wait = d.timers[0].due.Sub(now)
+		}
+		d.mu.Unlock()
+		t.Reset(wait)
+		select {
+		case <-t.C:
+		case <-d.wake:
+		case <-d.ctx.Done():
+			return
+		}
+	}
+}
+
+func (d *Dispatcher) pollLoop() {
+	defer d.bg.Done()
+	tick := time.NewTicker(d.cfg.PollInterval)
+	defer tick.Stop()
+	lastPrune := time.Time{}
+	for {
+		select {
+		case <-tick.C:
+		case <-d.ctx.Done():
+			return
+		}
+		if err := d.poll(d.ctx); err != nil && d.ctx.Err() == nil {
+			d.log.Error("outbox poll failed", "err", err)
+		}
+		if now := d.cfg.Now(); now.Sub(lastPrune) > time.Hour {
+			lastPrune = now
+			if n, err := d.cfg.Store.Prune(d.ctx, now.Add(-d.cfg.Retention)); err != nil && d.ctx.Err() == nil {
+				d.log.Error("outbox prune failed", "err", err)
+			} else if n > 0 {
+				d.log.Info("outbox pruned", "deliveries", n)
+			}
+		}
+	}
+}
+
+// poll queues the pending deliveries of the outbox that are not in memory:
+// at Start, those left by a previous run; later, those another process
+// added (webhook redeliver).
+func (d *Dispatcher) poll(ctx context.Context) error {
+	for {
+		d.mu.Lock()
+		after := d.cursor
+		d.mu.Unlock()
+		page, err := d.cfg.Store.Pending(ctx, after, 1000)
+		if err != nil {
+			return err
+		}
+		d.mu.Lock()
+		n := 0
+		for _, dl := range page {
+			if dl.Seq > d.cursor {
+				d.cursor = dl.Seq
+			}
+			if d.known[dl.ID] {
+				continue
+			}
+			d.known[dl.ID] = true
+			d.add(dl)
+			n++
+		}
+		d.mu.Unlock()
+		if len(page) < 1000 {
+			return nil
+		}
+	}
+}
+
+func (d *Dispatcher) secret(ctx context.Context, orgID string) (string, error) {
+	now := d.cfg.Now()
+	d.smu.Lock()
+	c, ok := d.secrets[orgID]
+	d.smu.Unlock()
+	if ok && now.Sub(c.at) < 5*time.Second {
+		return c.secret, nil
+	}
+	s, err := d.cfg.Store.OrgSecret(ctx, orgID)
+	if err != nil {
+		return "", err
+	}
+	d.smu.Lock()
+	d.secrets[orgID] = cachedSecret{secret: s, at: now}
+	d.smu.Unlock()
+	return s, nil
+}
+
+// attempt makes one attempt of dl, the head of q, and moves q on.
+func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
+	defer d.sends.Done()
+	n := dl.Attempts + 1
+	start := d.cfg.Now()
+	status, retryAfter, err := d.send(dl, n)
+	end := d.cfg.Now()
+	if d.ctx.Err() != nil && err != nil {
+		// Shutting down: the attempt was cut short; the delivery stays
+		// pending in the outbox and resumes at the next start.
+		d.mu.Lock()
+		q.ep.inflight--
+		d.mu.Unlock()
+		return
+	}
+	d.stats.att.Add(1)
+	rec := Attempt{DeliveryID: dl.ID, Number: n, At: start, StatusCode: status, Duration: end.Sub(start)}
+	state := StatePending
+	switch {
+	case err != nil && errors.Is(err, ErrAddressNotAllowed):
+		state = StateFailed
+	case err != nil:
+	case status >= 200 && status <= 299:
+		state = StateDelivered
+	case !Retryable(status):
+		state = StateFailed
+	}
+	if err != nil {
+		rec.Error = describe(err, d.cfg.Timeout)
+	}
+	if state == StatePending && n > len(d.cfg.Backoff) {
+		state = StateExhausted
+	}
+	if state == StatePending {
+		rec.NextAttemptAt = end.Add(Delay(d.cfg.Backoff, n, retryAfter, jitterRand()))
+	}
+	rec.State = state
+	switch state {
+	case StateDelivered:
+		d.stats.ok.Add(1)
+	case StateFailed:
+		d.stats.fail.Add(1)
+	case StateExhausted:
+		d.stats.exh.Add(1)
+	}
+	if state != StateDelivered {
+		d.log.Info("webhook attempt failed", "delivery", dl.ID, "org", dl.OrgID, "attempt", n,
+			"status", status, "err", rec.Error, "state", state)
+	}
+
+	d.mu.Lock()
+	q.ep.inflight--
+	dl.Attempts = n
+	dl.State = state
+	if state == StatePending {
+		dl.NextAttemptAt = rec.NextAttemptAt
+		d.arm(q)
+	} else {
+		q.items[0] = nil
+		q.items = q.items[1:]
+		if len(q.items) > 0 {
+			d.arm(q)
+		} else {
+			delete(d.queues, q.key)
+			q.ep.queues--
+			if q.ep.queues == 0 && q.ep.inflight == 0 {
+				delete(d.eps, q.ep.key)
+			}
+		}
+	}
+	d.pump(q.ep)
+	d.mu.Unlock()
+	d.ops <- op{att: &rec}
+}
+
+// send makes one HTTP attempt and returns the status (0 without response)
+// and the Retry-After delay asked for.
+func (d *Dispatcher) send(dl *Delivery, n int) (int, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.Timeout)
+	defer cancel()
+	secret, err := d.secret(ctx, dl.OrgID)
+	if err != nil {
+		return 0, 0, fmt.Errorf("signing secret: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dl.URL, bytes.NewReader(dl.Body))
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: bad URL", ErrAddressNotAllowed)
+	}
+	if req.URL.Scheme != "https" {
+		return 0, 0, fmt.Errorf("%w: not https", ErrAddressNotAllowed)
+	}
+	ts := d.cfg.Now().Unix()
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", d.cfg.UserAgent)
+	h.Set(HeaderSignature, Sign(secret, dl.Body))
+	h.Set(HeaderDeliveryID, dl.ID)
+	h.Set(HeaderAttempt, strconv.Itoa(n))
+	h[HeaderWebhookID] = []string{dl.ID}
+	h[HeaderWebhookTime] = []string{strconv.FormatInt(ts, 10)}
+	h[HeaderWebhookSig] = []string{SignStandard(secret, dl.ID, ts, dl.Body)}
+	resp, err := d.cfg.Client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	ra, _ := RetryAfter(resp.Header.Get("Retry-After"), d.cfg.Now())
+	return resp.StatusCode, ra, nil
+}
+
+// describe turns a send error into a short, secret-free cause for the
+// attempt record.
+func describe(err error, timeout time.Duration) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout after " + timeout.String()
+	case errors.Is(err, ErrAddressNotAllowed):
+		var s = err.Error()
+		if i := strings.Index(s, ErrAddressNotAllowed.Error()); i >= 0 {
+			s = s[i:]
+		}
+		return s
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	s := err.Error()
+	if len(s) > 300 {
+		s = s[:300]
+	}
+	return s
+}
+
+// timerHeap orders queues waiting for a retry by due time.
+type timerHeap []*queue
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+func (h *timerHeap) Push(x any) {
+	q := x.(*queue)
+	q.index = len(*h)
+	*h = append(*h, q)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	q := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	q.index = -1
+	return q
+}

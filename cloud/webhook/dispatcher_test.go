@@ -1,0 +1,369 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+func TestSignalForwardedOnceWithChangedChannelsOnly(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
+	e.forward(t, e.device, rcv.URL("/hook"))
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+	n := webhook.NewNotifier(d)
+	ctx := context.Background()
+	dev := cloud.DeviceRef{ID: e.device, OrgID: e.org.ID, Model: "IG-500"}
+	at := time.Date(2026, 11, 22, 3, 0, 0, 123_000_000, time.UTC)
+
+	n.HeartbeatStored(ctx, dev, cloud.Heartbeat{At: at, Status: resource.StatusOnline}) // nothing changed
+	changed := []resource.ChannelTelemetry{{ID: "rs485-1", Live: "17 42", TxOn: true}, {ID: "canfd-1", Live: "0x123#DEADBEEF", Error: "bus-off"}}
+	n.HeartbeatStored(ctx, dev, cloud.Heartbeat{At: at, Status: resource.StatusOnline, Changed: changed})
+
+	h := rcv.wait(t, 1, 5*time.Second)[0]
+	rcv.quiet(t, 300*time.Millisecond)
+	if !h.SigOK || !h.StdOK {
+		t.Errorf("signatures: X-Service-Signature ok=%v, webhook-signature ok=%v", h.SigOK, h.StdOK)
+	}
+	if h.Attempt != 1 || h.DeliveryID == "" || h.Header.Get("Content-Type") != "application/json" || h.Header.Get("User-Agent") == "" {
+		t.Errorf("headers: %v", h.Header)
+	}
+	want := `{"event":"serial.signal","deviceId":"` + e.device + `","at":"2026-11-22T03:00:00.123Z","channels":[{"id":"rs485-1","live":"17 42","txOn":true,"error":""},{"id":"canfd-1","live":"0x123#DEADBEEF","txOn":false,"error":"bus-off"}]}`
+	if string(h.Body) != want {
+		t.Errorf("body\n got %s\nwant %s", h.Body, want)
+	}
+	di := e.waitState(t, h.DeliveryID, "delivered", 5*time.Second)
+	if len(di.Attempts) != 1 || di.Attempts[0].StatusCode != 200 {
+		t.Errorf("attempts = %+v", di.Attempts)
+	}
+}
+
+func TestNoSignalWhenForwardingDisabled(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
+	e.forward(t, e.device, rcv.URL("/hook"))
+	off := false
+	if _, err := sqlitePatch(e, cloud.SerialPatch{WebhookEnabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+	webhook.NewNotifier(d).HeartbeatStored(context.Background(), cloud.DeviceRef{ID: e.device, OrgID: e.org.ID},
+		cloud.Heartbeat{At: time.Now(), Changed: []resource.ChannelTelemetry{{ID: "gpio-1", Live: "1"}}})
+	rcv.quiet(t, 300*time.Millisecond)
+	if n := len(e.deliveries(t)); n != 0 {
+		t.Errorf("%d deliveries stored, want 0", n)
+	}
+}
+
+// TestRetryPolicy scripts the receiver's first answer and checks whether the
+// delivery is retried (and then delivered) or ends failed after one attempt.
+func TestRetryPolicy(t *testing.T) {
+	cases := []struct {
+		name    string
+		first   func(w http.ResponseWriter) int
+		retried bool
+	}{
+		{"500", func(http.ResponseWriter) int { return 500 }, true},
+		{"503", func(http.ResponseWriter) int { return 503 }, true},
+		{"408", func(http.ResponseWriter) int { return 408 }, true},
+		{"425", func(http.ResponseWriter) int { return 425 }, true},
+		{"429", func(w http.ResponseWriter) int { w.Header().Set("Retry-After", "0"); return 429 }, true},
+		{"slow reply past the timeout", func(http.ResponseWriter) int { time.Sleep(700 * time.Millisecond); return 200 }, true},
+		{"connection closed", func(http.ResponseWriter) int { return -1 }, true},
+		{"400", func(http.ResponseWriter) int { return 400 }, false},
+		{"404", func(http.ResponseWriter) int { return 404 }, false},
+		{"301 not followed", func(w http.ResponseWriter) int { w.Header().Set("Location", "/elsewhere"); return 301 }, false},
+		{"410", func(http.ResponseWriter) int { return 410 }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(h hit, w http.ResponseWriter) int {
+				if h.Path == "/elsewhere" {
+					return 200
+				}
+				if h.Attempt == 1 {
+					return tc.first(w)
+				}
+				return 204
+			})
+			d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile, timeout: 300 * time.Millisecond})
+			dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/hook"), Body: []byte(`{"x":1}`)}
+			if err := d.Enqueue(context.Background(), dl); err != nil {
+				t.Fatal(err)
+			}
+			if tc.retried {
+				hs := rcv.wait(t, 2, 10*time.Second)
+				if hs[0].DeliveryID != dl.ID || hs[1].DeliveryID != dl.ID || hs[0].Attempt != 1 || hs[1].Attempt != 2 {
+					t.Errorf("attempts: %s#%d, %s#%d; want %s#1, #2", hs[0].DeliveryID, hs[0].Attempt, hs[1].DeliveryID, hs[1].Attempt, dl.ID)
+				}
+				for _, h := range hs {
+					if !h.SigOK || !h.StdOK {
+						t.Errorf("attempt %d: bad signature", h.Attempt)
+					}
+				}
+				di := e.waitState(t, dl.ID, "delivered", 5*time.Second)
+				if len(di.Attempts) != 2 || di.Attempts[1].StatusCode != 204 {
+					t.Errorf("recorded attempts %+v", di.Attempts)
+				}
+				if a := di.Attempts[0]; a.StatusCode == 0 && a.Error == "" {
+					t.Errorf("first attempt recorded neither status nor error: %+v", a)
+				}
+			} else {
+				rcv.wait(t, 1, 5*time.Second)
+				di := e.waitState(t, dl.ID, "failed", 5*time.Second)
+				rcv.quiet(t, 300*time.Millisecond)
+				if len(di.Attempts) != 1 {
+					t.Errorf("recorded attempts %+v, want 1", di.Attempts)
+				}
+			}
+		})
+	}
+}
+
+func TestExhaustedAfterFiveRetries(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(hit, http.ResponseWriter) int { return 502 })
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+	dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}
+	if err := d.Enqueue(context.Background(), dl); err != nil {
+		t.Fatal(err)
+	}
+	hs := rcv.wait(t, 6, 10*time.Second)
+	for i, h := range hs {
+		if h.Attempt != i+1 || h.DeliveryID != dl.ID {
+			t.Errorf("request %d: attempt %d of %s", i, h.Attempt, h.DeliveryID)
+		}
+	}
+	di := e.waitState(t, dl.ID, "exhausted", 5*time.Second)
+	rcv.quiet(t, 300*time.Millisecond)
+	if len(di.Attempts) != 6 {
+		t.Errorf("%d attempts recorded, want 6", len(di.Attempts))
+	}
+}
+
+func TestRetryAfterHonoured(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(h hit, w http.ResponseWriter) int {
+		if h.Attempt == 1 {
+			w.Header().Set("Retry-After", "1")
+			return 429
+		}
+		return 200
+	})
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+	dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}
+	if err := d.Enqueue(context.Background(), dl); err != nil {
+		t.Fatal(err)
+	}
+	hs := rcv.wait(t, 2, 10*time.Second)
+	if gap := hs[1].At.Sub(hs[0].At); gap < 950*time.Millisecond {
+		t.Errorf("retry came %v after a 429 with Retry-After: 1 (backoff 20ms)", gap)
+	}
+}
+
+func TestPrivateAddressRefusedAtDial(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
+	d := newDispatcher(t, e, dispOpts{caFile: rcv.caFile}) // no allow-private
+	dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}
+	if err := d.Enqueue(context.Background(), dl); err != nil {
+		t.Fatal(err)
+	}
+	di := e.waitState(t, dl.ID, "failed", 5*time.Second)
+	rcv.quiet(t, 200*time.Millisecond)
+	if len(di.Attempts) != 1 || !strings.Contains(di.Attempts[0].Error, "not allowed") {
+		t.Errorf("attempts %+v: want one refused by the address policy", di.Attempts)
+	}
+}
+
+func TestTLSVerifiedWithoutExtraCA(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, backoff: []time.Duration{time.Hour}}) // CA not trusted
+	dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}
+	if err := d.Enqueue(context.Background(), dl); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ds := e.deliveries(t)
+		if len(ds) == 1 && len(ds[0].Attempts) == 1 {
+			if !strings.Contains(ds[0].Attempts[0].Error, "certificate") || ds[0].State != "pending" {
+				t.Errorf("attempt %+v state %s: want a certificate error, retried later", ds[0].Attempts[0], ds[0].State)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no attempt recorded")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(rcv.Hits()); n != 0 {
+		t.Errorf("receiver got %d requests over an untrusted TLS connection", n)
+	}
+}
+
+func TestDeliveriesOfOneDeviceKeepTheirOrder(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(h hit, w http.ResponseWriter) int {
+		var b struct{ N int }
+		json.Unmarshal(h.Body, &b)
+		if b.N%3 == 0 && h.Attempt == 1 {
+			return 503 // every third fails once
+		}
+		return 200
+	})
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+	other := e.addDevice(t, "SN2")
+	const n = 30
+	for i := 0; i < n; i++ {
+		for _, dev := range []string{e.device, other} {
+			body, _ := json.Marshal(map[string]any{"n": i, "dev": dev})
+			if err := d.Enqueue(context.Background(), &webhook.Delivery{OrgID: e.org.ID, DeviceID: dev, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: body}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hs := rcv.wait(t, 2*n+2*10, 20*time.Second)
+	next := map[string]int{}
+	for _, h := range hs {
+		var b struct {
+			N   int
+			Dev string
+		}
+		json.Unmarshal(h.Body, &b)
+		if b.N != next[b.Dev] {
+			t.Fatalf("device %s: got message %d (attempt %d), want %d", b.Dev, b.N, h.Attempt, next[b.Dev])
+		}
+		if b.N%3 != 0 || h.Attempt == 2 {
+			next[b.Dev]++
+		}
+	}
+}
+
+// TestSlowEndpointDoesNotDelayOthers keeps one endpoint's requests hanging
+// and checks that another endpoint's deliveries all arrive meanwhile.
+func TestSlowEndpointDoesNotDelayOthers(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	slow := newReceiver(t, func() string { return e.org.WebhookSecret }, func(hit, http.ResponseWriter) int { <-release; return 200 })
+	defer close(release)
+	fast := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
+	ca := slow.caFile // both httptest servers share one certificate
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: ca, perEndpoint: 4, timeout: 30 * time.Second})
+	ctx := context.Background()
+	for i := 0; i < 50; i++ {
+		dev := e.addDevice(t, "S"+string(rune('A'+i/26))+string(rune('a'+i%26)))
+		if err := d.Enqueue(ctx, &webhook.Delivery{OrgID: e.org.ID, DeviceID: dev, Event: webhook.EventSignal, URL: slow.URL("/"), Body: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Enqueue(ctx, &webhook.Delivery{OrgID: e.org.ID, DeviceID: dev, Event: webhook.EventSignal, URL: fast.URL("/"), Body: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fast.wait(t, 50, 10*time.Second)
+	if n := len(slow.Hits()); n > 4 {
+		t.Errorf("slow endpoint had %d concurrent requests, want at most 4", n)
+	}
+}
+
+func TestAlertWebhook(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
+	if err := e.store.SetOrgAlertWebhook(context.Background(), e.org.ID, rcv.URL("/alerts")); err != nil {
+		t.Fatal(err)
+	}
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+	a := resource.Alert{ID: "alert1", State: resource.AlertAcknowledged, Severity: resource.SeverityWarning, Message: "CPU high",
+		DeviceID: e.device, RuleID: "rule1", CreatedAt: resource.T(time.Now())}
+	webhook.NewNotifier(d).AlertChanged(context.Background(), webhook.EventAlertAcknowledged, a)
+	h := rcv.wait(t, 1, 5*time.Second)[0]
+	if !h.SigOK || !h.StdOK || h.Path != "/alerts" {
+		t.Errorf("hit %+v", h)
+	}
+	var got resource.AlertWebhook
+	if err := json.Unmarshal(h.Body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Event != "alert.acknowledged" || got.DeviceID != e.device || got.Alert.ID != "alert1" || got.Alert.State != resource.AlertAcknowledged {
+		t.Errorf("body %s", h.Body)
+	}
+}
+
+func TestRotatedSecretSignsRetries(t *testing.T) {
+	e := newEnv(t)
+	secret := e.org.WebhookSecret
+	var cur = func() string { return secret }
+	rotated := make(chan string, 1)
+	rcv := newReceiver(t, func() string {
+		select {
+		case s := <-rotated:
+			secret = s
+		default:
+		}
+		return cur()
+	}, func(h hit, w http.ResponseWriter) int {
+		if h.Attempt == 1 {
+			return 500
+		}
+		return 200
+	})
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile, backoff: []time.Duration{6 * time.Second}})
+	dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}
+	if err := d.Enqueue(context.Background(), dl); err != nil {
+		t.Fatal(err)
+	}
+	if h := rcv.wait(t, 1, 5*time.Second)[0]; !h.SigOK {
+		t.Fatal("first attempt not signed with the original secret")
+	}
+	ns, err := e.store.RotateOrgSecret(context.Background(), e.org.ID)
+	if err != nil || !strings.HasPrefix(ns, "whsec_") {
+		t.Fatalf("rotate: %q %v", ns, err)
+	}
+	rotated <- ns
+	if h := rcv.wait(t, 1, 15*time.Second)[0]; !h.SigOK || !h.StdOK {
+		t.Error("retry after rotation not signed with the new secret")
+	}
+}
+
+func TestRedeliver(t *testing.T) {
+	e := newEnv(t)
+	var seen atomic.Int32
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(h hit, w http.ResponseWriter) int {
+		if seen.Add(1) == 1 {
+			return 400
+		}
+		return 200
+	})
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+	dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{"a":1}`)}
+	if err := d.Enqueue(context.Background(), dl); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, dl.ID, "failed", 5*time.Second)
+	rcv.wait(t, 1, time.Second)
+	// As the admin CLI does, from outside the dispatcher: a new outbox row.
+	id, err := e.store.RedeliverWebhook(context.Background(), dl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rcv.wait(t, 1, 5*time.Second)[0]
+	if h.DeliveryID != id || string(h.Body) != `{"a":1}` || h.Attempt != 1 {
+		t.Errorf("redelivery hit %s#%d %s, want %s#1", h.DeliveryID, h.Attempt, h.Body, id)
+	}
+	e.waitState(t, id, "delivered", 5*time.Second)
+}
+
+func sqlitePatch(e *env, p cloud.SerialPatch) (resource.SerialPatchResult, error) {
+	return sqlite.NewSerialService(e.db).PatchSerial(context.Background(), e.org.ID, e.device, p)
+}

@@ -1,0 +1,228 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/webhook"
+)
+
+// env is a real SQLite file with one organization and one device.
+type env struct {
+	db     *sqlite.DB
+	store  *sqlite.WebhookStore
+	org    cloud.Org
+	device string
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	org, err := db.CreateOrg(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, _, err := db.AddDevice(ctx, sqlite.NewDevice{OrgID: org.ID, Name: "gw-1", SerialNumber: "SN1", Model: "IG-500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{db: db, store: sqlite.NewWebhookStore(db), org: org, device: dev.ID}
+}
+
+func (e *env) addDevice(t testing.TB, serial string) string {
+	t.Helper()
+	dev, _, err := e.db.AddDevice(context.Background(), sqlite.NewDevice{OrgID: e.org.ID, Name: serial, SerialNumber: serial, Model: "IG-500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev.ID
+}
+
+// forward enables signal forwarding of device to url.
+func (e *env) forward(t testing.TB, device, url string) {
+	t.Helper()
+	on := true
+	if _, err := sqlite.NewSerialService(e.db).PatchSerial(context.Background(), e.org.ID, device, cloud.SerialPatch{WebhookURL: &url, WebhookEnabled: &on}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hit is one request a receiver saw, with both signatures checked.
+type hit struct {
+	Path       string
+	DeliveryID string
+	Attempt    int
+	Body       []byte
+	SigOK      bool // X-Service-Signature
+	StdOK      bool // webhook-signature
+	Header     http.Header
+	At         time.Time
+}
+
+// receiver is a real HTTPS server that records and checks every request and
+// answers with script(hit) (status, or -1 to close the connection).
+type receiver struct {
+	srv    *httptest.Server
+	caFile string
+	secret func() string
+
+	mu     sync.Mutex
+	hits   []hit
+	script func(h hit, w http.ResponseWriter) int
+	notify chan hit
+}
+
+func newReceiver(t testing.TB, secret func() string, script func(h hit, w http.ResponseWriter) int) *receiver {
+	t.Helper()
+	r := &receiver{secret: secret, script: script, notify: make(chan hit, 100000)}
+	r.srv = httptest.NewTLSServer(http.HandlerFunc(r.serve))
+	t.Cleanup(r.srv.Close)
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})
+	r.caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(r.caFile, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *receiver) URL(path string) string { return r.srv.URL + path }
+
+func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	h := hit{Path: req.URL.Path, DeliveryID: req.Header.Get(webhook.HeaderDeliveryID), Body: body, Header: req.Header.Clone(), At: time.Now()}
+	h.Attempt, _ = strconv.Atoi(req.Header.Get(webhook.HeaderAttempt))
+	secret := r.secret()
+	h.SigOK = webhook.Verify(secret, body, req.Header.Get(webhook.HeaderSignature))
+	ts, _ := strconv.ParseInt(req.Header.Get("webhook-timestamp"), 10, 64)
+	h.StdOK = req.Header.Get("webhook-id") == h.DeliveryID &&
+		webhook.VerifyStandard(secret, req.Header.Get("webhook-id"), ts, body, req.Header.Get("webhook-signature"))
+	r.mu.Lock()
+	r.hits = append(r.hits, h)
+	script := r.script
+	r.mu.Unlock()
+	r.notify <- h
+	status := http.StatusOK
+	if script != nil {
+		status = script(h, w)
+	}
+	if status < 0 {
+		hj, ok := w.(http.Hijacker)
+		if ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				c.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
+	w.WriteHeader(status)
+}
+
+func (r *receiver) Hits() []hit {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]hit(nil), r.hits...)
+}
+
+// wait waits for n more requests.
+func (r *receiver) wait(t testing.TB, n int, d time.Duration) []hit {
+	t.Helper()
+	var out []hit
+	deadline := time.After(d)
+	for len(out) < n {
+		select {
+		case h := <-r.notify:
+			out = append(out, h)
+		case <-deadline:
+			t.Fatalf("receiver: got %d requests, want %d", len(out), n)
+		}
+	}
+	return out
+}
+
+// quiet asserts that no request arrives within d.
+func (r *receiver) quiet(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case h := <-r.notify:
+		t.Fatalf("unexpected request: %s attempt %d %s", h.DeliveryID, h.Attempt, h.Body)
+	case <-time.After(d):
+	}
+}
+
+type dispOpts struct {
+	backoff      []time.Duration
+	timeout      time.Duration
+	allowPrivate bool
+	caFile       string
+	perEndpoint  int
+}
+
+func newDispatcher(t testing.TB, e *env, o dispOpts) *webhook.Dispatcher {
+	t.Helper()
+	if o.backoff == nil {
+		o.backoff = []time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond}
+	}
+	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: o.allowPrivate, CAFile: o.caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := webhook.New(webhook.Config{
+		Store: e.store, Client: client, Backoff: o.backoff, Timeout: o.timeout, PerEndpoint: o.perEndpoint,
+		PollInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// deliveries reads the organization's deliveries (newest first).
+func (e *env) deliveries(t testing.TB) []sqlite.DeliveryInfo {
+	t.Helper()
+	ds, err := e.store.WebhookDeliveries(context.Background(), e.org.ID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// waitState waits until delivery id has state.
+func (e *env) waitState(t testing.TB, id, state string, d time.Duration) sqlite.DeliveryInfo {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		for _, di := range e.deliveries(t) {
+			if di.ID == id && di.State == state {
+				return di
+			}
+		}
+		if time.Now().After(deadline) {
+			b, _ := json.Marshal(e.deliveries(t))
+			t.Fatalf("delivery %s never reached %s: %s", id, state, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,104 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Notifier turns what the relay learns into deliveries: it is the
+// cloud.Observer of signal forwarding (a heartbeat with changed channels
+// becomes one serial.signal delivery to the device's forwarding URL) and the
+// cloud.AlertObserver of alert webhooks (to the organization's alert URL).
+type Notifier struct {
+	d     *Dispatcher
+	store Store
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+var (
+	_ cloud.Observer      = (*Notifier)(nil)
+	_ cloud.AlertObserver = (*Notifier)(nil)
+)
+
+// NewNotifier returns a Notifier that enqueues on d.
+func NewNotifier(d *Dispatcher) *Notifier {
+	return &Notifier{d: d, store: d.cfg.Store, log: d.log, now: d.cfg.Now}
+}
+
+// HeartbeatStored enqueues one serial.signal delivery carrying hb.Changed
+// when the device forwards signals; nothing when no channel changed.
+func (n *Notifier) HeartbeatStored(ctx context.Context, dev cloud.DeviceRef, hb cloud.Heartbeat) {
+	if len(hb.Changed) == 0 {
+		return
+	}
+	orgID, url, err := n.store.Forwarding(ctx, dev.ID)
+	if err != nil {
+		n.log.Error("signal webhook: forwarding lookup", "device", dev.ID, "err", err)
+		return
+	}
+	if url == "" {
+		return
+	}
+	at := hb.At
+	if at.IsZero() {
+		at = n.now()
+	}
+	body, err := json.Marshal(resource.SignalWebhook{Event: EventSignal, DeviceID: dev.ID, At: resource.T(at), Channels: hb.Changed})
+	if err != nil {
+		n.log.Error("signal webhook: encode", "device", dev.ID, "err", err)
+		return
+	}
+	n.enqueue(ctx, &Delivery{OrgID: orgID, DeviceID: dev.ID, Event: EventSignal, URL: url, Body: body})
+}
+
+// AlertChanged enqueues an alert webhook (event alert.opened,
+// alert.acknowledged or alert.resolved) when the organization has an alert
+// URL.
+func (n *Notifier) AlertChanged(ctx context.Context, event string, a resource.Alert) {
+	orgID, url, err := n.store.AlertTarget(ctx, a.DeviceID)
+	if err != nil {
+		n.log.Error("alert webhook: target lookup", "device", a.DeviceID, "err", err)
+		return
+	}
+	if url == "" {
+		return
+	}
+	if a.Payload == nil {
+		a.Payload = json.RawMessage(`{}`)
+	}
+	body, err := json.Marshal(resource.AlertWebhook{Event: event, DeviceID: a.DeviceID, At: resource.T(n.now()), Alert: a})
+	if err != nil {
+		n.log.Error("alert webhook: encode", "alert", a.ID, "err", err)
+		return
+	}
+	n.enqueue(ctx, &Delivery{OrgID: orgID, DeviceID: a.DeviceID, Event: event, URL: url, Body: body})
+}
+
+func (n *Notifier) enqueue(ctx context.Context, dl *Delivery) {
+	if err := ValidateURL("url", dl.URL); err != nil {
+		n.log.Warn("webhook not sent: invalid URL", "org", dl.OrgID, "device", dl.DeviceID, "event", dl.Event, "err", err)
+		return
+	}
+	// The outbox write must not depend on the caller's request lifetime.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := n.d.Enqueue(ctx, dl); err != nil {
+		n.log.Error("webhook not queued", "org", dl.OrgID, "device", dl.DeviceID, "event", dl.Event, "err", err)
+	}
+}
+
+// MetricsStored does nothing: metrics do not cause webhooks.
+func (n *Notifier) MetricsStored(context.Context, cloud.DeviceRef, []resource.MetricSample) {}
+
+// EventsStored does nothing: device events do not cause webhooks.
+func (n *Notifier) EventsStored(context.Context, cloud.DeviceRef, []resource.Event) {}
+
+// StatusChanged does nothing: status changes reach webhooks as alerts.
+func (n *Notifier) StatusChanged(context.Context, cloud.DeviceRef, resource.DeviceStatus, resource.DeviceStatus) {
+}

@@ -1,0 +1,75 @@
+package webhook
+
+import (
+	"context"
+	"time"
+)
+
+// State is a delivery's state in the outbox.
+type State string
+
+// Delivery states. Pending deliveries are (re)tried; the others are final.
+const (
+	StatePending   State = "pending"
+	StateDelivered State = "delivered" // a 2xx was received
+	StateFailed    State = "failed"    // a status that is not retried (3xx, 4xx but 408/425/429), or a refused address
+	StateExhausted State = "exhausted" // every attempt failed transiently
+)
+
+// Event names.
+const (
+	EventSignal            = "serial.signal"
+	EventAlertOpened       = "alert.opened"
+	EventAlertAcknowledged = "alert.acknowledged"
+	EventAlertResolved     = "alert.resolved"
+)
+
+// Delivery is one webhook message in the outbox. Its ID is the
+// X-Service-Delivery-Id and webhook-id of every attempt.
+type Delivery struct {
+	Seq           int64 // outbox order, set by the store on insert
+	ID            string
+	OrgID         string
+	DeviceID      string
+	Event         string
+	URL           string
+	Body          []byte
+	State         State
+	Attempts      int // attempts made so far
+	NextAttemptAt time.Time
+	CreatedAt     time.Time
+}
+
+// Attempt is the record of one attempt and of the delivery's state after it.
+type Attempt struct {
+	DeliveryID string
+	Number     int // 1-based
+	At         time.Time
+	StatusCode int    // 0 when no response was received
+	Error      string // "" when a response was received
+	Duration   time.Duration
+	// State and NextAttemptAt are the delivery's state after the attempt.
+	State         State
+	NextAttemptAt time.Time
+}
+
+// Store is the durable outbox. cloud/sqlite implements it.
+type Store interface {
+	// WriteOutbox inserts new deliveries, setting their Seq, and records
+	// attempts together with the new state of their delivery, all in one
+	// transaction.
+	WriteOutbox(ctx context.Context, inserts []*Delivery, attempts []Attempt) error
+	// Pending returns up to limit pending deliveries with Seq > after, in
+	// Seq order.
+	Pending(ctx context.Context, after int64, limit int) ([]*Delivery, error)
+	// OrgSecret returns the organization's signing secret.
+	OrgSecret(ctx context.Context, orgID string) (string, error)
+	// Forwarding returns the device's organization and signal-forwarding
+	// URL; url is "" when forwarding is disabled or no URL is set.
+	Forwarding(ctx context.Context, deviceID string) (orgID, url string, err error)
+	// AlertTarget returns the organization of a device and that
+	// organization's alert webhook URL ("" when none).
+	AlertTarget(ctx context.Context, deviceID string) (orgID, url string, err error)
+	// Prune deletes deliveries that ended before t, with their attempts.
+	Prune(ctx context.Context, before time.Time) (int64, error)
+}

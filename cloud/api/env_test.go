@@ -1,0 +1,226 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/api"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// lockedBuffer collects log output from concurrent handlers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// env is a relay API on a real SQLite file behind a real HTTP server on
+// loopback, with two organizations and a full-scope key for each.
+type env struct {
+	t      *testing.T
+	db     *sqlite.DB
+	srv    *httptest.Server
+	client *http.Client
+	tr     *specTransport
+	logs   *lockedBuffer
+	auth   *apikey.Authenticator
+	alerts *sqlite.AlertService
+
+	orgA, orgB cloud.Org
+	keyA, keyB string
+	serial     atomic.Int64
+}
+
+type envOption func(*api.Config)
+
+func withRateLimit(n int) envOption { return func(c *api.Config) { c.RateLimit = n } }
+
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e := &env{t: t, db: db, logs: &lockedBuffer{}}
+	e.auth = apikey.NewAuthenticator(db, time.Now, 1000)
+	e.alerts = sqlite.NewAlertService(db)
+	cfg := api.Config{
+		Devices:   sqlite.NewDeviceService(db),
+		Serial:    sqlite.NewSerialService(db),
+		Alerts:    e.alerts,
+		Auth:      e.auth,
+		RateLimit: 1_000_000,
+		Logger:    slog.New(slog.NewJSONHandler(e.logs, nil)),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e.srv = httptest.NewServer(api.NewServer(cfg))
+	t.Cleanup(e.srv.Close)
+	e.tr = &specTransport{tb: t, base: http.DefaultTransport, v: loadSpec(t)}
+	e.client = &http.Client{Transport: e.tr, Timeout: 30 * time.Second}
+	t.Cleanup(func() {
+		if strings.Contains(e.logs.String(), "svc_sk_") {
+			t.Errorf("an API key reached the log")
+		}
+	})
+	if e.orgA, err = db.CreateOrg(ctx, "Org A"); err != nil {
+		t.Fatal(err)
+	}
+	if e.orgB, err = db.CreateOrg(ctx, "Org B"); err != nil {
+		t.Fatal(err)
+	}
+	e.keyA = e.key(e.orgA.ID, cloud.AllScopes...)
+	e.keyB = e.key(e.orgB.ID, cloud.AllScopes...)
+	return e
+}
+
+// key creates an API key of org with scopes and returns the full key.
+func (e *env) key(orgID string, scopes ...string) string {
+	e.t.Helper()
+	_, k, err := e.db.CreateKey(context.Background(), orgID, "test key", scopes, 24*time.Hour)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return k
+}
+
+// device adds a device of model to org.
+func (e *env) device(orgID, model string) resource.DeviceDetail {
+	e.t.Helper()
+	n := e.serial.Add(1)
+	d, _, err := e.db.AddDevice(context.Background(), sqlite.NewDevice{OrgID: orgID, Name: fmt.Sprintf("gw-%d", n), SerialNumber: fmt.Sprintf("SN-%06d", n), Model: model, Location: "Hall 1"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+// alert opens an alert of rule on the device.
+func (e *env) alert(deviceID, rule string, state resource.AlertState, at time.Time) resource.Alert {
+	e.t.Helper()
+	a, err := e.db.InsertAlert(context.Background(), sqlite.NewAlert{DeviceID: deviceID, RuleName: rule, State: state, Message: rule + " on " + deviceID, CreatedAt: at,
+		Payload: json.RawMessage(`{"value":97.5}`)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+// resp is a decoded response.
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) errCode() string {
+	var b resource.ErrorBody
+	_ = json.Unmarshal(r.body, &b)
+	return b.Error.Code
+}
+
+func (r resp) errMessage() string {
+	var b resource.ErrorBody
+	_ = json.Unmarshal(r.body, &b)
+	return b.Error.Message
+}
+
+func (r resp) decode(tb testing.TB, v any) {
+	tb.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		tb.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+// req is one request: headers beyond Authorization in hdr (pairs).
+func (e *env) req(method, path, key string, body any, hdr ...string) resp {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	r, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		r.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			r.Header.Del(hdr[i])
+		} else {
+			r.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	res, err := e.client.Do(r)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func (e *env) get(path, key string) resp { return e.req(http.MethodGet, api.Prefix+path, key, nil) }
+
+// want asserts status and, for errors, the code.
+func (r resp) want(tb testing.TB, status int, code string) {
+	tb.Helper()
+	if r.status != status {
+		tb.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+	if code != "" && r.errCode() != code {
+		tb.Fatalf("code %q, want %q; body %s", r.errCode(), code, r.body)
+	}
+}
+
+func sqliteNewDevice(orgID, serial string) sqlite.NewDevice {
+	return sqlite.NewDevice{OrgID: orgID, Name: "late " + serial, SerialNumber: serial, Model: "IG-100"}
+}

@@ -61,7 +61,7 @@ type Dispatcher struct {
 	ops    chan op
 	wake   chan struct{}
 	closed atomic.Bool
-	opsMu  sync.RWMutex // held for reading while sending on ops; Close closes ops under the write lock
+	opsMu  sync.RWMutex   // held for reading while sending on ops; Close closes ops under the write lock
 	bg     sync.WaitGroup // scheduler goroutines
 	sends  sync.WaitGroup // in-flight attempts
 	wdone  chan struct{}  // writer finished

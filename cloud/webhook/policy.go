@@ -5,16 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
 )
-
-// MaxURLLength bounds a webhook URL.
-const MaxURLLength = 2048
 
 // DefaultBackoff is the retry schedule: the wait before retry 1, 2, ... 5.
 var DefaultBackoff = []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}
@@ -34,37 +30,11 @@ const DefaultTimeout = 10 * time.Second
 // Jitter is the relative jitter applied to every backoff step (±20 %).
 const Jitter = 0.2
 
-// ValidateURL checks a webhook URL: absolute https with a host, no
-// credentials, at most MaxURLLength bytes. The error is a cloud.EINVALID
-// error naming field (for example "webhookUrl"). The address it resolves to
-// is checked only when dialling (see ClientConfig.AllowPrivate).
-func ValidateURL(field, raw string) error {
-	if len(raw) > MaxURLLength {
-		return cloud.Errorf(cloud.EINVALID, "%s: longer than %d characters", field, MaxURLLength)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return cloud.Errorf(cloud.EINVALID, "%s: not a valid URL", field)
-	}
-	if u.Scheme != "https" {
-		return cloud.Errorf(cloud.EINVALID, "%s: must be an https URL", field)
-	}
-	if u.User != nil {
-		return cloud.Errorf(cloud.EINVALID, "%s: must not contain credentials", field)
-	}
-	if u.Hostname() == "" || u.Opaque != "" {
-		return cloud.Errorf(cloud.EINVALID, "%s: must have a host", field)
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return cloud.Errorf(cloud.EINVALID, "%s: invalid port", field)
-		}
-	}
-	if strings.ContainsAny(raw, " \t\r\n") {
-		return cloud.Errorf(cloud.EINVALID, "%s: must not contain whitespace", field)
-	}
-	return nil
-}
+// ValidateURL checks a webhook URL's syntax: it is cloud.ValidateWebhookURL
+// (absolute https with a host, no credentials, no fragment, bounded length),
+// the one policy the API, the admin CLI and the sender share. The address it
+// resolves to is checked only when dialling (ClientConfig.AllowPrivate).
+func ValidateURL(field, raw string) error { return cloud.ValidateWebhookURL(field, raw) }
 
 // ParseBackoff parses a retry schedule such as "5s,30s,2m,10m,30m": one to
 // MaxRetries positive durations of at most an hour each, the wait before

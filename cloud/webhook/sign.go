@@ -56,11 +56,12 @@ func Verify(secret string, body []byte, sig string) bool {
 }
 
 // StandardKey returns the HMAC key of the Standard Webhooks signature: the
-// base64-decoded bytes after "whsec_". A secret without the prefix, or whose
-// rest is not valid standard base64, is used as its own UTF-8 bytes.
+// bytes of the text after "whsec_" decoded as standard base64 (alphabet
+// A-Z a-z 0-9 + /, "=" padding optional). A secret without the prefix, or
+// whose rest does not decode, is used as its own UTF-8 bytes.
 func StandardKey(secret string) []byte {
 	if rest, ok := strings.CutPrefix(secret, SecretPrefix); ok {
-		if k, err := base64.StdEncoding.DecodeString(rest); err == nil && len(k) > 0 {
+		if k, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(rest, "=")); err == nil && len(k) > 0 {
 			return k
 		}
 	}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/fleet/fleet/cloud/sqlite"
+)
+
+// runOrgSetAlertWebhook sets (or with --url "" clears) an organization's
+// alert webhook URL.
+func runOrgSetAlertWebhook(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newAdminFlags("org set-alert-webhook")
+	org := f.FS.String("org", "", "organization id (required)")
+	url := f.FS.String("url", "", `https URL that receives alert.opened, alert.acknowledged and alert.resolved ("" clears it)`)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := required("org", *org); err != nil {
+		return err
+	}
+	db, err := f.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := sqlite.NewWebhookStore(db).SetOrgAlertWebhook(ctx, *org, *url); err != nil {
+		return err
+	}
+	out := struct {
+		ID              string `json:"id"`
+		AlertWebhookURL string `json:"alertWebhookUrl"`
+	}{*org, *url}
+	return f.print(stdout, out, func(w io.Writer) {
+		if *url == "" {
+			fmt.Fprintf(w, "Alert webhook of %s cleared.\n", *org)
+			return
+		}
+		fmt.Fprintf(w, "Alert webhooks of %s go to %s.\n", *org, *url)
+	})
+}
+
+// runOrgRotateSecret gives an organization a fresh webhook signing secret.
+func runOrgRotateSecret(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newAdminFlags("org rotate-secret")
+	org := f.FS.String("org", "", "organization id (required)")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := required("org", *org); err != nil {
+		return err
+	}
+	db, err := f.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	secret, err := sqlite.NewWebhookStore(db).RotateOrgSecret(ctx, *org)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		ID            string `json:"id"`
+		WebhookSecret string `json:"webhookSecret"`
+	}{*org, secret}
+	return f.print(stdout, out, func(w io.Writer) {
+		fmt.Fprintf(w, "New webhook signing secret of %s:\n  %s\nEvery attempt from now on (retries included) is signed with it; the old secret no longer verifies.\n", *org, secret)
+	})
+}
+
+// runWebhookDeliveries lists an organization's recent deliveries with each
+// attempt's status and time.
+func runWebhookDeliveries(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newAdminFlags("webhook deliveries")
+	org := f.FS.String("org", "", "organization id (required)")
+	limit := f.FS.Int("limit", 20, "how many deliveries, newest first (1..1000)")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := required("org", *org); err != nil {
+		return err
+	}
+	if *limit < 1 || *limit > 1000 {
+		return fmt.Errorf("%w: --limit must be 1..1000", errUsage)
+	}
+	db, err := f.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ds, err := sqlite.NewWebhookStore(db).WebhookDeliveries(ctx, *org, *limit)
+	if err != nil {
+		return err
+	}
+	if ds == nil {
+		ds = []sqlite.DeliveryInfo{}
+	}
+	return f.print(stdout, ds, func(w io.Writer) {
+		if len(ds) == 0 {
+			fmt.Fprintln(w, "No deliveries.")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DELIVERY\tEVENT\tDEVICE\tSTATE\tCREATED\tURL")
+		for _, d := range ds {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Event, d.DeviceID, d.State, humanTime(d.CreatedAt, "-"), d.URL)
+			for _, a := range d.Attempts {
+				res := fmt.Sprint(a.StatusCode)
+				if a.StatusCode == 0 {
+					res = a.Error
+				}
+				fmt.Fprintf(tw, "  attempt %d\t%s\t%dms\t\t%s\t\n", a.Attempt, res, a.DurationMs, humanTime(a.At, "-"))
+			}
+			if d.NextAttemptAt != nil {
+				fmt.Fprintf(tw, "  next attempt\t\t\t\t%s\t\n", humanTime(*d.NextAttemptAt, "-"))
+			}
+		}
+		tw.Flush()
+	})
+}
+
+// runWebhookRedeliver queues a delivery again, under a new delivery id.
+func runWebhookRedeliver(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newAdminFlags("webhook redeliver")
+	id := f.FS.String("id", "", "delivery id (required), as webhook deliveries shows it")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := required("id", *id); err != nil {
+		return err
+	}
+	db, err := f.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	newID, err := sqlite.NewWebhookStore(db).RedeliverWebhook(ctx, *id)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		ID           string `json:"id"`
+		RedeliveryOf string `json:"redeliveryOf"`
+	}{newID, *id}
+	return f.print(stdout, out, func(w io.Writer) {
+		fmt.Fprintf(w, "Queued as delivery %s (a copy of %s); a running relay sends it within a second.\n", newID, *id)
+	})
+}

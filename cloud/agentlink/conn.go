@@ -205,7 +205,7 @@ func (c *conn) hello(h *protocol.Hello) error {
 	}
 	c.model, _ = catalog.Lookup(c.dev.Model)
 	hb := clampDuration(h.HeartbeatInterval.Duration, s.cfg.DefaultHeartbeat, s.cfg.MinHeartbeat, time.Hour)
-	c.metricsInterval = clampDuration(h.MetricsInterval.Duration, s.cfg.DefaultMetricsInterval, hb, 24*time.Hour)
+	c.metricsInterval = clampDuration(h.MetricsInterval.Duration, s.cfg.DefaultMetricsInterval, s.cfg.MinHeartbeat, 24*time.Hour)
 	now := s.now()
 	in := HelloIn{Device: c.dev, Session: c.session, At: now, Hello: *h, HeartbeatInterval: hb}
 	switch c.connectFrom {

@@ -119,10 +119,6 @@ func (s *AgentStore) Close() error {
 // Stats returns the writer's counters.
 func (s *AgentStore) Stats() IngestStats { return s.w.snapshot() }
 
-// HashDeviceToken returns the SHA-256 of a device token, as devices.token_hash
-// keeps it.
-func HashDeviceToken(token string) [32]byte { return sha256.Sum256([]byte(token)) }
-
 // AuthDevice implements agentlink.Store.
 func (s *AgentStore) AuthDevice(ctx context.Context, tokenHash [32]byte) (agentlink.Device, error) {
 	var d agentlink.Device
@@ -524,8 +520,7 @@ func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (p
 	for _, ch := range model.Channels {
 		c := ch.DefaultConfig()
 		if raw, ok := stored[ch.ID]; ok {
-			var v serialcfg.Config
-			if err := json.Unmarshal([]byte(raw), &v); err != nil {
+			if v, err := serialcfg.Decode([]byte(raw)); err != nil {
 				s.log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch.ID, "err", err)
 			} else {
 				c = v

@@ -1,0 +1,549 @@
+package agentlink_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
+)
+
+func TestRefusesBadTokensBeforeUpgrade(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	_, revokedTok := e.addDevice("IG-500")
+	revokedID := ""
+	e.db.R.QueryRow(`SELECT id FROM devices WHERE id <> ?`, id).Scan(&revokedID)
+	if _, err := e.db.RevokeDevice(context.Background(), revokedID); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, token string }{
+		{"missing", ""},
+		{"unknown", "fdt_" + strings.Repeat("x", 40)},
+		{"revoked", revokedTok},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, resp, err := e.dial(tc.token)
+			if err == nil {
+				t.Fatal("upgrade succeeded")
+			}
+			if resp == nil || resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("want HTTP 401, got %v (%v)", resp, err)
+			}
+			if resp.Header.Get("WWW-Authenticate") != "Bearer" {
+				t.Errorf("WWW-Authenticate = %q", resp.Header.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	if logs := e.logs.String(); strings.Contains(logs, revokedTok) || !strings.Contains(logs, "agent refused") {
+		t.Errorf("refusals must be logged without the token; logs:\n%s", logs)
+	}
+	if got := e.device(revokedID).Status; got != "PROVISIONING" {
+		t.Errorf("revoked device status = %s", got)
+	}
+	// The good token still works.
+	_, w := e.connect(tok, hello())
+	if w.DeviceID != id {
+		t.Errorf("welcome.deviceId = %q, want %q", w.DeviceID, id)
+	}
+}
+
+func TestHelloStoresAgentInfoAndGoesOnline(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	if got := e.device(id).Status; got != "PROVISIONING" {
+		t.Fatalf("new device status = %s", got)
+	}
+	a := e.mustDial(tok)
+	// Between the upgrade and the hello the device is CONNECTING.
+	eventually(t, 2*time.Second, func() string {
+		if s := e.device(id).Status; s != "CONNECTING" {
+			return "status " + s
+		}
+		return ""
+	})
+	before := time.Now().Add(-time.Second)
+	a.send(protocol.Message{Type: protocol.TypeHello, Hello: ptr(hello())})
+	m := a.recv()
+	if m.Type != protocol.TypeWelcome || m.Welcome.DeviceID != id || m.Welcome.LastSeq != 0 {
+		t.Fatalf("welcome = %+v", m)
+	}
+	if st := m.Welcome.ServerTime.Time; st.Before(before) || st.After(time.Now().Add(time.Second)) {
+		t.Errorf("serverTime %v is not now", st)
+	}
+	d := e.device(id)
+	want := deviceRow{Status: "ONLINE", Firmware: "fw-2.1", AgentName: "gw-hall-3", AgentLocation: "Hall 3", AgentTZ: "Europe/Berlin"}
+	d.LastSeen, d.IP = 0, ""
+	if d != want {
+		t.Errorf("device = %+v, want %+v", d, want)
+	}
+	if got, want := e.obs.statusList(id), []string{"PROVISIONING>CONNECTING", "CONNECTING>ONLINE"}; !slices.Equal(got, want) {
+		t.Errorf("status changes = %v, want %v", got, want)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'device.online' AND severity = 'INFO'`, id); n != 1 {
+		t.Errorf("device.online events = %d", n)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestHeartbeatStoresStateAndChangedChannels(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	a, _ := e.connect(tok, hello())
+	chans := []protocol.ChannelState{
+		{ID: "rs485-1", Available: true, Live: "12 34", Error: ""},
+		{ID: "gpio-1", Available: true, Live: "1"},
+		{ID: "uart-1", Available: false, Error: "port closed"},
+		{ID: "bogus-9", Available: true, Live: "x"}, // not an IG-500 channel: ignored
+	}
+	a.heartbeat(protocol.Heartbeat{IPAddress: "10.1.2.3", Channels: chans})
+	a.heartbeat(protocol.Heartbeat{IPAddress: "10.1.2.3", Channels: chans})
+	chans[1].Live = "0"
+	a.heartbeat(protocol.Heartbeat{IPAddress: "10.1.2.3", Channels: chans, Status: resource.StatusUpdating})
+
+	eventually(t, 2*time.Second, func() string {
+		e.obs.mu.Lock()
+		defer e.obs.mu.Unlock()
+		if n := len(e.obs.heartbeats[id]); n != 3 {
+			return fmt.Sprintf("%d heartbeats observed", n)
+		}
+		return ""
+	})
+	e.obs.mu.Lock()
+	hbs := e.obs.heartbeats[id]
+	e.obs.mu.Unlock()
+	ids := func(cs []resource.ChannelTelemetry) (out []string) {
+		for _, c := range cs {
+			out = append(out, c.ID+"="+c.Live)
+		}
+		return out
+	}
+	if got := ids(hbs[0].Changed); !slices.Equal(got, []string{"rs485-1=12 34", "gpio-1=1", "uart-1="}) {
+		t.Errorf("first heartbeat changed = %v", got)
+	}
+	if len(hbs[1].Changed) != 0 {
+		t.Errorf("identical heartbeat reported changes %v", hbs[1].Changed)
+	}
+	if got := ids(hbs[2].Changed); !slices.Equal(got, []string{"gpio-1=0"}) {
+		t.Errorf("third heartbeat changed = %v", got)
+	}
+	d := e.device(id)
+	if d.Status != "UPDATING" || d.IP != "10.1.2.3" || d.LastSeen == 0 {
+		t.Errorf("device = %+v", d)
+	}
+	if got := e.obs.statusList(id); got[len(got)-1] != "ONLINE>UPDATING" {
+		t.Errorf("status changes = %v", got)
+	}
+	tel, err := e.serial.Telemetry(context.Background(), e.org.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tel.At == nil {
+		t.Error("telemetry at not set")
+	}
+	live := map[string]string{}
+	for _, c := range tel.Channels {
+		live[c.ID] = c.Live + "|" + c.Error
+	}
+	if live["rs485-1"] != "12 34|" || live["gpio-1"] != "0|" || live["uart-1"] != "|port closed" {
+		t.Errorf("telemetry = %v", live)
+	}
+	ch, err := e.serial.Channel(context.Background(), e.org.ID, id, "uart-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Available {
+		t.Error("uart-1 reported unavailable but shows available")
+	}
+	// Three heartbeats within one metrics interval (5m default): one event.
+	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'heartbeat'`, id); n != 1 {
+		t.Errorf("heartbeat events = %d, want 1", n)
+	}
+}
+
+func TestHeartbeatEventsOnePerMetricsInterval(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-100")
+	h := hello()
+	h.MetricsInterval = protocol.Duration{Duration: 200 * time.Millisecond}
+	a, _ := e.connect(tok, h)
+	start := time.Now()
+	n := 0
+	for time.Since(start) < 1100*time.Millisecond {
+		a.heartbeat(protocol.Heartbeat{})
+		n++
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'heartbeat'`, id)
+	if got < 3 || got > 7 || got >= n/2 {
+		t.Errorf("%d heartbeat events for %d heartbeats over 1.1s at a 200ms metrics interval", got, n)
+	}
+}
+
+func TestRecordsStoredOnceAndAcked(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	a, _ := e.connect(tok, hello())
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	evID := ids.New()
+	batch := []protocol.Record{
+		metricRec(1, t0, 10),
+		metricRec(2, t0.Add(5*time.Minute), 20),
+		eventRec(3, evID, "usb.attached", t0.Add(6*time.Minute)),
+		metricRec(4, t0.Add(10*time.Minute), 30),
+	}
+	if seq := a.records(batch...); seq != 4 {
+		t.Fatalf("ack = %d, want 4", seq)
+	}
+	// A resend (the agent lost the ack) is acknowledged and stored nowhere twice.
+	if seq := a.records(batch...); seq != 4 {
+		t.Fatalf("ack of resend = %d, want 4", seq)
+	}
+	if seq := a.records(metricRec(5, t0.Add(15*time.Minute), 40)); seq != 5 {
+		t.Fatalf("ack = %d, want 5", seq)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM metrics WHERE device_id = ?`, id); n != 4 {
+		t.Errorf("metrics stored = %d, want 4", n)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND id = ?`, id, evID); n != 1 {
+		t.Errorf("event stored %d times", n)
+	}
+	e.obs.mu.Lock()
+	nm, ne := len(e.obs.metrics[id]), 0
+	for _, ev := range e.obs.events[id] {
+		if ev.ID == evID {
+			ne++
+		}
+	}
+	e.obs.mu.Unlock()
+	if nm != 4 || ne != 1 {
+		t.Errorf("observers told %d metrics and %d agent events, want 4 and 1 (inserted rows only)", nm, ne)
+	}
+	// A new session learns the last stored sequence.
+	a.ws.Close(websocket.StatusNormalClosure, "")
+	_, w := e.connect(tok, hello())
+	if w.LastSeq != 5 {
+		t.Errorf("welcome.lastSeq = %d, want 5", w.LastSeq)
+	}
+	var data string
+	e.db.R.QueryRow(`SELECT data FROM events WHERE id = ?`, evID).Scan(&data)
+	if data != `{"k":1}` {
+		t.Errorf("event data = %s", data)
+	}
+}
+
+func TestEventIDOfAnotherDeviceNeitherLeaksNorOverwrites(t *testing.T) {
+	e := newEnv(t, nil)
+	idA, tokA := e.addDevice("IG-500")
+	idB, tokB := e.addDevice("IG-500")
+	a, _ := e.connect(tokA, hello())
+	b, _ := e.connect(tokB, hello())
+	shared := ids.New()
+	at := time.Now().Add(-time.Minute)
+	a.records(eventRec(1, shared, "usb.attached", at))
+	evB := eventRec(1, shared, "usb.detached", at)
+	evB.Event.Message = "from B"
+	b.records(evB)
+	b.records(evB) // and its resend
+	var devOfShared, typ string
+	e.db.R.QueryRow(`SELECT device_id, type FROM events WHERE id = ?`, shared).Scan(&devOfShared, &typ)
+	if devOfShared != idA || typ != "usb.attached" {
+		t.Errorf("event %s now belongs to %s as %s; device A's row was overwritten", shared, devOfShared, typ)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'usb.detached' AND message = 'from B'`, idB); n != 1 {
+		t.Errorf("device B's event stored %d times, want once under its own id", n)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'usb.attached'`, idB); n != 0 {
+		t.Error("device A's event leaked to device B")
+	}
+}
+
+func TestBadInputClosesOnlyThatConnection(t *testing.T) {
+	now := time.Now()
+	big := `{"type":"heartbeat","heartbeat":{"status":"ONLINE","ipAddress":"` + strings.Repeat("x", protocol.MaxMessageBytes) + `"}}`
+	rec := func(items ...protocol.Record) []byte {
+		b, _ := json.Marshal(protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: items}})
+		return b
+	}
+	var tooMany []protocol.Record
+	for i := range protocol.MaxBatch + 1 {
+		tooMany = append(tooMany, metricRec(uint64(i+1), now.Add(-time.Duration(i)*time.Second), 1))
+	}
+	badData := eventRec(1, ids.New(), "usb.attached", now)
+	badData.Event.Data = json.RawMessage(`{"x":"` + strings.Repeat("y", protocol.MaxEventDataBytes) + `"}`)
+	cases := []struct {
+		name      string
+		skipHello bool
+		msg       []byte
+		code      websocket.StatusCode
+		reason    string
+	}{
+		{"records before hello", true, rec(metricRec(1, now, 1)), protocol.CloseProtocolError, "first message must be hello"},
+		{"oversized", false, []byte(big), protocol.CloseTooLarge, "message over"},
+		{"malformed json", false, []byte(`{"type":"heartbeat",`), protocol.CloseProtocolError, "malformed JSON"},
+		{"unknown type", false, []byte(`{"type":"reboot"}`), protocol.CloseProtocolError, "unknown message type"},
+		{"second hello", false, mustJSON(protocol.Message{Type: protocol.TypeHello, Hello: ptr(hello())}), protocol.CloseProtocolError, "hello sent twice"},
+		{"relay message from agent", false, []byte(`{"type":"ack","ack":{"seq":1}}`), protocol.CloseProtocolError, "relay-to-agent"},
+		{"batch over MaxBatch", false, rec(tooMany...), protocol.CloseTooLarge, "batch of"},
+		{"seq not increasing", false, rec(metricRec(2, now, 1), metricRec(2, now.Add(time.Second), 1)), protocol.CloseProtocolError, "seq"},
+		{"cpu out of range", false, rec(metricRec(1, now, 150)), protocol.CloseProtocolError, "cpuPct"},
+		{"capturedAt in the far future", false, rec(metricRec(1, now.Add(48*time.Hour), 1)), protocol.CloseProtocolError, "capturedAt"},
+		{"reserved event type", false, rec(eventRec(1, ids.New(), "device.online", now)), protocol.CloseProtocolError, "relay only"},
+		{"bad severity", false, []byte(`{"type":"records","records":{"items":[{"seq":1,"event":{"id":"` + ids.New() + `","type":"usb.attached","severity":"LOUD","message":"","createdAt":"` + resource.FormatTime(now) + `"}}]}}`), protocol.CloseProtocolError, "severity"},
+		{"event data too big", false, rec(badData), protocol.CloseProtocolError, "data over"},
+		{"bad heartbeat status", false, []byte(`{"type":"heartbeat","heartbeat":{"status":"PROVISIONING","channels":[]}}`), protocol.CloseProtocolError, "status"},
+	}
+	e := newEnv(t, nil)
+	_, goodTok := e.addDevice("IG-500")
+	good, _ := e.connect(goodTok, hello())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id, tok := e.addDevice("IG-500")
+			var a *agent
+			if tc.skipHello {
+				a = e.mustDial(tok)
+			} else {
+				a, _ = e.connect(tok, hello())
+			}
+			a.sendRaw(tc.msg)
+			ce := a.expectClose(5 * time.Second)
+			if ce.Code != tc.code || !strings.Contains(ce.Reason, tc.reason) {
+				t.Errorf("closed with %d %q, want %d containing %q", ce.Code, ce.Reason, tc.code, tc.reason)
+			}
+			if n := e.count(`SELECT COUNT(*) FROM metrics WHERE device_id = ?`, id); n != 0 {
+				t.Errorf("%d metrics stored from a rejected message", n)
+			}
+			// The relay and the other agent carry on.
+			good.heartbeat(protocol.Heartbeat{})
+			if seq := good.records(metricRec(uint64(time.Now().UnixNano()), time.Now(), 5)); seq == 0 {
+				t.Error("other agent not acknowledged")
+			}
+		})
+	}
+	if !strings.Contains(e.logs.String(), "agent connection closed") {
+		t.Error("closes are not logged")
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func TestNewerConnectionReplacesOlder(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	old, _ := e.connect(tok, hello())
+	cur, _ := e.connect(tok, hello())
+	ce := old.expectClose(5 * time.Second)
+	if ce.Code != protocol.CloseReplaced {
+		t.Errorf("old connection closed with %d %q, want %d", ce.Code, ce.Reason, protocol.CloseReplaced)
+	}
+	cur.heartbeat(protocol.Heartbeat{})
+	if seq := cur.records(metricRec(1, time.Now(), 3)); seq != 1 {
+		t.Errorf("ack = %d", seq)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if s := e.device(id).Status; s != "ONLINE" {
+		t.Errorf("status after replacement = %s, want ONLINE", s)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'device.offline'`, id); n != 0 {
+		t.Errorf("replacement recorded %d device.offline events", n)
+	}
+}
+
+func TestOfflineAfterThreeMissedHeartbeats(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	h := hello()
+	h.HeartbeatInterval = protocol.Duration{Duration: 100 * time.Millisecond}
+	a, _ := e.connect(tok, h)
+	a.heartbeat(protocol.Heartbeat{})
+	start := time.Now()
+	ce := a.expectClose(5 * time.Second)
+	if el := time.Since(start); el < 250*time.Millisecond {
+		t.Errorf("closed after %s, before three intervals", el)
+	}
+	if ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, "heartbeat") {
+		t.Errorf("close = %d %q", ce.Code, ce.Reason)
+	}
+	eventually(t, 2*time.Second, func() string {
+		if s := e.device(id).Status; s != "OFFLINE" {
+			return "status " + s
+		}
+		return ""
+	})
+	if got := e.obs.statusList(id); got[len(got)-1] != "ONLINE>OFFLINE" {
+		t.Errorf("status changes = %v", got)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'device.offline' AND severity = 'WARNING'`, id); n != 1 {
+		t.Errorf("device.offline events = %d", n)
+	}
+}
+
+func TestOfflineWhenSocketClosesAndOnlineAgain(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	a, _ := e.connect(tok, hello())
+	a.ws.CloseNow() // the link drops
+	eventually(t, 2*time.Second, func() string {
+		if s := e.device(id).Status; s != "OFFLINE" {
+			return "status " + s
+		}
+		return ""
+	})
+	e.connect(tok, hello())
+	if s := e.device(id).Status; s != "ONLINE" {
+		t.Errorf("status after reconnect = %s", s)
+	}
+	want := []string{"device.online", "device.offline", "device.online"}
+	var got []string
+	rows, _ := e.db.R.Query(`SELECT type FROM events WHERE device_id = ? AND type LIKE 'device.%' ORDER BY created_at, rowid`, id)
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		got = append(got, s)
+	}
+	rows.Close()
+	if !slices.Equal(got, want) {
+		t.Errorf("events = %v, want %v", got, want)
+	}
+	if types := e.obs.eventTypes(id); !slices.Equal(types, want) {
+		t.Errorf("observed events = %v, want %v", types, want)
+	}
+}
+
+func TestDevicesLeftOnlineByACrashedRelayGoOffline(t *testing.T) {
+	e := newEnv(t, func(c *agentlink.Config) { c.OrphanWindow = 300 * time.Millisecond })
+	stale, _ := e.addDevice("IG-500")
+	back, backTok := e.addDevice("IG-500")
+	// A previous relay process died with both devices ONLINE and no deadline.
+	if _, err := e.db.W.Exec(`UPDATE devices SET status = 'ONLINE', agent_session = 'dead', agent_deadline = NULL WHERE id IN (?, ?)`, stale, back); err != nil {
+		t.Fatal(err)
+	}
+	srv2 := agentlink.New(agentlink.Config{Store: e.store, OrphanWindow: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv2.Run(ctx)
+	// One of them reconnects (to the test's server) within the window.
+	h := hello()
+	h.HeartbeatInterval = protocol.Duration{Duration: time.Minute}
+	e.connect(backTok, h)
+	eventually(t, 3*time.Second, func() string {
+		if s := e.device(stale).Status; s != "OFFLINE" {
+			return "stale device status " + s
+		}
+		return ""
+	})
+	if s := e.device(back).Status; s != "ONLINE" {
+		t.Errorf("reconnected device status = %s", s)
+	}
+}
+
+func TestConfigReachesConnectedAgent(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	a, _ := e.connect(tok, hello())
+	a.heartbeat(protocol.Heartbeat{Channels: []protocol.ChannelState{{ID: "rs485-1", Available: true}}})
+	time.Sleep(50 * time.Millisecond)
+	cfg, err := serialcfg.DecodeFor("rs485", []byte(`{"kind":"rs485","baudRate":19200,"dataBits":8,"parity":"even","stopBits":1,"mode":"modbus_rtu_master","slaveId":7}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := e.serial.PutChannel(context.Background(), e.org.ID, id, "rs485-1", cfg); err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.recvTimeout(time.Second)
+	if err != nil {
+		t.Fatalf("no config within 1s of PUT: %v", err)
+	}
+	if m.Type != protocol.TypeConfig || m.Config.Version != 1 {
+		t.Fatalf("got %+v", m)
+	}
+	t.Logf("config arrived %s after PUT", time.Since(start))
+	var rs *serialcfg.RS485
+	for _, c := range m.Config.Channels {
+		if c.ID == "rs485-1" {
+			rs = c.Config.RS485
+		}
+	}
+	if rs == nil || rs.BaudRate != 19200 || rs.SlaveID != 7 || len(m.Config.Channels) != 8 || m.Config.Mode != "managed" || !m.Config.Enabled {
+		t.Errorf("config = %+v", m.Config)
+	}
+	a.send(protocol.Message{Type: protocol.TypeConfigApplied, ConfigApplied: &protocol.ConfigApplied{Version: 1}})
+	eventually(t, 2*time.Second, func() string {
+		var v int64
+		e.db.R.QueryRow(`SELECT applied_version FROM serial_state WHERE device_id = ?`, id).Scan(&v)
+		if v != 1 {
+			return fmt.Sprintf("applied_version %d", v)
+		}
+		return ""
+	})
+	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'serial.config_applied'`, id); n != 1 {
+		t.Errorf("config_applied events = %d", n)
+	}
+
+	// A disconnected agent receives the newer configuration after its hello.
+	a.ws.Close(websocket.StatusNormalClosure, "")
+	mode := "both"
+	if _, err := e.serial.PatchSerial(context.Background(), e.org.ID, id, cloud.SerialPatch{Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	h := hello()
+	h.AppliedVersion = 1
+	b, _ := e.connect(tok, h)
+	m = b.recv()
+	if m.Type != protocol.TypeConfig || m.Config.Version != 2 || m.Config.Mode != "both" {
+		t.Errorf("after reconnect got %+v", m)
+	}
+	// Up to date: nothing is sent.
+	b.ws.Close(websocket.StatusNormalClosure, "")
+	h.AppliedVersion = 2
+	c, _ := e.connect(tok, h)
+	c.heartbeat(protocol.Heartbeat{})
+	if m, err := c.recvTimeout(300 * time.Millisecond); err == nil {
+		t.Errorf("up-to-date agent got %+v", m)
+	}
+}
+
+func TestShutdownClosesWithShutdownCode(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	a, _ := e.connect(tok, hello())
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- e.srv.Shutdown(ctx)
+	}()
+	ce := a.expectClose(5 * time.Second)
+	if ce.Code != protocol.CloseShutdown {
+		t.Errorf("close = %d %q", ce.Code, ce.Reason)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if s := e.device(id).Status; s != "ONLINE" {
+		t.Errorf("status after relay shutdown = %s; the next relay decides", s)
+	}
+	if _, resp, err := e.dial(tok); err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("dial after shutdown: %v %v", resp, err)
+	}
+}

@@ -1,0 +1,351 @@
+package agentlink_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// recorder is a cloud.Observer that keeps every call.
+type recorder struct {
+	mu         sync.Mutex
+	metrics    map[string][]resource.MetricSample
+	events     map[string][]resource.Event
+	heartbeats map[string][]cloud.Heartbeat
+	statuses   map[string][]string // "FROM>TO"
+}
+
+func newRecorder() *recorder {
+	return &recorder{metrics: map[string][]resource.MetricSample{}, events: map[string][]resource.Event{},
+		heartbeats: map[string][]cloud.Heartbeat{}, statuses: map[string][]string{}}
+}
+
+func (r *recorder) MetricsStored(_ context.Context, d cloud.DeviceRef, s []resource.MetricSample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.metrics[d.ID] = append(r.metrics[d.ID], s...)
+}
+
+func (r *recorder) HeartbeatStored(_ context.Context, d cloud.DeviceRef, hb cloud.Heartbeat) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.heartbeats[d.ID] = append(r.heartbeats[d.ID], hb)
+}
+
+func (r *recorder) EventsStored(_ context.Context, d cloud.DeviceRef, evs []resource.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events[d.ID] = append(r.events[d.ID], evs...)
+}
+
+func (r *recorder) StatusChanged(_ context.Context, d cloud.DeviceRef, from, to resource.DeviceStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.statuses[d.ID] = append(r.statuses[d.ID], string(from)+">"+string(to))
+}
+
+func (r *recorder) statusList(id string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.statuses[id]...)
+}
+
+func (r *recorder) eventTypes(id string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events[id] {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// env is a relay's agent endpoint on a real SQLite file and a loopback
+// HTTP server.
+type env struct {
+	t      *testing.T
+	db     *sqlite.DB
+	store  *sqlite.AgentStore
+	srv    *agentlink.Server
+	http   *httptest.Server
+	obs    *recorder
+	logs   *syncBuffer
+	org    cloud.Org
+	serial *sqlite.SerialService
+	cancel context.CancelFunc
+}
+
+func newEnv(t *testing.T, tweak func(*agentlink.Config)) *env {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	store, err := sqlite.NewAgentStore(db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	org, err := db.CreateOrg(ctx, "Acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := newRecorder()
+	cfg := agentlink.Config{Store: store, Observers: []cloud.Observer{obs}, Logger: log, SweepInterval: 20 * time.Millisecond}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	srv := agentlink.New(cfg)
+	mux := http.NewServeMux()
+	mux.Handle(protocol.Path, srv.Handler())
+	hs := httptest.NewServer(mux)
+	rctx, cancel := context.WithCancel(ctx)
+	go srv.Run(rctx)
+	serial := sqlite.NewSerialService(db)
+	serial.Observer = srv
+	e := &env{t: t, db: db, store: store, srv: srv, http: hs, obs: obs, logs: logs, org: org, serial: serial, cancel: cancel}
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(ctx, 5*time.Second)
+		defer c()
+		srv.Shutdown(sctx)
+		cancel()
+		hs.Close()
+		store.Close()
+		db.Close()
+	})
+	return e
+}
+
+// addDevice registers a device and returns its id and token.
+func (e *env) addDevice(model string) (string, string) {
+	e.t.Helper()
+	d, tok, err := e.db.AddDevice(context.Background(), sqlite.NewDevice{OrgID: e.org.ID, Name: "gw", SerialNumber: "SN-" + time.Now().Format("150405.000000000"), Model: model})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d.ID, tok
+}
+
+func (e *env) url() string { return "ws" + strings.TrimPrefix(e.http.URL, "http") + protocol.Path }
+
+// agent is a minimal in-test agent speaking shared/protocol.
+type agent struct {
+	t  *testing.T
+	ws *websocket.Conn
+}
+
+func (e *env) dial(token string) (*agent, *http.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	ws, resp, err := websocket.Dial(ctx, e.url(), &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{protocol.Subprotocol}})
+	if err != nil {
+		return nil, resp, err
+	}
+	ws.SetReadLimit(protocol.MaxMessageBytes)
+	a := &agent{t: e.t, ws: ws}
+	e.t.Cleanup(func() { ws.CloseNow() })
+	return a, resp, nil
+}
+
+func (e *env) mustDial(token string) *agent {
+	e.t.Helper()
+	a, _, err := e.dial(token)
+	if err != nil {
+		e.t.Fatalf("dial: %v", err)
+	}
+	return a
+}
+
+// connect dials and runs the hello/welcome handshake.
+func (e *env) connect(token string, h protocol.Hello) (*agent, protocol.Welcome) {
+	e.t.Helper()
+	a := e.mustDial(token)
+	a.send(protocol.Message{Type: protocol.TypeHello, Hello: &h})
+	m := a.recv()
+	if m.Type != protocol.TypeWelcome || m.Welcome == nil {
+		e.t.Fatalf("want welcome, got %+v", m)
+	}
+	return a, *m.Welcome
+}
+
+func (a *agent) send(m protocol.Message) {
+	a.t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.sendRaw(b)
+}
+
+func (a *agent) sendRaw(b []byte) {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		a.t.Fatalf("write: %v", err)
+	}
+}
+
+func (a *agent) recvTimeout(d time.Duration) (protocol.Message, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_, b, err := a.ws.Read(ctx)
+	if err != nil {
+		return protocol.Message{}, err
+	}
+	var m protocol.Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return protocol.Message{}, err
+	}
+	return m, nil
+}
+
+func (a *agent) recv() protocol.Message {
+	a.t.Helper()
+	m, err := a.recvTimeout(5 * time.Second)
+	if err != nil {
+		a.t.Fatalf("read: %v", err)
+	}
+	return m
+}
+
+// expectClose reads until the relay closes and returns the close error.
+func (a *agent) expectClose(d time.Duration) websocket.CloseError {
+	a.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		_, err := a.recvTimeout(time.Until(deadline))
+		if err == nil {
+			continue
+		}
+		var ce websocket.CloseError
+		if errors.As(err, &ce) {
+			return ce
+		}
+		a.t.Fatalf("connection ended without a close frame: %v", err)
+	}
+	a.t.Fatalf("relay did not close within %s", d)
+	return websocket.CloseError{}
+}
+
+func (a *agent) heartbeat(hb protocol.Heartbeat) {
+	a.t.Helper()
+	if hb.Status == "" {
+		hb.Status = resource.StatusOnline
+	}
+	if hb.At.IsZero() {
+		hb.At = resource.T(time.Now())
+	}
+	a.send(protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb})
+}
+
+// records sends a batch and returns the acknowledged sequence.
+func (a *agent) records(items ...protocol.Record) uint64 {
+	a.t.Helper()
+	a.send(protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: items}})
+	m := a.recv()
+	if m.Type != protocol.TypeAck || m.Ack == nil {
+		a.t.Fatalf("want ack, got %+v", m)
+	}
+	return m.Ack.Seq
+}
+
+func metricRec(seq uint64, at time.Time, cpu float64) protocol.Record {
+	return protocol.Record{Seq: seq, Metric: &resource.MetricSample{CapturedAt: resource.T(at), CPUPct: cpu, MemPct: 40, DiskUsedPct: 50, TempCPU: 45, LoadAvg1: 0.5}}
+}
+
+func eventRec(seq uint64, id, typ string, at time.Time) protocol.Record {
+	return protocol.Record{Seq: seq, Event: &protocol.Event{ID: id, Type: typ, Severity: resource.SeverityInfo, Message: typ, Data: json.RawMessage(`{"k": 1}`), CreatedAt: resource.T(at)}}
+}
+
+func hello() protocol.Hello {
+	return protocol.Hello{AgentVersion: "1.0.0", FirmwareVersion: "fw-2.1", Model: "IG-500", DeviceName: "gw-hall-3",
+		DeviceLocation: "Hall 3", Timezone: "Europe/Berlin", HeartbeatInterval: protocol.Duration{Duration: time.Hour}}
+}
+
+// deviceRow reads what the public API shows of a device.
+type deviceRow struct {
+	Status, Firmware, IP, AgentName, AgentLocation, AgentTZ string
+	LastSeen                                                int64
+}
+
+func (e *env) device(id string) deviceRow {
+	e.t.Helper()
+	var r deviceRow
+	var ls *int64
+	err := e.db.R.QueryRow(`SELECT status, firmware_version, ip_address, agent_device_name, agent_device_location, agent_timezone, last_seen FROM devices WHERE id = ?`, id).
+		Scan(&r.Status, &r.Firmware, &r.IP, &r.AgentName, &r.AgentLocation, &r.AgentTZ, &ls)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if ls != nil {
+		r.LastSeen = *ls
+	}
+	return r
+}
+
+func (e *env) count(q string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.db.R.QueryRow(q, args...).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// eventually retries f until it returns "" or d passes.
+func eventually(t *testing.T, d time.Duration, f func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		msg := f()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", d, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

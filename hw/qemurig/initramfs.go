@@ -1,0 +1,158 @@
+package qemurig
+
+import (
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Initramfs describes the guest's root file system.
+type Initramfs struct {
+	// Busybox is a static busybox binary; its applets serve the init script.
+	Busybox string
+	// Kernel supplies the modules loaded at boot, in its load order.
+	Kernel *Kernel
+	// Tests are run in order, each with -test.v and -test.run=^TestKernel.
+	Tests []TestBinary
+	// Env is exported to the tests (FLEET_KERNEL_TEST=1 always is).
+	Env map[string]string
+	// TestTimeout bounds each test binary (-test.timeout).
+	TestTimeout time.Duration
+}
+
+// Markers the guest prints on its console, one per line.
+const (
+	MarkerBoot   = "FLEET-BOOT"
+	MarkerModule = "FLEET-MODULE"
+	MarkerRun    = "FLEET-RUN"
+	MarkerResult = "FLEET-RESULT"
+	MarkerDone   = "FLEET-DONE"
+)
+
+// initScript is the guest's /init. It mounts the pseudo file systems,
+// loads the modules in dependency order, brings up loopback and runs each
+// test binary, printing a result marker for each and a final done marker,
+// then powers off (the host's qemu runs with -no-reboot).
+const initScript = `#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mkdir -p /proc /sys /dev /tmp /run
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+echo "FLEET-BOOT kernel=$(uname -r) cpus=$(nproc) uptime=$(cut -d' ' -f1 /proc/uptime)"
+pass=0
+fail=0
+while read m; do
+	if insmod "/modules/$m.ko"; then
+		echo "FLEET-MODULE $m loaded"
+	else
+		echo "FLEET-MODULE $m FAIL"
+		echo "FLEET-RESULT modules FAIL insmod $m"
+		fail=$((fail+1))
+	fi
+done < /modules/order
+ip link set lo up
+. /fleet.env
+while read bin pkg; do
+	echo "FLEET-RUN $pkg"
+	cd /tmp
+	"/tests/$bin" -test.v -test.run '^TestKernel' -test.timeout "$FLEET_GUEST_TEST_TIMEOUT" < /dev/null 2>&1
+	rc=$?
+	if [ "$rc" = 0 ]; then
+		echo "FLEET-RESULT $pkg PASS"
+		pass=$((pass+1))
+	else
+		echo "FLEET-RESULT $pkg FAIL exit=$rc"
+		fail=$((fail+1))
+	fi
+done < /tests/list
+echo "FLEET-DONE pass=$pass fail=$fail uptime=$(cut -d' ' -f1 /proc/uptime)"
+sync
+poweroff -f
+`
+
+// Write writes the gzip'd newc archive to w.
+func (i *Initramfs) Write(w io.Writer) error {
+	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
+	c := NewCPIOWriter(zw)
+	for _, d := range []string{"bin", "dev", "proc", "sys", "tmp", "run", "modules", "tests"} {
+		if err := c.Dir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := addHostFile(c, "bin/busybox", i.Busybox, 0o755); err != nil {
+		return err
+	}
+	if err := c.Symlink("bin/sh", "busybox"); err != nil {
+		return err
+	}
+	if err := c.File("init", 0o755, []byte(initScript)); err != nil {
+		return err
+	}
+	for _, m := range i.Kernel.Modules {
+		if err := addHostFile(c, "modules/"+m+".ko", i.Kernel.ModulePath(m), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := c.File("modules/order", 0o644, []byte(strings.Join(i.Kernel.Modules, "\n")+"\n")); err != nil {
+		return err
+	}
+	var list strings.Builder
+	for _, t := range i.Tests {
+		name := filepath.Base(t.Path)
+		if err := addHostFile(c, "tests/"+name, t.Path, 0o755); err != nil {
+			return err
+		}
+		fmt.Fprintf(&list, "%s %s\n", name, t.Package)
+	}
+	if err := c.File("tests/list", 0o644, []byte(list.String())); err != nil {
+		return err
+	}
+	if err := c.File("fleet.env", 0o644, []byte(i.envFile())); err != nil {
+		return err
+	}
+	if err := c.Close(); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+func (i *Initramfs) envFile() string {
+	env := map[string]string{
+		"FLEET_KERNEL_TEST":        "1",
+		"HOME":                     "/tmp",
+		"TMPDIR":                   "/tmp",
+		"FLEET_GUEST_TEST_TIMEOUT": i.TestTimeout.String(),
+	}
+	for k, v := range i.Env {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s='%s'\n", k, strings.ReplaceAll(env[k], "'", `'\''`))
+	}
+	return b.String()
+}
+
+func addHostFile(c *CPIOWriter, name, path string, perm uint32) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	return c.File(name, perm, data)
+}

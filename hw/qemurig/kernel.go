@@ -1,0 +1,362 @@
+package qemurig
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// KernelMeta is Debian's kernel metapackage; apt resolves it to the
+// versioned image package of the day.
+const KernelMeta = "linux-image-amd64"
+
+// DefaultModules are the modules the kernel tests need. Their dependencies
+// are resolved from the package, not listed here.
+var DefaultModules = []string{"can", "can_raw", "can_dev", "vcan", "wireguard"}
+
+// Kernel is a Debian kernel image with the modules the guest loads.
+type Kernel struct {
+	// Package is the versioned image package, such as
+	// linux-image-6.1.0-56-amd64, and Version its Debian version.
+	Package string `json:"package"`
+	Version string `json:"version"`
+	// Vmlinuz is the path of the kernel image.
+	Vmlinuz string `json:"-"`
+	// Wanted is the module list the cache entry was extracted for.
+	Wanted []string `json:"wanted"`
+	// Modules are the modules to insmod, in load order (dependencies
+	// first); each file is <Dir>/<name>.ko.
+	Modules []string `json:"modules"`
+	// Dir holds vmlinuz and the module files.
+	Dir string `json:"-"`
+}
+
+// ModulePath returns the file of module name.
+func (k *Kernel) ModulePath(name string) string {
+	return filepath.Join(k.Dir, "modules", name+".ko")
+}
+
+// KernelOptions configures FetchKernel.
+type KernelOptions struct {
+	// CacheDir holds one directory per kernel package version.
+	CacheDir string
+	// Modules are the modules wanted; DefaultModules when empty.
+	Modules []string
+	// Log receives progress lines.
+	Log *slog.Logger
+}
+
+// FetchKernel returns the current Debian kernel with the wanted modules,
+// from the cache when that version was extracted before, or downloaded
+// with apt-get download and extracted otherwise. Only the image and the
+// needed modules are kept; the package itself is deleted.
+func FetchKernel(ctx context.Context, opts KernelOptions) (*Kernel, error) {
+	log := opts.Log
+	wanted := opts.Modules
+	if len(wanted) == 0 {
+		wanted = DefaultModules
+	}
+	pkg, version, err := resolveKernelPackage(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(opts.CacheDir, pkg+"_"+strings.ReplaceAll(version, ":", "%3a"))
+	if k, err := readCachedKernel(dir, wanted); err == nil {
+		log.Info("kernel from cache", "package", pkg, "version", version, "dir", dir)
+		return k, nil
+	}
+	log.Info("downloading kernel", "package", pkg, "version", version)
+	if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("kernel cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(opts.CacheDir, ".download-")
+	if err != nil {
+		return nil, fmt.Errorf("kernel cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	deb, err := aptDownload(ctx, tmp, pkg+"="+version)
+	if err != nil {
+		return nil, err
+	}
+	k, err := extractKernel(ctx, deb, filepath.Join(tmp, "kernel"), wanted)
+	if err != nil {
+		return nil, fmt.Errorf("extract %s: %w", filepath.Base(deb), err)
+	}
+	k.Package, k.Version = pkg, version
+	meta, err := json.MarshalIndent(k, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "kernel", "kernel.json"), meta, 0o644); err != nil {
+		return nil, fmt.Errorf("kernel cache: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("kernel cache: %w", err)
+	}
+	if err := os.Rename(filepath.Join(tmp, "kernel"), dir); err != nil {
+		return nil, fmt.Errorf("kernel cache: %w", err)
+	}
+	return readCachedKernel(dir, wanted)
+}
+
+func readCachedKernel(dir string, wanted []string) (*Kernel, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "kernel.json"))
+	if err != nil {
+		return nil, err
+	}
+	var k Kernel
+	if err := json.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("kernel cache %s: %w", dir, err)
+	}
+	if !slices.Equal(k.Wanted, wanted) {
+		return nil, errors.New("kernel cache was extracted for other modules")
+	}
+	k.Dir = dir
+	k.Vmlinuz = filepath.Join(dir, "vmlinuz")
+	for _, p := range append([]string{k.Vmlinuz}, mapSlice(k.Modules, k.ModulePath)...) {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("kernel cache: %w", err)
+		}
+	}
+	return &k, nil
+}
+
+func mapSlice(in []string, f func(string) string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = f(s)
+	}
+	return out
+}
+
+// resolveKernelPackage asks apt which versioned image the metapackage
+// depends on, and that image's candidate version. When apt has no package
+// lists yet it runs apt-get update once.
+func resolveKernelPackage(ctx context.Context, log *slog.Logger) (pkg, version string, err error) {
+	for attempt := 0; attempt < 2; attempt++ {
+		pkg, version, err = aptKernelCandidate(ctx)
+		if err == nil {
+			return pkg, version, nil
+		}
+		if attempt == 0 {
+			log.Info("apt does not know the kernel package yet; running apt-get update", "reason", err)
+			if uerr := aptUpdate(ctx); uerr != nil {
+				return "", "", fmt.Errorf("resolve %s: %v; %w", KernelMeta, err, uerr)
+			}
+		}
+	}
+	return "", "", fmt.Errorf("resolve %s: %w", KernelMeta, err)
+}
+
+func aptKernelCandidate(ctx context.Context) (string, string, error) {
+	out, err := runOut(ctx, "apt-cache", "depends", KernelMeta)
+	if err != nil {
+		return "", "", err
+	}
+	var pkg string
+	for _, line := range strings.Split(out, "\n") {
+		dep, ok := strings.CutPrefix(strings.TrimSpace(line), "Depends: ")
+		if ok && strings.HasPrefix(dep, "linux-image-") {
+			pkg = strings.TrimSpace(dep)
+			break
+		}
+	}
+	if pkg == "" {
+		return "", "", fmt.Errorf("apt-cache depends %s names no linux-image package", KernelMeta)
+	}
+	out, err = runOut(ctx, "apt-cache", "show", "--no-all-versions", pkg)
+	if err != nil {
+		return "", "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "Version: "); ok {
+			return pkg, strings.TrimSpace(v), nil
+		}
+	}
+	return "", "", fmt.Errorf("apt-cache show %s has no version", pkg)
+}
+
+func aptUpdate(ctx context.Context) error {
+	if _, err := runOut(ctx, "apt-get", "update"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// aptDownload downloads one package (name or name=version) into dir and
+// returns the .deb's path.
+func aptDownload(ctx context.Context, dir, spec string) (string, error) {
+	cmd := exec.CommandContext(ctx, "apt-get", "download", spec)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("apt-get download %s: %w: %s", spec, err, tail(out))
+	}
+	debs, err := filepath.Glob(filepath.Join(dir, "*.deb"))
+	if err != nil || len(debs) != 1 {
+		return "", fmt.Errorf("apt-get download %s: expected one .deb in %s, found %d", spec, dir, len(debs))
+	}
+	return debs[0], nil
+}
+
+// walkDeb streams the data archive of a .deb (through dpkg-deb, which
+// knows every compression Debian uses) and calls fn for each entry.
+func walkDeb(ctx context.Context, deb string, fn func(h *tar.Header, r io.Reader) error) error {
+	cmd := exec.CommandContext(ctx, "dpkg-deb", "--fsys-tarfile", deb)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("dpkg-deb: %w", err)
+	}
+	tr := tar.NewReader(bufio.NewReaderSize(out, 1<<20))
+	var walkErr error
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			walkErr = fmt.Errorf("read %s: %w", filepath.Base(deb), err)
+			break
+		}
+		if err := fn(h, tr); err != nil {
+			walkErr = err
+			break
+		}
+	}
+	if walkErr != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return walkErr
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("dpkg-deb --fsys-tarfile %s: %w: %s", filepath.Base(deb), err, tail(stderr.Bytes()))
+	}
+	return nil
+}
+
+// extractKernel reads the image package twice: first to learn every
+// module's dependencies (and take vmlinuz), then to copy out only the
+// modules in the load order of wanted.
+func extractKernel(ctx context.Context, deb, dir string, wanted []string) (*Kernel, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "modules"), 0o755); err != nil {
+		return nil, err
+	}
+	deps := make(map[string][]string)
+	builtin := make(map[string]bool)
+	var compressed []string
+	haveImage := false
+	err := walkDeb(ctx, deb, func(h *tar.Header, r io.Reader) error {
+		name := strings.TrimPrefix(h.Name, "./")
+		switch {
+		case h.Typeflag != tar.TypeReg:
+		case strings.HasPrefix(name, "boot/vmlinuz-"):
+			haveImage = true
+			return writeFile(filepath.Join(dir, "vmlinuz"), r)
+		case strings.HasPrefix(name, "lib/modules/") && strings.HasSuffix(name, "/modules.builtin"):
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				builtin[ModuleName(strings.TrimSpace(sc.Text()))] = true
+			}
+			return sc.Err()
+		case strings.HasPrefix(name, "lib/modules/") && strings.HasSuffix(name, ".ko"):
+			data, err := io.ReadAll(r)
+			if err != nil {
+				return err
+			}
+			d, err := moduleDepends(data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			deps[ModuleName(name)] = d
+		case strings.HasPrefix(name, "lib/modules/") && strings.Contains(name, ".ko."):
+			compressed = append(compressed, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !haveImage {
+		return nil, errors.New("no boot/vmlinuz-* in the package")
+	}
+	if len(deps) == 0 && len(compressed) > 0 {
+		return nil, fmt.Errorf("the package ships compressed modules (%s); the rig reads only plain .ko files", compressed[0])
+	}
+	order, err := LoadOrder(wanted, deps, builtin)
+	if err != nil {
+		return nil, err
+	}
+	need := make(map[string]bool, len(order))
+	for _, m := range order {
+		need[m] = true
+	}
+	err = walkDeb(ctx, deb, func(h *tar.Header, r io.Reader) error {
+		name := strings.TrimPrefix(h.Name, "./")
+		if h.Typeflag != tar.TypeReg || !strings.HasPrefix(name, "lib/modules/") || !strings.HasSuffix(name, ".ko") {
+			return nil
+		}
+		m := ModuleName(name)
+		if !need[m] {
+			return nil
+		}
+		delete(need, m)
+		return writeFile(filepath.Join(dir, "modules", m+".ko"), r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(need) > 0 {
+		return nil, fmt.Errorf("modules missing on the second read: %v", need)
+	}
+	return &Kernel{Wanted: wanted, Modules: order}, nil
+}
+
+func writeFile(path string, r io.Reader) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func runOut(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, tail(stderr.Bytes()))
+	}
+	return string(out), nil
+}
+
+// tail returns the last few hundred bytes of a command's output, for
+// error messages.
+func tail(b []byte) string {
+	const max = 600
+	s := strings.TrimSpace(string(b))
+	if len(s) > max {
+		s = "..." + s[len(s)-max:]
+	}
+	return s
+}

@@ -1,0 +1,265 @@
+package qemurig
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+type cpioEntry struct {
+	name string
+	mode uint32
+	data string
+}
+
+// readNewc parses a newc archive the way the kernel's initramfs unpacker
+// does, stopping at the trailer.
+func readNewc(t *testing.T, b []byte) []cpioEntry {
+	t.Helper()
+	var out []cpioEntry
+	off := 0
+	for {
+		if off+110 > len(b) {
+			t.Fatalf("archive ends at %d without a trailer", off)
+		}
+		h := b[off : off+110]
+		if string(h[:6]) != "070701" {
+			t.Fatalf("bad magic %q at %d", h[:6], off)
+		}
+		field := func(i int) int {
+			v, err := strconv.ParseUint(string(h[6+8*i:14+8*i]), 16, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(v)
+		}
+		mode, size, namesize := field(1), field(6), field(11)
+		name := string(b[off+110 : off+110+namesize-1])
+		off = (off + 110 + namesize + 3) &^ 3
+		data := string(b[off : off+size])
+		off = (off + size + 3) &^ 3
+		if name == "TRAILER!!!" {
+			if off != len(b) {
+				t.Errorf("%d bytes after the trailer", len(b)-off)
+			}
+			return out
+		}
+		out = append(out, cpioEntry{name, uint32(mode), data})
+	}
+}
+
+func TestCPIOWriter(t *testing.T) {
+	var buf bytes.Buffer
+	c := NewCPIOWriter(&buf)
+	if err := c.File("/a/b/file.txt", 0o644, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Symlink("bin/sh", "busybox"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.File("init", 0o755, []byte("#!/bin/sh\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.File("init", 0o755, nil); err == nil {
+		t.Error("a duplicate entry was accepted")
+	}
+	if err := c.Close(); err == nil {
+		t.Error("Close after a failed write returned nil")
+	}
+
+	buf.Reset()
+	c = NewCPIOWriter(&buf)
+	_ = c.File("/a/b/file.txt", 0o644, []byte("hello"))
+	_ = c.Symlink("bin/sh", "busybox")
+	_ = c.File("init", 0o755, []byte("#!/bin/sh\n"))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := []cpioEntry{
+		{"a", modeDir | 0o755, ""},
+		{"a/b", modeDir | 0o755, ""},
+		{"a/b/file.txt", modeRegular | 0o644, "hello"},
+		{"bin", modeDir | 0o755, ""},
+		{"bin/sh", modeSymlink | 0o777, "busybox"},
+		{"init", modeRegular | 0o755, "#!/bin/sh\n"},
+	}
+	if got := readNewc(t, buf.Bytes()); !reflect.DeepEqual(got, want) {
+		t.Errorf("entries\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestLoadOrder(t *testing.T) {
+	deps := map[string][]string{
+		"can": nil, "can_raw": {"can"}, "can_dev": nil, "vcan": {"can-dev"},
+		"wireguard":           {"udp_tunnel", "ip6_udp_tunnel", "libchacha20poly1305"},
+		"udp_tunnel":          nil,
+		"ip6_udp_tunnel":      nil,
+		"libchacha20poly1305": {"libchacha", "libpoly1305"},
+		"libchacha":           nil, "libpoly1305": nil,
+		"loop_a": {"loop_b"}, "loop_b": {"loop_a"},
+		"needs_ghost": {"ghost"},
+	}
+	builtin := map[string]bool{"libpoly1305": true}
+	tests := []struct {
+		name    string
+		wanted  []string
+		want    []string
+		wantErr string
+	}{
+		{"dependencies first", []string{"vcan", "can-raw"}, []string{"can_dev", "vcan", "can", "can_raw"}, ""},
+		{"shared dependency once", []string{"can_raw", "can"}, []string{"can", "can_raw"}, ""},
+		{"transitive, builtin left out", []string{"wireguard"},
+			[]string{"ip6_udp_tunnel", "libchacha", "libchacha20poly1305", "udp_tunnel", "wireguard"}, ""},
+		{"unknown module", []string{"nope"}, nil, "module nope not found"},
+		{"unknown dependency", []string{"needs_ghost"}, nil, "module ghost (needed by needs_ghost) not found"},
+		{"cycle", []string{"loop_a"}, nil, "cycle"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := LoadOrder(tt.wanted, deps, builtin)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("order %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseConsoleAndCheck(t *testing.T) {
+	const pkgA, pkgB = "example.com/a", "example.com/b"
+	booted := "\x1bc\x1b[?7l\x1b[2JFLEET-BOOT kernel=6.1.0 cpus=2 uptime=3.9\n"
+	tests := []struct {
+		name    string
+		console string
+		wantErr []string
+	}{
+		{"all pass", booted + "FLEET-RESULT " + pkgA + " PASS\nFLEET-RESULT " + pkgB + " PASS\nFLEET-DONE pass=2 fail=0\n", nil},
+		{"one fails", booted + "--- FAIL: TestKernelX\nFLEET-RESULT " + pkgA + " FAIL exit=1\nFLEET-RESULT " + pkgB + " PASS\nFLEET-DONE pass=1 fail=1\n",
+			[]string{pkgA + ": FAIL exit=1", "--- FAIL: TestKernelX"}},
+		{"stopped midway", booted + "FLEET-RESULT " + pkgA + " PASS\nKernel panic\n",
+			[]string{pkgB + ": no result", "never printed FLEET-DONE", "Kernel panic"}},
+		{"never booted", "SeaBIOS\nKernel panic - not syncing\n", []string{"boot failure", "Kernel panic"}},
+		{"module failed", booted + "FLEET-RESULT modules FAIL insmod vcan\nFLEET-RESULT " + pkgA + " PASS\nFLEET-RESULT " + pkgB + " PASS\nFLEET-DONE pass=2 fail=1\n",
+			[]string{"modules: FAIL insmod vcan"}},
+		{"marker inside test output does not count", booted + "    log: FLEET-RESULT " + pkgA + " PASS\nFLEET-RESULT " + pkgB + " PASS\nFLEET-DONE\n",
+			[]string{pkgA + ": no result"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ParseConsole(tt.console).Check([]string{pkgA, pkgB})
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Check passed a failing run")
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestMachineArgs(t *testing.T) {
+	m := &Machine{QEMU: "qemu", Kernel: "/k", Initrd: "/i", CPUs: 2, Append: "quiet", Serial1Socket: "/tmp/s"}
+	args := strings.Join(m.Args(), " ")
+	for _, want := range []string{
+		"-accel tcg", "-nographic", "-no-reboot", "-m 512M", "-smp 2", "-nic none",
+		"-append console=ttyS0 panic=-1 quiet",
+		"-chardev socket,id=ttyS1,path=/tmp/s,server=on,wait=on -serial chardev:ttyS1",
+	} {
+		if !strings.Contains(args, want) {
+			t.Errorf("qemu args lack %q: %s", want, args)
+		}
+	}
+	if strings.Index(args, "-serial stdio") > strings.Index(args, "-serial chardev:ttyS1") {
+		t.Error("the console must be the first UART (ttyS0)")
+	}
+}
+
+func TestInitramfsContents(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("can.ko", "CAN")
+	write("vcan.ko", "VCAN")
+	k := &Kernel{Dir: dir, Modules: []string{"can", "vcan"}}
+	if err := os.MkdirAll(filepath.Join(dir, "modules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range k.Modules {
+		if err := os.Rename(filepath.Join(dir, m+".ko"), k.ModulePath(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ir := &Initramfs{
+		Busybox:     write("busybox", "BB"),
+		Kernel:      k,
+		Tests:       []TestBinary{{Package: "example.com/x", Path: write("example_com_x.test", "TEST")}},
+		Env:         map[string]string{"FLEET_X": "it's"},
+		TestTimeout: 30 * time.Second,
+	}
+	var buf bytes.Buffer
+	if err := ir.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := make(map[string]string)
+	for _, e := range readNewc(t, raw) {
+		files[e.name] = e.data
+	}
+	for name, want := range map[string]string{
+		"bin/busybox":              "BB",
+		"bin/sh":                   "busybox",
+		"modules/can.ko":           "CAN",
+		"modules/vcan.ko":          "VCAN",
+		"modules/order":            "can\nvcan\n",
+		"tests/example_com_x.test": "TEST",
+		"tests/list":               "example_com_x.test example.com/x\n",
+	} {
+		if files[name] != want {
+			t.Errorf("%s = %q, want %q", name, files[name], want)
+		}
+	}
+	env := files["fleet.env"]
+	for _, want := range []string{"export FLEET_KERNEL_TEST='1'", `export FLEET_X='it'\''s'`, "export FLEET_GUEST_TEST_TIMEOUT='30s'"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("fleet.env lacks %q:\n%s", want, env)
+		}
+	}
+	if !strings.HasPrefix(files["init"], "#!/bin/busybox sh") || !strings.Contains(files["init"], "-test.run '^TestKernel'") {
+		t.Errorf("init script:\n%s", files["init"])
+	}
+}

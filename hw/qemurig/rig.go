@@ -1,0 +1,220 @@
+package qemurig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// Config configures a rig run.
+type Config struct {
+	// Root is the module's root directory (where go.mod is).
+	Root string
+	// CacheDir keeps the extracted kernel between runs
+	// (Root/.cache/qemurig when empty).
+	CacheDir string
+	// WorkDir receives the test binaries and the initramfs (a temporary
+	// directory is made and removed when empty).
+	WorkDir string
+	// Packages are the packages whose TestKernel* tests run in the guest;
+	// when empty they are discovered (every package with a TestKernel*).
+	Packages []string
+	// Require are packages that must be among those run: the rig fails
+	// when one has no TestKernel* test.
+	Require []string
+	// Modules are the kernel modules to load (DefaultModules when empty).
+	Modules []string
+	// Memory and CPUs size the guest (512M and 2 when empty).
+	Memory string
+	CPUs   int
+	// Timeout bounds the qemu run; qemu is killed after it (150 s when 0).
+	Timeout time.Duration
+	// TestTimeout bounds each test binary in the guest (60 s when 0).
+	TestTimeout time.Duration
+	// Env is exported to the guest's tests.
+	Env map[string]string
+	// Serial1 serves the guest's ttyS1 from the host (optional).
+	Serial1 func(ctx context.Context, conn net.Conn)
+	// Console receives the guest console live (optional).
+	Console io.Writer
+	// Log receives progress lines and timings.
+	Log *slog.Logger
+}
+
+// Timings are the durations of the rig's steps.
+type Timings struct {
+	Tools, Kernel, Build, Pack, Boot time.Duration
+}
+
+// Report is the result of a rig run.
+type Report struct {
+	// Kernel is the Debian kernel that ran.
+	Kernel *Kernel
+	// Tests are the binaries that ran in the guest.
+	Tests []TestBinary
+	// InitramfsBytes is the size of the gzip'd initramfs.
+	InitramfsBytes int64
+	// Outcome is what the guest reported (nil when it never booted).
+	Outcome *Outcome
+	// Timings are the steps' durations.
+	Timings Timings
+}
+
+var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Run prepares everything and boots the guest. It returns an error when
+// the rig cannot start (no qemu, no kernel package, a test binary that does
+// not build, a boot failure) or when any guest test fails; the error then
+// carries the guest's console.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	for k := range cfg.Env {
+		if !envKeyRE.MatchString(k) {
+			return nil, fmt.Errorf("qemurig: bad environment variable name %q", k)
+		}
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(cfg.Root, ".cache", "qemurig")
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 150 * time.Second
+	}
+	if cfg.TestTimeout == 0 {
+		cfg.TestTimeout = 60 * time.Second
+	}
+	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("qemurig: cache: %w", err)
+	}
+	work := cfg.WorkDir
+	if work == "" {
+		tmp, err := os.MkdirTemp("", "qemurig-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		work = tmp
+	}
+	rep := &Report{}
+
+	t0 := time.Now()
+	qemu, err := EnsureQEMU(ctx, log)
+	if err != nil {
+		return rep, fmt.Errorf("qemurig: cannot start the rig: %w", err)
+	}
+	busybox, err := EnsureBusybox(ctx, log, cfg.CacheDir)
+	if err != nil {
+		return rep, fmt.Errorf("qemurig: cannot start the rig: %w", err)
+	}
+	rep.Timings.Tools = time.Since(t0)
+
+	t0 = time.Now()
+	k, err := FetchKernel(ctx, KernelOptions{CacheDir: filepath.Join(cfg.CacheDir, "kernel"), Modules: cfg.Modules, Log: log})
+	if err != nil {
+		return rep, fmt.Errorf("qemurig: cannot start the rig: kernel: %w", err)
+	}
+	rep.Kernel = k
+	rep.Timings.Kernel = time.Since(t0)
+
+	t0 = time.Now()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return rep, fmt.Errorf("qemurig: cannot start the rig: %w", err)
+	}
+	pkgs := cfg.Packages
+	if len(pkgs) == 0 {
+		if pkgs, err = DiscoverKernelTests(ctx, goTool, cfg.Root); err != nil {
+			return rep, fmt.Errorf("qemurig: %w", err)
+		}
+	}
+	for _, r := range cfg.Require {
+		found := false
+		for _, p := range pkgs {
+			found = found || p == r
+		}
+		if !found {
+			return rep, fmt.Errorf("qemurig: package %s has no TestKernel* test to run in the guest", r)
+		}
+	}
+	if len(pkgs) == 0 {
+		return rep, errors.New("qemurig: no package has TestKernel* tests")
+	}
+	log.Info("building guest test binaries", "packages", pkgs)
+	bins, err := BuildTests(ctx, goTool, cfg.Root, work, pkgs)
+	if err != nil {
+		return rep, fmt.Errorf("qemurig: %w", err)
+	}
+	rep.Tests = bins
+	rep.Timings.Build = time.Since(t0)
+
+	t0 = time.Now()
+	initrd := filepath.Join(work, "initramfs.cpio.gz")
+	f, err := os.Create(initrd)
+	if err != nil {
+		return rep, err
+	}
+	ir := &Initramfs{Busybox: busybox, Kernel: k, Tests: bins, Env: cfg.Env, TestTimeout: cfg.TestTimeout}
+	if err := ir.Write(f); err != nil {
+		f.Close()
+		return rep, fmt.Errorf("qemurig: initramfs: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return rep, err
+	}
+	if st, err := os.Stat(initrd); err == nil {
+		rep.InitramfsBytes = st.Size()
+	}
+	rep.Timings.Pack = time.Since(t0)
+
+	t0 = time.Now()
+	m := &Machine{
+		QEMU: qemu, Kernel: k.Vmlinuz, Initrd: initrd,
+		Memory: cfg.Memory, CPUs: cfg.CPUs, Append: "quiet loglevel=3",
+		Console: cfg.Console,
+	}
+	if cfg.Serial1 != nil {
+		// A unix socket path must stay short (108 bytes).
+		sockDir, err := os.MkdirTemp("", "qr")
+		if err != nil {
+			return rep, err
+		}
+		defer os.RemoveAll(sockDir)
+		m.Serial1Socket = filepath.Join(sockDir, "ttyS1")
+	}
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	log.Info("booting", "kernel", k.Package, "initramfs_bytes", rep.InitramfsBytes, "cpus", cfg.CPUs)
+	out, runErr := m.Run(runCtx, cfg.Serial1)
+	rep.Outcome = out
+	rep.Timings.Boot = time.Since(t0)
+	want := make([]string, 0, len(bins))
+	for _, b := range bins {
+		want = append(want, b.Package)
+	}
+	if out == nil {
+		return rep, fmt.Errorf("qemurig: %w", runErr)
+	}
+	if err := out.Check(want); err != nil {
+		if runErr != nil {
+			return rep, fmt.Errorf("qemurig: %v\n%w", runErr, err)
+		}
+		return rep, fmt.Errorf("qemurig: %w", err)
+	}
+	if runErr != nil {
+		return rep, fmt.Errorf("qemurig: %w\n--- guest console ---\n%s", runErr, out.Console)
+	}
+	return rep, nil
+}

@@ -1,0 +1,11 @@
+# Kernel paths (SocketCAN CAN-FD, netlink, 16550 UARTs, WireGuard) on a real
+# Debian kernel under qemu: see docs/kernel-rig.md. Installs qemu-system-x86
+# and busybox-static when missing (as root), caches the extracted kernel in
+# .cache/qemurig/, builds static test binaries of every package with
+# TestKernel* tests, boots them and fails when any fails in the guest.
+
+.PHONY: test-kernel
+TEST_TARGETS += test-kernel
+
+test-kernel:
+	FLEET_QEMU=1 $(GO) test -count=1 -timeout 10m -run '^TestQEMURig$$' -v ./hw/qemurig/

@@ -1,0 +1,557 @@
+// Package link keeps the agent's one websocket to the relay
+// (shared/protocol): it says Hello, sends heartbeats, streams the spool's
+// records in acknowledged batches, and hands configurations to the channel
+// manager. It reconnects with capped exponential backoff and full jitter.
+//
+// Records leave the spool only when the relay acknowledges them (Ack, or
+// Welcome.LastSeq after a reconnect), so a dropped link, a relay restart or
+// a kill -9 of either side resends what was not stored and nothing else.
+package link
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/fleet/fleet/agent/spool"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Options configures a Link.
+type Options struct {
+	// URL is the relay's base URL (http, https, ws or wss); the websocket
+	// path protocol.Path is appended.
+	URL string
+	// Token is the device token, sent as a bearer token. It is never logged.
+	Token string
+	// Hello returns the Hello for a new connection.
+	Hello func() protocol.Hello
+	// Heartbeat returns the current heartbeat (At is set by the link).
+	Heartbeat func() protocol.Heartbeat
+	// HeartbeatInterval is the heartbeat period (default 30s).
+	HeartbeatInterval time.Duration
+	// Spool holds the records to send. Payloads are JSON objects of a
+	// protocol.Record without seq (see EncodeRecord).
+	Spool *spool.Spool
+	// OnConfig applies a configuration and returns the outcome to report.
+	OnConfig func(ctx context.Context, cfg protocol.Config) protocol.ConfigApplied
+	// OnWelcome, if set, is called after each successful handshake.
+	OnWelcome func(protocol.Welcome)
+
+	// DialTimeout bounds the websocket handshake (default 15s).
+	DialTimeout time.Duration
+	// HelloTimeout bounds the wait for Welcome (default 15s).
+	HelloTimeout time.Duration
+	// WriteTimeout bounds each message write (default 10s).
+	WriteTimeout time.Duration
+	// PingInterval is the websocket ping period (default 30s); a pong later
+	// than PongTimeout (default 15s) drops the connection.
+	PingInterval time.Duration
+	PongTimeout  time.Duration
+	// BackoffMin and BackoffMax bound the reconnect delay (default 1s, 60s):
+	// attempt n waits a uniform random time in [0, min(max, min·2ⁿ)].
+	BackoffMin, BackoffMax time.Duration
+	// StableAfter is how long a connection must last for the backoff to
+	// start again from BackoffMin (default 60s).
+	StableAfter time.Duration
+	// Window is the number of unacknowledged Records messages in flight
+	// (default 4); BatchSize the records per message (default and at most
+	// protocol.MaxBatch).
+	Window    int
+	BatchSize int
+	// DrainTimeout bounds the final flush when Run's context ends while
+	// connected (default 3s).
+	DrainTimeout time.Duration
+	// HTTPClient, if set, dials the websocket (TLS settings, proxies).
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// Link is the agent's connection to the relay.
+type Link struct {
+	opts Options
+	log  *slog.Logger
+	kick chan struct{}
+
+	mu        sync.Mutex
+	connected bool
+	deviceID  string
+}
+
+// New returns a Link; Run connects it.
+func New(opts Options) (*Link, error) {
+	if opts.URL == "" || opts.Token == "" {
+		return nil, errors.New("link: relay URL and token are required")
+	}
+	if opts.Spool == nil || opts.Hello == nil || opts.Heartbeat == nil {
+		return nil, errors.New("link: spool, hello and heartbeat are required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&opts.HeartbeatInterval, 30*time.Second)
+	def(&opts.DialTimeout, 15*time.Second)
+	def(&opts.HelloTimeout, 15*time.Second)
+	def(&opts.WriteTimeout, 10*time.Second)
+	def(&opts.PingInterval, 30*time.Second)
+	def(&opts.PongTimeout, 15*time.Second)
+	def(&opts.BackoffMin, time.Second)
+	def(&opts.BackoffMax, 60*time.Second)
+	def(&opts.StableAfter, 60*time.Second)
+	def(&opts.DrainTimeout, 3*time.Second)
+	if opts.Window <= 0 {
+		opts.Window = 4
+	}
+	if opts.BatchSize <= 0 || opts.BatchSize > protocol.MaxBatch {
+		opts.BatchSize = protocol.MaxBatch
+	}
+	if opts.OnConfig == nil {
+		opts.OnConfig = func(_ context.Context, c protocol.Config) protocol.ConfigApplied {
+			return protocol.ConfigApplied{Version: c.Version}
+		}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Link{opts: opts, log: opts.Logger, kick: make(chan struct{}, 1)}, nil
+}
+
+// Connected reports whether a session is established (Welcome received).
+func (l *Link) Connected() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.connected
+}
+
+// DeviceID returns the device id of the last Welcome ("" before one).
+func (l *Link) DeviceID() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deviceID
+}
+
+// Kick asks for a heartbeat now (after a status or channel change).
+func (l *Link) Kick() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Backoff returns the delay before reconnect attempt n (0-based): a uniform
+// random duration in [0, min(max, min·2ⁿ)] ("full jitter").
+func Backoff(n int, lo, hi time.Duration, r *rand.Rand) time.Duration {
+	ceil := hi
+	if n < 32 {
+		if d := lo << n; d > 0 && d < hi {
+			ceil = d
+		}
+	}
+	return time.Duration(r.Int64N(int64(ceil) + 1))
+}
+
+// errFatal marks a session end that deserves the longest backoff
+// (authentication refused).
+var errUnauthorized = errors.New("relay refused the device token")
+
+// Run connects and reconnects until ctx ends. When ctx ends during a
+// session it makes a last flush of the spool, bounded by DrainTimeout, and
+// closes the connection normally. It returns nil after ctx ends.
+func (l *Link) Run(ctx context.Context) error {
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6c696e6b))
+	attempt := 0
+	for {
+		start := time.Now()
+		err := l.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) >= l.opts.StableAfter {
+			attempt = 0
+		}
+		wait := Backoff(attempt, l.opts.BackoffMin, l.opts.BackoffMax, r)
+		if errors.Is(err, errUnauthorized) {
+			wait = l.opts.BackoffMax/2 + Backoff(0, l.opts.BackoffMax/2, l.opts.BackoffMax/2, r)
+			l.log.Error("relay link: token refused; check --token", "retryIn", wait.Round(time.Millisecond))
+		} else {
+			l.log.Warn("relay link down", "err", err, "retryIn", wait.Round(time.Millisecond))
+		}
+		attempt++
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (l *Link) wsURL() string {
+	u := strings.TrimRight(l.opts.URL, "/")
+	switch {
+	case strings.HasPrefix(u, "http://"):
+		u = "ws://" + strings.TrimPrefix(u, "http://")
+	case strings.HasPrefix(u, "https://"):
+		u = "wss://" + strings.TrimPrefix(u, "https://")
+	}
+	return u + protocol.Path
+}
+
+// session runs one connection until it fails or ctx ends.
+func (l *Link) session(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, l.opts.DialTimeout)
+	hdr := http.Header{}
+	hdr.Set("Authorization", "Bearer "+l.opts.Token)
+	conn, resp, err := websocket.Dial(dctx, l.wsURL(), &websocket.DialOptions{
+		HTTPClient:   l.opts.HTTPClient,
+		HTTPHeader:   hdr,
+		Subprotocols: []string{protocol.Subprotocol},
+	})
+	cancel()
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			return errUnauthorized
+		}
+		return fmt.Errorf("dial %s: %w", l.wsURL(), err)
+	}
+	defer conn.CloseNow()
+	if conn.Subprotocol() != protocol.Subprotocol {
+		conn.Close(websocket.StatusPolicyViolation, "subprotocol "+protocol.Subprotocol+" required")
+		return fmt.Errorf("relay did not accept subprotocol %s", protocol.Subprotocol)
+	}
+	conn.SetReadLimit(protocol.MaxMessageBytes)
+	s := &session{l: l, conn: conn}
+	err = s.run(ctx)
+	l.mu.Lock()
+	l.connected = false
+	l.mu.Unlock()
+	switch websocket.CloseStatus(err) {
+	case protocol.CloseUnauthorized:
+		return errUnauthorized
+	case -1:
+	default:
+		return fmt.Errorf("closed by relay: %w", err)
+	}
+	return err
+}
+
+type session struct {
+	l    *Link
+	conn *websocket.Conn
+	// sent is the highest seq written; inflight the last seq of each
+	// unacknowledged Records message, oldest first.
+	sent     uint64
+	inflight []uint64
+}
+
+func (s *session) write(ctx context.Context, m protocol.Message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", m.Type, err)
+	}
+	return s.writeRaw(ctx, m.Type, b)
+}
+
+func (s *session) writeRaw(ctx context.Context, typ string, b []byte) error {
+	wctx, cancel := context.WithTimeout(ctx, s.l.opts.WriteTimeout)
+	defer cancel()
+	if err := s.conn.Write(wctx, websocket.MessageText, b); err != nil {
+		return fmt.Errorf("write %s: %w", typ, err)
+	}
+	return nil
+}
+
+func (s *session) read(ctx context.Context) (protocol.Message, error) {
+	_, b, err := s.conn.Read(ctx)
+	if err != nil {
+		return protocol.Message{}, err
+	}
+	var m protocol.Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("relay sent malformed message: %w", err)
+	}
+	return m, nil
+}
+
+func (s *session) run(ctx context.Context) error {
+	l := s.l
+	// The session's own context lives past ctx for the drain.
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	hello := l.opts.Hello()
+	hello.HeartbeatInterval = protocol.Duration{Duration: l.opts.HeartbeatInterval}
+	if err := s.write(ctx, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
+		return err
+	}
+	hctx, hcancel := context.WithTimeout(ctx, l.opts.HelloTimeout)
+	m, err := s.read(hctx)
+	hcancel()
+	if err != nil {
+		return fmt.Errorf("waiting for welcome: %w", err)
+	}
+	if m.Type != protocol.TypeWelcome || m.Welcome == nil {
+		s.conn.Close(protocol.CloseProtocolError, "expected welcome")
+		return fmt.Errorf("relay answered hello with %q", m.Type)
+	}
+	if err := s.welcome(*m.Welcome); err != nil {
+		return err
+	}
+
+	msgs := make(chan protocol.Message, 16)
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := s.read(sctx)
+			if err != nil {
+				readErr <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-sctx.Done():
+				return
+			}
+		}
+	}()
+	pingErr := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(l.opts.PingInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+				pctx, pcancel := context.WithTimeout(sctx, l.opts.PongTimeout)
+				err := s.conn.Ping(pctx)
+				pcancel()
+				if err != nil {
+					pingErr <- fmt.Errorf("ping: %w", err)
+					return
+				}
+			}
+		}
+	}()
+
+	if err := s.heartbeat(sctx); err != nil {
+		return err
+	}
+	if err := s.flush(sctx); err != nil {
+		return err
+	}
+	hb := time.NewTicker(l.opts.HeartbeatInterval)
+	defer hb.Stop()
+	lastKick := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return s.drain(sctx, msgs, readErr)
+		case err := <-readErr:
+			return err
+		case err := <-pingErr:
+			return err
+		case <-hb.C:
+			if err := s.heartbeat(sctx); err != nil {
+				return err
+			}
+		case <-l.kick:
+			// At most one extra heartbeat a second.
+			if time.Since(lastKick) < time.Second {
+				time.AfterFunc(time.Second-time.Since(lastKick), l.Kick)
+				continue
+			}
+			lastKick = time.Now()
+			if err := s.heartbeat(sctx); err != nil {
+				return err
+			}
+		case <-l.opts.Spool.Notify():
+			if err := s.flush(sctx); err != nil {
+				return err
+			}
+		case m := <-msgs:
+			if err := s.handle(sctx, m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *session) welcome(w protocol.Welcome) error {
+	l := s.l
+	sp := l.opts.Spool
+	if rebased, err := sp.Rebase(w.LastSeq); err != nil {
+		return fmt.Errorf("spool rebase: %w", err)
+	} else if rebased {
+		l.log.Warn("relay has stored records beyond this agent's spool (state lost?); renumbered pending records", "relayLastSeq", w.LastSeq)
+	} else if err := sp.Ack(w.LastSeq); err != nil {
+		return fmt.Errorf("spool ack: %w", err)
+	}
+	s.sent = sp.Stats().Acked
+	l.mu.Lock()
+	l.connected = true
+	l.deviceID = w.DeviceID
+	l.mu.Unlock()
+	l.log.Info("relay link up", "deviceId", w.DeviceID, "relayLastSeq", w.LastSeq, "pending", sp.Stats().Pending)
+	if l.opts.OnWelcome != nil {
+		l.opts.OnWelcome(w)
+	}
+	return nil
+}
+
+func (s *session) heartbeat(ctx context.Context) error {
+	hb := s.l.opts.Heartbeat()
+	hb.At = resource.T(time.Now())
+	if len(hb.Channels) > protocol.MaxChannels {
+		hb.Channels = hb.Channels[:protocol.MaxChannels]
+	}
+	if hb.Channels == nil {
+		hb.Channels = []protocol.ChannelState{}
+	}
+	return s.write(ctx, protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb})
+}
+
+func (s *session) handle(ctx context.Context, m protocol.Message) error {
+	switch {
+	case m.Type == protocol.TypeAck && m.Ack != nil:
+		return s.ack(ctx, m.Ack.Seq)
+	case m.Type == protocol.TypeConfig && m.Config != nil:
+		s.l.log.Info("configuration received", "version", m.Config.Version)
+		res := s.l.opts.OnConfig(ctx, *m.Config)
+		if err := s.write(ctx, protocol.Message{Type: protocol.TypeConfigApplied, ConfigApplied: &res}); err != nil {
+			return err
+		}
+		// Report the new channel state at once, and send the config
+		// events the channel manager spooled.
+		if err := s.heartbeat(ctx); err != nil {
+			return err
+		}
+		return s.flush(ctx)
+	default:
+		s.conn.Close(protocol.CloseProtocolError, "unexpected message "+strconv.Quote(m.Type))
+		return fmt.Errorf("relay sent unexpected message %q", m.Type)
+	}
+}
+
+func (s *session) ack(ctx context.Context, seq uint64) error {
+	if err := s.l.opts.Spool.Ack(seq); err != nil {
+		return fmt.Errorf("spool ack: %w", err)
+	}
+	i := 0
+	for i < len(s.inflight) && s.inflight[i] <= seq {
+		i++
+	}
+	s.inflight = s.inflight[i:]
+	if seq > s.sent {
+		s.sent = seq
+	}
+	return s.flush(ctx)
+}
+
+// recordsOverhead leaves room for the envelope and the seq fields.
+const recordsOverhead = 64 << 10
+
+// flush sends spooled records while the window has room.
+func (s *session) flush(ctx context.Context) error {
+	sp := s.l.opts.Spool
+	for len(s.inflight) < s.l.opts.Window {
+		es, err := sp.Read(s.sent, s.l.opts.BatchSize, protocol.MaxMessageBytes-recordsOverhead)
+		if err != nil {
+			return fmt.Errorf("spool read: %w", err)
+		}
+		if len(es) == 0 {
+			return nil
+		}
+		b := EncodeRecords(es)
+		if err := s.writeRaw(ctx, protocol.TypeRecords, b); err != nil {
+			return err
+		}
+		last := es[len(es)-1].Seq
+		s.sent = last
+		s.inflight = append(s.inflight, last)
+	}
+	return nil
+}
+
+// drain sends what is left and waits for its acknowledgement, within
+// DrainTimeout, then closes the connection normally.
+func (s *session) drain(ctx context.Context, msgs <-chan protocol.Message, readErr <-chan error) error {
+	l := s.l
+	deadline := time.NewTimer(l.opts.DrainTimeout)
+	defer deadline.Stop()
+	dctx, cancel := context.WithTimeout(ctx, l.opts.DrainTimeout)
+	defer cancel()
+	err := s.flush(dctx)
+	for err == nil && (len(s.inflight) > 0 || l.opts.Spool.Stats().Pending > 0) {
+		select {
+		case <-deadline.C:
+			err = errors.New("drain timed out")
+		case e := <-readErr:
+			err = e
+		case <-l.opts.Spool.Notify():
+			err = s.flush(dctx)
+		case m := <-msgs:
+			if m.Type == protocol.TypeAck && m.Ack != nil {
+				err = s.ack(dctx, m.Ack.Seq)
+			}
+		}
+	}
+	if err != nil {
+		l.log.Warn("final flush incomplete", "err", err, "pending", l.opts.Spool.Stats().Pending)
+	} else {
+		l.log.Info("final flush done")
+	}
+	s.conn.Close(websocket.StatusNormalClosure, "agent stopping")
+	return nil
+}
+
+// EncodeRecord returns the spool payload of a record: the JSON object of r
+// without its seq, which the link adds when it sends the record.
+func EncodeRecord(r protocol.Record) ([]byte, error) {
+	type noSeq struct {
+		Metric *resource.MetricSample `json:"metric,omitempty"`
+		Event  *protocol.Event        `json:"event,omitempty"`
+	}
+	if (r.Metric == nil) == (r.Event == nil) {
+		return nil, errors.New("link: a record holds exactly one of metric and event")
+	}
+	return json.Marshal(noSeq{Metric: r.Metric, Event: r.Event})
+}
+
+// EncodeRecords builds a Records message from spool entries without decoding
+// their payloads: each item is {"seq":N, ...payload fields}.
+func EncodeRecords(es []spool.Entry) []byte {
+	n := 64
+	for _, e := range es {
+		n += len(e.Payload) + 32
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"type":"records","records":{"items":[`...)
+	for i, e := range es {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"seq":`...)
+		b = strconv.AppendUint(b, e.Seq, 10)
+		if len(e.Payload) > 2 {
+			b = append(b, ',')
+			b = append(b, e.Payload[1:]...)
+		} else {
+			b = append(b, '}')
+		}
+	}
+	b = append(b, "]}}"...)
+	return b
+}

@@ -1,0 +1,495 @@
+package link
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/fleet/fleet/agent/spool"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+const testToken = "dev_tok_s3cr3t-value"
+
+// relay is an in-test relay stub speaking shared/protocol over a real
+// websocket on loopback. It stores records by seq (idempotently, as the real
+// relay must) and acknowledges each batch unless told not to.
+type relay struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu          sync.Mutex
+	stored      map[uint64]protocol.Record
+	received    map[uint64]int // how often each seq arrived
+	batches     []int
+	hellos      []protocol.Hello
+	heartbeats  []protocol.Heartbeat
+	applied     []protocol.ConfigApplied
+	conns       int
+	noAck       bool
+	dropAfter   int // close the connection after this many batches (0: never)
+	sendConfig  *protocol.Config
+	refuse      bool
+	unacked     int // max Records messages seen without an ack in between
+	outstanding int
+	authSeen    []string
+	active      []*websocket.Conn
+}
+
+// dropAll cuts every open connection without a close handshake.
+func (r *relay) dropAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.active {
+		c.CloseNow()
+	}
+	r.active = nil
+}
+
+func newRelay(t *testing.T) *relay {
+	r := &relay{t: t, stored: map[uint64]protocol.Record{}, received: map[uint64]int{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *relay) lastSeq() uint64 {
+	var m uint64
+	for s := range r.stored {
+		m = max(m, s)
+	}
+	return m
+}
+
+func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	r.authSeen = append(r.authSeen, req.Header.Get("Authorization"))
+	refuse := r.refuse
+	r.mu.Unlock()
+	if req.URL.Path != protocol.Path {
+		http.NotFound(w, req)
+		return
+	}
+	if refuse || req.Header.Get("Authorization") != "Bearer "+testToken {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(protocol.MaxMessageBytes)
+	ctx := req.Context()
+	read := func() (protocol.Message, error) {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			return protocol.Message{}, err
+		}
+		var m protocol.Message
+		err = json.Unmarshal(b, &m)
+		return m, err
+	}
+	send := func(m protocol.Message) error {
+		b, _ := json.Marshal(m)
+		return c.Write(ctx, websocket.MessageText, b)
+	}
+	m, err := read()
+	if err != nil || m.Type != protocol.TypeHello {
+		c.Close(protocol.CloseProtocolError, "hello first")
+		return
+	}
+	r.mu.Lock()
+	r.active = append(r.active, c)
+	r.conns++
+	r.hellos = append(r.hellos, *m.Hello)
+	last := r.lastSeq()
+	cfg := r.sendConfig
+	r.outstanding = 0
+	r.mu.Unlock()
+	send(protocol.Message{Type: protocol.TypeWelcome, Welcome: &protocol.Welcome{DeviceID: "dev1", ServerTime: resource.T(time.Now()), LastSeq: last}})
+	if cfg != nil {
+		send(protocol.Message{Type: protocol.TypeConfig, Config: cfg})
+	}
+	batches := 0
+	for {
+		m, err := read()
+		if err != nil {
+			return
+		}
+		switch m.Type {
+		case protocol.TypeHeartbeat:
+			r.mu.Lock()
+			r.heartbeats = append(r.heartbeats, *m.Heartbeat)
+			r.mu.Unlock()
+		case protocol.TypeConfigApplied:
+			r.mu.Lock()
+			r.applied = append(r.applied, *m.ConfigApplied)
+			r.mu.Unlock()
+		case protocol.TypeRecords:
+			items := m.Records.Items
+			r.mu.Lock()
+			r.batches = append(r.batches, len(items))
+			for _, it := range items {
+				r.received[it.Seq]++
+				r.stored[it.Seq] = it
+			}
+			r.outstanding++
+			r.unacked = max(r.unacked, r.outstanding)
+			noAck := r.noAck
+			batches++
+			drop := r.dropAfter > 0 && batches >= r.dropAfter
+			if drop {
+				r.dropAfter = 0
+			}
+			r.mu.Unlock()
+			if drop {
+				c.CloseNow() // stored, but the ack never goes out
+				return
+			}
+			if !noAck {
+				r.mu.Lock()
+				r.outstanding = 0
+				r.mu.Unlock()
+				send(protocol.Message{Type: protocol.TypeAck, Ack: &protocol.Ack{Seq: items[len(items)-1].Seq}})
+			}
+		default:
+			c.Close(protocol.CloseProtocolError, "unexpected "+m.Type)
+			return
+		}
+	}
+}
+
+func (r *relay) storedCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.stored)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func fillSpool(t *testing.T, sp *spool.Spool, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		var rec protocol.Record
+		if i%2 == 0 {
+			rec.Metric = &resource.MetricSample{CapturedAt: resource.T(time.Unix(int64(i), 0)), CPUPct: float64(i)}
+		} else {
+			rec.Event = &protocol.Event{ID: fmt.Sprintf("ev%d", i), Type: protocol.EventSerialError, Severity: resource.SeverityError,
+				Message: "m", Data: json.RawMessage(`{"n":` + fmt.Sprint(i) + `}`), CreatedAt: resource.T(time.Unix(int64(i), 0))}
+		}
+		b, err := EncodeRecord(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sp.Append(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type harness struct {
+	sp     *spool.Spool
+	link   *Link
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func startLink(t *testing.T, r *relay, sp *spool.Spool, mod func(*Options)) *harness {
+	t.Helper()
+	if sp == nil {
+		var err error
+		sp, err = spool.Open(spool.Options{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sp.Close() })
+	}
+	logs := &syncBuffer{}
+	opts := Options{
+		URL:               r.srv.URL,
+		Token:             testToken,
+		Spool:             sp,
+		Hello:             func() protocol.Hello { return protocol.Hello{AgentVersion: "test", Model: "IG-500", AppliedVersion: 0} },
+		Heartbeat:         func() protocol.Heartbeat { return protocol.Heartbeat{Status: resource.StatusOnline, IPAddress: "10.0.0.5"} },
+		HeartbeatInterval: time.Hour,
+		BackoffMin:        5 * time.Millisecond,
+		BackoffMax:        50 * time.Millisecond,
+		Logger:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	l, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{sp: sp, link: l, logs: logs, cancel: cancel, done: make(chan struct{})}
+	go func() { l.Run(ctx); close(h.done) }()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) stop() {
+	h.cancel()
+	<-h.done
+}
+
+func TestHandshakeHeartbeatAndRecords(t *testing.T) {
+	r := newRelay(t)
+	sp, err := spool.Open(spool.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	fillSpool(t, sp, 1, 1234)
+	h := startLink(t, r, sp, nil)
+	eventually(t, "all records stored", func() bool { return r.storedCount() == 1234 })
+	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for seq := uint64(1); seq <= 1234; seq++ {
+		if r.received[seq] != 1 {
+			t.Fatalf("seq %d received %d times", seq, r.received[seq])
+		}
+		rec := r.stored[seq]
+		if seq%2 == 0 && (rec.Metric == nil || rec.Metric.CPUPct != float64(seq)) {
+			t.Fatalf("seq %d: %+v", seq, rec)
+		}
+		if seq%2 == 1 && (rec.Event == nil || rec.Event.ID != fmt.Sprintf("ev%d", seq)) {
+			t.Fatalf("seq %d: %+v", seq, rec)
+		}
+	}
+	for _, n := range r.batches {
+		if n > protocol.MaxBatch {
+			t.Fatalf("batch of %d records", n)
+		}
+	}
+	if len(r.hellos) != 1 || r.hellos[0].HeartbeatInterval.Duration != time.Hour || r.hellos[0].Model != "IG-500" {
+		t.Fatalf("hellos = %+v", r.hellos)
+	}
+	if len(r.heartbeats) < 1 || r.heartbeats[0].Status != resource.StatusOnline || r.heartbeats[0].IPAddress != "10.0.0.5" || r.heartbeats[0].Channels == nil {
+		t.Fatalf("heartbeats = %+v", r.heartbeats)
+	}
+	if !h.link.Connected() || h.link.DeviceID() != "dev1" {
+		t.Fatal("link not connected")
+	}
+}
+
+func TestStreamsNewRecordsAndHeartbeats(t *testing.T) {
+	r := newRelay(t)
+	h := startLink(t, r, nil, func(o *Options) { o.HeartbeatInterval = 20 * time.Millisecond })
+	eventually(t, "connected", h.link.Connected)
+	fillSpool(t, h.sp, 1, 3)
+	eventually(t, "new records", func() bool { return r.storedCount() == 3 })
+	eventually(t, "several heartbeats", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.heartbeats) >= 3 })
+}
+
+func TestWindowBoundsUnackedBatches(t *testing.T) {
+	r := newRelay(t)
+	r.noAck = true
+	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
+	defer sp.Close()
+	fillSpool(t, sp, 1, 50)
+	startLink(t, r, sp, func(o *Options) { o.BatchSize = 5; o.Window = 3 })
+	eventually(t, "window filled", func() bool { return r.storedCount() == 15 })
+	time.Sleep(100 * time.Millisecond)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.stored) != 15 || r.unacked != 3 {
+		t.Fatalf("sent %d records in %d unacked batches; want 15 in 3", len(r.stored), r.unacked)
+	}
+	if sp.Stats().Pending != 50 {
+		t.Fatalf("records dropped without an ack: pending %d", sp.Stats().Pending)
+	}
+}
+
+// The relay stores a batch but the link drops before the ack: after the
+// reconnect the Welcome's LastSeq tells the agent, which sends only the rest.
+func TestReconnectAfterLostAck(t *testing.T) {
+	r := newRelay(t)
+	r.dropAfter = 2
+	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
+	defer sp.Close()
+	fillSpool(t, sp, 1, 40)
+	startLink(t, r, sp, func(o *Options) { o.BatchSize = 10; o.Window = 1 })
+	eventually(t, "all stored", func() bool { return r.storedCount() == 40 })
+	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conns != 2 {
+		t.Fatalf("%d connections, want 2", r.conns)
+	}
+	for seq, n := range r.received {
+		if n != 1 {
+			t.Fatalf("seq %d sent %d times", seq, n)
+		}
+	}
+}
+
+// Records the relay never saw are resent after a reconnect.
+func TestUnackedResentAfterDrop(t *testing.T) {
+	r := newRelay(t)
+	r.noAck = true
+	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
+	defer sp.Close()
+	fillSpool(t, sp, 1, 10)
+	h := startLink(t, r, sp, nil)
+	eventually(t, "sent", func() bool { return r.storedCount() == 10 })
+	// Forget them (as a relay crash before commit would) and cut the link.
+	r.mu.Lock()
+	r.stored = map[uint64]protocol.Record{}
+	r.noAck = false
+	r.mu.Unlock()
+	r.dropAll()
+	eventually(t, "resent", func() bool { return r.storedCount() == 10 })
+	eventually(t, "acked", func() bool { return h.sp.Stats().Pending == 0 })
+}
+
+func TestConfigApplied(t *testing.T) {
+	r := newRelay(t)
+	r.sendConfig = &protocol.Config{Version: 7, Enabled: true, Mode: "managed"}
+	var got []int64
+	var mu sync.Mutex
+	startLink(t, r, nil, func(o *Options) {
+		o.OnConfig = func(ctx context.Context, c protocol.Config) protocol.ConfigApplied {
+			mu.Lock()
+			got = append(got, c.Version)
+			mu.Unlock()
+			return protocol.ConfigApplied{Version: c.Version, Error: "rs485-1: crc error"}
+		}
+	})
+	eventually(t, "config applied", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.applied) == 1 })
+	// The heartbeat after the config reports the new state at once.
+	eventually(t, "heartbeat after config", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.heartbeats) >= 2 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.applied[0].Version != 7 || r.applied[0].Error != "rs485-1: crc error" {
+		t.Fatalf("applied = %+v", r.applied)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != 7 {
+		t.Fatalf("OnConfig got %v", got)
+	}
+}
+
+func TestRefusedTokenRetriesAndIsNotLogged(t *testing.T) {
+	r := newRelay(t)
+	r.refuse = true
+	h := startLink(t, r, nil, nil)
+	eventually(t, "retries", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.authSeen) >= 3 })
+	if h.link.Connected() {
+		t.Fatal("connected with a refused token")
+	}
+	r.mu.Lock()
+	r.refuse = false
+	r.mu.Unlock()
+	eventually(t, "connects once accepted", h.link.Connected)
+	h.stop()
+	logs := h.logs.String()
+	if bytes.Contains([]byte(logs), []byte(testToken)) {
+		t.Fatalf("token in logs:\n%s", logs)
+	}
+	if !bytes.Contains([]byte(logs), []byte("token refused")) {
+		t.Fatalf("refusal not logged:\n%s", logs)
+	}
+}
+
+func TestDrainOnStop(t *testing.T) {
+	r := newRelay(t)
+	h := startLink(t, r, nil, nil)
+	eventually(t, "connected", h.link.Connected)
+	r.mu.Lock()
+	r.noAck = true // hold acks so records are still pending at stop
+	r.mu.Unlock()
+	fillSpool(t, h.sp, 1, 5)
+	eventually(t, "sent", func() bool { return r.storedCount() == 5 })
+	r.mu.Lock()
+	r.noAck = false
+	r.mu.Unlock()
+	fillSpool(t, h.sp, 6, 1) // e.g. agent.stopped, spooled just before stop
+	h.stop()
+	if r.storedCount() != 6 {
+		t.Fatalf("stored %d after drain, want 6", r.storedCount())
+	}
+	// The final record's ack arrived before Run returned.
+	if st := h.sp.Stats(); st.Acked != 6 {
+		t.Fatalf("acked through %d after drain", st.Acked)
+	}
+}
+
+func TestStopWhileDisconnectedIsPrompt(t *testing.T) {
+	h := startLink(t, &relay{srv: httptest.NewServer(http.NotFoundHandler())}, nil, nil)
+	time.Sleep(30 * time.Millisecond)
+	start := time.Now()
+	h.stop()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("stop took %v", d)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := 0; n < 40; n++ {
+		ceil := min(time.Second<<min(n, 20), 60*time.Second)
+		seen := map[time.Duration]bool{}
+		for i := 0; i < 200; i++ {
+			d := Backoff(n, time.Second, 60*time.Second, r)
+			if d < 0 || d > ceil {
+				t.Fatalf("attempt %d: %v outside [0, %v]", n, d, ceil)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 100 {
+			t.Fatalf("attempt %d: no jitter (%d distinct values)", n, len(seen))
+		}
+	}
+}
+
+func TestEncodeRecords(t *testing.T) {
+	b, _ := EncodeRecord(protocol.Record{Metric: &resource.MetricSample{CPUPct: 12.5}})
+	msg := EncodeRecords([]spool.Entry{{Seq: 41, Payload: b}, {Seq: 42, Payload: b}})
+	var m protocol.Message
+	if err := json.Unmarshal(msg, &m); err != nil {
+		t.Fatalf("%s: %v", msg, err)
+	}
+	if m.Type != protocol.TypeRecords || len(m.Records.Items) != 2 || m.Records.Items[1].Seq != 42 || m.Records.Items[1].Metric.CPUPct != 12.5 {
+		t.Fatalf("decoded %+v", m)
+	}
+	if _, err := EncodeRecord(protocol.Record{}); err == nil {
+		t.Fatal("empty record encoded")
+	}
+}

@@ -222,8 +222,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func startLink(t *testing.T, r *relay, sp *spool.Spool, mod func(*Options)) *harness {
 	t.Helper()
@@ -237,11 +241,13 @@ func startLink(t *testing.T, r *relay, sp *spool.Spool, mod func(*Options)) *har
 	}
 	logs := &syncBuffer{}
 	opts := Options{
-		URL:               r.srv.URL,
-		Token:             testToken,
-		Spool:             sp,
-		Hello:             func() protocol.Hello { return protocol.Hello{AgentVersion: "test", Model: "IG-500", AppliedVersion: 0} },
-		Heartbeat:         func() protocol.Heartbeat { return protocol.Heartbeat{Status: resource.StatusOnline, IPAddress: "10.0.0.5"} },
+		URL:   r.srv.URL,
+		Token: testToken,
+		Spool: sp,
+		Hello: func() protocol.Hello { return protocol.Hello{AgentVersion: "test", Model: "IG-500", AppliedVersion: 0} },
+		Heartbeat: func() protocol.Heartbeat {
+			return protocol.Heartbeat{Status: resource.StatusOnline, IPAddress: "10.0.0.5"}
+		},
 		HeartbeatInterval: time.Hour,
 		BackoffMin:        5 * time.Millisecond,
 		BackoffMax:        50 * time.Millisecond,

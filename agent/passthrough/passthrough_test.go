@@ -393,4 +393,3 @@ func TestNewRejectsBadListen(t *testing.T) {
 		}
 	}
 }
-

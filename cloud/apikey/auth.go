@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -25,6 +26,8 @@ type Authenticator struct {
 	keys cloud.KeyService
 	now  cloud.Now
 	max  int
+
+	bcrypts atomic.Int64
 
 	mu       sync.Mutex
 	verified map[[32]byte]cacheEntry
@@ -116,6 +119,7 @@ func (a *Authenticator) verify(key, secret string, k *cloud.APIKey) bool {
 	a.inflight[sum] = c
 	a.mu.Unlock()
 
+	a.bcrypts.Add(1)
 	c.ok = bcrypt.CompareHashAndPassword(k.Hash, []byte(secret)) == nil
 
 	a.mu.Lock()
@@ -131,6 +135,9 @@ func (a *Authenticator) verify(key, secret string, k *cloud.APIKey) bool {
 	close(c.done)
 	return c.ok
 }
+
+// BcryptRuns returns how many bcrypt comparisons the Authenticator ran.
+func (a *Authenticator) BcryptRuns() int64 { return a.bcrypts.Load() }
 
 // CacheLen returns the number of cached verifications.
 func (a *Authenticator) CacheLen() int {

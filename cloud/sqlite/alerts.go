@@ -61,28 +61,23 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 	var before int64
 	if f.Cursor != "" {
 		var err error
-		if before, err = s.db.cursorTime(ctx, `SELECT created_at FROM alerts WHERE id = ? AND org_id = ?`, f.Cursor, orgID); err != nil {
+		if before, err = s.db.cursorTime(ctx, alertCursorSQL, f.Cursor, orgID); err != nil {
 			return out, err
 		}
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + alertColumns + ` FROM alerts WHERE org_id = ? AND state = ?`)
 	args := []any{orgID, string(state)}
 	if f.Severity != "" {
-		q.WriteString(` AND severity = ?`)
 		args = append(args, string(f.Severity))
 	}
 	if f.DeviceID != "" {
-		q.WriteString(` AND device_id = ?`)
 		args = append(args, f.DeviceID)
 	}
 	if f.Cursor != "" {
-		q.WriteString(` AND (created_at, id) < (?, ?)`)
 		args = append(args, before, f.Cursor)
 	}
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
 	args = append(args, limit+1)
-	st, err := s.db.readStmt(ctx, q.String())
+	q := listAlertsSQL(f.Severity != "", f.DeviceID != "", f.Cursor != "")
+	st, err := s.db.readStmt(ctx, q)
 	if err != nil {
 		return out, err
 	}
@@ -103,6 +98,22 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 	}
 	out.Data, out.Pagination = paginate(out.Data, limit, func(a resource.Alert) string { return a.ID })
 	return out, nil
+}
+
+const alertCursorSQL = `SELECT created_at FROM alerts WHERE id = ? AND org_id = ?`
+
+func listAlertsSQL(severity, device, cursor bool) string {
+	q := `SELECT ` + alertColumns + ` FROM alerts WHERE org_id = ? AND state = ?`
+	if severity {
+		q += ` AND severity = ?`
+	}
+	if device {
+		q += ` AND device_id = ?`
+	}
+	if cursor {
+		q += ` AND (created_at, id) < (?, ?)`
+	}
+	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
 }
 
 // Alert returns the organization's alert id, or ENOTFOUND.

@@ -51,24 +51,20 @@ func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.D
 	var after int64
 	if f.Cursor != "" {
 		var err error
-		if after, err = s.db.cursorTime(ctx, `SELECT created_at FROM devices WHERE id = ? AND org_id = ?`, f.Cursor, orgID); err != nil {
+		if after, err = s.db.cursorTime(ctx, deviceCursorSQL, f.Cursor, orgID); err != nil {
 			return out, err
 		}
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + deviceColumns + ` FROM devices WHERE org_id = ?`)
 	args := []any{orgID}
 	if f.Status != "" {
-		q.WriteString(` AND status = ?`)
 		args = append(args, string(f.Status))
 	}
 	if f.Cursor != "" {
-		q.WriteString(` AND (created_at, id) > (?, ?)`)
 		args = append(args, after, f.Cursor)
 	}
-	q.WriteString(` ORDER BY created_at, id LIMIT ?`)
 	args = append(args, limit+1)
-	st, err := s.db.readStmt(ctx, q.String())
+	q := listDevicesSQL(f.Status != "", f.Cursor != "")
+	st, err := s.db.readStmt(ctx, q)
 	if err != nil {
 		return out, err
 	}
@@ -124,8 +120,7 @@ func (s *DeviceService) Metrics(ctx context.Context, orgID, deviceID string, q c
 		return out, err
 	}
 	limit := clampLimit(q.Limit, 200, 1000)
-	st, err := s.db.readStmt(ctx, `SELECT captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1 FROM metrics
-		WHERE device_id = ? AND captured_at >= ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`)
+	st, err := s.db.readStmt(ctx, metricsSQL)
 	if err != nil {
 		return out, err
 	}
@@ -172,28 +167,23 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 	var before int64
 	if f.Cursor != "" {
 		var err error
-		if before, err = s.db.cursorTime(ctx, `SELECT created_at FROM events WHERE id = ? AND device_id = ?`, f.Cursor, deviceID); err != nil {
+		if before, err = s.db.cursorTime(ctx, eventCursorSQL, f.Cursor, deviceID); err != nil {
 			return out, err
 		}
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT id, type, severity, message, data, created_at FROM events WHERE device_id = ?`)
 	args := []any{deviceID}
 	if f.Type != "" {
-		q.WriteString(` AND type = ?`)
 		args = append(args, f.Type)
 	}
 	if f.Severity != "" {
-		q.WriteString(` AND severity = ?`)
 		args = append(args, string(f.Severity))
 	}
 	if f.Cursor != "" {
-		q.WriteString(` AND (created_at, id) < (?, ?)`)
 		args = append(args, before, f.Cursor)
 	}
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
 	args = append(args, limit+1)
-	st, err := s.db.readStmt(ctx, q.String())
+	q := listEventsSQL(f.Type != "", f.Severity != "", f.Cursor != "")
+	st, err := s.db.readStmt(ctx, q)
 	if err != nil {
 		return out, err
 	}
@@ -219,6 +209,42 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 	}
 	out.Data, out.Pagination = paginate(out.Data, limit, func(e resource.Event) string { return e.ID })
 	return out, nil
+}
+
+// The list queries, built from the filters in use (explain_test.go checks
+// that each combination is served by an index).
+const (
+	deviceCursorSQL  = `SELECT created_at FROM devices WHERE id = ? AND org_id = ?`
+	eventCursorSQL   = `SELECT created_at FROM events WHERE id = ? AND device_id = ?`
+	deviceByTokenSQL = `SELECT id, org_id, model FROM devices WHERE token_hash = ? AND token_revoked_at IS NULL`
+	deviceModelSQL   = `SELECT model FROM devices WHERE id = ? AND org_id = ?`
+	metricsSQL       = `SELECT captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1 FROM metrics
+		WHERE device_id = ? AND captured_at >= ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`
+)
+
+func listDevicesSQL(status, cursor bool) string {
+	q := `SELECT ` + deviceColumns + ` FROM devices WHERE org_id = ?`
+	if status {
+		q += ` AND status = ?`
+	}
+	if cursor {
+		q += ` AND (created_at, id) > (?, ?)`
+	}
+	return q + ` ORDER BY created_at, id LIMIT ?`
+}
+
+func listEventsSQL(typ, severity, cursor bool) string {
+	q := `SELECT id, type, severity, message, data, created_at FROM events WHERE device_id = ?`
+	if typ {
+		q += ` AND type = ?`
+	}
+	if severity {
+		q += ` AND severity = ?`
+	}
+	if cursor {
+		q += ` AND (created_at, id) < (?, ?)`
+	}
+	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
 }
 
 func clampLimit(v, def, max int) int {
@@ -270,7 +296,7 @@ func (db *DB) checkDevice(ctx context.Context, orgID, deviceID string) error {
 
 // deviceModel returns the model of the organization's device, or ENOTFOUND.
 func (db *DB) deviceModel(ctx context.Context, orgID, deviceID string) (string, error) {
-	st, err := db.readStmt(ctx, `SELECT model FROM devices WHERE id = ? AND org_id = ?`)
+	st, err := db.readStmt(ctx, deviceModelSQL)
 	if err != nil {
 		return "", err
 	}
@@ -379,7 +405,7 @@ func (db *DB) RevokeDevice(ctx context.Context, id string) (time.Time, error) {
 // DeviceByToken returns the device a device token belongs to; an unknown or
 // revoked token is EUNAUTHORIZED (indistinguishably).
 func (db *DB) DeviceByToken(ctx context.Context, token string) (cloud.DeviceRef, error) {
-	st, err := db.readStmt(ctx, `SELECT id, org_id, model FROM devices WHERE token_hash = ? AND token_revoked_at IS NULL`)
+	st, err := db.readStmt(ctx, deviceByTokenSQL)
 	if err != nil {
 		return cloud.DeviceRef{}, err
 	}

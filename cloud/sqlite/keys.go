@@ -57,7 +57,10 @@ func (db *DB) InsertKey(ctx context.Context, k *cloud.APIKey) error {
 	return nil
 }
 
-const keyColumns = `id, org_id, name, hash, scopes, expires_at, revoked_at, created_at`
+const (
+	keyColumns  = `id, org_id, name, hash, scopes, expires_at, revoked_at, created_at`
+	listKeysSQL = `SELECT ` + keyColumns + ` FROM api_keys WHERE org_id = ? ORDER BY created_at, id`
+)
 
 func scanKey(sc interface{ Scan(...any) error }) (*cloud.APIKey, error) {
 	var k cloud.APIKey
@@ -97,7 +100,7 @@ func (db *DB) KeyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
 // ListKeys returns the organization's keys, oldest first, revoked ones
 // included.
 func (db *DB) ListKeys(ctx context.Context, orgID string) ([]*cloud.APIKey, error) {
-	rows, err := db.R.QueryContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE org_id = ? ORDER BY created_at, id`, orgID)
+	rows, err := db.R.QueryContext(ctx, listKeysSQL, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list keys: %w", err)
 	}

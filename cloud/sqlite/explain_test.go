@@ -1,0 +1,92 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// fullScan matches a plan step that reads a whole table: "SCAN devices"
+// without "USING INDEX" / "USING COVERING INDEX" / "USING PRIMARY KEY".
+var fullScan = regexp.MustCompile(`^SCAN (\w+)$`)
+
+// TestListQueriesUseIndexes runs EXPLAIN QUERY PLAN on every list query of
+// the store, with every combination of filters and cursor, and on the
+// point reads of the request path, and fails on a full-table scan or a
+// temporary B-tree for ORDER BY (a sort of the whole match set).
+func TestListQueriesUseIndexes(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// ANALYZE-free planning on an empty database is what a fresh relay
+	// runs with; the plan must be good without statistics.
+	type query struct {
+		name string
+		sql  string
+	}
+	var queries []query
+	for _, status := range []bool{false, true} {
+		for _, cursor := range []bool{false, true} {
+			queries = append(queries, query{fmt.Sprintf("devices status=%v cursor=%v", status, cursor), listDevicesSQL(status, cursor)})
+		}
+	}
+	for _, typ := range []bool{false, true} {
+		for _, sev := range []bool{false, true} {
+			for _, cursor := range []bool{false, true} {
+				queries = append(queries, query{fmt.Sprintf("events type=%v severity=%v cursor=%v", typ, sev, cursor), listEventsSQL(typ, sev, cursor)})
+			}
+		}
+	}
+	for _, sev := range []bool{false, true} {
+		for _, dev := range []bool{false, true} {
+			for _, cursor := range []bool{false, true} {
+				queries = append(queries, query{fmt.Sprintf("alerts severity=%v device=%v cursor=%v", sev, dev, cursor), listAlertsSQL(sev, dev, cursor)})
+			}
+		}
+	}
+	queries = append(queries,
+		query{"metrics", metricsSQL},
+		query{"device cursor", deviceCursorSQL},
+		query{"event cursor", eventCursorSQL},
+		query{"alert cursor", alertCursorSQL},
+		query{"key by id", `SELECT ` + keyColumns + ` FROM api_keys WHERE id = ?`},
+		query{"keys of org", listKeysSQL},
+		query{"device by token", deviceByTokenSQL},
+		query{"device model", deviceModelSQL},
+		query{"serial channels", `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ?`},
+	)
+	for _, q := range queries {
+		t.Run(q.name, func(t *testing.T) {
+			n := strings.Count(q.sql, "?")
+			args := make([]any, n)
+			for i := range args {
+				args[i] = "x"
+			}
+			rows, err := db.R.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q.sql, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, notused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			for _, step := range plan {
+				if fullScan.MatchString(step) || strings.Contains(step, "USE TEMP B-TREE FOR ORDER BY") {
+					t.Errorf("plan step %q in\n%s\nfor %s", step, strings.Join(plan, "\n"), q.sql)
+				}
+			}
+		})
+	}
+}

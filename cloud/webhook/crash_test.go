@@ -1,0 +1,177 @@
+package webhook_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/webhook"
+)
+
+// TestHelperDispatcherProcess is the child of TestKillDuringRetries: a
+// dispatcher over the SQLite file named by FLEET_WH_CHILD_DB that enqueues
+// FLEET_WH_CHILD_N deliveries, then runs until it is killed.
+func TestHelperDispatcherProcess(t *testing.T) {
+	path := os.Getenv("FLEET_WH_CHILD_DB")
+	if path == "" {
+		return // not the child
+	}
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: os.Getenv("FLEET_WH_CHILD_CA")})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	d, err := webhook.New(webhook.Config{Store: sqlite.NewWebhookStore(db), Client: client,
+		Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond},
+		Logger:  slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	if err := d.Start(ctx); err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	n, _ := strconv.Atoi(os.Getenv("FLEET_WH_CHILD_N"))
+	devices := strings.Split(os.Getenv("FLEET_WH_CHILD_DEVICES"), ",")
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			dev := devices[i%len(devices)]
+			body := fmt.Sprintf(`{"n":%d,"dev":%q}`, i, dev)
+			if err := d.Enqueue(ctx, &webhook.Delivery{OrgID: os.Getenv("FLEET_WH_CHILD_ORG"), DeviceID: dev, Event: webhook.EventSignal,
+				URL: os.Getenv("FLEET_WH_CHILD_URL"), Body: []byte(body)}); err != nil {
+				fmt.Println("error", err)
+				os.Exit(1)
+			}
+		}(i)
+	}
+	wg.Wait()
+	fmt.Println("ready")
+	select {}
+}
+
+func startChild(t *testing.T, env []string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDispatcherProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	return cmd
+}
+
+// TestKillDuringRetries runs the dispatcher in a child process over a real
+// SQLite file, kills it with SIGKILL while deliveries are being retried,
+// restarts it, and checks that every delivery ends delivered and that none
+// whose 2xx was recorded before the kill is sent again.
+func TestKillDuringRetries(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(h hit, w http.ResponseWriter) int {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[h.DeliveryID]++
+		if seen[h.DeliveryID] <= 2 { // the first two requests of every delivery fail
+			return 503
+		}
+		return 200
+	})
+	var devs []string
+	for i := 0; i < 10; i++ {
+		devs = append(devs, e.addDevice(t, fmt.Sprintf("K%d", i)))
+	}
+	const n = 300
+	env := []string{"FLEET_WH_CHILD_DB=" + e.db.Path(), "FLEET_WH_CHILD_CA=" + rcv.caFile, "FLEET_WH_CHILD_URL=" + rcv.URL("/hook"),
+		"FLEET_WH_CHILD_ORG=" + e.org.ID, "FLEET_WH_CHILD_DEVICES=" + strings.Join(devs, ",")}
+	child := startChild(t, append(env, "FLEET_WH_CHILD_N="+strconv.Itoa(n)))
+	rcv.wait(t, n+n/2, 30*time.Second) // well into the retries
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+	killedAt := time.Now()
+
+	before := map[string]bool{}
+	all := e.deliveries(t)
+	if len(all) != n {
+		t.Fatalf("%d deliveries in the outbox after the kill, want %d", len(all), n)
+	}
+	pending := 0
+	for _, d := range all {
+		switch d.State {
+		case "delivered":
+			before[d.ID] = true
+		case "pending":
+			pending++
+		default:
+			t.Errorf("delivery %s is %s", d.ID, d.State)
+		}
+	}
+	if pending == 0 {
+		t.Fatal("the kill came too late: nothing left pending")
+	}
+	t.Logf("at the kill: %d delivered, %d pending", len(before), pending)
+
+	startChild(t, append(env, "FLEET_WH_CHILD_N=0"))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		done := 0
+		for _, d := range e.deliveries(t) {
+			if d.State == "delivered" {
+				done++
+			} else if d.State != "pending" {
+				t.Fatalf("delivery %s ended %s", d.ID, d.State)
+			}
+		}
+		if done == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart only %d of %d deliveries were delivered", done, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, h := range rcv.Hits() {
+		if before[h.DeliveryID] && h.At.After(killedAt) {
+			t.Errorf("delivery %s was recorded delivered before the kill but sent again after it", h.DeliveryID)
+		}
+	}
+	mu.Lock()
+	for _, d := range all {
+		if seen[d.ID] < 3 {
+			t.Errorf("delivery %s: receiver answered 2xx to none of its %d requests", d.ID, seen[d.ID])
+		}
+	}
+	mu.Unlock()
+}

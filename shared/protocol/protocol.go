@@ -223,4 +223,7 @@ const (
 	EventAlertResolved      = "alert.resolved"
 	EventChannelAvailable   = "serial.channel_available"
 	EventChannelUnavailable = "serial.channel_unavailable"
+	// EventSpoolDropped reports records the agent dropped from its spool
+	// (size or age bound) before the relay stored them; data {"count": n}.
+	EventSpoolDropped = "spool.dropped"
 )

@@ -146,6 +146,8 @@ func TestDevicePaginationUnderInserts(t *testing.T) {
 func TestDeviceStatusFilter(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpen(t)
+	clock := &tickClock{base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	db.Now = func() time.Time { return clock.Now().Add(time.Duration(clock.n.Load()) * time.Millisecond) } // strictly increasing
 	org := MustOrg(t, db, "acme")
 	svc := sqlite.NewDeviceService(db)
 	var online []string

@@ -12,6 +12,7 @@ import (
 )
 
 func TestListAlerts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d1 := e.device(e.orgA.ID, "IG-500")
 	d2 := e.device(e.orgA.ID, "IG-500")
@@ -71,6 +72,7 @@ func TestListAlerts(t *testing.T) {
 
 // TestAlertStateTable walks the spec's state table cell by cell over HTTP.
 func TestAlertStateTable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	act := func(id, action string) resp {
 		return e.req(http.MethodPost, "/api/v1/public/alerts/"+id+"/"+action, e.keyA, nil)
@@ -159,6 +161,7 @@ func TestAlertStateTable(t *testing.T) {
 // alert ends RESOLVED with one resolvedAt, and every 200 resolve returns
 // that same resolvedAt.
 func TestConcurrentAckResolve(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.device(e.orgA.ID, "IG-500")
 	a := e.alert(d.ID, "high_cpu", resource.AlertActive, time.Now().Add(-time.Minute))

@@ -15,6 +15,7 @@ import (
 )
 
 func TestListDevices(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var devs []resource.DeviceDetail
 	for i := 0; i < 30; i++ {
@@ -88,6 +89,7 @@ func TestListDevices(t *testing.T) {
 }
 
 func TestDeviceDetailAndIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.device(e.orgA.ID, "IG-500")
 	b := e.device(e.orgB.ID, "IG-500")
@@ -150,6 +152,7 @@ func TestDeviceDetailAndIsolation(t *testing.T) {
 // keeps adding devices: each device that existed before the walk is seen
 // exactly once.
 func TestDevicePaginationUnderInserts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	before := map[string]bool{}
 	for i := 0; i < 60; i++ {
@@ -212,6 +215,7 @@ func TestDevicePaginationUnderInserts(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.device(e.orgA.ID, "IG-500")
 	now := time.Now().UTC().Truncate(time.Millisecond)
@@ -257,6 +261,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestEvents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.device(e.orgA.ID, "IG-500")
 	d2 := e.device(e.orgA.ID, "IG-500")

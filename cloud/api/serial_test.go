@@ -17,6 +17,7 @@ func rs485Body() map[string]any {
 }
 
 func TestSerialState(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.device(e.orgA.ID, "IG-500")
 	r := e.get("/devices/"+d.ID+"/serial", e.keyA)
@@ -90,6 +91,7 @@ func TestSerialState(t *testing.T) {
 }
 
 func TestPatchSerial(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.device(e.orgA.ID, "IG-500")
 	path := "/api/v1/public/devices/" + d.ID + "/serial"
@@ -157,6 +159,7 @@ func TestPatchSerial(t *testing.T) {
 // TestPutChannel checks a successful PUT and the documented order of checks,
 // cell by cell.
 func TestPutChannel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.device(e.orgA.ID, "IG-500")
 	base := "/api/v1/public/devices/" + d.ID + "/serial/channels/"

@@ -325,12 +325,12 @@ func TestSpecValidatorCatchesDrift(t *testing.T) {
 		h      http.Header
 		body   string
 	}{
-		"renamed field":        {200, ok, `{"data":[],"pagination":{"next_cursor":null,"hasMore":false}}`},
-		"missing header":       {200, noHeader, good},
-		"undocumented status":  {418, ok, `{"error":{"code":"not_found","message":"x"}}`},
-		"unknown error code":   {404, ok, `{"error":{"code":"nope","message":"x"}}`},
-		"timestamp precision":  {200, ok, `{"data":[{"id":"abc","name":"n","serialNumber":"s","status":"ONLINE","model":"IG-500","firmwareVersion":"","lastSeen":null,"ipAddress":"","location":"","createdAt":"2026-01-02T15:04:05Z"}],"pagination":{"nextCursor":null,"hasMore":false}}`},
-		"bad enum":             {200, ok, `{"data":[{"id":"abc","name":"n","serialNumber":"s","status":"SLEEPING","model":"IG-500","firmwareVersion":"","lastSeen":null,"ipAddress":"","location":"","createdAt":"2026-01-02T15:04:05.000Z"}],"pagination":{"nextCursor":null,"hasMore":false}}`},
+		"renamed field":       {200, ok, `{"data":[],"pagination":{"next_cursor":null,"hasMore":false}}`},
+		"missing header":      {200, noHeader, good},
+		"undocumented status": {418, ok, `{"error":{"code":"not_found","message":"x"}}`},
+		"unknown error code":  {404, ok, `{"error":{"code":"nope","message":"x"}}`},
+		"timestamp precision": {200, ok, `{"data":[{"id":"abc","name":"n","serialNumber":"s","status":"ONLINE","model":"IG-500","firmwareVersion":"","lastSeen":null,"ipAddress":"","location":"","createdAt":"2026-01-02T15:04:05Z"}],"pagination":{"nextCursor":null,"hasMore":false}}`},
+		"bad enum":            {200, ok, `{"data":[{"id":"abc","name":"n","serialNumber":"s","status":"SLEEPING","model":"IG-500","firmwareVersion":"","lastSeen":null,"ipAddress":"","location":"","createdAt":"2026-01-02T15:04:05.000Z"}],"pagination":{"nextCursor":null,"hasMore":false}}`},
 	} {
 		if err := v.validate(req, c.status, c.h, []byte(c.body)); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -75,13 +75,14 @@ var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // not build, a boot failure) or when any guest test fails; the error then
 // carries the guest's console.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	rep := &Report{}
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	for k := range cfg.Env {
 		if !envKeyRE.MatchString(k) {
-			return nil, fmt.Errorf("qemurig: bad environment variable name %q", k)
+			return rep, fmt.Errorf("qemurig: bad environment variable name %q", k)
 		}
 	}
 	if cfg.CacheDir == "" {
@@ -97,18 +98,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.TestTimeout = 60 * time.Second
 	}
 	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
-		return nil, fmt.Errorf("qemurig: cache: %w", err)
+		return rep, fmt.Errorf("qemurig: cache: %w", err)
 	}
 	work := cfg.WorkDir
 	if work == "" {
 		tmp, err := os.MkdirTemp("", "qemurig-")
 		if err != nil {
-			return nil, err
+			return rep, err
 		}
 		defer os.RemoveAll(tmp)
 		work = tmp
 	}
-	rep := &Report{}
 
 	t0 := time.Now()
 	qemu, err := EnsureQEMU(ctx, log)

@@ -3,12 +3,17 @@ package qemurig
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleet/fleet/hw/modbus/modbustest"
 )
 
 // moduleRoot returns the directory of go.mod.
@@ -33,13 +38,48 @@ func TestQEMURig(t *testing.T) {
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(tWriter{t}, nil))
 	var console strings.Builder
+
+	// The Modbus slave simulator on the host, behind the guest's ttyS1,
+	// with registers and values chosen at random for this run.
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 6))
+	slave := 1 + r.IntN(247)
+	pollReg := r.IntN(60000)
+	writeReg := pollReg + 100 + r.IntN(1000)
+	writeBefore, writeValue := r.IntN(30000), 30000+r.IntN(30000)
+	var pollValues []string
+	sim := modbustest.New(modbustest.Options{IDs: []int{slave}, Baud: modbusBaud})
+	for i := range 3 {
+		v := r.IntN(65536)
+		sim.SetHolding(slave, uint16(pollReg+i), uint16(v))
+		pollValues = append(pollValues, strconv.Itoa(v))
+	}
+	sim.SetHolding(slave, uint16(writeReg), uint16(writeBefore))
+	serveErr := make(chan error, 1)
+
 	cfg := Config{
 		Root:    moduleRoot(t),
 		Require: []string{"github.com/fleet/fleet/hw/qemurig/guesttest"},
+		Env: map[string]string{
+			"FLEET_MODBUS_DEVICE":         "/dev/ttyS1",
+			"FLEET_MODBUS_BAUD":           strconv.Itoa(modbusBaud),
+			"FLEET_MODBUS_SLAVE":          strconv.Itoa(slave),
+			"FLEET_MODBUS_POLL_REGISTER":  strconv.Itoa(pollReg),
+			"FLEET_MODBUS_POLL_VALUES":    strings.Join(pollValues, " "),
+			"FLEET_MODBUS_WRITE_REGISTER": strconv.Itoa(writeReg),
+			"FLEET_MODBUS_WRITE_BEFORE":   strconv.Itoa(writeBefore),
+			"FLEET_MODBUS_WRITE_VALUE":    strconv.Itoa(writeValue),
+		},
+		Serial1: func(ctx context.Context, conn net.Conn) {
+			serveErr <- sim.Serve(ctx, connLine{conn})
+		},
 		Log:     log,
 		Console: &console,
 	}
 	rep, err := Run(ctx, cfg)
+	t.Logf("timings: tools %s, kernel %s, build %s, pack %s (initramfs %d KiB), qemu %s",
+		rep.Timings.Tools.Round(time.Millisecond), rep.Timings.Kernel.Round(time.Millisecond),
+		rep.Timings.Build.Round(time.Millisecond), rep.Timings.Pack.Round(time.Millisecond),
+		rep.InitramfsBytes>>10, rep.Timings.Boot.Round(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,14 +88,47 @@ func TestQEMURig(t *testing.T) {
 	for _, r := range o.Results {
 		t.Logf("guest result %s: %s", r.Package, r.Detail)
 	}
-	t.Logf("timings: tools %s, kernel %s, build %s, pack %s (initramfs %d KiB), qemu %s",
-		rep.Timings.Tools.Round(time.Millisecond), rep.Timings.Kernel.Round(time.Millisecond),
-		rep.Timings.Build.Round(time.Millisecond), rep.Timings.Pack.Round(time.Millisecond),
-		rep.InitramfsBytes>>10, rep.Timings.Boot.Round(time.Millisecond))
 	if testing.Verbose() {
 		t.Logf("guest console:\n%s", console.String())
 	}
+
+	// The guest's writes reached the simulator on the host.
+	select {
+	case err := <-serveErr:
+		if err != nil {
+			t.Errorf("simulator on ttyS1: %v", err)
+		}
+	default:
+		t.Error("the simulator never served ttyS1")
+	}
+	st := sim.Stats()
+	t.Logf("Modbus simulator on the host (slave %d): %+v", slave, st)
+	if got := sim.Holding(slave, uint16(writeReg)); int(got) != writeValue {
+		t.Errorf("simulator register %d = %d after the guest's write, want %d", writeReg, got, writeValue)
+	}
+	if st.Requests == 0 {
+		t.Error("the simulator saw no request from the guest")
+	}
 }
+
+// modbusBaud is the serial speed of the Modbus line through ttyS1.
+const modbusBaud = 9600
+
+// connLine serves the simulator over qemu's chardev socket.
+type connLine struct{ c net.Conn }
+
+func (l connLine) Read(b []byte, timeout time.Duration) (int, error) {
+	if err := l.c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return 0, err
+	}
+	n, err := l.c.Read(b)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return n, nil
+	}
+	return n, err
+}
+
+func (l connLine) Write(b []byte) (int, error) { return l.c.Write(b) }
 
 // tWriter sends log lines to t.Log.
 type tWriter struct{ t *testing.T }

@@ -114,9 +114,10 @@ func transact(c net.Conn, req []byte, want int) ([]byte, error) {
 }
 
 func TestBothModeRawClientAndPollingShareTheBus(t *testing.T) {
-	// The slave paces its replies at 115200 baud, so transactions take
-	// milliseconds and the two owners contend for the bus all the time.
-	sim := modbustest.New(modbustest.Options{IDs: []int{1, 2}, Baud: 115200})
+	// The slave takes 3 ms to answer, so transactions last a while and the
+	// two owners contend for the bus all the time.
+	sim := modbustest.New(modbustest.Options{IDs: []int{1, 2}})
+	sim.SetFault(0, modbustest.Fault{Delay: 3 * time.Millisecond})
 	cfg := rs485(1)
 	cfg.Polls = []serialcfg.ModbusPoll{
 		{Enabled: true, IntervalMs: 100, Register: 0, Count: 10, Function: "holding", SlaveID: 1},

@@ -96,8 +96,11 @@ func (b *Bus) Exchange(ctx context.Context, owner Owner, req []byte, onChunk fun
 			return nil, ctx.Err()
 		}
 	}
+	// The line is busy until the last byte of this transaction; the next
+	// request waits t3.5 from there (plus OwnerGap on a change of hands).
+	lastByte := time.Now()
 	defer func() {
-		b.lastEnd = time.Now()
+		b.lastEnd = lastByte
 		b.lastOwner = owner
 	}()
 	if err := b.port.Flush(); err != nil {
@@ -106,6 +109,7 @@ func (b *Bus) Exchange(ctx context.Context, owner Owner, req []byte, onChunk fun
 	if _, err := b.port.Write(req); err != nil {
 		return nil, b.fail(err)
 	}
+	lastByte = time.Now().Add(time.Duration(len(req)) * s.CharTime())
 	if req[0] == 0 {
 		// Broadcast: the request's own wire time passes before the line is free.
 		time.Sleep(time.Duration(len(req)) * s.CharTime())
@@ -119,7 +123,13 @@ func (b *Bus) Exchange(ctx context.Context, owner Owner, req []byte, onChunk fun
 	if first <= 0 {
 		return nil, context.DeadlineExceeded
 	}
-	reply, err := b.port.ReadFrame(first, silence, maxFrame, onChunk, done)
+	reply, at, err := b.port.ReadFrameAt(first, silence, maxFrame, onChunk, done)
+	if !at.IsZero() {
+		lastByte = at
+	} else if err != nil {
+		// Nothing came back: a late reply may still be on its way.
+		lastByte = time.Now()
+	}
 	if err != nil && !errors.Is(err, serialport.ErrTimeout) {
 		return reply, b.fail(err)
 	}

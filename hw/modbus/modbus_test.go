@@ -3,6 +3,7 @@ package modbus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,33 +179,38 @@ func TestSlowSlaveWithinTimeout(t *testing.T) {
 }
 
 func TestReplyFramedBySilence(t *testing.T) {
-	// At 9600 baud t3.5 is about 4 ms.
+	// At 1200 baud t3.5 is 32 ms: wide enough that a loaded machine's
+	// scheduling delays stay well inside it.
 	for _, tc := range []struct {
 		name string
 		gap  time.Duration
 		err  string
 	}{
-		{"gap shorter than t3.5 is one frame", 1 * time.Millisecond, ""},
-		{"gap longer than t3.5 ends the frame", 15 * time.Millisecond, "crc error"},
+		{"gap shorter than t3.5 is one frame", 8 * time.Millisecond, ""},
+		{"gap longer than t3.5 ends the frame", 120 * time.Millisecond, "crc error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, modbustest.Options{IDs: []int{7}, Baud: 9600})
+			r := newRig(t, modbustest.Options{IDs: []int{7}})
 			r.sim.SetFault(7, modbustest.Fault{SplitGap: tc.gap})
-			p := open(t, r, rs485(func(c *serialcfg.RS485) {
-				c.BaudRate = 9600
-				c.Poll = poll("holding", 20, 4)
-			}))
-			if tc.err == "" {
-				waitFor(t, p, "reading", func(tel serialcfg.Telemetry) bool { return tel.Live == "720 721 722 723" })
-				time.Sleep(300 * time.Millisecond)
-				if tel := p.Telemetry(); tel.Error != "" || tel.Live != "720 721 722 723" {
-					t.Fatalf("telemetry %+v", tel)
-				}
-				return
+			p, err := modbus.OpenWith(context.Background(), r.link, rs485(func(c *serialcfg.RS485) {
+				c.BaudRate = 1200
+			}), nil, modbus.Options{ResponseTimeout: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
 			}
-			tel := waitFor(t, p, tc.err, func(tel serialcfg.Telemetry) bool { return tel.Error != "" })
-			if tel.Error != tc.err || tel.Live != "" {
-				t.Fatalf("telemetry %+v, want error %q and no live value", tel, tc.err)
+			defer p.Close()
+			for range 3 {
+				regs, err := p.ReadRegisters(context.Background(), 7, false, 20, 4)
+				if tc.err == "" {
+					if err != nil || fmt.Sprint(regs) != "[720 721 722 723]" {
+						t.Fatalf("read %v, %v; want one frame with 720..723", regs, err)
+					}
+					continue
+				}
+				if got := modbus.Cause(err, 7); got != tc.err {
+					t.Fatalf("read %v, %v (cause %q); want %q", regs, err, got, tc.err)
+				}
+				time.Sleep(2 * tc.gap) // let the second half go by
 			}
 		})
 	}

@@ -355,14 +355,7 @@ func (p *Port) callCtx(ctx context.Context) (context.Context, context.CancelFunc
 func (p *Port) read(ctx context.Context, poll serialcfg.ModbusPoll) {
 	cctx, cancel := p.callCtx(ctx)
 	defer cancel()
-	c := p.client(poll.SlaveID)
-	var b []byte
-	var err error
-	if poll.Function == "input" {
-		b, err = c.ReadInputRegisters(cctx, uint16(poll.Register), uint16(poll.Count))
-	} else {
-		b, err = c.ReadHoldingRegisters(cctx, uint16(poll.Register), uint16(poll.Count))
-	}
+	regs, err := p.ReadRegisters(cctx, poll.SlaveID, poll.Function == "input", uint16(poll.Register), uint16(poll.Count))
 	if ctx.Err() != nil {
 		return
 	}
@@ -370,9 +363,9 @@ func (p *Port) read(ctx context.Context, poll serialcfg.ModbusPoll) {
 		p.fail(poll.SlaveID, err)
 		return
 	}
-	vals := make([]string, len(b)/2)
-	for i := range vals {
-		vals[i] = strconv.Itoa(int(binary.BigEndian.Uint16(b[2*i:])))
+	vals := make([]string, len(regs))
+	for i, v := range regs {
+		vals[i] = strconv.Itoa(int(v))
 	}
 	p.ok(poll.SlaveID, strings.Join(vals, " "))
 }
@@ -465,10 +458,40 @@ func (t transport) Send(ctx context.Context, req []byte) ([]byte, error) {
 		return nil, err
 	}
 	if !CheckCRC(reply) {
-		return nil, fmt.Errorf("slave %d: %w", req[0], ErrCRC)
+		return nil, fmt.Errorf("slave %d: %w (% x)", req[0], ErrCRC, reply)
 	}
 	return reply, nil
 }
 
 // SerialSettings returns the line settings the bus runs with.
 func (p *Port) SerialSettings() serialport.Settings { return p.bus.currentSettings() }
+
+// ReadRegisters reads count registers from reg of slave with function 3
+// (holding) or 4 (input, when input is true), as one transaction on the bus
+// (sharing it with polling and raw clients). It is what a poll does, for
+// callers that want a value now: tests, benchmarks, diagnostics.
+func (p *Port) ReadRegisters(ctx context.Context, slave int, input bool, reg, count uint16) ([]uint16, error) {
+	c := p.client(slave)
+	var b []byte
+	var err error
+	if input {
+		b, err = c.ReadInputRegisters(ctx, reg, count)
+	} else {
+		b, err = c.ReadHoldingRegisters(ctx, reg, count)
+	}
+	if err != nil {
+		return nil, classify(err, slave)
+	}
+	out := make([]uint16, len(b)/2)
+	for i := range out {
+		out[i] = binary.BigEndian.Uint16(b[2*i:])
+	}
+	return out, nil
+}
+
+// WriteRegister writes value to register reg of slave (function 6) as one
+// transaction on the bus.
+func (p *Port) WriteRegister(ctx context.Context, slave int, reg, value uint16) error {
+	_, err := p.client(slave).WriteSingleRegister(ctx, reg, value)
+	return classify(err, slave)
+}

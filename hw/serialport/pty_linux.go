@@ -13,7 +13,8 @@ import (
 // path of the terminal side (/dev/pts/N). The terminal side is a real
 // termios device a Port can open; what is written to the controller arrives
 // there and the other way round, without any baud-rate pacing. The
-// controller is put in raw mode so that bytes pass unchanged.
+// controller is put in raw mode so that bytes pass unchanged, and is
+// non-blocking so that read deadlines work on it.
 func OpenPTY() (*os.File, string, error) {
 	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -32,6 +33,11 @@ func OpenPTY() (*os.File, string, error) {
 	if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
 		makeRaw(t)
 		_ = unix.IoctlSetTermios(fd, unix.TCSETS, t)
+	}
+	// Non-blocking, so the runtime poller serves it and read deadlines work.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, "", fmt.Errorf("ptmx: %w", err)
 	}
 	return os.NewFile(uintptr(fd), "/dev/ptmx"), "/dev/pts/" + strconv.Itoa(n), nil
 }

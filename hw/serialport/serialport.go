@@ -233,12 +233,22 @@ func (p *Port) Flush() error {
 // caller can forward bytes before the frame ends. It returns ErrTimeout
 // when nothing arrived.
 func (p *Port) ReadFrame(first, silence time.Duration, max int, onChunk func([]byte), done func([]byte) bool) ([]byte, error) {
+	b, _, err := p.ReadFrameAt(first, silence, max, onChunk, done)
+	return b, err
+}
+
+// ReadFrameAt is ReadFrame that also returns when the frame's last byte
+// was read (the zero time when nothing arrived): the line has been silent
+// since then.
+func (p *Port) ReadFrameAt(first, silence time.Duration, max int, onChunk func([]byte), done func([]byte) bool) ([]byte, time.Time, error) {
 	buf := make([]byte, max)
 	n := 0
 	timeout := first
+	var last time.Time
 	for n < max {
 		k, err := p.Read(buf[n:], timeout)
 		if k > 0 {
+			last = time.Now()
 			if onChunk != nil {
 				onChunk(buf[n : n+k])
 			}
@@ -248,17 +258,17 @@ func (p *Port) ReadFrame(first, silence time.Duration, max int, onChunk func([]b
 			}
 		}
 		if err != nil {
-			return buf[:n], err
+			return buf[:n], last, err
 		}
 		if k == 0 {
 			if n == 0 {
-				return nil, ErrTimeout
+				return nil, last, ErrTimeout
 			}
 			break
 		}
 		timeout = silence
 	}
-	return buf[:n], nil
+	return buf[:n], last, nil
 }
 
 // Close closes the port.

@@ -120,7 +120,7 @@ type Sim struct {
 	input        map[int]map[uint16]uint16
 	faults       map[int]Fault
 	stats        Stats
-	lastReplyEnd time.Time
+	timing       Timing
 	frames       [][]byte
 }
 
@@ -209,7 +209,24 @@ func (s *Sim) Stats() Stats {
 func (s *Sim) LastReplyEnd() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastReplyEnd
+	return s.timing.ReplyEnd
+}
+
+// Timing is when the simulator saw and answered its last request.
+type Timing struct {
+	// RequestFirst is when the request's first byte was read.
+	RequestFirst time.Time
+	// ReplyDue is when the reply's last byte was due on the paced wire.
+	ReplyDue time.Time
+	// ReplyEnd is when the reply's last byte was written.
+	ReplyEnd time.Time
+}
+
+// LastTiming returns the timing of the last reply.
+func (s *Sim) LastTiming() Timing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.timing
 }
 
 // Frames returns the request frames received so far (at most the last
@@ -278,7 +295,7 @@ func (s *Sim) Serve(ctx context.Context, line Line) error {
 			start = first.Add(time.Duration(len(req))*ct + silence)
 		}
 		start = start.Add(fault.Delay)
-		if err := s.send(ctx, line, reply, start, fault.SplitGap); err != nil {
+		if err := s.send(ctx, line, reply, first, start, fault.SplitGap); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -290,7 +307,7 @@ func (s *Sim) Serve(ctx context.Context, line Line) error {
 
 // send writes reply starting at start, each byte when it would have
 // arrived at the configured baud rate (all at once without pacing).
-func (s *Sim) send(ctx context.Context, line Line, reply []byte, start time.Time, splitGap time.Duration) error {
+func (s *Sim) send(ctx context.Context, line Line, reply []byte, first, start time.Time, splitGap time.Duration) error {
 	ct := s.charTime()
 	half := len(reply) / 2
 	due := func(i int) time.Time { // when byte i has fully arrived
@@ -319,7 +336,7 @@ func (s *Sim) send(ctx context.Context, line Line, reply []byte, start time.Time
 		i = j
 	}
 	s.mu.Lock()
-	s.lastReplyEnd = time.Now()
+	s.timing = Timing{RequestFirst: first, ReplyDue: due(len(reply) - 1), ReplyEnd: time.Now()}
 	s.stats.Replies++
 	s.mu.Unlock()
 	return nil

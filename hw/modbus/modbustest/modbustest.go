@@ -114,14 +114,14 @@ type Sim struct {
 	opts Options
 	log  *slog.Logger
 
-	mu           sync.Mutex
-	ids          map[int]bool
-	holding      map[int]map[uint16]uint16
-	input        map[int]map[uint16]uint16
-	faults       map[int]Fault
-	stats        Stats
-	timing       Timing
-	frames       [][]byte
+	mu      sync.Mutex
+	ids     map[int]bool
+	holding map[int]map[uint16]uint16
+	input   map[int]map[uint16]uint16
+	faults  map[int]Fault
+	stats   Stats
+	timing  Timing
+	frames  [][]byte
 }
 
 // New returns a simulator.

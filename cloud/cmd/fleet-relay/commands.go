@@ -85,8 +85,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	err := match.run(ctx, args[n:], stdout)
+	var help *helpError
 	switch {
 	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		fmt.Fprint(stderr, help.text)
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -98,6 +102,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 }
+
+// helpError carries the flag usage text of a command run with -h.
+type helpError struct{ text string }
+
+func (e *helpError) Error() string { return "help requested" }
+func (e *helpError) Unwrap() error { return flag.ErrHelp }
 
 // errorText shows a domain error by its message (its code is for the API).
 func errorText(err error) string {
@@ -146,9 +156,10 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("FLEET")); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(nil)
+			var b strings.Builder
+			fs.SetOutput(&b)
 			fs.Usage()
-			return err
+			return &helpError{text: b.String()}
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

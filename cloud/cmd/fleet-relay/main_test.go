@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// cli runs one admin command in process (its own store handle, as a
+// separate process would have) and returns stdout, stderr and the status.
+func cli(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// mustJSON runs a command with --json, expects success and decodes stdout.
+func mustJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out, errOut, code := cli(t, append(args, "--json")...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("%v: %v in %q", args, err, out)
+	}
+}
+
+// startMain runs serve in process on port 0 with a temp database.
+func startMain(t *testing.T, db string, exts ...extension) *Main {
+	t.Helper()
+	m := NewMain(io.Discard)
+	m.exts = append(m.exts, exts...)
+	if err := m.ParseFlags([]string{"--db", db, "--listen", "127.0.0.1:0", "--rate-limit", "100000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func get(t *testing.T, url, key string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func errorCode(b []byte) string {
+	var e resource.ErrorBody
+	json.Unmarshal(b, &e)
+	return e.Error.Code
+}
+
+// TestAdminWhileServing runs the admin commands against the database of a
+// running relay and checks their effect through the API.
+func TestAdminWhileServing(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "relay.db")
+	m := startMain(t, db)
+	base := "http://" + m.Addr() + "/api/v1/public"
+
+	var org struct{ ID, Name, WebhookSecret string }
+	mustJSON(t, &org, "org", "create", "--db", db, "--name", "Acme")
+	if org.ID == "" || org.Name != "Acme" || !strings.HasPrefix(org.WebhookSecret, "whsec_") {
+		t.Fatalf("org create printed %+v", org)
+	}
+	var key struct {
+		ID, Key, Name string
+		Scopes        []string
+		ExpiresAt     *string
+	}
+	mustJSON(t, &key, "key", "create", "--db", db, "--org", org.ID, "--name", "ci", "--scopes", "devices:read,alerts:read")
+	if !strings.HasPrefix(key.Key, "svc_sk_"+key.ID+"_") || key.ExpiresAt == nil || strings.Join(key.Scopes, ",") != "devices:read,alerts:read" {
+		t.Fatalf("key create printed %+v", key)
+	}
+	exp, _ := time.Parse(time.RFC3339, *key.ExpiresAt)
+	if d := time.Until(exp); d < 89*24*time.Hour || d > 90*24*time.Hour {
+		t.Errorf("default expiry in %v, want 90 days", d)
+	}
+	var dev struct{ ID, Token string }
+	mustJSON(t, &dev, "device", "add", "--db", db, "--org", org.ID, "--name", "press 4", "--serial", "SN-1", "--model", "IG-500", "--location", "hall B")
+	if dev.ID == "" || !strings.HasPrefix(dev.Token, "fleet_dt_") {
+		t.Fatalf("device add printed %+v", dev)
+	}
+
+	code, body := get(t, base+"/devices", key.Key)
+	var list resource.List[resource.Device]
+	json.Unmarshal(body, &list)
+	if code != 200 || len(list.Data) != 1 || list.Data[0].ID != dev.ID || list.Data[0].Location != "hall B" {
+		t.Fatalf("GET /devices = %d %s", code, body)
+	}
+
+	// key list shows the key but never its secret, in JSON and for humans.
+	out, _, code2 := cli(t, "key", "list", "--db", db, "--org", org.ID, "--json")
+	_, secretPart, _ := strings.Cut(strings.TrimPrefix(key.Key, "svc_sk_"), "_")
+	if code2 != 0 || !strings.Contains(out, key.ID) || strings.Contains(out, secretPart) || strings.Contains(out, `"key"`) {
+		t.Errorf("key list --json = %s", out)
+	}
+	human, _, _ := cli(t, "key", "list", "--db", db, "--org", org.ID)
+	if !strings.Contains(human, key.ID) || !strings.Contains(human, "active") || strings.Contains(human, secretPart) {
+		t.Errorf("key list = %s", human)
+	}
+
+	// Revocation by the CLI is seen on the very next request.
+	if _, errOut, code := cli(t, "key", "revoke", "--db", db, "--id", key.ID); code != 0 {
+		t.Fatalf("key revoke: %s", errOut)
+	}
+	if code, body := get(t, base+"/devices", key.Key); code != 401 || errorCode(body) != cloud.EREVOKED {
+		t.Errorf("after revoke: %d %s", code, body)
+	}
+	human, _, _ = cli(t, "key", "list", "--db", db, "--org", org.ID)
+	if !strings.Contains(human, "revoked") {
+		t.Errorf("key list after revoke = %s", human)
+	}
+
+	// A never-expiring key.
+	var forever struct {
+		Key       string
+		ExpiresAt *string
+	}
+	mustJSON(t, &forever, "key", "create", "--db", db, "--org", org.ID, "--name", "forever", "--scopes", "devices:read", "--expires", "never")
+	if forever.ExpiresAt != nil {
+		t.Errorf("--expires never gave expiresAt %v", *forever.ExpiresAt)
+	}
+	if code, _ := get(t, base+"/devices/"+dev.ID, forever.Key); code != 200 {
+		t.Errorf("GET device with new key: %d", code)
+	}
+
+	// device revoke.
+	var rev struct{ ID, RevokedAt string }
+	mustJSON(t, &rev, "device", "revoke", "--db", db, "--id", dev.ID)
+	if rev.ID != dev.ID || rev.RevokedAt == "" {
+		t.Errorf("device revoke printed %+v", rev)
+	}
+}
+
+func TestAdminErrors(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "relay.db")
+	var org struct{ ID string }
+	mustJSON(t, &org, "org", "create", "--db", db, "--name", "Acme")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"org", "create", "--db", db}, 2, "--name is required"},
+		{[]string{"key", "create", "--db", db, "--org", org.ID, "--name", "k", "--scopes", "devices:read", "--expires", "400d"}, 2, "1d..365d"},
+		{[]string{"key", "create", "--db", db, "--org", org.ID, "--name", "k", "--scopes", "devices:root"}, 2, "unknown scope"},
+		{[]string{"key", "create", "--db", db, "--org", "nosuchorg", "--name", "k", "--scopes", "devices:read"}, 1, "not found"},
+		{[]string{"device", "add", "--db", db, "--org", org.ID, "--name", "d", "--serial", "S", "--model", "IG-9000"}, 1, "IG-100, IG-300, IG-500"},
+		{[]string{"key", "revoke", "--db", db, "--id", "nosuchkey"}, 1, "not found"},
+		{[]string{"device", "revoke", "--db", db, "--id", "nosuchdevice"}, 1, "not found"},
+		{[]string{"key", "list", "--db", db, "--org", org.ID, "stray"}, 2, "unexpected argument"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"serve", "--db", db, "--rate-limit", "0"}, 2, "--rate-limit"},
+		{[]string{"serve", "--db", db, "--tls-cert", "x.pem"}, 2, "--tls-key"},
+	} {
+		_, errOut, code := cli(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+}
+
+func TestFlagsFromEnvironment(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "env.db")
+	t.Setenv("FLEET_DB", db)
+	t.Setenv("FLEET_RATE_LIMIT", "42")
+	t.Setenv("FLEET_RETENTION", "48h")
+	var org struct{ ID string }
+	mustJSON(t, &org, "org", "create", "--name", "from env")
+	if _, err := os.Stat(db); err != nil {
+		t.Fatalf("FLEET_DB not used: %v", err)
+	}
+	m := NewMain(io.Discard)
+	if err := m.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.DB != db || m.Config.RateLimit != 42 || m.Config.Retention != 48*time.Hour {
+		t.Errorf("config from env = %+v", m.Config)
+	}
+	// The command line wins over the environment.
+	m = NewMain(io.Discard)
+	if err := m.ParseFlags([]string{"--rate-limit", "7"}); err != nil || m.Config.RateLimit != 7 {
+		t.Errorf("flag over env: %d, %v", m.Config.RateLimit, err)
+	}
+}
+
+// TestGracefulShutdownFinishesInFlight closes the relay while a request is
+// being served: the request completes, new connections are refused.
+func TestGracefulShutdownFinishesInFlight(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "relay.db")
+	started := make(chan struct{})
+	slow := extension{name: "slow", start: func(ctx context.Context, m *Main, mux *http.ServeMux) (func(context.Context) error, error) {
+		mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+			close(started)
+			time.Sleep(300 * time.Millisecond)
+			io.WriteString(w, "done")
+		})
+		return nil, nil
+	}}
+	m := startMain(t, db, slow)
+	addr := m.Addr()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var status int
+	var body string
+	go func() {
+		defer wg.Done()
+		resp, err := http.Get("http://" + addr + "/slow")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status, body = resp.StatusCode, string(b)
+	}()
+	<-started
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if status != 200 || body != "done" {
+		t.Errorf("in-flight request ended %d %q", status, body)
+	}
+	if _, err := http.Get("http://" + addr + "/healthz"); err == nil {
+		t.Error("relay still accepts connections after Close")
+	}
+}
+
+// TestBinary builds fleet-relay and runs it as a real process: serve on a
+// temp database, admin commands of separate processes on the same file,
+// SIGTERM for a clean exit.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fleet-relay")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	db := filepath.Join(dir, "relay.db")
+	serve := exec.Command(bin, "serve", "--listen", "127.0.0.1:0")
+	serve.Env = append(os.Environ(), "FLEET_DB="+db)
+	stderr, _ := serve.StderrPipe()
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer serve.Process.Kill()
+	logs := bufio.NewScanner(stderr)
+	var addr string
+	for logs.Scan() {
+		var line struct{ Msg, Addr string }
+		json.Unmarshal(logs.Bytes(), &line)
+		if line.Msg == "relay listening" {
+			addr = line.Addr
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatal("no 'relay listening' log line")
+	}
+	rest := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		for logs.Scan() {
+			b.WriteString(logs.Text() + "\n")
+		}
+		rest <- b.String()
+	}()
+	admin := func(args ...string) []byte {
+		cmd := exec.Command(bin, append(args, "--db", db, "--json")...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out
+	}
+	var org struct{ ID string }
+	json.Unmarshal(admin("org", "create", "--name", "Acme"), &org)
+	var key struct{ Key string }
+	json.Unmarshal(admin("key", "create", "--org", org.ID, "--name", "k", "--scopes", "devices:read"), &key)
+	var dev struct{ ID string }
+	json.Unmarshal(admin("device", "add", "--org", org.ID, "--name", "gw", "--serial", "S1", "--model", "IG-100"), &dev)
+	code, body := get(t, "http://"+addr+"/api/v1/public/devices/"+dev.ID, key.Key)
+	if code != 200 || !strings.Contains(string(body), `"model":"IG-100"`) {
+		t.Fatalf("GET device = %d %s", code, body)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- serve.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve exited with %v after SIGTERM", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not exit after SIGTERM")
+	}
+	logText := <-rest
+	if !strings.Contains(logText, `"relay stopped"`) {
+		t.Errorf("no 'relay stopped' in logs:\n%s", logText)
+	}
+	if strings.Contains(logText, key.Key) || strings.Contains(logText, "svc_sk_") {
+		t.Errorf("a key appears in the logs")
+	}
+}
+
+// TestHelp checks that -h prints the flags and exits 0.
+func TestHelp(t *testing.T) {
+	_, errOut, code := cli(t, "key", "create", "-h")
+	if code != 0 || !strings.Contains(errOut, "-scopes") || !strings.Contains(errOut, "-expires") {
+		t.Errorf("key create -h: exit %d, %q", code, errOut)
+	}
+}

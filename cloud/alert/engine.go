@@ -1,0 +1,405 @@
+// Package alert is the relay's alert engine. It watches what agents report
+// (it is a cloud.Observer) and opens and resolves alerts of the
+// organization's rules: metric thresholds held for N consecutive samples and
+// released below a lower clear threshold (hysteresis), device_offline from
+// the device's status, and vpn_down from the agent's own events. Each change
+// is stored with its device event (alert.<rule> or alert.resolved) and told
+// to a cloud.AlertObserver (the alert webhooks).
+//
+// The engine keeps no state that correctness depends on in memory: the
+// consecutive-sample count is rebuilt on each metrics batch from the stored
+// samples, and open alerts are read from the store, so a restarted relay
+// continues where the last one stopped.
+package alert
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Rule names.
+const (
+	RuleHighCPU       = "high_cpu"
+	RuleHighMem       = "high_mem"
+	RuleDiskFull      = "disk_full"
+	RuleHighTemp      = "high_temp"
+	RuleDeviceOffline = "device_offline"
+	RuleVPNDown       = "vpn_down"
+)
+
+// Event types the engine reads from agents.
+const (
+	EventVPNDown = "alert.vpn_down" // the agent's own event: it is the alert's event, not stored twice
+	EventVPNUp   = "vpn.up"
+	// EventResolved is the device event stored when an alert closes.
+	EventResolved = "alert.resolved"
+)
+
+// Rule is an organization's alert rule.
+type Rule struct {
+	ID          string
+	OrgID       string
+	Name        string
+	Severity    resource.Severity
+	Metric      string  // cpuPct, memPct, diskUsedPct, tempCpu; "" for other rules
+	Threshold   float64 // a sample at or above counts
+	Clear       float64 // an open alert resolves on a sample below
+	Consecutive int     // samples at or above Threshold before opening
+	Enabled     bool
+}
+
+// RuleState is a device's state for one rule.
+type RuleState struct {
+	OpenID       string    // the open (ACTIVE or ACKNOWLEDGED) alert; "" when none
+	LastResolved time.Time // when the last alert of the rule resolved; zero when never
+}
+
+// Opening is an alert to open.
+type Opening struct {
+	OrgID    string
+	DeviceID string
+	Rule     Rule
+	Message  string
+	Payload  json.RawMessage
+	At       time.Time
+	// WithEvent stores the alert.<rule> device event with the alert; false
+	// when the agent's event already is that event (vpn_down).
+	WithEvent bool
+}
+
+// Store is what the engine needs from the relay's store; cloud/sqlite
+// implements it.
+type Store interface {
+	// Rules returns the organization's rules, creating missing default rules.
+	Rules(ctx context.Context, orgID string) ([]Rule, error)
+	// RecentMetrics returns the newest n samples of the device captured at
+	// or before until, in ascending order.
+	RecentMetrics(ctx context.Context, deviceID string, until time.Time, n int) ([]resource.MetricSample, error)
+	// RuleStates returns the device's state per rule id.
+	RuleStates(ctx context.Context, orgID, deviceID string) (map[string]RuleState, error)
+	// OpenAlert stores an ACTIVE alert (and its alert.<rule> event when
+	// o.WithEvent); opened is false when one is already open.
+	OpenAlert(ctx context.Context, o Opening) (a resource.Alert, opened bool, err error)
+	// ResolveAlert resolves the device's open alert of the rule and stores
+	// an alert.resolved event with message; resolved is false when none was
+	// open.
+	ResolveAlert(ctx context.Context, orgID, deviceID string, rule Rule, message string, at time.Time) (a resource.Alert, resolved bool, err error)
+}
+
+// Config configures an Engine.
+type Config struct {
+	Store Store
+	// Observer hears of every alert the engine opens or resolves; may be nil.
+	Observer cloud.AlertObserver
+	Logger   *slog.Logger
+	Now      func() time.Time
+	// RulesTTL is how long an organization's rules are cached; 0 means 30 s.
+	RulesTTL time.Duration
+}
+
+// Engine evaluates alert rules. It implements cloud.Observer.
+type Engine struct {
+	cfg   Config
+	log   *slog.Logger
+	locks [256]sync.Mutex // per-device serialization, striped
+
+	mu    sync.Mutex
+	rules map[string]cachedRules
+	vpn   map[string]bool // device -> a vpn_down alert may be open (lazily loaded)
+}
+
+type cachedRules struct {
+	rules []Rule
+	at    time.Time
+}
+
+var _ cloud.Observer = (*Engine)(nil)
+
+// New returns an Engine.
+func New(cfg Config) *Engine {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.RulesTTL <= 0 {
+		cfg.RulesTTL = 30 * time.Second
+	}
+	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "alert"), rules: map[string]cachedRules{}, vpn: map[string]bool{}}
+}
+
+func (e *Engine) lock(deviceID string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(deviceID))
+	m := &e.locks[h.Sum32()%uint32(len(e.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+func (e *Engine) orgRules(ctx context.Context, orgID string) ([]Rule, error) {
+	now := e.cfg.Now()
+	e.mu.Lock()
+	c, ok := e.rules[orgID]
+	e.mu.Unlock()
+	if ok && now.Sub(c.at) < e.cfg.RulesTTL {
+		return c.rules, nil
+	}
+	rs, err := e.cfg.Store.Rules(ctx, orgID)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.rules[orgID] = cachedRules{rules: rs, at: now}
+	e.mu.Unlock()
+	return rs, nil
+}
+
+func (e *Engine) rule(ctx context.Context, orgID, name string) (Rule, bool) {
+	rs, err := e.orgRules(ctx, orgID)
+	if err != nil {
+		e.log.Error("alert rules", "org", orgID, "err", err)
+		return Rule{}, false
+	}
+	for _, r := range rs {
+		if r.Name == name {
+			return r, r.Enabled
+		}
+	}
+	return Rule{}, false
+}
+
+// metricValue returns the sample's value of a rule's metric.
+func metricValue(s resource.MetricSample, metric string) (float64, bool) {
+	switch metric {
+	case "cpuPct":
+		return s.CPUPct, true
+	case "memPct":
+		return s.MemPct, true
+	case "diskUsedPct":
+		return s.DiskUsedPct, true
+	case "tempCpu":
+		return s.TempCPU, true
+	}
+	return 0, false
+}
+
+var metricLabel = map[string]string{"cpuPct": "CPU usage", "memPct": "Memory usage", "diskUsedPct": "Disk usage", "tempCpu": "CPU temperature"}
+
+func formatValue(metric string, v float64) string {
+	if metric == "tempCpu" {
+		return fmt.Sprintf("%.1f °C", v)
+	}
+	return fmt.Sprintf("%.1f%%", v)
+}
+
+// MetricsStored evaluates the threshold rules over the stored samples. The
+// count of consecutive samples at or above a threshold is rebuilt from the
+// samples before the batch, so it survives restarts; samples captured up to
+// the rule's last resolution do not count, so an alert resolved by hand
+// opens again only after N new samples over the threshold.
+func (e *Engine) MetricsStored(ctx context.Context, dev cloud.DeviceRef, samples []resource.MetricSample) {
+	if len(samples) == 0 {
+		return
+	}
+	rs, err := e.orgRules(ctx, dev.OrgID)
+	if err != nil {
+		e.log.Error("alert rules", "org", dev.OrgID, "err", err)
+		return
+	}
+	maxN := 0
+	var active []Rule
+	for _, r := range rs {
+		if _, ok := metricValue(resource.MetricSample{}, r.Metric); ok && r.Enabled {
+			active = append(active, r)
+			maxN = max(maxN, r.Consecutive)
+		}
+	}
+	if len(active) == 0 {
+		return
+	}
+	first, last := samples[0].CapturedAt.Time, samples[0].CapturedAt.Time
+	for _, s := range samples {
+		if s.CapturedAt.Before(first) {
+			first = s.CapturedAt.Time
+		}
+		if s.CapturedAt.After(last) {
+			last = s.CapturedAt.Time
+		}
+	}
+	defer e.lock(dev.ID)()
+	window, err := e.cfg.Store.RecentMetrics(ctx, dev.ID, last, len(samples)+maxN)
+	if err != nil {
+		e.log.Error("alert metrics", "device", dev.ID, "err", err)
+		return
+	}
+	states, err := e.cfg.Store.RuleStates(ctx, dev.OrgID, dev.ID)
+	if err != nil {
+		e.log.Error("alert states", "device", dev.ID, "err", err)
+		return
+	}
+	for _, r := range active {
+		e.evalThreshold(ctx, dev, r, states[r.ID], window, first)
+	}
+}
+
+func (e *Engine) evalThreshold(ctx context.Context, dev cloud.DeviceRef, r Rule, st RuleState, window []resource.MetricSample, batchFrom time.Time) {
+	open := st.OpenID != ""
+	n := max(r.Consecutive, 1)
+	count := 0
+	for _, s := range window {
+		if !st.LastResolved.IsZero() && !s.CapturedAt.After(st.LastResolved) {
+			continue
+		}
+		v, _ := metricValue(s, r.Metric)
+		if v >= r.Threshold {
+			count++
+		} else {
+			count = 0
+		}
+		if s.CapturedAt.Before(batchFrom) {
+			continue // earlier samples only prime the count
+		}
+		switch {
+		case !open && count >= n:
+			label := metricLabel[r.Metric]
+			msg := fmt.Sprintf("%s %s at or above %s for %d consecutive samples", label, formatValue(r.Metric, v), formatValue(r.Metric, r.Threshold), n)
+			payload, _ := json.Marshal(map[string]any{"rule": r.Name, "metric": r.Metric, "value": v, "threshold": r.Threshold,
+				"clearThreshold": r.Clear, "consecutive": n, "capturedAt": s.CapturedAt})
+			if _, ok := e.open(ctx, Opening{OrgID: dev.OrgID, DeviceID: dev.ID, Rule: r, Message: msg, Payload: payload, At: e.cfg.Now(), WithEvent: true}); ok {
+				open = true
+			}
+		case open && v < r.Clear:
+			msg := fmt.Sprintf("%s resolved: %s %s below %s", r.Name, metricLabel[r.Metric], formatValue(r.Metric, v), formatValue(r.Metric, r.Clear))
+			if e.resolve(ctx, dev, r, msg) {
+				open = false
+				count = 0
+				st.LastResolved = s.CapturedAt.Time
+			}
+		}
+	}
+}
+
+func (e *Engine) open(ctx context.Context, o Opening) (resource.Alert, bool) {
+	a, ok, err := e.cfg.Store.OpenAlert(ctx, o)
+	if err != nil {
+		e.log.Error("open alert", "device", o.DeviceID, "rule", o.Rule.Name, "err", err)
+		return a, false
+	}
+	if !ok {
+		return a, false
+	}
+	e.log.Info("alert opened", "device", o.DeviceID, "rule", o.Rule.Name, "alert", a.ID)
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.AlertChanged(ctx, "alert.opened", a)
+	}
+	return a, true
+}
+
+func (e *Engine) resolve(ctx context.Context, dev cloud.DeviceRef, r Rule, msg string) bool {
+	a, ok, err := e.cfg.Store.ResolveAlert(ctx, dev.OrgID, dev.ID, r, msg, e.cfg.Now())
+	if err != nil {
+		e.log.Error("resolve alert", "device", dev.ID, "rule", r.Name, "err", err)
+		return false
+	}
+	if !ok {
+		return false
+	}
+	e.log.Info("alert resolved", "device", dev.ID, "rule", r.Name, "alert", a.ID)
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.AlertChanged(ctx, "alert.resolved", a)
+	}
+	return true
+}
+
+// HeartbeatStored resolves vpn_down when the heartbeat reports the tunnel up.
+func (e *Engine) HeartbeatStored(ctx context.Context, dev cloud.DeviceRef, hb cloud.Heartbeat) {
+	if hb.VPN == nil || !hb.VPN.Up {
+		return
+	}
+	e.mu.Lock()
+	mayBeOpen, known := e.vpn[dev.ID]
+	e.mu.Unlock()
+	if known && !mayBeOpen {
+		return // cheap path: no vpn_down alert open
+	}
+	r, ok := e.rule(ctx, dev.OrgID, RuleVPNDown)
+	if !ok {
+		return
+	}
+	defer e.lock(dev.ID)()
+	e.resolve(ctx, dev, r, fmt.Sprintf("vpn_down resolved: tunnel %s is up", hb.VPN.InterfaceName))
+	e.mu.Lock()
+	e.vpn[dev.ID] = false
+	e.mu.Unlock()
+}
+
+// EventsStored opens vpn_down on the agent's alert.vpn_down event (that
+// event is the alert's device event) and resolves it on vpn.up.
+func (e *Engine) EventsStored(ctx context.Context, dev cloud.DeviceRef, events []resource.Event) {
+	for _, ev := range events {
+		switch ev.Type {
+		case EventVPNDown:
+			r, ok := e.rule(ctx, dev.OrgID, RuleVPNDown)
+			if !ok {
+				continue
+			}
+			msg := ev.Message
+			if msg == "" {
+				msg = "VPN tunnel down"
+			}
+			payload := ev.Data
+			if len(payload) == 0 || !json.Valid(payload) {
+				payload = json.RawMessage(`{}`)
+			}
+			unlock := e.lock(dev.ID)
+			e.open(ctx, Opening{OrgID: dev.OrgID, DeviceID: dev.ID, Rule: r, Message: msg, Payload: payload, At: e.cfg.Now()})
+			unlock()
+			e.mu.Lock()
+			e.vpn[dev.ID] = true
+			e.mu.Unlock()
+		case EventVPNUp:
+			r, ok := e.rule(ctx, dev.OrgID, RuleVPNDown)
+			if !ok {
+				continue
+			}
+			unlock := e.lock(dev.ID)
+			e.resolve(ctx, dev, r, "vpn_down resolved: tunnel is up")
+			unlock()
+			e.mu.Lock()
+			e.vpn[dev.ID] = false
+			e.mu.Unlock()
+		}
+	}
+}
+
+// StatusChanged opens device_offline when a device goes OFFLINE and
+// resolves it when it is ONLINE again.
+func (e *Engine) StatusChanged(ctx context.Context, dev cloud.DeviceRef, from, to resource.DeviceStatus) {
+	switch to {
+	case resource.StatusOffline:
+		r, ok := e.rule(ctx, dev.OrgID, RuleDeviceOffline)
+		if !ok {
+			return
+		}
+		payload, _ := json.Marshal(map[string]any{"rule": r.Name, "from": from, "to": to})
+		defer e.lock(dev.ID)()
+		e.open(ctx, Opening{OrgID: dev.OrgID, DeviceID: dev.ID, Rule: r, Message: "Device offline: no heartbeat from the agent",
+			Payload: payload, At: e.cfg.Now(), WithEvent: true})
+	case resource.StatusOnline:
+		r, ok := e.rule(ctx, dev.OrgID, RuleDeviceOffline)
+		if !ok {
+			return
+		}
+		defer e.lock(dev.ID)()
+		e.resolve(ctx, dev, r, "device_offline resolved: device is online")
+	}
+}

@@ -1,0 +1,406 @@
+package alert_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// env is a relay store on a real SQLite file, an alert engine whose alert
+// webhooks go through the real dispatcher to a real HTTPS receiver.
+type env struct {
+	t      *testing.T
+	db     *sqlite.DB
+	org    cloud.Org
+	dev    cloud.DeviceRef
+	engine *alert.Engine
+	notify cloud.AlertObserver
+	hooks  *hookReceiver
+	now    time.Time // the capture time of the last sample
+	clock  *clock
+}
+
+// clock is the relay's clock in these tests: the store and the engine read
+// it, the test moves it with the samples.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// hookReceiver is an HTTPS receiver that checks both signatures.
+type hookReceiver struct {
+	srv    *httptest.Server
+	secret string
+	mu     sync.Mutex
+	got    []resource.AlertWebhook
+	bad    int
+	ch     chan resource.AlertWebhook
+}
+
+func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	ts, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
+	ok := webhook.Verify(h.secret, body, r.Header.Get(webhook.HeaderSignature)) &&
+		webhook.VerifyStandard(h.secret, r.Header.Get("webhook-id"), ts, body, r.Header.Get("webhook-signature"))
+	var aw resource.AlertWebhook
+	json.Unmarshal(body, &aw)
+	h.mu.Lock()
+	if !ok {
+		h.bad++
+	}
+	h.got = append(h.got, aw)
+	h.mu.Unlock()
+	h.ch <- aw
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	org, err := db.CreateOrg(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := db.AddDevice(ctx, sqlite.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: "SN1", Model: "IG-500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, db: db, org: org, dev: cloud.DeviceRef{ID: d.ID, OrgID: org.ID, Model: "IG-500"}, now: time.Now().UTC().Truncate(time.Second)}
+	e.clock = &clock{t: e.now}
+	db.Now = e.clock.Now
+	e.hooks = &hookReceiver{secret: org.WebhookSecret, ch: make(chan resource.AlertWebhook, 100)}
+	e.hooks.srv = httptest.NewTLSServer(e.hooks)
+	t.Cleanup(e.hooks.srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.hooks.srv.Certificate().Raw}), 0o600)
+	ws := sqlite.NewWebhookStore(db)
+	if err := ws.SetOrgAlertWebhook(ctx, org.ID, e.hooks.srv.URL+"/alerts"); err != nil {
+		t.Fatal(err)
+	}
+	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: ca})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp, err := webhook.New(webhook.Config{Store: ws, Client: client, Backoff: []time.Duration{10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := disp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { disp.Close() })
+	e.notify = webhook.NewNotifier(disp)
+	e.engine = alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(db), Observer: e.notify, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now})
+	return e
+}
+
+// restart replaces the engine by a new one on the same store, as a relay
+// restart does.
+func (e *env) restart() {
+	e.engine = alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(e.db), Observer: e.notify, Now: e.clock.Now})
+}
+
+// metrics stores samples (as the agent endpoint does) and tells the engine.
+func (e *env) metrics(samples ...resource.MetricSample) {
+	e.t.Helper()
+	for i := range samples {
+		e.now = e.now.Add(5 * time.Minute)
+		samples[i].CapturedAt = resource.T(e.now)
+	}
+	e.clock.Set(e.now.Add(time.Second)) // stored a second after capture
+	if _, err := e.db.InsertMetrics(context.Background(), e.dev.ID, samples); err != nil {
+		e.t.Fatal(err)
+	}
+	e.engine.MetricsStored(context.Background(), e.dev, samples)
+}
+
+func cpu(v float64) resource.MetricSample  { return resource.MetricSample{CPUPct: v, MemPct: 30, DiskUsedPct: 40, TempCPU: 50} }
+func disk(v float64) resource.MetricSample { return resource.MetricSample{CPUPct: 10, MemPct: 30, DiskUsedPct: v, TempCPU: 50} }
+
+func (e *env) alerts(state resource.AlertState) []resource.Alert {
+	e.t.Helper()
+	l, err := sqlite.NewAlertService(e.db).ListAlerts(context.Background(), e.org.ID, cloud.AlertFilter{Page: cloud.Page{Limit: 100}, State: state})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return l.Data
+}
+
+func (e *env) events(typ string) []resource.Event {
+	e.t.Helper()
+	l, err := sqlite.NewDeviceService(e.db).Events(context.Background(), e.org.ID, e.dev.ID, cloud.EventFilter{Page: cloud.Page{Limit: 200}, Type: typ})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return l.Data
+}
+
+func (e *env) ruleID(name string) string {
+	id, err := e.db.RuleID(context.Background(), e.org.ID, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+// hook waits for the next alert webhook.
+func (e *env) hook() resource.AlertWebhook {
+	e.t.Helper()
+	select {
+	case h := <-e.hooks.ch:
+		e.hooks.mu.Lock()
+		bad := e.hooks.bad
+		e.hooks.mu.Unlock()
+		if bad > 0 {
+			e.t.Fatal("alert webhook with a bad signature")
+		}
+		return h
+	case <-time.After(5 * time.Second):
+		e.t.Fatal("no alert webhook")
+	}
+	return resource.AlertWebhook{}
+}
+
+func (e *env) noHook() {
+	e.t.Helper()
+	select {
+	case h := <-e.hooks.ch:
+		e.t.Fatalf("unexpected alert webhook %s %s", h.Event, h.Alert.Message)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func TestCPUSpikeOpensAfterNConsecutiveSamplesAndClearsWithHysteresis(t *testing.T) {
+	e := newEnv(t)
+	e.metrics(cpu(95), cpu(96))
+	e.metrics(cpu(50)) // breaks the run
+	e.metrics(cpu(95))
+	e.metrics(cpu(97))
+	if n := len(e.alerts(resource.AlertActive)); n != 0 {
+		t.Fatalf("%d alerts after 2 consecutive samples over 90%%, want 0", n)
+	}
+	e.noHook()
+	e.metrics(cpu(99))
+	as := e.alerts(resource.AlertActive)
+	if len(as) != 1 || as[0].RuleID != e.ruleID("high_cpu") || as[0].Severity != resource.SeverityWarning || as[0].DeviceID != e.dev.ID {
+		t.Fatalf("alerts after the 3rd sample over 90%%: %+v", as)
+	}
+	if evs := e.events("alert.high_cpu"); len(evs) != 1 || evs[0].Severity != resource.SeverityWarning {
+		t.Errorf("alert.high_cpu events: %+v", evs)
+	}
+	if h := e.hook(); h.Event != "alert.opened" || h.Alert.ID != as[0].ID || h.DeviceID != e.dev.ID || h.Alert.State != resource.AlertActive {
+		t.Errorf("webhook %+v", h)
+	}
+	e.metrics(cpu(85), cpu(99), cpu(82)) // between clear (80) and threshold: stays open, no second alert
+	if n := len(e.alerts(resource.AlertActive)); n != 1 {
+		t.Fatalf("%d active alerts in the hysteresis band, want 1", n)
+	}
+	e.noHook()
+	e.metrics(cpu(79))
+	if n := len(e.alerts(resource.AlertActive)); n != 0 {
+		t.Fatalf("still %d active after a sample below the clear threshold", n)
+	}
+	res := e.alerts(resource.AlertResolved)
+	if len(res) != 1 || res[0].ResolvedAt == nil {
+		t.Fatalf("resolved: %+v", res)
+	}
+	if evs := e.events("alert.resolved"); len(evs) != 1 {
+		t.Errorf("alert.resolved events: %d, want 1", len(evs))
+	}
+	if h := e.hook(); h.Event != "alert.resolved" || h.Alert.ID != as[0].ID || h.Alert.ResolvedAt == nil {
+		t.Errorf("webhook %+v", h)
+	}
+}
+
+func TestConsecutiveCountSurvivesRestart(t *testing.T) {
+	e := newEnv(t)
+	e.metrics(cpu(95), cpu(95))
+	e.restart()
+	e.metrics(cpu(95))
+	if n := len(e.alerts(resource.AlertActive)); n != 1 {
+		t.Fatalf("%d alerts after 2+1 samples over the threshold across a restart, want 1", n)
+	}
+	e.restart()
+	e.metrics(cpu(60))
+	if n := len(e.alerts(resource.AlertResolved)); n != 1 {
+		t.Fatalf("the open alert did not resolve after a restart")
+	}
+}
+
+func TestFullDiskAndSpooledBatch(t *testing.T) {
+	e := newEnv(t)
+	e.metrics(disk(96)) // disk_full: one sample is enough
+	as := e.alerts(resource.AlertActive)
+	if len(as) != 1 || as[0].RuleID != e.ruleID("disk_full") || as[0].Severity != resource.SeverityError {
+		t.Fatalf("alerts: %+v", as)
+	}
+	var payload map[string]any
+	json.Unmarshal(as[0].Payload, &payload)
+	if payload["metric"] != "diskUsedPct" || payload["value"] != 96.0 || payload["threshold"] != 90.0 {
+		t.Errorf("payload %s", as[0].Payload)
+	}
+	e.metrics(disk(70))
+	// A spooled hour arriving at once: full, freed, full again.
+	e.metrics(disk(50), disk(97), disk(60), disk(98))
+	if a, r := len(e.alerts(resource.AlertActive)), len(e.alerts(resource.AlertResolved)); a != 1 || r != 2 {
+		t.Fatalf("after the batch: %d active, %d resolved; want 1, 2", a, r)
+	}
+	if n := len(e.events("alert.disk_full")); n != 3 {
+		t.Errorf("%d alert.disk_full events, want 3", n)
+	}
+}
+
+func TestManualResolveNeedsNewSamples(t *testing.T) {
+	e := newEnv(t)
+	e.metrics(cpu(95), cpu(95), cpu(95))
+	as := e.alerts(resource.AlertActive)
+	if len(as) != 1 {
+		t.Fatal("no alert")
+	}
+	if _, err := sqlite.NewAlertService(e.db).Resolve(context.Background(), e.org.ID, as[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	e.metrics(cpu(95), cpu(95))
+	if n := len(e.alerts(resource.AlertActive)); n != 0 {
+		t.Fatalf("reopened after 2 samples following a manual resolve")
+	}
+	e.metrics(cpu(95))
+	if n := len(e.alerts(resource.AlertActive)); n != 1 {
+		t.Fatalf("%d active after 3 new samples over the threshold, want 1", n)
+	}
+}
+
+func TestAgentSilentOpensDeviceOffline(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.engine.StatusChanged(ctx, e.dev, resource.StatusOnline, resource.StatusOffline)
+	e.engine.StatusChanged(ctx, e.dev, resource.StatusConnecting, resource.StatusOffline)
+	as := e.alerts(resource.AlertActive)
+	if len(as) != 1 || as[0].RuleID != e.ruleID("device_offline") {
+		t.Fatalf("alerts: %+v", as)
+	}
+	if n := len(e.events("alert.device_offline")); n != 1 {
+		t.Errorf("%d alert.device_offline events, want 1", n)
+	}
+	if h := e.hook(); h.Event != "alert.opened" {
+		t.Errorf("webhook %s", h.Event)
+	}
+	e.noHook()
+	e.engine.StatusChanged(ctx, e.dev, resource.StatusOffline, resource.StatusOnline)
+	if n := len(e.alerts(resource.AlertActive)); n != 0 {
+		t.Fatal("device_offline not resolved when the device came back")
+	}
+	if h := e.hook(); h.Event != "alert.resolved" {
+		t.Errorf("webhook %s", h.Event)
+	}
+}
+
+func TestTunnelDown(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		up   func(e *env)
+	}{
+		{"resolved by a heartbeat", func(e *env) {
+			e.engine.HeartbeatStored(context.Background(), e.dev, cloud.Heartbeat{At: time.Now(), Status: resource.StatusOnline,
+				VPN: &cloud.VPNState{Up: true, InterfaceName: "wg0"}})
+		}},
+		{"resolved by a vpn.up event", func(e *env) {
+			up := []resource.Event{{Type: "vpn.up", Severity: resource.SeverityInfo, Message: "tunnel up"}}
+			e.db.InsertEvents(context.Background(), e.dev.ID, up)
+			e.engine.EventsStored(context.Background(), e.dev, up)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			// A heartbeat with the tunnel up while nothing is open changes nothing.
+			e.engine.HeartbeatStored(ctx, e.dev, cloud.Heartbeat{At: time.Now(), VPN: &cloud.VPNState{Up: true}})
+			down := []resource.Event{{Type: "alert.vpn_down", Severity: resource.SeverityError, Message: "VPN tunnel wg0 down",
+				Data: json.RawMessage(`{"interfaceName":"wg0","endpoint":"vpn.example.com:51820","peerCount":0}`)}}
+			if _, err := e.db.InsertEvents(ctx, e.dev.ID, down); err != nil { // stored by the agent endpoint
+				t.Fatal(err)
+			}
+			e.engine.EventsStored(ctx, e.dev, down)
+			e.engine.EventsStored(ctx, e.dev, down) // a resend: still one alert
+			as := e.alerts(resource.AlertActive)
+			if len(as) != 1 || as[0].RuleID != e.ruleID("vpn_down") || as[0].Message != "VPN tunnel wg0 down" {
+				t.Fatalf("alerts: %+v", as)
+			}
+			var p struct {
+				InterfaceName string
+				Endpoint      string
+				PeerCount     *int
+			}
+			if err := json.Unmarshal(as[0].Payload, &p); err != nil || p.InterfaceName != "wg0" || p.Endpoint != "vpn.example.com:51820" || p.PeerCount == nil {
+				t.Errorf("payload %s", as[0].Payload)
+			}
+			if n := len(e.events("alert.vpn_down")); n != 1 {
+				t.Errorf("%d alert.vpn_down events, want the agent's one only", n)
+			}
+			if h := e.hook(); h.Event != "alert.opened" || h.Alert.ID != as[0].ID {
+				t.Errorf("webhook %+v", h)
+			}
+			tc.up(e)
+			if n := len(e.alerts(resource.AlertActive)); n != 0 {
+				t.Fatal("vpn_down not resolved")
+			}
+			if n := len(e.events("alert.resolved")); n != 1 {
+				t.Errorf("%d alert.resolved events, want 1", n)
+			}
+			if h := e.hook(); h.Event != "alert.resolved" {
+				t.Errorf("webhook %s", h.Event)
+			}
+		})
+	}
+}
+
+func TestAtMostOneOpenAlertUnderConcurrency(t *testing.T) {
+	e := newEnv(t)
+	e.metrics(disk(95))
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.engine.MetricsStored(context.Background(), e.dev, []resource.MetricSample{{CapturedAt: resource.T(e.now), DiskUsedPct: 95}})
+			e.engine.StatusChanged(context.Background(), e.dev, resource.StatusOnline, resource.StatusOffline)
+		}()
+	}
+	wg.Wait()
+	if n := len(e.alerts(resource.AlertActive)); n != 2 {
+		t.Errorf("%d open alerts, want 2 (disk_full, device_offline)", n)
+	}
+}

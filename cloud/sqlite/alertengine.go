@@ -1,0 +1,237 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// AlertEngineStore is what the alert engine (alert.Store) needs, on SQLite.
+type AlertEngineStore struct {
+	db *DB
+}
+
+var _ alert.Store = (*AlertEngineStore)(nil)
+
+// NewAlertEngineStore returns the alert engine's store on db.
+func NewAlertEngineStore(db *DB) *AlertEngineStore { return &AlertEngineStore{db: db} }
+
+// Rules returns the organization's rules, first inserting any default rule
+// (DefaultRules) it lacks.
+func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rule, error) {
+	rules, err := s.readRules(ctx, orgID)
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, r := range rules {
+		have[r.Name] = true
+	}
+	missing := false
+	for _, d := range DefaultRules() {
+		if !have[d.Name] {
+			missing = true
+		}
+	}
+	if !missing {
+		return rules, nil
+	}
+	err = s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM orgs WHERE id = ?`, orgID).Scan(&n); err != nil || n == 0 {
+			return err
+		}
+		for _, d := range DefaultRules() {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`, ids.New(), orgID, d.Name, string(d.Severity), d.Metric, d.Threshold, d.ClearThreshold, d.Consecutive, s.db.NowMs()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: default rules: %w", err)
+	}
+	return s.readRules(ctx, orgID)
+}
+
+func (s *AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert.Rule, error) {
+	rows, err := s.db.R.QueryContext(ctx, `SELECT id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled
+		FROM alert_rules WHERE org_id = ? ORDER BY name`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: rules: %w", err)
+	}
+	defer rows.Close()
+	var out []alert.Rule
+	for rows.Next() {
+		var r alert.Rule
+		var sev string
+		if err := rows.Scan(&r.ID, &r.OrgID, &r.Name, &sev, &r.Metric, &r.Threshold, &r.Clear, &r.Consecutive, &r.Enabled); err != nil {
+			return nil, fmt.Errorf("sqlite: rules: %w", err)
+		}
+		r.Severity = resource.Severity(sev)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// RecentMetrics returns the newest n samples captured at or before until,
+// ascending.
+func (s *AlertEngineStore) RecentMetrics(ctx context.Context, deviceID string, until time.Time, n int) ([]resource.MetricSample, error) {
+	rows, err := s.db.R.QueryContext(ctx, `SELECT captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1 FROM metrics
+		WHERE device_id = ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`, deviceID, until.UnixMilli(), n)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: recent metrics: %w", err)
+	}
+	defer rows.Close()
+	var out []resource.MetricSample
+	for rows.Next() {
+		var m resource.MetricSample
+		var at int64
+		if err := rows.Scan(&at, &m.CPUPct, &m.MemPct, &m.DiskUsedPct, &m.TempCPU, &m.LoadAvg1); err != nil {
+			return nil, fmt.Errorf("sqlite: recent metrics: %w", err)
+		}
+		m.CapturedAt = resource.T(time.UnixMilli(at))
+		out = append(out, m)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, rows.Err()
+}
+
+// RuleStates returns, per rule id, the device's open alert and when its
+// last alert resolved.
+func (s *AlertEngineStore) RuleStates(ctx context.Context, orgID, deviceID string) (map[string]alert.RuleState, error) {
+	out := map[string]alert.RuleState{}
+	rows, err := s.db.R.QueryContext(ctx, `SELECT rule_id, id FROM alerts WHERE org_id = ? AND device_id = ? AND state IN ('ACTIVE', 'ACKNOWLEDGED')`, orgID, deviceID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: rule states: %w", err)
+	}
+	for rows.Next() {
+		var rule, id string
+		if err := rows.Scan(&rule, &id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sqlite: rule states: %w", err)
+		}
+		st := out[rule]
+		st.OpenID = id
+		out[rule] = st
+	}
+	rows.Close()
+	rows, err = s.db.R.QueryContext(ctx, `SELECT rule_id, MAX(resolved_at) FROM alerts WHERE org_id = ? AND state = 'RESOLVED' AND device_id = ? GROUP BY rule_id`, orgID, deviceID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: rule states: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rule string
+		var at sql.NullInt64
+		if err := rows.Scan(&rule, &at); err != nil {
+			return nil, fmt.Errorf("sqlite: rule states: %w", err)
+		}
+		st := out[rule]
+		st.LastResolved = MsTime(at)
+		out[rule] = st
+	}
+	return out, rows.Err()
+}
+
+// OpenAlert stores an ACTIVE alert and, with o.WithEvent, its alert.<rule>
+// event, in one transaction; opened is false when the device already has an
+// open alert of the rule.
+func (s *AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (resource.Alert, bool, error) {
+	at := o.At.UTC().Truncate(time.Millisecond)
+	payload := o.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage(`{}`)
+	}
+	a := resource.Alert{ID: ids.New(), State: resource.AlertActive, Severity: o.Rule.Severity, Message: o.Message, Payload: payload,
+		DeviceID: o.DeviceID, RuleID: o.Rule.ID, CreatedAt: resource.T(at)}
+	opened := false
+	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
+			VALUES (?, ?, ?, ?, 'ACTIVE', ?, ?, ?, ?)`, a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(payload), at.UnixMilli())
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		opened = true
+		if !o.WithEvent {
+			return nil
+		}
+		data, err := eventData(payload, a.ID, o.Rule)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			ids.New(), o.OrgID, o.DeviceID, "alert."+o.Rule.Name, string(o.Rule.Severity), o.Message, data, at.UnixMilli())
+		return err
+	})
+	if err != nil {
+		return resource.Alert{}, false, fmt.Errorf("sqlite: open alert: %w", err)
+	}
+	return a, opened, nil
+}
+
+// eventData is the data of an alert's device event: the alert's payload
+// plus alertId, ruleId and rule.
+func eventData(payload json.RawMessage, alertID string, r alert.Rule) (string, error) {
+	m := map[string]any{}
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, &m); err != nil {
+			m = map[string]any{}
+		}
+	}
+	m["alertId"], m["ruleId"], m["rule"] = alertID, r.ID, r.Name
+	b, err := json.Marshal(m)
+	return string(b), err
+}
+
+// ResolveAlert resolves the device's open alert of the rule and stores an
+// alert.resolved event, in one transaction.
+func (s *AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID string, r alert.Rule, message string, at time.Time) (resource.Alert, bool, error) {
+	at = at.UTC().Truncate(time.Millisecond)
+	var a resource.Alert
+	resolved := false
+	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		var state, sev, payload string
+		var acked, res sql.NullInt64
+		var created int64
+		err := tx.QueryRowContext(ctx, `UPDATE alerts SET state = 'RESOLVED', resolved_at = ?
+			WHERE org_id = ? AND device_id = ? AND rule_id = ? AND state IN ('ACTIVE', 'ACKNOWLEDGED')
+			RETURNING id, state, severity, message, payload, acknowledged_at, resolved_at, created_at`,
+			at.UnixMilli(), orgID, deviceID, r.ID).Scan(&a.ID, &state, &sev, &a.Message, &payload, &acked, &res, &created)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resolved = true
+		a.State, a.Severity, a.Payload = resource.AlertState(state), resource.Severity(sev), json.RawMessage(payload)
+		a.DeviceID, a.RuleID = deviceID, r.ID
+		a.AcknowledgedAt, a.ResolvedAt = resource.TP(MsTime(acked)), resource.TP(MsTime(res))
+		a.CreatedAt = resource.T(time.UnixMilli(created))
+		data, err := json.Marshal(map[string]any{"alertId": a.ID, "ruleId": r.ID, "rule": r.Name})
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			ids.New(), orgID, deviceID, alert.EventResolved, string(resource.SeverityInfo), message, string(data), at.UnixMilli())
+		return err
+	})
+	if err != nil {
+		return resource.Alert{}, false, fmt.Errorf("sqlite: resolve alert: %w", err)
+	}
+	return a, resolved, nil
+}

@@ -147,8 +147,12 @@ func (e *env) metrics(samples ...resource.MetricSample) {
 	e.engine.MetricsStored(context.Background(), e.dev, samples)
 }
 
-func cpu(v float64) resource.MetricSample  { return resource.MetricSample{CPUPct: v, MemPct: 30, DiskUsedPct: 40, TempCPU: 50} }
-func disk(v float64) resource.MetricSample { return resource.MetricSample{CPUPct: 10, MemPct: 30, DiskUsedPct: v, TempCPU: 50} }
+func cpu(v float64) resource.MetricSample {
+	return resource.MetricSample{CPUPct: v, MemPct: 30, DiskUsedPct: 40, TempCPU: 50}
+}
+func disk(v float64) resource.MetricSample {
+	return resource.MetricSample{CPUPct: 10, MemPct: 30, DiskUsedPct: v, TempCPU: 50}
+}
 
 func (e *env) alerts(state resource.AlertState) []resource.Alert {
 	e.t.Helper()

@@ -1,0 +1,20 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/fleet/fleet/hw"
+	"github.com/fleet/fleet/hw/sim"
+)
+
+// newBackend returns the hardware backend --hw names.
+func newBackend(cfg Config, log *slog.Logger) (hw.Backend, error) {
+	switch cfg.HW {
+	case "sim":
+		return &sim.Backend{}, nil
+	case "linux":
+		return newLinuxBackend(cfg, log)
+	}
+	return nil, fmt.Errorf("--hw %q: want linux or sim", cfg.HW)
+}

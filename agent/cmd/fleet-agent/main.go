@@ -1,0 +1,61 @@
+// Command fleet-agent runs on a gateway: it keeps one websocket to the relay
+// and streams heartbeats, metrics and events, applying the serial
+// configuration it receives. See docs/agent.md. SIGTERM or SIGINT stop it
+// gracefully; SIGUSR1 re-reads the status file and sends a heartbeat.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/fleet/fleet/agent"
+)
+
+func main() {
+	cfg, err := agent.ParseConfig(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleet-agent:", err)
+		os.Exit(2)
+	}
+	log := newLogger(cfg.LogLevel, cfg.LogFormat)
+	a, err := agent.New(cfg, log, agent.Options{})
+	if err != nil {
+		log.Error("fleet-agent cannot start", "err", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			a.ReloadStatus()
+		}
+	}()
+	if err := a.Run(ctx); err != nil {
+		log.Error("fleet-agent failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(level, format string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if strings.EqualFold(format, "json") {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

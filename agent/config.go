@@ -1,0 +1,215 @@
+package agent
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/peterbourgon/ff/v3"
+	"github.com/peterbourgon/ff/v3/ffyaml"
+
+	"github.com/fleet/fleet/hw/catalog"
+)
+
+// EnvPrefix prefixes the environment variable of every flag:
+// --spool-max-bytes is FLEET_SPOOL_MAX_BYTES.
+const EnvPrefix = "FLEET"
+
+// Config is the agent's configuration, from flags, FLEET_ environment
+// variables and a YAML file (in that order of precedence).
+type Config struct {
+	Relay string
+	Token string
+	// HW is the hardware backend: "sim" or "linux".
+	HW    string
+	Model string
+	// Ports overrides channel devices (channel id -> device).
+	Ports map[string]string
+
+	StateDir string
+	// StatusFile holds the status the agent reports (default
+	// StateDir/status); see docs/agent.md.
+	StatusFile string
+
+	Heartbeat       time.Duration
+	MetricsInterval time.Duration
+	SpoolMaxBytes   int64
+	SpoolMaxAge     time.Duration
+
+	ProcRoot string
+	SysRoot  string
+	DiskPath string
+	// DevRoot is watched for USB serial adapters ("" disables).
+	DevRoot string
+	// RecheckInterval is how often missing channel devices are looked for.
+	RecheckInterval time.Duration
+
+	// VPNInterface is the WireGuard interface to watch ("" disables).
+	VPNInterface string
+	// PassthroughListen is HOST:BASEPORT for raw channel access ("" disables).
+	PassthroughListen string
+
+	Name            string
+	Location        string
+	Timezone        string
+	FirmwareVersion string
+	// OSRelease is read for the firmware version when FirmwareVersion is "".
+	OSRelease string
+
+	LogLevel  string
+	LogFormat string
+}
+
+// portFlag collects repeated --port CHANNEL=DEVICE (a comma-separated list is
+// accepted too, for the environment variable).
+type portFlag map[string]string
+
+func (p portFlag) String() string {
+	var out []string
+	for k, v := range p {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+func (p portFlag) Set(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		ch, dev, ok := strings.Cut(part, "=")
+		if !ok || ch == "" || dev == "" {
+			return fmt.Errorf("want CHANNEL=DEVICE, got %q", part)
+		}
+		p[ch] = dev
+	}
+	return nil
+}
+
+// ParseConfig parses the command line (without the program name), the
+// FLEET_ environment and the --config YAML file. Usage goes to out.
+func ParseConfig(args []string, out io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("fleet-agent", flag.ContinueOnError)
+	fs.SetOutput(out)
+	ports := portFlag{}
+	var vpn, pt string
+	fs.StringVar(&c.Relay, "relay", "", "relay base URL, e.g. https://relay.example.com (required)")
+	fs.StringVar(&c.Token, "token", "", "device token printed by fleet-relay device add (required; never logged)")
+	fs.StringVar(&c.HW, "hw", "linux", "hardware backend: linux or sim")
+	fs.StringVar(&c.Model, "model", "IG-500", "gateway model ("+strings.Join(catalog.Names(), ", ")+")")
+	fs.Var(ports, "port", "bind a channel to an OS device, CHANNEL=DEVICE (repeatable), e.g. rs485-1=/dev/ttyUSB0")
+	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/fleet-agent", "directory for the spool and state")
+	fs.StringVar(&c.StatusFile, "status-file", "", "file holding the reported status (ONLINE, REBOOTING, UPDATING, ERROR); default STATE_DIR/status")
+	fs.DurationVar(&c.Heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
+	fs.DurationVar(&c.MetricsInterval, "metrics-interval", 5*time.Minute, "metrics sample interval")
+	fs.Int64Var(&c.SpoolMaxBytes, "spool-max-bytes", 64<<20, "spool size bound in bytes; the oldest records go first")
+	fs.DurationVar(&c.SpoolMaxAge, "spool-max-age", 7*24*time.Hour, "spool age bound; older records are dropped")
+	fs.StringVar(&c.ProcRoot, "proc-root", "/proc", "procfs mount read for metrics")
+	fs.StringVar(&c.SysRoot, "sys-root", "/sys", "sysfs mount read for metrics")
+	fs.StringVar(&c.DiskPath, "disk-path", "/", "path whose filesystem diskUsedPct measures")
+	fs.StringVar(&c.DevRoot, "dev-root", "/dev", "directory watched for USB serial adapters (ttyUSB*, ttyACM*); none disables")
+	fs.DurationVar(&c.RecheckInterval, "recheck-interval", 5*time.Second, "how often missing channel devices are looked for")
+	fs.StringVar(&vpn, "vpn-interface", "", "WireGuard interface to watch (default wg0 with --hw linux, none with --hw sim; none disables)")
+	fs.StringVar(&pt, "passthrough-listen", ":4001", "HOST:BASEPORT for raw channel access in passthrough mode; empty HOST is the VPN address; none disables")
+	fs.StringVar(&c.Name, "name", "", "device name reported to the relay (default: host name)")
+	fs.StringVar(&c.Location, "location", "", "device location reported to the relay")
+	fs.StringVar(&c.Timezone, "timezone", "", "IANA time zone reported (default: $TZ, /etc/timezone, /etc/localtime, UTC)")
+	fs.StringVar(&c.FirmwareVersion, "firmware-version", "", "firmware version reported (default: from --os-release)")
+	fs.StringVar(&c.OSRelease, "os-release", "/etc/os-release", "os-release file giving the firmware version")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.String("config", "", "YAML config file (keys are flag names)")
+	err := ff.Parse(fs, args,
+		ff.WithEnvVarPrefix(EnvPrefix),
+		ff.WithConfigFileFlag("config"),
+		ff.WithConfigFileParser(ffyaml.Parser),
+	)
+	if err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	c.Ports = ports
+	switch vpn {
+	case "":
+		if c.HW == "linux" {
+			c.VPNInterface = "wg0"
+		}
+	case "none":
+	default:
+		c.VPNInterface = vpn
+	}
+	if pt != "none" {
+		c.PassthroughListen = pt
+	}
+	if c.DevRoot == "none" {
+		c.DevRoot = ""
+	}
+	if c.StatusFile == "" {
+		c.StatusFile = filepath.Join(c.StateDir, "status")
+	}
+	return c, c.Validate()
+}
+
+// Validate checks the configuration, naming the offending flag.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Relay == "" {
+		errs = append(errs, errors.New("--relay is required"))
+	} else if u, err := url.Parse(c.Relay); err != nil || u.Host == "" ||
+		(u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") {
+		errs = append(errs, fmt.Errorf("--relay %q: want an http(s) or ws(s) URL", c.Relay))
+	}
+	if c.Token == "" {
+		errs = append(errs, errors.New("--token is required"))
+	}
+	if c.HW != "sim" && c.HW != "linux" {
+		errs = append(errs, fmt.Errorf("--hw %q: want linux or sim", c.HW))
+	}
+	m, ok := catalog.Lookup(c.Model)
+	if !ok {
+		errs = append(errs, fmt.Errorf("--model %q: unknown (known: %s)", c.Model, strings.Join(catalog.Names(), ", ")))
+	} else {
+		for ch := range c.Ports {
+			if _, ok := m.Channel(ch); !ok {
+				errs = append(errs, fmt.Errorf("--port %s: model %s has no channel %q", ch, c.Model, ch))
+			}
+		}
+	}
+	if c.StateDir == "" {
+		errs = append(errs, errors.New("--state-dir is required"))
+	}
+	if c.Heartbeat < time.Second {
+		errs = append(errs, fmt.Errorf("--heartbeat %v: at least 1s", c.Heartbeat))
+	}
+	if c.MetricsInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--metrics-interval %v: at least 1s", c.MetricsInterval))
+	}
+	if c.SpoolMaxBytes < 64<<10 {
+		errs = append(errs, fmt.Errorf("--spool-max-bytes %d: at least 65536", c.SpoolMaxBytes))
+	}
+	if c.SpoolMaxAge < time.Minute {
+		errs = append(errs, fmt.Errorf("--spool-max-age %v: at least 1m", c.SpoolMaxAge))
+	}
+	if c.RecheckInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--recheck-interval %v: must be positive", c.RecheckInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// String describes the configuration for the startup log line, without the
+// token.
+func (c Config) String() string {
+	return fmt.Sprintf("relay=%s hw=%s model=%s state-dir=%s heartbeat=%v metrics-interval=%v ports=%s vpn=%q passthrough=%q",
+		c.Relay, c.HW, c.Model, c.StateDir, c.Heartbeat, c.MetricsInterval, portFlag(c.Ports), c.VPNInterface, c.PassthroughListen)
+}

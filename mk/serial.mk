@@ -1,0 +1,26 @@
+# Serial I/O (hw/modbus, hw/uart, agent/passthrough): benchmarks.
+#   bench-serial-modbus       Modbus RTU transaction time vs the wire-time formula
+#                             at 9600 and 115200 baud (target: within 10 %)
+#   bench-serial-passthrough  passthrough round trip and throughput beside ser2net
+#                             on the same pty pair (target: at least as fast)
+# The passthrough bench installs Debian's ser2net when it is missing.
+
+BENCH_TARGETS += bench-serial-modbus bench-serial-passthrough
+
+.PHONY: bench-serial-modbus bench-serial-passthrough serial-ser2net
+
+bench-serial-modbus:
+	@echo "== serial: Modbus RTU transaction time vs (request+reply bytes) x 11 bits / baud + 2 x t3.5"
+	$(GO) test -run '^$$' -bench 'RTUTransaction' -benchtime 200x ./hw/modbus/
+
+bench-serial-passthrough: serial-ser2net
+	@echo "== serial: passthrough vs ser2net on one pseudo-terminal pair"
+	$(GO) test -run '^$$' -bench 'PassthroughVsSer2net' -benchtime 1x ./agent/passthrough/
+
+serial-ser2net:
+	@command -v ser2net >/dev/null 2>&1 || { \
+	  echo "installing ser2net (Debian package) for the passthrough benchmark"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q ser2net >/dev/null 2>&1 || \
+	  { apt-get update -q && apt-get install -y -q ser2net; } || \
+	  echo "ser2net could not be installed: the passthrough bench measures ours alone"; }

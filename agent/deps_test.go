@@ -1,0 +1,34 @@
+package agent
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestAgentDoesNotLinkCloud proves the agent binary stays small and static:
+// it must not link SQLite (cgo), chi or anything of the relay.
+func TestAgentDoesNotLinkCloud(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/fleet/fleet/agent/cmd/fleet-agent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 20 {
+		t.Fatalf("suspiciously few deps: %v", deps)
+	}
+	forbidden := []string{"github.com/mattn/go-sqlite3", "github.com/go-chi/", "github.com/fleet/fleet/cloud", "github.com/getkin/kin-openapi"}
+	for _, d := range deps {
+		for _, f := range forbidden {
+			if strings.HasPrefix(d, f) {
+				t.Errorf("fleet-agent links %s", d)
+			}
+		}
+	}
+	// CGO off: the agent builds as one static binary.
+	cmd := exec.Command("go", "list", "-f", "{{.CgoFiles}}", "-deps", "github.com/fleet/fleet/agent/cmd/fleet-agent")
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go list with CGO_ENABLED=0: %v\n%s", err, out)
+	}
+}

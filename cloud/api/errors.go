@@ -129,6 +129,27 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
+// writeAppended renders a body built by fn into a pooled buffer; an error
+// from fn becomes a clean 500.
+func (s *Server) writeAppended(w http.ResponseWriter, r *http.Request, fn func([]byte) ([]byte, error)) {
+	buf := s.getBuf()
+	defer s.putBuf(buf)
+	out, err := fn(buf.Bytes()[:0])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+	if cap(out) > buf.Cap() {
+		*buf = *bytes.NewBuffer(out[:0])
+	}
+}
+
 func (s *Server) getBuf() *bytes.Buffer {
 	if b, ok := s.bufs.Get().(*bytes.Buffer); ok {
 		b.Reset()

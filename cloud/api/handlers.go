@@ -57,10 +57,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, key *cloud.
 		s.fail(w, r, err)
 		return
 	}
-	if list.Data == nil {
-		list.Data = []resource.Device{}
-	}
-	s.writeJSON(w, http.StatusOK, list)
+	s.writeAppended(w, r, func(b []byte) ([]byte, error) { return appendDeviceList(b, &list), nil })
 }
 
 func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
@@ -395,13 +392,10 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.A
 		s.fail(w, r, err)
 		return
 	}
-	if list.Data == nil {
-		list.Data = []resource.Alert{}
-	}
 	for i := range list.Data {
 		fixAlert(&list.Data[i])
 	}
-	s.writeJSON(w, http.StatusOK, list)
+	s.writeAppended(w, r, func(b []byte) ([]byte, error) { return appendAlertList(b, &list) })
 }
 
 func fixAlert(a *resource.Alert) {

@@ -1,0 +1,341 @@
+// Package apibench measures the public API end to end: a relay API server on
+// a real loopback listener over a real SQLite file, driven by concurrent
+// HTTP clients with an API key. It reports requests per second and latency
+// percentiles for GET /devices and GET /alerts, and the cost of a brand-new
+// key's first request (bcrypt) against its steady state.
+package apibench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/api"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Config selects the workload.
+type Config struct {
+	Devices  int           // devices in the organization (10,000)
+	Alerts   int           // ACTIVE alerts in the organization
+	Clients  int           // concurrent clients (16)
+	Duration time.Duration // measured time per endpoint
+	Warmup   time.Duration // unmeasured time before each measurement
+	Dir      string        // where the database file goes ("" for a temp dir)
+	Log      *slog.Logger  // progress; nil discards
+}
+
+// Result is one endpoint's measurement.
+type Result struct {
+	Name     string
+	Requests int
+	Errors   int
+	Elapsed  time.Duration
+	P50, P99 time.Duration
+}
+
+// RPS is requests per second.
+func (r Result) RPS() float64 { return float64(r.Requests) / r.Elapsed.Seconds() }
+
+// Report is the whole run.
+type Report struct {
+	Results []Result
+	// FirstRequest is the latency of a brand-new key's first request
+	// (bcrypt verification); Steady the median of its next requests.
+	FirstRequest, Steady time.Duration
+}
+
+// Run seeds a database, starts the API on loopback and measures.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	var rep Report
+	logger := cfg.Log
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "fleet-apibench-")
+		if err != nil {
+			return rep, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "bench.db"))
+	if err != nil {
+		return rep, err
+	}
+	defer db.Close()
+
+	logger.Info("seeding", "devices", cfg.Devices, "alerts", cfg.Alerts)
+	org, err := db.CreateOrg(ctx, "bench")
+	if err != nil {
+		return rep, err
+	}
+	devs, err := seed(ctx, db, org.ID, cfg.Devices, cfg.Alerts)
+	if err != nil {
+		return rep, err
+	}
+	_, key, err := db.CreateKey(ctx, org.ID, "bench", cloud.AllScopes, 0)
+	if err != nil {
+		return rep, err
+	}
+
+	// The server as the relay runs it: the access log is formatted (to a
+	// discarding writer), the rate limit is out of the way.
+	srv := api.NewServer(api.Config{
+		Devices:   sqlite.NewDeviceService(db),
+		Serial:    sqlite.NewSerialService(db),
+		Alerts:    sqlite.NewAlertService(db),
+		Auth:      apikey.NewAuthenticator(db, time.Now, 10_000),
+		RateLimit: 1 << 30,
+		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return rep, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	go hs.Serve(ln)
+	defer hs.Close()
+	base := "http://" + ln.Addr().String() + api.Prefix
+
+	tr := &http.Transport{MaxIdleConns: cfg.Clients * 2, MaxIdleConnsPerHost: cfg.Clients * 2, IdleConnTimeout: time.Minute, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+
+	// Sanity: the endpoints answer what they should.
+	if err := check(client, base+"/devices", key, 25); err != nil {
+		return rep, err
+	}
+	if cfg.Alerts > 0 {
+		if err := check(client, base+"/alerts", key, min(25, cfg.Alerts)); err != nil {
+			return rep, err
+		}
+	}
+
+	// First request of a brand-new key, then its steady state.
+	_, fresh, err := db.CreateKey(ctx, org.ID, "fresh", []string{cloud.ScopeDevicesRead}, 0)
+	if err != nil {
+		return rep, err
+	}
+	if rep.FirstRequest, err = timeOne(client, base+"/devices", fresh); err != nil {
+		return rep, err
+	}
+	var steady []time.Duration
+	for i := 0; i < 200; i++ {
+		d, err := timeOne(client, base+"/devices", fresh)
+		if err != nil {
+			return rep, err
+		}
+		steady = append(steady, d)
+	}
+	sort.Slice(steady, func(i, j int) bool { return steady[i] < steady[j] })
+	rep.Steady = steady[len(steady)/2]
+
+	// Pages beyond the first: clients walk cursors of the device list so
+	// the keyset path is measured too.
+	cursors := []string{""}
+	for i := 1; i < 40 && i*25 < len(devs); i++ {
+		cursors = append(cursors, devs[i*25-1])
+	}
+	endpoints := []struct {
+		name string
+		urls []string
+	}{
+		{"GET /devices (limit 25)", urlsWith(base+"/devices?limit=25", cursors)},
+		{"GET /alerts", []string{base + "/alerts"}},
+	}
+	for _, ep := range endpoints {
+		logger.Info("measuring", "endpoint", ep.name)
+		r := load(ctx, client, ep.urls, key, cfg.Clients, cfg.Warmup, cfg.Duration)
+		r.Name = ep.name
+		rep.Results = append(rep.Results, r)
+	}
+	return rep, nil
+}
+
+func urlsWith(u string, cursors []string) []string {
+	out := make([]string, len(cursors))
+	for i, c := range cursors {
+		out[i] = u
+		if c != "" {
+			out[i] += "&cursor=" + c
+		}
+	}
+	return out
+}
+
+// seed adds n devices (sorted by creation) and alerts ACTIVE alerts spread
+// over them and the default rules.
+func seed(ctx context.Context, db *sqlite.DB, orgID string, n, alerts int) ([]string, error) {
+	ids := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		d, _, err := db.AddDevice(ctx, sqlite.NewDevice{OrgID: orgID, Name: fmt.Sprintf("gateway-%05d", i), SerialNumber: fmt.Sprintf("SN-%06d", i), Model: "IG-500", Location: "Plant 3, hall B"})
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, d.ID)
+	}
+	// Same ordering as the list: created_at then id.
+	rules := []string{"high_cpu", "high_mem", "disk_full", "high_temp", "device_offline", "vpn_down"}
+	for i := 0; i < alerts && i < n*len(rules); i++ {
+		_, err := db.InsertAlert(ctx, sqlite.NewAlert{DeviceID: ids[i%n], RuleName: rules[(i/n)%len(rules)], Message: "CPU above 90 % for 3 samples",
+			Payload: json.RawMessage(`{"metric":"cpuPct","value":97.2,"threshold":90}`)})
+		if err != nil {
+			return nil, err
+		}
+	}
+	var out []string
+	var page resource.List[resource.Device]
+	cursor := ""
+	svc := sqlite.NewDeviceService(db)
+	for {
+		var err error
+		page, err = svc.ListDevices(ctx, orgID, cloud.DeviceFilter{Page: cloud.Page{Limit: 100, Cursor: cursor}})
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range page.Data {
+			out = append(out, d.ID)
+		}
+		if !page.Pagination.HasMore {
+			return out, nil
+		}
+		cursor = *page.Pagination.NextCursor
+	}
+}
+
+func check(c *http.Client, url, key string, want int) error {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	var l struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		return fmt.Errorf("%s: %d %s", url, res.StatusCode, b)
+	}
+	if err := json.NewDecoder(res.Body).Decode(&l); err != nil {
+		return err
+	}
+	if len(l.Data) != want {
+		return fmt.Errorf("%s: %d items, want %d", url, len(l.Data), want)
+	}
+	return nil
+}
+
+func timeOne(c *http.Client, url, key string) (time.Duration, error) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	start := time.Now()
+	res, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	d := time.Since(start)
+	if err == nil && res.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: status %d", url, res.StatusCode)
+	}
+	return d, err
+}
+
+// load runs clients goroutines issuing requests back to back for warmup +
+// dur and measures the requests that started within dur.
+func load(ctx context.Context, c *http.Client, urls []string, key string, clients int, warmup, dur time.Duration) Result {
+	var mu sync.Mutex
+	var all []time.Duration
+	errs := 0
+	var wg sync.WaitGroup
+	start := time.Now()
+	measureFrom := start.Add(warmup)
+	end := measureFrom.Add(dur)
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 1<<16)
+			nerr := 0
+			reqs := make([]*http.Request, len(urls))
+			for j, u := range urls {
+				reqs[j], _ = http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+				reqs[j].Header.Set("Authorization", "Bearer "+key)
+			}
+			buf := make([]byte, 32<<10)
+			for n := i; ; n++ {
+				t0 := time.Now()
+				if !t0.Before(end) || ctx.Err() != nil {
+					break
+				}
+				res, err := c.Do(reqs[n%len(reqs)])
+				if err == nil {
+					for {
+						if _, rerr := res.Body.Read(buf); rerr != nil {
+							if !errors.Is(rerr, io.EOF) {
+								err = rerr
+							}
+							break
+						}
+					}
+					res.Body.Close()
+					if err == nil && res.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", res.StatusCode)
+					}
+				}
+				if t0.Before(measureFrom) {
+					continue
+				}
+				if err != nil {
+					nerr++
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			errs += nerr
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	elapsed := time.Since(measureFrom)
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	r := Result{Requests: len(all), Errors: errs, Elapsed: elapsed}
+	if len(all) > 0 {
+		r.P50 = all[len(all)*50/100]
+		r.P99 = all[len(all)*99/100]
+	}
+	return r
+}
+
+// Print writes the report with each figure beside its target.
+func Print(w io.Writer, cfg Config, rep Report) {
+	fmt.Fprintf(w, "API benchmark: %d devices in the organization, %d clients on loopback, %s per endpoint\n", cfg.Devices, cfg.Clients, cfg.Duration)
+	for _, r := range rep.Results {
+		fmt.Fprintf(w, "  %-24s %8.0f req/s (target >= 15000)  p50 %6.2f ms  p99 %6.2f ms (target < 5 ms)  errors %d\n",
+			r.Name, r.RPS(), ms(r.P50), ms(r.P99), r.Errors)
+	}
+	fmt.Fprintf(w, "  new key: first request %.1f ms (bcrypt, once per key), steady state %.2f ms (no bcrypt)\n", ms(rep.FirstRequest), ms(rep.Steady))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -139,6 +139,7 @@ func TestPatchSerial(t *testing.T) {
 		{"url credentials", `{"webhookUrl":"https://user:pw@hooks.example.com/x"}`, cloud.EINVALID, "webhookUrl"},
 		{"url empty", `{"webhookUrl":""}`, cloud.EINVALID, "webhookUrl"},
 		{"url no host", `{"webhookUrl":"https:///x"}`, cloud.EINVALID, "webhookUrl"},
+		{"url fragment", `{"webhookUrl":"https://h.example.com/x#frag"}`, cloud.EINVALID, "webhookUrl"},
 		{"url too long", `{"webhookUrl":"https://h.example.com/` + strings.Repeat("a", 2100) + `"}`, cloud.EINVALID, "webhookUrl"},
 		{"not json", `{"mode":`, "invalid_json", ""},
 		{"garbage", `mode=both`, "invalid_json", ""},

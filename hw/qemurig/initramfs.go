@@ -46,6 +46,7 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
+echo
 echo "FLEET-BOOT kernel=$(uname -r) cpus=$(nproc) uptime=$(cut -d' ' -f1 /proc/uptime)"
 pass=0
 fail=0

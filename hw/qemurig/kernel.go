@@ -31,8 +31,11 @@ type Kernel struct {
 	// linux-image-6.1.0-56-amd64, and Version its Debian version.
 	Package string `json:"package"`
 	Version string `json:"version"`
-	// Vmlinuz is the path of the kernel image.
+	// Vmlinuz is the path of the kernel image (a bzImage).
 	Vmlinuz string `json:"-"`
+	// Vmlinux is the uncompressed ELF kernel qemu boots through its PVH
+	// entry, or "" when it could not be extracted (the bzImage is booted).
+	Vmlinux string `json:"-"`
 	// Wanted is the module list the cache entry was extracted for.
 	Wanted []string `json:"wanted"`
 	// Modules are the modules to insmod, in load order (dependencies
@@ -74,7 +77,7 @@ func FetchKernel(ctx context.Context, opts KernelOptions) (*Kernel, error) {
 	dir := filepath.Join(opts.CacheDir, pkg+"_"+strings.ReplaceAll(version, ":", "%3a"))
 	if k, err := readCachedKernel(dir, wanted); err == nil {
 		log.Info("kernel from cache", "package", pkg, "version", version, "dir", dir)
-		return k, nil
+		return withVmlinux(ctx, k, log), nil
 	}
 	log.Info("downloading kernel", "package", pkg, "version", version)
 	if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
@@ -107,7 +110,29 @@ func FetchKernel(ctx context.Context, opts KernelOptions) (*Kernel, error) {
 	if err := os.Rename(filepath.Join(tmp, "kernel"), dir); err != nil {
 		return nil, fmt.Errorf("kernel cache: %w", err)
 	}
-	return readCachedKernel(dir, wanted)
+	k, err = readCachedKernel(dir, wanted)
+	if err != nil {
+		return nil, err
+	}
+	return withVmlinux(ctx, k, log), nil
+}
+
+// withVmlinux sets k.Vmlinux, extracting it into the cache entry on first
+// use. A kernel without one still boots, slower, from the bzImage.
+func withVmlinux(ctx context.Context, k *Kernel, log *slog.Logger) *Kernel {
+	path := filepath.Join(k.Dir, "vmlinux")
+	if _, err := os.Stat(path); err != nil {
+		if err := ExtractVmlinux(ctx, k.Vmlinuz, path+".tmp"); err != nil {
+			log.Warn("booting the compressed kernel: cannot extract vmlinux", "err", err)
+			return k
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			log.Warn("booting the compressed kernel", "err", err)
+			return k
+		}
+	}
+	k.Vmlinux = path
+	return k
 }
 
 func readCachedKernel(dir string, wanted []string) (*Kernel, error) {
@@ -160,31 +185,35 @@ func resolveKernelPackage(ctx context.Context, log *slog.Logger) (pkg, version s
 }
 
 func aptKernelCandidate(ctx context.Context) (string, string, error) {
-	out, err := runOut(ctx, "apt-cache", "depends", KernelMeta)
+	out, err := runOut(ctx, "apt-cache", "show", "--no-all-versions", KernelMeta)
 	if err != nil {
 		return "", "", err
 	}
-	var pkg string
-	for _, line := range strings.Split(out, "\n") {
-		dep, ok := strings.CutPrefix(strings.TrimSpace(line), "Depends: ")
-		if ok && strings.HasPrefix(dep, "linux-image-") {
-			pkg = strings.TrimSpace(dep)
-			break
+	return parseKernelMeta(out)
+}
+
+// parseKernelMeta reads the versioned image package and its version from
+// the metapackage's record: "Depends: linux-image-6.1.0-56-amd64 (= 6.1.192-2)".
+func parseKernelMeta(record string) (string, string, error) {
+	for _, line := range strings.Split(record, "\n") {
+		deps, ok := strings.CutPrefix(line, "Depends: ")
+		if !ok {
+			continue
+		}
+		for _, dep := range strings.Split(deps, ",") {
+			name, rest, _ := strings.Cut(strings.TrimSpace(dep), " ")
+			if !strings.HasPrefix(name, "linux-image-") {
+				continue
+			}
+			version, ok := strings.CutPrefix(strings.TrimSpace(rest), "(= ")
+			version, ok2 := strings.CutSuffix(version, ")")
+			if !ok || !ok2 || version == "" {
+				return "", "", fmt.Errorf("%s depends on %s without an exact version", KernelMeta, name)
+			}
+			return name, version, nil
 		}
 	}
-	if pkg == "" {
-		return "", "", fmt.Errorf("apt-cache depends %s names no linux-image package", KernelMeta)
-	}
-	out, err = runOut(ctx, "apt-cache", "show", "--no-all-versions", pkg)
-	if err != nil {
-		return "", "", err
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "Version: "); ok {
-			return pkg, strings.TrimSpace(v), nil
-		}
-	}
-	return "", "", fmt.Errorf("apt-cache show %s has no version", pkg)
+	return "", "", fmt.Errorf("apt-cache show %s names no linux-image package", KernelMeta)
 }
 
 func aptUpdate(ctx context.Context) error {

@@ -93,6 +93,7 @@ func (m *Machine) Run(ctx context.Context, serial1 func(ctx context.Context, con
 	var waitErr error
 	var console bytes.Buffer
 	var mu sync.Mutex
+	var firstLine, bootLine, doneLine time.Duration
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -100,8 +101,18 @@ func (m *Machine) Run(ctx context.Context, serial1 func(ctx context.Context, con
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := strings.TrimRight(sc.Text(), "\r") + "\n"
+			since := time.Since(start)
 			mu.Lock()
 			console.WriteString(line)
+			if firstLine == 0 {
+				firstLine = since
+			}
+			if bootLine == 0 && strings.Contains(line, MarkerBoot+" ") {
+				bootLine = since
+			}
+			if doneLine == 0 && strings.Contains(line, MarkerDone+" ") {
+				doneLine = since
+			}
 			mu.Unlock()
 			if m.Console != nil {
 				_, _ = io.WriteString(m.Console, line)
@@ -152,6 +163,7 @@ func (m *Machine) Run(ctx context.Context, serial1 func(ctx context.Context, con
 	out := ParseConsole(console.String())
 	mu.Unlock()
 	out.Elapsed = time.Since(start)
+	out.FirstOutputAt, out.BootAt, out.DoneAt = firstLine, bootLine, doneLine
 	out.Stderr = strings.TrimSpace(stderr.String())
 	switch {
 	case serialErr != nil:
@@ -211,20 +223,28 @@ type Outcome struct {
 	Done bool
 	// DoneLine is the FLEET-DONE marker line.
 	DoneLine string
-	// Elapsed is the wall time from qemu's start to its exit.
-	Elapsed time.Duration
+	// Elapsed is the wall time from qemu's start to its exit; FirstOutputAt,
+	// BootAt and DoneAt when the first console line, the boot marker and
+	// the done marker arrived (0 when they did not).
+	Elapsed, FirstOutputAt, BootAt, DoneAt time.Duration
 }
 
 // ansiRE matches the terminal escape sequences SeaBIOS and the kernel
 // print on the console (they can precede the first marker on its line).
 var ansiRE = regexp.MustCompile(`\x1b(\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_]|c)`)
 
-// ParseConsole reads the markers out of console output. Markers must
-// start a line; test output that merely mentions one does not count.
+// ParseConsole reads the markers out of console output. Result and done
+// markers must start a line, so test output that merely mentions one does
+// not count.
 func ParseConsole(console string) *Outcome {
 	o := &Outcome{Console: console}
 	for _, line := range strings.Split(console, "\n") {
 		line = strings.TrimSpace(ansiRE.ReplaceAllString(line, ""))
+		if i := strings.Index(line, MarkerBoot+" "); i > 0 {
+			// Only the init script prints it; the firmware's last line
+			// may precede it without a newline.
+			line = line[i:]
+		}
 		fields := strings.Fields(line)
 		if len(fields) == 0 {
 			continue

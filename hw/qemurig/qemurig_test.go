@@ -142,7 +142,7 @@ func TestLoadOrder(t *testing.T) {
 
 func TestParseConsoleAndCheck(t *testing.T) {
 	const pkgA, pkgB = "example.com/a", "example.com/b"
-	booted := "\x1bc\x1b[?7l\x1b[2JFLEET-BOOT kernel=6.1.0 cpus=2 uptime=3.9\n"
+	booted := "\x1bc\x1b[?7l\x1b[2JBooting from ROM..FLEET-BOOT kernel=6.1.0 cpus=2 uptime=3.9\n"
 	tests := []struct {
 		name    string
 		console string
@@ -262,4 +262,75 @@ func TestInitramfsContents(t *testing.T) {
 	if !strings.HasPrefix(files["init"], "#!/bin/busybox sh") || !strings.Contains(files["init"], "-test.run '^TestKernel'") {
 		t.Errorf("init script:\n%s", files["init"])
 	}
+}
+
+func TestParseKernelMeta(t *testing.T) {
+	tests := []struct {
+		name, record, pkg, version, err string
+	}{
+		{"bookworm", "Package: linux-image-amd64\nVersion: 6.1.192-2\nDepends: linux-image-6.1.0-56-amd64 (= 6.1.192-2)\n",
+			"linux-image-6.1.0-56-amd64", "6.1.192-2", ""},
+		{"among others", "Depends: foo (>= 1), linux-image-6.12.1-amd64 (= 6.12.1-1)\n", "linux-image-6.12.1-amd64", "6.12.1-1", ""},
+		{"no exact version", "Depends: linux-image-6.1.0-56-amd64\n", "", "", "without an exact version"},
+		{"no image", "Depends: foo\n", "", "", "names no linux-image"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pkg, version, err := parseKernelMeta(tt.record)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || pkg != tt.pkg || version != tt.version {
+				t.Fatalf("got %q %q %v, want %q %q", pkg, version, err, tt.pkg, tt.version)
+			}
+		})
+	}
+}
+
+func TestExtractVmlinuxRejects(t *testing.T) {
+	dir := t.TempDir()
+	// A bzImage header (boot protocol 2.15, one setup sector) whose
+	// payload is a gzip stream of something that is not a kernel.
+	var payload bytes.Buffer
+	zw := gzip.NewWriter(&payload)
+	zw.Write([]byte("not an ELF kernel"))
+	zw.Close()
+	img := make([]byte, 2*512)
+	img[0x1F1] = 1
+	copy(img[0x202:], "HdrS")
+	img[0x206], img[0x207] = 0x0F, 0x02
+	putLE32(img[0x248:], 0)
+	putLE32(img[0x24C:], uint32(payload.Len()))
+	img = append(img, payload.Bytes()...)
+	bz := filepath.Join(dir, "vmlinuz")
+	if err := os.WriteFile(bz, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"payload not a kernel": {img, "not an ELF"},
+		"not a bzImage":        {[]byte("MZ plain file"), "not a bzImage"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := os.WriteFile(bz, tc.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := ExtractVmlinux(t.Context(), bz, filepath.Join(dir, "vmlinux"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "vmlinux")); err == nil {
+				t.Error("a vmlinux was written for a bad image")
+			}
+		})
+	}
+}
+
+func putLE32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }

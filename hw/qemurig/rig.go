@@ -180,8 +180,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Timings.Pack = time.Since(t0)
 
 	t0 = time.Now()
+	boot := k.Vmlinux
+	if boot == "" {
+		boot = k.Vmlinuz
+	}
 	m := &Machine{
-		QEMU: qemu, Kernel: k.Vmlinuz, Initrd: initrd,
+		QEMU: qemu, Kernel: boot, Initrd: initrd,
 		Memory: cfg.Memory, CPUs: cfg.CPUs, Append: "quiet loglevel=3",
 		Console: cfg.Console,
 	}
@@ -196,7 +200,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	log.Info("booting", "kernel", k.Package, "initramfs_bytes", rep.InitramfsBytes, "cpus", cfg.CPUs)
+	log.Info("booting", "kernel", boot, "initramfs_bytes", rep.InitramfsBytes, "cpus", cfg.CPUs)
 	out, runErr := m.Run(runCtx, cfg.Serial1)
 	rep.Outcome = out
 	rep.Timings.Boot = time.Since(t0)

@@ -80,11 +80,17 @@ func TestQEMURig(t *testing.T) {
 		rep.Timings.Tools.Round(time.Millisecond), rep.Timings.Kernel.Round(time.Millisecond),
 		rep.Timings.Build.Round(time.Millisecond), rep.Timings.Pack.Round(time.Millisecond),
 		rep.InitramfsBytes>>10, rep.Timings.Boot.Round(time.Millisecond))
+	if o := rep.Outcome; o != nil {
+		t.Logf("qemu: first console line after %s, init after %s, done after %s, exit after %s",
+			o.FirstOutputAt.Round(time.Millisecond), o.BootAt.Round(time.Millisecond),
+			o.DoneAt.Round(time.Millisecond), o.Elapsed.Round(time.Millisecond))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := rep.Outcome
 	t.Logf("guest: %s; %s", o.BootLine, o.DoneLine)
+
 	for _, r := range o.Results {
 		t.Logf("guest result %s: %s", r.Package, r.Detail)
 	}

@@ -309,3 +309,88 @@ func TestEvents(t *testing.T) {
 	e.get("/devices/"+d.ID+"/events?limit=201", e.keyA).want(t, http.StatusBadRequest, cloud.EINVALID)
 	e.get("/devices/"+d.ID+"/events?severity=LOW", e.keyA).want(t, http.StatusBadRequest, cloud.EINVALID)
 }
+
+// TestEventPaginationUnderInserts walks a device's events (newest first)
+// while new events keep arriving: each pre-existing event is seen exactly
+// once and the walk ends.
+func TestEventPaginationUnderInserts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	d := e.device(e.orgA.ID, "IG-500")
+	base := time.Now().Add(-time.Hour)
+	var evs []resource.Event
+	for i := 0; i < 90; i++ {
+		// Several events share a millisecond: the id breaks the tie.
+		evs = append(evs, resource.Event{Type: "heartbeat", Severity: resource.SeverityInfo, Message: "hb", CreatedAt: resource.T(base.Add(time.Duration(i/3) * time.Millisecond))})
+	}
+	if _, err := e.db.InsertEvents(context.Background(), d.ID, evs); err != nil {
+		t.Fatal(err)
+	}
+	var insert func()
+	before := map[string]bool{}
+	for _, ev := range evs {
+		before[ev.ID] = true
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	started := false
+	start := func() {
+		started = true
+		wg.Add(1)
+		go insert()
+	}
+	insert = func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := e.db.InsertEvents(context.Background(), d.ID, []resource.Event{{Type: "usb.attached", Severity: resource.SeverityInfo, Message: "new"}}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	seen := map[string]int{}
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages == 1 {
+			start() // new events arrive while the walk goes on
+		}
+		if pages > 100 {
+			t.Fatal("pagination does not end")
+		}
+		path := "/devices/" + d.ID + "/events?limit=8"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		var page resource.List[resource.Event]
+		r := e.get(path, e.keyA)
+		r.want(t, http.StatusOK, "")
+		r.decode(t, &page)
+		for _, ev := range page.Data {
+			seen[ev.ID]++
+		}
+		if !page.Pagination.HasMore {
+			break
+		}
+		cursor = *page.Pagination.NextCursor
+	}
+	close(stop)
+	wg.Wait()
+	if !started {
+		t.Fatal("the walk ended before inserts began")
+	}
+	for id := range before {
+		if seen[id] != 1 {
+			t.Errorf("event %s seen %d times", id, seen[id])
+		}
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("event %s seen %d times", id, n)
+		}
+	}
+}

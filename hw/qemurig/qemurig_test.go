@@ -3,6 +3,7 @@ package qemurig
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -333,4 +334,72 @@ func TestExtractVmlinuxRejects(t *testing.T) {
 
 func putLE32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// fakeQEMU writes a shell script standing in for qemu-system-x86_64.
+func fakeQEMU(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "qemu")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestMachineRunFailures(t *testing.T) {
+	const pkg = "example.com/p"
+	tests := []struct {
+		name    string
+		qemu    string
+		timeout time.Duration
+		runErr  string   // from Run
+		check   []string // from Outcome.Check
+	}{
+		{"no qemu", "/nonexistent/qemu-system-x86_64", time.Minute, "start /nonexistent", nil},
+		{"qemu refuses its arguments", "echo 'qemu: bad option' >&2; exit 1", time.Minute, "bad option",
+			[]string{"boot failure"}},
+		{"guest test fails", "echo 'FLEET-BOOT kernel=x'; echo '--- FAIL: TestKernelX'; echo 'FLEET-RESULT " + pkg + " FAIL exit=1'; echo 'FLEET-DONE pass=0 fail=1'", time.Minute, "",
+			[]string{pkg + ": FAIL exit=1", "--- FAIL: TestKernelX"}},
+		{"guest hangs: killed at the timeout", "echo 'FLEET-BOOT kernel=x'; exec sleep 30", 500 * time.Millisecond, "qemu killed",
+			[]string{pkg + ": no result", "never printed FLEET-DONE"}},
+		{"all pass", "echo 'FLEET-BOOT kernel=x'; echo 'FLEET-RESULT " + pkg + " PASS'; echo 'FLEET-DONE pass=1 fail=0'", time.Minute, "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := tt.qemu
+			if !strings.HasPrefix(q, "/") {
+				q = fakeQEMU(t, tt.qemu)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), tt.timeout)
+			defer cancel()
+			start := time.Now()
+			out, err := (&Machine{QEMU: q, Kernel: "/k", Initrd: "/i"}).Run(ctx, nil)
+			if time.Since(start) > 10*time.Second {
+				t.Errorf("Run took %s", time.Since(start))
+			}
+			if tt.runErr == "" && err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if tt.runErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.runErr) {
+					t.Fatalf("Run err %v, want %q", err, tt.runErr)
+				}
+			}
+			if out == nil {
+				if tt.check != nil {
+					t.Fatal("no outcome")
+				}
+				return
+			}
+			cerr := out.Check([]string{pkg})
+			if tt.check == nil && tt.runErr == "" && cerr != nil {
+				t.Fatalf("Check: %v", cerr)
+			}
+			for _, w := range tt.check {
+				if cerr == nil || !strings.Contains(cerr.Error(), w) {
+					t.Errorf("Check error lacks %q: %v", w, cerr)
+				}
+			}
+		})
+	}
 }

@@ -58,7 +58,13 @@ func TestQEMURig(t *testing.T) {
 
 	cfg := Config{
 		Root:    moduleRoot(t),
-		Require: []string{"github.com/fleet/fleet/hw/qemurig/guesttest"},
+		// The packages whose kernel tests cover issue 6: CAN-FD driver,
+		// VPN watch on WireGuard, and the rig's own (UART, CAN-FD wiring).
+		Require: []string{
+			"github.com/fleet/fleet/agent/vpnwatch",
+			"github.com/fleet/fleet/hw/canfd",
+			"github.com/fleet/fleet/hw/qemurig/guesttest",
+		},
 		Env: map[string]string{
 			"FLEET_MODBUS_DEVICE":         "/dev/ttyS1",
 			"FLEET_MODBUS_BAUD":           strconv.Itoa(modbusBaud),

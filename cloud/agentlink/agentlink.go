@@ -91,6 +91,7 @@ type Server struct {
 	handlers sync.WaitGroup
 
 	pings chan struct{} // bounds concurrent pings
+	stats counters
 }
 
 var _ cloud.DesiredConfigObserver = (*Server)(nil)

@@ -265,6 +265,7 @@ func (c *conn) pushConfig(applied int64) {
 
 func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	s := c.srv
+	read := time.Now()
 	if err := validateHeartbeat(h); err != nil {
 		return err
 	}
@@ -316,6 +317,8 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	if err != nil {
 		return err
 	}
+	s.stats.heartbeats.Add(1)
+	s.stats.hbLatency[bucketOf(time.Since(read))].Add(1)
 	for _, ch := range in.Channels {
 		c.channels[ch.ID] = ch
 	}
@@ -357,6 +360,8 @@ func (c *conn) records(r *protocol.Records) error {
 	if err != nil {
 		return err
 	}
+	s.stats.batches.Add(1)
+	s.stats.records.Add(int64(len(r.Items)))
 	ref := c.dev.Ref()
 	if len(out.Metrics) > 0 {
 		for _, o := range s.cfg.Observers {

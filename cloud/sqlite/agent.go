@@ -171,7 +171,7 @@ func (s *AgentStore) currentStatus(t *ingestTx, deviceID string) (status resourc
 // Connect implements agentlink.Store.
 func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session string, at, deadline time.Time) (agentlink.StatusChange, error) {
 	ch := agentlink.StatusChange{Device: dev, To: resource.StatusConnecting}
-	err := s.w.do(ctx, func(t *ingestTx) error {
+	err := s.w.do(ctx, true, func(t *ingestTx) error {
 		from, _, _, err := s.currentStatus(t, dev.ID)
 		if err != nil {
 			return err
@@ -190,7 +190,7 @@ func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink
 	var out agentlink.HelloOut
 	model, _ := catalog.Lookup(in.Device.Model)
 	serial := model.Has(resource.CapabilitySerialIO)
-	err := s.w.do(ctx, func(t *ingestTx) error {
+	err := s.w.do(ctx, true, func(t *ingestTx) error {
 		out = agentlink.HelloOut{}
 		from, session, lastSeq, err := s.currentStatus(t, in.Device.ID)
 		if err != nil {
@@ -251,7 +251,7 @@ func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn) (a
 	var out agentlink.HeartbeatOut
 	model, _ := catalog.Lookup(in.Device.Model)
 	serial := model.Has(resource.CapabilitySerialIO)
-	err := s.w.do(ctx, func(t *ingestTx) error {
+	err := s.w.do(ctx, false, func(t *ingestTx) error {
 		at := in.At.UnixMilli()
 		res, err := t.stmt(s.st.heartbeat).ExecContext(t.ctx, at, in.IPAddress, string(in.Status), in.Deadline.UnixMilli(), in.Device.ID, in.Session)
 		if err != nil {
@@ -297,7 +297,7 @@ func remapEventID(deviceID, id string) string {
 func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agentlink.RecordsOut, error) {
 	var out agentlink.RecordsOut
 	dev := in.Device
-	err := s.w.do(ctx, func(t *ingestTx) error {
+	err := s.w.do(ctx, true, func(t *ingestTx) error {
 		out = agentlink.RecordsOut{}
 		var maxSeq uint64
 		metric := t.stmt(s.st.metric)
@@ -369,7 +369,7 @@ func (s *AgentStore) insertAgentEvent(t *ingestTx, dev agentlink.Device, e *prot
 // ConfigApplied implements agentlink.Store.
 func (s *AgentStore) ConfigApplied(ctx context.Context, in agentlink.ConfigAppliedIn) (agentlink.ConfigAppliedOut, error) {
 	var out agentlink.ConfigAppliedOut
-	err := s.w.do(ctx, func(t *ingestTx) error {
+	err := s.w.do(ctx, true, func(t *ingestTx) error {
 		out = agentlink.ConfigAppliedOut{}
 		var st string
 		if err := t.stmt(s.st.session).QueryRowContext(t.ctx, in.Device.ID, in.Session).Scan(&st); errors.Is(err, sql.ErrNoRows) {
@@ -418,7 +418,7 @@ func (s *AgentStore) offline(t *ingestTx, dev agentlink.Device, from resource.De
 func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, session string, at time.Time) (agentlink.StatusChange, bool, error) {
 	var ch agentlink.StatusChange
 	var ok bool
-	err := s.w.do(ctx, func(t *ingestTx) error {
+	err := s.w.do(ctx, true, func(t *ingestTx) error {
 		var st string
 		err := t.stmt(s.st.session).QueryRowContext(t.ctx, dev.ID, session).Scan(&st)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -437,7 +437,7 @@ func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, sessi
 // Sweep implements agentlink.Store.
 func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.StatusChange, error) {
 	var out []agentlink.StatusChange
-	err := s.w.do(ctx, func(t *ingestTx) error {
+	err := s.w.do(ctx, true, func(t *ingestTx) error {
 		out = out[:0]
 		rows, err := t.stmt(s.st.due).QueryContext(t.ctx, now.UnixMilli())
 		if err != nil {
@@ -473,7 +473,7 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 // Orphans implements agentlink.Store.
 func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Duration) (int, error) {
 	var n int64
-	err := s.w.do(ctx, func(t *ingestTx) error {
+	err := s.w.do(ctx, true, func(t *ingestTx) error {
 		res, err := t.stmt(s.st.orphans).ExecContext(t.ctx, now.Add(window).UnixMilli())
 		if err != nil {
 			return fmt.Errorf("sqlite: orphans: %w", err)

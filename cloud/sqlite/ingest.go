@@ -17,6 +17,12 @@ var ErrIngestClosed = errors.New("sqlite: ingest writer closed")
 // maxJobsPerTx bounds the jobs one ingest transaction coalesces.
 const maxJobsPerTx = 4000
 
+// A batch smaller than lingerBelow waits up to lingerTime for more jobs.
+const (
+	lingerBelow = 32
+	lingerTime  = time.Millisecond
+)
+
 // ingestWriter is the single goroutine that applies the agent endpoint's
 // writes: it takes every job queued while the previous transaction ran and
 // applies them in one transaction, each inside its own savepoint so that a
@@ -43,11 +49,18 @@ type IngestStats struct {
 	Jobs         int64
 	// MaxBatch is the largest number of jobs one transaction held.
 	MaxBatch int
+	// Busy is the time spent in transactions; Commit the part of it spent
+	// committing.
+	Busy, Commit time.Duration
 }
 
 type ingestJob struct {
 	apply func(t *ingestTx) error
-	done  chan error
+	// atomic jobs run inside a savepoint, so that a failure leaves nothing
+	// of them; the others (heartbeats: idempotent state updates that the
+	// next heartbeat rewrites) skip the two extra statements.
+	atomic bool
+	done   chan error
 }
 
 // ingestTx is one batch transaction with its prepared statements bound.
@@ -87,9 +100,10 @@ func newIngestWriter(db *DB, log *slog.Logger) (*ingestWriter, error) {
 	return w, nil
 }
 
-// do queues apply and waits until its transaction committed.
-func (w *ingestWriter) do(ctx context.Context, apply func(t *ingestTx) error) error {
-	j := &ingestJob{apply: apply, done: make(chan error, 1)}
+// do queues apply (atomic: inside a savepoint) and waits until its
+// transaction committed.
+func (w *ingestWriter) do(ctx context.Context, atomic bool, apply func(t *ingestTx) error) error {
+	j := &ingestJob{apply: apply, atomic: atomic, done: make(chan error, 1)}
 	select {
 	case w.jobs <- j:
 	case <-w.done:
@@ -146,22 +160,45 @@ func (w *ingestWriter) loop() {
 			}
 			return
 		}
-	fill:
-		for len(batch) < maxJobsPerTx {
-			select {
-			case j := <-w.jobs:
-				batch = append(batch, j)
-			default:
-				break fill
-			}
-		}
+		w.fill(&batch)
 		w.run(batch)
+	}
+}
+
+// fill takes what is queued; a small batch waits up to lingerTime for
+// more, since every transaction writes each page it touched to the WAL once:
+// many heartbeats per transaction share the pages of the device table.
+func (w *ingestWriter) fill(batch *[]*ingestJob) {
+	var linger <-chan time.Time
+	for len(*batch) < maxJobsPerTx {
+		select {
+		case j := <-w.jobs:
+			*batch = append(*batch, j)
+			continue
+		default:
+		}
+		if len(*batch) >= lingerBelow {
+			return
+		}
+		if linger == nil {
+			linger = time.After(lingerTime)
+		}
+		select {
+		case j := <-w.jobs:
+			*batch = append(*batch, j)
+		case <-linger:
+			return
+		case <-w.quit:
+			return
+		}
 	}
 }
 
 func (w *ingestWriter) run(batch []*ingestJob) {
 	errs := make([]error, len(batch))
-	err := w.runTx(batch, errs)
+	start := time.Now()
+	commit, err := w.runTx(batch, errs)
+	busy := time.Since(start)
 	for i, j := range batch {
 		if err != nil {
 			j.done <- err
@@ -172,47 +209,52 @@ func (w *ingestWriter) run(batch []*ingestJob) {
 	w.mu.Lock()
 	w.stats.Transactions++
 	w.stats.Jobs += int64(len(batch))
+	w.stats.Busy += busy
+	w.stats.Commit += commit
 	if len(batch) > w.stats.MaxBatch {
 		w.stats.MaxBatch = len(batch)
 	}
 	w.mu.Unlock()
 }
 
-func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) (time.Duration, error) {
+	// No deadline: mattn/go-sqlite3 starts a watcher goroutine for every
+	// statement run under a context that can be cancelled, which costs more
+	// than the statement. A batch is bounded by maxJobsPerTx instead.
+	ctx := context.Background()
 	tx, err := w.db.W.BeginTx(ctx, nil)
 	if err != nil {
 		w.log.Error("ingest: begin", "err", err)
-		return fmt.Errorf("sqlite: ingest begin: %w", err)
+		return 0, fmt.Errorf("sqlite: ingest begin: %w", err)
 	}
 	defer tx.Rollback()
 	t := &ingestTx{ctx: ctx, tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt, 16)}
 	for i, j := range batch {
-		if len(batch) == 1 {
+		if len(batch) == 1 || !j.atomic {
 			errs[i] = j.apply(t)
 			if errs[i] != nil {
-				return errs[i]
+				return 0, errs[i]
 			}
 			continue
 		}
 		if _, err := t.stmt(w.spBegin).ExecContext(ctx); err != nil {
-			return fmt.Errorf("sqlite: ingest savepoint: %w", err)
+			return 0, fmt.Errorf("sqlite: ingest savepoint: %w", err)
 		}
 		if errs[i] = j.apply(t); errs[i] != nil {
 			if _, err := t.stmt(w.spRollback).ExecContext(ctx); err != nil {
-				return fmt.Errorf("sqlite: ingest rollback to savepoint: %w", err)
+				return 0, fmt.Errorf("sqlite: ingest rollback to savepoint: %w", err)
 			}
 		}
 		if _, err := t.stmt(w.spRelease).ExecContext(ctx); err != nil {
-			return fmt.Errorf("sqlite: ingest release savepoint: %w", err)
+			return 0, fmt.Errorf("sqlite: ingest release savepoint: %w", err)
 		}
 	}
+	cstart := time.Now()
 	if err := tx.Commit(); err != nil {
 		w.log.Error("ingest: commit", "err", err, "jobs", len(batch))
-		return fmt.Errorf("sqlite: ingest commit: %w", err)
+		return 0, fmt.Errorf("sqlite: ingest commit: %w", err)
 	}
-	return nil
+	return time.Since(cstart), nil
 }
 
 func (w *ingestWriter) snapshot() IngestStats {

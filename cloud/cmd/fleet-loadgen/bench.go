@@ -1,0 +1,618 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/procfs"
+
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Targets (DESIGN.md, performance targets).
+const (
+	targetAgents    = 20000
+	targetRSS       = 2 << 30 // bytes for all agents
+	targetHBRate    = 20000   // heartbeats stored per second
+	targetHBP99     = 100 * time.Millisecond
+	targetDrain     = 30 * time.Second
+	spooledPerAgent = 12 // one hour at the 5-minute default
+)
+
+type benchFlags struct {
+	agents     int
+	sources    int
+	interval   time.Duration
+	duration   time.Duration
+	dialConc   int
+	keep       bool
+	probeEvery int
+}
+
+func runBench(ctx context.Context, args []string) error {
+	var f benchFlags
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&f.agents, "agents", targetAgents, "concurrent agents (capped by RLIMIT_NOFILE)")
+	fs.IntVar(&f.sources, "sources", 8, "127.0.0.x source addresses to spread the agents over")
+	fs.DurationVar(&f.interval, "heartbeat", 800*time.Millisecond, "heartbeat period of every agent (offered rate = agents / period)")
+	fs.DurationVar(&f.duration, "duration", 15*time.Second, "steady-state measurement window")
+	fs.IntVar(&f.dialConc, "dial-concurrency", 512, "agents connecting at once")
+	fs.IntVar(&f.probeEvery, "probe-every", 100, "every Nth agent follows each heartbeat with a one-sample batch and times the ack (end-to-end probe)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	limit, err := raiseNoFile()
+	if err != nil {
+		return fmt.Errorf("raise RLIMIT_NOFILE: %w", err)
+	}
+	n := f.agents
+	// Both this process and the relay hold one descriptor per agent; each
+	// needs a few dozen for itself.
+	const reserve = 64
+	if uint64(n)+reserve > limit {
+		n = int(limit) - reserve
+		fmt.Printf("note: RLIMIT_NOFILE hard limit is %d here and cannot be raised without CAP_SYS_RESOURCE; the relay needs one descriptor per agent plus its own, so this run uses %d agents (target stays %d)\n", limit, n, f.agents)
+	}
+	dir, err := os.MkdirTemp("", "fleet-loadgen-")
+	if err != nil {
+		return err
+	}
+	if !f.keep {
+		defer os.RemoveAll(dir)
+	} else {
+		fmt.Println("temp dir:", dir)
+	}
+	dbPath := filepath.Join(dir, "fleet.db")
+	t0 := time.Now()
+	tokens, err := createDevices(ctx, dbPath, n)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("devices: %d created in the store in %s\n", n, time.Since(t0).Round(time.Millisecond))
+
+	relay, err := startRelay(dbPath, filepath.Join(dir, "relay.log"))
+	if err != nil {
+		return err
+	}
+	defer relay.kill()
+	time.Sleep(300 * time.Millisecond)
+	baseRSS, _ := relay.rss()
+
+	b := &bench{f: f, url: "ws://" + relay.addr + protocol.Path, relay: relay}
+	b.agents = make([]*lagent, n)
+	for i := range b.agents {
+		b.agents[i] = &lagent{idx: i, token: tokens[i]}
+	}
+	b.clients = makeClients(f.sources)
+
+	// Phase 1: connect every agent.
+	t0 = time.Now()
+	if err := b.connectAll(ctx, false); err != nil {
+		return err
+	}
+	connectTime := time.Since(t0)
+	time.Sleep(time.Second)
+	st, err := relay.stats()
+	if err != nil {
+		return err
+	}
+	rss, _ := relay.rss()
+	perConn := float64(rss-baseRSS) / float64(n)
+	fmt.Printf("connected: %d agents in %s (relay reports %d connections)\n", n, connectTime.Round(time.Millisecond), st.Link.Connections)
+
+	// Phase 2: steady heartbeats.
+	hbCtx, hbStop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	b.startHeartbeats(hbCtx, &wg)
+	time.Sleep(2 * time.Second) // warm up: first heartbeat events, channel rows
+	s0, err := relay.stats()
+	if err != nil {
+		hbStop()
+		return err
+	}
+	b.resetProbes()
+	w0 := time.Now()
+	time.Sleep(f.duration)
+	s1, err := relay.stats()
+	window := time.Since(w0)
+	probes := b.probeQuantiles()
+	hbStop()
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	rssLoaded, _ := relay.rss()
+	hist := make([]int64, len(s1.Link.HeartbeatLatency))
+	for i := range hist {
+		hist[i] = s1.Link.HeartbeatLatency[i] - s0.Link.HeartbeatLatency[i]
+	}
+	stored := s1.Link.Heartbeats - s0.Link.Heartbeats
+	rate := float64(stored) / window.Seconds()
+	p50, p99 := agentlink.Quantile(hist, 0.50), agentlink.Quantile(hist, 0.99)
+	txs := s1.Store.Transactions - s0.Store.Transactions
+	jobs := s1.Store.Jobs - s0.Store.Jobs
+
+	// Phase 3: reconnect storm. The relay restarts (graceful shutdown, as
+	// in a deploy) and every agent reconnects and flushes its spool.
+	if err := relay.stop(); err != nil {
+		return fmt.Errorf("stop relay: %w", err)
+	}
+	b.closeAll()
+	relay2, err := startRelay(dbPath, filepath.Join(dir, "relay.log"))
+	if err != nil {
+		return err
+	}
+	defer relay2.kill()
+	b.url = "ws://" + relay2.addr + protocol.Path
+	b.relay = relay2
+	t0 = time.Now()
+	if err := b.connectAll(ctx, true); err != nil {
+		return err
+	}
+	drain := time.Since(t0)
+	relay2.stop()
+	stored12, err := countSpooled(ctx, dbPath)
+	if err != nil {
+		return err
+	}
+
+	fmt.Println()
+	fmt.Println("agent link benchmark (figure | target)")
+	fmt.Printf("  concurrent agents            %8d | %d%s\n", n, targetAgents, okMark(n >= targetAgents))
+	fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (idle %0.f MiB, under load %.0f MiB)\n",
+		float64(rss)/(1<<20), targetRSS>>20, okMark(float64(rss)*float64(targetAgents)/float64(n) < targetRSS), float64(baseRSS)/(1<<20), float64(rssLoaded)/(1<<20))
+	fmt.Printf("  relay RSS per connection     %8.1f KiB | < %.1f KiB\n", perConn/1024, float64(targetRSS)/targetAgents/1024)
+	fmt.Printf("  heartbeats stored per second %8.0f /s | >= %d /s%s  (offered %.0f /s; %d transactions, %.0f heartbeats each)\n",
+		rate, targetHBRate, okMark(rate >= targetHBRate), float64(n)/f.interval.Seconds(), txs, float64(jobs)/float64(max(txs, 1)))
+	fmt.Printf("  heartbeat-to-stored p99      %8.1f ms | < %d ms%s  (p50 %.1f ms; relay: read to commit)\n",
+		ms(p99), targetHBP99.Milliseconds(), okMark(p99 < targetHBP99 && stored > 0), ms(p50))
+	if probes.n > 0 {
+		fmt.Printf("  end-to-end probe p99         %8.1f ms |            (p50 %.1f ms, %d probes: heartbeat + one-sample batch sent, ack received)\n", ms(probes.p99), ms(probes.p50), probes.n)
+	}
+	fmt.Printf("  reconnect storm drained in   %8.1f s  | < %.0f s%s  (%d agents x %d spooled samples; relay restart to last ack)\n",
+		drain.Seconds(), targetDrain.Seconds(), okMark(drain < targetDrain), n, spooledPerAgent)
+	fmt.Printf("  spooled samples stored       %8d | %d (exactly once)%s\n", stored12, n*spooledPerAgent, okMark(stored12 == int64(n*spooledPerAgent)))
+	if stored12 != int64(n*spooledPerAgent) {
+		return fmt.Errorf("stored %d spooled samples, want %d", stored12, n*spooledPerAgent)
+	}
+	return nil
+}
+
+func okMark(ok bool) string {
+	if ok {
+		return "  ok"
+	}
+	return "  MISSED"
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// createDevices registers n IG-500 devices in one transaction and returns
+// their tokens.
+func createDevices(ctx context.Context, path string, n int) ([]string, error) {
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	org, err := db.CreateOrg(ctx, "Loadgen")
+	if err != nil {
+		return nil, err
+	}
+	tokens := make([]string, n)
+	now := time.Now().UnixMilli()
+	err = db.WriteTx(ctx, func(tx *sql.Tx) error {
+		dev, err := tx.PrepareContext(ctx, `INSERT INTO devices (id, org_id, name, serial_number, model, status, token_hash, created_at) VALUES (?, ?, ?, ?, 'IG-500', 'PROVISIONING', ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer dev.Close()
+		ser, err := tx.PrepareContext(ctx, `INSERT INTO serial_state (device_id) VALUES (?)`)
+		if err != nil {
+			return err
+		}
+		defer ser.Close()
+		for i := range n {
+			id := ids.New()
+			tokens[i] = fmt.Sprintf("fdt_loadgen_%d_%s", i, ids.New())
+			sum := sha256.Sum256([]byte(tokens[i]))
+			if _, err := dev.ExecContext(ctx, id, org.ID, fmt.Sprintf("gw-%05d", i), fmt.Sprintf("LG-%05d", i), sum[:], now+int64(i)); err != nil {
+				return err
+			}
+			if _, err := ser.ExecContext(ctx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return tokens, err
+}
+
+func countSpooled(ctx context.Context, path string) (int64, error) {
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n int64
+	err = db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM metrics WHERE captured_at < ?`, spoolBase().Add(time.Hour).UnixMilli()).Scan(&n)
+	return n, err
+}
+
+// spoolBase is the capture time of the first spooled sample: the storm's
+// samples lie in the hour before the benchmark, the probes' after it.
+var spoolStart = time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
+
+func spoolBase() time.Time { return spoolStart }
+
+// relayProc is the relay process.
+type relayProc struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan error
+}
+
+func startRelay(dbPath, logPath string) (*relayProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "relay", "--db", dbPath, "--listen", "127.0.0.1:0", "--log", logPath)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &relayProc{cmd: cmd, done: make(chan error, 1)}
+	sc := bufio.NewScanner(out)
+	lineC := make(chan string, 1)
+	go func() {
+		for sc.Scan() {
+			select {
+			case lineC <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() { p.done <- cmd.Wait() }()
+	select {
+	case line := <-lineC:
+		addr, ok := strings.CutPrefix(line, "listening ")
+		if !ok {
+			cmd.Process.Kill()
+			return nil, fmt.Errorf("relay said %q", line)
+		}
+		p.addr = addr
+		return p, nil
+	case err := <-p.done:
+		return nil, fmt.Errorf("relay exited: %v", err)
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		return nil, errors.New("relay did not start within 30s")
+	}
+}
+
+func (p *relayProc) rss() (int64, error) {
+	proc, err := procfs.NewProc(p.cmd.Process.Pid)
+	if err != nil {
+		return 0, err
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return int64(st.ResidentMemory()), nil
+}
+
+func (p *relayProc) stats() (relayStats, error) {
+	var s relayStats
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + p.addr + "/stats")
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	return s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+func (p *relayProc) stop() error {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		return errors.New("relay did not stop within 30s")
+	}
+}
+
+func (p *relayProc) kill() {
+	if p.cmd.ProcessState == nil {
+		p.cmd.Process.Kill()
+	}
+}
+
+// makeClients returns one HTTP client per source address 127.0.0.2...
+func makeClients(n int) []*http.Client {
+	out := make([]*http.Client, n)
+	for i := range out {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i))}, Timeout: 30 * time.Second}
+		out[i] = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: -1}}
+	}
+	return out
+}
+
+// lagent is one simulated agent.
+type lagent struct {
+	idx   int
+	token string
+	ws    *websocket.Conn
+	seq   uint64
+	beats int
+	// probe: send time of the outstanding probe batch (unix nanos), 0: none
+	probeAt atomic.Int64
+}
+
+type bench struct {
+	f       benchFlags
+	url     string
+	relay   *relayProc
+	agents  []*lagent
+	clients []*http.Client
+
+	pmu    sync.Mutex
+	probes []time.Duration
+}
+
+func (b *bench) connectAll(ctx context.Context, storm bool) error {
+	sem := make(chan struct{}, b.f.dialConc)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for _, a := range b.agents {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var err error
+			for attempt := 0; attempt < 5; attempt++ {
+				if err = b.connect(ctx, a, storm); err == nil {
+					return
+				}
+				time.Sleep(time.Duration(100*(attempt+1)) * time.Millisecond)
+			}
+			if failed.Add(1) == 1 {
+				firstErr.Store(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("%d agents failed to connect; first: %v", n, firstErr.Load())
+	}
+	return nil
+}
+
+var channelsTemplate = []protocol.ChannelState{
+	{ID: "uart-1", Available: true}, {ID: "rs485-1", Available: true, Live: "120 34"}, {ID: "rs485-2", Available: true},
+	{ID: "canfd-1", Available: true, Live: "0x123#DEADBEEF"}, {ID: "gpio-1", Available: true, Live: "0"},
+	{ID: "gpio-2", Available: true, Live: "1"}, {ID: "gpio-3", Available: true, Live: "0"}, {ID: "gpio-4", Available: true, Live: "0"},
+}
+
+func (b *bench) connect(ctx context.Context, a *lagent, storm bool) error {
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(dctx, b.url, &websocket.DialOptions{
+		HTTPClient:   b.clients[a.idx%len(b.clients)],
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + a.token}},
+		Subprotocols: []string{protocol.Subprotocol},
+	})
+	if err != nil {
+		return err
+	}
+	ws.SetReadLimit(protocol.MaxMessageBytes)
+	hello := protocol.Hello{AgentVersion: "loadgen", FirmwareVersion: "fw-1", Model: "IG-500", DeviceName: fmt.Sprintf("gw-%05d", a.idx),
+		Timezone: "UTC", HeartbeatInterval: protocol.Duration{Duration: 10 * time.Second}, MetricsInterval: protocol.Duration{Duration: 5 * time.Minute}}
+	if err := writeJSON(dctx, ws, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
+		ws.CloseNow()
+		return err
+	}
+	m, err := readMsg(dctx, ws)
+	if err != nil || m.Type != protocol.TypeWelcome {
+		ws.CloseNow()
+		return fmt.Errorf("no welcome: %v %v", m.Type, err)
+	}
+	if a.seq < m.Welcome.LastSeq {
+		a.seq = m.Welcome.LastSeq
+	}
+	if storm {
+		items := make([]protocol.Record, spooledPerAgent)
+		for k := range items {
+			a.seq++
+			items[k] = protocol.Record{Seq: a.seq, Metric: &resource.MetricSample{CapturedAt: resource.T(spoolBase().Add(time.Duration(k) * 5 * time.Minute)),
+				CPUPct: float64(k), MemPct: 40, DiskUsedPct: 60, TempCPU: 50, LoadAvg1: 0.3}}
+		}
+		if err := writeJSON(dctx, ws, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: items}}); err != nil {
+			ws.CloseNow()
+			return err
+		}
+		for {
+			m, err := readMsg(dctx, ws)
+			if err != nil {
+				ws.CloseNow()
+				return fmt.Errorf("no ack: %w", err)
+			}
+			if m.Type == protocol.TypeAck && m.Ack.Seq >= a.seq {
+				break
+			}
+		}
+		ws.CloseNow()
+		return nil
+	}
+	a.ws = ws
+	go b.read(a, ws)
+	return nil
+}
+
+// read consumes what the relay sends: acks time the probes.
+func (b *bench) read(a *lagent, ws *websocket.Conn) {
+	for {
+		m, err := readMsg(context.Background(), ws)
+		if err != nil {
+			return
+		}
+		if m.Type == protocol.TypeAck {
+			if at := a.probeAt.Swap(0); at != 0 {
+				d := time.Duration(time.Now().UnixNano() - at)
+				b.pmu.Lock()
+				b.probes = append(b.probes, d)
+				b.pmu.Unlock()
+			}
+		}
+	}
+}
+
+func (b *bench) closeAll() {
+	for _, a := range b.agents {
+		if a.ws != nil {
+			a.ws.CloseNow()
+			a.ws = nil
+		}
+	}
+}
+
+// startHeartbeats spreads every agent's heartbeats evenly over the period,
+// from a few sender goroutines.
+func (b *bench) startHeartbeats(ctx context.Context, wg *sync.WaitGroup) {
+	senders := 4 * runtime.GOMAXPROCS(0)
+	per := (len(b.agents) + senders - 1) / senders
+	for s := 0; s < senders; s++ {
+		lo, hi := s*per, min((s+1)*per, len(b.agents))
+		if lo >= hi {
+			break
+		}
+		group := b.agents[lo:hi]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gap := b.f.interval / time.Duration(len(group))
+			next := time.Now().Add(time.Duration(lo%len(group)) * gap / time.Duration(senders))
+			for {
+				for _, a := range group {
+					if d := time.Until(next); d > 0 {
+						select {
+						case <-ctx.Done():
+							return
+						case <-time.After(d):
+						}
+					}
+					next = next.Add(gap)
+					if ctx.Err() != nil {
+						return
+					}
+					b.beat(ctx, a)
+				}
+			}
+		}()
+	}
+}
+
+func (b *bench) beat(ctx context.Context, a *lagent) {
+	ws := a.ws
+	if ws == nil {
+		return
+	}
+	a.beats++
+	chans := make([]protocol.ChannelState, len(channelsTemplate))
+	copy(chans, channelsTemplate)
+	chans[4].Live = fmt.Sprint(a.beats % 2) // gpio-1 toggles: one changed channel per heartbeat
+	hb := protocol.Heartbeat{At: resource.T(time.Now()), Status: resource.StatusOnline, IPAddress: "10.0.0.1", Channels: chans,
+		VPN: &protocol.VPN{Up: true, InterfaceName: "wg0", Endpoint: "vpn.example:51820", PeerCount: 1}}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	sent := time.Now()
+	if err := writeJSON(wctx, ws, protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb}); err != nil {
+		return
+	}
+	if b.f.probeEvery > 0 && a.idx%b.f.probeEvery == 0 && a.probeAt.Load() == 0 {
+		a.seq++
+		rec := protocol.Record{Seq: a.seq, Metric: &resource.MetricSample{CapturedAt: resource.T(time.Now()), CPUPct: 5, MemPct: 40, DiskUsedPct: 60, TempCPU: 50, LoadAvg1: 0.3}}
+		a.probeAt.Store(sent.UnixNano())
+		if err := writeJSON(wctx, ws, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{rec}}}); err != nil {
+			a.probeAt.Store(0)
+		}
+	}
+}
+
+func (b *bench) resetProbes() {
+	b.pmu.Lock()
+	b.probes = b.probes[:0]
+	b.pmu.Unlock()
+}
+
+type probeResult struct {
+	n        int
+	p50, p99 time.Duration
+}
+
+func (b *bench) probeQuantiles() probeResult {
+	b.pmu.Lock()
+	ds := append([]time.Duration(nil), b.probes...)
+	b.pmu.Unlock()
+	if len(ds) == 0 {
+		return probeResult{}
+	}
+	slices.Sort(ds)
+	q := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
+	return probeResult{n: len(ds), p50: q(0.5), p99: q(0.99)}
+}
+
+func writeJSON(ctx context.Context, ws *websocket.Conn, m protocol.Message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return ws.Write(ctx, websocket.MessageText, b)
+}
+
+func readMsg(ctx context.Context, ws *websocket.Conn) (protocol.Message, error) {
+	var m protocol.Message
+	_, r, err := ws.Reader(ctx)
+	if err != nil {
+		return m, err
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return m, err
+	}
+	return m, json.Unmarshal(b, &m)
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+import "errors"
+
+func raiseNoFile() (uint64, error) {
+	return 0, errors.ErrUnsupported
+}

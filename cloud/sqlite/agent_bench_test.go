@@ -1,0 +1,81 @@
+package sqlite_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// BenchmarkAgentHeartbeats measures heartbeats stored through the batching
+// writer from many concurrent connections.
+func BenchmarkAgentHeartbeats(b *testing.B) {
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "f.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	store, err := sqlite.NewAgentStore(db, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	org, _ := db.CreateOrg(ctx, "x")
+	const n = 2000
+	devs := make([]agentlink.Device, n)
+	for i := range devs {
+		id := ids.New()
+		sum := sha256.Sum256([]byte(id))
+		if _, err := db.W.Exec(`INSERT INTO devices (id, org_id, name, serial_number, model, token_hash, created_at) VALUES (?, ?, 'g', ?, 'IG-500', ?, 0)`, id, org.ID, id, sum[:]); err != nil {
+			b.Fatal(err)
+		}
+		db.W.Exec(`INSERT INTO serial_state (device_id) VALUES (?)`, id)
+		devs[i] = agentlink.Device{ID: id, OrgID: org.ID, Model: "IG-500"}
+		now := time.Now()
+		store.Connect(ctx, devs[i], "s"+id, now, now.Add(time.Hour))
+		if _, err := store.Hello(ctx, agentlink.HelloIn{Device: devs[i], Session: "s" + id, At: now, HeartbeatInterval: time.Minute}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st0 := store.Stats()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N/n + 1
+	start := time.Now()
+	for i := range devs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < per; k++ {
+				now := time.Now()
+				_, err := store.Heartbeat(ctx, agentlink.HeartbeatIn{Device: devs[i], Session: "s" + devs[i].ID, At: now, Deadline: now.Add(time.Minute),
+					Status: resource.StatusOnline, PrevStatus: resource.StatusOnline, IPAddress: "10.0.0.1", HasChannels: true,
+					Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: fmt.Sprint(k % 2)}}})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(per*n)/time.Since(start).Seconds(), "heartbeats/s")
+	st := store.Stats()
+	st.Jobs -= st0.Jobs
+	st.Transactions -= st0.Transactions
+	st.Busy -= st0.Busy
+	st.Commit -= st0.Commit
+	b.ReportMetric(float64(st.Jobs)/float64(st.Transactions), "jobs/tx")
+	b.ReportMetric(st.Busy.Seconds()/time.Since(start).Seconds(), "writer-busy")
+	b.ReportMetric(st.Commit.Seconds()/time.Since(start).Seconds(), "commit-share")
+}

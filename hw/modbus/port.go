@@ -79,6 +79,8 @@ type Port struct {
 	portErr  string
 	slaveErr map[int]slaveErr
 	seq      uint64
+	// rs485Noted is set once the missing RS485 mode has been logged.
+	rs485Noted bool
 }
 
 type pollJob struct {
@@ -137,6 +139,7 @@ func OpenWith(ctx context.Context, device string, cfg serialcfg.Config, log *slo
 		slaveErr: map[int]slaveErr{},
 	}
 	p.bus.setPort(sp)
+	p.noteRS485(sp)
 	if err := p.Apply(ctx, cfg); err != nil {
 		sp.Close()
 		return nil, err
@@ -300,7 +303,23 @@ func (p *Port) reopen() error {
 		return err
 	}
 	p.bus.setPort(sp)
+	p.noteRS485(sp)
 	return nil
+}
+
+// noteRS485 logs once per Port that the tty has no RS485 mode.
+func (p *Port) noteRS485(sp *serialport.Port) {
+	err := sp.RS485Unsupported()
+	if err == nil {
+		return
+	}
+	p.mu.Lock()
+	seen := p.rs485Noted
+	p.rs485Noted = true
+	p.mu.Unlock()
+	if !seen {
+		p.log.Info("tty has no RS485 mode (TIOCSRS485); using it as a plain serial port", "err", err)
+	}
 }
 
 // next returns the job due at now, or how long to wait for one.

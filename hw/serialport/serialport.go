@@ -99,6 +99,7 @@ type Port struct {
 	settings Settings
 	closed   bool
 	warned   map[string]bool
+	rs485Err error
 }
 
 // Open opens device with s. The returned error wraps ErrClosed when the
@@ -171,16 +172,25 @@ func (p *Port) applyExtras(s Settings) error {
 		}
 		return fmt.Errorf("rtscts on %s: %w", p.device, err)
 	}
-	if err := p.ctl.setRS485(s.RS485); err != nil {
-		if errors.Is(err, errors.ErrUnsupported) {
-			if s.RS485 {
-				p.warnOnce("rs485", "tty has no RS485 mode (TIOCSRS485); using it as a plain serial port", err)
-			}
-			return nil
-		}
+	err := p.ctl.setRS485(s.RS485)
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		return fmt.Errorf("rs485 mode on %s: %w", p.device, err)
 	}
+	p.mu.Lock()
+	p.rs485Err = err
+	p.mu.Unlock()
 	return nil
+}
+
+// RS485Unsupported returns why RS485 mode was asked for and is not in
+// effect (the tty answered TIOCSRS485 with ENOTTY or EINVAL: a
+// pseudo-terminal, a UART without RS485 wiring, an adapter that switches
+// direction by itself), or nil. The port works as a plain serial port
+// then; the caller decides how often to say so.
+func (p *Port) RS485Unsupported() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rs485Err
 }
 
 func (p *Port) warnOnce(key, msg string, err error) {

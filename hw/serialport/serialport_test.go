@@ -109,3 +109,21 @@ func TestConfigureLive(t *testing.T) {
 		t.Fatalf("read after reconfigure: %q %v", got, err)
 	}
 }
+
+func TestRS485FallbackOnPTY(t *testing.T) {
+	p, _, write := openPair(t, modbus9600)
+	if err := p.RS485Unsupported(); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("RS485Unsupported on a pty = %v, want ErrUnsupported", err)
+	}
+	// The port works as a plain serial port.
+	write([]byte{0x42})
+	if got, err := p.ReadFrame(time.Second, Silence(9600), 4, nil, nil); err != nil || !bytes.Equal(got, []byte{0x42}) {
+		t.Fatalf("read %x %v", got, err)
+	}
+	// Without RS485 asked for, nothing is reported.
+	s := modbus9600
+	s.RS485 = false
+	if err := p.Configure(s); err != nil || p.RS485Unsupported() != nil {
+		t.Fatalf("plain mode: %v %v", err, p.RS485Unsupported())
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
 	"sync"
@@ -61,6 +62,29 @@ func (l FileLine) Read(b []byte, timeout time.Duration) (int, error) {
 
 // Write implements Line.
 func (l FileLine) Write(b []byte) (int, error) { return l.F.Write(b) }
+
+// ConnLine adapts a net.Conn to Line: the host end of a qemu socket
+// chardev wired to a guest's UART, for instance.
+type ConnLine struct{ C net.Conn }
+
+// Read implements Line.
+func (l ConnLine) Read(b []byte, timeout time.Duration) (int, error) {
+	var dl time.Time
+	if timeout >= 0 {
+		dl = time.Now().Add(timeout)
+	}
+	if err := l.C.SetReadDeadline(dl); err != nil {
+		return 0, err
+	}
+	n, err := l.C.Read(b)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, nil
+	}
+	return n, err
+}
+
+// Write implements Line.
+func (l ConnLine) Write(b []byte) (int, error) { return l.C.Write(b) }
 
 // Fault is what a slave does wrong.
 type Fault struct {
@@ -432,5 +456,6 @@ func (s *Sim) pdu(id int, fc byte, data []byte, f Fault) []byte {
 }
 
 var _ Line = FileLine{}
+var _ Line = ConnLine{}
 var _ Line = (*serialport.Port)(nil)
 var _ io.Writer = FileLine{}

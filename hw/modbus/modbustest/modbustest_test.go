@@ -1,9 +1,14 @@
 package modbustest_test
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/hw/modbus"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 )
 
@@ -34,5 +39,41 @@ func TestParseFault(t *testing.T) {
 		if err != nil || slave != tc.slave || f != tc.f {
 			t.Errorf("%q = %d %+v %v, want %d %+v", tc.in, slave, f, err, tc.slave, tc.f)
 		}
+	}
+}
+
+func TestServeOverConn(t *testing.T) {
+	sim := modbustest.New(modbustest.Options{IDs: []int{9}})
+	sim.SetHolding(9, 2, 0xBEEF)
+	host, guest := net.Pipe()
+	defer guest.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sim.Serve(ctx, modbustest.ConnLine{C: host}) }()
+
+	req := modbus.AppendCRC([]byte{9, 3, 0, 2, 0, 1})
+	if _, err := guest.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, 7)
+	guest.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.ReadFull(guest, reply); err != nil {
+		t.Fatal(err)
+	}
+	want := modbus.AppendCRC([]byte{9, 3, 2, 0xBE, 0xEF})
+	if !bytes.Equal(reply, want) {
+		t.Fatalf("reply % x, want % x", reply, want)
+	}
+	// A request with a broken CRC is counted and not answered.
+	bad := append([]byte(nil), req...)
+	bad[len(bad)-1] ^= 1
+	guest.Write(bad)
+	time.Sleep(50 * time.Millisecond)
+	if st := sim.Stats(); st.BadFrames != 1 || st.Requests != 1 || st.Replies != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
 	}
 }

@@ -39,59 +39,20 @@ func scanDelivery(sc interface{ Scan(...any) error }) (*webhook.Delivery, error)
 }
 
 // WriteOutbox inserts deliveries and records attempts with their delivery's
-// new state in one transaction.
+// new state in one transaction, with multi-row statements.
 func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Delivery, attempts []webhook.Attempt) error {
 	if len(inserts) == 0 && len(attempts) == 0 {
 		return nil
 	}
 	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		if len(inserts) > 0 {
-			st, err := tx.PrepareContext(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`)
-			if err != nil {
+		for start := 0; start < len(inserts); start += outboxChunk {
+			if err := insertDeliveries(ctx, tx, inserts[start:min(start+outboxChunk, len(inserts))]); err != nil {
 				return err
-			}
-			defer st.Close()
-			for _, d := range inserts {
-				state := d.State
-				if state == "" {
-					state = webhook.StatePending
-				}
-				if err := st.QueryRowContext(ctx, d.ID, d.OrgID, d.DeviceID, d.Event, d.URL, d.Body, string(state), d.Attempts,
-					d.NextAttemptAt.UnixMilli(), d.CreatedAt.UnixMilli()).Scan(&d.Seq); err != nil {
-					return err
-				}
 			}
 		}
-		if len(attempts) > 0 {
-			ins, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`)
-			if err != nil {
+		for start := 0; start < len(attempts); start += outboxChunk {
+			if err := recordAttempts(ctx, tx, attempts[start:min(start+outboxChunk, len(attempts))]); err != nil {
 				return err
-			}
-			defer ins.Close()
-			upd, err := tx.PrepareContext(ctx, `UPDATE webhook_deliveries SET state = ?, attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ?, ended_at = ?
-				WHERE id = ? AND state = 'pending'`)
-			if err != nil {
-				return err
-			}
-			defer upd.Close()
-			for _, a := range attempts {
-				var status sql.NullInt64
-				if a.StatusCode != 0 {
-					status = sql.NullInt64{Int64: int64(a.StatusCode), Valid: true}
-				}
-				if _, err := ins.ExecContext(ctx, a.DeliveryID, a.Number, a.At.UnixMilli(), status, a.Error, a.Duration.Milliseconds()); err != nil {
-					return err
-				}
-				next := a.NextAttemptAt
-				var ended sql.NullInt64
-				if a.State != webhook.StatePending {
-					next = a.At
-					ended = sql.NullInt64{Int64: a.At.Add(a.Duration).UnixMilli(), Valid: true}
-				}
-				if _, err := upd.ExecContext(ctx, string(a.State), a.Number, next.UnixMilli(), status, a.Error, ended, a.DeliveryID); err != nil {
-					return err
-				}
 			}
 		}
 		return nil
@@ -100,6 +61,97 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 		return fmt.Errorf("sqlite: webhook outbox: %w", err)
 	}
 	return nil
+}
+
+// outboxChunk is the number of rows per multi-row statement.
+const outboxChunk = 100
+
+func insertDeliveries(ctx context.Context, tx *sql.Tx, ds []*webhook.Delivery) error {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at) VALUES `)
+	args := make([]any, 0, 10*len(ds))
+	byID := make(map[string]*webhook.Delivery, len(ds))
+	for i, d := range ds {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(`(?,?,?,?,?,?,?,?,?,?)`)
+		state := d.State
+		if state == "" {
+			state = webhook.StatePending
+		}
+		args = append(args, d.ID, d.OrgID, d.DeviceID, d.Event, d.URL, d.Body, string(state), d.Attempts, d.NextAttemptAt.UnixMilli(), d.CreatedAt.UnixMilli())
+		byID[d.ID] = d
+	}
+	q.WriteString(` RETURNING id, seq`)
+	rows, err := tx.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return err
+		}
+		if d := byID[id]; d != nil {
+			d.Seq = seq
+		}
+	}
+	return rows.Err()
+}
+
+func recordAttempts(ctx context.Context, tx *sql.Tx, as []webhook.Attempt) error {
+	var q strings.Builder
+	q.WriteString(`INSERT OR REPLACE INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES `)
+	args := make([]any, 0, 6*len(as))
+	last := make(map[string]int, len(as)) // delivery id -> index of its newest attempt here
+	for i, a := range as {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(`(?,?,?,?,?,?)`)
+		args = append(args, a.DeliveryID, a.Number, a.At.UnixMilli(), nullStatus(a.StatusCode), a.Error, a.Duration.Milliseconds())
+		if j, ok := last[a.DeliveryID]; !ok || as[j].Number < a.Number {
+			last[a.DeliveryID] = i
+		}
+	}
+	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		return err
+	}
+	q.Reset()
+	q.WriteString(`UPDATE webhook_deliveries SET state = v.column2, attempts = v.column3, next_attempt_at = v.column4,
+		last_status = v.column5, last_error = v.column6, ended_at = v.column7 FROM (VALUES `)
+	args = args[:0]
+	n := 0
+	for i, a := range as {
+		if last[a.DeliveryID] != i {
+			continue
+		}
+		if n > 0 {
+			q.WriteByte(',')
+		}
+		n++
+		q.WriteString(`(?,?,?,?,?,?,?)`)
+		next := a.NextAttemptAt
+		var ended sql.NullInt64
+		if a.State != webhook.StatePending {
+			next = a.At
+			ended = sql.NullInt64{Int64: a.At.Add(a.Duration).UnixMilli(), Valid: true}
+		}
+		args = append(args, a.DeliveryID, string(a.State), a.Number, next.UnixMilli(), nullStatus(a.StatusCode), a.Error, ended)
+	}
+	q.WriteString(`) AS v WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.state = 'pending'`)
+	_, err := tx.ExecContext(ctx, q.String(), args...)
+	return err
+}
+
+func nullStatus(code int) sql.NullInt64 {
+	if code == 0 {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: int64(code), Valid: true}
 }
 
 // Pending returns up to limit pending deliveries with seq > after, in order.

@@ -70,6 +70,10 @@ type Dispatcher struct {
 	eps    map[string]*endpoint
 	queues map[string]*queue
 	known  map[string]bool // ids in memory, until their final state is stored
+	// ended holds deliveries whose final state is stored (id -> seq) until
+	// the poller's cursor passes them: a poll that read the outbox before
+	// that write must not take them for new.
+	ended map[string]int64
 	timers timerHeap
 	cursor int64 // highest outbox Seq seen by the poller
 
@@ -87,6 +91,7 @@ type cachedSecret struct {
 type op struct {
 	ins  *Delivery
 	att  *Attempt
+	seq  int64 // of the attempt's delivery
 	done chan error
 }
 
@@ -149,6 +154,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		eps:     map[string]*endpoint{},
 		queues:  map[string]*queue{},
 		known:   map[string]bool{},
+		ended:   map[string]int64{},
 		secrets: map[string]cachedSecret{},
 	}, nil
 }
@@ -329,6 +335,7 @@ func (d *Dispatcher) commit(batch []op) []op {
 			again = append(again, o)
 		case o.att.State != StatePending:
 			delete(d.known, o.att.DeliveryID)
+			d.ended[o.att.DeliveryID] = o.seq
 		}
 	}
 	d.mu.Unlock()
@@ -494,12 +501,17 @@ func (d *Dispatcher) poll(ctx context.Context) error {
 			if dl.Seq > d.cursor {
 				d.cursor = dl.Seq
 			}
-			if d.known[dl.ID] {
+			if _, ended := d.ended[dl.ID]; ended || d.known[dl.ID] {
 				continue
 			}
 			d.known[dl.ID] = true
 			d.add(dl)
 			n++
+		}
+		for id, seq := range d.ended {
+			if seq <= d.cursor {
+				delete(d.ended, id)
+			}
 		}
 		d.mu.Unlock()
 		if len(page) < 1000 {
@@ -598,7 +610,7 @@ func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
 	}
 	d.pump(q.ep)
 	d.mu.Unlock()
-	d.ops <- op{att: &rec}
+	d.ops <- op{att: &rec, seq: dl.Seq}
 }
 
 // send makes one HTTP attempt and returns the status (0 without response)

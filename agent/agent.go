@@ -238,6 +238,9 @@ func (a *Agent) metricsLoop(ctx context.Context) {
 			a.log.Debug("metrics sample incomplete", "err", err)
 		}
 		a.record(protocol.Record{Metric: &s})
+		// The end-to-end tests compare what the relay stored against these
+		// lines (cloud/e2e).
+		a.log.Debug("metric captured", "capturedAt", resource.FormatTime(s.CapturedAt.Time))
 	}
 }
 

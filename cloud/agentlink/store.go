@@ -149,7 +149,9 @@ type ConfigAppliedIn struct {
 	Error   string
 }
 
-// ConfigAppliedOut holds the serial.config_applied event the store recorded.
+// ConfigAppliedOut holds an event the store recorded for the report, if any
+// (the SQLite store records none: the agent sends serial.config_applied as
+// a record of its own).
 type ConfigAppliedOut struct {
 	Event *resource.Event
 }

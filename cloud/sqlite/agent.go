@@ -366,7 +366,8 @@ func (s *AgentStore) insertAgentEvent(t *ingestTx, dev agentlink.Device, e *prot
 	return ev, false, nil
 }
 
-// ConfigApplied implements agentlink.Store.
+// ConfigApplied implements agentlink.Store. The agent records the
+// serial.config_applied event (and serial.error for failures) itself.
 func (s *AgentStore) ConfigApplied(ctx context.Context, in agentlink.ConfigAppliedIn) (agentlink.ConfigAppliedOut, error) {
 	var out agentlink.ConfigAppliedOut
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
@@ -380,17 +381,6 @@ func (s *AgentStore) ConfigApplied(ctx context.Context, in agentlink.ConfigAppli
 		if _, err := t.stmt(s.st.serialApply).ExecContext(t.ctx, in.Version, in.Device.ID); err != nil {
 			return fmt.Errorf("sqlite: config applied %s: %w", in.Device.ID, err)
 		}
-		sev, msg := resource.SeverityInfo, fmt.Sprintf("serial configuration version %d applied", in.Version)
-		data := map[string]any{"version": in.Version}
-		if in.Error != "" {
-			sev, msg = resource.SeverityWarning, fmt.Sprintf("serial configuration version %d applied with errors: %s", in.Version, in.Error)
-			data["error"] = in.Error
-		}
-		ev := newEvent(protocol.EventConfigApplied, sev, msg, data, in.At)
-		if err := s.insertEvent(t, in.Device, ev); err != nil {
-			return err
-		}
-		out.Event = ev
 		return nil
 	})
 	return out, err

@@ -73,7 +73,7 @@ type Dispatcher struct {
 	// ended holds deliveries whose final state is stored (id -> seq) until
 	// the poller's cursor passes them: a poll that read the outbox before
 	// that write must not take them for new.
-	ended map[string]int64
+	ended  map[string]int64
 	timers timerHeap
 	cursor int64 // highest outbox Seq seen by the poller
 

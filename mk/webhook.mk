@@ -1,0 +1,8 @@
+# Webhooks and alerts: benchmark of signal-change-to-POST latency and of
+# sustained deliveries per second with the durable outbox.
+.PHONY: bench-webhook
+
+bench-webhook:
+	$(GO) run ./cloud/cmd/fleet-webhookbench
+
+BENCH_TARGETS += bench-webhook

@@ -396,18 +396,16 @@ func (p *Port) write(ctx context.Context, live *txJob, job txJob) {
 	if ctx.Err() != nil {
 		return
 	}
-	if job.interval == 0 && !errors.Is(err, ErrPortClosed) {
-		// A single send is done once it reached the bus.
+	if job.interval == 0 {
+		// A single send is done once it has been on the bus; one that
+		// found the port closed goes out when the port is back.
 		p.mu.Lock()
 		if p.tx == live {
-			p.tx = nil
-			p.txOn = false
-		}
-		p.mu.Unlock()
-	} else if errors.Is(err, ErrPortClosed) && job.interval == 0 {
-		p.mu.Lock()
-		if p.tx == live {
-			live.next = time.Now()
+			if errors.Is(err, ErrPortClosed) {
+				live.next = time.Now()
+			} else {
+				p.tx, p.txOn = nil, false
+			}
 		}
 		p.mu.Unlock()
 	}

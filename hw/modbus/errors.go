@@ -18,6 +18,7 @@ var ErrPortClosed = serialport.ErrClosed
 // TimeoutError is returned when a slave does not answer in time.
 type TimeoutError struct{ Slave int }
 
+// Error returns "modbus timeout (slave N)".
 func (e *TimeoutError) Error() string { return fmt.Sprintf("modbus timeout (slave %d)", e.Slave) }
 
 // ExceptionError is an exception reply (function code with the high bit
@@ -28,6 +29,7 @@ type ExceptionError struct {
 	Code     byte
 }
 
+// Error returns the exception's name, such as "illegal data address".
 func (e *ExceptionError) Error() string { return ExceptionName(e.Code) }
 
 // ExceptionName names a Modbus exception code as the specification does.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func BenchmarkHandler(b *testing.B) {
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	for _, path := range []string{"/devices", "/alerts"} {
-		b.Run(path, func(b *testing.B) {
+		b.Run(strings.TrimPrefix(path, "/"), func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, api.Prefix+path, nil)
 			req.Header.Set("Authorization", "Bearer "+key)
 			req.RemoteAddr = "127.0.0.1:5555"

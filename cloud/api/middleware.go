@@ -23,12 +23,15 @@ import (
 // (X-RateLimit-Reset in Unix seconds); RateLimit and RateLimit-Policy follow
 // draft-ietf-httpapi-ratelimit-headers-10/11 (structured fields:
 // `"default";q=600;w=60` and `"default";r=599;t=42`, t in seconds).
+//
+// The constants are in Go's canonical header form (header names are
+// case-insensitive on the wire) so that setting them does not allocate.
 const (
-	hdrLimit     = "X-RateLimit-Limit"
-	hdrRemaining = "X-RateLimit-Remaining"
-	hdrReset     = "X-RateLimit-Reset"
-	hdrIETF      = "RateLimit"
-	hdrPolicy    = "RateLimit-Policy"
+	hdrLimit     = "X-Ratelimit-Limit"
+	hdrRemaining = "X-Ratelimit-Remaining"
+	hdrReset     = "X-Ratelimit-Reset"
+	hdrIETF      = "Ratelimit"
+	hdrPolicy    = "Ratelimit-Policy"
 	hdrRequestID = "X-Request-Id"
 )
 

@@ -359,3 +359,28 @@ func TestApplyRejectsWrongKind(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestSingleTxWaitsForThePort(t *testing.T) {
+	r := newRig(t, modbustest.Options{IDs: []int{7}})
+	p := open(t, r, rs485(nil))
+	r.unplug()
+	// The port notices on its next use; a poll makes that happen.
+	if err := p.Apply(context.Background(), rs485(func(c *serialcfg.RS485) { c.Poll = poll("holding", 0, 1) })); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p, "port closed", func(tel serialcfg.Telemetry) bool { return tel.Error == "port closed" })
+	if err := p.Apply(context.Background(), rs485(func(c *serialcfg.RS485) {
+		c.Tx = serialcfg.RS485Tx{Enabled: true, Register: 12, Value: 3456}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if tel := p.Telemetry(); !tel.TxOn {
+		t.Fatalf("single send pending while the port is closed: %+v, want txOn true", tel)
+	}
+	r.plug()
+	waitFor(t, p, "single send after reopen", func(tel serialcfg.Telemetry) bool { return !tel.TxOn && tel.Live == "3456" && tel.Error == "" })
+	if v := r.sim.Holding(7, 12); v != 3456 || countWrites(r.sim) != 1 {
+		t.Fatalf("register 12 = %d after %d writes, want 3456 after 1", v, countWrites(r.sim))
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -147,6 +148,12 @@ func TestAdminWhileServing(t *testing.T) {
 	}
 	if code, _ := get(t, base+"/devices/"+dev.ID, forever.Key); code != 200 {
 		t.Errorf("GET device with new key: %d", code)
+	}
+
+	// The agent endpoint is mounted: a request without a device token is
+	// refused, not unknown.
+	if resp, err := http.Get("http://" + m.Addr() + protocol.Path); err != nil || resp.StatusCode != 401 {
+		t.Errorf("agent endpoint without a token: %v %v", resp.Status, err)
 	}
 
 	// device revoke.

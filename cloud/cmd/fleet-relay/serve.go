@@ -47,7 +47,9 @@ type extension struct {
 // extensions lists what serve starts beside the API. Areas add theirs in
 // their own files and one line each here.
 func extensions() []extension {
-	return nil
+	return []extension{
+		agentLinkExtension(),
+	}
 }
 
 // Main is the relay process behind `fleet-relay serve`: ParseFlags, then
@@ -58,8 +60,15 @@ type Main struct {
 	Logger *slog.Logger
 
 	// Set by Run.
-	DB       *sqlite.DB
-	Store    Services
+	DB    *sqlite.DB
+	Store Services
+	// Observers hear what agents reported; AlertObservers hear alert state
+	// changes (API and alert engine); ConfigObservers hear desired serial
+	// configuration changes. Extensions append to them in start.
+	Observers       observerList
+	AlertObservers  alertObserverList
+	ConfigObservers configObserverList
+
 	server   *http.Server
 	ln       net.Listener
 	exts     []extension
@@ -158,6 +167,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Alerts:  sqlite.NewAlertService(m.DB),
 		Auth:    apikey.NewAuthenticator(m.DB, m.DB.Now, 0),
 	}
+	m.Store.Serial.Observer = &m.ConfigObservers
+	m.Store.Alerts.Observer = &m.AlertObservers
 	mux := http.NewServeMux()
 	for _, e := range m.exts {
 		stop, err := e.start(bg, m, mux)

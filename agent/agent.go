@@ -415,6 +415,15 @@ func (p ptAdapter) Sync(ctx context.Context, mode string, enabled bool, bs []iom
 		raw, _ := b.Port.(passthrough.RawServer)
 		chans = append(chans, passthrough.Channel{ID: b.Channel.ID, Raw: raw})
 	}
+	anyRaw := false
+	for _, c := range chans {
+		anyRaw = anyRaw || c.Raw != nil
+	}
+	if !anyRaw {
+		// Nothing can be exposed (simulated or missing ports): no listener,
+		// and no complaint about a missing VPN address.
+		mode = resource.ModeManaged
+	}
 	err := p.a.pt.Apply(mode, chans)
 	msg := ""
 	if err != nil {
@@ -426,7 +435,7 @@ func (p ptAdapter) Sync(ctx context.Context, mode string, enabled bool, bs []iom
 	p.a.mu.Unlock()
 	if changed && err != nil {
 		p.a.log.Warn("passthrough", "mode", mode, "err", err)
-		p.a.event(protocol.EventSerialError, resource.SeverityError, "passthrough: "+msg, map[string]any{"mode": mode, "error": msg})
+		p.a.event(protocol.EventSerialError, resource.SeverityError, msg, map[string]any{"mode": mode, "error": msg})
 	}
 	out := map[string]string{}
 	for _, c := range chans {

@@ -69,7 +69,10 @@ type Server struct {
 
 	reqPrefix string
 	reqSeq    atomic.Uint64
-	bufs      sync.Pool
+
+	knownMu sync.RWMutex
+	known   map[[32]byte]struct{}
+	bufs    sync.Pool
 
 	// precomputed header values
 	limitStr  string
@@ -80,7 +83,7 @@ var _ http.Handler = (*Server)(nil)
 
 // NewServer returns the API server for cfg.
 func NewServer(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, limit: cfg.RateLimit, window: time.Minute}
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, limit: cfg.RateLimit, window: time.Minute, known: make(map[[32]byte]struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,4 +338,44 @@ func TestSpecValidatorCatchesDrift(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// countingAuth counts the verifications that reach the real authenticator.
+type countingAuth struct {
+	api.Authenticator
+	calls atomic.Int64
+}
+
+func (c *countingAuth) Authenticate(ctx context.Context, key string) (*cloud.APIKey, error) {
+	c.calls.Add(1)
+	return c.Authenticator.Authenticate(ctx, key)
+}
+
+// TestFailedAuthBudget: once an address has used its budget of failed
+// authentications, further unknown keys from it are refused without being
+// verified (no bcrypt), while a key that verified before keeps working.
+func TestFailedAuthBudget(t *testing.T) {
+	t.Parallel()
+	const limit = 4
+	var counter *countingAuth
+	e := newEnv(t, withRateLimit(limit), func(c *api.Config) {
+		counter = &countingAuth{Authenticator: c.Auth}
+		c.Auth = counter
+	})
+	e.get("/devices", e.keyA).want(t, http.StatusOK, "")
+	id := strings.Split(strings.TrimPrefix(e.keyA, "svc_sk_"), "_")[0]
+	for i := 0; i < limit; i++ {
+		wrong := fmt.Sprintf("svc_sk_%s_%043d", id, i)
+		e.get("/devices", wrong).want(t, http.StatusUnauthorized, cloud.EUNAUTHORIZED)
+	}
+	before := counter.calls.Load()
+	for i := 0; i < 3; i++ {
+		wrong := fmt.Sprintf("svc_sk_%s_%043d", id, 100+i)
+		e.get("/devices", wrong).want(t, http.StatusTooManyRequests, "rate_limited")
+	}
+	if n := counter.calls.Load() - before; n != 0 {
+		t.Fatalf("%d verifications after the address's budget was used up", n)
+	}
+	// The key that verified before still works from the same address.
+	e.get("/devices", e.keyA).want(t, http.StatusOK, "")
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -214,12 +215,17 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			return
 		}
 		info := infoFrom(r)
-		s.authenticate(r, info)
-		var bucket string
+		addrBucket := "a:" + clientAddr(r)
+		if s.addrExhausted(addrBucket) && !s.knownKey(r.Header.Get("Authorization")) {
+			// This address has used up its budget of unauthenticated
+			// requests: do not spend bcrypt on keys never verified here.
+			info.authErr = cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
+		} else {
+			s.authenticate(r, info)
+		}
+		bucket := addrBucket
 		if info.key != nil {
 			bucket = "k:" + info.key.ID
-		} else {
-			bucket = "a:" + clientAddr(r)
 		}
 		limited := s.limiter.OnLimit(w, r, bucket)
 		h := w.Header()
@@ -273,6 +279,49 @@ func (s *Server) authenticate(r *http.Request, info *reqInfo) {
 		return
 	}
 	info.key = key
+	s.rememberKey(h)
+}
+
+// maxKnownKeys bounds the set of Authorization values that verified.
+const maxKnownKeys = 10_000
+
+// addrExhausted reports whether the unauthenticated budget of an address
+// is used up (the next request there would be refused).
+func (s *Server) addrExhausted(bucket string) bool {
+	_, rate, err := s.limiter.Status(bucket)
+	return err == nil && rate+1 > float64(s.limit)
+}
+
+// knownKey reports whether this Authorization header value has verified
+// before (by a SHA-256 sum; the key itself is not kept).
+func (s *Server) knownKey(header string) bool {
+	if header == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(header))
+	s.knownMu.RLock()
+	_, ok := s.known[sum]
+	s.knownMu.RUnlock()
+	return ok
+}
+
+func (s *Server) rememberKey(header string) {
+	sum := sha256.Sum256([]byte(header))
+	s.knownMu.RLock()
+	_, ok := s.known[sum]
+	s.knownMu.RUnlock()
+	if ok {
+		return
+	}
+	s.knownMu.Lock()
+	if len(s.known) >= maxKnownKeys {
+		for k := range s.known { // random eviction
+			delete(s.known, k)
+			break
+		}
+	}
+	s.known[sum] = struct{}{}
+	s.knownMu.Unlock()
 }
 
 // keyHandler is an endpoint handler that runs with an authenticated key.

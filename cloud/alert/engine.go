@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -37,10 +38,10 @@ const (
 
 // Event types the engine reads from agents.
 const (
-	EventVPNDown = "alert.vpn_down" // the agent's own event: it is the alert's event, not stored twice
-	EventVPNUp   = "vpn.up"
+	EventVPNDown = protocol.EventVPNDown // the agent's own event: it is the alert's event, not stored twice
+	EventVPNUp   = protocol.EventVPNUp
 	// EventResolved is the device event stored when an alert closes.
-	EventResolved = "alert.resolved"
+	EventResolved = protocol.EventAlertResolved
 )
 
 // Rule is an organization's alert rule.

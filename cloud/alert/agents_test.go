@@ -44,8 +44,8 @@ type received struct {
 	Path   string
 	Event  string
 	Device string
-	Body  []byte
-	SigOK bool
+	Body   []byte
+	SigOK  bool
 }
 
 func newRelay(t *testing.T) *relay {

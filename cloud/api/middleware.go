@@ -230,7 +230,7 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 		limited := s.limiter.OnLimit(w, r, bucket)
 		h := w.Header()
 		reset, _ := strconv.ParseInt(h.Get(hdrReset), 10, 64)
-		secs := reset - s.now().Unix()
+		secs := reset - time.Now().Unix() // the limiter runs on the wall clock
 		if secs < 0 {
 			secs = 0
 		}

@@ -338,8 +338,10 @@ func (db *DB) AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetai
 	if nd.SerialNumber, err = checkName("serial", nd.SerialNumber); err != nil {
 		return resource.DeviceDetail{}, "", err
 	}
-	if len(nd.Location) > MaxNameLength {
-		return resource.DeviceDetail{}, "", cloud.Errorf(cloud.EINVALID, "location is longer than %d bytes", MaxNameLength)
+	if nd.Location != "" {
+		if nd.Location, err = checkName("location", nd.Location); err != nil {
+			return resource.DeviceDetail{}, "", err
+		}
 	}
 	if _, ok := catalog.Lookup(nd.Model); !ok {
 		return resource.DeviceDetail{}, "", cloud.Errorf(cloud.EINVALID, "unknown model %q (known models: %s)", nd.Model, strings.Join(catalog.Names(), ", "))

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
@@ -48,6 +50,9 @@ func checkName(field, name string) (string, error) {
 	}
 	if len(name) > MaxNameLength {
 		return "", cloud.Errorf(cloud.EINVALID, "%s is longer than %d bytes", field, MaxNameLength)
+	}
+	if !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+		return "", cloud.Errorf(cloud.EINVALID, "%s must be printable UTF-8 text", field)
 	}
 	return name, nil
 }

@@ -14,6 +14,7 @@ import (
 
 func runOrgCreate(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("org create")
+	f.Create = true
 	name := f.FS.String("name", "", "organization name (required)")
 	if err := f.parse(args); err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -135,6 +137,10 @@ type adminFlags struct {
 	FS   *flag.FlagSet
 	DB   string
 	JSON bool
+	// Create lets open create a missing database file (org create); other
+	// commands refuse a missing file, so that a mistyped --db does not
+	// silently start an empty database.
+	Create bool
 }
 
 func newAdminFlags(path string) *adminFlags {
@@ -181,6 +187,11 @@ func required(pairs ...string) error {
 
 // open opens the store named by --db.
 func (f *adminFlags) open(ctx context.Context) (*sqlite.DB, error) {
+	if !f.Create {
+		if _, err := os.Stat(f.DB); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("database %s does not exist (create an organization first, or check --db / FLEET_DB)", f.DB)
+		}
+	}
 	return sqlite.Open(ctx, f.DB)
 }
 

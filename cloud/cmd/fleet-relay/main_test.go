@@ -182,6 +182,8 @@ func TestAdminErrors(t *testing.T) {
 		{[]string{"device", "revoke", "--db", db, "--id", "nosuchdevice"}, 1, "not found"},
 		{[]string{"key", "list", "--db", db, "--org", org.ID, "stray"}, 2, "unexpected argument"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"key", "list", "--db", db + ".typo", "--org", org.ID}, 1, "does not exist"},
+		{[]string{"device", "add", "--db", db, "--org", org.ID, "--name", "bad\x07name", "--serial", "S", "--model", "IG-100"}, 1, "printable"},
 		{[]string{"serve", "--db", db, "--rate-limit", "0"}, 2, "--rate-limit"},
 		{[]string{"serve", "--db", db, "--tls-cert", "x.pem"}, 2, "--tls-key"},
 	} {

@@ -185,3 +185,14 @@ func TestDefaultRouteIP(t *testing.T) {
 		t.Fatalf("no default route: %q", ip)
 	}
 }
+
+// The shipped example parses as it stands.
+func TestExampleConfigParses(t *testing.T) {
+	c, err := ParseConfig([]string{"--config", "../deploy/agent.example.yaml"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HW != "linux" || c.Ports["rs485-1"] != "/dev/ttyUSB0" || c.VPNInterface != "wg0" || c.Location != "Plant 3, Line 2" {
+		t.Fatalf("example config = %+v", c)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +60,9 @@ type Report struct {
 	// FirstRequest is the latency of a brand-new key's first request
 	// (bcrypt verification); Steady the median of its next requests.
 	FirstRequest, Steady time.Duration
+	// LoadAvg is /proc/loadavg's first three fields after the run ("" where
+	// unavailable): the figures mean little on a machine busy with others.
+	LoadAvg string
 }
 
 // Run seeds a database, starts the API on loopback and measures.
@@ -168,6 +172,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		r := load(ctx, ln.Addr().String(), ep.urls, key, cfg.Clients, cfg.Warmup, cfg.Duration)
 		r.Name = ep.name
 		rep.Results = append(rep.Results, r)
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			rep.LoadAvg = strings.Join(f[:3], " ")
+		}
 	}
 	return rep, nil
 }
@@ -403,6 +412,9 @@ func Print(w io.Writer, cfg Config, rep Report) {
 			r.Name, r.RPS(), ms(r.P50), ms(r.P99), r.Errors)
 	}
 	fmt.Fprintf(w, "  new key: first request %.1f ms (bcrypt, once per key), steady state %.2f ms (no bcrypt)\n", ms(rep.FirstRequest), ms(rep.Steady))
+	if rep.LoadAvg != "" {
+		fmt.Fprintf(w, "  machine load average (1, 5, 15 min) after the run: %s on %d CPUs: other processes share these cores\n", rep.LoadAvg, runtime.NumCPU())
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -152,6 +152,8 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 		HeartbeatInterval: cfg.Heartbeat,
 		Spool:             sp,
 		OnConfig:          a.onConfig,
+		BackoffMin:        cfg.BackoffMin,
+		BackoffMax:        cfg.BackoffMax,
 		Logger:            log.With("component", "link"),
 	})
 	if err != nil {

@@ -49,6 +49,8 @@ type Config struct {
 	DevRoot string
 	// RecheckInterval is how often missing channel devices are looked for.
 	RecheckInterval time.Duration
+	// BackoffMin and BackoffMax bound the reconnect delay.
+	BackoffMin, BackoffMax time.Duration
 
 	// VPNInterface is the WireGuard interface to watch ("" disables).
 	VPNInterface string
@@ -118,6 +120,8 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&c.DiskPath, "disk-path", "/", "path whose filesystem diskUsedPct measures")
 	fs.StringVar(&c.DevRoot, "dev-root", "/dev", "directory watched for USB serial adapters (ttyUSB*, ttyACM*); none disables")
 	fs.DurationVar(&c.RecheckInterval, "recheck-interval", 5*time.Second, "how often missing channel devices are looked for")
+	fs.DurationVar(&c.BackoffMin, "backoff-min", time.Second, "first reconnect delay bound; doubles per failed attempt (full jitter)")
+	fs.DurationVar(&c.BackoffMax, "backoff-max", 60*time.Second, "reconnect delay cap")
 	fs.StringVar(&vpn, "vpn-interface", "", "WireGuard interface to watch (default wg0 with --hw linux, none with --hw sim; none disables)")
 	fs.StringVar(&pt, "passthrough-listen", ":4001", "HOST:BASEPORT for raw channel access in passthrough mode; empty HOST is the VPN address; none disables")
 	fs.StringVar(&c.Name, "name", "", "device name reported to the relay (default: host name)")
@@ -203,6 +207,9 @@ func (c Config) Validate() error {
 	}
 	if c.RecheckInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--recheck-interval %v: must be positive", c.RecheckInterval))
+	}
+	if c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin {
+		errs = append(errs, fmt.Errorf("--backoff-min %v / --backoff-max %v: want 0 < min <= max", c.BackoffMin, c.BackoffMax))
 	}
 	return errors.Join(errs...)
 }

@@ -113,6 +113,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--relay", "http://x", "--token", "t", "--heartbeat", "10ms"}, "--heartbeat"},
 		{[]string{"--relay", "http://x", "--token", "t", "--spool-max-bytes", "10"}, "--spool-max-bytes"},
 		{[]string{"--relay", "http://x", "--token", "t", "extra"}, "unexpected"},
+		{[]string{"--relay", "http://x", "--token", "t", "--backoff-min", "2s", "--backoff-max", "1s"}, "--backoff-min"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -134,7 +134,6 @@ func TestKernelMissingInterface(t *testing.T) {
 func TestKernelDriverOnVcan(t *testing.T) {
 	requireKernel(t)
 	makeVcan(t, "kvcan2", canfd.FDMTU)
-	peer := dialT(t, "kvcan2")
 	data := strings.Repeat("5A", 64)
 	p, err := canfd.OpenSocketCAN(context.Background(), "canfd-1", "kvcan2", cfg(func(c *serialcfg.CANFD) {
 		c.Tx = serialcfg.CANFDTx{Enabled: true, IntervalMs: 100, CanID: "0x18DAF110", DataHex: data}
@@ -143,6 +142,9 @@ func TestKernelDriverOnVcan(t *testing.T) {
 		t.Fatalf("OpenSocketCAN: %v", err)
 	}
 	defer p.Close()
+	// Dial after Open: configuring the link bounces it, which reports
+	// ENETDOWN once to every socket already open on it.
+	peer := dialT(t, "kvcan2")
 
 	// Periodic tx: 64-byte FD frames with BRS and an extended id.
 	start := time.Now()
@@ -197,12 +199,14 @@ func TestKernelDriverOnVcan(t *testing.T) {
 func TestKernelListenOnlyOnVcan(t *testing.T) {
 	requireKernel(t)
 	makeVcan(t, "kvcan3", canfd.FDMTU)
-	peer := dialT(t, "kvcan3")
 	p, err := canfd.OpenSocketCAN(context.Background(), "canfd-1", "kvcan3", cfg(func(c *serialcfg.CANFD) { c.ListenOnly = true }), nil)
 	if err != nil {
 		t.Fatalf("OpenSocketCAN: %v", err)
 	}
 	defer p.Close()
+	// Dial after Open: configuring the link bounces it, which reports
+	// ENETDOWN once to every socket already open on it.
+	peer := dialT(t, "kvcan3")
 	if err := peer.Send(canfd.Frame{ID: 0x42, FD: true, Data: make([]byte, 64)}); err != nil {
 		t.Fatal(err)
 	}
@@ -218,12 +222,14 @@ func TestKernelListenOnlyOnVcan(t *testing.T) {
 func TestKernelErrorFramesOnVcan(t *testing.T) {
 	requireKernel(t)
 	makeVcan(t, "kvcan4", canfd.FDMTU)
-	peer := dialT(t, "kvcan4")
 	p, err := canfd.OpenSocketCAN(context.Background(), "canfd-1", "kvcan4", cfg(nil), nil)
 	if err != nil {
 		t.Fatalf("OpenSocketCAN: %v", err)
 	}
 	defer p.Close()
+	// Dial after Open: configuring the link bounces it, which reports
+	// ENETDOWN once to every socket already open on it.
+	peer := dialT(t, "kvcan4")
 	// vcan has no controller; an error frame written by another socket is
 	// delivered to sockets with CAN_RAW_ERR_FILTER, as a controller's would be.
 	if err := peer.Send(canfd.Frame{Err: true, ID: canfd.ErrClassBusOff, Data: make([]byte, 8)}); err != nil {

@@ -36,10 +36,6 @@ func TestKernelBackendCANFD(t *testing.T) {
 	if !b.Present(ch, iface) {
 		t.Fatalf("%s not present after it was created", iface)
 	}
-	peer, err := canfd.Dial(iface)
-	if err == nil {
-		defer peer.Close()
-	}
 	cfg := ch.DefaultConfig()
 	cfg.CANFD.Tx = serialcfg.CANFDTx{Enabled: true, IntervalMs: 100, CanID: "0x123", DataHex: "11 22 33 44 55 66 77 88 99 AA BB CC"}
 	p, err := b.Open(context.Background(), ch, iface, cfg)
@@ -47,13 +43,12 @@ func TestKernelBackendCANFD(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 	defer p.Close()
-	if peer == nil {
-		// The link was down before Open configured it; dial now.
-		if peer, err = canfd.Dial(iface); err != nil {
-			t.Fatal(err)
-		}
-		defer peer.Close()
+	// Dial after Open: configuring the link bounces it.
+	peer, err := canfd.Dial(iface)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer peer.Close()
 	got := make(chan canfd.Frame, 1)
 	go func() {
 		for {

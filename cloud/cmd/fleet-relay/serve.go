@@ -48,6 +48,7 @@ type extension struct {
 // their own files and one line each here.
 func extensions() []extension {
 	return []extension{
+		webhookExtension(), // before the agent endpoint: stops after it
 		agentLinkExtension(),
 	}
 }

@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"text/tabwriter"
+	"time"
 
+	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/webhook"
 )
 
 // runOrgSetAlertWebhook sets (or with --url "" clears) an organization's
@@ -147,4 +152,62 @@ func runWebhookRedeliver(ctx context.Context, args []string, stdout io.Writer) e
 	return f.print(stdout, out, func(w io.Writer) {
 		fmt.Fprintf(w, "Queued as delivery %s (a copy of %s); a running relay sends it within a second.\n", newID, *id)
 	})
+}
+
+// webhookExtension runs the alert engine and the webhook dispatcher inside
+// serve. Its flags: --webhook-backoff, --webhook-timeout,
+// --webhook-allow-private, --webhook-ca, --webhook-concurrency. It must be
+// listed before the agent endpoint so that it stops after it (stops run in
+// reverse order): no observer call reaches a closed dispatcher.
+func webhookExtension() extension {
+	backoff := webhook.DefaultBackoff
+	var client webhook.ClientConfig
+	timeout := webhook.DefaultTimeout
+	perEndpoint := 16
+	return extension{
+		name: "webhooks",
+		flags: func(fs *flag.FlagSet) {
+			fs.Func("webhook-backoff", "webhook retry schedule: 1 to 5 waits, each ±20% jitter (default "+webhook.DefaultBackoffFlag+")", func(s string) error {
+				b, err := webhook.ParseBackoff(s)
+				if err != nil {
+					return err
+				}
+				backoff = b
+				return nil
+			})
+			fs.DurationVar(&timeout, "webhook-timeout", timeout, "time limit of one webhook attempt (connect, TLS, request, response)")
+			fs.BoolVar(&client.AllowPrivate, "webhook-allow-private", false, "allow webhooks to loopback, private, link-local, CGNAT and metadata addresses")
+			fs.StringVar(&client.CAFile, "webhook-ca", "", "PEM file of extra CA certificates trusted for webhook receivers")
+			fs.IntVar(&perEndpoint, "webhook-concurrency", perEndpoint, "concurrent webhook attempts per endpoint (URL host)")
+		},
+		start: func(ctx context.Context, m *Main, _ *http.ServeMux) (func(context.Context) error, error) {
+			if timeout <= 0 || timeout > 5*time.Minute {
+				return nil, fmt.Errorf("%w: --webhook-timeout must be in (0, 5m]", errUsage)
+			}
+			if perEndpoint < 1 || perEndpoint > 1024 {
+				return nil, fmt.Errorf("%w: --webhook-concurrency must be 1..1024", errUsage)
+			}
+			client.MaxConnsPerHost = perEndpoint
+			hc, err := webhook.NewClient(client)
+			if err != nil {
+				return nil, err
+			}
+			log := m.Logger.With("component", "webhook")
+			disp, err := webhook.New(webhook.Config{Store: sqlite.NewWebhookStore(m.DB), Client: hc, Backoff: backoff, Timeout: timeout,
+				PerEndpoint: perEndpoint, Logger: log, Now: m.DB.Now})
+			if err != nil {
+				return nil, err
+			}
+			if err := disp.Start(ctx); err != nil {
+				return nil, err
+			}
+			notifier := webhook.NewNotifier(disp)
+			engine := alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(m.DB), Observer: &m.AlertObservers,
+				Logger: m.Logger.With("component", "alert"), Now: m.DB.Now})
+			m.Observers = append(m.Observers, engine, notifier)
+			m.AlertObservers = append(m.AlertObservers, notifier)
+			log.Info("webhooks started", "backoff", fmt.Sprint(backoff), "timeout", timeout.String(), "allow_private", client.AllowPrivate, "per_endpoint", perEndpoint)
+			return func(context.Context) error { return disp.Close() }, nil
+		},
+	}
 }

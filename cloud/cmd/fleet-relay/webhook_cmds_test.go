@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// startRelayBinary runs `fleet-relay serve` and returns its address.
+func startRelayBinary(t *testing.T, bin string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	logs := bufio.NewScanner(stderr)
+	for logs.Scan() {
+		var line struct{ Msg, Addr string }
+		json.Unmarshal(logs.Bytes(), &line)
+		if line.Msg == "relay listening" {
+			go io.Copy(io.Discard, stderr)
+			return cmd, line.Addr
+		}
+	}
+	t.Fatal("no 'relay listening' log line")
+	return nil, ""
+}
+
+// TestWebhooksThroughTheRelayKilledAndRestarted runs the real relay binary
+// with a simulated agent: signal changes and a full disk cause webhooks to a
+// real HTTPS receiver that fails each delivery's first two requests; the
+// relay is killed with SIGKILL during the retries and restarted; every
+// delivery ends delivered, none recorded delivered before the kill is sent
+// again, each device's signals arrive in order, and acknowledging the alert
+// through the API sends alert.acknowledged.
+func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fleet-relay")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	db := filepath.Join(dir, "relay.db")
+	admin := func(v any, args ...string) {
+		t.Helper()
+		out, err := exec.Command(bin, append(args, "--db", db, "--json")...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if v != nil {
+			if err := json.Unmarshal(out, v); err != nil {
+				t.Fatalf("%v: %v", args, err)
+			}
+		}
+	}
+	var org struct{ ID, WebhookSecret string }
+	admin(&org, "org", "create", "--name", "Acme")
+	var key struct{ Key string }
+	admin(&key, "key", "create", "--org", org.ID, "--name", "k", "--scopes", "devices:write,alerts:read,alerts:write")
+	var dev struct{ ID, Token string }
+	admin(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "S1", "--model", "IG-500")
+
+	type hitRec struct {
+		id, event string
+		n         int // the signal's sequence number (live "n=<k>")
+		at        time.Time
+	}
+	var mu sync.Mutex
+	var hits []hitRec
+	seen := map[string]int{}
+	badSig := 0
+	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id := r.Header.Get(webhook.HeaderDeliveryID)
+		ts, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
+		var b struct {
+			Event    string
+			Channels []resource.ChannelTelemetry
+		}
+		json.Unmarshal(body, &b)
+		h := hitRec{id: id, event: b.Event, n: -1, at: time.Now()}
+		if len(b.Channels) == 1 {
+			fmt.Sscanf(b.Channels[0].Live, "n=%d", &h.n)
+		}
+		mu.Lock()
+		if !webhook.Verify(org.WebhookSecret, body, r.Header.Get(webhook.HeaderSignature)) ||
+			!webhook.VerifyStandard(org.WebhookSecret, id, ts, body, r.Header.Get("webhook-signature")) {
+			badSig++
+		}
+		hits = append(hits, h)
+		seen[id]++
+		n := seen[id]
+		mu.Unlock()
+		if n <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer rcv.Close()
+	ca := filepath.Join(dir, "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600)
+	admin(nil, "org", "set-alert-webhook", "--org", org.ID, "--url", rcv.URL+"/alerts")
+
+	flags := []string{"--db", db, "--webhook-allow-private", "--webhook-ca", ca, "--webhook-backoff", "400ms,400ms,400ms,400ms,400ms"}
+	relay, addr := startRelayBinary(t, bin, flags...)
+	api := "http://" + addr + "/api/v1/public"
+	call := func(method, path, body string) (int, []byte) {
+		req, _ := http.NewRequest(method, api+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key.Key)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if code, b := call("PATCH", "/devices/"+dev.ID+"/serial", `{"webhookUrl":"http://example.com/x"}`); code != 400 || errorCode(b) != "validation_error" {
+		t.Errorf("PATCH with an http URL: %d %s", code, b)
+	}
+	if code, b := call("PATCH", "/devices/"+dev.ID+"/serial", `{"webhookUrl":"`+rcv.URL+`/signals","webhookEnabled":true}`); code != 200 {
+		t.Fatalf("PATCH serial: %d %s", code, b)
+	}
+
+	// The simulated agent: 20 signal changes and a full disk.
+	ctx := context.Background()
+	ws, _, err := websocket.Dial(ctx, "ws://"+addr+protocol.Path, &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + dev.Token}}, Subprotocols: []string{protocol.Subprotocol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	go func() {
+		for {
+			if _, _, err := ws.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	send := func(m protocol.Message) {
+		b, _ := json.Marshal(m)
+		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(protocol.Message{Type: protocol.TypeHello, Hello: &protocol.Hello{AgentVersion: "sim", Model: "IG-500", HeartbeatInterval: protocol.Duration{Duration: time.Minute}}})
+	const changes = 20
+	for i := 0; i < changes; i++ {
+		send(protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &protocol.Heartbeat{At: resource.T(time.Now()), Status: resource.StatusOnline,
+			Channels: []protocol.ChannelState{{ID: "uart-1", Available: true, Live: fmt.Sprintf("n=%d", i)}}}})
+		time.Sleep(20 * time.Millisecond)
+	}
+	send(protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{{Seq: 1,
+		Metric: &resource.MetricSample{CapturedAt: resource.T(time.Now()), CPUPct: 5, MemPct: 20, DiskUsedPct: 97, TempCPU: 40}}}}})
+
+	// Kill the relay while retries are under way.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(hits)
+		mu.Unlock()
+		if n >= changes+10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d webhook requests before the kill", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	relay.Process.Signal(syscall.SIGKILL)
+	relay.Wait()
+	killedAt := time.Now()
+	ws.CloseNow()
+
+	store, err := sqlite.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ds, err := sqlite.NewWebhookStore(store).WebhookDeliveries(ctx, org.ID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != changes+1 {
+		t.Fatalf("%d deliveries in the outbox, want %d (20 signals, alert.opened)", len(ds), changes+1)
+	}
+	before := map[string]bool{}
+	pending := 0
+	for _, d := range ds {
+		if d.State == "delivered" {
+			before[d.ID] = true
+		} else if d.State == "pending" {
+			pending++
+		}
+	}
+	if pending == 0 {
+		t.Fatal("nothing pending at the kill")
+	}
+
+	_, addr = startRelayBinary(t, bin, flags...)
+	api = "http://" + addr + "/api/v1/public"
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		ds, err = sqlite.NewWebhookStore(store).WebhookDeliveries(ctx, org.ID, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, d := range ds {
+			if d.State == "delivered" {
+				done++
+			}
+		}
+		if done == len(ds) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d delivered after the restart", done, len(ds))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	mu.Lock()
+	last := -1
+	firstSeen := map[string]bool{}
+	for _, h := range hits {
+		if before[h.id] && h.at.After(killedAt) {
+			t.Errorf("delivery %s recorded delivered before the kill was sent again", h.id)
+		}
+		if h.event == "serial.signal" && !firstSeen[h.id] {
+			firstSeen[h.id] = true
+			if h.n <= last {
+				t.Errorf("signal %d sent after signal %d", h.n, last)
+			}
+			last = h.n
+		}
+	}
+	if badSig > 0 {
+		t.Errorf("%d requests with a bad signature", badSig)
+	}
+	mu.Unlock()
+
+	// Acknowledge through the API: alert.acknowledged.
+	code, b := call("GET", "/alerts", "")
+	var list resource.List[resource.Alert]
+	json.Unmarshal(b, &list)
+	if code != 200 || len(list.Data) != 1 {
+		t.Fatalf("GET /alerts: %d %s", code, b)
+	}
+	if code, b := call("POST", "/alerts/"+list.Data[0].ID+"/acknowledge", ""); code != 200 {
+		t.Fatalf("acknowledge: %d %s", code, b)
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		mu.Lock()
+		got := false
+		for _, h := range hits {
+			if h.event == "alert.acknowledged" && seen[h.id] >= 3 {
+				got = true
+			}
+		}
+		mu.Unlock()
+		if got {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no alert.acknowledged webhook delivered")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

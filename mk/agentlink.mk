@@ -1,0 +1,18 @@
+# Agent link (issue 3, relay side): load benchmark of the agents' websocket
+# endpoint. fleet-loadgen registers LOADGEN_AGENTS devices straight in a temp
+# SQLite file, starts a relay process on it and connects that many agents
+# over loopback from several 127.0.0.x addresses; it prints the relay's RSS
+# per connection, heartbeats stored per second with the heartbeat-to-stored
+# p99, and the drain time of a reconnect storm (every agent flushing an hour
+# of spooled metrics), each beside its target.
+
+LOADGEN_AGENTS   ?= 20000
+LOADGEN_DURATION ?= 15s
+LOADGEN_FLAGS    ?=
+
+.PHONY: bench-agentlink
+BENCH_TARGETS += bench-agentlink
+
+bench-agentlink:
+	$(GO) build -o $(BIN)/fleet-loadgen ./cloud/cmd/fleet-loadgen
+	$(BIN)/fleet-loadgen --agents $(LOADGEN_AGENTS) --duration $(LOADGEN_DURATION) $(LOADGEN_FLAGS)

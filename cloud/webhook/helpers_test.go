@@ -95,12 +95,20 @@ func newReceiver(t testing.TB, secret func() string, script func(h hit, w http.R
 	r := &receiver{secret: secret, script: script, notify: make(chan hit, 100000)}
 	r.srv = httptest.NewTLSServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
-	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})
-	r.caFile = filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(r.caFile, pemBytes, 0o600); err != nil {
+	r.caFile = writeCA(t, r.srv)
+	return r
+}
+
+// writeCA writes the certificate of a TLS test server to a PEM file (for
+// --webhook-ca) and returns its path.
+func writeCA(t testing.TB, srv *httptest.Server) string {
+	t.Helper()
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(path, pemBytes, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return path
 }
 
 func (r *receiver) URL(path string) string { return r.srv.URL + path }

@@ -1,0 +1,203 @@
+// Package relaystub is a relay stand-in for the agent's tests: a real
+// websocket server on loopback that speaks shared/protocol, checks the
+// bearer token and subprotocol, stores records by seq (idempotently, like
+// the real relay), acknowledges every batch, and can push a Config or cut
+// every connection. The real relay's end-to-end tests live with the relay.
+package relaystub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/fleet/fleet/shared/protocol"
+)
+
+// Relay is the stub. Its fields are guarded by Mu.
+type Relay struct {
+	Token string
+	URL   string
+	srv   *httptest.Server
+
+	Mu         sync.Mutex
+	Hellos     []protocol.Hello
+	Heartbeats []protocol.Heartbeat
+	Records    map[uint64]protocol.Record
+	Received   map[uint64]int
+	Applied    []protocol.ConfigApplied
+	conns      []*websocket.Conn
+}
+
+// Start starts a stub accepting token on a loopback port.
+func Start(token string) *Relay {
+	r := &Relay{Token: token, Records: map[uint64]protocol.Record{}, Received: map[uint64]int{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	r.URL = r.srv.URL
+	return r
+}
+
+// Close stops the server.
+func (r *Relay) Close() {
+	r.Drop()
+	r.srv.Close()
+}
+
+func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path != protocol.Path {
+		http.NotFound(w, req)
+		return
+	}
+	if req.Header.Get("Authorization") != "Bearer "+r.Token {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	if c.Subprotocol() != protocol.Subprotocol {
+		c.Close(protocol.CloseProtocolError, "subprotocol required")
+		return
+	}
+	c.SetReadLimit(protocol.MaxMessageBytes)
+	ctx := req.Context()
+	r.Mu.Lock()
+	r.conns = append(r.conns, c)
+	r.Mu.Unlock()
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		var m protocol.Message
+		if err := json.Unmarshal(b, &m); err != nil {
+			c.Close(protocol.CloseProtocolError, "malformed")
+			return
+		}
+		var reply *protocol.Message
+		r.Mu.Lock()
+		switch {
+		case m.Type == protocol.TypeHello && m.Hello != nil:
+			r.Hellos = append(r.Hellos, *m.Hello)
+			reply = &protocol.Message{Type: protocol.TypeWelcome, Welcome: &protocol.Welcome{DeviceID: "dev-stub", LastSeq: r.lastSeqLocked()}}
+		case m.Type == protocol.TypeHeartbeat && m.Heartbeat != nil:
+			r.Heartbeats = append(r.Heartbeats, *m.Heartbeat)
+		case m.Type == protocol.TypeConfigApplied && m.ConfigApplied != nil:
+			r.Applied = append(r.Applied, *m.ConfigApplied)
+		case m.Type == protocol.TypeRecords && m.Records != nil && len(m.Records.Items) > 0:
+			for _, it := range m.Records.Items {
+				r.Received[it.Seq]++
+				r.Records[it.Seq] = it
+			}
+			reply = &protocol.Message{Type: protocol.TypeAck, Ack: &protocol.Ack{Seq: m.Records.Items[len(m.Records.Items)-1].Seq}}
+		default:
+			r.Mu.Unlock()
+			c.Close(protocol.CloseProtocolError, "unexpected "+m.Type)
+			return
+		}
+		r.Mu.Unlock()
+		if reply != nil {
+			b, _ := json.Marshal(reply)
+			if c.Write(ctx, websocket.MessageText, b) != nil {
+				return
+			}
+		}
+	}
+}
+
+func (r *Relay) lastSeqLocked() uint64 {
+	var m uint64
+	for s := range r.Records {
+		m = max(m, s)
+	}
+	return m
+}
+
+// Push sends cfg on the newest connection.
+func (r *Relay) Push(cfg protocol.Config) error {
+	r.Mu.Lock()
+	if len(r.conns) == 0 {
+		r.Mu.Unlock()
+		return http.ErrServerClosed
+	}
+	c := r.conns[len(r.conns)-1]
+	r.Mu.Unlock()
+	b, _ := json.Marshal(protocol.Message{Type: protocol.TypeConfig, Config: &cfg})
+	return c.Write(context.Background(), websocket.MessageText, b)
+}
+
+// Drop cuts every connection without a close handshake.
+func (r *Relay) Drop() {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	for _, c := range r.conns {
+		c.CloseNow()
+	}
+	r.conns = nil
+}
+
+// Events returns the stored events of type typ (every type when ""), in seq order.
+func (r *Relay) Events(typ string) []protocol.Event {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	var out []protocol.Event
+	for _, s := range r.seqsLocked() {
+		if e := r.Records[s].Event; e != nil && (typ == "" || e.Type == typ) {
+			out = append(out, *e)
+		}
+	}
+	return out
+}
+
+// Metrics returns the number of stored metric samples.
+func (r *Relay) Metrics() int {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	n := 0
+	for _, rec := range r.Records {
+		if rec.Metric != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Seqs returns the stored sequence numbers, ascending.
+func (r *Relay) Seqs() []uint64 {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	return r.seqsLocked()
+}
+
+func (r *Relay) seqsLocked() []uint64 {
+	out := make([]uint64, 0, len(r.Records))
+	for s := range r.Records {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// LastHeartbeat returns the newest heartbeat (zero before one).
+func (r *Relay) LastHeartbeat() protocol.Heartbeat {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	if len(r.Heartbeats) == 0 {
+		return protocol.Heartbeat{}
+	}
+	return r.Heartbeats[len(r.Heartbeats)-1]
+}
+
+// HelloCount returns the number of sessions opened.
+func (r *Relay) HelloCount() int {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	return len(r.Hellos)
+}

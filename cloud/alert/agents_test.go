@@ -88,7 +88,7 @@ func newRelay(t *testing.T) *relay {
 		t.Fatal(err)
 	}
 	notifier := webhook.NewNotifier(disp)
-	engine := alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(db), Observer: notifier})
+	engine := alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(db), Observer: notifier, SweepInterval: 50 * time.Millisecond})
 	store, err := sqlite.NewAgentStore(db, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +97,7 @@ func newRelay(t *testing.T) *relay {
 		Logger: slog.New(slog.DiscardHandler)})
 	lctx, cancel := context.WithCancel(ctx)
 	go link.Run(lctx)
+	go engine.Run(lctx)
 	mux := http.NewServeMux()
 	mux.Handle(protocol.Path, link.Handler())
 	r.http = httptest.NewServer(mux)
@@ -300,6 +301,30 @@ func TestAgentsEndToEnd(t *testing.T) {
 		a.heartbeat(nil)
 		r.waitAlert(dev, "device_offline", resource.AlertResolved)
 		r.hook(dev, "alert.resolved")
+	})
+
+	t.Run("agent disconnects", func(t *testing.T) {
+		dev, tok := r.addDevice("DISC1")
+		a := r.connect(t, tok, 200*time.Millisecond)
+		a.heartbeat(nil)
+		time.Sleep(50 * time.Millisecond)
+		a.ws.Close(websocket.StatusNormalClosure, "restarting") // OFFLINE at once
+		a = r.connect(t, tok, 200*time.Millisecond)             // back within an interval
+		for i := 0; i < 10; i++ {
+			a.heartbeat(nil)
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, al := range r.alerts(resource.AlertActive) {
+			if al.DeviceID == dev {
+				t.Fatalf("device_offline opened for a quick reconnect: %s", al.Message)
+			}
+		}
+		a.ws.Close(websocket.StatusNormalClosure, "gone") // and now gone for good
+		al := r.waitAlert(dev, "device_offline", resource.AlertActive)
+		if !strings.Contains(al.Message, "no heartbeat since") {
+			t.Errorf("message %q", al.Message)
+		}
+		r.hook(dev, "alert.opened")
 	})
 
 	t.Run("signal forwarding", func(t *testing.T) {

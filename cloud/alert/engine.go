@@ -93,6 +93,21 @@ type Store interface {
 	// an alert.resolved event with message; resolved is false when none was
 	// open.
 	ResolveAlert(ctx context.Context, orgID, deviceID string, rule Rule, message string, at time.Time) (a resource.Alert, resolved bool, err error)
+	// OpenAlertID returns the id of the device's open alert of the rule, or
+	// "" (a read: resolving checks it first).
+	OpenAlertID(ctx context.Context, deviceID, ruleID string) (string, error)
+	// OfflineDevices returns up to limit devices (all, or only deviceID when
+	// not "") that are OFFLINE with no heartbeat for three heartbeat
+	// intervals at now and have no device_offline alert created since their
+	// last heartbeat.
+	OfflineDevices(ctx context.Context, now time.Time, deviceID string, limit int) ([]Offline, error)
+}
+
+// Offline is a device that has been silent for three heartbeat intervals.
+type Offline struct {
+	Device    cloud.DeviceRef
+	LastSeen  time.Time
+	Heartbeat time.Duration
 }
 
 // Config configures an Engine.
@@ -104,6 +119,9 @@ type Config struct {
 	Now      func() time.Time
 	// RulesTTL is how long an organization's rules are cached; 0 means 30 s.
 	RulesTTL time.Duration
+	// SweepInterval is how often Run looks for devices silent for three
+	// heartbeat intervals; 0 means 5 s.
+	SweepInterval time.Duration
 }
 
 // Engine evaluates alert rules. It implements cloud.Observer.
@@ -134,6 +152,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.RulesTTL <= 0 {
 		cfg.RulesTTL = 30 * time.Second
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = 5 * time.Second
 	}
 	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "alert"), rules: map[string]cachedRules{}, vpn: map[string]bool{}}
 }
@@ -337,10 +358,24 @@ func (e *Engine) HeartbeatStored(ctx context.Context, dev cloud.DeviceRef, hb cl
 		return
 	}
 	defer e.lock(dev.ID)()
-	e.resolve(ctx, dev, r, fmt.Sprintf("vpn_down resolved: tunnel %s is up", hb.VPN.InterfaceName))
+	e.resolveIfOpen(ctx, dev, r, fmt.Sprintf("vpn_down resolved: tunnel %s is up", hb.VPN.InterfaceName))
 	e.mu.Lock()
 	e.vpn[dev.ID] = false
 	e.mu.Unlock()
+}
+
+// resolveIfOpen resolves the device's alert of r when one is open, reading
+// first so that the common case (nothing open) costs no write.
+func (e *Engine) resolveIfOpen(ctx context.Context, dev cloud.DeviceRef, r Rule, msg string) bool {
+	id, err := e.cfg.Store.OpenAlertID(ctx, dev.ID, r.ID)
+	if err != nil {
+		e.log.Error("open alert lookup", "device", dev.ID, "rule", r.Name, "err", err)
+		return false
+	}
+	if id == "" {
+		return false
+	}
+	return e.resolve(ctx, dev, r, msg)
 }
 
 // EventsStored opens vpn_down on the agent's alert.vpn_down event (that
@@ -373,7 +408,7 @@ func (e *Engine) EventsStored(ctx context.Context, dev cloud.DeviceRef, events [
 				continue
 			}
 			unlock := e.lock(dev.ID)
-			e.resolve(ctx, dev, r, "vpn_down resolved: tunnel is up")
+			e.resolveIfOpen(ctx, dev, r, "vpn_down resolved: tunnel is up")
 			unlock()
 			e.mu.Lock()
 			e.vpn[dev.ID] = false
@@ -382,25 +417,66 @@ func (e *Engine) EventsStored(ctx context.Context, dev cloud.DeviceRef, events [
 	}
 }
 
-// StatusChanged opens device_offline when a device goes OFFLINE and
-// resolves it when it is ONLINE again.
+// StatusChanged checks a device that went OFFLINE at once (device_offline
+// opens when it has been silent for three heartbeat intervals; Run finds
+// those that get there later, such as an agent that disconnected), and
+// resolves device_offline when the device is ONLINE again.
 func (e *Engine) StatusChanged(ctx context.Context, dev cloud.DeviceRef, from, to resource.DeviceStatus) {
 	switch to {
 	case resource.StatusOffline:
-		r, ok := e.rule(ctx, dev.OrgID, RuleDeviceOffline)
-		if !ok {
-			return
-		}
-		payload, _ := json.Marshal(map[string]any{"rule": r.Name, "from": from, "to": to})
-		defer e.lock(dev.ID)()
-		e.open(ctx, Opening{OrgID: dev.OrgID, DeviceID: dev.ID, Rule: r, Message: "Device offline: no heartbeat from the agent",
-			Payload: payload, At: e.cfg.Now(), WithEvent: true})
+		e.sweep(ctx, dev.ID)
 	case resource.StatusOnline:
 		r, ok := e.rule(ctx, dev.OrgID, RuleDeviceOffline)
 		if !ok {
 			return
 		}
 		defer e.lock(dev.ID)()
-		e.resolve(ctx, dev, r, "device_offline resolved: device is online")
+		e.resolveIfOpen(ctx, dev, r, "device_offline resolved: device is online")
+	}
+}
+
+// Run opens device_offline for devices silent for three heartbeat
+// intervals, every SweepInterval, until ctx ends. The condition is read from
+// the store, so a sweep after a restart catches up with what happened while
+// the relay was down.
+func (e *Engine) Run(ctx context.Context) {
+	t := time.NewTicker(e.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		e.sweep(ctx, "")
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (e *Engine) sweep(ctx context.Context, deviceID string) {
+	for {
+		offline, err := e.cfg.Store.OfflineDevices(ctx, e.cfg.Now(), deviceID, 500)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Error("offline sweep", "err", err)
+			}
+			return
+		}
+		opened := 0
+		for _, o := range offline {
+			r, ok := e.rule(ctx, o.Device.OrgID, RuleDeviceOffline)
+			if !ok {
+				continue
+			}
+			payload, _ := json.Marshal(map[string]any{"rule": r.Name, "lastSeen": resource.T(o.LastSeen), "heartbeatIntervalMs": o.Heartbeat.Milliseconds()})
+			msg := fmt.Sprintf("Device offline: no heartbeat since %s (3 heartbeat intervals of %s)", resource.FormatTime(o.LastSeen), o.Heartbeat)
+			unlock := e.lock(o.Device.ID)
+			if _, ok := e.open(ctx, Opening{OrgID: o.Device.OrgID, DeviceID: o.Device.ID, Rule: r, Message: msg, Payload: payload, At: e.cfg.Now(), WithEvent: true}); ok {
+				opened++
+			}
+			unlock()
+		}
+		if len(offline) < 500 || opened == 0 {
+			return
+		}
 	}
 }

@@ -310,19 +310,53 @@ func TestManualResolveNeedsNewSamples(t *testing.T) {
 func TestAgentSilentOpensDeviceOffline(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
+	lastSeen := e.clock.Now()
+	if _, err := e.db.SetDeviceStatus(ctx, e.dev.ID, resource.StatusOffline, lastSeen); err != nil {
+		t.Fatal(err)
+	}
+	// The agent disconnected 10 s after its last heartbeat (interval 30 s):
+	// not yet three intervals.
+	e.clock.Set(lastSeen.Add(10 * time.Second))
 	e.engine.StatusChanged(ctx, e.dev, resource.StatusOnline, resource.StatusOffline)
-	e.engine.StatusChanged(ctx, e.dev, resource.StatusConnecting, resource.StatusOffline)
+	if n := len(e.alerts(resource.AlertActive)); n != 0 {
+		t.Fatalf("%d alerts 10 s after the last heartbeat, want 0", n)
+	}
+	e.noHook()
+	// The sweep opens it once three intervals (90 s) passed.
+	e.clock.Set(lastSeen.Add(91 * time.Second))
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { e.engine.Run(runCtx); close(done) }()
+	defer func() { stop(); <-done }()
+	if h := e.hook(); h.Event != "alert.opened" {
+		t.Fatalf("webhook %s", h.Event)
+	}
 	as := e.alerts(resource.AlertActive)
-	if len(as) != 1 || as[0].RuleID != e.ruleID("device_offline") {
+	if len(as) != 1 || as[0].RuleID != e.ruleID("device_offline") || as[0].Severity != resource.SeverityError {
 		t.Fatalf("alerts: %+v", as)
 	}
 	if n := len(e.events("alert.device_offline")); n != 1 {
 		t.Errorf("%d alert.device_offline events, want 1", n)
 	}
-	if h := e.hook(); h.Event != "alert.opened" {
-		t.Errorf("webhook %s", h.Event)
+	// Resolved by hand while still offline: not opened again, not even by a
+	// restarted engine.
+	if _, err := sqlite.NewAlertService(e.db).Resolve(ctx, e.org.ID, as[0].ID); err != nil {
+		t.Fatal(err)
 	}
+	e.restart()
+	e.engine.StatusChanged(ctx, e.dev, resource.StatusOnline, resource.StatusOffline)
 	e.noHook()
+	if n := len(e.alerts(resource.AlertActive)); n != 0 {
+		t.Fatalf("device_offline reopened for the same outage")
+	}
+	// Back online, then silent again: a new alert, resolved when it returns.
+	e.clock.Set(lastSeen.Add(10 * time.Minute))
+	e.db.SetDeviceStatus(ctx, e.dev.ID, resource.StatusOffline, lastSeen.Add(10*time.Minute))
+	e.clock.Set(lastSeen.Add(12 * time.Minute))
+	e.engine.StatusChanged(ctx, e.dev, resource.StatusOnline, resource.StatusOffline)
+	if h := e.hook(); h.Event != "alert.opened" {
+		t.Fatalf("webhook %s", h.Event)
+	}
 	e.engine.StatusChanged(ctx, e.dev, resource.StatusOffline, resource.StatusOnline)
 	if n := len(e.alerts(resource.AlertActive)); n != 0 {
 		t.Fatal("device_offline not resolved when the device came back")
@@ -400,11 +434,10 @@ func TestAtMostOneOpenAlertUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			e.engine.MetricsStored(context.Background(), e.dev, []resource.MetricSample{{CapturedAt: resource.T(e.now), DiskUsedPct: 95}})
-			e.engine.StatusChanged(context.Background(), e.dev, resource.StatusOnline, resource.StatusOffline)
 		}()
 	}
 	wg.Wait()
-	if n := len(e.alerts(resource.AlertActive)); n != 2 {
-		t.Errorf("%d open alerts, want 2 (disk_full, device_offline)", n)
+	if n := len(e.alerts(resource.AlertActive)); n != 1 {
+		t.Errorf("%d open alerts, want 1", n)
 	}
 }

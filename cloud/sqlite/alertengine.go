@@ -235,3 +235,46 @@ func (s *AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID str
 	}
 	return a, resolved, nil
 }
+
+// OpenAlertID returns the id of the device's open alert of the rule, or "".
+func (s *AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID string) (string, error) {
+	var id string
+	err := s.db.R.QueryRowContext(ctx, `SELECT id FROM alerts WHERE device_id = ? AND rule_id = ? AND state <> 'RESOLVED'`, deviceID, ruleID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlite: open alert: %w", err)
+	}
+	return id, nil
+}
+
+// OfflineDevices returns up to limit devices (all, or only deviceID when
+// not "") that are OFFLINE with no heartbeat for three of their heartbeat
+// intervals at now, and that have no device_offline alert created since
+// their last heartbeat.
+func (s *AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID string, limit int) ([]alert.Offline, error) {
+	rows, err := s.db.R.QueryContext(ctx, `SELECT d.id, d.org_id, d.model, d.last_seen, d.agent_heartbeat_ms FROM devices d
+		WHERE d.status = 'OFFLINE' AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= ?
+		  AND (? = '' OR d.id = ?)
+		  AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.device_id = d.id
+		        AND a.rule_id = (SELECT r.id FROM alert_rules r WHERE r.org_id = d.org_id AND r.name = ?)
+		        AND a.created_at >= d.last_seen)
+		LIMIT ?`, now.UnixMilli(), deviceID, deviceID, alert.RuleDeviceOffline, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: offline devices: %w", err)
+	}
+	defer rows.Close()
+	var out []alert.Offline
+	for rows.Next() {
+		var o alert.Offline
+		var seen, hb int64
+		if err := rows.Scan(&o.Device.ID, &o.Device.OrgID, &o.Device.Model, &seen, &hb); err != nil {
+			return nil, fmt.Errorf("sqlite: offline devices: %w", err)
+		}
+		o.LastSeen = time.UnixMilli(seen).UTC()
+		o.Heartbeat = time.Duration(hb) * time.Millisecond
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}

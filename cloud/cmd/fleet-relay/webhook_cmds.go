@@ -206,8 +206,18 @@ func webhookExtension() extension {
 				Logger: m.Logger.With("component", "alert"), Now: m.DB.Now})
 			m.Observers = append(m.Observers, engine, notifier)
 			m.AlertObservers = append(m.AlertObservers, notifier)
+			sweepCtx, stopSweep := context.WithCancel(ctx)
+			swept := make(chan struct{})
+			go func() {
+				defer close(swept)
+				engine.Run(sweepCtx) // device_offline for devices silent for three heartbeat intervals
+			}()
 			log.Info("webhooks started", "backoff", fmt.Sprint(backoff), "timeout", timeout.String(), "allow_private", client.AllowPrivate, "per_endpoint", perEndpoint)
-			return func(context.Context) error { return disp.Close() }, nil
+			return func(context.Context) error {
+				stopSweep()
+				<-swept
+				return disp.Close()
+			}, nil
 		},
 	}
 }

@@ -138,7 +138,7 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 			slog.String("method", r.Method),
 			slog.String("path", safePath(r.URL.Path)),
 			slog.Int("status", status),
-			slog.Duration("duration", time.Since(start)),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 			slog.Int64("bytes", rec.info.bytes),
 			slog.String("key_id", keyID),
 			slog.String("remote", clientAddr(r)),

@@ -146,12 +146,33 @@ func (s *AlertService) Acknowledge(ctx context.Context, orgID, id string) (resou
 }
 
 // Resolve moves an ACTIVE or ACKNOWLEDGED alert to RESOLVED (resolvedAt
-// set, acknowledgedAt kept). A RESOLVED alert is returned unchanged, its
-// first resolvedAt preserved.
+// set, acknowledgedAt kept) and records an alert.resolved device event, as
+// the alert engine does when it resolves one. A RESOLVED alert is returned
+// unchanged, its first resolvedAt preserved, and no event is recorded.
 func (s *AlertService) Resolve(ctx context.Context, orgID, id string) (resource.Alert, error) {
 	return s.transition(ctx, orgID, id, "alert.resolved",
 		`UPDATE alerts SET state = 'RESOLVED', resolved_at = ? WHERE id = ? AND org_id = ? AND state <> 'RESOLVED'`, nil)
 }
+
+// resolvedEvent stores the alert.resolved event of an alert resolved
+// through the API, in the transaction that resolved it.
+func resolvedEvent(ctx context.Context, tx *sql.Tx, orgID string, a resource.Alert) error {
+	var rule string
+	if err := tx.QueryRowContext(ctx, `SELECT name FROM alert_rules WHERE id = ?`, a.RuleID).Scan(&rule); err != nil {
+		return err
+	}
+	data, err := json.Marshal(map[string]any{"alertId": a.ID, "ruleId": a.RuleID, "rule": rule, "resolvedBy": "api"})
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		ids.New(), orgID, a.DeviceID, EventAlertResolved, string(resource.SeverityInfo), rule+" alert resolved through the API", string(data), a.ResolvedAt.UnixMilli())
+	return err
+}
+
+// EventAlertResolved is the type of the device event recorded when an alert
+// closes.
+const EventAlertResolved = "alert.resolved"
 
 // transition runs one conditional UPDATE and reads the row back in one
 // immediate transaction, so concurrent calls serialize on the writer and
@@ -173,7 +194,13 @@ func (s *AlertService) transition(ctx context.Context, orgID, id, event, update 
 		if errors.Is(err, sql.ErrNoRows) {
 			return alertNotFound(id)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if changed && a.State == resource.AlertResolved {
+			return resolvedEvent(ctx, tx, orgID, a)
+		}
+		return nil
 	})
 	if err != nil {
 		if cloud.ErrorCode(err) != cloud.EINTERNAL {

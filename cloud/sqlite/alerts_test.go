@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,6 +99,19 @@ func TestAlertStateTable(t *testing.T) {
 				if !sameTime(stored.AcknowledgedAt, before.AcknowledgedAt) || !sameTime(stored.ResolvedAt, before.ResolvedAt) {
 					t.Errorf("times changed: ack %v->%v resolved %v->%v", before.AcknowledgedAt, stored.AcknowledgedAt, before.ResolvedAt, stored.ResolvedAt)
 				}
+			}
+			evs, err := sqlite.NewDeviceService(db).Events(ctx, org.ID, d.ID, cloud.EventFilter{Type: "alert.resolved"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEvents := 0
+			if tc.changed && tc.op == "resolve" {
+				wantEvents = 1
+			}
+			if len(evs.Data) != wantEvents {
+				t.Errorf("%d alert.resolved events, want %d", len(evs.Data), wantEvents)
+			} else if wantEvents == 1 && (!evs.Data[0].CreatedAt.Equal(now.Time) || !strings.Contains(string(evs.Data[0].Data), a.ID)) {
+				t.Errorf("event %+v", evs.Data[0])
 			}
 			events := log.list()
 			if tc.changed != (len(events) == 1) || len(events) > 1 {
@@ -226,6 +240,10 @@ func TestAlertConcurrentTransitions(t *testing.T) {
 	}
 	if (acked == 1) != (final.AcknowledgedAt != nil) {
 		t.Errorf("acknowledgedAt %v but %d acknowledge events", final.AcknowledgedAt, acked)
+	}
+	evs, _ := sqlite.NewDeviceService(db).Events(ctx, org.ID, d.ID, cloud.EventFilter{Type: "alert.resolved"})
+	if len(evs.Data) != 1 {
+		t.Errorf("%d alert.resolved events after 50 concurrent calls, want 1", len(evs.Data))
 	}
 }
 

@@ -189,7 +189,7 @@ func TestHTTPErrors(t *testing.T) {
 			t.Fatalf("no access log line: %s", logs)
 		}
 		id := strings.Split(strings.TrimPrefix(e.keyA, "svc_sk_"), "_")[0]
-		for _, want := range []string{`"method":"GET"`, `"path":"/api/v1/public/devices"`, `"status":200`, `"duration"`, `"key_id":"` + id + `"`} {
+		for _, want := range []string{`"method":"GET"`, `"path":"/api/v1/public/devices"`, `"status":200`, `"duration_ms"`, `"key_id":"` + id + `"`} {
 			if !strings.Contains(line, want) {
 				t.Errorf("log line lacks %s: %s", want, line)
 			}

@@ -37,10 +37,20 @@ func (l *NetlinkLink) Configure(ctx context.Context, s Settings) error {
 	if err := netlink.LinkSetDown(link); err != nil {
 		return fmt.Errorf("link %s down: %w", l.Interface, err)
 	}
-	cerr := setCANAttrs(link.Attrs().Index, s)
-	if cerr != nil && errors.Is(cerr, unix.EOPNOTSUPP) {
+	cerr := setCANAttrs(link.Attrs().Index, s, true)
+	switch {
+	case cerr != nil && errors.Is(cerr, unix.EOPNOTSUPP) && link.Type() != "can":
+		// vcan (or anything that is not a CAN controller) has no bit timing.
 		cerr = fmt.Errorf("set bitrate on %s (%s): %w: %w", l.Interface, link.Type(), ErrBitTimingUnsupported, cerr)
-	} else if cerr != nil {
+	case cerr != nil && errors.Is(cerr, unix.EOPNOTSUPP):
+		// A real controller refusing a mode: most likely a classic CAN
+		// controller asked for FD (or one without listen-only).
+		what := "CAN-FD"
+		if s.ListenOnly {
+			what = "CAN-FD or listen-only"
+		}
+		cerr = fmt.Errorf("%s refused the settings (controller without %s?): %w", l.Interface, what, cerr)
+	case cerr != nil:
 		cerr = fmt.Errorf("set bitrate %d/%d sample point %.3f on %s: %w", s.NominalBitrate, s.DataBitrate, s.SamplePoint, l.Interface, cerr)
 	}
 	if link.Attrs().MTU != FDMTU {
@@ -59,8 +69,10 @@ func (l *NetlinkLink) Configure(ctx context.Context, s Settings) error {
 }
 
 // setCANAttrs sends RTM_NEWLINK with IFLA_LINKINFO{kind "can", data
-// {BITTIMING, DATA_BITTIMING, CTRLMODE, RESTART_MS}}.
-func setCANAttrs(index int, s Settings) error {
+// {BITTIMING, DATA_BITTIMING, CTRLMODE, RESTART_MS}}. With fd false it
+// sets a classic controller (no data bit timing, FD off); only the kernel
+// tests use that, on qemu's SJA1000.
+func setCANAttrs(index int, s Settings, fd bool) error {
 	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_ACK)
 	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
 	msg.Index = int32(index)
@@ -70,12 +82,19 @@ func setCANAttrs(index int, s Settings) error {
 	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("can"))
 	data := info.AddRtAttr(nl.IFLA_INFO_DATA, nil)
 	data.AddRtAttr(nl.IFLA_CAN_BITTIMING, bitTiming(s.NominalBitrate, s.SamplePoint))
-	data.AddRtAttr(nl.IFLA_CAN_DATA_BITTIMING, bitTiming(s.DataBitrate, 0))
-	var flags uint32 = unix.CAN_CTRLMODE_FD
+	var flags uint32
+	if fd {
+		data.AddRtAttr(nl.IFLA_CAN_DATA_BITTIMING, bitTiming(s.DataBitrate, 0))
+		flags |= unix.CAN_CTRLMODE_FD
+	}
 	if s.ListenOnly {
 		flags |= unix.CAN_CTRLMODE_LISTENONLY
 	}
-	data.AddRtAttr(nl.IFLA_CAN_CTRLMODE, ctrlMode(unix.CAN_CTRLMODE_FD|unix.CAN_CTRLMODE_LISTENONLY, flags))
+	mask := uint32(unix.CAN_CTRLMODE_LISTENONLY)
+	if fd {
+		mask |= unix.CAN_CTRLMODE_FD
+	}
+	data.AddRtAttr(nl.IFLA_CAN_CTRLMODE, ctrlMode(mask, flags))
 	data.AddRtAttr(nl.IFLA_CAN_RESTART_MS, nl.Uint32Attr(RestartDelay))
 	req.AddData(info)
 	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
@@ -98,4 +117,70 @@ func ctrlMode(mask, flags uint32) []byte {
 	binary.NativeEndian.PutUint32(b[0:4], mask)
 	binary.NativeEndian.PutUint32(b[4:8], flags)
 	return b
+}
+
+// ReadSettings reads back the interface's bit timing and modes over
+// rtnetlink (what `ip -details link show` prints): nominal bitrate and
+// sample point, data bitrate, listen-only, and whether FD is on. An
+// interface without CAN attributes (vcan) returns zero Settings and
+// fd=false.
+func ReadSettings(iface string) (s Settings, fd bool, err error) {
+	link, err := netlink.LinkByName(iface)
+	if err != nil {
+		return Settings{}, false, fmt.Errorf("link %s: %w", iface, err)
+	}
+	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(link.Attrs().Index)
+	req.AddData(msg)
+	msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
+	if err != nil {
+		return Settings{}, false, fmt.Errorf("link %s: %w", iface, err)
+	}
+	if len(msgs) == 0 || len(msgs[0]) < unix.SizeofIfInfomsg {
+		return Settings{}, false, fmt.Errorf("link %s: empty answer", iface)
+	}
+	attrs, err := nl.ParseRouteAttr(msgs[0][unix.SizeofIfInfomsg:])
+	if err != nil {
+		return Settings{}, false, fmt.Errorf("link %s: %w", iface, err)
+	}
+	for _, a := range attrs {
+		if a.Attr.Type != unix.IFLA_LINKINFO {
+			continue
+		}
+		infos, err := nl.ParseRouteAttr(a.Value)
+		if err != nil {
+			return Settings{}, false, err
+		}
+		for _, info := range infos {
+			if info.Attr.Type != nl.IFLA_INFO_DATA {
+				continue
+			}
+			datas, err := nl.ParseRouteAttr(info.Value)
+			if err != nil {
+				return Settings{}, false, err
+			}
+			for _, d := range datas {
+				v := d.Value
+				switch d.Attr.Type {
+				case nl.IFLA_CAN_BITTIMING:
+					if len(v) >= 8 {
+						s.NominalBitrate = binary.NativeEndian.Uint32(v[0:4])
+						s.SamplePoint = float64(binary.NativeEndian.Uint32(v[4:8])) / 1000
+					}
+				case nl.IFLA_CAN_DATA_BITTIMING:
+					if len(v) >= 4 {
+						s.DataBitrate = binary.NativeEndian.Uint32(v[0:4])
+					}
+				case nl.IFLA_CAN_CTRLMODE:
+					if len(v) >= 8 {
+						flags := binary.NativeEndian.Uint32(v[4:8])
+						s.ListenOnly = flags&unix.CAN_CTRLMODE_LISTENONLY != 0
+						fd = flags&unix.CAN_CTRLMODE_FD != 0
+					}
+				}
+			}
+		}
+	}
+	return s, fd, nil
 }

@@ -164,3 +164,58 @@ func TestAgentEndToEndWithStubRelay(t *testing.T) {
 		}
 	}
 }
+
+// With --vpn-interface the heartbeat carries the tunnel state and a missing
+// tunnel raises alert.vpn_down (agent/vpnwatch).
+func TestAgentReportsVPN(t *testing.T) {
+	r := relaystub.Start("tok-123")
+	defer r.Close()
+	cfg := testConfig(t, r.URL, t.TempDir())
+	cfg.VPNInterface = "wgmissing0"
+	runAgent(t, cfg)
+	waitFor(t, "heartbeat with VPN state", func() bool {
+		v := r.LastHeartbeat().VPN
+		return v != nil && v.InterfaceName == "wgmissing0" && !v.Up
+	})
+	waitFor(t, "alert.vpn_down", func() bool { return len(r.Events(protocol.EventVPNDown)) == 1 })
+}
+
+// Records dropped by the spool's size bound are reported as spool.dropped
+// with their count, and the report itself reaches the relay.
+func TestSpoolDroppedEvent(t *testing.T) {
+	r := relaystub.Start("tok-123")
+	defer r.Close()
+	cfg := testConfig(t, r.URL, t.TempDir())
+	cfg.SpoolMaxBytes = 64 << 10
+	a, err := New(cfg, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2000; i++ { // ~300 KiB of events, offline
+		a.event(protocol.EventSerialError, resource.SeverityError, strings.Repeat("x", 100), map[string]any{"i": i})
+	}
+	a.reportDropped()
+	a.closeParts()
+	runAgent(t, cfg)
+	// Every event is either stored or counted in a spool.dropped report.
+	accounted := func() (kept, dropped uint64) {
+		for _, ev := range r.Events(protocol.EventSpoolDropped) {
+			var data map[string]uint64
+			json.Unmarshal(ev.Data, &data)
+			dropped += data["count"]
+		}
+		return uint64(len(r.Events(protocol.EventSerialError))), dropped
+	}
+	waitFor(t, "every event stored or counted as dropped", func() bool { k, d := accounted(); return k+d == 2000 })
+	kept, dropped := accounted()
+	if dropped == 0 || kept == 0 {
+		t.Fatalf("kept %d, dropped %d", kept, dropped)
+	}
+	// The newest survive, the oldest went.
+	evs := r.Events(protocol.EventSerialError)
+	var last map[string]int
+	json.Unmarshal(evs[len(evs)-1].Data, &last)
+	if last["i"] != 1999 {
+		t.Fatalf("newest kept event is %v", last)
+	}
+}

@@ -35,9 +35,10 @@ type ServeConfig struct {
 // extension is a part of the relay that serve starts beside the public API
 // (the agent endpoint, the alert engine, the webhook dispatcher). flags
 // registers its flags; start runs after the store is open and before the
-// listener accepts: it may mount handlers on mux, set the services'
-// observers on m, and start goroutines bound to ctx. The stop it returns
-// runs at shutdown, after the HTTP server drained, before the store closes.
+// listener accepts: it may mount handlers on mux, append to m.Observers,
+// m.AlertObservers and m.ConfigObservers, and start goroutines bound to ctx.
+// The stop it returns runs at shutdown, after the HTTP server drained and
+// before the store closes; stops run in the reverse order of the starts.
 type extension struct {
 	name  string
 	flags func(fs *flag.FlagSet)

@@ -397,7 +397,7 @@ func (a *Agent) applySaved(ctx context.Context) {
 		a.log.Warn("saved configuration unreadable; waiting for the relay's", "err", err)
 		return
 	}
-	if err := a.io.Apply(ctx, cfg); err != nil {
+	if err := a.io.Restore(ctx, cfg); err != nil {
 		a.log.Warn("saved configuration applied with errors", "version", cfg.Version, "err", err)
 	}
 }

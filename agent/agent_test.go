@@ -152,6 +152,9 @@ func TestAgentEndToEndWithStubRelay(t *testing.T) {
 	}
 	r.Mu.Unlock()
 	waitFor(t, "second agent.started", func() bool { return len(r.Events(protocol.EventAgentStarted)) == 2 })
+	if n := len(r.Events(protocol.EventConfigApplied)); n != 1 {
+		t.Fatalf("restoring the saved config announced it again: %d serial.config_applied events", n)
+	}
 	stop2()
 	r.Mu.Lock()
 	defer r.Mu.Unlock()

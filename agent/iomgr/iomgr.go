@@ -267,6 +267,17 @@ func (m *Manager) serialError(c *channel, op string, err error) {
 // serial.error event; the channel keeps its previous configuration). A
 // serial.config_applied event reports the outcome.
 func (m *Manager) Apply(ctx context.Context, cfg protocol.Config) error {
+	return m.apply(ctx, cfg, true)
+}
+
+// Restore applies a configuration saved by an earlier run, as Apply does
+// but without the serial.config_applied event (it was reported when it
+// first applied).
+func (m *Manager) Restore(ctx context.Context, cfg protocol.Config) error {
+	return m.apply(ctx, cfg, false)
+}
+
+func (m *Manager) apply(ctx context.Context, cfg protocol.Config, announce bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -346,6 +357,9 @@ func (m *Manager) Apply(ctx context.Context, cfg protocol.Config) error {
 	var out error
 	if len(errs) > 0 {
 		out = errors.New(strings.Join(errs, "; "))
+	}
+	if !announce {
+		return out
 	}
 	data := map[string]any{"version": cfg.Version, "enabled": cfg.Enabled, "mode": m.mode}
 	msg := fmt.Sprintf("serial configuration version %d applied", cfg.Version)

@@ -61,7 +61,7 @@ func run(agentBin, relayBin string, period, warmup time.Duration) error {
 	defer stopRelay()
 
 	cmd := exec.Command(agentBin, "--relay", url, "--token", token, "--hw", "sim", "--model", "IG-500",
-		"--state-dir", filepath.Join(dir, "agent"), "--log-level", "warn", "--passthrough-listen", "none")
+		"--state-dir", filepath.Join(dir, "agent"), "--log-level", "warn")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start agent: %w", err)

@@ -45,6 +45,7 @@ type relay struct {
 	outstanding int
 	authSeen    []string
 	active      []*websocket.Conn
+	stall       bool // stop reading after Welcome (a half-open peer)
 }
 
 // dropAll cuts every open connection without a close handshake.
@@ -122,6 +123,14 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 	send(protocol.Message{Type: protocol.TypeWelcome, Welcome: &protocol.Welcome{DeviceID: "dev1", ServerTime: resource.T(time.Now()), LastSeq: last}})
 	if cfg != nil {
 		send(protocol.Message{Type: protocol.TypeConfig, Config: cfg})
+	}
+	r.mu.Lock()
+	stall := r.stall
+	r.stall = false
+	r.mu.Unlock()
+	if stall {
+		<-ctx.Done() // no reads: pings go unanswered
+		return
 	}
 	batches := 0
 	for {
@@ -498,4 +507,32 @@ func TestEncodeRecords(t *testing.T) {
 	if _, err := EncodeRecord(protocol.Record{}); err == nil {
 		t.Fatal("empty record encoded")
 	}
+}
+
+// A relay that stops answering (half-open connection) is detected by the
+// ping deadline and the link reconnects.
+func TestPingTimeoutReconnects(t *testing.T) {
+	r := newRelay(t)
+	r.stall = true
+	h := startLink(t, r, nil, func(o *Options) { o.PingInterval = 50 * time.Millisecond; o.PongTimeout = 100 * time.Millisecond })
+	eventually(t, "second session", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.conns == 2 })
+	if !bytes.Contains([]byte(h.logs.String()), []byte("ping")) {
+		t.Fatalf("ping failure not logged:\n%s", h.logs.String())
+	}
+}
+
+// A relay closing with 4003 (token revoked mid-session) is treated as a
+// refused token.
+func TestCloseUnauthorized(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
+		if err != nil {
+			return
+		}
+		c.Read(req.Context()) // hello
+		c.Close(protocol.CloseUnauthorized, "token revoked")
+	}))
+	defer srv.Close()
+	h := startLink(t, &relay{srv: srv}, nil, nil)
+	eventually(t, "refusal logged", func() bool { return bytes.Contains([]byte(h.logs.String()), []byte("token refused")) })
 }

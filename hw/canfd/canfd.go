@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleet/fleet/hw"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -101,6 +102,8 @@ type Port struct {
 	closed  bool
 	stats   Stats
 }
+
+var _ hw.Port = (*Port)(nil)
 
 // Stats counts frames; for tests and debugging.
 type Stats struct {

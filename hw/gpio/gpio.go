@@ -21,6 +21,7 @@ import (
 
 	pgpio "periph.io/x/conn/v3/gpio"
 
+	"github.com/fleet/fleet/hw"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -82,6 +83,8 @@ type Port struct {
 	closed bool
 	writes int
 }
+
+var _ hw.Port = (*Port)(nil)
 
 // New applies cfg to the line and starts the channel.
 func New(ctx context.Context, opt Options, cfg serialcfg.Config) (*Port, error) {

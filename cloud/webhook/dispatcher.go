@@ -204,9 +204,32 @@ func (d *Dispatcher) Stats() Stats {
 var ErrClosed = errors.New("webhook: dispatcher closed")
 
 // Enqueue writes a delivery to the outbox and, once it is stored, queues its
-// first attempt. ID, State, CreatedAt and NextAttemptAt are set here when
-// empty. Writes are batched: concurrent callers share one transaction.
+// first attempt; it returns after the write. ID, State, CreatedAt and
+// NextAttemptAt are set here when empty. Writes are batched: concurrent
+// callers share one transaction.
 func (d *Dispatcher) Enqueue(ctx context.Context, dl *Delivery) error {
+	done := make(chan error, 1)
+	if err := d.submit(ctx, dl, done); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		// The delivery may still be stored and sent; the caller gave up waiting.
+		return ctx.Err()
+	}
+}
+
+// Submit hands a delivery to the outbox writer and returns without waiting
+// for the write (it waits only while the writer's queue is full). The first
+// attempt is still made only after the delivery is stored; a failed write is
+// logged. Deliveries submitted one after the other keep their order.
+func (d *Dispatcher) Submit(ctx context.Context, dl *Delivery) error {
+	return d.submit(ctx, dl, nil)
+}
+
+func (d *Dispatcher) submit(ctx context.Context, dl *Delivery, done chan error) error {
 	if dl.ID == "" {
 		dl.ID = ids.New()
 	}
@@ -221,29 +244,17 @@ func (d *Dispatcher) Enqueue(ctx context.Context, dl *Delivery) error {
 	d.mu.Lock()
 	d.known[dl.ID] = true
 	d.mu.Unlock()
-	done := make(chan error, 1)
 	d.opsMu.RLock()
+	defer d.opsMu.RUnlock()
 	if d.closed.Load() {
-		d.opsMu.RUnlock()
 		d.forget(dl.ID)
 		return ErrClosed
 	}
 	select {
 	case d.ops <- op{ins: dl, done: done}:
-		d.opsMu.RUnlock()
+		return nil
 	case <-ctx.Done():
-		d.opsMu.RUnlock()
 		d.forget(dl.ID)
-		return ctx.Err()
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			d.forget(dl.ID)
-		}
-		return err
-	case <-ctx.Done():
-		// The delivery may still be stored and sent; the caller gave up waiting.
 		return ctx.Err()
 	}
 }
@@ -331,6 +342,9 @@ func (d *Dispatcher) commit(batch []op) []op {
 			d.add(o.ins)
 		case o.ins != nil:
 			delete(d.known, o.ins.ID)
+			if o.done == nil {
+				d.log.Error("webhook delivery lost: outbox write failed", "delivery", o.ins.ID, "org", o.ins.OrgID, "event", o.ins.Event, "err", insErr)
+			}
 		case attErr != nil:
 			again = append(again, o)
 		case o.att.State != StatePending:
@@ -343,11 +357,16 @@ func (d *Dispatcher) commit(batch []op) []op {
 		if o.ins == nil {
 			continue
 		}
+		if insErr == nil {
+			d.stats.enq.Add(1)
+		}
+		if o.done == nil {
+			continue
+		}
 		if insErr != nil {
 			o.done <- fmt.Errorf("webhook: store delivery: %w", insErr)
 			continue
 		}
-		d.stats.enq.Add(1)
 		o.done <- nil
 	}
 	return again

@@ -85,10 +85,13 @@ func (n *Notifier) enqueue(ctx context.Context, dl *Delivery) {
 		n.log.Warn("webhook not sent: invalid URL", "org", dl.OrgID, "device", dl.DeviceID, "event", dl.Event, "err", err)
 		return
 	}
-	// The outbox write must not depend on the caller's request lifetime.
+	// Submit does not wait for the outbox write: the caller (an agent's
+	// connection, an API request) has already stored what caused the
+	// webhook, so waiting would add latency without adding durability. The
+	// first attempt still follows the write.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := n.d.Enqueue(ctx, dl); err != nil {
+	if err := n.d.Submit(ctx, dl); err != nil {
 		n.log.Error("webhook not queued", "org", dl.OrgID, "device", dl.DeviceID, "event", dl.Event, "err", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -65,21 +66,49 @@ func DiscoverKernelTests(ctx context.Context, goTool, root string) ([]string, er
 }
 
 // BuildTests builds a static, stripped linux/amd64 test binary for each
-// package into dir (go test -c with CGO_ENABLED=0).
+// package into dir (go test -c with CGO_ENABLED=0). Packages are built in
+// as few go invocations as their names allow (one, unless two packages
+// share a last path element), so compiles and links overlap.
 func BuildTests(ctx context.Context, goTool, root, dir string, pkgs []string) ([]TestBinary, error) {
-	var bins []TestBinary
+	var batches [][]string
 	for _, pkg := range pkgs {
-		out := filepath.Join(dir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+".test")
-		cmd := exec.CommandContext(ctx, goTool, "test", "-c", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+		placed := false
+		for i, b := range batches {
+			clash := false
+			for _, other := range b {
+				clash = clash || path.Base(other) == path.Base(pkg)
+			}
+			if !clash {
+				batches[i] = append(b, pkg)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			batches = append(batches, []string{pkg})
+		}
+	}
+	var bins []TestBinary
+	for i, batch := range batches {
+		out := filepath.Join(dir, fmt.Sprintf("b%d", i))
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return nil, err
+		}
+		args := append([]string{"test", "-c", "-trimpath", "-ldflags=-s -w", "-o", out + "/"}, batch...)
+		cmd := exec.CommandContext(ctx, goTool, args...)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 		if msg, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("build test binary of %s: %w: %s", pkg, err, tail(msg))
+			return nil, fmt.Errorf("build the guest test binaries of %v: %w: %s", batch, err, tail(msg))
 		}
-		if _, err := os.Stat(out); err != nil {
-			return nil, fmt.Errorf("build test binary of %s: no binary (no test files?): %w", pkg, err)
+		for _, pkg := range batch {
+			built := filepath.Join(out, path.Base(pkg)+".test")
+			bin := filepath.Join(dir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+".test")
+			if err := os.Rename(built, bin); err != nil {
+				return nil, fmt.Errorf("build test binary of %s: no binary (no test files?): %w", pkg, err)
+			}
+			bins = append(bins, TestBinary{Package: pkg, Path: bin})
 		}
-		bins = append(bins, TestBinary{Package: pkg, Path: out})
 	}
 	return bins, nil
 }

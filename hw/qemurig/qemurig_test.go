@@ -403,3 +403,56 @@ func TestMachineRunFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildTests builds real guest test binaries from a throwaway module:
+// static, named after their import paths, packages with the same last
+// element both built.
+func TestBuildTests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Go binaries")
+	}
+	root := t.TempDir()
+	files := map[string]string{
+		"go.mod":        "module example.com/m\n\ngo 1.22\n",
+		"a/x/x_test.go": "package x\n\nimport \"testing\"\n\nfunc TestKernelA(t *testing.T) {}\n",
+		"b/x/x_test.go": "package x\n\nimport \"testing\"\n\nfunc TestKernelB(t *testing.T) {}\n",
+		"c/c_test.go":   "package c\n\nimport \"testing\"\n\nfunc TestOther(t *testing.T) {}\n",
+		"d/d.go":        "package d\n",
+	}
+	for name, src := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkgs, err := DiscoverKernelTests(t.Context(), "go", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"example.com/m/a/x", "example.com/m/b/x"}; !reflect.DeepEqual(pkgs, want) {
+		t.Fatalf("discovered %v, want %v", pkgs, want)
+	}
+	out := t.TempDir()
+	bins, err := BuildTests(t.Context(), "go", root, out, pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bins) != 2 {
+		t.Fatalf("binaries %+v", bins)
+	}
+	for _, b := range bins {
+		static, err := isStatic(b.Path)
+		if err != nil || !static {
+			t.Errorf("%s: static %v, err %v", b.Path, static, err)
+		}
+		if filepath.Base(b.Path) != strings.NewReplacer("/", "_", ".", "_").Replace(b.Package)+".test" {
+			t.Errorf("binary %s for %s", b.Path, b.Package)
+		}
+	}
+	if _, err := BuildTests(t.Context(), "go", root, out, []string{"example.com/m/d"}); err == nil {
+		t.Error("a package without tests built a binary")
+	}
+}

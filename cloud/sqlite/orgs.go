@@ -119,3 +119,23 @@ func (db *DB) RuleID(ctx context.Context, orgID, name string) (string, error) {
 	}
 	return id, nil
 }
+
+// ListOrgs returns every organization, oldest first (admin use).
+func (db *DB) ListOrgs(ctx context.Context) ([]cloud.Org, error) {
+	rows, err := db.R.QueryContext(ctx, `SELECT id, name, webhook_secret, alert_webhook_url, created_at FROM orgs ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list orgs: %w", err)
+	}
+	defer rows.Close()
+	out := []cloud.Org{}
+	for rows.Next() {
+		var o cloud.Org
+		var created int64
+		if err := rows.Scan(&o.ID, &o.Name, &o.WebhookSecret, &o.AlertWebhookURL, &created); err != nil {
+			return nil, fmt.Errorf("sqlite: list orgs: %w", err)
+		}
+		o.CreatedAt = MsTime(sql.NullInt64{Int64: created, Valid: true})
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}

@@ -156,6 +156,21 @@ func TestAdminWhileServing(t *testing.T) {
 		t.Errorf("agent endpoint without a token: %v %v", resp.Status, err)
 	}
 
+	// org list and device list.
+	var orgs []struct{ ID, Name string }
+	mustJSON(t, &orgs, "org", "list", "--db", db)
+	if len(orgs) != 1 || orgs[0].ID != org.ID || orgs[0].Name != "Acme" {
+		t.Errorf("org list = %+v", orgs)
+	}
+	var devices []resource.Device
+	mustJSON(t, &devices, "device", "list", "--db", db, "--org", org.ID)
+	if len(devices) != 1 || devices[0].ID != dev.ID || devices[0].Model != "IG-500" {
+		t.Errorf("device list = %+v", devices)
+	}
+	if out, _, _ := cli(t, "device", "list", "--db", db, "--org", org.ID); strings.Contains(out, dev.Token) || !strings.Contains(out, "press 4") {
+		t.Errorf("device list = %s", out)
+	}
+
 	// device revoke.
 	var rev struct{ ID, RevokedAt string }
 	mustJSON(t, &rev, "device", "revoke", "--db", db, "--id", dev.ID)

@@ -242,7 +242,7 @@ func (db *DB) InsertAlert(ctx context.Context, na NewAlert) (resource.Alert, err
 	if na.State == "" {
 		na.State = resource.AlertActive
 	}
-	if len(na.Payload) == 0 {
+	if len(na.Payload) == 0 || string(na.Payload) == "null" {
 		na.Payload = json.RawMessage(`{}`)
 	}
 	if na.CreatedAt.IsZero() {

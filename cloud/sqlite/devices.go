@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -471,6 +472,13 @@ func (db *DB) SetDeviceInfo(ctx context.Context, id string, info DeviceInfo) err
 // InsertMetrics stores samples of the device; a sample whose capturedAt is
 // already stored is ignored. It returns how many were new.
 func (db *DB) InsertMetrics(ctx context.Context, deviceID string, samples []resource.MetricSample) (int, error) {
+	for _, m := range samples {
+		for _, v := range [...]float64{m.CPUPct, m.MemPct, m.DiskUsedPct, m.TempCPU, m.LoadAvg1} {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return 0, cloud.Errorf(cloud.EINVALID, "metric sample at %s holds a value that is not a finite number", resource.FormatTime(m.CapturedAt.Time))
+			}
+		}
+	}
 	var n int64
 	err := db.WriteTx(ctx, func(tx *sql.Tx) error {
 		st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1) VALUES (?, ?, ?, ?, ?, ?, ?)`)
@@ -509,7 +517,7 @@ func (db *DB) InsertEvents(ctx context.Context, deviceID string, events []resour
 		if e.CreatedAt.IsZero() {
 			e.CreatedAt = resource.T(now)
 		}
-		if len(e.Data) == 0 {
+		if len(e.Data) == 0 || string(e.Data) == "null" {
 			e.Data = json.RawMessage(`{}`)
 		}
 		if e.Severity == "" {

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -62,12 +63,18 @@ func TestDeviceReadPaths(t *testing.T) {
 		t.Errorf("from after to: err = %v", err)
 	}
 
+	if _, err := db.InsertMetrics(ctx, d.ID, []resource.MetricSample{{CapturedAt: resource.T(now), CPUPct: math.NaN()}}); cloud.ErrorCode(err) != cloud.EINVALID {
+		t.Errorf("NaN sample: err = %v, want validation_error", err)
+	}
+	if e, err := db.InsertEvent(ctx, d.ID, resource.Event{Type: "agent.started", Data: json.RawMessage("null")}); err != nil || string(e.Data) != "{}" {
+		t.Errorf("event with null data stored as %s, %v", e.Data, err)
+	}
 	ev, err := db.InsertEvent(ctx, d.ID, resource.Event{Type: "vpn_down", Severity: resource.SeverityError, Message: "tunnel down",
 		Data: json.RawMessage(`{"interfaceName":"wg0","endpoint":"1.2.3.4:51820","peerCount":0}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := svc.Events(ctx, org.ID, d.ID, cloud.EventFilter{})
+	evs, err := svc.Events(ctx, org.ID, d.ID, cloud.EventFilter{Type: "vpn_down"})
 	if err != nil || len(evs.Data) != 1 || evs.Data[0].ID != ev.ID || evs.Pagination.HasMore || evs.Pagination.NextCursor != nil {
 		t.Errorf("events = %+v, %v", evs, err)
 	}

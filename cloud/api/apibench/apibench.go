@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -49,6 +50,9 @@ type Result struct {
 	Errors   int
 	Elapsed  time.Duration
 	P50, P99 time.Duration
+	// CPU is the process's CPU time (server and the light load generator)
+	// per measured request; 0 where not measured.
+	CPU time.Duration
 }
 
 // RPS is requests per second.
@@ -287,6 +291,8 @@ func load(ctx context.Context, addr string, urls []string, key string, clients i
 	start := time.Now()
 	measureFrom := start.Add(warmup)
 	end := measureFrom.Add(dur)
+	var cpu0 atomic.Int64
+	cpuTimer := time.AfterFunc(warmup, func() { cpu0.Store(int64(processCPU())) })
 	reqs := make([][]byte, len(urls))
 	for j, u := range urls {
 		reqs[j] = []byte("GET " + u + " HTTP/1.1\r\nHost: " + addr + "\r\nAuthorization: Bearer " + key + "\r\nUser-Agent: fleet-apibench\r\n\r\n")
@@ -334,8 +340,13 @@ func load(ctx context.Context, addr string, urls []string, key string, clients i
 	}
 	wg.Wait()
 	elapsed := time.Since(measureFrom)
+	cpuTimer.Stop()
+	cpu := processCPU() - time.Duration(cpu0.Load())
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	r := Result{Requests: len(all), Errors: errs, Elapsed: elapsed}
+	if cpu0.Load() > 0 && len(all) > 0 {
+		r.CPU = cpu / time.Duration(len(all))
+	}
 	if len(all) > 0 {
 		r.P50 = all[len(all)*50/100]
 		r.P99 = all[len(all)*99/100]
@@ -410,6 +421,10 @@ func Print(w io.Writer, cfg Config, rep Report) {
 	for _, r := range rep.Results {
 		fmt.Fprintf(w, "  %-24s %8.0f req/s (target >= 15000)  p50 %6.2f ms  p99 %6.2f ms (target < 5 ms)  errors %d\n",
 			r.Name, r.RPS(), ms(r.P50), ms(r.P99), r.Errors)
+		if r.CPU > 0 {
+			fmt.Fprintf(w, "  %-24s CPU %.0f µs per request (server + load generator) = at most %.0f req/s on %d idle CPUs\n",
+				"", float64(r.CPU)/float64(time.Microsecond), float64(runtime.NumCPU())*float64(time.Second)/float64(r.CPU), runtime.NumCPU())
+		}
 	}
 	fmt.Fprintf(w, "  new key: first request %.1f ms (bcrypt, once per key), steady state %.2f ms (no bcrypt)\n", ms(rep.FirstRequest), ms(rep.Steady))
 	if rep.LoadAvg != "" {

@@ -2,6 +2,7 @@ package apikey_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -286,5 +287,35 @@ func TestCacheConcurrentFirstSightAndBound(t *testing.T) {
 	}
 	if n := auth.CacheLen(); n > 2 {
 		t.Errorf("cache holds %d entries, bound is 2", n)
+	}
+}
+
+// TestWrongSecretsDoNotEvictGoodKeys floods the authenticator with wrong
+// secrets of a real key id: the good key stays cached (no second bcrypt),
+// and a repeated wrong secret is refused from the cache.
+func TestWrongSecretsDoNotEvictGoodKeys(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	auth := apikey.NewAuthenticator(f.db, nil, 4)
+	_, key := f.key(t, 0)
+	if _, err := auth.Authenticate(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	id, _, _ := apikey.Parse(key)
+	for i := 0; i < 6; i++ {
+		bad := fmt.Sprintf("svc_sk_%s_Wrong%d", id, i)
+		if _, err := auth.Authenticate(ctx, bad); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
+			t.Fatalf("wrong secret: %v", err)
+		}
+	}
+	runs := auth.BcryptRuns()
+	if _, err := auth.Authenticate(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Authenticate(ctx, fmt.Sprintf("svc_sk_%s_Wrong5", id)); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
+		t.Fatal(err)
+	}
+	if auth.BcryptRuns() != runs {
+		t.Errorf("bcrypt ran %d more times: the good key or the last wrong secret was not cached", auth.BcryptRuns()-runs)
 	}
 }

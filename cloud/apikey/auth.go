@@ -29,8 +29,11 @@ type Authenticator struct {
 
 	bcrypts atomic.Int64
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// verified holds keys whose secret matched; refused, kept apart so that
+	// a flood of wrong secrets cannot evict good keys, those that did not.
 	verified map[[32]byte]cacheEntry
+	refused  map[[32]byte]cacheEntry
 	inflight map[[32]byte]*verifyCall
 }
 
@@ -59,6 +62,7 @@ func NewAuthenticator(keys cloud.KeyService, now cloud.Now, cacheSize int) *Auth
 		now:      now,
 		max:      cacheSize,
 		verified: make(map[[32]byte]cacheEntry),
+		refused:  make(map[[32]byte]cacheEntry),
 		inflight: make(map[[32]byte]*verifyCall),
 	}
 }
@@ -106,9 +110,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.AP
 func (a *Authenticator) verify(key, secret string, k *cloud.APIKey) bool {
 	sum := sha256.Sum256([]byte(key))
 	a.mu.Lock()
-	if e, hit := a.verified[sum]; hit && e.id == k.ID && subtle.ConstantTimeCompare([]byte(e.hash), k.Hash) == 1 {
-		a.mu.Unlock()
-		return e.ok
+	for _, cache := range [...]map[[32]byte]cacheEntry{a.verified, a.refused} {
+		if e, hit := cache[sum]; hit && e.id == k.ID && subtle.ConstantTimeCompare([]byte(e.hash), k.Hash) == 1 {
+			a.mu.Unlock()
+			return e.ok
+		}
 	}
 	if c, busy := a.inflight[sum]; busy {
 		a.mu.Unlock()
@@ -124,13 +130,17 @@ func (a *Authenticator) verify(key, secret string, k *cloud.APIKey) bool {
 
 	a.mu.Lock()
 	delete(a.inflight, sum)
-	if len(a.verified) >= a.max {
-		for victim := range a.verified { // map order is random: evict one at random
-			delete(a.verified, victim)
+	cache, max := a.verified, a.max
+	if !c.ok {
+		cache, max = a.refused, a.max/10+1
+	}
+	if len(cache) >= max {
+		for victim := range cache { // map order is random: evict one at random
+			delete(cache, victim)
 			break
 		}
 	}
-	a.verified[sum] = cacheEntry{id: k.ID, hash: string(k.Hash), ok: c.ok}
+	cache[sum] = cacheEntry{id: k.ID, hash: string(k.Hash), ok: c.ok}
 	a.mu.Unlock()
 	close(c.done)
 	return c.ok
@@ -139,7 +149,7 @@ func (a *Authenticator) verify(key, secret string, k *cloud.APIKey) bool {
 // BcryptRuns returns how many bcrypt comparisons the Authenticator ran.
 func (a *Authenticator) BcryptRuns() int64 { return a.bcrypts.Load() }
 
-// CacheLen returns the number of cached verifications.
+// CacheLen returns the number of cached verifications (keys that matched).
 func (a *Authenticator) CacheLen() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -25,19 +25,6 @@ func NewWebhookStore(db *DB) *WebhookStore { return &WebhookStore{db: db} }
 
 const deliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
 
-func scanDelivery(sc interface{ Scan(...any) error }) (*webhook.Delivery, error) {
-	var d webhook.Delivery
-	var state string
-	var next, created int64
-	if err := sc.Scan(&d.Seq, &d.ID, &d.OrgID, &d.DeviceID, &d.Event, &d.URL, &d.Body, &state, &d.Attempts, &next, &created); err != nil {
-		return nil, err
-	}
-	d.State = webhook.State(state)
-	d.NextAttemptAt = time.UnixMilli(next).UTC()
-	d.CreatedAt = time.UnixMilli(created).UTC()
-	return &d, nil
-}
-
 // WriteOutbox inserts deliveries and records attempts with their delivery's
 // new state in one transaction, with multi-row statements.
 func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Delivery, attempts []webhook.Attempt) error {
@@ -154,22 +141,35 @@ func nullStatus(code int) sql.NullInt64 {
 	return sql.NullInt64{Int64: int64(code), Valid: true}
 }
 
-// Pending returns up to limit pending deliveries with seq > after, in order.
-func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?`, after, limit)
+// Pending returns up to limit pending deliveries with seq > after, in
+// order, and the outbox's highest seq, from one statement (one snapshot).
+func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, int64, error) {
+	rows, err := s.db.R.QueryContext(ctx, `SELECT m.max_seq, d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at
+		FROM (SELECT COALESCE(MAX(seq), 0) AS max_seq FROM webhook_deliveries) m
+		LEFT JOIN (SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?) d ON 1
+		ORDER BY d.seq`, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: pending deliveries: %w", err)
+		return nil, 0, fmt.Errorf("sqlite: pending deliveries: %w", err)
 	}
 	defer rows.Close()
 	var out []*webhook.Delivery
+	var maxSeq int64
 	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: pending deliveries: %w", err)
+		var seq sql.NullInt64
+		var id, org, dev, event, url, state sql.NullString
+		var body []byte
+		var attempts, next, created sql.NullInt64
+		if err := rows.Scan(&maxSeq, &seq, &id, &org, &dev, &event, &url, &body, &state, &attempts, &next, &created); err != nil {
+			return nil, 0, fmt.Errorf("sqlite: pending deliveries: %w", err)
 		}
-		out = append(out, d)
+		if !seq.Valid {
+			continue // no pending delivery: the row only carries max_seq
+		}
+		out = append(out, &webhook.Delivery{Seq: seq.Int64, ID: id.String, OrgID: org.String, DeviceID: dev.String, Event: event.String,
+			URL: url.String, Body: body, State: webhook.State(state.String), Attempts: int(attempts.Int64),
+			NextAttemptAt: time.UnixMilli(next.Int64).UTC(), CreatedAt: time.UnixMilli(created.Int64).UTC()})
 	}
-	return out, rows.Err()
+	return out, maxSeq, rows.Err()
 }
 
 // OrgSecret returns the organization's signing secret.

@@ -510,12 +510,17 @@ func (d *Dispatcher) poll(ctx context.Context) error {
 		d.mu.Lock()
 		after := d.cursor
 		d.mu.Unlock()
-		page, err := d.cfg.Store.Pending(ctx, after, 1000)
+		page, maxSeq, err := d.cfg.Store.Pending(ctx, after, 1000)
 		if err != nil {
 			return err
 		}
 		d.mu.Lock()
 		n := 0
+		if len(page) < 1000 && maxSeq > d.cursor {
+			// Every pending delivery up to maxSeq is in this page (one
+			// snapshot), and later ones get a higher Seq.
+			d.cursor = maxSeq
+		}
 		for _, dl := range page {
 			if dl.Seq > d.cursor {
 				d.cursor = dl.Seq

@@ -60,8 +60,9 @@ type Store interface {
 	// transaction.
 	WriteOutbox(ctx context.Context, inserts []*Delivery, attempts []Attempt) error
 	// Pending returns up to limit pending deliveries with Seq > after, in
-	// Seq order.
-	Pending(ctx context.Context, after int64, limit int) ([]*Delivery, error)
+	// Seq order, and the highest Seq of the outbox, both read from one
+	// snapshot.
+	Pending(ctx context.Context, after int64, limit int) (ds []*Delivery, maxSeq int64, err error)
 	// OrgSecret returns the organization's signing secret.
 	OrgSecret(ctx context.Context, orgID string) (string, error)
 	// Forwarding returns the device's organization and signal-forwarding

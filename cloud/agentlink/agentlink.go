@@ -250,7 +250,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 	defer dcancel()
-	dch, ok, err := s.cfg.Store.Disconnect(dctx, dev, c.session, s.now())
+	dch, ok, err := s.cfg.Store.Disconnect(dctx, dev, c.session, s.now(), "connection closed")
 	if err != nil {
 		log.Error("agent disconnect not stored", "err", err)
 		return
@@ -353,20 +353,27 @@ func (s *Server) sweep(ctx context.Context) {
 		s.log.Error("agent sweeper failed", "err", err)
 	}
 	for _, ch := range changes {
-		s.log.Info("device offline: no heartbeat for three intervals", "device", ch.Device.ID)
+		s.log.Info("device offline: its stored deadline passed", "device", ch.Device.ID)
 		s.statusChanged(ch)
 		if c := s.lookup(ch.Device.ID); c != nil {
 			c.kill(websocket.StatusPolicyViolation, "no heartbeat for three intervals")
+			c.expired.Store(true)
 		}
 	}
-	// Ping connections that went quiet for more than a heartbeat interval
-	// and a half, so a dead peer is noticed before its deadline.
+	// A connection without a heartbeat for three intervals takes its device
+	// OFFLINE; one that went quiet for an interval and a half is pinged, so
+	// a dead peer is noticed early.
 	now := time.Now()
 	s.mu.Lock()
-	var idle []*conn
+	var idle, dead []*conn
 	for _, c := range s.conns {
 		hb := time.Duration(c.hbInterval.Load())
-		if hb == 0 {
+		if hb == 0 || c.expired.Load() {
+			continue
+		}
+		if now.Sub(time.Unix(0, c.lastBeat.Load())) > 3*hb {
+			c.expired.Store(true)
+			dead = append(dead, c)
 			continue
 		}
 		if now.Sub(time.Unix(0, c.lastMsg.Load())) > hb+hb/2 && !c.pinging.Load() {
@@ -374,6 +381,9 @@ func (s *Server) sweep(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	for _, c := range dead {
+		go s.expire(c)
+	}
 	for _, c := range idle {
 		select {
 		case s.pings <- struct{}{}:
@@ -391,6 +401,22 @@ func (s *Server) sweep(ctx context.Context) {
 			}
 		}()
 	}
+}
+
+// expire takes c's device OFFLINE after three silent heartbeat intervals
+// and closes c.
+func (s *Server) expire(c *conn) {
+	const reason = "no heartbeat for three intervals"
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	ch, ok, err := s.cfg.Store.Disconnect(ctx, c.dev, c.session, s.now(), reason)
+	if err != nil {
+		c.log.Error("offline not stored", "err", err)
+	} else if ok {
+		c.log.Info("device offline: " + reason)
+		s.statusChanged(ch)
+	}
+	c.kill(websocket.StatusPolicyViolation, reason)
 }
 
 // Shutdown closes every agent connection with protocol.CloseShutdown and

@@ -38,10 +38,13 @@ type conn struct {
 	appliedVersion  int64
 	channels        map[string]protocol.ChannelState // as stored
 	model           catalog.Model
+	storedDeadline  time.Time // the device's deadline in the store
 
 	// shared with other goroutines
 	lastMsg    atomic.Int64 // unix nanos of the last message read
+	lastBeat   atomic.Int64 // unix nanos of the hello or the last heartbeat
 	hbInterval atomic.Int64 // nanos, 0 before Hello
+	expired    atomic.Bool  // the sweeper took the device OFFLINE
 	welcomed   atomic.Bool
 	pinging    atomic.Bool
 	shutdown   atomic.Bool
@@ -207,7 +210,7 @@ func (c *conn) hello(h *protocol.Hello) error {
 	hb := clampDuration(h.HeartbeatInterval.Duration, s.cfg.DefaultHeartbeat, s.cfg.MinHeartbeat, time.Hour)
 	c.metricsInterval = clampDuration(h.MetricsInterval.Duration, s.cfg.DefaultMetricsInterval, s.cfg.MinHeartbeat, 24*time.Hour)
 	now := s.now()
-	in := HelloIn{Device: c.dev, Session: c.session, At: now, Hello: *h, HeartbeatInterval: hb}
+	in := HelloIn{Device: c.dev, Session: c.session, At: now, Hello: *h, HeartbeatInterval: hb, Deadline: now.Add(storedDeadlineBeats * hb)}
 	switch c.connectFrom {
 	case resource.StatusOnline, resource.StatusRebooting, resource.StatusUpdating, resource.StatusError:
 	default:
@@ -219,6 +222,8 @@ func (c *conn) hello(h *protocol.Hello) error {
 	if err != nil {
 		return err
 	}
+	c.storedDeadline = in.Deadline
+	c.lastBeat.Store(time.Now().UnixNano())
 	c.hbInterval.Store(int64(hb))
 	c.status = resource.StatusOnline
 	c.appliedVersion = h.AppliedVersion
@@ -271,11 +276,11 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	}
 	now := s.now()
 	hb := time.Duration(c.hbInterval.Load())
+	c.lastBeat.Store(read.UnixNano())
 	in := HeartbeatIn{
 		Device:         c.dev,
 		Session:        c.session,
 		At:             now,
-		Deadline:       now.Add(3 * hb),
 		Status:         h.Status,
 		PrevStatus:     c.status,
 		IPAddress:      h.IPAddress,
@@ -283,6 +288,11 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	}
 	if in.IPAddress == "" {
 		in.IPAddress = c.remote
+	}
+	// The stored deadline (for a relay that dies) moves every few
+	// heartbeats only: six intervals ahead once fewer than three remain.
+	if h.Status != c.status || c.storedDeadline.Sub(now) < 3*hb {
+		in.Deadline = now.Add(storedDeadlineBeats * hb)
 	}
 	var changed []resource.ChannelTelemetry
 	serial := c.model.Has(resource.CapabilitySerialIO)
@@ -321,6 +331,9 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	s.stats.hbLatency[bucketOf(time.Since(read))].Add(1)
 	for _, ch := range in.Channels {
 		c.channels[ch.ID] = ch
+	}
+	if !in.Deadline.IsZero() {
+		c.storedDeadline = in.Deadline
 	}
 	c.status = h.Status
 	c.appliedVersion = h.AppliedVersion

@@ -45,10 +45,11 @@ type Store interface {
 	// ok is false for a model without serial I/O.
 	DesiredConfig(ctx context.Context, dev Device) (cfg protocol.Config, ok bool, err error)
 	// Disconnect ends session: the device goes OFFLINE when the session still
-	// owns it (ok false otherwise).
-	Disconnect(ctx context.Context, dev Device, session string, at time.Time) (StatusChange, bool, error)
-	// Sweep marks OFFLINE every device whose deadline passed before now and
-	// returns the changes.
+	// owns it (ok false otherwise); reason goes into the device.offline event.
+	Disconnect(ctx context.Context, dev Device, session string, at time.Time, reason string) (StatusChange, bool, error)
+	// Sweep marks OFFLINE every device whose stored deadline passed before
+	// now and returns the changes. The relay holding a connection checks its
+	// liveness exactly; the stored deadline covers relays that died.
 	Sweep(ctx context.Context, now time.Time) ([]StatusChange, error)
 	// Orphans gives a deadline of now+window to every device that a previous
 	// relay process left connected without one.
@@ -87,6 +88,7 @@ type HelloIn struct {
 	At                time.Time
 	Hello             protocol.Hello
 	HeartbeatInterval time.Duration
+	Deadline          time.Time
 	// OnlineEvent asks for a device.online event.
 	OnlineEvent bool
 }
@@ -102,9 +104,11 @@ type HelloOut struct {
 
 // HeartbeatIn is one heartbeat to store.
 type HeartbeatIn struct {
-	Device   Device
-	Session  string
-	At       time.Time // relay receive time: lastSeen and telemetryAt
+	Device  Device
+	Session string
+	At      time.Time // relay receive time: lastSeen and telemetryAt
+	// Deadline, when not zero, is the new stored deadline; the relay
+	// refreshes it only every few heartbeats.
 	Deadline time.Time
 	Status   resource.DeviceStatus
 	// PrevStatus is the status the connection last stored.

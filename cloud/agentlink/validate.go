@@ -26,6 +26,13 @@ var earliestRecord = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const maxFutureSkew = 24 * time.Hour
 
+// storedDeadlineBeats is how many heartbeat intervals ahead the stored
+// deadline is set (refreshed when fewer than three remain). The relay holding
+// the connection takes a silent device OFFLINE after exactly three
+// intervals; the stored deadline matters only when that relay died, and then
+// the device goes OFFLINE within six.
+const storedDeadlineBeats = 6
+
 func newID() string { return ids.New() }
 
 func validateHello(h *protocol.Hello) error {

@@ -35,6 +35,7 @@ var _ agentlink.Store = (*AgentStore)(nil)
 type agentStmts struct {
 	status, connect, hello                  *sql.Stmt
 	heartbeat, serialTelemetry, serialApply *sql.Stmt
+	heartbeatDeadline, heartbeatStatus      *sql.Stmt
 	serialEnsure, desiredVersion, channels  *sql.Stmt
 	channelUpsert, event, eventOwner        *sql.Stmt
 	metric, lastSeq, session, offline       *sql.Stmt
@@ -61,7 +62,11 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 		{&s.st.connect, db.W, `UPDATE devices SET status = 'CONNECTING', agent_session = ?, agent_deadline = ? WHERE id = ?`},
 		{&s.st.hello, db.W, `UPDATE devices SET status = 'ONLINE', firmware_version = ?, agent_device_name = ?, agent_device_location = ?,
 			agent_timezone = ?, agent_version = ?, agent_heartbeat_ms = ?, last_seen = ?, agent_deadline = ? WHERE id = ? AND agent_session = ?`},
-		{&s.st.heartbeat, db.W, `UPDATE devices SET last_seen = ?, ip_address = ?, status = ?, agent_deadline = ? WHERE id = ? AND agent_session = ?`},
+		// Three forms, so that most heartbeats touch neither the status
+		// index nor the deadline index.
+		{&s.st.heartbeat, db.W, `UPDATE devices SET last_seen = ?, ip_address = ? WHERE id = ? AND agent_session = ?`},
+		{&s.st.heartbeatDeadline, db.W, `UPDATE devices SET last_seen = ?, ip_address = ?, agent_deadline = ? WHERE id = ? AND agent_session = ?`},
+		{&s.st.heartbeatStatus, db.W, `UPDATE devices SET last_seen = ?, ip_address = ?, agent_deadline = ?, status = ? WHERE id = ? AND agent_session = ?`},
 		{&s.st.serialEnsure, db.W, `INSERT INTO serial_state (device_id) VALUES (?) ON CONFLICT (device_id) DO NOTHING`},
 		{&s.st.desiredVersion, db.W, `SELECT desired_version FROM serial_state WHERE device_id = ?`},
 		{&s.st.channels, db.W, `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, '') FROM serial_channels WHERE device_id = ?`},
@@ -98,7 +103,7 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 }
 
 func (s *AgentStore) closeStmts() {
-	for _, st := range []*sql.Stmt{s.st.auth, s.st.status, s.st.connect, s.st.hello, s.st.heartbeat,
+	for _, st := range []*sql.Stmt{s.st.auth, s.st.status, s.st.connect, s.st.hello, s.st.heartbeat, s.st.heartbeatDeadline, s.st.heartbeatStatus,
 		s.st.serialTelemetry, s.st.serialApply, s.st.serialEnsure, s.st.desiredVersion, s.st.channels,
 		s.st.channelUpsert, s.st.event, s.st.eventOwner, s.st.metric, s.st.lastSeq, s.st.session,
 		s.st.offline, s.st.due, s.st.orphans} {
@@ -200,7 +205,10 @@ func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink
 			return agentlink.ErrSessionGone
 		}
 		h := in.Hello
-		deadline := in.At.Add(3 * in.HeartbeatInterval)
+		deadline := in.Deadline
+		if deadline.IsZero() {
+			deadline = in.At.Add(6 * in.HeartbeatInterval)
+		}
 		if _, err := t.stmt(s.st.hello).ExecContext(t.ctx, h.FirmwareVersion, h.DeviceName, h.DeviceLocation, h.Timezone,
 			h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(), deadline.UnixMilli(), in.Device.ID, in.Session); err != nil {
 			return fmt.Errorf("sqlite: hello %s: %w", in.Device.ID, err)
@@ -253,7 +261,20 @@ func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn) (a
 	serial := model.Has(resource.CapabilitySerialIO)
 	err := s.w.do(ctx, false, func(t *ingestTx) error {
 		at := in.At.UnixMilli()
-		res, err := t.stmt(s.st.heartbeat).ExecContext(t.ctx, at, in.IPAddress, string(in.Status), in.Deadline.UnixMilli(), in.Device.ID, in.Session)
+		var res sql.Result
+		var err error
+		switch {
+		case in.Status != in.PrevStatus:
+			dl := in.Deadline
+			if dl.IsZero() {
+				return fmt.Errorf("sqlite: heartbeat %s: status change without a deadline", in.Device.ID)
+			}
+			res, err = t.stmt(s.st.heartbeatStatus).ExecContext(t.ctx, at, in.IPAddress, dl.UnixMilli(), string(in.Status), in.Device.ID, in.Session)
+		case !in.Deadline.IsZero():
+			res, err = t.stmt(s.st.heartbeatDeadline).ExecContext(t.ctx, at, in.IPAddress, in.Deadline.UnixMilli(), in.Device.ID, in.Session)
+		default:
+			res, err = t.stmt(s.st.heartbeat).ExecContext(t.ctx, at, in.IPAddress, in.Device.ID, in.Session)
+		}
 		if err != nil {
 			return fmt.Errorf("sqlite: heartbeat %s: %w", in.Device.ID, err)
 		}
@@ -405,7 +426,7 @@ func (s *AgentStore) offline(t *ingestTx, dev agentlink.Device, from resource.De
 }
 
 // Disconnect implements agentlink.Store.
-func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, session string, at time.Time) (agentlink.StatusChange, bool, error) {
+func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, session string, at time.Time, reason string) (agentlink.StatusChange, bool, error) {
 	var ch agentlink.StatusChange
 	var ok bool
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
@@ -417,7 +438,7 @@ func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, sessi
 		if err != nil {
 			return fmt.Errorf("sqlite: disconnect %s: %w", dev.ID, err)
 		}
-		ch, err = s.offline(t, dev, resource.DeviceStatus(st), at, "connection closed")
+		ch, err = s.offline(t, dev, resource.DeviceStatus(st), at, reason)
 		ok = err == nil
 		return err
 	})
@@ -449,7 +470,7 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 			return fmt.Errorf("sqlite: sweep: %w", err)
 		}
 		for _, d := range due {
-			ch, err := s.offline(t, d, d.Status, now, "no heartbeat for three intervals")
+			ch, err := s.offline(t, d, d.Status, now, "no heartbeat (relay deadline passed)")
 			if err != nil {
 				return err
 			}

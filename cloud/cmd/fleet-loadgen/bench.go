@@ -441,7 +441,7 @@ func (b *bench) connect(ctx context.Context, a *lagent, storm bool) error {
 	}
 	ws.SetReadLimit(protocol.MaxMessageBytes)
 	hello := protocol.Hello{AgentVersion: "loadgen", FirmwareVersion: "fw-1", Model: "IG-500", DeviceName: fmt.Sprintf("gw-%05d", a.idx),
-		Timezone: "UTC", HeartbeatInterval: protocol.Duration{Duration: 10 * time.Second}, MetricsInterval: protocol.Duration{Duration: 5 * time.Minute}}
+		Timezone: "UTC", HeartbeatInterval: protocol.Duration{Duration: 2 * time.Minute}, MetricsInterval: protocol.Duration{Duration: 5 * time.Minute}}
 	if err := writeJSON(dctx, ws, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
 		ws.CloseNow()
 		return err

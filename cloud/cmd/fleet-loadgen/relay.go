@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -61,6 +62,9 @@ func runRelay(ctx context.Context, args []string) error {
 	link := agentlink.New(agentlink.Config{Store: store, Logger: log})
 	mux := http.NewServeMux()
 	mux.Handle(protocol.Path, link.Handler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(relayStats{Link: link.Stats(), Store: store.Stats()})

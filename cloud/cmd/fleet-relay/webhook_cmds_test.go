@@ -295,3 +295,90 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestWebhookAdminCommands runs the webhook admin commands on a database and
+// checks their output and effect.
+func TestWebhookAdminCommands(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "relay.db")
+	var org struct{ ID, WebhookSecret string }
+	mustJSON(t, &org, "org", "create", "--db", db, "--name", "Acme")
+
+	var set struct{ ID, AlertWebhookURL string }
+	mustJSON(t, &set, "org", "set-alert-webhook", "--db", db, "--org", org.ID, "--url", "https://hooks.example.com/fleet")
+	if set.AlertWebhookURL != "https://hooks.example.com/fleet" {
+		t.Errorf("set-alert-webhook printed %+v", set)
+	}
+	for _, bad := range []string{"http://hooks.example.com/", "https://u:p@hooks.example.com/", "not a url"} {
+		if _, errOut, code := cli(t, "org", "set-alert-webhook", "--db", db, "--org", org.ID, "--url", bad); code != 1 || !strings.Contains(errOut, "url") {
+			t.Errorf("set-alert-webhook %q: exit %d, %q", bad, code, errOut)
+		}
+	}
+	if _, _, code := cli(t, "org", "set-alert-webhook", "--db", db, "--org", "nosuchorg", "--url", "https://x.example.com/"); code != 1 {
+		t.Errorf("unknown org: exit %d", code)
+	}
+	if _, _, code := cli(t, "org", "set-alert-webhook", "--db", db, "--url", "https://x.example.com/"); code != 2 {
+		t.Errorf("missing --org: exit %d, want 2", code)
+	}
+
+	var rot struct{ ID, WebhookSecret string }
+	mustJSON(t, &rot, "org", "rotate-secret", "--db", db, "--org", org.ID)
+	if !strings.HasPrefix(rot.WebhookSecret, "whsec_") || rot.WebhookSecret == org.WebhookSecret {
+		t.Errorf("rotate-secret printed %+v", rot)
+	}
+
+	var none []sqlite.DeliveryInfo
+	mustJSON(t, &none, "webhook", "deliveries", "--db", db, "--org", org.ID)
+	if len(none) != 0 {
+		t.Errorf("deliveries on a new org: %+v", none)
+	}
+
+	// One delivery with two attempts, as the dispatcher records them.
+	store, err := sqlite.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	dl := &webhook.Delivery{ID: "dlv1abc", OrgID: org.ID, DeviceID: "dev1", Event: webhook.EventSignal, URL: "https://hooks.example.com/s",
+		Body: []byte(`{"event":"serial.signal"}`), NextAttemptAt: at, CreatedAt: at}
+	ws := sqlite.NewWebhookStore(store)
+	if err := ws.WriteOutbox(ctx, []*webhook.Delivery{dl}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteOutbox(ctx, nil, []webhook.Attempt{
+		{DeliveryID: dl.ID, Number: 1, At: at, StatusCode: 503, Duration: 12 * time.Millisecond, State: webhook.StatePending, NextAttemptAt: at.Add(5 * time.Second)},
+		{DeliveryID: dl.ID, Number: 2, At: at.Add(5 * time.Second), Error: "timeout after 10s", Duration: 10 * time.Second, State: webhook.StatePending, NextAttemptAt: at.Add(40 * time.Second)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var ds []sqlite.DeliveryInfo
+	mustJSON(t, &ds, "webhook", "deliveries", "--db", db, "--org", org.ID)
+	if len(ds) != 1 || ds[0].ID != dl.ID || ds[0].State != "pending" || len(ds[0].Attempts) != 2 ||
+		ds[0].Attempts[0].StatusCode != 503 || ds[0].Attempts[1].Error != "timeout after 10s" || ds[0].NextAttemptAt == nil {
+		t.Errorf("deliveries: %+v", ds)
+	}
+	out, _, code := cli(t, "webhook", "deliveries", "--db", db, "--org", org.ID)
+	if code != 0 || !strings.Contains(out, dl.ID) || !strings.Contains(out, "attempt 1") || !strings.Contains(out, "503") || !strings.Contains(out, "timeout after 10s") {
+		t.Errorf("deliveries (text):\n%s", out)
+	}
+	var other struct{ ID string }
+	mustJSON(t, &other, "org", "create", "--db", db, "--name", "Other")
+	mustJSON(t, &none, "webhook", "deliveries", "--db", db, "--org", other.ID)
+	if len(none) != 0 {
+		t.Errorf("another organization sees %d deliveries", len(none))
+	}
+
+	var re struct{ ID, RedeliveryOf string }
+	mustJSON(t, &re, "webhook", "redeliver", "--db", db, "--id", dl.ID)
+	if re.RedeliveryOf != dl.ID || re.ID == "" || re.ID == dl.ID {
+		t.Errorf("redeliver printed %+v", re)
+	}
+	mustJSON(t, &ds, "webhook", "deliveries", "--db", db, "--org", org.ID)
+	if len(ds) != 2 || ds[0].ID != re.ID || ds[0].State != "pending" || len(ds[0].Attempts) != 0 || ds[0].RedeliveryOf != dl.ID {
+		t.Errorf("after redeliver: %+v", ds)
+	}
+	if _, errOut, code := cli(t, "webhook", "redeliver", "--db", db, "--id", "nosuchdelivery"); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Errorf("redeliver unknown: exit %d %q", code, errOut)
+	}
+}

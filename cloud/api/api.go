@@ -151,9 +151,6 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
 
-// methods lists what methodNotAllowed tries when building Allow.
-var methods = [...]string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
-
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, cloud.Errorf(cloud.ENOTFOUND, "no route for %s %s", r.Method, safePath(r.URL.Path)))
 }
@@ -162,7 +159,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 // path does accept.
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	allowed := make([]string, 0, 2)
-	for _, m := range methods {
+	for _, m := range [...]string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		if s.mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
 			allowed = append(allowed, m)
 		}

@@ -23,7 +23,8 @@ const (
 	metricsDefault, metricsMax = 200, 1000
 )
 
-var emptyObject = json.RawMessage(`{}`)
+// emptyObject is what an absent data or payload object renders as.
+func emptyObject() json.RawMessage { return json.RawMessage(`{}`) }
 
 // pathID returns the {id} path parameter, or a not_found error when it
 // cannot be an id (so garbage never reaches the store).
@@ -142,7 +143,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, key *cloud.A
 	}
 	for i := range list.Data {
 		if len(list.Data[i].Data) == 0 || string(list.Data[i].Data) == "null" {
-			list.Data[i].Data = emptyObject
+			list.Data[i].Data = emptyObject()
 		}
 	}
 	s.writeJSON(w, http.StatusOK, list)
@@ -400,7 +401,7 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.A
 
 func fixAlert(a *resource.Alert) {
 	if len(a.Payload) == 0 || isNull(a.Payload) {
-		a.Payload = emptyObject
+		a.Payload = emptyObject()
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -418,18 +417,6 @@ func (m *Manager) States() []protocol.ChannelState {
 		}
 		out = append(out, st)
 	}
-	return out
-}
-
-// Devices returns the device bound to each channel, sorted by channel id.
-func (m *Manager) Devices() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-	for _, c := range m.chans {
-		out = append(out, c.cat.ID+"="+c.device)
-	}
-	sort.Strings(out)
 	return out
 }
 

@@ -163,8 +163,8 @@ func Backoff(n int, lo, hi time.Duration, r *rand.Rand) time.Duration {
 	return time.Duration(r.Int64N(int64(ceil) + 1))
 }
 
-// errFatal marks a session end that deserves the longest backoff
-// (authentication refused).
+// errUnauthorized marks a session the relay refused for the token; it
+// deserves the longest backoff.
 var errUnauthorized = errors.New("relay refused the device token")
 
 // Run connects and reconnects until ctx ends. When ctx ends during a

@@ -44,6 +44,18 @@ type Bus interface {
 // ErrClosed is returned by Recv and Send after Close.
 var ErrClosed = errors.New("bus closed")
 
+// ErrDeviceGone is returned (wrapped) by Recv when the interface was
+// removed under the socket (a USB adapter unplugged). The Port then
+// reconfigures the link and reopens the socket until the interface is back
+// or the Port is closed.
+var ErrDeviceGone = errors.New("CAN interface went away")
+
+// Recovery backoff after ErrDeviceGone.
+const (
+	recoverMin = 200 * time.Millisecond
+	recoverMax = 5 * time.Second
+)
+
 // Settings are the interface settings a Link applies.
 type Settings struct {
 	NominalBitrate uint32
@@ -85,7 +97,9 @@ type Port struct {
 	opt Options
 	log *slog.Logger
 
-	applyMu sync.Mutex // serialises Apply and Close
+	applyMu sync.Mutex // serialises Apply, recovery and Close
+	closing chan struct{}
+	gen     uint64 // counts socket (re)opens; recovery stops when it moves
 	bus     Bus
 	rxDone  chan struct{}
 	txStop  context.CancelFunc
@@ -97,6 +111,7 @@ type Port struct {
 	busErr  string // from error frames
 	sendErr string // from the last failed send
 	recvErr string // from the last failed receive (link down)
+	goneErr string // the interface went away; recovery running
 	note    string // a link setting the interface refused
 	txOn    bool
 	closed  bool
@@ -119,7 +134,7 @@ func New(ctx context.Context, opt Options, cfg serialcfg.Config) (*Port, error) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Port{opt: opt, log: log.With("channel", opt.Name, "device", opt.Device)}
+	p := &Port{opt: opt, log: log.With("channel", opt.Name, "device", opt.Device), closing: make(chan struct{})}
 	if err := p.Apply(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -160,34 +175,21 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 	}
 	p.stopTx()
 
-	relink := p.cfg == nil || settingsOf(p.cfg) != settingsOf(&c)
+	relink := p.cfg == nil || p.bus == nil || settingsOf(p.cfg) != settingsOf(&c)
 	if relink {
 		p.stopRx()
-		note := ""
-		if p.opt.Link != nil {
-			if err := p.opt.Link.Configure(ctx, settingsOf(&c)); err != nil {
-				if !errors.Is(err, ErrBitTimingUnsupported) {
-					p.log.Warn("link settings refused", "err", err)
-					// Keep the previous configuration running.
-					if p.cfg != nil {
-						if rerr := p.startRx(); rerr != nil {
-							p.mu.Lock()
-							p.sendErr = "reopen failed: " + rerr.Error()
-							p.mu.Unlock()
-						}
-						p.startTx(*p.cfg)
-					}
-					return fmt.Errorf("canfd %s: %s: %w", p.opt.Name, p.opt.Device, err)
+		if err := p.relinkLocked(ctx, c); err != nil {
+			if p.cfg != nil && p.bus == nil {
+				// Keep the previous configuration running.
+				if rerr := p.startRx(); rerr != nil {
+					p.mu.Lock()
+					p.sendErr = "reopen failed: " + rerr.Error()
+					p.mu.Unlock()
+				} else {
+					p.startTx(*p.cfg)
 				}
-				note = "bitrate not applied: " + p.opt.Device + " has no bit timing (virtual interface)"
-				p.log.Info("link has no bit timing; frames still flow", "err", err)
 			}
-		}
-		p.mu.Lock()
-		p.note = note
-		p.mu.Unlock()
-		if err := p.startRx(); err != nil {
-			return fmt.Errorf("canfd %s: open %s: %w", p.opt.Name, p.opt.Device, err)
+			return fmt.Errorf("canfd %s: %s: %w", p.opt.Name, p.opt.Device, err)
 		}
 	}
 	p.cfg = &c
@@ -201,6 +203,63 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 		p.startTxFrame(c, frame)
 	}
 	return nil
+}
+
+// relinkLocked configures the link for c and opens the socket. A link
+// without bit timing (vcan) is noted in telemetry, not refused. applyMu
+// held, no socket open.
+func (p *Port) relinkLocked(ctx context.Context, c serialcfg.CANFD) error {
+	note := ""
+	if p.opt.Link != nil {
+		if err := p.opt.Link.Configure(ctx, settingsOf(&c)); err != nil {
+			if !errors.Is(err, ErrBitTimingUnsupported) {
+				p.log.Warn("link settings refused", "err", err)
+				return err
+			}
+			note = "bitrate not applied: " + p.opt.Device + " has no bit timing (virtual interface)"
+			p.log.Info("link has no bit timing; frames still flow", "err", err)
+		}
+	}
+	if err := p.startRx(); err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	p.mu.Lock()
+	p.note, p.recvErr, p.goneErr, p.sendErr = note, "", "", ""
+	p.mu.Unlock()
+	return nil
+}
+
+// recover reopens the channel after its interface went away: it retries
+// the link configuration and the socket with backoff until it succeeds,
+// the channel is reconfigured (gen moves) or closed.
+func (p *Port) recover(gen uint64) {
+	wait := recoverMin
+	for {
+		select {
+		case <-p.closing:
+			return
+		case <-time.After(wait):
+		}
+		p.applyMu.Lock()
+		if p.isClosed() || p.gen != gen || p.cfg == nil {
+			p.applyMu.Unlock()
+			return
+		}
+		p.stopTx()
+		p.stopRx()
+		err := p.relinkLocked(context.Background(), *p.cfg)
+		if err == nil {
+			p.startTx(*p.cfg)
+			p.applyMu.Unlock()
+			p.log.Info("interface back; channel reopened")
+			return
+		}
+		p.mu.Lock()
+		p.goneErr = "interface " + p.opt.Device + " went away; reopening: " + err.Error()
+		p.mu.Unlock()
+		p.applyMu.Unlock()
+		wait = min(2*wait, recoverMax)
+	}
 }
 
 // txFrame builds the frame tx sends: a CAN-FD frame with bit rate switch.
@@ -232,9 +291,10 @@ func (p *Port) startRx() error {
 		return err
 	}
 	p.bus = bus
+	p.gen++
 	done := make(chan struct{})
 	p.rxDone = done
-	go p.rxLoop(bus, done)
+	go p.rxLoop(bus, p.gen, done)
 	return nil
 }
 
@@ -248,12 +308,20 @@ func (p *Port) stopRx() {
 	p.bus, p.rxDone = nil, nil
 }
 
-func (p *Port) rxLoop(bus Bus, done chan struct{}) {
+func (p *Port) rxLoop(bus Bus, gen uint64, done chan struct{}) {
 	defer close(done)
 	for {
 		f, err := bus.Recv()
 		if err != nil {
 			if errors.Is(err, ErrClosed) {
+				return
+			}
+			if errors.Is(err, ErrDeviceGone) {
+				p.mu.Lock()
+				p.goneErr = "interface " + p.opt.Device + " went away"
+				p.mu.Unlock()
+				p.log.Warn("interface went away; reopening", "err", err)
+				go p.recover(gen)
 				return
 			}
 			p.mu.Lock()
@@ -362,6 +430,8 @@ func (p *Port) Telemetry() serialcfg.Telemetry {
 	}
 	t := serialcfg.Telemetry{Live: p.live, TxOn: p.txOn}
 	switch {
+	case p.goneErr != "":
+		t.Error = p.goneErr
 	case p.busErr != "":
 		t.Error = p.busErr
 	case p.sendErr != "":
@@ -392,6 +462,7 @@ func (p *Port) Close() error {
 	}
 	p.closed = true
 	p.mu.Unlock()
+	close(p.closing)
 	p.stopTx()
 	p.stopRx()
 	return nil

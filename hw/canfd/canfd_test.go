@@ -455,3 +455,85 @@ func drain(e *canfdtest.Endpoint) {
 		_, _ = e.RecvTimeout(time.Millisecond)
 	}
 }
+
+func TestInterfaceGoneAndBack(t *testing.T) {
+	r := newRig(t, cfg(func(c *serialcfg.CANFD) {
+		c.Tx = serialcfg.CANFDTx{Enabled: true, IntervalMs: 100, CanID: "0x100", DataHex: "01"}
+	}))
+	if err := waitFrame(r.peer, "100#01"); err != nil {
+		t.Fatal(err)
+	}
+	r.bus.Unplug()
+	waitTelemetry(t, r.port, "gone", func(tm serialcfg.Telemetry) bool { return strings.HasPrefix(tm.Error, "interface can0 went away") })
+	// Retries fail while it is away.
+	time.Sleep(500 * time.Millisecond)
+	if tm := r.port.Telemetry(); !strings.HasPrefix(tm.Error, "interface can0 went away") {
+		t.Fatalf("telemetry %+v while unplugged", tm)
+	}
+	r.bus.Plug()
+	peer := r.bus.Open() // the old peer went with the interface
+	defer peer.Close()
+	waitTelemetry(t, r.port, "recovered", func(tm serialcfg.Telemetry) bool { return tm.Error == "" && tm.TxOn })
+	if err := waitFrame(peer, "100#01"); err != nil {
+		t.Fatalf("tx after recovery: %v", err)
+	}
+	if applied := r.link.Applied(); len(applied) < 2 || applied[len(applied)-1] != applied[0] {
+		t.Fatalf("link settings %+v: want the same settings applied again after the interface came back", applied)
+	}
+	if err := peer.Send(canfd.Frame{ID: 0x9, FD: true, Data: []byte{9}}); err != nil {
+		t.Fatal(err)
+	}
+	waitTelemetry(t, r.port, "live after recovery", func(tm serialcfg.Telemetry) bool { return tm.Live == "009#09" })
+}
+
+func TestCloseWhileInterfaceGone(t *testing.T) {
+	r := newRig(t, cfg(nil))
+	r.bus.Unplug()
+	waitTelemetry(t, r.port, "gone", func(tm serialcfg.Telemetry) bool { return strings.HasPrefix(tm.Error, "interface can0 went away") })
+	done := make(chan error, 1)
+	go func() { done <- r.port.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close hung while the interface was gone")
+	}
+	r.bus.Plug()
+	time.Sleep(recoverWait)
+	if n := r.bus.Endpoints(); n != 1 {
+		t.Fatalf("%d endpoints after Close, want only the peer (no reopen after Close)", n)
+	}
+}
+
+// recoverWait outlasts the first recovery attempt.
+const recoverWait = 600 * time.Millisecond
+
+func TestApplyWhileInterfaceGone(t *testing.T) {
+	r := newRig(t, cfg(nil))
+	r.bus.Unplug()
+	waitTelemetry(t, r.port, "gone", func(tm serialcfg.Telemetry) bool { return strings.HasPrefix(tm.Error, "interface can0 went away") })
+	// New bit timing cannot reach a missing interface: refused.
+	r.link.Refuse(errors.New("link can0: Link not found"))
+	if err := r.port.Apply(context.Background(), cfg(func(c *serialcfg.CANFD) { c.NominalBitrate = 250000 })); err == nil {
+		t.Fatal("Apply with new bit timing succeeded with the interface gone")
+	}
+	r.link.Refuse(nil)
+	r.bus.Plug()
+	// The recovery reopens with the configuration that was running.
+	waitTelemetry(t, r.port, "recovered", func(tm serialcfg.Telemetry) bool { return tm.Error == "" })
+	if got := r.link.Applied(); got[len(got)-1].NominalBitrate != 500000 {
+		t.Fatalf("recovered with %+v, want the running 500000", got[len(got)-1])
+	}
+	if err := r.port.Apply(context.Background(), cfg(func(c *serialcfg.CANFD) {
+		c.Tx = serialcfg.CANFDTx{Enabled: true, IntervalMs: 100, CanID: "0x100", DataHex: "01"}
+	})); err != nil {
+		t.Fatalf("Apply after recovery: %v", err)
+	}
+	peer := r.bus.Open()
+	defer peer.Close()
+	if err := waitFrame(peer, "100#01"); err != nil {
+		t.Fatal(err)
+	}
+}

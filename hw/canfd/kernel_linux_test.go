@@ -274,3 +274,36 @@ func TestKernelLinkDownReportsSendError(t *testing.T) {
 	}
 	waitTelemetry(t, p, "recovered", func(tm serialcfg.Telemetry) bool { return strings.HasPrefix(tm.Error, "bitrate not applied") })
 }
+
+func TestKernelInterfaceRemovedAndRecreated(t *testing.T) {
+	requireKernel(t)
+	const name = "kvcan6"
+	makeVcan(t, name, canfd.FDMTU)
+	p, err := canfd.OpenSocketCAN(context.Background(), "canfd-1", name, cfg(func(c *serialcfg.CANFD) {
+		c.Tx = serialcfg.CANFDTx{Enabled: true, IntervalMs: 100, CanID: "0x66", DataHex: "06"}
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unplugged: the kernel unregisters the interface under the socket.
+	if err := netlink.LinkDel(l); err != nil {
+		t.Fatal(err)
+	}
+	waitTelemetry(t, p, "went away", func(tm serialcfg.Telemetry) bool { return strings.HasPrefix(tm.Error, "interface kvcan6 went away") })
+	// Plugged back (down, as a fresh adapter comes): the port configures
+	// the link again, brings it up and sends.
+	if err := netlink.LinkAdd(&netlink.GenericLink{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: canfd.FDMTU}, LinkType: "vcan"}); err != nil {
+		t.Fatal(err)
+	}
+	waitTelemetry(t, p, "reopened", func(tm serialcfg.Telemetry) bool { return strings.HasPrefix(tm.Error, "bitrate not applied") && tm.TxOn })
+	peer := dialT(t, name)
+	f, ok := recvData(t, peer, 3*time.Second)
+	if !ok || f.String() != "066#06" {
+		t.Fatalf("after the interface came back: frame %v received %v", f, ok)
+	}
+}

@@ -91,6 +91,10 @@ func (s *Socket) wrap(err error) error {
 	if errors.As(err, &pe) {
 		err = pe.Err
 	}
+	if errors.Is(err, unix.ENODEV) {
+		// The interface was unregistered; the kernel unbound the socket.
+		return fmt.Errorf("%s: %w: %w", s.iface, ErrDeviceGone, err)
+	}
 	return fmt.Errorf("%s: %w", s.iface, err)
 }
 

@@ -25,7 +25,11 @@ type Bus struct {
 	mu        sync.Mutex
 	endpoints map[*Endpoint]struct{}
 	sendErr   error
+	unplugged bool
 }
+
+// ErrUnplugged is returned by Open while the bus is unplugged.
+var ErrUnplugged = errors.New("canfdtest: no such device (unplugged)")
 
 // NewBus returns an empty bus.
 func NewBus() *Bus { return &Bus{endpoints: make(map[*Endpoint]struct{})} }
@@ -35,6 +39,7 @@ type Endpoint struct {
 	bus     *Bus
 	ch      chan canfd.Frame
 	done    chan struct{}
+	gone    chan struct{}
 	once    sync.Once
 	mu      sync.Mutex
 	dropped int
@@ -44,16 +49,48 @@ var _ canfd.Bus = (*Endpoint)(nil)
 
 // Open attaches a new endpoint.
 func (b *Bus) Open() *Endpoint {
-	e := &Endpoint{bus: b, ch: make(chan canfd.Frame, QueueLen), done: make(chan struct{})}
+	e := &Endpoint{bus: b, ch: make(chan canfd.Frame, QueueLen), done: make(chan struct{}), gone: make(chan struct{})}
 	b.mu.Lock()
 	b.endpoints[e] = struct{}{}
 	b.mu.Unlock()
 	return e
 }
 
-// Opener returns a function suitable for canfd.Options.Open.
+// Opener returns a function suitable for canfd.Options.Open; it fails
+// while the bus is unplugged.
 func (b *Bus) Opener() func() (canfd.Bus, error) {
-	return func() (canfd.Bus, error) { return b.Open(), nil }
+	return func() (canfd.Bus, error) {
+		b.mu.Lock()
+		gone := b.unplugged
+		b.mu.Unlock()
+		if gone {
+			return nil, ErrUnplugged
+		}
+		return b.Open(), nil
+	}
+}
+
+// Unplug stands for the interface being removed (a USB adapter pulled):
+// every open endpoint's Recv returns an error wrapping canfd.ErrDeviceGone,
+// and Opener fails until Plug.
+func (b *Bus) Unplug() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.unplugged = true
+	for e := range b.endpoints {
+		select {
+		case <-e.gone:
+		default:
+			close(e.gone)
+		}
+	}
+}
+
+// Plug makes the interface available again.
+func (b *Bus) Plug() {
+	b.mu.Lock()
+	b.unplugged = false
+	b.mu.Unlock()
 }
 
 // Endpoints returns how many endpoints are open.
@@ -113,6 +150,8 @@ func (e *Endpoint) Send(f canfd.Frame) error {
 	select {
 	case <-e.done:
 		return canfd.ErrClosed
+	case <-e.gone:
+		return fmt.Errorf("canfdtest: no such device or address")
 	default:
 	}
 	if _, err := f.Marshal(); err != nil {
@@ -131,10 +170,19 @@ func (e *Endpoint) Send(f canfd.Frame) error {
 // Recv returns the next frame, or canfd.ErrClosed after Close.
 func (e *Endpoint) Recv() (canfd.Frame, error) {
 	select {
+	case <-e.done:
+		return canfd.Frame{}, canfd.ErrClosed
+	case <-e.gone:
+		return canfd.Frame{}, fmt.Errorf("canfdtest: %w", canfd.ErrDeviceGone)
+	default:
+	}
+	select {
 	case f := <-e.ch:
 		return f, nil
 	case <-e.done:
 		return canfd.Frame{}, canfd.ErrClosed
+	case <-e.gone:
+		return canfd.Frame{}, fmt.Errorf("canfdtest: %w", canfd.ErrDeviceGone)
 	}
 }
 

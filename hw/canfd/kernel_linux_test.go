@@ -300,7 +300,9 @@ func TestKernelInterfaceRemovedAndRecreated(t *testing.T) {
 	if err := netlink.LinkAdd(&netlink.GenericLink{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: canfd.FDMTU}, LinkType: "vcan"}); err != nil {
 		t.Fatal(err)
 	}
-	waitTelemetry(t, p, "reopened", func(tm serialcfg.Telemetry) bool { return strings.HasPrefix(tm.Error, "bitrate not applied") && tm.TxOn })
+	waitTelemetry(t, p, "reopened", func(tm serialcfg.Telemetry) bool {
+		return strings.HasPrefix(tm.Error, "bitrate not applied") && tm.TxOn
+	})
 	peer := dialT(t, name)
 	f, ok := recvData(t, peer, 3*time.Second)
 	if !ok || f.String() != "066#06" {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -361,5 +362,51 @@ func TestHelp(t *testing.T) {
 	_, errOut, code := cli(t, "key", "create", "-h")
 	if code != 0 || !strings.Contains(errOut, "-scopes") || !strings.Contains(errOut, "-expires") {
 		t.Errorf("key create -h: exit %d, %q", code, errOut)
+	}
+}
+
+// TestServeRunsRetention starts serve on a database holding an old and a
+// recent event: the sweep removes the old one.
+func TestServeRunsRetention(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	org, _ := db.CreateOrg(ctx, "acme")
+	d, _, err := db.AddDevice(ctx, sqlite.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: "S", Model: "IG-100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := resource.T(time.Now().Add(-49 * time.Hour))
+	if _, err := db.InsertEvents(ctx, d.ID, []resource.Event{{Type: "agent.started", CreatedAt: old}, {Type: "agent.started"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.InsertMetrics(ctx, d.ID, []resource.MetricSample{{CapturedAt: old}, {CapturedAt: resource.T(time.Now())}}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	m := NewMain(io.Discard)
+	if err := m.ParseFlags([]string{"--db", path, "--listen", "127.0.0.1:0", "--retention", "48h"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var events, metrics int
+		m.DB.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM events`).Scan(&events)
+		m.DB.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM metrics`).Scan(&metrics)
+		if events == 1 && metrics == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the sweep: %d events and %d metrics, want 1 and 1", events, metrics)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

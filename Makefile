@@ -7,6 +7,8 @@ BIN       := bin
 DATA      ?= .fleet-demo
 export CGO_ENABLED ?= 1
 
+.DEFAULT_GOAL := all
+
 TEST_TARGETS  :=
 BENCH_TARGETS :=
 

@@ -175,7 +175,7 @@ func (l *Link) Run(ctx context.Context) error {
 	attempt := 0
 	for {
 		start := time.Now()
-		err := l.session(ctx)
+		err := l.session(ctx, ctx.Done())
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -192,9 +192,26 @@ func (l *Link) Run(ctx context.Context) error {
 		attempt++
 		select {
 		case <-ctx.Done():
+			l.finalAttempt()
 			return nil
 		case <-time.After(wait):
 		}
+	}
+}
+
+// finalAttempt is the last flush of a stopping agent that was not
+// connected: one connection, bounded by DrainTimeout, that sends what the
+// spool holds (agent.stopped included) and closes.
+func (l *Link) finalAttempt() {
+	if l.opts.Spool.Stats().Pending == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.DrainTimeout)
+	defer cancel()
+	stop := make(chan struct{})
+	close(stop)
+	if err := l.session(ctx, stop); err != nil {
+		l.log.Info("final flush: relay unreachable; records stay spooled", "err", err, "pending", l.opts.Spool.Stats().Pending)
 	}
 }
 
@@ -209,8 +226,9 @@ func (l *Link) wsURL() string {
 	return u + protocol.Path
 }
 
-// session runs one connection until it fails or ctx ends.
-func (l *Link) session(ctx context.Context) error {
+// session runs one connection until it fails or stop is closed (then it
+// drains). ctx bounds the dial and the handshake.
+func (l *Link) session(ctx context.Context, stop <-chan struct{}) error {
 	dctx, cancel := context.WithTimeout(ctx, l.opts.DialTimeout)
 	hdr := http.Header{}
 	hdr.Set("Authorization", "Bearer "+l.opts.Token)
@@ -233,7 +251,7 @@ func (l *Link) session(ctx context.Context) error {
 	}
 	conn.SetReadLimit(protocol.MaxMessageBytes)
 	s := &session{l: l, conn: conn}
-	err = s.run(ctx)
+	err = s.run(ctx, stop)
 	l.mu.Lock()
 	l.connected = false
 	l.mu.Unlock()
@@ -285,7 +303,7 @@ func (s *session) read(ctx context.Context) (protocol.Message, error) {
 	return m, nil
 }
 
-func (s *session) run(ctx context.Context) error {
+func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
 	l := s.l
 	// The session's own context lives past ctx for the drain.
 	sctx, cancel := context.WithCancel(context.Background())
@@ -357,7 +375,7 @@ func (s *session) run(ctx context.Context) error {
 	lastKick := time.Time{}
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return s.drain(sctx, msgs, readErr)
 		case err := <-readErr:
 			return err

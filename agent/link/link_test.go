@@ -536,3 +536,20 @@ func TestCloseUnauthorized(t *testing.T) {
 	h := startLink(t, &relay{srv: srv}, nil, nil)
 	eventually(t, "refusal logged", func() bool { return bytes.Contains([]byte(h.logs.String()), []byte("token refused")) })
 }
+
+// A link stopped while it waits to reconnect makes one last attempt and
+// flushes the spool (agent.stopped) when the relay answers.
+func TestFinalAttemptWhenDisconnected(t *testing.T) {
+	r := newRelay(t)
+	r.refuse = true
+	h := startLink(t, r, nil, func(o *Options) { o.BackoffMin = time.Hour; o.BackoffMax = time.Hour })
+	eventually(t, "refused attempt", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.authSeen) == 1 })
+	r.mu.Lock()
+	r.refuse = false
+	r.mu.Unlock()
+	fillSpool(t, h.sp, 1, 3)
+	h.stop()
+	if r.storedCount() != 3 || h.sp.Stats().Pending != 0 {
+		t.Fatalf("final attempt stored %d, pending %d", r.storedCount(), h.sp.Stats().Pending)
+	}
+}

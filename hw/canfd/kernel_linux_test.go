@@ -129,6 +129,18 @@ func TestKernelMissingInterface(t *testing.T) {
 	if err == nil || errors.Is(err, canfd.ErrBitTimingUnsupported) {
 		t.Fatalf("Configure on a missing interface = %v", err)
 	}
+	// A network interface that is not CAN is refused and left alone.
+	err = (&canfd.NetlinkLink{Interface: "lo"}).Configure(context.Background(), canfd.Settings{NominalBitrate: 500000, DataBitrate: 2000000, SamplePoint: 0.875})
+	if err == nil || !strings.Contains(err.Error(), "not a CAN interface") {
+		t.Fatalf("Configure on lo = %v, want a refusal", err)
+	}
+	lo, lerr := netlink.LinkByName("lo")
+	if lerr != nil || lo.Attrs().Flags&(1<<0) == 0 {
+		t.Fatalf("lo after a refused Configure: %v %v; want it still up", lo, lerr)
+	}
+	if _, err := canfd.Dial("lo"); err == nil {
+		t.Fatal("Dial on lo succeeded")
+	}
 }
 
 func TestKernelDriverOnVcan(t *testing.T) {

@@ -34,6 +34,13 @@ func (l *NetlinkLink) Configure(ctx context.Context, s Settings) error {
 	if err != nil {
 		return fmt.Errorf("link %s: %w", l.Interface, err)
 	}
+	switch link.Type() {
+	case "can", "vcan", "vxcan":
+	default:
+		// Never bounce a network link that is not CAN (a mistyped
+		// --port canfd-1=eth0 must not take the uplink down).
+		return fmt.Errorf("%s is not a CAN interface (link type %s)", l.Interface, link.Type())
+	}
 	if err := netlink.LinkSetDown(link); err != nil {
 		return fmt.Errorf("link %s down: %w", l.Interface, err)
 	}

@@ -20,7 +20,5 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Length", strconv.Itoa(len(openapiDoc)))
 	h.Set("Cache-Control", "public, max-age=300")
 	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(openapiDoc)
-	}
+	_, _ = w.Write(openapiDoc)
 }

@@ -382,3 +382,187 @@ func TestWebhookAdminCommands(t *testing.T) {
 		t.Errorf("redeliver unknown: exit %d %q", code, errOut)
 	}
 }
+
+// fakeProc is a procfs root for the real agent whose CPU counters advance
+// busy (97 % busy) while busy is set, idle otherwise.
+type fakeProc struct {
+	dir  string
+	mu   sync.Mutex
+	busy bool
+	user int64
+	idle int64
+}
+
+func newFakeProc(t *testing.T) *fakeProc {
+	t.Helper()
+	p := &fakeProc{dir: t.TempDir(), user: 10000, idle: 80000}
+	os.WriteFile(filepath.Join(p.dir, "meminfo"), []byte("MemTotal:        1000000 kB\nMemFree:          600000 kB\nMemAvailable:     700000 kB\n"), 0o644)
+	os.WriteFile(filepath.Join(p.dir, "loadavg"), []byte("0.42 0.30 0.25 1/123 4567\n"), 0o644)
+	p.tick()
+	done := make(chan struct{})
+	go func() {
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-tk.C:
+				p.tick()
+			case <-done:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done) })
+	return p
+}
+
+func (p *fakeProc) setBusy(b bool) {
+	p.mu.Lock()
+	p.busy = b
+	p.mu.Unlock()
+}
+
+func (p *fakeProc) tick() {
+	p.mu.Lock()
+	if p.busy {
+		p.user += 97
+		p.idle += 3
+	} else {
+		p.user += 5
+		p.idle += 95
+	}
+	line := fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 0 0 0\ncpu0 %d 0 0 %d 0 0 0 0 0 0\n", p.user, p.idle, p.user, p.idle)
+	p.mu.Unlock()
+	tmp := filepath.Join(p.dir, "stat.tmp")
+	os.WriteFile(tmp, []byte(line), 0o644)
+	os.Rename(tmp, filepath.Join(p.dir, "stat"))
+}
+
+// TestRealAgentSignalsAndAlerts runs the real relay and the real agent
+// (--hw sim, whose simulated peers move the signals every second, and a fake
+// /proc): signals are forwarded, a CPU spike opens and clears high_cpu, and
+// an agent killed with SIGKILL opens device_offline, resolved when it is
+// back; every webhook is verified on a real HTTPS receiver.
+func TestRealAgentSignalsAndAlerts(t *testing.T) {
+	dir := t.TempDir()
+	relayBin, agentBin := filepath.Join(dir, "fleet-relay"), filepath.Join(dir, "fleet-agent")
+	if out, err := exec.Command("go", "build", "-o", relayBin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build relay: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("go", "build", "-o", agentBin, "../../../agent/cmd/fleet-agent").CombinedOutput(); err != nil {
+		t.Fatalf("go build agent: %v\n%s", err, out)
+	}
+	db := filepath.Join(dir, "relay.db")
+	admin := func(v any, args ...string) {
+		t.Helper()
+		out, err := exec.Command(relayBin, append(args, "--db", db, "--json")...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if v != nil {
+			json.Unmarshal(out, v)
+		}
+	}
+	var org struct{ ID, WebhookSecret string }
+	admin(&org, "org", "create", "--name", "Acme")
+	var key struct{ Key string }
+	admin(&key, "key", "create", "--org", org.ID, "--name", "k", "--scopes", "devices:write,alerts:read")
+	var dev struct{ ID, Token string }
+	admin(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "S1", "--model", "IG-500")
+
+	type got struct {
+		path string
+		body []byte
+	}
+	hooks := make(chan got, 10000)
+	var badSig sync.Map
+	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ts, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
+		if !webhook.Verify(org.WebhookSecret, body, r.Header.Get(webhook.HeaderSignature)) ||
+			!webhook.VerifyStandard(org.WebhookSecret, r.Header.Get("webhook-id"), ts, body, r.Header.Get("webhook-signature")) {
+			badSig.Store(string(body), true)
+		}
+		hooks <- got{r.URL.Path, body}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer rcv.Close()
+	ca := filepath.Join(dir, "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600)
+	admin(nil, "org", "set-alert-webhook", "--org", org.ID, "--url", rcv.URL+"/alerts")
+	_, addr := startRelayBinary(t, relayBin, "--db", db, "--webhook-allow-private", "--webhook-ca", ca, "--webhook-backoff", "200ms")
+
+	req, _ := http.NewRequest("PATCH", "http://"+addr+"/api/v1/public/devices/"+dev.ID+"/serial",
+		strings.NewReader(`{"webhookUrl":"`+rcv.URL+`/signals","webhookEnabled":true}`))
+	req.Header.Set("Authorization", "Bearer "+key.Key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("PATCH serial: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	proc := newFakeProc(t)
+	sys := t.TempDir()
+	state := t.TempDir()
+	startAgent := func() *exec.Cmd {
+		cmd := exec.Command(agentBin, "--relay", "http://"+addr, "--token", dev.Token, "--hw", "sim", "--model", "IG-500",
+			"--heartbeat", "1s", "--metrics-interval", "1s", "--proc-root", proc.dir, "--sys-root", sys, "--state-dir", state,
+			"--disk-path", dir, "--passthrough-listen", "none", "--vpn-interface", "none", "--backoff-min", "100ms", "--backoff-max", "500ms",
+			"--dev-root", "none", "--log-level", "warn")
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	agent := startAgent()
+
+	// wait returns the first webhook on path whose body satisfies ok.
+	wait := func(what, path string, ok func(b []byte) bool) []byte {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case h := <-hooks:
+				if h.path == path && ok(h.body) {
+					return h.body
+				}
+			case <-deadline:
+				t.Fatalf("no %s webhook", what)
+				return nil
+			}
+		}
+	}
+	alertEvent := func(event, rule string) func([]byte) bool {
+		return func(b []byte) bool {
+			var w resource.AlertWebhook
+			json.Unmarshal(b, &w)
+			return w.Event == event && w.DeviceID == dev.ID && strings.Contains(string(w.Alert.Payload), `"rule":"`+rule+`"`)
+		}
+	}
+
+	var sig resource.SignalWebhook
+	json.Unmarshal(wait("serial.signal", "/signals", func([]byte) bool { return true }), &sig)
+	if sig.Event != "serial.signal" || sig.DeviceID != dev.ID || len(sig.Channels) == 0 {
+		t.Errorf("signal webhook %+v", sig)
+	}
+
+	proc.setBusy(true)
+	wait("alert.opened high_cpu", "/alerts", alertEvent("alert.opened", "high_cpu"))
+	proc.setBusy(false)
+	wait("alert.resolved high_cpu", "/alerts", alertEvent("alert.resolved", "high_cpu"))
+
+	agent.Process.Signal(syscall.SIGKILL)
+	agent.Wait()
+	wait("alert.opened device_offline", "/alerts", alertEvent("alert.opened", "device_offline"))
+	startAgent()
+	wait("alert.resolved device_offline", "/alerts", alertEvent("alert.resolved", "device_offline"))
+
+	n := 0
+	badSig.Range(func(k, _ any) bool { n++; return true })
+	if n > 0 {
+		t.Errorf("%d webhooks with a bad signature", n)
+	}
+}

@@ -78,6 +78,11 @@ type Link interface {
 // set (vcan); the driver keeps running and notes it in telemetry.
 var ErrBitTimingUnsupported = errors.New("interface has no bit timing (virtual CAN?)")
 
+// ErrNotPermitted reports that the agent may not configure the link (no
+// CAP_NET_ADMIN). The driver keeps running on the interface as the system
+// configured it and notes it in telemetry.
+var ErrNotPermitted = errors.New("not permitted to configure the CAN link (needs CAP_NET_ADMIN)")
+
 // Options configure a Port.
 type Options struct {
 	// Name names the channel in errors and logs ("canfd-1").
@@ -212,12 +217,17 @@ func (p *Port) relinkLocked(ctx context.Context, c serialcfg.CANFD) error {
 	note := ""
 	if p.opt.Link != nil {
 		if err := p.opt.Link.Configure(ctx, settingsOf(&c)); err != nil {
-			if !errors.Is(err, ErrBitTimingUnsupported) {
+			switch {
+			case errors.Is(err, ErrBitTimingUnsupported):
+				note = "bitrate not applied: " + p.opt.Device + " has no bit timing (virtual interface)"
+				p.log.Info("link has no bit timing; frames still flow", "err", err)
+			case errors.Is(err, ErrNotPermitted):
+				note = "bitrate not applied: no permission to configure " + p.opt.Device + " (CAP_NET_ADMIN); using it as the system set it"
+				p.log.Warn("link not configurable; using it as it is", "err", err)
+			default:
 				p.log.Warn("link settings refused", "err", err)
 				return err
 			}
-			note = "bitrate not applied: " + p.opt.Device + " has no bit timing (virtual interface)"
-			p.log.Info("link has no bit timing; frames still flow", "err", err)
 		}
 	}
 	if err := p.startRx(); err != nil {

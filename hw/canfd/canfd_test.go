@@ -537,3 +537,24 @@ func TestApplyWhileInterfaceGone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestLinkNotPermittedIsNoted(t *testing.T) {
+	bus := canfdtest.NewBus()
+	link := &canfdtest.Link{}
+	link.Refuse(fmt.Errorf("link can0: %w: operation not permitted", canfd.ErrNotPermitted))
+	peer := bus.Open()
+	defer peer.Close()
+	p, err := canfd.New(context.Background(), canfd.Options{Name: "canfd-1", Device: "can0", Open: bus.Opener(), Link: link}, cfg(func(c *serialcfg.CANFD) {
+		c.Tx = serialcfg.CANFDTx{Enabled: true, CanID: "0x1", DataHex: "01"}
+	}))
+	if err != nil {
+		t.Fatalf("New without permission to configure the link: %v", err)
+	}
+	defer p.Close()
+	if err := waitFrame(peer, "001#01"); err != nil {
+		t.Fatal(err)
+	}
+	if tm := p.Telemetry(); !strings.Contains(tm.Error, "no permission to configure can0") {
+		t.Fatalf("error %q", tm.Error)
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/fleet/fleet/hw/canfd"
 	"github.com/fleet/fleet/shared/serialcfg"
@@ -319,5 +321,45 @@ func TestKernelInterfaceRemovedAndRecreated(t *testing.T) {
 	f, ok := recvData(t, peer, 3*time.Second)
 	if !ok || f.String() != "066#06" {
 		t.Fatalf("after the interface came back: frame %v received %v", f, ok)
+	}
+}
+
+// withoutNetAdmin runs f on a thread whose effective capabilities lack
+// CAP_NET_ADMIN (capset affects only the calling thread), then restores.
+func withoutNetAdmin(t *testing.T, f func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		t.Fatalf("capget: %v", err)
+	}
+	saved := data
+	data[0].Effective &^= 1 << unix.CAP_NET_ADMIN
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		t.Fatalf("capset: %v", err)
+	}
+	defer func() {
+		if err := unix.Capset(&hdr, &saved[0]); err != nil {
+			t.Fatalf("restore capabilities: %v", err)
+		}
+	}()
+	f()
+}
+
+func TestKernelConfigureWithoutPermission(t *testing.T) {
+	requireKernel(t)
+	makeVcan(t, "kvcan7", canfd.FDMTU)
+	var err error
+	withoutNetAdmin(t, func() {
+		err = (&canfd.NetlinkLink{Interface: "kvcan7"}).Configure(context.Background(), canfd.Settings{NominalBitrate: 500000, DataBitrate: 2000000, SamplePoint: 0.875})
+	})
+	if !errors.Is(err, canfd.ErrNotPermitted) {
+		t.Fatalf("Configure without CAP_NET_ADMIN = %v, want ErrNotPermitted", err)
+	}
+	l, lerr := netlink.LinkByName("kvcan7")
+	if lerr != nil || l.Attrs().Flags&(1<<0) == 0 {
+		t.Fatalf("kvcan7 after a refused Configure: %v; want it untouched (up)", lerr)
 	}
 }

@@ -28,7 +28,8 @@ var _ Link = (*NetlinkLink)(nil)
 
 // Configure implements Link. On an interface that has no bit timing (vcan)
 // the kernel answers EOPNOTSUPP: the link is still brought up, with the
-// CAN-FD MTU, and the error wraps ErrBitTimingUnsupported.
+// CAN-FD MTU, and the error wraps ErrBitTimingUnsupported. Without
+// CAP_NET_ADMIN nothing is changed and the error wraps ErrNotPermitted.
 func (l *NetlinkLink) Configure(ctx context.Context, s Settings) error {
 	link, err := netlink.LinkByName(l.Interface)
 	if err != nil {
@@ -42,6 +43,9 @@ func (l *NetlinkLink) Configure(ctx context.Context, s Settings) error {
 		return fmt.Errorf("%s is not a CAN interface (link type %s)", l.Interface, link.Type())
 	}
 	if err := netlink.LinkSetDown(link); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("link %s: %w: %w", l.Interface, ErrNotPermitted, err)
+		}
 		return fmt.Errorf("link %s down: %w", l.Interface, err)
 	}
 	cerr := setCANAttrs(link.Attrs().Index, s, true)

@@ -167,6 +167,9 @@ func Backoff(n int, lo, hi time.Duration, r *rand.Rand) time.Duration {
 // deserves the longest backoff.
 var errUnauthorized = errors.New("relay refused the device token")
 
+// errDrained ends a session that made its final flush.
+var errDrained = errors.New("link stopped after its final flush")
+
 // Run connects and reconnects until ctx ends. When ctx ends during a
 // session it makes a last flush of the spool, bounded by DrainTimeout, and
 // closes the connection normally. It returns nil after ctx ends.
@@ -177,6 +180,10 @@ func (l *Link) Run(ctx context.Context) error {
 		start := time.Now()
 		err := l.session(ctx, ctx.Done())
 		if ctx.Err() != nil {
+			if !errors.Is(err, errDrained) {
+				// Stopped while dialling or handshaking.
+				l.finalAttempt()
+			}
 			return nil
 		}
 		if time.Since(start) >= l.opts.StableAfter {
@@ -210,7 +217,7 @@ func (l *Link) finalAttempt() {
 	defer cancel()
 	stop := make(chan struct{})
 	close(stop)
-	if err := l.session(ctx, stop); err != nil {
+	if err := l.session(ctx, stop); err != nil && !errors.Is(err, errDrained) {
 		l.log.Info("final flush: relay unreachable; records stay spooled", "err", err, "pending", l.opts.Spool.Stats().Pending)
 	}
 }
@@ -255,6 +262,9 @@ func (l *Link) session(ctx context.Context, stop <-chan struct{}) error {
 	l.mu.Lock()
 	l.connected = false
 	l.mu.Unlock()
+	if errors.Is(err, errDrained) {
+		return err
+	}
 	switch websocket.CloseStatus(err) {
 	case protocol.CloseUnauthorized:
 		return errUnauthorized
@@ -532,7 +542,7 @@ func (s *session) drain(ctx context.Context, msgs <-chan protocol.Message, readE
 		l.log.Info("final flush done")
 	}
 	s.conn.Close(websocket.StatusNormalClosure, "agent stopping")
-	return nil
+	return errDrained
 }
 
 // EncodeRecord returns the spool payload of a record: the JSON object of r

@@ -445,7 +445,9 @@ func TestRefusedTokenRetriesAndIsNotLogged(t *testing.T) {
 
 func TestDrainOnStop(t *testing.T) {
 	r := newRelay(t)
-	h := startLink(t, r, nil, nil)
+	// A window wide enough for one batch per record: the relay holds its
+	// acks, and a full window would (rightly) stop the link sending.
+	h := startLink(t, r, nil, func(o *Options) { o.Window = 16 })
 	eventually(t, "connected", h.link.Connected)
 	r.mu.Lock()
 	r.noAck = true // hold acks so records are still pending at stop

@@ -25,8 +25,8 @@ type ClientConfig struct {
 	MaxConnsPerHost int
 }
 
-// blocked lists the address ranges refused unless AllowPrivate.
-var blocked = func() []netip.Prefix {
+// blockedPrefixes lists the address ranges refused unless AllowPrivate.
+func blockedPrefixes() []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range []string{
 		"0.0.0.0/8",      // "this network", unspecified
@@ -52,11 +52,13 @@ var blocked = func() []netip.Prefix {
 		out = append(out, netip.MustParsePrefix(s))
 	}
 	return out
-}()
+}
 
 // AddressAllowed reports whether a webhook may be dialled at ip when private
 // destinations are not allowed.
-func AddressAllowed(ip netip.Addr) bool {
+func AddressAllowed(ip netip.Addr) bool { return addressAllowed(blockedPrefixes(), ip) }
+
+func addressAllowed(blocked []netip.Prefix, ip netip.Addr) bool {
 	ip = ip.Unmap()
 	if !ip.IsValid() {
 		return false
@@ -92,12 +94,13 @@ func NewClient(cfg ClientConfig) (*http.Client, error) {
 	}
 	d := &net.Dialer{Timeout: DefaultTimeout, KeepAlive: 30 * time.Second}
 	if !cfg.AllowPrivate {
+		blocked := blockedPrefixes()
 		d.Control = func(network, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
 				return fmt.Errorf("%w: %s", ErrAddressNotAllowed, address)
 			}
-			if !AddressAllowed(ap.Addr()) {
+			if !addressAllowed(blocked, ap.Addr()) {
 				return fmt.Errorf("%w: %s", ErrAddressNotAllowed, ap.Addr())
 			}
 			return nil

@@ -23,7 +23,7 @@ import (
 type Config struct {
 	Store  Store
 	Client *http.Client // from NewClient
-	// Backoff is the retry schedule (ParseBackoff); nil means DefaultBackoff.
+	// Backoff is the retry schedule (ParseBackoff); nil means DefaultBackoff().
 	Backoff []time.Duration
 	// Timeout bounds one attempt; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -116,7 +116,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, errors.New("webhook: Store and Client are required")
 	}
 	if cfg.Backoff == nil {
-		cfg.Backoff = DefaultBackoff
+		cfg.Backoff = DefaultBackoff()
 	}
 	if len(cfg.Backoff) == 0 || len(cfg.Backoff) > MaxRetries {
 		return nil, fmt.Errorf("webhook: backoff needs 1 to %d steps", MaxRetries)

@@ -12,8 +12,10 @@ import (
 	"github.com/fleet/fleet/cloud"
 )
 
-// DefaultBackoff is the retry schedule: the wait before retry 1, 2, ... 5.
-var DefaultBackoff = []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}
+// DefaultBackoff returns the retry schedule: the wait before retry 1, 2, ... 5.
+func DefaultBackoff() []time.Duration {
+	return []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}
+}
 
 // DefaultBackoffFlag is DefaultBackoff as the --webhook-backoff flag spells it.
 const DefaultBackoffFlag = "5s,30s,2m,10m,30m"

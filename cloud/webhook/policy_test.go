@@ -16,7 +16,7 @@ func TestParseBackoff(t *testing.T) {
 		want []time.Duration
 		ok   bool
 	}{
-		{webhook.DefaultBackoffFlag, webhook.DefaultBackoff, true},
+		{webhook.DefaultBackoffFlag, webhook.DefaultBackoff(), true},
 		{"10ms", []time.Duration{10 * time.Millisecond}, true},
 		{" 1s, 2s ", []time.Duration{time.Second, 2 * time.Second}, true},
 		{"", nil, false},
@@ -78,7 +78,7 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestDelayJitterAndRetryAfter(t *testing.T) {
-	s := webhook.DefaultBackoff
+	s := webhook.DefaultBackoff()
 	for attempt := 1; attempt <= 5; attempt++ {
 		base := s[attempt-1]
 		lo := webhook.Delay(s, attempt, 0, 0)

@@ -160,7 +160,7 @@ func runWebhookRedeliver(ctx context.Context, args []string, stdout io.Writer) e
 // listed before the agent endpoint so that it stops after it (stops run in
 // reverse order): no observer call reaches a closed dispatcher.
 func webhookExtension() extension {
-	backoff := webhook.DefaultBackoff
+	backoff := webhook.DefaultBackoff()
 	var client webhook.ClientConfig
 	timeout := webhook.DefaultTimeout
 	perEndpoint := 16

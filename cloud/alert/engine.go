@@ -214,7 +214,20 @@ func metricValue(s resource.MetricSample, metric string) (float64, bool) {
 	return 0, false
 }
 
-var metricLabel = map[string]string{"cpuPct": "CPU usage", "memPct": "Memory usage", "diskUsedPct": "Disk usage", "tempCpu": "CPU temperature"}
+// metricLabel names a metric in alert messages.
+func metricLabel(metric string) string {
+	switch metric {
+	case "cpuPct":
+		return "CPU usage"
+	case "memPct":
+		return "Memory usage"
+	case "diskUsedPct":
+		return "Disk usage"
+	case "tempCpu":
+		return "CPU temperature"
+	}
+	return metric
+}
 
 func formatValue(metric string, v float64) string {
 	if metric == "tempCpu" {
@@ -292,7 +305,7 @@ func (e *Engine) evalThreshold(ctx context.Context, dev cloud.DeviceRef, r Rule,
 		}
 		switch {
 		case !open && count >= n:
-			label := metricLabel[r.Metric]
+			label := metricLabel(r.Metric)
 			msg := fmt.Sprintf("%s %s at or above %s for %d consecutive samples", label, formatValue(r.Metric, v), formatValue(r.Metric, r.Threshold), n)
 			payload, _ := json.Marshal(map[string]any{"rule": r.Name, "metric": r.Metric, "value": v, "threshold": r.Threshold,
 				"clearThreshold": r.Clear, "consecutive": n, "capturedAt": s.CapturedAt})
@@ -300,7 +313,7 @@ func (e *Engine) evalThreshold(ctx context.Context, dev cloud.DeviceRef, r Rule,
 				open = true
 			}
 		case open && v < r.Clear:
-			msg := fmt.Sprintf("%s resolved: %s %s below %s", r.Name, metricLabel[r.Metric], formatValue(r.Metric, v), formatValue(r.Metric, r.Clear))
+			msg := fmt.Sprintf("%s resolved: %s %s below %s", r.Name, metricLabel(r.Metric), formatValue(r.Metric, v), formatValue(r.Metric, r.Clear))
 			if e.resolve(ctx, dev, r, msg) {
 				open = false
 				count = 0

@@ -172,13 +172,14 @@ func (m *Manager) Recheck(ctx context.Context) {
 	for _, c := range m.chans {
 		present := m.opts.Backend.Present(c.cat, c.device)
 		switch {
+		case c.port == nil && present && m.enabled:
+			// A new device, or one that failed to open: (re)try. A
+			// repeated failure is not reported again.
+			m.openLocked(ctx, c, !c.available)
+			changed = changed || c.port != nil
 		case c.port == nil && !c.available && present:
-			if m.enabled {
-				m.openLocked(ctx, c, true)
-			} else {
-				c.available = true
-				m.emitAvailable(c)
-			}
+			c.available = true
+			m.emitAvailable(c)
 			changed = true
 		case c.available && !present:
 			m.closePortLocked(c)
@@ -214,22 +215,27 @@ func (m *Manager) openLocked(ctx context.Context, c *channel, announce bool) {
 		c.err = ""
 		m.log.Info("channel device missing", "channel", c.cat.ID, "device", c.device)
 		return
-	case err != nil && m.opts.Backend.Present(c.cat, c.device):
-		// The device is there but the desired configuration did not open:
-		// fall back to the catalog default so the channel still reports.
-		c.available = true
-		c.err = shortErr(err)
-		m.serialError(c, "open", err)
+	case err != nil:
+		msg := shortErr(err)
+		if msg != c.err {
+			m.serialError(c, "open", err)
+		}
+		c.err = msg
+		c.available = m.opts.Backend.Present(c.cat, c.device)
+		if !c.available {
+			return
+		}
+		// The device is there but did not open with the desired
+		// configuration: try the catalog default so the channel still
+		// reports (the error stays shown until a config applies).
 		def := c.cat.DefaultConfig()
+		if string(mustJSON(def)) == string(mustJSON(c.desired)) {
+			return
+		}
 		if p2, err2 := m.opts.Backend.Open(ctx, c.cat, c.device, def); err2 == nil {
 			c.port = p2
 			c.applied = mustJSON(def)
 		}
-		return
-	case err != nil:
-		c.available = false
-		c.err = shortErr(err)
-		m.serialError(c, "open", err)
 		return
 	}
 	c.port = p
@@ -328,6 +334,7 @@ func (m *Manager) apply(ctx context.Context, cfg protocol.Config, announce bool)
 		}
 		if c.port == nil {
 			if m.opts.Backend.Present(c.cat, c.device) {
+				c.err = "" // a failure under a new config is reported again
 				m.openLocked(ctx, c, false)
 				if c.err != "" {
 					errs = append(errs, c.cat.ID+": "+c.err)

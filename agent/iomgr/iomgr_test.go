@@ -3,6 +3,7 @@ package iomgr
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -388,5 +389,47 @@ func TestUSBWatcher(t *testing.T) {
 	if len(ev.ev) != 2 || ev.ev[0].Type != protocol.EventUSBAttached || ev.ev[0].Data["device"] != filepath.Join(dev, "ttyACM1") ||
 		ev.ev[1].Type != protocol.EventUSBDetached || ev.ev[1].Data["device"] != filepath.Join(dev, "ttyUSB0") {
 		t.Fatalf("events = %+v", ev.ev)
+	}
+}
+
+// flaky fails the first opens of one channel with a busy error.
+type flaky struct {
+	*backend
+	mu    sync.Mutex
+	fails int
+}
+
+func (f *flaky) Open(ctx context.Context, ch catalog.Channel, dev string, cfg serialcfg.Config) (hw.Port, error) {
+	f.mu.Lock()
+	if ch.ID == "uart-1" && f.fails > 0 {
+		f.fails--
+		f.mu.Unlock()
+		return nil, errors.New("open /dev/ttyS1: device or resource busy")
+	}
+	f.mu.Unlock()
+	return f.backend.Open(ctx, ch, dev, cfg)
+}
+
+// A device that is there but fails to open is retried on every recheck and
+// reported once, not on every attempt.
+func TestOpenFailureRetriedQuietly(t *testing.T) {
+	b := &flaky{backend: newBackend(), fails: 3} // fails at start and on two rechecks
+	var ev events
+	m := mustManager(t, Options{Backend: b, Emit: ev.emit})
+	s := state(t, m, "uart-1")
+	if s.Error == "" || !strings.Contains(s.Error, "busy") || !s.Available {
+		t.Fatalf("busy uart-1: %+v", s)
+	}
+	if s := state(t, m, "rs485-1"); s.Error != "" || s.Live == "" {
+		t.Fatalf("rs485-1 hurt: %+v", s)
+	}
+	for i := 0; i < 5; i++ {
+		m.Recheck(context.Background())
+	}
+	if s := state(t, m, "uart-1"); s.Error != "" || s.Live == "" {
+		t.Fatalf("uart-1 after the device freed up: %+v", s)
+	}
+	if got := ev.types(); len(got) != 1 || got[0] != protocol.EventSerialError {
+		t.Fatalf("events = %v", got)
 	}
 }

@@ -110,6 +110,16 @@ type Spool struct {
 	dirty    bool
 	closed   bool
 	notify   chan struct{}
+	// cur remembers where the last Read stopped, so a reader walking the
+	// spool batch by batch does not rescan each segment from its start.
+	cur readCursor
+}
+
+// readCursor is the file offset just past record seq in segment path.
+type readCursor struct {
+	path string
+	seq  uint64
+	off  int64
 }
 
 // Open opens (or creates) the spool in opts.Dir, recovering from a torn
@@ -410,15 +420,23 @@ func (s *Spool) readSegment(seg *segment, after uint64, cutoff time.Time, max, m
 		return false, fmt.Errorf("spool: %w", err)
 	}
 	defer f.Close()
-	r := bufio.NewReader(io.LimitReader(f, seg.size))
+	var off int64
+	if c := s.cur; c.path == seg.path && c.seq <= after && c.off <= seg.size {
+		if _, err := f.Seek(c.off, io.SeekStart); err != nil {
+			return false, fmt.Errorf("spool: %w", err)
+		}
+		off = c.off
+	}
+	r := bufio.NewReader(io.LimitReader(f, seg.size-off))
 	for {
-		e, _, err := readRecord(r)
+		e, n, err := readRecord(r)
 		if err == io.EOF {
 			return false, nil
 		}
 		if err != nil {
 			return false, fmt.Errorf("spool: %s: %w", filepath.Base(seg.path), err)
 		}
+		off += n
 		if e.Seq <= after {
 			continue
 		}
@@ -436,6 +454,7 @@ func (s *Spool) readSegment(seg *segment, after uint64, cutoff time.Time, max, m
 		}
 		*out = append(*out, e)
 		*size += len(e.Payload)
+		s.cur = readCursor{path: seg.path, seq: e.Seq, off: off}
 	}
 }
 
@@ -473,6 +492,9 @@ func (s *Spool) removeOldest() {
 	}
 	s.total -= seg.size
 	s.segs = s.segs[1:]
+	if s.cur.path == seg.path {
+		s.cur = readCursor{}
+	}
 }
 
 // enforceLocked applies the size and age bounds, dropping the oldest

@@ -60,9 +60,10 @@ type Agent struct {
 	vpn     *vpnwatch.Watcher
 	pt      *passthrough.Server
 
-	mu        sync.Mutex
-	statusErr string
-	ptErr     string
+	mu          sync.Mutex
+	statusErr   string
+	ptErr       string
+	clockWarned bool
 }
 
 // New builds an Agent from cfg: it opens the spool in cfg.StateDir and
@@ -273,8 +274,20 @@ func (a *Agent) reportDropped() {
 	}
 }
 
-// record appends a record to the spool.
+// record appends a record to the spool, within the relay's bounds.
 func (a *Agent) record(r protocol.Record) {
+	if err := link.Sanitize(&r); err != nil {
+		a.mu.Lock()
+		first := !a.clockWarned
+		a.clockWarned = true
+		a.mu.Unlock()
+		if !errors.Is(err, link.ErrClockNotSet) {
+			a.log.Error("record not spooled", "err", err)
+		} else if first {
+			a.log.Warn("records are not spooled while the system clock is before 2020 (no RTC or NTP yet)")
+		}
+		return
+	}
 	b, err := link.EncodeRecord(r)
 	if err != nil {
 		a.log.Error("encode record", "err", err)

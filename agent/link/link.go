@@ -321,6 +321,7 @@ func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
 
 	hello := l.opts.Hello()
 	hello.HeartbeatInterval = protocol.Duration{Duration: l.opts.HeartbeatInterval}
+	sanitizeHello(&hello)
 	if err := s.write(ctx, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
 		return err
 	}
@@ -442,9 +443,7 @@ func (s *session) welcome(w protocol.Welcome) error {
 func (s *session) heartbeat(ctx context.Context) error {
 	hb := s.l.opts.Heartbeat()
 	hb.At = resource.T(time.Now())
-	if len(hb.Channels) > protocol.MaxChannels {
-		hb.Channels = hb.Channels[:protocol.MaxChannels]
-	}
+	sanitizeHeartbeat(&hb)
 	if hb.Channels == nil {
 		hb.Channels = []protocol.ChannelState{}
 	}

@@ -56,15 +56,18 @@ type Dispatcher struct {
 	cfg Config
 	log *slog.Logger
 
-	ctx    context.Context // cancelled by Close: aborts in-flight attempts
-	cancel context.CancelFunc
-	ops    chan op
-	wake   chan struct{}
-	closed atomic.Bool
-	opsMu  sync.RWMutex   // held for reading while sending on ops; Close closes ops under the write lock
-	bg     sync.WaitGroup // scheduler goroutines
-	sends  sync.WaitGroup // in-flight attempts
-	wdone  chan struct{}  // writer finished
+	ctx      context.Context // cancelled to abort in-flight attempts
+	cancel   context.CancelFunc
+	loops    context.Context // cancelled to stop the timer and poll loops
+	stopLoop context.CancelFunc
+	draining bool // under mu: no new attempt starts
+	ops      chan op
+	wake     chan struct{}
+	closed   atomic.Bool
+	opsMu    sync.RWMutex   // held for reading while sending on ops; Close closes ops under the write lock
+	bg       sync.WaitGroup // scheduler goroutines
+	sends    sync.WaitGroup // in-flight attempts
+	wdone    chan struct{}  // writer finished
 
 	mu     sync.Mutex
 	eps    map[string]*endpoint
@@ -143,19 +146,22 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	loops, stopLoop := context.WithCancel(ctx)
 	return &Dispatcher{
-		cfg:     cfg,
-		log:     cfg.Logger.With("component", "webhook"),
-		ctx:     ctx,
-		cancel:  cancel,
-		ops:     make(chan op, 8192),
-		wake:    make(chan struct{}, 1),
-		wdone:   make(chan struct{}),
-		eps:     map[string]*endpoint{},
-		queues:  map[string]*queue{},
-		known:   map[string]bool{},
-		ended:   map[string]int64{},
-		secrets: map[string]cachedSecret{},
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "webhook"),
+		ctx:      ctx,
+		cancel:   cancel,
+		loops:    loops,
+		stopLoop: stopLoop,
+		ops:      make(chan op, 8192),
+		wake:     make(chan struct{}, 1),
+		wdone:    make(chan struct{}),
+		eps:      map[string]*endpoint{},
+		queues:   map[string]*queue{},
+		known:    map[string]bool{},
+		ended:    map[string]int64{},
+		secrets:  map[string]cachedSecret{},
 	}, nil
 }
 
@@ -172,16 +178,37 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the dispatcher: no new deliveries are accepted, in-flight
-// attempts are aborted (they stay pending and resume at the next Start), and
-// the results already known are written to the outbox before it returns.
+// Close stops the dispatcher at once: in-flight attempts are aborted (they
+// stay pending and resume at the next Start). See Shutdown.
 func (d *Dispatcher) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return d.Shutdown(ctx)
+}
+
+// Shutdown stops the dispatcher: no new deliveries are accepted and no new
+// attempt starts; attempts in flight may finish until ctx ends, then they
+// are aborted (an aborted attempt is not recorded: its delivery stays
+// pending and resumes at the next Start). The results known are written to
+// the outbox before it returns.
+func (d *Dispatcher) Shutdown(ctx context.Context) error {
 	if d.closed.Swap(true) {
 		return nil
 	}
-	d.cancel()
+	d.mu.Lock()
+	d.draining = true
+	d.mu.Unlock()
+	d.stopLoop()
 	d.bg.Wait()
-	d.sends.Wait()
+	sent := make(chan struct{})
+	go func() { d.sends.Wait(); close(sent) }()
+	select {
+	case <-sent:
+	case <-ctx.Done():
+		d.cancel()
+		<-sent
+	}
+	d.cancel()
 	d.opsMu.Lock()
 	close(d.ops)
 	d.opsMu.Unlock()
@@ -437,7 +464,7 @@ func (d *Dispatcher) kick() {
 // pump starts attempts of ep's ready queues while it has free slots, in
 // round-robin order; d.mu is held.
 func (d *Dispatcher) pump(ep *endpoint) {
-	if d.ctx.Err() != nil {
+	if d.draining {
 		return
 	}
 	for ep.inflight < d.cfg.PerEndpoint && len(ep.ready) > 0 {
@@ -471,7 +498,7 @@ func (d *Dispatcher) timerLoop() {
 		select {
 		case <-t.C:
 		case <-d.wake:
-		case <-d.ctx.Done():
+		case <-d.loops.Done():
 			return
 		}
 	}
@@ -485,15 +512,15 @@ func (d *Dispatcher) pollLoop() {
 	for {
 		select {
 		case <-tick.C:
-		case <-d.ctx.Done():
+		case <-d.loops.Done():
 			return
 		}
-		if err := d.poll(d.ctx); err != nil && d.ctx.Err() == nil {
+		if err := d.poll(d.loops); err != nil && d.loops.Err() == nil {
 			d.log.Error("outbox poll failed", "err", err)
 		}
 		if now := d.cfg.Now(); now.Sub(lastPrune) > time.Hour {
 			lastPrune = now
-			if n, err := d.cfg.Store.Prune(d.ctx, now.Add(-d.cfg.Retention)); err != nil && d.ctx.Err() == nil {
+			if n, err := d.cfg.Store.Prune(d.loops, now.Add(-d.cfg.Retention)); err != nil && d.loops.Err() == nil {
 				d.log.Error("outbox prune failed", "err", err)
 			} else if n > 0 {
 				d.log.Info("outbox pruned", "deliveries", n)

@@ -367,3 +367,37 @@ func TestRedeliver(t *testing.T) {
 func sqlitePatch(e *env, p cloud.SerialPatch) (resource.SerialPatchResult, error) {
 	return sqlite.NewSerialService(e.db).PatchSerial(context.Background(), e.org.ID, e.device, p)
 }
+
+// TestShutdownLetsAttemptsFinish checks that Shutdown waits for an attempt
+// in flight (recorded delivered) while Close aborts one (left pending).
+func TestShutdownLetsAttemptsFinish(t *testing.T) {
+	for _, graceful := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Shutdown", false: "Close"}[graceful], func(t *testing.T) {
+			e := newEnv(t)
+			rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(hit, http.ResponseWriter) int {
+				time.Sleep(400 * time.Millisecond)
+				return 200
+			})
+			d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+			dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}
+			if err := d.Enqueue(context.Background(), dl); err != nil {
+				t.Fatal(err)
+			}
+			rcv.wait(t, 1, 5*time.Second) // the request is in flight
+			if graceful {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				d.Shutdown(ctx)
+			} else {
+				d.Close()
+			}
+			want := map[bool]string{true: "delivered", false: "pending"}[graceful]
+			if ds := e.deliveries(t); len(ds) != 1 || ds[0].State != want {
+				t.Errorf("after %v: %+v, want %s", map[bool]string{true: "Shutdown", false: "Close"}[graceful], ds, want)
+			}
+			if err := d.Enqueue(context.Background(), &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}); err != webhook.ErrClosed {
+				t.Errorf("Enqueue after shutdown = %v, want ErrClosed", err)
+			}
+		})
+	}
+}

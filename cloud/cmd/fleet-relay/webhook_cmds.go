@@ -213,10 +213,10 @@ func webhookExtension() extension {
 				engine.Run(sweepCtx) // device_offline for devices silent for three heartbeat intervals
 			}()
 			log.Info("webhooks started", "backoff", fmt.Sprint(backoff), "timeout", timeout.String(), "allow_private", client.AllowPrivate, "per_endpoint", perEndpoint)
-			return func(context.Context) error {
+			return func(sctx context.Context) error {
 				stopSweep()
 				<-swept
-				return disp.Close()
+				return disp.Shutdown(sctx) // attempts in flight may finish within the shutdown timeout
 			}, nil
 		},
 	}

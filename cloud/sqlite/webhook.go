@@ -218,25 +218,33 @@ func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string
 	return orgID, url, nil
 }
 
-// Prune deletes deliveries that ended before t, with their attempts.
+// Prune deletes deliveries that ended before t, with their attempts, in
+// transactions of at most 2,000 deliveries so that the writer is never held
+// for long.
 func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, error) {
-	var n int64
-	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_attempts WHERE delivery_id IN
-			(SELECT id FROM webhook_deliveries WHERE ended_at IS NOT NULL AND ended_at < ?)`, before.UnixMilli()); err != nil {
+	var total int64
+	for {
+		var n int64
+		err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+			const pick = `SELECT id FROM webhook_deliveries WHERE ended_at IS NOT NULL AND ended_at < ? LIMIT 2000`
+			if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_attempts WHERE delivery_id IN (`+pick+`)`, before.UnixMilli()); err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE id IN (`+pick+`)`, before.UnixMilli())
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
 			return err
-		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE ended_at IS NOT NULL AND ended_at < ?`, before.UnixMilli())
+		})
 		if err != nil {
-			return err
+			return total, fmt.Errorf("sqlite: prune deliveries: %w", err)
 		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: prune deliveries: %w", err)
+		total += n
+		if n < 2000 {
+			return total, nil
+		}
 	}
-	return n, nil
 }
 
 // DeliveryAttempt is one recorded attempt, as the admin CLI shows it.

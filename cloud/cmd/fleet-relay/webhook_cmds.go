@@ -156,7 +156,8 @@ func runWebhookRedeliver(ctx context.Context, args []string, stdout io.Writer) e
 
 // webhookExtension runs the alert engine and the webhook dispatcher inside
 // serve. Its flags: --webhook-backoff, --webhook-timeout,
-// --webhook-allow-private, --webhook-ca, --webhook-concurrency. It must be
+// --webhook-allow-private, --webhook-ca, --webhook-concurrency,
+// --webhook-retention. It must be
 // listed before the agent endpoint so that it stops after it (stops run in
 // reverse order): no observer call reaches a closed dispatcher.
 func webhookExtension() extension {
@@ -164,6 +165,7 @@ func webhookExtension() extension {
 	var client webhook.ClientConfig
 	timeout := webhook.DefaultTimeout
 	perEndpoint := 16
+	retention := 7 * 24 * time.Hour
 	return extension{
 		name: "webhooks",
 		flags: func(fs *flag.FlagSet) {
@@ -179,6 +181,7 @@ func webhookExtension() extension {
 			fs.BoolVar(&client.AllowPrivate, "webhook-allow-private", false, "allow webhooks to loopback, private, link-local, CGNAT and metadata addresses")
 			fs.StringVar(&client.CAFile, "webhook-ca", "", "PEM file of extra CA certificates trusted for webhook receivers")
 			fs.IntVar(&perEndpoint, "webhook-concurrency", perEndpoint, "concurrent webhook attempts per endpoint (URL host)")
+			fs.DurationVar(&retention, "webhook-retention", retention, "how long ended webhook deliveries (and their attempts) are kept")
 		},
 		start: func(ctx context.Context, m *Main, _ *http.ServeMux) (func(context.Context) error, error) {
 			if timeout <= 0 || timeout > 5*time.Minute {
@@ -187,6 +190,9 @@ func webhookExtension() extension {
 			if perEndpoint < 1 || perEndpoint > 1024 {
 				return nil, fmt.Errorf("%w: --webhook-concurrency must be 1..1024", errUsage)
 			}
+			if retention < time.Hour {
+				return nil, fmt.Errorf("%w: --webhook-retention must be at least 1h", errUsage)
+			}
 			client.MaxConnsPerHost = perEndpoint
 			hc, err := webhook.NewClient(client)
 			if err != nil {
@@ -194,7 +200,7 @@ func webhookExtension() extension {
 			}
 			log := m.Logger.With("component", "webhook")
 			disp, err := webhook.New(webhook.Config{Store: sqlite.NewWebhookStore(m.DB), Client: hc, Backoff: backoff, Timeout: timeout,
-				PerEndpoint: perEndpoint, Logger: log, Now: m.DB.Now})
+				PerEndpoint: perEndpoint, Retention: retention, Logger: log, Now: m.DB.Now})
 			if err != nil {
 				return nil, err
 			}

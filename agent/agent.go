@@ -153,6 +153,11 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 		HeartbeatInterval: cfg.Heartbeat,
 		Spool:             sp,
 		OnConfig:          a.onConfig,
+		OnRefused: func(seq uint64) {
+			a.event(protocol.EventSpoolDropped, resource.SeverityError,
+				fmt.Sprintf("record %d dropped: the relay refused it twice", seq),
+				map[string]any{"count": 1, "seq": seq, "reason": "refused by relay"})
+		},
 		BackoffMin:        cfg.BackoffMin,
 		BackoffMax:        cfg.BackoffMax,
 		Logger:            log.With("component", "link"),

@@ -48,6 +48,9 @@ type Options struct {
 	OnConfig func(ctx context.Context, cfg protocol.Config) protocol.ConfigApplied
 	// OnWelcome, if set, is called after each successful handshake.
 	OnWelcome func(protocol.Welcome)
+	// OnRefused, if set, is called when a record is dropped because the
+	// relay refused it twice on its own (see Run).
+	OnRefused func(seq uint64)
 
 	// DialTimeout bounds the websocket handshake (default 15s).
 	DialTimeout time.Duration
@@ -87,7 +90,19 @@ type Link struct {
 	mu        sync.Mutex
 	connected bool
 	deviceID  string
+
+	// Poison-record handling, used by Run's goroutine only. After the relay
+	// closes a connection with a protocol error while records were in
+	// flight, records up to probeUntil go one at a time; a single record
+	// refused twice is dropped.
+	probeUntil uint64
+	suspect    uint64
+	hits       int
+	lastBatch  []batch // in flight when the last session ended
 }
+
+// batch is one unacknowledged Records message.
+type batch struct{ first, last uint64 }
 
 // New returns a Link; Run connects it.
 func New(opts Options) (*Link, error) {
@@ -190,10 +205,15 @@ func (l *Link) Run(ctx context.Context) error {
 			attempt = 0
 		}
 		wait := Backoff(attempt, l.opts.BackoffMin, l.opts.BackoffMax, r)
-		if errors.Is(err, errUnauthorized) {
+		refused := l.noteRefusal(err)
+		switch {
+		case errors.Is(err, errUnauthorized):
 			wait = l.opts.BackoffMax/2 + Backoff(0, l.opts.BackoffMax/2, l.opts.BackoffMax/2, r)
 			l.log.Error("relay link: token refused; check --token", "retryIn", wait.Round(time.Millisecond))
-		} else {
+		case refused:
+			wait = Backoff(64, l.opts.BackoffMin, l.opts.BackoffMax, r)
+			l.log.Error("relay refused a message as a protocol error", "err", err, "retryIn", wait.Round(time.Millisecond))
+		default:
 			l.log.Warn("relay link down", "err", err, "retryIn", wait.Round(time.Millisecond))
 		}
 		attempt++
@@ -204,6 +224,44 @@ func (l *Link) Run(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// noteRefusal looks at how a session ended. A protocol-error close (4000,
+// 4001) while records were in flight starts a probe: the records up to the
+// last one in flight are then sent one at a time, so the next refusal names
+// a single record; a single record refused twice is dropped (a record the
+// relay refuses would otherwise be resent forever and block everything
+// behind it). It reports whether the session ended with such a close.
+func (l *Link) noteRefusal(err error) bool {
+	code := websocket.CloseStatus(err)
+	if code != protocol.CloseProtocolError && code != protocol.CloseTooLarge {
+		return false
+	}
+	in := l.lastBatch
+	switch {
+	case len(in) == 0:
+		// Something other than records was refused.
+	case len(in) == 1 && in[0].first == in[0].last && l.probeUntil >= in[0].last:
+		seq := in[0].first
+		if seq == l.suspect {
+			l.hits++
+		} else {
+			l.suspect, l.hits = seq, 1
+		}
+		if l.hits >= 2 {
+			l.log.Error("relay refused one record twice on its own; dropping it", "seq", seq)
+			if err := l.opts.Spool.Ack(seq); err != nil {
+				l.log.Error("spool ack", "err", err)
+			}
+			l.suspect, l.hits = 0, 0
+			if l.opts.OnRefused != nil {
+				l.opts.OnRefused(seq)
+			}
+		}
+	default:
+		l.probeUntil = max(l.probeUntil, in[len(in)-1].last)
+	}
+	return true
 }
 
 // finalAttempt is the last flush of a stopping agent that was not
@@ -245,6 +303,7 @@ func (l *Link) session(ctx context.Context, stop <-chan struct{}) error {
 		Subprotocols: []string{protocol.Subprotocol},
 	})
 	cancel()
+	l.lastBatch = l.lastBatch[:0]
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return errUnauthorized
@@ -259,6 +318,7 @@ func (l *Link) session(ctx context.Context, stop <-chan struct{}) error {
 	conn.SetReadLimit(protocol.MaxMessageBytes)
 	s := &session{l: l, conn: conn}
 	err = s.run(ctx, stop)
+	l.lastBatch = append(l.lastBatch[:0], s.inflight...)
 	l.mu.Lock()
 	l.connected = false
 	l.mu.Unlock()
@@ -278,10 +338,10 @@ func (l *Link) session(ctx context.Context, stop <-chan struct{}) error {
 type session struct {
 	l    *Link
 	conn *websocket.Conn
-	// sent is the highest seq written; inflight the last seq of each
-	// unacknowledged Records message, oldest first.
+	// sent is the highest seq written; inflight the unacknowledged Records
+	// messages, oldest first.
 	sent     uint64
-	inflight []uint64
+	inflight []batch
 }
 
 func (s *session) write(ctx context.Context, m protocol.Message) error {
@@ -477,8 +537,11 @@ func (s *session) ack(ctx context.Context, seq uint64) error {
 		return fmt.Errorf("spool ack: %w", err)
 	}
 	i := 0
-	for i < len(s.inflight) && s.inflight[i] <= seq {
+	for i < len(s.inflight) && s.inflight[i].last <= seq {
 		i++
+	}
+	if seq >= s.l.probeUntil {
+		s.l.probeUntil = 0
 	}
 	s.inflight = s.inflight[i:]
 	if seq > s.sent {
@@ -493,8 +556,12 @@ const recordsOverhead = 64 << 10
 // flush sends spooled records while the window has room.
 func (s *session) flush(ctx context.Context) error {
 	sp := s.l.opts.Spool
-	for len(s.inflight) < s.l.opts.Window {
-		es, err := sp.Read(s.sent, s.l.opts.BatchSize, protocol.MaxMessageBytes-recordsOverhead)
+	size, window := s.l.opts.BatchSize, s.l.opts.Window
+	if s.sent < s.l.probeUntil {
+		size, window = 1, 1 // finding a record the relay refuses
+	}
+	for len(s.inflight) < window {
+		es, err := sp.Read(s.sent, size, protocol.MaxMessageBytes-recordsOverhead)
 		if err != nil {
 			return fmt.Errorf("spool read: %w", err)
 		}
@@ -507,7 +574,7 @@ func (s *session) flush(ctx context.Context) error {
 		}
 		last := es[len(es)-1].Seq
 		s.sent = last
-		s.inflight = append(s.inflight, last)
+		s.inflight = append(s.inflight, batch{first: es[0].Seq, last: last})
 	}
 	return nil
 }

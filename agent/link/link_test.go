@@ -46,6 +46,8 @@ type relay struct {
 	authSeen    []string
 	active      []*websocket.Conn
 	stall       bool // stop reading after Welcome (a half-open peer)
+	poison      uint64 // a batch holding this seq is refused with 4000
+	refusals    int
 }
 
 // dropAll cuts every open connection without a close handshake.
@@ -150,6 +152,16 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 		case protocol.TypeRecords:
 			items := m.Records.Items
 			r.mu.Lock()
+			refuse := false
+			for _, it := range items {
+				refuse = refuse || (r.poison != 0 && it.Seq == r.poison)
+			}
+			if refuse {
+				r.refusals++
+				r.mu.Unlock()
+				c.Close(protocol.CloseProtocolError, "records.items: capturedAt out of range")
+				return
+			}
 			r.batches = append(r.batches, len(items))
 			for _, it := range items {
 				r.received[it.Seq]++
@@ -553,5 +565,35 @@ func TestFinalAttemptWhenDisconnected(t *testing.T) {
 	h.stop()
 	if r.storedCount() != 3 || h.sp.Stats().Pending != 0 {
 		t.Fatalf("final attempt stored %d, pending %d", r.storedCount(), h.sp.Stats().Pending)
+	}
+}
+
+// A record the relay refuses (close 4000) is found by sending one record at
+// a time and dropped after two refusals; everything else gets through.
+func TestPoisonRecordDropped(t *testing.T) {
+	r := newRelay(t)
+	r.poison = 7
+	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
+	defer sp.Close()
+	fillSpool(t, sp, 1, 20)
+	var refused []uint64
+	var mu sync.Mutex
+	startLink(t, r, sp, func(o *Options) {
+		o.OnRefused = func(seq uint64) { mu.Lock(); refused = append(refused, seq); mu.Unlock() }
+	})
+	eventually(t, "the other 19 stored", func() bool { return r.storedCount() == 19 })
+	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.stored[7]; ok {
+		t.Fatal("poison record stored")
+	}
+	if r.refusals != 3 { // the first batch, then record 7 alone twice
+		t.Fatalf("%d refusals, want 3", r.refusals)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(refused) != 1 || refused[0] != 7 {
+		t.Fatalf("OnRefused got %v", refused)
 	}
 }

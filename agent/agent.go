@@ -158,9 +158,9 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 				fmt.Sprintf("record %d dropped: the relay refused it twice", seq),
 				map[string]any{"count": 1, "seq": seq, "reason": "refused by relay"})
 		},
-		BackoffMin:        cfg.BackoffMin,
-		BackoffMax:        cfg.BackoffMax,
-		Logger:            log.With("component", "link"),
+		BackoffMin: cfg.BackoffMin,
+		BackoffMax: cfg.BackoffMax,
+		Logger:     log.With("component", "link"),
 	})
 	if err != nil {
 		a.closeParts()

@@ -45,7 +45,7 @@ type relay struct {
 	outstanding int
 	authSeen    []string
 	active      []*websocket.Conn
-	stall       bool // stop reading after Welcome (a half-open peer)
+	stall       bool   // stop reading after Welcome (a half-open peer)
 	poison      uint64 // a batch holding this seq is refused with 4000
 	refusals    int
 }

@@ -99,10 +99,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if r.Header.Get("Authorization") != "" {
 			v += `, error="invalid_token"`
 		}
-		h.Set("WWW-Authenticate", v)
+		h["WWW-Authenticate"] = []string{v}
 	case http.StatusForbidden:
 		if info != nil && info.needScope != "" {
-			h.Set("WWW-Authenticate", `Bearer realm="fleet", error="insufficient_scope", scope="`+info.needScope+`"`)
+			h["WWW-Authenticate"] = []string{`Bearer realm="fleet", error="insufficient_scope", scope="` + info.needScope + `"`}
 		}
 	}
 	s.writeJSON(w, status, resource.ErrorBody{Error: resource.ErrorDetail{Code: code, Message: msg}})

@@ -25,14 +25,13 @@ import (
 // draft-ietf-httpapi-ratelimit-headers-10/11 (structured fields:
 // `"default";q=600;w=60` and `"default";r=599;t=42`, t in seconds).
 //
-// The constants are in Go's canonical header form (header names are
-// case-insensitive on the wire) so that setting them does not allocate.
+// The constants are in Go's canonical header form, which httprate sets
+// without allocating; rateLimit then renames them to the documented
+// spelling (X-RateLimit-...) for the wire.
 const (
 	hdrLimit     = "X-Ratelimit-Limit"
 	hdrRemaining = "X-Ratelimit-Remaining"
 	hdrReset     = "X-Ratelimit-Reset"
-	hdrIETF      = "Ratelimit"
-	hdrPolicy    = "Ratelimit-Policy"
 	hdrRequestID = "X-Request-Id"
 )
 
@@ -239,8 +238,17 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			remaining = "0"
 			h.Set(hdrRemaining, remaining)
 		}
-		h.Set(hdrPolicy, s.policyStr)
-		h.Set(hdrIETF, `"default";r=`+remaining+`;t=`+strconv.FormatInt(secs, 10))
+		// Send the names in their documented spelling (HTTP/1.1 names are
+		// case-insensitive, but people grep curl output): the map keys are
+		// written as they are, after httprate set the canonical ones.
+		for _, n := range [...][2]string{{hdrLimit, "X-RateLimit-Limit"}, {hdrRemaining, "X-RateLimit-Remaining"}, {hdrReset, "X-RateLimit-Reset"}} {
+			if v, ok := h[n[0]]; ok {
+				delete(h, n[0])
+				h[n[1]] = v
+			}
+		}
+		h["RateLimit-Policy"] = []string{s.policyStr}
+		h["RateLimit"] = []string{`"default";r=` + remaining + `;t=` + strconv.FormatInt(secs, 10)}
 		if limited {
 			// The limiter's window slides: the budget comes back
 			// gradually after the reset. One request's worth of window

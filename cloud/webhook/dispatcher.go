@@ -64,6 +64,7 @@ type Dispatcher struct {
 	ops      chan op
 	wake     chan struct{}
 	closed   atomic.Bool
+	started  atomic.Bool
 	opsMu    sync.RWMutex   // held for reading while sending on ops; Close closes ops under the write lock
 	bg       sync.WaitGroup // scheduler goroutines
 	sends    sync.WaitGroup // in-flight attempts
@@ -171,6 +172,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err := d.poll(ctx); err != nil {
 		return fmt.Errorf("webhook: resume outbox: %w", err)
 	}
+	d.started.Store(true)
 	go d.writer()
 	d.bg.Add(2)
 	go d.timerLoop()
@@ -193,6 +195,10 @@ func (d *Dispatcher) Close() error {
 // the outbox before it returns.
 func (d *Dispatcher) Shutdown(ctx context.Context) error {
 	if d.closed.Swap(true) {
+		return nil
+	}
+	if !d.started.Load() {
+		d.cancel()
 		return nil
 	}
 	d.mu.Lock()

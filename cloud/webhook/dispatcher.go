@@ -640,9 +640,13 @@ func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
 	case StateExhausted:
 		d.stats.exh.Add(1)
 	}
-	if state != StateDelivered {
-		d.log.Info("webhook attempt failed", "delivery", dl.ID, "org", dl.OrgID, "attempt", n,
-			"status", status, "err", rec.Error, "state", state)
+	switch state {
+	case StatePending:
+		d.log.Debug("webhook attempt failed, will retry", "delivery", dl.ID, "org", dl.OrgID, "attempt", n,
+			"status", status, "err", rec.Error, "next", rec.NextAttemptAt)
+	case StateFailed, StateExhausted:
+		d.log.Warn("webhook delivery ended without success", "delivery", dl.ID, "org", dl.OrgID, "event", dl.Event,
+			"attempt", n, "status", status, "err", rec.Error, "state", state)
 	}
 
 	d.mu.Lock()

@@ -217,7 +217,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &conn{srv: s, ws: ws, dev: dev, session: ids.New(), remote: remote, log: log}
 	c.touch()
 	now := s.now()
-	wctx, wcancel := context.WithTimeout(s.ctx, s.cfg.WriteTimeout)
+	wctx, wcancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 	ch, err := s.cfg.Store.Connect(wctx, dev, c.session, now, now.Add(2*s.cfg.HandshakeTimeout))
 	wcancel()
 	if err != nil {
@@ -393,7 +393,7 @@ func (s *Server) sweep(ctx context.Context) {
 		c.pinging.Store(true)
 		go func() {
 			defer func() { <-s.pings; c.pinging.Store(false) }()
-			pctx, cancel := context.WithTimeout(s.ctx, s.cfg.WriteTimeout)
+			pctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 			defer cancel()
 			if err := c.ws.Ping(pctx); err != nil {
 				c.log.Info("agent did not answer a ping; closing", "err", err)
@@ -407,7 +407,7 @@ func (s *Server) sweep(ctx context.Context) {
 // and closes c.
 func (s *Server) expire(c *conn) {
 	const reason = "no heartbeat for three intervals"
-	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ch, ok, err := s.cfg.Store.Disconnect(ctx, c.dev, c.session, s.now(), reason)
 	if err != nil {

@@ -134,18 +134,22 @@ func (c *conn) send(m *protocol.Message) error {
 	if err != nil {
 		return fmt.Errorf("agentlink: encode %s: %w", m.Type, err)
 	}
-	ctx, cancel := context.WithTimeout(c.srv.ctx, c.srv.cfg.WriteTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.WriteTimeout)
 	defer cancel()
 	return c.ws.Write(ctx, websocket.MessageText, b)
 }
 
+// storeCtx is the context of store calls. It cannot be cancelled: the
+// writer completes or fails every job it took, and Shutdown closes the
+// connections instead. (Deriving thousands of short-lived contexts from one
+// shared parent makes every connection contend for the parent's lock.)
 func (c *conn) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.srv.ctx, 30*time.Second)
+	return context.Background(), func() {}
 }
 
 func (c *conn) serve() error {
 	s := c.srv
-	hctx, cancel := context.WithTimeout(s.ctx, s.cfg.HandshakeTimeout)
+	hctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	m, err := c.read(hctx)
 	cancel()
 	if err != nil {
@@ -161,7 +165,10 @@ func (c *conn) serve() error {
 		return err
 	}
 	for {
-		m, err := c.read(s.ctx)
+		// A context that cannot be cancelled: coder/websocket then sets no
+		// timer per read. Dead peers are found by the heartbeat check and
+		// pings; Shutdown closes the connection.
+		m, err := c.read(context.Background())
 		if err != nil {
 			return err
 		}
@@ -321,25 +328,6 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 		in.Event = &resource.Event{ID: newID(), Type: protocol.EventHeartbeat, Severity: resource.SeverityInfo,
 			Message: "heartbeat (" + string(h.Status) + ")", Data: b, CreatedAt: resource.T(now)}
 	}
-	ctx, cancel := c.storeCtx()
-	out, err := s.cfg.Store.Heartbeat(ctx, in)
-	cancel()
-	if err != nil {
-		return err
-	}
-	s.stats.heartbeats.Add(1)
-	s.stats.hbLatency[bucketOf(time.Since(read))].Add(1)
-	for _, ch := range in.Channels {
-		c.channels[ch.ID] = ch
-	}
-	if !in.Deadline.IsZero() {
-		c.storedDeadline = in.Deadline
-	}
-	c.status = h.Status
-	c.appliedVersion = h.AppliedVersion
-	if in.Event != nil {
-		c.lastHBEvent = now
-	}
 	ref := c.dev.Ref()
 	chb := cloud.Heartbeat{At: now, Status: h.Status, Changed: changed}
 	if h.VPN != nil {
@@ -349,12 +337,45 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 		}
 		chb.VPN = v
 	}
-	for _, o := range s.cfg.Observers {
-		o.HeartbeatStored(s.ctx, ref, chb)
+	ev := in.Event
+	// The reader goes on at once; the store calls back after the commit.
+	// The connection's view moves ahead now: if the write fails, the
+	// connection is closed and the next one starts from the store.
+	ctx, cancel := c.storeCtx()
+	err := s.cfg.Store.Heartbeat(ctx, in, func(out HeartbeatOut, err error) {
+		if err != nil {
+			if errors.Is(err, ErrSessionGone) {
+				c.kill(protocol.CloseReplaced, "session taken over by a newer connection or timed out")
+			} else {
+				c.log.Error("heartbeat not stored", "err", err)
+				c.kill(websocket.StatusInternalError, "store unavailable")
+			}
+			return
+		}
+		s.stats.heartbeats.Add(1)
+		s.stats.hbLatency[bucketOf(time.Since(read))].Add(1)
+		for _, o := range s.cfg.Observers {
+			o.HeartbeatStored(s.ctx, ref, chb)
+		}
+		s.statusChanged(out.Change)
+		if ev != nil {
+			s.eventsStored(ref, []resource.Event{*ev})
+		}
+	})
+	cancel()
+	if err != nil {
+		return err
 	}
-	s.statusChanged(out.Change)
-	if in.Event != nil {
-		s.eventsStored(ref, []resource.Event{*in.Event})
+	for _, ch := range in.Channels {
+		c.channels[ch.ID] = ch
+	}
+	if !in.Deadline.IsZero() {
+		c.storedDeadline = in.Deadline
+	}
+	c.status = h.Status
+	c.appliedVersion = h.AppliedVersion
+	if ev != nil {
+		c.lastHBEvent = now
 	}
 	return nil
 }

@@ -33,9 +33,14 @@ type Store interface {
 	Connect(ctx context.Context, dev Device, session string, at, deadline time.Time) (StatusChange, error)
 	// Hello stores what the agent announced and moves the device ONLINE.
 	Hello(ctx context.Context, in HelloIn) (HelloOut, error)
-	// Heartbeat stores one heartbeat. Implementations batch heartbeats of
-	// many connections into one transaction.
-	Heartbeat(ctx context.Context, in HeartbeatIn) (HeartbeatOut, error)
+	// Heartbeat queues one heartbeat and returns without waiting for it to
+	// be stored; done is called with the outcome after the commit, in the
+	// order of the calls, from a goroutine of the store (it must not block
+	// for long). Writes of one connection keep their order: a later
+	// Records call commits in the same or a later transaction.
+	// Implementations batch heartbeats of many connections into one
+	// transaction.
+	Heartbeat(ctx context.Context, in HeartbeatIn, done func(HeartbeatOut, error)) error
 	// Records stores a validated batch in one transaction, idempotently, and
 	// raises the device's last stored sequence.
 	Records(ctx context.Context, in RecordsIn) (RecordsOut, error)

@@ -255,11 +255,11 @@ func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink
 }
 
 // Heartbeat implements agentlink.Store.
-func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn) (agentlink.HeartbeatOut, error) {
+func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, done func(agentlink.HeartbeatOut, error)) error {
 	var out agentlink.HeartbeatOut
 	model, _ := catalog.Lookup(in.Device.Model)
 	serial := model.Has(resource.CapabilitySerialIO)
-	err := s.w.do(ctx, false, func(t *ingestTx) error {
+	return s.w.enqueue(ctx, false, func(t *ingestTx) error {
 		at := in.At.UnixMilli()
 		var res sql.Result
 		var err error
@@ -302,8 +302,7 @@ func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn) (a
 			}
 		}
 		return nil
-	})
-	return out, err
+	}, func(err error) { done(out, err) })
 }
 
 // remapEventID derives the id under which an agent event is stored when its

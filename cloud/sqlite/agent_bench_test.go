@@ -16,6 +16,9 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
+// benchDevices is the number of connected devices in the benchmark.
+const benchDevices = 8000
+
 // BenchmarkAgentHeartbeats measures heartbeats stored through the batching
 // writer from many concurrent connections.
 func BenchmarkAgentHeartbeats(b *testing.B) {
@@ -31,7 +34,7 @@ func BenchmarkAgentHeartbeats(b *testing.B) {
 	}
 	defer store.Close()
 	org, _ := db.CreateOrg(ctx, "x")
-	const n = 2000
+	n := benchDevices
 	devs := make([]agentlink.Device, n)
 	for i := range devs {
 		id := ids.New()
@@ -44,6 +47,14 @@ func BenchmarkAgentHeartbeats(b *testing.B) {
 		now := time.Now()
 		store.Connect(ctx, devs[i], "s"+id, now, now.Add(time.Hour))
 		if _, err := store.Hello(ctx, agentlink.HelloIn{Device: devs[i], Session: "s" + id, At: now, HeartbeatInterval: time.Minute}); err != nil {
+			b.Fatal(err)
+		}
+		var chans []protocol.ChannelState
+		for _, c := range []string{"uart-1", "rs485-1", "rs485-2", "canfd-1", "gpio-1", "gpio-2", "gpio-3", "gpio-4"} {
+			chans = append(chans, protocol.ChannelState{ID: c, Available: true, Live: "1"})
+		}
+		if err := heartbeat(ctx, store, agentlink.HeartbeatIn{Device: devs[i], Session: "s" + id, At: now, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
+			HasChannels: true, Channels: chans, Event: &resource.Event{ID: ids.New(), Type: "heartbeat", Severity: resource.SeverityInfo, CreatedAt: resource.T(now)}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -62,7 +73,7 @@ func BenchmarkAgentHeartbeats(b *testing.B) {
 				if k%3 == 0 {
 					dl = now.Add(time.Minute) // the relay refreshes it every third heartbeat
 				}
-				_, err := store.Heartbeat(ctx, agentlink.HeartbeatIn{Device: devs[i], Session: "s" + devs[i].ID, At: now, Deadline: dl,
+				err := heartbeat(ctx, store, agentlink.HeartbeatIn{Device: devs[i], Session: "s" + devs[i].ID, At: now, Deadline: dl,
 					Status: resource.StatusOnline, PrevStatus: resource.StatusOnline, IPAddress: "10.0.0.1", HasChannels: true,
 					Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: fmt.Sprint(k % 2)}}})
 				if err != nil {
@@ -82,4 +93,13 @@ func BenchmarkAgentHeartbeats(b *testing.B) {
 	b.ReportMetric(float64(st.Jobs)/float64(st.Transactions), "jobs/tx")
 	b.ReportMetric(st.Busy.Seconds()/time.Since(start).Seconds(), "writer-busy")
 	b.ReportMetric(st.Commit.Seconds()/time.Since(start).Seconds(), "commit-share")
+}
+
+// heartbeat stores one heartbeat and waits for its commit.
+func heartbeat(ctx context.Context, store *sqlite.AgentStore, in agentlink.HeartbeatIn) error {
+	done := make(chan error, 1)
+	if err := store.Heartbeat(ctx, in, func(_ agentlink.HeartbeatOut, err error) { done <- err }); err != nil {
+		return err
+	}
+	return <-done
 }

@@ -35,6 +35,11 @@ type ingestWriter struct {
 	quit chan struct{}
 	done chan struct{}
 	once sync.Once
+	// completions carries the callbacks of each committed transaction to
+	// the completion goroutine, which runs them in order; finished is
+	// closed when it has run them all.
+	completions chan []func()
+	finished    chan struct{}
 
 	// savepoint statements, prepared once
 	spBegin, spRollback, spRelease *sql.Stmt
@@ -60,7 +65,11 @@ type ingestJob struct {
 	// of them; the others (heartbeats: idempotent state updates that the
 	// next heartbeat rewrites) skip the two extra statements.
 	atomic bool
-	done   chan error
+	// Exactly one of done and after is set: done receives the outcome (the
+	// caller waits); after is called with it on the completion goroutine
+	// (the caller does not wait).
+	done  chan error
+	after func(error)
 }
 
 // ingestTx is one batch transaction with its prepared statements bound.
@@ -95,8 +104,12 @@ func newIngestWriter(db *DB, log *slog.Logger) (*ingestWriter, error) {
 		jobs: make(chan *ingestJob, 8192),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
+
+		completions: make(chan []func(), 64),
+		finished:    make(chan struct{}),
 	}
 	go w.loop()
+	go w.complete()
 	return w, nil
 }
 
@@ -111,6 +124,9 @@ func (w *ingestWriter) do(ctx context.Context, atomic bool, apply func(t *ingest
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// Once queued, the job is waited for even when ctx ends: the writer
+	// runs or fails every job it took, and apply may write to the
+	// caller's variables.
 	select {
 	case err := <-j.done:
 		return err
@@ -121,14 +137,38 @@ func (w *ingestWriter) do(ctx context.Context, atomic bool, apply func(t *ingest
 		default:
 			return ErrIngestClosed
 		}
+	}
+}
+
+// enqueue queues apply without waiting; after runs with the outcome on the
+// completion goroutine once the transaction committed (or failed), in queue
+// order. It blocks only while the queue is full.
+func (w *ingestWriter) enqueue(ctx context.Context, atomic bool, apply func(t *ingestTx) error, after func(error)) error {
+	j := &ingestJob{apply: apply, atomic: atomic, after: after}
+	select {
+	case w.jobs <- j:
+		return nil
+	case <-w.done:
+		return ErrIngestClosed
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// complete runs the callbacks of committed transactions.
+func (w *ingestWriter) complete() {
+	defer close(w.finished)
+	for fns := range w.completions {
+		for _, f := range fns {
+			f()
+		}
 	}
 }
 
 func (w *ingestWriter) close() {
 	w.once.Do(func() { close(w.quit) })
 	<-w.done
+	<-w.finished
 	w.spBegin.Close()
 	w.spRollback.Close()
 	w.spRelease.Close()
@@ -136,6 +176,7 @@ func (w *ingestWriter) close() {
 
 func (w *ingestWriter) loop() {
 	defer close(w.done)
+	defer close(w.completions)
 	batch := make([]*ingestJob, 0, 256)
 	for {
 		batch = batch[:0]
@@ -199,12 +240,21 @@ func (w *ingestWriter) run(batch []*ingestJob) {
 	start := time.Now()
 	commit, err := w.runTx(batch, errs)
 	busy := time.Since(start)
+	var fns []func()
 	for i, j := range batch {
+		e := errs[i]
 		if err != nil {
-			j.done <- err
-		} else {
-			j.done <- errs[i]
+			e = err
 		}
+		if j.after != nil {
+			after := j.after
+			fns = append(fns, func() { after(e) })
+			continue
+		}
+		j.done <- e
+	}
+	if len(fns) > 0 {
+		w.completions <- fns
 	}
 	w.mu.Lock()
 	w.stats.Transactions++

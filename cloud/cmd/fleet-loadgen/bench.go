@@ -557,7 +557,9 @@ func (b *bench) beat(ctx context.Context, a *lagent) {
 	chans[4].Live = fmt.Sprint(a.beats % 2) // gpio-1 toggles: one changed channel per heartbeat
 	hb := protocol.Heartbeat{At: resource.T(time.Now()), Status: resource.StatusOnline, IPAddress: "10.0.0.1", Channels: chans,
 		VPN: &protocol.VPN{Up: true, InterfaceName: "wg0", Endpoint: "vpn.example:51820", PeerCount: 1}}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Not derived from ctx: thousands of children of one parent contend
+	// for its lock.
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sent := time.Now()
 	if err := writeJSON(wctx, ws, protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb}); err != nil {

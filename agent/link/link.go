@@ -489,6 +489,11 @@ func (s *session) welcome(w protocol.Welcome) error {
 		return fmt.Errorf("spool ack: %w", err)
 	}
 	s.sent = sp.Stats().Acked
+	if skew := time.Since(w.ServerTime.Time); !w.ServerTime.IsZero() && (skew > time.Minute || skew < -time.Minute) {
+		// The relay refuses records stamped more than 24 h ahead of its
+		// clock; a skewed gateway clock should be fixed (NTP).
+		l.log.Warn("gateway clock differs from the relay's", "skew", skew.Round(time.Second))
+	}
 	l.mu.Lock()
 	l.connected = true
 	l.deviceID = w.DeviceID

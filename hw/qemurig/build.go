@@ -94,7 +94,7 @@ func BuildTests(ctx context.Context, goTool, root, dir string, pkgs []string) ([
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return nil, err
 		}
-		args := append([]string{"test", "-c", "-trimpath", "-ldflags=-s -w", "-o", out + "/"}, batch...)
+		args := append([]string{"test", "-c", "-ldflags=-s -w", "-o", out + "/"}, batch...)
 		cmd := exec.CommandContext(ctx, goTool, args...)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")

@@ -114,7 +114,26 @@ func FetchKernel(ctx context.Context, opts KernelOptions) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
+	pruneKernels(opts.CacheDir, dir, log)
 	return withVmlinux(ctx, k, log), nil
+}
+
+// pruneKernels removes the cache entries of kernel versions other than
+// keep: Debian moves to a new image package now and then, and each entry
+// holds a 66 MB vmlinux.
+func pruneKernels(cacheDir, keep string, log *slog.Logger) {
+	entries, err := os.ReadDir(cacheDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(cacheDir, e.Name())
+		if p == keep || !e.IsDir() || !strings.HasPrefix(e.Name(), "linux-image-") {
+			continue
+		}
+		log.Info("removing an older kernel from the cache", "dir", p)
+		_ = os.RemoveAll(p)
+	}
 }
 
 // withVmlinux sets k.Vmlinux, extracting it into the cache entry on first
@@ -122,11 +141,13 @@ func FetchKernel(ctx context.Context, opts KernelOptions) (*Kernel, error) {
 func withVmlinux(ctx context.Context, k *Kernel, log *slog.Logger) *Kernel {
 	path := filepath.Join(k.Dir, "vmlinux")
 	if _, err := os.Stat(path); err != nil {
-		if err := ExtractVmlinux(ctx, k.Vmlinuz, path+".tmp"); err != nil {
+		tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+		defer os.Remove(tmp)
+		if err := ExtractVmlinux(ctx, k.Vmlinuz, tmp); err != nil {
 			log.Warn("booting the compressed kernel: cannot extract vmlinux", "err", err)
 			return k
 		}
-		if err := os.Rename(path+".tmp", path); err != nil {
+		if err := os.Rename(tmp, path); err != nil {
 			log.Warn("booting the compressed kernel", "err", err)
 			return k
 		}

@@ -299,4 +299,3 @@ func freePort(b *testing.B) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
-

@@ -192,7 +192,9 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 }
 
 // IsZero reports whether no kind is set.
-func (c Config) IsZero() bool { return c.RS485 == nil && c.CANFD == nil && c.UART == nil && c.GPIO == nil }
+func (c Config) IsZero() bool {
+	return c.RS485 == nil && c.CANFD == nil && c.UART == nil && c.GPIO == nil
+}
 
 // PeekKind returns the "kind" member of a JSON object without validating the
 // rest. It returns "" when the member is missing or not a string.

@@ -93,22 +93,29 @@ func recordAttempts(ctx context.Context, tx *sql.Tx, as []webhook.Attempt) error
 	var q strings.Builder
 	q.WriteString(`INSERT OR REPLACE INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES `)
 	args := make([]any, 0, 6*len(as))
-	last := make(map[string]int, len(as)) // delivery id -> index of its newest attempt here
+	last := make(map[string]int, len(as)) // delivery id -> index of its newest record here
+	rows := 0
 	for i, a := range as {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString(`(?,?,?,?,?,?)`)
-		args = append(args, a.DeliveryID, a.Number, a.At.UnixMilli(), nullStatus(a.StatusCode), a.Error, a.Duration.Milliseconds())
-		if j, ok := last[a.DeliveryID]; !ok || as[j].Number < a.Number {
+		if j, ok := last[a.DeliveryID]; !ok || as[j].Number < a.Number || a.Number == 0 {
 			last[a.DeliveryID] = i
 		}
+		if a.Number == 0 {
+			continue // a state change without an attempt (a dropped delivery)
+		}
+		if rows > 0 {
+			q.WriteByte(',')
+		}
+		rows++
+		q.WriteString(`(?,?,?,?,?,?)`)
+		args = append(args, a.DeliveryID, a.Number, a.At.UnixMilli(), nullStatus(a.StatusCode), a.Error, a.Duration.Milliseconds())
 	}
-	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-		return err
+	if rows > 0 {
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return err
+		}
 	}
 	q.Reset()
-	q.WriteString(`UPDATE webhook_deliveries SET state = v.column2, attempts = v.column3, next_attempt_at = v.column4,
+	q.WriteString(`UPDATE webhook_deliveries SET state = v.column2, attempts = MAX(webhook_deliveries.attempts, v.column3), next_attempt_at = v.column4,
 		last_status = v.column5, last_error = v.column6, ended_at = v.column7 FROM (VALUES `)
 	args = args[:0]
 	n := 0
@@ -265,6 +272,7 @@ type DeliveryInfo struct {
 	State         string            `json:"state"`
 	Attempts      []DeliveryAttempt `json:"attempts"`
 	NextAttemptAt *time.Time        `json:"nextAttemptAt,omitempty"`
+	LastError     string            `json:"lastError,omitempty"` // the last attempt's error, or why it was dropped
 	RedeliveryOf  string            `json:"redeliveryOf,omitempty"`
 	CreatedAt     time.Time         `json:"createdAt"`
 }
@@ -275,7 +283,7 @@ func (s *WebhookStore) WebhookDeliveries(ctx context.Context, orgID string, limi
 	if limit <= 0 || limit > 1000 {
 		limit = 50
 	}
-	rows, err := s.db.R.QueryContext(ctx, `SELECT id, device_id, event, url, state, next_attempt_at, COALESCE(redelivery_of, ''), created_at
+	rows, err := s.db.R.QueryContext(ctx, `SELECT id, device_id, event, url, state, next_attempt_at, last_error, COALESCE(redelivery_of, ''), created_at
 		FROM webhook_deliveries WHERE org_id = ? ORDER BY seq DESC LIMIT ?`, orgID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: deliveries: %w", err)
@@ -284,7 +292,7 @@ func (s *WebhookStore) WebhookDeliveries(ctx context.Context, orgID string, limi
 	for rows.Next() {
 		var d DeliveryInfo
 		var next, created int64
-		if err := rows.Scan(&d.ID, &d.DeviceID, &d.Event, &d.URL, &d.State, &next, &d.RedeliveryOf, &created); err != nil {
+		if err := rows.Scan(&d.ID, &d.DeviceID, &d.Event, &d.URL, &d.State, &next, &d.LastError, &d.RedeliveryOf, &created); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("sqlite: deliveries: %w", err)
 		}

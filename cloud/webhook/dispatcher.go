@@ -30,6 +30,10 @@ type Config struct {
 	// PerEndpoint bounds concurrent attempts to one endpoint (URL host);
 	// 0 means 16.
 	PerEndpoint int
+	// MaxQueue bounds the deliveries held for one device and kind at one
+	// endpoint (the FIFO behind a failing receiver); beyond it the oldest
+	// waiting one is dropped (state failed). 0 means 1000.
+	MaxQueue int
 	// PollInterval is how often the outbox is read for deliveries added by
 	// another process (webhook redeliver); 0 means 1 s.
 	PollInterval time.Duration
@@ -44,6 +48,8 @@ type Config struct {
 // Stats counts what a Dispatcher did since it started.
 type Stats struct {
 	Enqueued, Attempts, Delivered, Failed, Exhausted int64
+	// Dropped counts deliveries dropped from a full queue (MaxQueue).
+	Dropped int64
 }
 
 // Dispatcher sends the outbox's deliveries. Deliveries are grouped into
@@ -84,7 +90,7 @@ type Dispatcher struct {
 	smu     sync.Mutex
 	secrets map[string]cachedSecret
 
-	stats struct{ enq, att, ok, fail, exh atomic.Int64 }
+	stats struct{ enq, att, ok, fail, exh, drop atomic.Int64 }
 }
 
 type cachedSecret struct {
@@ -131,6 +137,12 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.PerEndpoint <= 0 {
 		cfg.PerEndpoint = 16
 	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = 1000
+	}
+	if cfg.MaxQueue < 2 {
+		cfg.MaxQueue = 2
+	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second
 	}
@@ -169,11 +181,12 @@ func New(cfg Config) (*Dispatcher, error) {
 // Start loads every pending delivery of the outbox (those a previous run
 // left) and starts sending.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	if err := d.poll(ctx); err != nil {
-		return fmt.Errorf("webhook: resume outbox: %w", err)
-	}
 	d.started.Store(true)
 	go d.writer()
+	if err := d.poll(ctx); err != nil {
+		d.Close()
+		return fmt.Errorf("webhook: resume outbox: %w", err)
+	}
 	d.bg.Add(2)
 	go d.timerLoop()
 	go d.pollLoop()
@@ -230,6 +243,7 @@ func (d *Dispatcher) Stats() Stats {
 		Delivered: d.stats.ok.Load(),
 		Failed:    d.stats.fail.Load(),
 		Exhausted: d.stats.exh.Load(),
+		Dropped:   d.stats.drop.Load(),
 	}
 }
 
@@ -328,21 +342,24 @@ func (d *Dispatcher) writer() {
 				break drain
 			}
 		}
-		retry = d.commit(batch)
+		var follow []op
+		retry, follow = d.commit(batch)
 		if !open {
-			if len(retry) > 0 {
-				d.commit(retry) // one last try; what fails stays pending in the outbox
+			if rest := append(retry, follow...); len(rest) > 0 {
+				d.commit(rest) // one last try; what fails stays pending in the outbox
 			}
 			return
 		}
 		if len(retry) > 0 {
 			time.Sleep(200 * time.Millisecond)
 		}
+		retry = append(retry, follow...)
 	}
 }
 
-// commit writes one batch and returns the attempt records to try again.
-func (d *Dispatcher) commit(batch []op) []op {
+// commit writes one batch and returns the attempt records to try again and
+// the records of deliveries it dropped from full queues.
+func (d *Dispatcher) commit(batch []op) (again, follow []op) {
 	var ins []*Delivery
 	var atts []Attempt
 	for _, o := range batch {
@@ -367,12 +384,13 @@ func (d *Dispatcher) commit(batch []op) []op {
 	if attErr != nil && len(atts) > 0 {
 		d.log.Error("outbox attempt record failed", "err", attErr, "attempts", len(atts))
 	}
-	var again []op
 	d.mu.Lock()
 	for _, o := range batch {
 		switch {
 		case o.ins != nil && insErr == nil:
-			d.add(o.ins)
+			if dropped := d.add(o.ins); dropped != nil {
+				follow = append(follow, *dropped)
+			}
 		case o.ins != nil:
 			delete(d.known, o.ins.ID)
 			if o.done == nil {
@@ -402,7 +420,7 @@ func (d *Dispatcher) commit(batch []op) []op {
 		}
 		o.done <- nil
 	}
-	return again
+	return again, follow
 }
 
 // endpointKey is the scheduling key of a URL: its host (with port).
@@ -423,8 +441,10 @@ func orderKey(dl *Delivery) string {
 	return dl.DeviceID + "|" + kind
 }
 
-// add queues dl; d.mu is held.
-func (d *Dispatcher) add(dl *Delivery) {
+// add queues dl; d.mu is held. When the queue is full, the oldest waiting
+// delivery (not the head, which may be in flight) is dropped and the record
+// of its end returned, for the caller to write.
+func (d *Dispatcher) add(dl *Delivery) *op {
 	ek := endpointKey(dl.URL)
 	qk := ek + "|" + orderKey(dl)
 	q := d.queues[qk]
@@ -438,10 +458,25 @@ func (d *Dispatcher) add(dl *Delivery) {
 		q = &queue{key: qk, ep: ep, index: -1}
 		d.queues[qk] = q
 	}
+	var dropped *op
+	if len(q.items) >= d.cfg.MaxQueue {
+		old := q.items[1]
+		copy(q.items[1:], q.items[2:])
+		q.items[len(q.items)-1] = nil
+		q.items = q.items[:len(q.items)-1]
+		d.stats.drop.Add(1)
+		if d.stats.drop.Load()%1000 == 1 {
+			d.log.Warn("webhook queue full: dropping the oldest waiting deliveries", "org", old.OrgID, "device", old.DeviceID,
+				"limit", d.cfg.MaxQueue, "dropped_total", d.stats.drop.Load())
+		}
+		dropped = &op{seq: old.Seq, att: &Attempt{DeliveryID: old.ID, Number: 0, At: d.cfg.Now(), State: StateFailed,
+			Error: fmt.Sprintf("dropped: more than %d deliveries waiting for this device at this endpoint", d.cfg.MaxQueue)}}
+	}
 	q.items = append(q.items, dl)
 	if len(q.items) == 1 {
 		d.arm(q)
 	}
+	return dropped
 }
 
 // arm makes q's head ready now or at its due time; d.mu is held.
@@ -547,6 +582,7 @@ func (d *Dispatcher) poll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		var drops []op
 		d.mu.Lock()
 		n := 0
 		if len(page) < 1000 && maxSeq > d.cursor {
@@ -562,7 +598,9 @@ func (d *Dispatcher) poll(ctx context.Context) error {
 				continue
 			}
 			d.known[dl.ID] = true
-			d.add(dl)
+			if dropped := d.add(dl); dropped != nil {
+				drops = append(drops, *dropped)
+			}
 			n++
 		}
 		for id, seq := range d.ended {
@@ -571,6 +609,9 @@ func (d *Dispatcher) poll(ctx context.Context) error {
 			}
 		}
 		d.mu.Unlock()
+		for _, o := range drops {
+			d.ops <- o // the writer runs; the loop is stopped before ops closes
+		}
 		if len(page) < 1000 {
 			return nil
 		}

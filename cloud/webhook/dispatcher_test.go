@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -399,5 +400,54 @@ func TestShutdownLetsAttemptsFinish(t *testing.T) {
 				t.Errorf("Enqueue after shutdown = %v, want ErrClosed", err)
 			}
 		})
+	}
+}
+
+// TestFullQueueDropsOldestWaiting holds a device's first delivery at a
+// hanging receiver and checks that the queue behind it stays bounded: the
+// oldest waiting deliveries end failed ("dropped"), the newest are sent, in
+// order.
+func TestFullQueueDropsOldestWaiting(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	var first atomic.Bool
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(hit, http.ResponseWriter) int {
+		if first.CompareAndSwap(false, true) {
+			<-release
+		}
+		return 200
+	})
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile, maxQueue: 5, timeout: 30 * time.Second})
+	var ids []string
+	for i := 0; i < 20; i++ {
+		dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{"n":` + strconv.Itoa(i) + `}`)}
+		if err := d.Enqueue(context.Background(), dl); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, dl.ID)
+		if i == 0 {
+			rcv.wait(t, 1, 5*time.Second) // the head is in flight
+		}
+	}
+	close(release)
+	hs := rcv.wait(t, 4, 5*time.Second)
+	for i, h := range hs {
+		if want := `{"n":` + strconv.Itoa(16+i) + `}`; string(h.Body) != want {
+			t.Errorf("request %d: %s, want %s", i+2, h.Body, want)
+		}
+	}
+	rcv.quiet(t, 200*time.Millisecond)
+	for i, id := range ids {
+		want := "delivered"
+		if i >= 1 && i <= 15 {
+			want = "failed"
+		}
+		di := e.waitState(t, id, want, 5*time.Second)
+		if want == "failed" && (len(di.Attempts) != 0 || !strings.Contains(di.LastError, "dropped")) {
+			t.Errorf("dropped delivery %d has attempts %+v", i, di.Attempts)
+		}
+	}
+	if st := d.Stats(); st.Dropped != 15 {
+		t.Errorf("Stats().Dropped = %d, want 15", st.Dropped)
 	}
 }

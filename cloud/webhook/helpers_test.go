@@ -182,6 +182,7 @@ type dispOpts struct {
 	allowPrivate bool
 	caFile       string
 	perEndpoint  int
+	maxQueue     int
 }
 
 func newDispatcher(t testing.TB, e *env, o dispOpts) *webhook.Dispatcher {
@@ -194,7 +195,7 @@ func newDispatcher(t testing.TB, e *env, o dispOpts) *webhook.Dispatcher {
 		t.Fatal(err)
 	}
 	d, err := webhook.New(webhook.Config{
-		Store: e.store, Client: client, Backoff: o.backoff, Timeout: o.timeout, PerEndpoint: o.perEndpoint,
+		Store: e.store, Client: client, Backoff: o.backoff, Timeout: o.timeout, PerEndpoint: o.perEndpoint, MaxQueue: o.maxQueue,
 		PollInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

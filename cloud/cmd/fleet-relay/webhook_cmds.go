@@ -121,6 +121,9 @@ func runWebhookDeliveries(ctx context.Context, args []string, stdout io.Writer) 
 			if d.NextAttemptAt != nil {
 				fmt.Fprintf(tw, "  next attempt\t\t\t\t%s\t\n", humanTime(*d.NextAttemptAt, "-"))
 			}
+			if len(d.Attempts) == 0 && d.LastError != "" {
+				fmt.Fprintf(tw, "  %s\t\t\t\t\t\n", d.LastError)
+			}
 		}
 		tw.Flush()
 	})
@@ -157,7 +160,7 @@ func runWebhookRedeliver(ctx context.Context, args []string, stdout io.Writer) e
 // webhookExtension runs the alert engine and the webhook dispatcher inside
 // serve. Its flags: --webhook-backoff, --webhook-timeout,
 // --webhook-allow-private, --webhook-ca, --webhook-concurrency,
-// --webhook-retention. It must be
+// --webhook-retention, --webhook-queue-limit. It must be
 // listed before the agent endpoint so that it stops after it (stops run in
 // reverse order): no observer call reaches a closed dispatcher.
 func webhookExtension() extension {
@@ -166,6 +169,7 @@ func webhookExtension() extension {
 	timeout := webhook.DefaultTimeout
 	perEndpoint := 16
 	retention := 7 * 24 * time.Hour
+	maxQueue := 1000
 	return extension{
 		name: "webhooks",
 		flags: func(fs *flag.FlagSet) {
@@ -182,6 +186,7 @@ func webhookExtension() extension {
 			fs.StringVar(&client.CAFile, "webhook-ca", "", "PEM file of extra CA certificates trusted for webhook receivers")
 			fs.IntVar(&perEndpoint, "webhook-concurrency", perEndpoint, "concurrent webhook attempts per endpoint (URL host)")
 			fs.DurationVar(&retention, "webhook-retention", retention, "how long ended webhook deliveries (and their attempts) are kept")
+			fs.IntVar(&maxQueue, "webhook-queue-limit", maxQueue, "deliveries held per device and kind behind a failing endpoint; beyond it the oldest waiting are dropped")
 		},
 		start: func(ctx context.Context, m *Main, _ *http.ServeMux) (func(context.Context) error, error) {
 			if timeout <= 0 || timeout > 5*time.Minute {
@@ -189,6 +194,9 @@ func webhookExtension() extension {
 			}
 			if perEndpoint < 1 || perEndpoint > 1024 {
 				return nil, fmt.Errorf("%w: --webhook-concurrency must be 1..1024", errUsage)
+			}
+			if maxQueue < 2 || maxQueue > 1000000 {
+				return nil, fmt.Errorf("%w: --webhook-queue-limit must be 2..1000000", errUsage)
 			}
 			if retention < time.Hour {
 				return nil, fmt.Errorf("%w: --webhook-retention must be at least 1h", errUsage)
@@ -200,7 +208,7 @@ func webhookExtension() extension {
 			}
 			log := m.Logger.With("component", "webhook")
 			disp, err := webhook.New(webhook.Config{Store: sqlite.NewWebhookStore(m.DB), Client: hc, Backoff: backoff, Timeout: timeout,
-				PerEndpoint: perEndpoint, Retention: retention, Logger: log, Now: m.DB.Now})
+				PerEndpoint: perEndpoint, MaxQueue: maxQueue, Retention: retention, Logger: log, Now: m.DB.Now})
 			if err != nil {
 				return nil, err
 			}

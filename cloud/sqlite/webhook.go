@@ -179,17 +179,23 @@ func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*
 	return out, maxSeq, rows.Err()
 }
 
-// OrgSecret returns the organization's signing secret.
-func (s *WebhookStore) OrgSecret(ctx context.Context, orgID string) (string, error) {
-	var secret string
-	err := s.db.R.QueryRowContext(ctx, `SELECT webhook_secret FROM orgs WHERE id = ?`, orgID).Scan(&secret)
+// OrgSecrets returns the organization's signing secret and, until its
+// grace period ends, the previous one.
+func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
+	var sec webhook.Secrets
+	var until int64
+	err := s.db.R.QueryRowContext(ctx, `SELECT webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
+		Scan(&sec.Current, &sec.Previous, &until)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
+		return webhook.Secrets{}, cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
 	}
 	if err != nil {
-		return "", fmt.Errorf("sqlite: org secret: %w", err)
+		return webhook.Secrets{}, fmt.Errorf("sqlite: org secret: %w", err)
 	}
-	return secret, nil
+	if until <= s.db.NowMs() {
+		sec.Previous = ""
+	}
+	return sec, nil
 }
 
 // Forwarding returns the device's organization and its forwarding URL when
@@ -373,12 +379,21 @@ func (s *WebhookStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string
 	return nil
 }
 
+// MaxSecretGrace bounds the grace period of a rotated secret.
+const MaxSecretGrace = 7 * 24 * time.Hour
+
 // RotateOrgSecret gives the organization a fresh signing secret
-// (webhook.NewSecret) and returns it. Deliveries sign every attempt with the
-// secret current at that time.
-func (s *WebhookStore) RotateOrgSecret(ctx context.Context, orgID string) (string, error) {
+// (webhook.NewSecret) and returns it. Every attempt from then on is signed
+// with it; during grace (0 to MaxSecretGrace) the previous secret also signs
+// the Standard Webhooks header, so receivers can switch without refusing
+// deliveries.
+func (s *WebhookStore) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
+	if grace < 0 || grace > MaxSecretGrace {
+		return "", cloud.Errorf(cloud.EINVALID, "grace must be between 0 and %s", MaxSecretGrace)
+	}
 	secret := webhook.NewSecret()
-	res, err := s.db.W.ExecContext(ctx, `UPDATE orgs SET webhook_secret = ? WHERE id = ?`, secret, orgID)
+	res, err := s.db.W.ExecContext(ctx, `UPDATE orgs SET previous_webhook_secret = CASE WHEN ? > 0 THEN webhook_secret ELSE '' END,
+		previous_secret_until = ?, webhook_secret = ? WHERE id = ?`, grace.Milliseconds(), s.db.Now().Add(grace).UnixMilli(), secret, orgID)
 	if err != nil {
 		return "", fmt.Errorf("sqlite: rotate secret: %w", err)
 	}

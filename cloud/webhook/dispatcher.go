@@ -94,8 +94,8 @@ type Dispatcher struct {
 }
 
 type cachedSecret struct {
-	secret string
-	at     time.Time
+	secrets Secrets
+	at      time.Time
 }
 
 type op struct {
@@ -618,20 +618,20 @@ func (d *Dispatcher) poll(ctx context.Context) error {
 	}
 }
 
-func (d *Dispatcher) secret(ctx context.Context, orgID string) (string, error) {
+func (d *Dispatcher) secret(ctx context.Context, orgID string) (Secrets, error) {
 	now := d.cfg.Now()
 	d.smu.Lock()
 	c, ok := d.secrets[orgID]
 	d.smu.Unlock()
 	if ok && now.Sub(c.at) < 5*time.Second {
-		return c.secret, nil
+		return c.secrets, nil
 	}
-	s, err := d.cfg.Store.OrgSecret(ctx, orgID)
+	s, err := d.cfg.Store.OrgSecrets(ctx, orgID)
 	if err != nil {
-		return "", err
+		return Secrets{}, err
 	}
 	d.smu.Lock()
-	d.secrets[orgID] = cachedSecret{secret: s, at: now}
+	d.secrets[orgID] = cachedSecret{secrets: s, at: now}
 	d.smu.Unlock()
 	return s, nil
 }
@@ -720,7 +720,7 @@ func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
 func (d *Dispatcher) send(dl *Delivery, n int) (int, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.Timeout)
 	defer cancel()
-	secret, err := d.secret(ctx, dl.OrgID)
+	secrets, err := d.secret(ctx, dl.OrgID)
 	if err != nil {
 		return 0, 0, fmt.Errorf("signing secret: %w", err)
 	}
@@ -735,12 +735,16 @@ func (d *Dispatcher) send(dl *Delivery, n int) (int, time.Duration, error) {
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", d.cfg.UserAgent)
-	h.Set(HeaderSignature, Sign(secret, dl.Body))
+	h.Set(HeaderSignature, Sign(secrets.Current, dl.Body))
 	h.Set(HeaderDeliveryID, dl.ID)
 	h.Set(HeaderAttempt, strconv.Itoa(n))
 	h[HeaderWebhookID] = []string{dl.ID}
 	h[HeaderWebhookTime] = []string{strconv.FormatInt(ts, 10)}
-	h[HeaderWebhookSig] = []string{SignStandard(secret, dl.ID, ts, dl.Body)}
+	sig := SignStandard(secrets.Current, dl.ID, ts, dl.Body)
+	if secrets.Previous != "" {
+		sig += " " + SignStandard(secrets.Previous, dl.ID, ts, dl.Body)
+	}
+	h[HeaderWebhookSig] = []string{sig}
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
 		return 0, 0, err

@@ -327,7 +327,7 @@ func TestRotatedSecretSignsRetries(t *testing.T) {
 	if h := rcv.wait(t, 1, 5*time.Second)[0]; !h.SigOK {
 		t.Fatal("first attempt not signed with the original secret")
 	}
-	ns, err := e.store.RotateOrgSecret(context.Background(), e.org.ID)
+	ns, err := e.store.RotateOrgSecret(context.Background(), e.org.ID, 0)
 	if err != nil || !strings.HasPrefix(ns, "whsec_") {
 		t.Fatalf("rotate: %q %v", ns, err)
 	}
@@ -449,5 +449,47 @@ func TestFullQueueDropsOldestWaiting(t *testing.T) {
 	}
 	if st := d.Stats(); st.Dropped != 15 {
 		t.Errorf("Stats().Dropped = %d, want 15", st.Dropped)
+	}
+}
+
+// TestRotationGraceSignsWithBothSecrets rotates with a grace period: the
+// Standard Webhooks header carries signatures by the new and the old
+// secret, X-Service-Signature the new one only; after the grace, only the
+// new one signs.
+func TestRotationGraceSignsWithBothSecrets(t *testing.T) {
+	e := newEnv(t)
+	old := e.org.WebhookSecret
+	ns, err := e.store.RotateOrgSecret(context.Background(), e.org.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv := newReceiver(t, func() string { return ns }, nil)
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+	send := func() hit {
+		if err := d.Enqueue(context.Background(), &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		return rcv.wait(t, 1, 5*time.Second)[0]
+	}
+	h := send()
+	ts, _ := strconv.ParseInt(h.Header.Get("webhook-timestamp"), 10, 64)
+	sigs := h.Header.Get("webhook-signature")
+	if !h.SigOK || !h.StdOK || webhook.Verify(old, h.Body, h.Header.Get(webhook.HeaderSignature)) {
+		t.Errorf("X-Service-Signature must verify with the new secret only")
+	}
+	if !webhook.VerifyStandard(old, h.DeliveryID, ts, h.Body, sigs) || len(strings.Fields(sigs)) != 2 {
+		t.Errorf("webhook-signature %q: want signatures by the new and the old secret", sigs)
+	}
+	// Grace over (a rotation without grace clears the previous secret).
+	ns2, err := e.store.RotateOrgSecret(context.Background(), e.org.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns = ns2
+	time.Sleep(5100 * time.Millisecond) // the dispatcher caches secrets for 5 s
+	rcv.secret = func() string { return ns2 }
+	h = send()
+	if sigs := h.Header.Get("webhook-signature"); !h.StdOK || len(strings.Fields(sigs)) != 1 {
+		t.Errorf("after a rotation without grace: %q", sigs)
 	}
 }

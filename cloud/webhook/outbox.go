@@ -53,6 +53,12 @@ type Attempt struct {
 	NextAttemptAt time.Time
 }
 
+// Secrets are the secrets an organization's deliveries are signed with.
+type Secrets struct {
+	Current  string
+	Previous string // also signs webhook-signature during a rotation's grace period
+}
+
 // Store is the durable outbox. cloud/sqlite implements it.
 type Store interface {
 	// WriteOutbox inserts new deliveries, setting their Seq, and records
@@ -63,8 +69,9 @@ type Store interface {
 	// Seq order, and the highest Seq of the outbox, both read from one
 	// snapshot.
 	Pending(ctx context.Context, after int64, limit int) (ds []*Delivery, maxSeq int64, err error)
-	// OrgSecret returns the organization's signing secret.
-	OrgSecret(ctx context.Context, orgID string) (string, error)
+	// OrgSecrets returns the organization's signing secret and, during the
+	// grace period after a rotation, the previous one ("" otherwise).
+	OrgSecrets(ctx context.Context, orgID string) (Secrets, error)
 	// Forwarding returns the device's organization and signal-forwarding
 	// URL; url is "" when forwarding is disabled or no URL is set.
 	Forwarding(ctx context.Context, deviceID string) (orgID, url string, err error)

@@ -51,6 +51,7 @@ func runOrgSetAlertWebhook(ctx context.Context, args []string, stdout io.Writer)
 func runOrgRotateSecret(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("org rotate-secret")
 	org := f.FS.String("org", "", "organization id (required)")
+	grace := f.FS.Duration("grace", 24*time.Hour, "how long the old secret also signs webhook-signature (0 to 168h)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -62,16 +63,29 @@ func runOrgRotateSecret(ctx context.Context, args []string, stdout io.Writer) er
 		return err
 	}
 	defer db.Close()
-	secret, err := sqlite.NewWebhookStore(db).RotateOrgSecret(ctx, *org)
+	if *grace < 0 || *grace > sqlite.MaxSecretGrace {
+		return fmt.Errorf("%w: --grace must be 0 to %s", errUsage, sqlite.MaxSecretGrace)
+	}
+	secret, err := sqlite.NewWebhookStore(db).RotateOrgSecret(ctx, *org, *grace)
 	if err != nil {
 		return err
 	}
 	out := struct {
-		ID            string `json:"id"`
-		WebhookSecret string `json:"webhookSecret"`
-	}{*org, secret}
+		ID                 string  `json:"id"`
+		WebhookSecret      string  `json:"webhookSecret"`
+		PreviousValidUntil *string `json:"previousValidUntil"`
+	}{*org, secret, nil}
+	if *grace > 0 {
+		out.PreviousValidUntil = jsonTime(time.Now().Add(*grace))
+	}
 	return f.print(stdout, out, func(w io.Writer) {
-		fmt.Fprintf(w, "New webhook signing secret of %s:\n  %s\nEvery attempt from now on (retries included) is signed with it; the old secret no longer verifies.\n", *org, secret)
+		fmt.Fprintf(w, "New webhook signing secret of %s:\n  %s\n", *org, secret)
+		fmt.Fprintf(w, "Every attempt from now on (retries included) is signed with it (X-Service-Signature and webhook-signature).\n")
+		if *grace > 0 {
+			fmt.Fprintf(w, "Until %s the old secret also signs webhook-signature.\n", *out.PreviousValidUntil)
+		} else {
+			fmt.Fprintf(w, "The old secret no longer verifies.\n")
+		}
 	})
 }
 

@@ -21,9 +21,11 @@ import (
 // versioned image package of the day.
 const KernelMeta = "linux-image-amd64"
 
-// DefaultModules are the modules the kernel tests need. Their dependencies
-// are resolved from the package, not listed here.
-var DefaultModules = []string{"can", "can_raw", "can_dev", "vcan", "wireguard"}
+// DefaultModules are the modules the kernel tests need: SocketCAN with
+// vcan, the driver of qemu's Kvaser PCIcan card (an SJA1000, a real CAN
+// controller with bit timing), and WireGuard. Their dependencies are
+// resolved from the package, not listed here.
+var DefaultModules = []string{"can", "can_raw", "can_dev", "vcan", "kvaser_pci", "wireguard"}
 
 // Kernel is a Debian kernel image with the modules the guest loads.
 type Kernel struct {

@@ -33,6 +33,8 @@ type Machine struct {
 	// unix socket qemu listens on; qemu waits for the host to connect
 	// before it starts the guest, so nothing the guest sends is lost.
 	Serial1Socket string
+	// ExtraArgs are added to qemu's command line (devices, say).
+	ExtraArgs []string
 	// Console receives the console output as it arrives (optional).
 	Console io.Writer
 }
@@ -63,7 +65,7 @@ func (m *Machine) Args() []string {
 			"-chardev", "socket,id=ttyS1,path="+m.Serial1Socket+",server=on,wait=on",
 			"-serial", "chardev:ttyS1")
 	}
-	return args
+	return append(args, m.ExtraArgs...)
 }
 
 // Run boots the machine and returns when the guest powers off, qemu

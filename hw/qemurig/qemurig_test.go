@@ -182,12 +182,13 @@ func TestParseConsoleAndCheck(t *testing.T) {
 }
 
 func TestMachineArgs(t *testing.T) {
-	m := &Machine{QEMU: "qemu", Kernel: "/k", Initrd: "/i", CPUs: 2, Append: "quiet", Serial1Socket: "/tmp/s"}
+	m := &Machine{QEMU: "qemu", Kernel: "/k", Initrd: "/i", CPUs: 2, Append: "quiet", Serial1Socket: "/tmp/s", ExtraArgs: ClassicCANArgs}
 	args := strings.Join(m.Args(), " ")
 	for _, want := range []string{
 		"-accel tcg", "-nographic", "-no-reboot", "-m 512M", "-smp 2", "-nic none",
 		"-append console=ttyS0 panic=-1 quiet",
 		"-chardev socket,id=ttyS1,path=/tmp/s,server=on,wait=on -serial chardev:ttyS1",
+		"-object can-bus,id=canbus0 -device kvaser_pci,canbus=canbus0",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("qemu args lack %q: %s", want, args)

@@ -32,6 +32,10 @@ type Config struct {
 	Require []string
 	// Modules are the kernel modules to load (DefaultModules when empty).
 	Modules []string
+	// ClassicCAN adds qemu's Kvaser PCIcan card (an SJA1000 controller on
+	// a qemu CAN bus) to the guest; the kernel names it can0 and the tests
+	// find that name in FLEET_CAN_CLASSIC.
+	ClassicCAN bool
 	// Memory and CPUs size the guest (512M and 2 when empty).
 	Memory string
 	CPUs   int
@@ -67,6 +71,12 @@ type Report struct {
 	// Timings are the steps' durations.
 	Timings Timings
 }
+
+// ClassicCANArgs add a CAN bus and qemu's Kvaser PCIcan card on it.
+var ClassicCANArgs = []string{"-object", "can-bus,id=canbus0", "-device", "kvaser_pci,canbus=canbus0"}
+
+// ClassicCANInterface is the name the guest kernel gives the card.
+const ClassicCANInterface = "can0"
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -166,7 +176,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	ir := &Initramfs{Busybox: busybox, Kernel: k, Tests: bins, Env: cfg.Env, TestTimeout: cfg.TestTimeout}
+	env := make(map[string]string, len(cfg.Env)+1)
+	for key, v := range cfg.Env {
+		env[key] = v
+	}
+	if cfg.ClassicCAN {
+		env["FLEET_CAN_CLASSIC"] = ClassicCANInterface
+	}
+	ir := &Initramfs{Busybox: busybox, Kernel: k, Tests: bins, Env: env, TestTimeout: cfg.TestTimeout}
 	if err := ir.Write(f); err != nil {
 		f.Close()
 		return rep, fmt.Errorf("qemurig: initramfs: %w", err)
@@ -188,6 +205,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		QEMU: qemu, Kernel: boot, Initrd: initrd,
 		Memory: cfg.Memory, CPUs: cfg.CPUs, Append: "quiet loglevel=3",
 		Console: cfg.Console,
+	}
+	if cfg.ClassicCAN {
+		m.ExtraArgs = append(m.ExtraArgs, ClassicCANArgs...)
 	}
 	if cfg.Serial1 != nil {
 		// A unix socket path must stay short (108 bytes).

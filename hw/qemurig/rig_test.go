@@ -77,6 +77,7 @@ func TestQEMURig(t *testing.T) {
 			"FLEET_MODBUS_WRITE_BEFORE":   strconv.Itoa(writeBefore),
 			"FLEET_MODBUS_WRITE_VALUE":    strconv.Itoa(writeValue),
 		},
+		ClassicCAN: true,
 		Serial1: func(ctx context.Context, conn net.Conn) {
 			serveErr <- sim.Serve(ctx, connLine{conn})
 		},

@@ -27,6 +27,8 @@ type AgentStore struct {
 	log *slog.Logger
 	w   *ingestWriter
 	st  agentStmts
+	// bulk holds the multi-row heartbeat statements for full chunks.
+	bulk map[string]*sql.Stmt
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)
@@ -93,11 +95,16 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 		}
 		*p.dst = st
 	}
+	if err := s.prepareBulk(); err != nil {
+		s.closeStmts()
+		return nil, err
+	}
 	w, err := newIngestWriter(db, log)
 	if err != nil {
 		s.closeStmts()
 		return nil, err
 	}
+	w.bulk = s.applyHeartbeats
 	s.w = w
 	return s, nil
 }
@@ -110,6 +117,9 @@ func (s *AgentStore) closeStmts() {
 		if st != nil {
 			st.Close()
 		}
+	}
+	for _, st := range s.bulk {
+		st.Close()
 	}
 }
 
@@ -252,57 +262,6 @@ func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink
 		return rows.Err()
 	})
 	return out, err
-}
-
-// Heartbeat implements agentlink.Store.
-func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, done func(agentlink.HeartbeatOut, error)) error {
-	var out agentlink.HeartbeatOut
-	model, _ := catalog.Lookup(in.Device.Model)
-	serial := model.Has(resource.CapabilitySerialIO)
-	return s.w.enqueue(ctx, false, func(t *ingestTx) error {
-		at := in.At.UnixMilli()
-		var res sql.Result
-		var err error
-		switch {
-		case in.Status != in.PrevStatus:
-			dl := in.Deadline
-			if dl.IsZero() {
-				return fmt.Errorf("sqlite: heartbeat %s: status change without a deadline", in.Device.ID)
-			}
-			res, err = t.stmt(s.st.heartbeatStatus).ExecContext(t.ctx, at, in.IPAddress, dl.UnixMilli(), string(in.Status), in.Device.ID, in.Session)
-		case !in.Deadline.IsZero():
-			res, err = t.stmt(s.st.heartbeatDeadline).ExecContext(t.ctx, at, in.IPAddress, in.Deadline.UnixMilli(), in.Device.ID, in.Session)
-		default:
-			res, err = t.stmt(s.st.heartbeat).ExecContext(t.ctx, at, in.IPAddress, in.Device.ID, in.Session)
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: heartbeat %s: %w", in.Device.ID, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return agentlink.ErrSessionGone
-		}
-		out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
-		if serial && in.HasChannels {
-			if _, err := t.stmt(s.st.serialTelemetry).ExecContext(t.ctx, at, in.AppliedVersion, in.Device.ID); err != nil {
-				return fmt.Errorf("sqlite: serial telemetry %s: %w", in.Device.ID, err)
-			}
-			for _, c := range in.Channels {
-				var pt sql.NullString
-				if c.PassthroughAddress != "" {
-					pt = sql.NullString{String: c.PassthroughAddress, Valid: true}
-				}
-				if _, err := t.stmt(s.st.channelUpsert).ExecContext(t.ctx, in.Device.ID, c.ID, c.Available, c.Live, c.TxOn, c.Error, pt); err != nil {
-					return fmt.Errorf("sqlite: channel %s of %s: %w", c.ID, in.Device.ID, err)
-				}
-			}
-		}
-		if in.Event != nil {
-			if err := s.insertEvent(t, in.Device, in.Event); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, func(err error) { done(out, err) })
 }
 
 // remapEventID derives the id under which an agent event is stored when its

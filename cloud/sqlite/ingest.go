@@ -44,6 +44,10 @@ type ingestWriter struct {
 	// savepoint statements, prepared once
 	spBegin, spRollback, spRelease *sql.Stmt
 
+	// bulk applies the heartbeat jobs of a transaction, setting errs[i] for
+	// jobs[i]; an error it returns fails the whole transaction.
+	bulk func(t *ingestTx, jobs []*ingestJob, errs []error) error
+
 	mu    sync.Mutex
 	stats IngestStats
 }
@@ -70,6 +74,10 @@ type ingestJob struct {
 	// (the caller does not wait).
 	done  chan error
 	after func(error)
+	// hb, when set, makes this a heartbeat, applied in bulk with the
+	// transaction's other heartbeats (after its other jobs) by the writer's
+	// bulk function instead of apply.
+	hb *hbJob
 }
 
 // ingestTx is one batch transaction with its prepared statements bound.
@@ -77,6 +85,23 @@ type ingestTx struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	bound map[*sql.Stmt]*sql.Stmt
+	local map[string]*sql.Stmt // prepared for this transaction only
+}
+
+// prepare returns q prepared in this transaction (once per transaction).
+func (t *ingestTx) prepare(q string) (*sql.Stmt, error) {
+	if st, ok := t.local[q]; ok {
+		return st, nil
+	}
+	st, err := t.tx.PrepareContext(t.ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if t.local == nil {
+		t.local = make(map[string]*sql.Stmt)
+	}
+	t.local[q] = st
+	return st, nil
 }
 
 func (t *ingestTx) stmt(s *sql.Stmt) *sql.Stmt {
@@ -143,8 +168,7 @@ func (w *ingestWriter) do(ctx context.Context, atomic bool, apply func(t *ingest
 // enqueue queues apply without waiting; after runs with the outcome on the
 // completion goroutine once the transaction committed (or failed), in queue
 // order. It blocks only while the queue is full.
-func (w *ingestWriter) enqueue(ctx context.Context, atomic bool, apply func(t *ingestTx) error, after func(error)) error {
-	j := &ingestJob{apply: apply, atomic: atomic, after: after}
+func (w *ingestWriter) enqueue(ctx context.Context, j *ingestJob) error {
 	select {
 	case w.jobs <- j:
 		return nil
@@ -279,10 +303,15 @@ func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) (time.Duration, e
 	}
 	defer tx.Rollback()
 	t := &ingestTx{ctx: ctx, tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt, 16)}
+	var hbs []int
 	for i, j := range batch {
+		if j.hb != nil {
+			hbs = append(hbs, i)
+			continue
+		}
 		if len(batch) == 1 || !j.atomic {
 			errs[i] = j.apply(t)
-			if errs[i] != nil {
+			if errs[i] != nil && len(batch) == 1 {
 				return 0, errs[i]
 			}
 			continue
@@ -297,6 +326,19 @@ func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) (time.Duration, e
 		}
 		if _, err := t.stmt(w.spRelease).ExecContext(ctx); err != nil {
 			return 0, fmt.Errorf("sqlite: ingest release savepoint: %w", err)
+		}
+	}
+	if len(hbs) > 0 {
+		jobs := make([]*ingestJob, len(hbs))
+		herrs := make([]error, len(hbs))
+		for k, i := range hbs {
+			jobs[k] = batch[i]
+		}
+		if err := w.bulk(t, jobs, herrs); err != nil {
+			return 0, err
+		}
+		for k, i := range hbs {
+			errs[i] = herrs[k]
 		}
 	}
 	cstart := time.Now()

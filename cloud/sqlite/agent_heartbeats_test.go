@@ -1,0 +1,119 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// TestBulkHeartbeatsInOneTransaction drives the writer's bulk path
+// directly with one transaction holding: plain heartbeats of many devices
+// (more than one chunk), two heartbeats of one device, a status change, a
+// deadline refresh and a heartbeat of a session that no longer owns its
+// device.
+func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err := NewAgentStore(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	org, err := db.CreateOrg(ctx, "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := hbChunk + 7
+	devs := make([]agentlink.Device, n)
+	now := time.Now().Truncate(time.Millisecond)
+	for i := range devs {
+		id := ids.New()
+		sum := sha256.Sum256([]byte(id))
+		if _, err := db.W.Exec(`INSERT INTO devices (id, org_id, name, serial_number, model, token_hash, created_at) VALUES (?, ?, 'g', ?, 'IG-500', ?, 0)`, id, org.ID, id, sum[:]); err != nil {
+			t.Fatal(err)
+		}
+		devs[i] = agentlink.Device{ID: id, OrgID: org.ID, Model: "IG-500"}
+		if _, err := s.Connect(ctx, devs[i], "s-"+id, now, now.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Hello(ctx, agentlink.HelloIn{Device: devs[i], Session: "s-" + id, At: now, HeartbeatInterval: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := now.Add(time.Second)
+	job := func(i int, mod func(*agentlink.HeartbeatIn)) *ingestJob {
+		in := agentlink.HeartbeatIn{Device: devs[i], Session: "s-" + devs[i].ID, At: at, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
+			IPAddress: "10.0.0.1", HasChannels: true, Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: "1"}}}
+		if mod != nil {
+			mod(&in)
+		}
+		return &ingestJob{hb: &hbJob{in: in, serial: true}}
+	}
+	var jobs []*ingestJob
+	for i := range n {
+		jobs = append(jobs, job(i, nil))
+	}
+	// Device 0 twice: the later heartbeat's values win.
+	jobs = append(jobs, job(0, func(in *agentlink.HeartbeatIn) {
+		in.IPAddress = "10.9.9.9"
+		in.Channels[0].Live = "0"
+		in.Event = &resource.Event{ID: ids.New(), Type: "heartbeat", Severity: resource.SeverityInfo, Data: []byte(`{}`), CreatedAt: resource.T(at)}
+	}))
+	jobs[1] = job(1, func(in *agentlink.HeartbeatIn) { in.Status = resource.StatusUpdating; in.Deadline = at.Add(time.Minute) })
+	jobs[2] = job(2, func(in *agentlink.HeartbeatIn) { in.Deadline = at.Add(time.Hour) })
+	jobs[3] = job(3, func(in *agentlink.HeartbeatIn) { in.Session = "stale" })
+	errs := make([]error, len(jobs))
+	if _, err := s.w.runTx(jobs, errs); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if i == 3 {
+			if !errors.Is(err, agentlink.ErrSessionGone) {
+				t.Errorf("stale session: err = %v, want ErrSessionGone", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("job %d: %v", i, err)
+		}
+	}
+	if ch := jobs[1].hb.out.Change; ch.From != resource.StatusOnline || ch.To != resource.StatusUpdating {
+		t.Errorf("status change = %+v", ch)
+	}
+	var stored int
+	db.R.QueryRow(`SELECT COUNT(*) FROM devices WHERE last_seen = ?`, at.UnixMilli()).Scan(&stored)
+	if stored != n-1 {
+		t.Errorf("last_seen set on %d devices, want %d", stored, n-1)
+	}
+	var ip, live, status string
+	db.R.QueryRow(`SELECT ip_address FROM devices WHERE id = ?`, devs[0].ID).Scan(&ip)
+	db.R.QueryRow(`SELECT live FROM serial_channels WHERE device_id = ? AND channel_id = 'gpio-1'`, devs[0].ID).Scan(&live)
+	db.R.QueryRow(`SELECT status FROM devices WHERE id = ?`, devs[1].ID).Scan(&status)
+	if ip != "10.9.9.9" || live != "0" || status != "UPDATING" {
+		t.Errorf("device 0 ip %q live %q, device 1 status %q", ip, live, status)
+	}
+	var dl int64
+	db.R.QueryRow(`SELECT agent_deadline FROM devices WHERE id = ?`, devs[2].ID).Scan(&dl)
+	if dl != at.Add(time.Hour).UnixMilli() {
+		t.Errorf("deadline not refreshed")
+	}
+	var chans, tel, evs int
+	db.R.QueryRow(`SELECT COUNT(*) FROM serial_channels WHERE channel_id = 'gpio-1' AND available = 1`).Scan(&chans)
+	db.R.QueryRow(`SELECT COUNT(*) FROM serial_state WHERE telemetry_at = ?`, at.UnixMilli()).Scan(&tel)
+	db.R.QueryRow(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'heartbeat'`, devs[0].ID).Scan(&evs)
+	if chans != n-1 || tel != n-1 || evs != 1 {
+		t.Errorf("channels %d, telemetry times %d (want %d each), heartbeat events %d (want 1)", chans, tel, n-1, evs)
+	}
+}

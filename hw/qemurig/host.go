@@ -21,13 +21,18 @@ const systemBusybox = "/bin/busybox"
 
 // EnsureQEMU returns the path of qemu-system-x86_64, installing Debian's
 // qemu-system-x86 package (apt-get update, then apt-get install) when it
-// is missing. Installing needs root; without it the error says what to
-// install.
+// is missing (with busybox-static when no busybox is there either).
+// Installing needs root; without it the error says what to install.
 func EnsureQEMU(ctx context.Context, log *slog.Logger) (string, error) {
 	if p, err := exec.LookPath(QEMUBinary); err == nil {
 		return p, nil
 	}
-	if err := aptInstall(ctx, log, "qemu-system-x86"); err != nil {
+	pkgs := []string{"qemu-system-x86"}
+	if _, err := os.Stat(systemBusybox); errors.Is(err, os.ErrNotExist) {
+		// One apt-get run for both on a fresh machine.
+		pkgs = append(pkgs, "busybox-static")
+	}
+	if err := aptInstall(ctx, log, pkgs...); err != nil {
 		return "", fmt.Errorf("%s is missing: %w", QEMUBinary, err)
 	}
 	p, err := exec.LookPath(QEMUBinary)

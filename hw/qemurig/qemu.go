@@ -225,6 +225,9 @@ type Outcome struct {
 	Done bool
 	// DoneLine is the FLEET-DONE marker line.
 	DoneLine string
+	// Skipped are the guest's "--- SKIP: TestKernel..." lines and its
+	// "no tests to run" warnings: a kernel test never skips in the guest.
+	Skipped []string
 	// Elapsed is the wall time from qemu's start to its exit; FirstOutputAt,
 	// BootAt and DoneAt when the first console line, the boot marker and
 	// the done marker arrived (0 when they did not).
@@ -246,6 +249,9 @@ func ParseConsole(console string) *Outcome {
 			// Only the init script prints it; the firmware's last line
 			// may precede it without a newline.
 			line = line[i:]
+		}
+		if strings.HasPrefix(line, "--- SKIP: TestKernel") || strings.HasPrefix(line, "testing: warning: no tests to run") {
+			o.Skipped = append(o.Skipped, line)
 		}
 		fields := strings.Fields(line)
 		if len(fields) == 0 {
@@ -271,8 +277,9 @@ func ParseConsole(console string) *Outcome {
 }
 
 // Check returns nil when the guest booted, reported a passing result for
-// every package in want, no failing result, and finished; otherwise an
-// error that says what went wrong, followed by the guest's console.
+// every package in want, no failing result, no skipped kernel test, and
+// finished; otherwise an error that says what went wrong, followed by the
+// guest's console.
 func (o *Outcome) Check(want []string) error {
 	var problems []string
 	if !o.Booted {
@@ -289,6 +296,9 @@ func (o *Outcome) Check(want []string) error {
 		if !seen[p] {
 			problems = append(problems, fmt.Sprintf("%s: no result (the guest stopped before it finished)", p))
 		}
+	}
+	for _, sk := range o.Skipped {
+		problems = append(problems, "skipped in the guest, where kernel tests must run: "+sk)
 	}
 	if o.Booted && !o.Done {
 		problems = append(problems, "the guest never printed "+MarkerDone)

@@ -157,6 +157,10 @@ func TestParseConsoleAndCheck(t *testing.T) {
 		{"never booted", "SeaBIOS\nKernel panic - not syncing\n", []string{"boot failure", "Kernel panic"}},
 		{"module failed", booted + "FLEET-RESULT modules FAIL insmod vcan\nFLEET-RESULT " + pkgA + " PASS\nFLEET-RESULT " + pkgB + " PASS\nFLEET-DONE pass=2 fail=1\n",
 			[]string{"modules: FAIL insmod vcan"}},
+		{"a kernel test skipped in the guest", booted + "=== RUN   TestKernelY\n    --- SKIP: TestKernelY (0.00s)\nFLEET-RESULT " + pkgA + " PASS\nFLEET-RESULT " + pkgB + " PASS\nFLEET-DONE pass=2 fail=0\n",
+			[]string{"skipped in the guest", "--- SKIP: TestKernelY"}},
+		{"a package ran no test", booted + "testing: warning: no tests to run\nPASS\nFLEET-RESULT " + pkgA + " PASS\nFLEET-RESULT " + pkgB + " PASS\nFLEET-DONE pass=2 fail=0\n",
+			[]string{"no tests to run"}},
 		{"marker inside test output does not count", booted + "    log: FLEET-RESULT " + pkgA + " PASS\nFLEET-RESULT " + pkgB + " PASS\nFLEET-DONE\n",
 			[]string{pkgA + ": no result"}},
 	}

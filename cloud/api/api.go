@@ -73,6 +73,7 @@ type Server struct {
 	knownMu sync.RWMutex
 	known   map[[32]byte]struct{}
 	bufs    sync.Pool
+	pages   listPages
 
 	// precomputed header values
 	limitStr  string

@@ -150,6 +150,16 @@ func (s *Server) writeAppended(w http.ResponseWriter, r *http.Request, fn func([
 	}
 }
 
+// writeBody sends a 200 JSON body as writeAppended does.
+func (s *Server) writeBody(w http.ResponseWriter, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
 func (s *Server) getBuf() *bytes.Buffer {
 	if b, ok := s.bufs.Get().(*bytes.Buffer); ok {
 		b.Reset()

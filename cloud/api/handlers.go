@@ -53,12 +53,25 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, key *cloud.
 		s.fail(w, r, err)
 		return
 	}
+	ver, cached := s.dataVersion(r.Context(), s.cfg.Devices)
+	if cached {
+		if body := s.pages.devices.get(ver, key.OrgID, f); body != nil {
+			s.writeBody(w, body)
+			return
+		}
+	}
 	list, err := s.cfg.Devices.ListDevices(r.Context(), key.OrgID, f)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.writeAppended(w, r, func(b []byte) ([]byte, error) { return appendDeviceList(b, &list), nil })
+	s.writeAppended(w, r, func(b []byte) ([]byte, error) {
+		b = appendDeviceList(b, &list)
+		if cached {
+			s.pages.devices.put(ver, key.OrgID, f, b)
+		}
+		return b, nil
+	})
 }
 
 func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
@@ -388,6 +401,13 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.A
 		s.fail(w, r, err)
 		return
 	}
+	ver, cached := s.dataVersion(r.Context(), s.cfg.Alerts)
+	if cached {
+		if body := s.pages.alerts.get(ver, key.OrgID, f); body != nil {
+			s.writeBody(w, body)
+			return
+		}
+	}
 	list, err := s.cfg.Alerts.ListAlerts(r.Context(), key.OrgID, f)
 	if err != nil {
 		s.fail(w, r, err)
@@ -396,7 +416,27 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.A
 	for i := range list.Data {
 		fixAlert(&list.Data[i])
 	}
-	s.writeAppended(w, r, func(b []byte) ([]byte, error) { return appendAlertList(b, &list) })
+	s.writeAppended(w, r, func(b []byte) ([]byte, error) {
+		b, err := appendAlertList(b, &list)
+		if err == nil && cached {
+			s.pages.alerts.put(ver, key.OrgID, f, b)
+		}
+		return b, err
+	})
+}
+
+// dataVersion returns the store's data version when svc can tell it (see
+// versioner); ok is false when pages of svc cannot be cached.
+func (s *Server) dataVersion(ctx context.Context, svc any) (v uint64, ok bool) {
+	vs, ok := svc.(versioner)
+	if !ok {
+		return 0, false
+	}
+	v, err := vs.DataVersion(ctx)
+	if err != nil {
+		return 0, false
+	}
+	return v, true
 }
 
 func fixAlert(a *resource.Alert) {

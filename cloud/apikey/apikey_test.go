@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -317,5 +318,58 @@ func TestWrongSecretsDoNotEvictGoodKeys(t *testing.T) {
 	}
 	if auth.BcryptRuns() != runs {
 		t.Errorf("bcrypt ran %d more times: the good key or the last wrong secret was not cached", auth.BcryptRuns()-runs)
+	}
+}
+
+// countingStore is the real store, counting key row reads.
+type countingStore struct {
+	*sqlite.DB
+	reads atomic.Int64
+}
+
+func (c *countingStore) KeyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
+	c.reads.Add(1)
+	return c.DB.KeyByID(ctx, id)
+}
+
+// TestKeyRowReadOnlyAfterCommit: with the store's data version, the key row
+// is not read again while nothing was committed, and is read again (and a
+// revocation seen) after any commit, here one by another handle.
+func TestKeyRowReadOnlyAfterCommit(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	store := &countingStore{DB: f.db}
+	auth := apikey.NewAuthenticator(store, nil, 0)
+	k, key := f.key(t, 0)
+	for i := 0; i < 5; i++ {
+		if _, err := auth.Authenticate(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := store.reads.Load(); n != 1 {
+		t.Errorf("5 requests without commits read the key row %d times, want 1", n)
+	}
+	// An unrelated commit: the row is read again, the key still works.
+	if _, err := f.db.CreateOrg(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Authenticate(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.reads.Load(); n != 2 {
+		t.Errorf("after a commit: %d row reads, want 2", n)
+	}
+	cli, err := sqlite.Open(ctx, f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+	for i := 0; i < 2; i++ {
+		if _, err := auth.Authenticate(ctx, key); cloud.ErrorCode(err) != cloud.EREVOKED {
+			t.Fatalf("request %d after revocation: err = %v, want api_key_revoked", i, err)
+		}
 	}
 }

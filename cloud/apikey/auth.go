@@ -17,11 +17,20 @@ import (
 // DefaultCacheSize bounds the cache of verified keys.
 const DefaultCacheSize = 10000
 
+// Versioned is implemented by key services that can tell cheaply whether
+// anything was committed since an earlier call (the SQLite store's
+// DataVersion): equal numbers mean a key row read at the first is current.
+type Versioned interface {
+	DataVersion(ctx context.Context) (uint64, error)
+}
+
 // Authenticator verifies bearer keys against a cloud.KeyService. The secret
 // is checked with bcrypt the first time a whole key is seen; the outcome is
-// cached under the key's SHA-256 sum (never the key itself). The key's row
-// is read on every call, so a revocation or expiry is seen on the very next
-// request, even when another process (the admin CLI) changed it.
+// cached under the key's SHA-256 sum (never the key itself). Revocation and
+// expiry are checked on every call, so a revoked key is refused on its very
+// next request, even when another process (the admin CLI) revoked it: the
+// key's row is read on every call, or, when the key service is Versioned,
+// kept until the store's data version changes (any commit, by any process).
 type Authenticator struct {
 	keys cloud.KeyService
 	now  cloud.Now
@@ -35,6 +44,14 @@ type Authenticator struct {
 	verified map[[32]byte]cacheEntry
 	refused  map[[32]byte]cacheEntry
 	inflight map[[32]byte]*verifyCall
+	// rows holds key rows by id with the data version they were read at
+	// (Versioned key services only).
+	rows map[string]keyRow
+}
+
+type keyRow struct {
+	key     *cloud.APIKey
+	version uint64
 }
 
 type cacheEntry struct {
@@ -64,6 +81,7 @@ func NewAuthenticator(keys cloud.KeyService, now cloud.Now, cacheSize int) *Auth
 		verified: make(map[[32]byte]cacheEntry),
 		refused:  make(map[[32]byte]cacheEntry),
 		inflight: make(map[[32]byte]*verifyCall),
+		rows:     make(map[string]keyRow),
 	}
 }
 
@@ -86,7 +104,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.AP
 	if !ok {
 		return nil, unauthorized()
 	}
-	k, err := a.keys.KeyByID(ctx, id)
+	k, err := a.keyByID(ctx, id)
 	if err != nil {
 		if cloud.ErrorCode(err) == cloud.ENOTFOUND {
 			return nil, unauthorized()
@@ -102,6 +120,43 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.AP
 	if !k.ExpiresAt.IsZero() && !a.now().Before(k.ExpiresAt) {
 		return nil, cloud.Errorf(cloud.EEXPIRED, "the API key expired at %s", k.ExpiresAt.UTC().Format(time.RFC3339))
 	}
+	return k, nil
+}
+
+// keyByID returns the key's row: from the row cache when the store's data
+// version has not changed since it was read, else from the store. The
+// returned key is shared; callers must not modify it.
+func (a *Authenticator) keyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
+	vs, ok := a.keys.(Versioned)
+	if !ok {
+		return a.keys.KeyByID(ctx, id)
+	}
+	// The version is read before the row: a commit racing with the read
+	// below changes the version the next call sees, so a row is never
+	// trusted beyond the version it was read at.
+	ver, err := vs.DataVersion(ctx)
+	if err != nil {
+		return a.keys.KeyByID(ctx, id)
+	}
+	a.mu.Lock()
+	r, hit := a.rows[id]
+	a.mu.Unlock()
+	if hit && r.version == ver {
+		return r.key, nil
+	}
+	k, err := a.keys.KeyByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	if _, present := a.rows[id]; !present && len(a.rows) >= a.max {
+		for victim := range a.rows { // random eviction
+			delete(a.rows, victim)
+			break
+		}
+	}
+	a.rows[id] = keyRow{key: k, version: ver}
+	a.mu.Unlock()
 	return k, nil
 }
 

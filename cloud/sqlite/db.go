@@ -36,6 +36,8 @@ type DB struct {
 
 	path  string
 	stmts sync.Map // query text -> *sql.Stmt on R (see readStmt)
+
+	ver versionReader // see DataVersion
 }
 
 // Open opens (creating if needed) the database file at path and applies
@@ -88,6 +90,17 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	r.SetConnMaxIdleTime(0)
 	r.SetConnMaxLifetime(0)
 	db.R = r
+	v, err := sql.Open("sqlite3", dsn("ro"))
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open version reader: %w", err)
+	}
+	v.SetMaxOpenConns(1)
+	v.SetMaxIdleConns(1)
+	v.SetConnMaxIdleTime(0)
+	v.SetConnMaxLifetime(0)
+	db.ver.db = v
 	return db, nil
 }
 
@@ -101,6 +114,7 @@ func (db *DB) Close() error {
 		v.(*sql.Stmt).Close()
 		return true
 	})
+	db.ver.close()
 	if db.R != nil {
 		err = db.R.Close()
 	}

@@ -1,0 +1,89 @@
+package api
+
+import (
+	"context"
+	"sync"
+
+	"github.com/fleet/fleet/cloud"
+)
+
+// versioner is a list service that can tell cheaply whether anything was
+// committed since an earlier call (the SQLite store's DataVersion, which
+// changes on every commit by any connection or process). Equal numbers mean
+// a page rendered at the first is still what the store would answer.
+type versioner interface {
+	DataVersion(ctx context.Context) (uint64, error)
+}
+
+// Bounds of a page cache; past either, the cache starts over empty.
+const (
+	pageCacheEntries = 4096
+	pageCacheBytes   = 32 << 20
+)
+
+// pageCache keeps the rendered 200 bodies of one hot list endpoint (GET
+// /devices or GET /alerts), keyed by organization and the parsed filter, for
+// one data version of the store: a page is served from it only while
+// nothing at all was committed since it was rendered. Bodies are immutable
+// once stored. The organization is part of the key, so one organization's
+// page can never answer another's request.
+type pageCache[F comparable] struct {
+	mu      sync.Mutex
+	version uint64
+	pages   map[pageKey[F]][]byte
+	bytes   int
+}
+
+type pageKey[F comparable] struct {
+	org    string
+	filter F
+}
+
+// get returns the body stored for org and f at version, or nil.
+func (c *pageCache[F]) get(version uint64, org string, f F) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if version != c.version {
+		if version > c.version {
+			c.reset(version)
+		}
+		return nil
+	}
+	return c.pages[pageKey[F]{org, f}]
+}
+
+// put stores a copy of body for org and f, rendered from what the store held
+// at version (read before the page was).
+func (c *pageCache[F]) put(version uint64, org string, f F, body []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if version < c.version {
+		return // rendered from an older state than the cache already knows
+	}
+	if version > c.version || len(c.pages) >= pageCacheEntries || c.bytes+len(body) > pageCacheBytes {
+		c.reset(version)
+	}
+	if len(body) > pageCacheBytes {
+		return
+	}
+	b := make([]byte, len(body))
+	copy(b, body)
+	k := pageKey[F]{org, f}
+	if old, ok := c.pages[k]; ok {
+		c.bytes -= len(old)
+	}
+	c.pages[k] = b
+	c.bytes += len(b)
+}
+
+func (c *pageCache[F]) reset(version uint64) {
+	c.version = version
+	c.pages = make(map[pageKey[F]][]byte)
+	c.bytes = 0
+}
+
+// listPages are the two page caches of the server.
+type listPages struct {
+	devices pageCache[cloud.DeviceFilter]
+	alerts  pageCache[cloud.AlertFilter]
+}

@@ -156,6 +156,8 @@ func runBench(ctx context.Context, args []string) error {
 	p50, p99 := agentlink.Quantile(hist, 0.50), agentlink.Quantile(hist, 0.99)
 	txs := s1.Store.Transactions - s0.Store.Transactions
 	jobs := s1.Store.Jobs - s0.Store.Jobs
+	busy := (s1.Store.Busy - s0.Store.Busy).Seconds() / window.Seconds()
+	commit := (s1.Store.Commit - s0.Store.Commit).Seconds() / window.Seconds()
 
 	// Phase 3: reconnect storm. The relay restarts (graceful shutdown, as
 	// in a deploy) and every agent reconnects and flushes its spool.
@@ -191,6 +193,10 @@ func runBench(ctx context.Context, args []string) error {
 		rate, targetHBRate, okMark(rate >= targetHBRate), float64(n)/f.interval.Seconds(), txs, float64(jobs)/float64(max(txs, 1)))
 	fmt.Printf("  heartbeat-to-stored p99      %8.1f ms | < %d ms%s  (p50 %.1f ms; relay: read to commit)\n",
 		ms(p99), targetHBP99.Milliseconds(), okMark(p99 < targetHBP99 && stored > 0), ms(p50))
+	fmt.Printf("  relay writer busy            %8.0f %%  |            (of which commit %.0f %%)\n", 100*busy, 100*commit)
+	if psi, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
+		fmt.Printf("  box CPU pressure (PSI)       %s\n", strings.SplitN(string(psi), "\n", 2)[0])
+	}
 	if probes.n > 0 {
 		fmt.Printf("  end-to-end probe p99         %8.1f ms |            (p50 %.1f ms, %d probes: heartbeat + one-sample batch sent, ack received)\n", ms(probes.p99), ms(probes.p50), probes.n)
 	}
@@ -546,23 +552,46 @@ func (b *bench) startHeartbeats(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
+// hbPrefix and hbParts are a heartbeat's JSON before and after its "at"
+// value, with gpio-1 at "0" and at "1".
+var hbPrefix, hbParts = func() (string, [2]string) {
+	at := resource.FormatTime(time.Unix(0, 0))
+	var prefix string
+	var parts [2]string
+	for v := range 2 {
+		chans := make([]protocol.ChannelState, len(channelsTemplate))
+		copy(chans, channelsTemplate)
+		chans[4].Live = fmt.Sprint(v)
+		hb := protocol.Heartbeat{At: resource.T(time.Unix(0, 0)), Status: resource.StatusOnline, IPAddress: "10.0.0.1", Channels: chans,
+			VPN: &protocol.VPN{Up: true, InterfaceName: "wg0", Endpoint: "vpn.example:51820", PeerCount: 1}}
+		b, err := json.Marshal(protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb})
+		if err != nil {
+			panic(err)
+		}
+		i := strings.Index(string(b), at)
+		prefix, parts[v] = string(b[:i]), string(b[i+len(at):])
+	}
+	return prefix, parts
+}()
+
 func (b *bench) beat(ctx context.Context, a *lagent) {
 	ws := a.ws
 	if ws == nil {
 		return
 	}
 	a.beats++
-	chans := make([]protocol.ChannelState, len(channelsTemplate))
-	copy(chans, channelsTemplate)
-	chans[4].Live = fmt.Sprint(a.beats % 2) // gpio-1 toggles: one changed channel per heartbeat
-	hb := protocol.Heartbeat{At: resource.T(time.Now()), Status: resource.StatusOnline, IPAddress: "10.0.0.1", Channels: chans,
-		VPN: &protocol.VPN{Up: true, InterfaceName: "wg0", Endpoint: "vpn.example:51820", PeerCount: 1}}
-	// Not derived from ctx: thousands of children of one parent contend
-	// for its lock.
-	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	// The heartbeat is spliced from pre-encoded parts (the generator must
+	// stay cheap: it shares the CPU with the relay); gpio-1 toggles, so
+	// every heartbeat changes one channel.
+	msg := make([]byte, 0, len(hbPrefix)+len(resource.TimeLayout)+len(hbParts[1]))
+	msg = append(msg, hbPrefix...)
+	msg = time.Now().UTC().AppendFormat(msg, resource.TimeLayout)
+	msg = append(msg, hbParts[a.beats%2]...)
+	// No deadline: a context per write costs a timer, and one derived from
+	// a shared parent makes every writer contend for its lock.
+	wctx := context.Background()
 	sent := time.Now()
-	if err := writeJSON(wctx, ws, protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb}); err != nil {
+	if err := ws.Write(wctx, websocket.MessageText, msg); err != nil {
 		return
 	}
 	if b.f.probeEvery > 0 && a.idx%b.f.probeEvery == 0 && a.probeAt.Load() == 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -16,6 +17,9 @@ import (
 // WebhookStore is the webhook outbox (webhook.Store) on SQLite.
 type WebhookStore struct {
 	db *DB
+
+	mu sync.Mutex // guards the lazily prepared statements below
+	st struct{ insert, attempt, update, forwarding *sql.Stmt }
 }
 
 var _ webhook.Store = (*WebhookStore)(nil)
@@ -26,20 +30,46 @@ func NewWebhookStore(db *DB) *WebhookStore { return &WebhookStore{db: db} }
 const deliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
 
 // WriteOutbox inserts deliveries and records attempts with their delivery's
-// new state in one transaction, with multi-row statements.
+// new state in one transaction, with statements prepared once on the
+// writer connection.
 func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Delivery, attempts []webhook.Attempt) error {
 	if len(inserts) == 0 && len(attempts) == 0 {
 		return nil
 	}
+	if err := s.prepare(ctx); err != nil {
+		return err
+	}
 	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		for start := 0; start < len(inserts); start += outboxChunk {
-			if err := insertDeliveries(ctx, tx, inserts[start:min(start+outboxChunk, len(inserts))]); err != nil {
-				return err
+		if len(inserts) > 0 {
+			ins := tx.StmtContext(ctx, s.st.insert)
+			for _, d := range inserts {
+				state := d.State
+				if state == "" {
+					state = webhook.StatePending
+				}
+				if err := ins.QueryRowContext(ctx, d.ID, d.OrgID, d.DeviceID, d.Event, d.URL, d.Body, string(state), d.Attempts,
+					d.NextAttemptAt.UnixMilli(), d.CreatedAt.UnixMilli()).Scan(&d.Seq); err != nil {
+					return err
+				}
 			}
 		}
-		for start := 0; start < len(attempts); start += outboxChunk {
-			if err := recordAttempts(ctx, tx, attempts[start:min(start+outboxChunk, len(attempts))]); err != nil {
-				return err
+		if len(attempts) > 0 {
+			att, upd := tx.StmtContext(ctx, s.st.attempt), tx.StmtContext(ctx, s.st.update)
+			for _, a := range attempts {
+				if a.Number > 0 { // 0: a state change without an attempt (a dropped delivery)
+					if _, err := att.ExecContext(ctx, a.DeliveryID, a.Number, a.At.UnixMilli(), nullStatus(a.StatusCode), a.Error, a.Duration.Milliseconds()); err != nil {
+						return err
+					}
+				}
+				next := a.NextAttemptAt
+				var ended sql.NullInt64
+				if a.State != webhook.StatePending {
+					next = a.At
+					ended = sql.NullInt64{Int64: a.At.Add(a.Duration).UnixMilli(), Valid: true}
+				}
+				if _, err := upd.ExecContext(ctx, string(a.State), a.Number, next.UnixMilli(), nullStatus(a.StatusCode), a.Error, ended, a.DeliveryID); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -50,95 +80,39 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 	return nil
 }
 
-// outboxChunk is the number of rows per multi-row statement.
-const outboxChunk = 100
-
-func insertDeliveries(ctx context.Context, tx *sql.Tx, ds []*webhook.Delivery) error {
-	var q strings.Builder
-	q.WriteString(`INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at) VALUES `)
-	args := make([]any, 0, 10*len(ds))
-	byID := make(map[string]*webhook.Delivery, len(ds))
-	for i, d := range ds {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString(`(?,?,?,?,?,?,?,?,?,?)`)
-		state := d.State
-		if state == "" {
-			state = webhook.StatePending
-		}
-		args = append(args, d.ID, d.OrgID, d.DeviceID, d.Event, d.URL, d.Body, string(state), d.Attempts, d.NextAttemptAt.UnixMilli(), d.CreatedAt.UnixMilli())
-		byID[d.ID] = d
-	}
-	q.WriteString(` RETURNING id, seq`)
-	rows, err := tx.QueryContext(ctx, q.String(), args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var seq int64
-		if err := rows.Scan(&id, &seq); err != nil {
-			return err
-		}
-		if d := byID[id]; d != nil {
-			d.Seq = seq
+// prepare prepares the outbox statements on the writer connection.
+func (s *WebhookStore) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&s.st.insert, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`},
+		{&s.st.attempt, `INSERT OR REPLACE INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`},
+		{&s.st.update, `UPDATE webhook_deliveries SET state = ?, attempts = MAX(attempts, ?), next_attempt_at = ?, last_status = ?, last_error = ?, ended_at = ?
+			WHERE id = ? AND state = 'pending'`},
+	} {
+		if _, err := s.stmt(ctx, p.dst, s.db.W, p.sql); err != nil {
+			return fmt.Errorf("sqlite: webhook outbox: prepare: %w", err)
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
-func recordAttempts(ctx context.Context, tx *sql.Tx, as []webhook.Attempt) error {
-	var q strings.Builder
-	q.WriteString(`INSERT OR REPLACE INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES `)
-	args := make([]any, 0, 6*len(as))
-	last := make(map[string]int, len(as)) // delivery id -> index of its newest record here
-	rows := 0
-	for i, a := range as {
-		if j, ok := last[a.DeliveryID]; !ok || as[j].Number < a.Number || a.Number == 0 {
-			last[a.DeliveryID] = i
-		}
-		if a.Number == 0 {
-			continue // a state change without an attempt (a dropped delivery)
-		}
-		if rows > 0 {
-			q.WriteByte(',')
-		}
-		rows++
-		q.WriteString(`(?,?,?,?,?,?)`)
-		args = append(args, a.DeliveryID, a.Number, a.At.UnixMilli(), nullStatus(a.StatusCode), a.Error, a.Duration.Milliseconds())
+// stmt returns *dst, preparing query on pool the first time (a failed
+// prepare is tried again on the next call).
+func (s *WebhookStore) stmt(ctx context.Context, dst **sql.Stmt, pool *sql.DB, query string) (*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *dst != nil {
+		return *dst, nil
 	}
-	if rows > 0 {
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-			return err
-		}
+	st, err := pool.PrepareContext(context.WithoutCancel(ctx), query)
+	if err != nil {
+		return nil, err
 	}
-	q.Reset()
-	q.WriteString(`UPDATE webhook_deliveries SET state = v.column2, attempts = MAX(webhook_deliveries.attempts, v.column3), next_attempt_at = v.column4,
-		last_status = v.column5, last_error = v.column6, ended_at = v.column7 FROM (VALUES `)
-	args = args[:0]
-	n := 0
-	for i, a := range as {
-		if last[a.DeliveryID] != i {
-			continue
-		}
-		if n > 0 {
-			q.WriteByte(',')
-		}
-		n++
-		q.WriteString(`(?,?,?,?,?,?,?)`)
-		next := a.NextAttemptAt
-		var ended sql.NullInt64
-		if a.State != webhook.StatePending {
-			next = a.At
-			ended = sql.NullInt64{Int64: a.At.Add(a.Duration).UnixMilli(), Valid: true}
-		}
-		args = append(args, a.DeliveryID, string(a.State), a.Number, next.UnixMilli(), nullStatus(a.StatusCode), a.Error, ended)
-	}
-	q.WriteString(`) AS v WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.state = 'pending'`)
-	_, err := tx.ExecContext(ctx, q.String(), args...)
-	return err
+	*dst = st
+	return st, nil
 }
 
 func nullStatus(code int) sql.NullInt64 {
@@ -204,8 +178,12 @@ func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string,
 	var orgID string
 	var url sql.NullString
 	var enabled sql.NullBool
-	err := s.db.R.QueryRowContext(ctx, `SELECT d.org_id, s.webhook_url, s.webhook_enabled FROM devices d
-		LEFT JOIN serial_state s ON s.device_id = d.id WHERE d.id = ?`, deviceID).Scan(&orgID, &url, &enabled)
+	st, err := s.stmt(ctx, &s.st.forwarding, s.db.R, `SELECT d.org_id, s.webhook_url, s.webhook_enabled FROM devices d
+		LEFT JOIN serial_state s ON s.device_id = d.id WHERE d.id = ?`)
+	if err != nil {
+		return "", "", fmt.Errorf("sqlite: forwarding: %w", err)
+	}
+	err = st.QueryRowContext(ctx, deviceID).Scan(&orgID, &url, &enabled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", cloud.Errorf(cloud.ENOTFOUND, "device %q not found", deviceID)
 	}

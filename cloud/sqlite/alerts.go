@@ -58,14 +58,11 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 	if state == "" {
 		state = resource.AlertActive
 	}
-	var before int64
-	if f.Cursor != "" {
-		var err error
-		if before, err = s.db.cursorTime(ctx, alertCursorSQL, f.Cursor, orgID); err != nil {
-			return out, err
-		}
+	if f.Cursor != "" && !ids.Valid(f.Cursor) {
+		return out, errBadCursor()
 	}
-	args := []any{orgID, string(state)}
+	args := make([]any, 0, 8)
+	args = append(args, orgID, string(state))
 	if f.Severity != "" {
 		args = append(args, string(f.Severity))
 	}
@@ -73,7 +70,7 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 		args = append(args, f.DeviceID)
 	}
 	if f.Cursor != "" {
-		args = append(args, before, f.Cursor)
+		args = append(args, f.Cursor, orgID, f.Cursor)
 	}
 	args = append(args, limit+1)
 	q := listAlertsSQL(f.Severity != "", f.DeviceID != "", f.Cursor != "")
@@ -96,6 +93,13 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("sqlite: list alerts: %w", err)
 	}
+	if len(out.Data) == 0 && f.Cursor != "" {
+		// An empty page: after the last item, or a cursor that is not an
+		// item of the list (the query cannot tell).
+		if _, err := s.db.cursorTime(ctx, alertCursorSQL, f.Cursor, orgID); err != nil {
+			return out, err
+		}
+	}
 	out.Data, out.Pagination = paginate(out.Data, limit, func(a resource.Alert) string { return a.ID })
 	return out, nil
 }
@@ -111,7 +115,9 @@ func listAlertsSQL(severity, device, cursor bool) string {
 		q += ` AND device_id = ?`
 	}
 	if cursor {
-		q += ` AND (created_at, id) < (?, ?)`
+		// The cursor item's position is looked up in the same statement;
+		// an unknown cursor makes it NULL and the page empty.
+		q += ` AND (created_at, id) < ((SELECT c.created_at FROM alerts c WHERE c.id = ? AND c.org_id = ?), ?)`
 	}
 	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
 }

@@ -49,19 +49,16 @@ func scanDevice(sc interface{ Scan(...any) error }, extra ...any) (resource.Devi
 func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.DeviceFilter) (resource.List[resource.Device], error) {
 	out := resource.List[resource.Device]{Data: []resource.Device{}}
 	limit := clampLimit(f.Limit, 25, 100)
-	var after int64
-	if f.Cursor != "" {
-		var err error
-		if after, err = s.db.cursorTime(ctx, deviceCursorSQL, f.Cursor, orgID); err != nil {
-			return out, err
-		}
+	if f.Cursor != "" && !ids.Valid(f.Cursor) {
+		return out, errBadCursor()
 	}
-	args := []any{orgID}
+	args := make([]any, 0, 6)
+	args = append(args, orgID)
 	if f.Status != "" {
 		args = append(args, string(f.Status))
 	}
 	if f.Cursor != "" {
-		args = append(args, after, f.Cursor)
+		args = append(args, f.Cursor, orgID, f.Cursor)
 	}
 	args = append(args, limit+1)
 	q := listDevicesSQL(f.Status != "", f.Cursor != "")
@@ -83,6 +80,13 @@ func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.D
 	}
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("sqlite: list devices: %w", err)
+	}
+	if len(out.Data) == 0 && f.Cursor != "" {
+		// An empty page: after the last item, or a cursor that is not an
+		// item of the list (the query cannot tell).
+		if _, err := s.db.cursorTime(ctx, deviceCursorSQL, f.Cursor, orgID); err != nil {
+			return out, err
+		}
 	}
 	out.Data, out.Pagination = paginate(out.Data, limit, func(d resource.Device) string { return d.ID })
 	return out, nil
@@ -165,14 +169,11 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 		return out, err
 	}
 	limit := clampLimit(f.Limit, 50, 200)
-	var before int64
-	if f.Cursor != "" {
-		var err error
-		if before, err = s.db.cursorTime(ctx, eventCursorSQL, f.Cursor, deviceID); err != nil {
-			return out, err
-		}
+	if f.Cursor != "" && !ids.Valid(f.Cursor) {
+		return out, errBadCursor()
 	}
-	args := []any{deviceID}
+	args := make([]any, 0, 7)
+	args = append(args, deviceID)
 	if f.Type != "" {
 		args = append(args, f.Type)
 	}
@@ -180,7 +181,7 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 		args = append(args, string(f.Severity))
 	}
 	if f.Cursor != "" {
-		args = append(args, before, f.Cursor)
+		args = append(args, f.Cursor, deviceID, f.Cursor)
 	}
 	args = append(args, limit+1)
 	q := listEventsSQL(f.Type != "", f.Severity != "", f.Cursor != "")
@@ -208,6 +209,11 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("sqlite: events: %w", err)
 	}
+	if len(out.Data) == 0 && f.Cursor != "" {
+		if _, err := s.db.cursorTime(ctx, eventCursorSQL, f.Cursor, deviceID); err != nil {
+			return out, err
+		}
+	}
 	out.Data, out.Pagination = paginate(out.Data, limit, func(e resource.Event) string { return e.ID })
 	return out, nil
 }
@@ -229,7 +235,9 @@ func listDevicesSQL(status, cursor bool) string {
 		q += ` AND status = ?`
 	}
 	if cursor {
-		q += ` AND (created_at, id) > (?, ?)`
+		// The cursor item's position is looked up in the same statement;
+		// an unknown cursor makes it NULL and the page empty.
+		q += ` AND (created_at, id) > ((SELECT c.created_at FROM devices c WHERE c.id = ? AND c.org_id = ?), ?)`
 	}
 	return q + ` ORDER BY created_at, id LIMIT ?`
 }
@@ -243,7 +251,7 @@ func listEventsSQL(typ, severity, cursor bool) string {
 		q += ` AND severity = ?`
 	}
 	if cursor {
-		q += ` AND (created_at, id) < (?, ?)`
+		q += ` AND (created_at, id) < ((SELECT c.created_at FROM events c WHERE c.id = ? AND c.device_id = ?), ?)`
 	}
 	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
 }
@@ -272,7 +280,7 @@ func paginate[T any](items []T, limit int, id func(T) string) ([]T, resource.Pag
 // the cursor and one scope argument) finds, or ECURSOR.
 func (db *DB) cursorTime(ctx context.Context, query, cursor, scope string) (int64, error) {
 	if !ids.Valid(cursor) {
-		return 0, cloud.Errorf(cloud.ECURSOR, "cursor is not an item of this list")
+		return 0, errBadCursor()
 	}
 	st, err := db.readStmt(ctx, query)
 	if err != nil {
@@ -281,12 +289,16 @@ func (db *DB) cursorTime(ctx context.Context, query, cursor, scope string) (int6
 	var at int64
 	err = st.QueryRowContext(ctx, cursor, scope).Scan(&at)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, cloud.Errorf(cloud.ECURSOR, "cursor is not an item of this list")
+		return 0, errBadCursor()
 	}
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: cursor: %w", err)
 	}
 	return at, nil
+}
+
+func errBadCursor() error {
+	return cloud.Errorf(cloud.ECURSOR, "cursor is not an item of this list")
 }
 
 // checkDevice returns ENOTFOUND unless the device exists in the organization.

@@ -13,6 +13,9 @@ import (
 // without "USING INDEX" / "USING COVERING INDEX" / "USING PRIMARY KEY".
 var fullScan = regexp.MustCompile(`^SCAN (\w+)$`)
 
+// keysetSearch matches an index search bounded by the keyset cursor.
+var keysetSearch = regexp.MustCompile(`SEARCH \w+ USING (COVERING )?INDEX \w+ \(.*\(created_at,id\)[<>]\(\?,\?\)\)`)
+
 // TestListQueriesUseIndexes runs EXPLAIN QUERY PLAN on every list query of
 // the store, with every combination of filters and cursor, and on the
 // point reads of the request path, and fails on a full-table scan or a
@@ -86,6 +89,11 @@ func TestListQueriesUseIndexes(t *testing.T) {
 				if fullScan.MatchString(step) || strings.Contains(step, "USE TEMP B-TREE FOR ORDER BY") {
 					t.Errorf("plan step %q in\n%s\nfor %s", step, strings.Join(plan, "\n"), q.sql)
 				}
+			}
+			// A cursor page must start its index search at the cursor
+			// (the keyset bound in the SEARCH), not walk from the start.
+			if strings.Contains(q.name, "cursor=true") && !keysetSearch.MatchString(strings.Join(plan, "\n")) {
+				t.Errorf("cursor page does not seek to the cursor:\n%s\nfor %s", strings.Join(plan, "\n"), q.sql)
 			}
 		})
 	}

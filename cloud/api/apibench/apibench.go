@@ -40,12 +40,18 @@ type Config struct {
 	Duration time.Duration // measured time per endpoint
 	Warmup   time.Duration // unmeasured time before each measurement
 	Dir      string        // where the database file goes ("" for a temp dir)
+	// Writes, when above 0, adds a run of GET /devices while a writer
+	// commits that many device status changes per second (as agents'
+	// heartbeats and status changes do): every commit invalidates the
+	// server's page and key caches, so this run measures the store path.
+	Writes int
 	Log      *slog.Logger  // progress; nil discards
 }
 
 // Result is one endpoint's measurement.
 type Result struct {
 	Name     string
+	Commits  int // commits by the background writer during the measurement
 	Requests int
 	Errors   int
 	Elapsed  time.Duration
@@ -170,16 +176,37 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		cursors = append(cursors, devs[i*25-1])
 	}
 	endpoints := []struct {
-		name string
-		urls []string
+		name   string
+		urls   []string
+		writes int
 	}{
-		{"GET /devices (limit 25)", urlsWith(path+"/devices?limit=25", cursors)},
-		{"GET /alerts", []string{path + "/alerts"}},
+		{"GET /devices (limit 25)", urlsWith(path+"/devices?limit=25", cursors), 0},
+		{"GET /alerts", []string{path + "/alerts"}, 0},
+	}
+	if cfg.Writes > 0 {
+		endpoints = append(endpoints, struct {
+			name   string
+			urls   []string
+			writes int
+		}{fmt.Sprintf("GET /devices, %d commits/s", cfg.Writes), urlsWith(path+"/devices?limit=25", cursors), cfg.Writes})
 	}
 	for _, ep := range endpoints {
 		logger.Info("measuring", "endpoint", ep.name)
+		var commits atomic.Int64
+		wctx, stopWriter := context.WithCancel(ctx)
+		writerDone := make(chan error, 1)
+		if ep.writes > 0 {
+			go func() { writerDone <- writer(wctx, db, devs, ep.writes, cfg.Warmup, &commits) }()
+		} else {
+			writerDone <- nil
+		}
 		r := load(ctx, ln.Addr().String(), ep.urls, key, cfg.Clients, cfg.Warmup, cfg.Duration)
+		stopWriter()
+		if err := <-writerDone; err != nil {
+			return rep, fmt.Errorf("writer: %w", err)
+		}
 		r.Name = ep.name
+		r.Commits = int(commits.Load())
 		rep.Results = append(rep.Results, r)
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
@@ -188,6 +215,31 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// writer changes a device's status perSec times a second until ctx ends,
+// counting the commits made after warmup.
+func writer(ctx context.Context, db *sqlite.DB, devs []string, perSec int, warmup time.Duration, commits *atomic.Int64) error {
+	tick := time.NewTicker(time.Second / time.Duration(perSec))
+	defer tick.Stop()
+	measureFrom := time.Now().Add(warmup)
+	statuses := [...]resource.DeviceStatus{resource.StatusOnline, resource.StatusOffline}
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if _, err := db.SetDeviceStatus(ctx, devs[i%len(devs)], statuses[i%2], time.Now()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if time.Now().After(measureFrom) {
+			commits.Add(1)
+		}
+	}
 }
 
 func urlsWith(u string, cursors []string) []string {
@@ -426,6 +478,9 @@ func Print(w io.Writer, cfg Config, rep Report) {
 	for _, r := range rep.Results {
 		fmt.Fprintf(w, "  %-24s %8.0f req/s (target >= 15000)  p50 %6.2f ms  p99 %6.2f ms (target < 5 ms)  errors %d\n",
 			r.Name, r.RPS(), ms(r.P50), ms(r.P99), r.Errors)
+		if r.Commits > 0 {
+			fmt.Fprintf(w, "  %-24s %d commits during the measurement: every one invalidates the page and key caches\n", "", r.Commits)
+		}
 		if r.CPU > 0 {
 			fmt.Fprintf(w, "  %-24s CPU %.0f µs per request (server + load generator) = at most %.0f req/s on %d idle CPUs\n",
 				"", float64(r.CPU)/float64(time.Microsecond), float64(runtime.NumCPU())*float64(time.Second)/float64(r.CPU), runtime.NumCPU())

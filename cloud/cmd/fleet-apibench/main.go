@@ -24,6 +24,7 @@ func main() {
 	fs.IntVar(&cfg.Clients, "clients", 16, "concurrent clients")
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured time per endpoint")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up per endpoint")
+	fs.IntVar(&cfg.Writes, "writes", 100, "commits per second during the extra GET /devices run (0: no such run)")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory for the database file (default: a temporary one)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = fs.Parse(os.Args[1:])

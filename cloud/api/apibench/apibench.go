@@ -45,7 +45,7 @@ type Config struct {
 	// heartbeats and status changes do): every commit invalidates the
 	// server's page and key caches, so this run measures the store path.
 	Writes int
-	Log      *slog.Logger  // progress; nil discards
+	Log    *slog.Logger // progress; nil discards
 }
 
 // Result is one endpoint's measurement.

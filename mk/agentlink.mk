@@ -20,4 +20,4 @@ bench-agentlink:
 	$(BIN)/fleet-loadgen --agents $(LOADGEN_AGENTS) --duration $(LOADGEN_DURATION) $(LOADGEN_FLAGS)
 
 bench-agentlink-store:
-	$(GO) test -run '^$$' -bench BenchmarkAgentHeartbeats -benchtime 100000x ./cloud/sqlite/
+	$(GO) test -v -run '^$$' -bench BenchmarkAgentHeartbeats -benchtime 100000x ./cloud/sqlite/ | grep -E 'Benchmark|store writer'

@@ -40,7 +40,7 @@ type agentStmts struct {
 	heartbeatDeadline, heartbeatStatus      *sql.Stmt
 	serialEnsure, desiredVersion, channels  *sql.Stmt
 	channelUpsert, event, eventOwner        *sql.Stmt
-	metric, lastSeq, session, offline       *sql.Stmt
+	lastSeq, session, offline               *sql.Stmt
 	due, orphans                            *sql.Stmt
 	auth                                    *sql.Stmt // on the readers
 }
@@ -80,7 +80,6 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`},
 		{&s.st.event, db.W, `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.st.eventOwner, db.W, `SELECT device_id FROM events WHERE id = ?`},
-		{&s.st.metric, db.W, `INSERT OR IGNORE INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1) VALUES (?, ?, ?, ?, ?, ?, ?)`},
 		{&s.st.lastSeq, db.W, `UPDATE devices SET agent_last_seq = MAX(agent_last_seq, ?) WHERE id = ? RETURNING agent_last_seq`},
 		{&s.st.session, db.W, `SELECT status FROM devices WHERE id = ? AND agent_session = ?`},
 		{&s.st.offline, db.W, `UPDATE devices SET status = 'OFFLINE', agent_session = NULL, agent_deadline = NULL WHERE id = ?`},
@@ -112,7 +111,7 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 func (s *AgentStore) closeStmts() {
 	for _, st := range []*sql.Stmt{s.st.auth, s.st.status, s.st.connect, s.st.hello, s.st.heartbeat, s.st.heartbeatDeadline, s.st.heartbeatStatus,
 		s.st.serialTelemetry, s.st.serialApply, s.st.serialEnsure, s.st.desiredVersion, s.st.channels,
-		s.st.channelUpsert, s.st.event, s.st.eventOwner, s.st.metric, s.st.lastSeq, s.st.session,
+		s.st.channelUpsert, s.st.event, s.st.eventOwner, s.st.lastSeq, s.st.session,
 		s.st.offline, s.st.due, s.st.orphans} {
 		if st != nil {
 			st.Close()
@@ -279,7 +278,7 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
 		out = agentlink.RecordsOut{}
 		var maxSeq uint64
-		metric := t.stmt(s.st.metric)
+		var metrics [][]any
 		for _, r := range in.Items {
 			if r.Seq > maxSeq {
 				maxSeq = r.Seq
@@ -287,13 +286,7 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 			switch {
 			case r.Metric != nil:
 				m := r.Metric
-				res, err := metric.ExecContext(t.ctx, dev.ID, m.CapturedAt.UnixMilli(), m.CPUPct, m.MemPct, m.DiskUsedPct, m.TempCPU, m.LoadAvg1)
-				if err != nil {
-					return fmt.Errorf("sqlite: insert metric of %s: %w", dev.ID, err)
-				}
-				if n, _ := res.RowsAffected(); n > 0 {
-					out.Metrics = append(out.Metrics, *m)
-				}
+				metrics = append(metrics, []any{dev.ID, m.CapturedAt.UnixMilli(), m.CPUPct, m.MemPct, m.DiskUsedPct, m.TempCPU, m.LoadAvg1})
 			case r.Event != nil:
 				ev, ok, err := s.insertAgentEvent(t, dev, r.Event)
 				if err != nil {
@@ -302,6 +295,18 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 				if ok {
 					out.Events = append(out.Events, ev)
 				}
+			}
+		}
+		// Samples go in with multi-row statements; RETURNING names the
+		// ones actually inserted (not those a resend already stored).
+		inserted := make(map[string]bool, len(metrics))
+		if err := s.execBulk(t, bulkMetrics, metrics, inserted); err != nil {
+			return err
+		}
+		for _, r := range in.Items {
+			if m := r.Metric; m != nil && inserted[fmt.Sprint(m.CapturedAt.UnixMilli())] {
+				out.Metrics = append(out.Metrics, *m)
+				delete(inserted, fmt.Sprint(m.CapturedAt.UnixMilli()))
 			}
 		}
 		var last int64

@@ -39,6 +39,7 @@ const (
 	bulkSerial          = "serial"
 	bulkChannels        = "channels"
 	bulkEvents          = "events"
+	bulkMetrics         = "metrics"
 )
 
 // bulkSQL returns the statement of kind for n rows.
@@ -63,6 +64,9 @@ func bulkSQL(kind string, n int) string {
 			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`
 	case bulkEvents:
 		return `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES ` + rows(8)
+	case bulkMetrics:
+		return `INSERT OR IGNORE INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1) VALUES ` + rows(7) +
+			` RETURNING captured_at`
 	}
 	panic("sqlite: unknown bulk statement " + kind)
 }
@@ -70,7 +74,7 @@ func bulkSQL(kind string, n int) string {
 // prepareBulk prepares the full-chunk statements.
 func (s *AgentStore) prepareBulk() error {
 	s.bulk = make(map[string]*sql.Stmt)
-	for _, k := range []string{bulkDevices, bulkDevicesDeadline, bulkSerial, bulkChannels, bulkEvents} {
+	for _, k := range []string{bulkDevices, bulkDevicesDeadline, bulkSerial, bulkChannels, bulkEvents, bulkMetrics} {
 		st, err := s.db.W.Prepare(bulkSQL(k, hbChunk))
 		if err != nil {
 			return fmt.Errorf("sqlite: prepare bulk %s: %w", k, err)
@@ -89,8 +93,8 @@ func (s *AgentStore) bulkStmt(t *ingestTx, kind string, n int) (*sql.Stmt, error
 	return t.prepare(bulkSQL(kind, n))
 }
 
-// exec runs kind over rows in chunks; each row is a slice of arguments. For
-// the devices kinds it returns the ids the statement matched.
+// execBulk runs kind over rows in chunks; each row is a slice of arguments.
+// With matched, the statement's RETURNING values (as text) are added to it.
 func (s *AgentStore) execBulk(t *ingestTx, kind string, rows [][]any, matched map[string]bool) error {
 	for len(rows) > 0 {
 		n := min(len(rows), hbChunk)

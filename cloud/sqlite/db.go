@@ -7,6 +7,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -17,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	"github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
 
 	"github.com/fleet/fleet/cloud"
 )
@@ -76,11 +77,10 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		w.Close()
 		return nil, err
 	}
-	r, err := sql.Open("sqlite3", dsn("ro"))
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("sqlite: open readers: %w", err)
-	}
+	r := sql.OpenDB(readerConnector{dsn: dsn("ro"), driver: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec(fmt.Sprintf(`PRAGMA mmap_size = %d`, readerMmapSize), nil)
+		return err
+	}}})
 	n := 2 * runtime.GOMAXPROCS(0)
 	if n < 4 {
 		n = 4
@@ -103,6 +103,22 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	db.ver.db = v
 	return db, nil
 }
+
+// readerMmapSize is how much of the database file each reader maps: pages
+// are then read from the shared mapping rather than copied by a read(2)
+// each, which matters after every commit, when a reader's page cache
+// starts over.
+const readerMmapSize = 1 << 30
+
+// readerConnector opens reader connections through a driver with a
+// connect hook, without registering a driver name.
+type readerConnector struct {
+	dsn    string
+	driver *sqlite3.SQLiteDriver
+}
+
+func (c readerConnector) Connect(context.Context) (driver.Conn, error) { return c.driver.Open(c.dsn) }
+func (c readerConnector) Driver() driver.Driver                        { return c.driver }
 
 // Path returns the database file's path.
 func (db *DB) Path() string { return db.path }

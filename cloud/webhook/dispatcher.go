@@ -34,6 +34,9 @@ type Config struct {
 	// endpoint (the FIFO behind a failing receiver); beyond it the oldest
 	// waiting one is dropped (state failed). 0 means 1000.
 	MaxQueue int
+	// SecretTTL is how long an organization's secrets are cached; a rotated
+	// secret signs every attempt made after it. 0 means 5 s.
+	SecretTTL time.Duration
 	// PollInterval is how often the outbox is read for deliveries added by
 	// another process (webhook redeliver); 0 means 1 s.
 	PollInterval time.Duration
@@ -145,6 +148,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second
+	}
+	if cfg.SecretTTL <= 0 {
+		cfg.SecretTTL = 5 * time.Second
 	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = 7 * 24 * time.Hour
@@ -623,7 +629,7 @@ func (d *Dispatcher) secret(ctx context.Context, orgID string) (Secrets, error) 
 	d.smu.Lock()
 	c, ok := d.secrets[orgID]
 	d.smu.Unlock()
-	if ok && now.Sub(c.at) < 5*time.Second {
+	if ok && now.Sub(c.at) < d.cfg.SecretTTL {
 		return c.secrets, nil
 	}
 	s, err := d.cfg.Store.OrgSecrets(ctx, orgID)

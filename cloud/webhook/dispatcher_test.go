@@ -319,7 +319,7 @@ func TestRotatedSecretSignsRetries(t *testing.T) {
 		}
 		return 200
 	})
-	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile, backoff: []time.Duration{6 * time.Second}})
+	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile, backoff: []time.Duration{time.Second}}) // secrets cached 50 ms
 	dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}
 	if err := d.Enqueue(context.Background(), dl); err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestRotatedSecretSignsRetries(t *testing.T) {
 		t.Fatalf("rotate: %q %v", ns, err)
 	}
 	rotated <- ns
-	if h := rcv.wait(t, 1, 15*time.Second)[0]; !h.SigOK || !h.StdOK {
+	if h := rcv.wait(t, 1, 10*time.Second)[0]; !h.SigOK || !h.StdOK {
 		t.Error("retry after rotation not signed with the new secret")
 	}
 }
@@ -486,7 +486,7 @@ func TestRotationGraceSignsWithBothSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns = ns2
-	time.Sleep(5100 * time.Millisecond) // the dispatcher caches secrets for 5 s
+	time.Sleep(100 * time.Millisecond) // the dispatcher caches secrets for 50 ms here
 	rcv.secret = func() string { return ns2 }
 	h = send()
 	if sigs := h.Header.Get("webhook-signature"); !h.StdOK || len(strings.Fields(sigs)) != 1 {

@@ -196,7 +196,7 @@ func newDispatcher(t testing.TB, e *env, o dispOpts) *webhook.Dispatcher {
 	}
 	d, err := webhook.New(webhook.Config{
 		Store: e.store, Client: client, Backoff: o.backoff, Timeout: o.timeout, PerEndpoint: o.perEndpoint, MaxQueue: o.maxQueue,
-		PollInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		PollInterval: 50 * time.Millisecond, SecretTTL: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,7 @@ type reqInfo struct {
 	wrote     bool
 	status    int
 	bytes     int64
+	remote    string // clientAddr, computed once
 }
 
 type ctxKey struct{}
@@ -140,7 +141,7 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 			slog.Int64("bytes", rec.info.bytes),
 			slog.String("key_id", keyID),
-			slog.String("remote", clientAddr(r)),
+			slog.String("remote", rec.info.clientAddr(r)),
 		)
 	})
 }
@@ -182,6 +183,14 @@ func clientAddr(r *http.Request) string {
 	return httprate.CanonicalizeIP(host)
 }
 
+// clientAddr is clientAddr(r), computed once per request.
+func (info *reqInfo) clientAddr(r *http.Request) string {
+	if info.remote == "" {
+		info.remote = clientAddr(r)
+	}
+	return info.remote
+}
+
 // bearerToken returns the token of an "Authorization: Bearer <token>"
 // header. The scheme is case-insensitive; the token is bounded and printable.
 func bearerToken(h string) (string, bool) {
@@ -214,7 +223,7 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			return
 		}
 		info := infoFrom(r)
-		addrBucket := "a:" + clientAddr(r)
+		addrBucket := "a:" + info.clientAddr(r)
 		if s.addrExhausted(addrBucket) && !s.knownKey(r.Header.Get("Authorization")) {
 			// This address has used up its budget of unauthenticated
 			// requests: do not spend bcrypt on keys never verified here.

@@ -102,7 +102,7 @@ func Parse(key string) (id, secret string, ok bool) {
 		return "", "", false
 	}
 	for j := 0; j < len(secret); j++ {
-		if strings.IndexByte(base62, secret[j]) < 0 {
+		if c := secret[j]; !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') { // base62
 			return "", "", false
 		}
 	}

@@ -129,7 +129,9 @@ func runBench(ctx context.Context, args []string) error {
 	hbCtx, hbStop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	b.startHeartbeats(hbCtx, &wg)
-	time.Sleep(2 * time.Second) // warm up: first heartbeat events, channel rows
+	// Warm up: every agent's first heartbeat writes all its channel rows
+	// and a heartbeat event; measure the steady state after it.
+	time.Sleep(max(2*time.Second, f.interval+time.Second))
 	s0, err := relay.stats()
 	if err != nil {
 		hbStop()

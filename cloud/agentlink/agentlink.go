@@ -52,6 +52,9 @@ type Config struct {
 	// DefaultMetricsInterval is assumed when Hello names none (default 5m);
 	// at most one heartbeat event is recorded per metrics interval.
 	DefaultMetricsInterval time.Duration
+	// RevocationCheck is how often connected devices are checked for a
+	// revoked token (default 10s); their connections close with 4003.
+	RevocationCheck time.Duration
 }
 
 func (c *Config) defaults() {
@@ -73,6 +76,7 @@ func (c *Config) defaults() {
 	def(&c.DefaultHeartbeat, 30*time.Second)
 	def(&c.MinHeartbeat, 100*time.Millisecond)
 	def(&c.DefaultMetricsInterval, 5*time.Minute)
+	def(&c.RevocationCheck, 10*time.Second)
 }
 
 // Server is the agent endpoint. Create it with New, mount Handler at
@@ -333,6 +337,8 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
+	rt := time.NewTicker(s.cfg.RevocationCheck)
+	defer rt.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -341,6 +347,26 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			s.sweep(ctx)
+		case <-rt.C:
+			s.closeRevoked(ctx)
+		}
+	}
+}
+
+// closeRevoked closes the connections of devices whose token was revoked
+// while they were connected; the close takes them OFFLINE.
+func (s *Server) closeRevoked(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ids, err := s.cfg.Store.Revoked(rctx)
+	cancel()
+	if err != nil {
+		s.log.Error("revocation check failed", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if c := s.lookup(id); c != nil {
+			c.log.Warn("device token revoked; closing its connection")
+			c.kill(protocol.CloseUnauthorized, "device token revoked")
 		}
 	}
 }

@@ -544,3 +544,25 @@ func TestShutdownClosesWithShutdownCode(t *testing.T) {
 		t.Errorf("dial after shutdown: %v %v", resp, err)
 	}
 }
+
+func TestRevokedWhileConnected(t *testing.T) {
+	e := newEnv(t, func(c *agentlink.Config) { c.RevocationCheck = 50 * time.Millisecond })
+	id, tok := e.addDevice("IG-500")
+	a, _ := e.connect(tok, hello())
+	if _, err := e.db.RevokeDevice(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	ce := a.expectClose(5 * time.Second)
+	if ce.Code != protocol.CloseUnauthorized {
+		t.Errorf("close = %d %q, want %d", ce.Code, ce.Reason, protocol.CloseUnauthorized)
+	}
+	eventually(t, 2*time.Second, func() string {
+		if s := e.device(id).Status; s != "OFFLINE" {
+			return "status " + s
+		}
+		return ""
+	})
+	if _, resp, err := e.dial(tok); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("reconnect with a revoked token: %v %v", resp, err)
+	}
+}

@@ -56,6 +56,9 @@ type Store interface {
 	// now and returns the changes. The relay holding a connection checks its
 	// liveness exactly; the stored deadline covers relays that died.
 	Sweep(ctx context.Context, now time.Time) ([]StatusChange, error)
+	// Revoked returns the devices that have a session but whose token was
+	// revoked since.
+	Revoked(ctx context.Context) ([]string, error)
 	// Orphans gives a deadline of now+window to every device that a previous
 	// relay process left connected without one.
 	Orphans(ctx context.Context, now time.Time, window time.Duration) (int, error)

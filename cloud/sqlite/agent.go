@@ -444,6 +444,24 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 	return out, err
 }
 
+// Revoked implements agentlink.Store.
+func (s *AgentStore) Revoked(ctx context.Context) ([]string, error) {
+	rows, err := s.db.R.QueryContext(ctx, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: revoked devices: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite: revoked devices: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
 // Orphans implements agentlink.Store.
 func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Duration) (int, error) {
 	var n int64

@@ -71,7 +71,10 @@ func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
 		in.Channels[0].Live = "0"
 		in.Event = &resource.Event{ID: ids.New(), Type: "heartbeat", Severity: resource.SeverityInfo, Data: []byte(`{}`), CreatedAt: resource.T(at)}
 	}))
-	jobs[1] = job(1, func(in *agentlink.HeartbeatIn) { in.Status = resource.StatusUpdating; in.Deadline = at.Add(time.Minute) })
+	jobs[1] = job(1, func(in *agentlink.HeartbeatIn) {
+		in.Status = resource.StatusUpdating
+		in.Deadline = at.Add(time.Minute)
+	})
 	jobs[2] = job(2, func(in *agentlink.HeartbeatIn) { in.Deadline = at.Add(time.Hour) })
 	jobs[3] = job(3, func(in *agentlink.HeartbeatIn) { in.Session = "stale" })
 	errs := make([]error, len(jobs))

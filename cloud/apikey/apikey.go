@@ -2,8 +2,9 @@
 // (svc_sk_<id>_<secret>) and device tokens. Only bcrypt hashes of keys and
 // SHA-256 sums of device tokens are stored. Its Authenticator turns a bearer
 // string into the key it names, paying bcrypt once per key (a bounded cache
-// of verified keys) while still reading revocation and expiry from the store
-// on every request.
+// of verified keys) while still checking revocation and expiry on every
+// request: the key's row is read again whenever the store's data version
+// says anything was committed since it was read.
 package apikey
 
 import (

@@ -5,7 +5,7 @@
 # per connection, heartbeats stored per second with the heartbeat-to-stored
 # p99, and the drain time of a reconnect storm (every agent flushing an hour
 # of spooled metrics), each beside its target. bench-agentlink-store measures
-# the store's batching writer alone (heartbeats/s from 8,000 concurrent
+# the store's batching writer alone (heartbeats/s from 20,000 concurrent
 # connections, no websockets, no load generator sharing the CPU).
 
 LOADGEN_AGENTS   ?= 20000
@@ -20,4 +20,4 @@ bench-agentlink:
 	$(BIN)/fleet-loadgen --agents $(LOADGEN_AGENTS) --duration $(LOADGEN_DURATION) $(LOADGEN_FLAGS)
 
 bench-agentlink-store:
-	$(GO) test -v -run '^$$' -bench BenchmarkAgentHeartbeats -benchtime 100000x ./cloud/sqlite/ | grep -E 'Benchmark|store writer'
+	$(GO) test -v -run '^$$' -bench BenchmarkAgentHeartbeats -benchtime 200000x ./cloud/sqlite/ | grep -E 'Benchmark|store writer'

@@ -17,7 +17,7 @@ import (
 )
 
 // benchDevices is the number of connected devices in the benchmark.
-const benchDevices = 8000
+const benchDevices = 20000
 
 // BenchmarkAgentHeartbeats measures heartbeats stored through the batching
 // writer from many concurrent connections.
@@ -42,21 +42,40 @@ func BenchmarkAgentHeartbeats(b *testing.B) {
 		if _, err := db.W.Exec(`INSERT INTO devices (id, org_id, name, serial_number, model, token_hash, created_at) VALUES (?, ?, 'g', ?, 'IG-500', ?, 0)`, id, org.ID, id, sum[:]); err != nil {
 			b.Fatal(err)
 		}
-		db.W.Exec(`INSERT INTO serial_state (device_id) VALUES (?)`, id)
 		devs[i] = agentlink.Device{ID: id, OrgID: org.ID, Model: "IG-500"}
-		now := time.Now()
-		store.Connect(ctx, devs[i], "s"+id, now, now.Add(time.Hour))
-		if _, err := store.Hello(ctx, agentlink.HelloIn{Device: devs[i], Session: "s" + id, At: now, HeartbeatInterval: time.Minute}); err != nil {
-			b.Fatal(err)
-		}
-		var chans []protocol.ChannelState
-		for _, c := range []string{"uart-1", "rs485-1", "rs485-2", "canfd-1", "gpio-1", "gpio-2", "gpio-3", "gpio-4"} {
-			chans = append(chans, protocol.ChannelState{ID: c, Available: true, Live: "1"})
-		}
-		if err := heartbeat(ctx, store, agentlink.HeartbeatIn{Device: devs[i], Session: "s" + id, At: now, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
-			HasChannels: true, Channels: chans, Event: &resource.Event{ID: ids.New(), Type: "heartbeat", Severity: resource.SeverityInfo, CreatedAt: resource.T(now)}}); err != nil {
-			b.Fatal(err)
-		}
+	}
+	// Connect every device as the endpoint would, many at once (the writer
+	// batches them).
+	var setup sync.WaitGroup
+	sem := make(chan struct{}, 512)
+	for i := range devs {
+		setup.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; setup.Done() }()
+			id := devs[i].ID
+			now := time.Now()
+			if _, err := store.Connect(ctx, devs[i], "s"+id, now, now.Add(time.Hour)); err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := store.Hello(ctx, agentlink.HelloIn{Device: devs[i], Session: "s" + id, At: now, HeartbeatInterval: time.Minute}); err != nil {
+				b.Error(err)
+				return
+			}
+			var chans []protocol.ChannelState
+			for _, c := range []string{"uart-1", "rs485-1", "rs485-2", "canfd-1", "gpio-1", "gpio-2", "gpio-3", "gpio-4"} {
+				chans = append(chans, protocol.ChannelState{ID: c, Available: true, Live: "1"})
+			}
+			if err := heartbeat(ctx, store, agentlink.HeartbeatIn{Device: devs[i], Session: "s" + id, At: now, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
+				HasChannels: true, Channels: chans, Event: &resource.Event{ID: ids.New(), Type: "heartbeat", Severity: resource.SeverityInfo, CreatedAt: resource.T(now)}}); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	setup.Wait()
+	if b.Failed() {
+		return
 	}
 	st0 := store.Stats()
 	b.ResetTimer()

@@ -15,7 +15,7 @@ import (
 var ErrIngestClosed = errors.New("sqlite: ingest writer closed")
 
 // maxJobsPerTx bounds the jobs one ingest transaction coalesces.
-const maxJobsPerTx = 4000
+const maxJobsPerTx = 16000
 
 // A batch smaller than lingerBelow waits up to lingerTime for more jobs.
 const (
@@ -126,7 +126,7 @@ func newIngestWriter(db *DB, log *slog.Logger) (*ingestWriter, error) {
 		spBegin: stmts[0], spRollback: stmts[1], spRelease: stmts[2],
 		db:   db,
 		log:  log,
-		jobs: make(chan *ingestJob, 8192),
+		jobs: make(chan *ingestJob, 16384),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 

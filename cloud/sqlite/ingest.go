@@ -19,8 +19,8 @@ const maxJobsPerTx = 16000
 
 // A batch smaller than lingerBelow waits up to lingerTime for more jobs.
 const (
-	lingerBelow = 32
-	lingerTime  = time.Millisecond
+	lingerBelow = 512
+	lingerTime  = 5 * time.Millisecond
 )
 
 // ingestWriter is the single goroutine that applies the agent endpoint's

@@ -131,7 +131,7 @@ func runBench(ctx context.Context, args []string) error {
 	b.startHeartbeats(hbCtx, &wg)
 	// Warm up: every agent's first heartbeat writes all its channel rows
 	// and a heartbeat event; measure the steady state after it.
-	time.Sleep(max(2*time.Second, f.interval+time.Second))
+	time.Sleep(max(2*time.Second, 2*f.interval+time.Second))
 	s0, err := relay.stats()
 	if err != nil {
 		hbStop()

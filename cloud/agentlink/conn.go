@@ -122,6 +122,9 @@ func (c *conn) read(ctx context.Context) (*protocol.Message, error) {
 		return nil, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
 	}
 	c.touch()
+	if m, ok := decodeHeartbeat(b); ok {
+		return &m, nil
+	}
 	var m protocol.Message
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, protoErr("malformed JSON: %v", err)

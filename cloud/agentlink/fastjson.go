@@ -1,0 +1,291 @@
+package agentlink
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// decodeHeartbeat is a fast path for the commonest message: it decodes a
+// heartbeat envelope written the plain way (exact key names, strings without
+// escapes, no unknown fields) without reflection, and reports ok false for
+// anything else, which then goes through encoding/json. For every input it
+// accepts, the result equals encoding/json's (fastjson_test.go checks that).
+// encoding/json costs about 30 µs per heartbeat, a third of the relay's CPU
+// at 20,000 agents.
+func decodeHeartbeat(b []byte) (m protocol.Message, ok bool) {
+	p := jparser{b: b}
+	hb := &protocol.Heartbeat{}
+	sawType, sawHB := false, false
+	if !p.object(func(key string) bool {
+		switch key {
+		case "type":
+			s, ok := p.str()
+			m.Type, sawType = s, ok
+			return ok
+		case "heartbeat":
+			sawHB = true
+			return p.heartbeat(hb)
+		}
+		return false
+	}) {
+		return protocol.Message{}, false
+	}
+	p.ws()
+	if p.i != len(p.b) || !sawType || !sawHB || m.Type != protocol.TypeHeartbeat {
+		return protocol.Message{}, false
+	}
+	m.Heartbeat = hb
+	return m, true
+}
+
+type jparser struct {
+	b []byte
+	i int
+}
+
+func (p *jparser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jparser) lit(s string) bool {
+	p.ws()
+	if len(p.b)-p.i < len(s) || string(p.b[p.i:p.i+len(s)]) != s {
+		return false
+	}
+	p.i += len(s)
+	return true
+}
+
+func (p *jparser) peek() byte {
+	p.ws()
+	if p.i >= len(p.b) {
+		return 0
+	}
+	return p.b[p.i]
+}
+
+// str reads a string without escapes or control characters, in valid UTF-8
+// as far as ASCII goes (any byte >= 0x80 sends the message to the slow path,
+// which replaces invalid UTF-8 as encoding/json does).
+func (p *jparser) str() (string, bool) {
+	if p.peek() != '"' {
+		return "", false
+	}
+	start := p.i + 1
+	for j := start; j < len(p.b); j++ {
+		c := p.b[j]
+		switch {
+		case c == '"':
+			p.i = j + 1
+			return string(p.b[start:j]), true
+		case c == '\\' || c < 0x20 || c >= 0x80:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func (p *jparser) boolean() (bool, bool) {
+	switch p.peek() {
+	case 't':
+		return true, p.lit("true")
+	case 'f':
+		return false, p.lit("false")
+	}
+	return false, false
+}
+
+// integer reads a JSON integer (no fraction or exponent) that fits in 53
+// bits.
+func (p *jparser) integer() (int64, bool) {
+	p.ws()
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	digits := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	n := p.i - digits
+	if n == 0 || n > 15 || (n > 1 && p.b[digits] == '0') {
+		return 0, false
+	}
+	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
+	return v, err == nil
+}
+
+// object reads {"key": value, ...}; field reads each value and reports
+// success. An empty object is accepted.
+func (p *jparser) object(field func(key string) bool) bool {
+	if !p.lit("{") {
+		return false
+	}
+	if p.peek() == '}' {
+		p.i++
+		return true
+	}
+	// A repeated key goes to the slow path: encoding/json merges into what
+	// the first one set.
+	var seen [8]string
+	n := 0
+	for {
+		key, ok := p.str()
+		if !ok {
+			return false
+		}
+		for _, k := range seen[:n] {
+			if k == key {
+				return false
+			}
+		}
+		if n == len(seen) {
+			return false
+		}
+		seen[n] = key
+		n++
+		if !p.lit(":") || !field(key) {
+			return false
+		}
+		switch p.peek() {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (p *jparser) timestamp() (resource.Time, bool) {
+	s, ok := p.str()
+	if !ok {
+		return resource.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return resource.Time{}, false
+	}
+	return resource.Time{Time: t.UTC()}, true
+}
+
+func (p *jparser) heartbeat(hb *protocol.Heartbeat) bool {
+	if p.peek() == 'n' {
+		return false // null: let encoding/json decide
+	}
+	return p.object(func(key string) bool {
+		var ok bool
+		switch key {
+		case "at":
+			hb.At, ok = p.timestamp()
+		case "status":
+			var s string
+			s, ok = p.str()
+			hb.Status = resource.DeviceStatus(s)
+		case "ipAddress":
+			hb.IPAddress, ok = p.str()
+		case "appliedVersion":
+			hb.AppliedVersion, ok = p.integer()
+		case "vpn":
+			if p.peek() == 'n' {
+				hb.VPN, ok = nil, p.lit("null")
+			} else {
+				hb.VPN = &protocol.VPN{}
+				ok = p.vpn(hb.VPN)
+			}
+		case "channels":
+			ok = p.channels(hb)
+		}
+		return ok
+	})
+}
+
+func (p *jparser) vpn(v *protocol.VPN) bool {
+	return p.object(func(key string) bool {
+		var ok bool
+		switch key {
+		case "up":
+			v.Up, ok = p.boolean()
+		case "interfaceName":
+			v.InterfaceName, ok = p.str()
+		case "endpoint":
+			v.Endpoint, ok = p.str()
+		case "peerCount":
+			var n int64
+			n, ok = p.integer()
+			v.PeerCount = int(n)
+		case "lastHandshake":
+			if p.peek() == 'n' {
+				v.LastHandshake, ok = nil, p.lit("null")
+			} else {
+				var t resource.Time
+				t, ok = p.timestamp()
+				v.LastHandshake = &t
+			}
+		}
+		return ok
+	})
+}
+
+func (p *jparser) channels(hb *protocol.Heartbeat) bool {
+	if p.peek() == 'n' {
+		hb.Channels = nil
+		return p.lit("null")
+	}
+	if !p.lit("[") {
+		return false
+	}
+	hb.Channels = make([]protocol.ChannelState, 0, 8)
+	if p.peek() == ']' {
+		p.i++
+		return true
+	}
+	for {
+		var c protocol.ChannelState
+		if !p.object(func(key string) bool {
+			var ok bool
+			switch key {
+			case "id":
+				c.ID, ok = p.str()
+			case "available":
+				c.Available, ok = p.boolean()
+			case "live":
+				c.Live, ok = p.str()
+			case "txOn":
+				c.TxOn, ok = p.boolean()
+			case "error":
+				c.Error, ok = p.str()
+			case "passthroughAddress":
+				c.PassthroughAddress, ok = p.str()
+			}
+			return ok
+		}) {
+			return false
+		}
+		hb.Channels = append(hb.Channels, c)
+		switch p.peek() {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}

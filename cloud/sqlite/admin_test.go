@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"encoding/base64"
 	"context"
 	"strings"
 	"testing"
@@ -18,6 +19,10 @@ func TestCreateOrgWithDefaultRules(t *testing.T) {
 	o := MustOrg(t, db, "  acme  ")
 	if o.Name != "acme" || !strings.HasPrefix(o.WebhookSecret, "whsec_") || len(o.WebhookSecret) < 6+43 {
 		t.Errorf("org = %+v", o)
+	}
+	// Standard Webhooks libraries take the text after whsec_ as base64 key bytes.
+	if key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(o.WebhookSecret, "whsec_")); err != nil || len(key) != 32 {
+		t.Errorf("secret %q is not whsec_ + base64 of 32 bytes: %v", o.WebhookSecret, err)
 	}
 	o2 := MustOrg(t, db, "acme")
 	if o2.WebhookSecret == o.WebhookSecret || o2.ID == o.ID {

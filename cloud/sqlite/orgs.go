@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -64,12 +64,10 @@ func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
 	if err != nil {
 		return cloud.Org{}, err
 	}
-	secret, err := apikey.RandomBase62(apikey.SecretLength)
-	if err != nil {
-		return cloud.Org{}, err
-	}
+	// "whsec_" + base64 of 32 random bytes: the Standard Webhooks form, so
+	// its libraries accept the secret as it is shown.
 	now := db.Now().UTC().Truncate(1e6)
-	org := cloud.Org{ID: ids.New(), Name: name, WebhookSecret: WebhookSecretPrefix + secret, CreatedAt: now}
+	org := cloud.Org{ID: ids.New(), Name: name, WebhookSecret: webhook.NewSecret(), CreatedAt: now}
 	err = db.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES (?, ?, ?, ?)`,
 			org.ID, org.Name, org.WebhookSecret, now.UnixMilli()); err != nil {

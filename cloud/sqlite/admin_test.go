@@ -1,8 +1,8 @@
 package sqlite_test
 
 import (
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"

@@ -64,7 +64,7 @@ func (f *fleet) startAgent(i int) {
 	f.agents[i] = start(f.t, fmt.Sprintf("fleet-agent %d", i), f.agentLog(i), bins.agent,
 		"--relay", fmt.Sprintf("http://127.0.0.1:%d", f.port), "--token", d.Token, "--hw", "sim", "--model", "IG-500",
 		"--state-dir", filepath.Join(f.dir, fmt.Sprintf("state-%d", i)),
-		"--heartbeat", "1s", "--metrics-interval", "1s",
+		"--heartbeat", "1s", "--metrics-interval", "1s", "--backoff-min", "200ms", "--backoff-max", "2s",
 		"--passthrough-listen", "none", "--dev-root", "none", "--vpn-interface", "none",
 		"--name", fmt.Sprintf("gw-%d", i), "--location", "Hall 7", "--firmware-version", "fw-e2e",
 		"--log-level", "debug", "--log-format", "json")

@@ -39,6 +39,8 @@ type DB struct {
 	stmts sync.Map // query text -> *sql.Stmt on R (see readStmt)
 
 	ver versionReader // see DataVersion
+
+	ckpt *checkpointer // see checkpoint.go
 }
 
 // Open opens (creating if needed) the database file at path and applies
@@ -60,10 +62,13 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		}
 		return "file:" + path + "?" + q.Encode()
 	}
-	w, err := sql.Open("sqlite3", dsn(""))
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: open writer: %w", err)
-	}
+	// The writer never checkpoints on commit (wal_autocheckpoint=0, set by
+	// the connect hook on every connection the pool opens); the
+	// checkpointer does it on its own connection (checkpoint.go).
+	w := sql.OpenDB(hookConnector{dsn: dsn(""), driver: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec(fmt.Sprintf(`PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = %d`, walSizeLimit), nil)
+		return err
+	}}})
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
@@ -77,7 +82,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		w.Close()
 		return nil, err
 	}
-	r := sql.OpenDB(readerConnector{dsn: dsn("ro"), driver: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+	r := sql.OpenDB(hookConnector{dsn: dsn("ro"), driver: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
 		_, err := c.Exec(fmt.Sprintf(`PRAGMA mmap_size = %d`, readerMmapSize), nil)
 		return err
 	}}})
@@ -101,6 +106,14 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	v.SetConnMaxIdleTime(0)
 	v.SetConnMaxLifetime(0)
 	db.ver.db = v
+	ck, err := startCheckpointer(ctx, dsn, checkpointInterval)
+	if err != nil {
+		v.Close()
+		r.Close()
+		w.Close()
+		return nil, err
+	}
+	db.ckpt = ck
 	return db, nil
 }
 
@@ -110,22 +123,23 @@ func Open(ctx context.Context, path string) (*DB, error) {
 // starts over.
 const readerMmapSize = 1 << 30
 
-// readerConnector opens reader connections through a driver with a
-// connect hook, without registering a driver name.
-type readerConnector struct {
+// hookConnector opens connections through a driver with a connect hook,
+// without registering a driver name.
+type hookConnector struct {
 	dsn    string
 	driver *sqlite3.SQLiteDriver
 }
 
-func (c readerConnector) Connect(context.Context) (driver.Conn, error) { return c.driver.Open(c.dsn) }
-func (c readerConnector) Driver() driver.Driver                        { return c.driver }
+func (c hookConnector) Connect(context.Context) (driver.Conn, error) { return c.driver.Open(c.dsn) }
+func (c hookConnector) Driver() driver.Driver                        { return c.driver }
 
 // Path returns the database file's path.
 func (db *DB) Path() string { return db.path }
 
-// Close closes both pools.
+// Close stops the checkpointer and closes the pools.
 func (db *DB) Close() error {
 	var err error
+	db.ckpt.stop()
 	db.stmts.Range(func(_, v any) bool {
 		v.(*sql.Stmt).Close()
 		return true

@@ -32,5 +32,10 @@ test: vet test-unit $(TEST_TARGETS)
 
 bench: build $(BENCH_TARGETS)
 
+LISTEN ?= 127.0.0.1:8080
+
+run: build ## demo relay with simulated gateways; prints an API key and a curl line (deploy/demo/run.sh)
+	BIN=$(BIN) DATA=$(DATA) LISTEN=$(LISTEN) ./deploy/demo/run.sh
+
 clean:
 	rm -rf $(BIN) $(DATA)

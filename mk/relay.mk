@@ -3,7 +3,4 @@
 # four simulated gateways. Override the address with LISTEN=host:port.
 
 LISTEN ?= 127.0.0.1:8080
-
-.PHONY: run
-run: build ## demo relay with simulated gateways; prints an API key and a curl line
-	BIN=$(BIN) DATA=$(DATA) LISTEN=$(LISTEN) ./deploy/demo/run.sh
+# The `run` rule itself is in the top Makefile.

@@ -1,0 +1,169 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud/sqlite"
+)
+
+// TestBackupUnderWriteLoad takes a backup while a writer keeps committing
+// organizations: the copy opens, passes integrity_check, holds every row
+// committed before the backup began, and is a working store.
+func TestBackupUnderWriteLoad(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpen(t)
+	for i := 0; i < 50; i++ {
+		MustOrg(t, db, fmt.Sprintf("seed-%d", i))
+	}
+	var (
+		committed atomic.Int64 // orgs committed so far
+		stop      = make(chan struct{})
+		wg        sync.WaitGroup
+		writeErr  = make(chan error, 1)
+	)
+	committed.Store(50)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := db.CreateOrg(ctx, fmt.Sprintf("load-%d", i)); err != nil {
+				writeErr <- err
+				return
+			}
+			committed.Add(1)
+		}
+	}()
+	// Let the writer get going, then back up while it runs.
+	for committed.Load() < 200 {
+		select {
+		case err := <-writeErr:
+			t.Fatal(err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	before := committed.Load()
+	out := filepath.Join(t.TempDir(), "copy.db")
+	res, err := sqlite.Backup(ctx, db.Path(), out)
+	after := committed.Load()
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-writeErr:
+		t.Fatalf("writer: %v", err)
+	default:
+	}
+	if after == before {
+		t.Fatalf("no write committed during the backup: not a test under load")
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Path != out || res.Bytes != st.Size() || res.Bytes == 0 {
+		t.Fatalf("result %+v, file size %d", res, st.Size())
+	}
+	if m := st.Mode().Perm(); m != 0o600 {
+		t.Fatalf("backup mode %o, want 600", m)
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".copy.db.tmp-*"))
+	if len(leftovers) != 0 {
+		t.Fatalf("temporary files left: %v", leftovers)
+	}
+
+	raw, err := sql.Open("sqlite3", "file:"+out+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var check string
+	if err := raw.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check = %q, %v", check, err)
+	}
+	raw.Close()
+
+	cp, err := sqlite.Open(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	orgs, err := cp.ListOrgs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := int64(len(orgs)); n < before || n > after {
+		t.Fatalf("copy holds %d organizations; %d were committed before the backup began, %d when it ended", n, before, after)
+	}
+	names := map[string]bool{}
+	for _, o := range orgs {
+		names[o.Name] = true
+	}
+	for i := 0; i < 50; i++ {
+		if !names[fmt.Sprintf("seed-%d", i)] {
+			t.Fatalf("seed-%d missing from the copy", i)
+		}
+	}
+	for i := int64(0); i < before-50; i++ {
+		if !names[fmt.Sprintf("load-%d", i)] {
+			t.Fatalf("load-%d (committed before the backup) missing from the copy", i)
+		}
+	}
+	// The copy is a working store.
+	if _, err := cp.CreateOrg(ctx, "after-restore"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("backup of %d bytes with %d organizations (%d committed before, %d after)", res.Bytes, len(orgs), before, after)
+}
+
+func TestBackupRefusals(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpen(t)
+	MustOrg(t, db, "acme")
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "existing.db")
+	if err := os.WriteFile(existing, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		src, out string
+		is       error
+	}{
+		{"existing output", db.Path(), existing, sqlite.ErrBackupExists},
+		{"missing source", filepath.Join(dir, "nope.db"), filepath.Join(dir, "a.db"), os.ErrNotExist},
+		{"missing output directory", db.Path(), filepath.Join(dir, "no", "b.db"), os.ErrNotExist},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := sqlite.Backup(ctx, tt.src, tt.out)
+			if !errors.Is(err, tt.is) {
+				t.Fatalf("err = %v, want %v", err, tt.is)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "keep me" {
+		t.Fatalf("existing file changed: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("output created for a missing source: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*")); len(m) != 0 {
+		t.Fatalf("temporary files left: %v", m)
+	}
+}

@@ -233,8 +233,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	c.status = resource.StatusConnecting
 	s.statusChanged(ch)
 	s.register(c)
+	s.stats.conns.accepted.Add(1)
 	code, reason, err := c.run()
 	s.unregister(c)
+	s.stats.conns.sessionEnded(code)
 
 	level := slog.LevelInfo
 	if code == protocol.CloseProtocolError || code == protocol.CloseTooLarge {

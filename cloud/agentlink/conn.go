@@ -356,7 +356,7 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 			return
 		}
 		s.stats.heartbeats.Add(1)
-		s.stats.hbLatency[bucketOf(time.Since(read))].Add(1)
+		s.stats.heartbeatStored(time.Since(read))
 		for _, o := range s.cfg.Observers {
 			o.HeartbeatStored(s.ctx, ref, chb)
 		}

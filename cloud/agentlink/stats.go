@@ -59,6 +59,7 @@ func Quantile(h []int64, q float64) time.Duration {
 type counters struct {
 	heartbeats, records, batches atomic.Int64
 	hbLatency                    [latencyBuckets]atomic.Int64
+	conns                        connCounters // metrics.go
 }
 
 // Stats returns the counters.

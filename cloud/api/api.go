@@ -54,6 +54,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (metrics window defaults); nil means time.Now.
 	Now cloud.Now
+	// Requests, when set, hears about every answered request (Prometheus
+	// metrics).
+	Requests RequestObserver
 }
 
 // Server is the public API as an http.Handler. It also answers /healthz.
@@ -69,6 +72,8 @@ type Server struct {
 
 	reqPrefix string
 	reqSeq    atomic.Uint64
+
+	routeLabels routeLabels // the route label of each chi pattern list
 
 	knownMu sync.RWMutex
 	known   map[[32]byte]struct{}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/httprate"
 
 	"github.com/fleet/fleet/cloud"
@@ -122,12 +123,15 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 		ctx := context.WithValue(r.Context(), ctxKey{}, &rec.info)
 		r = r.WithContext(ctx)
 		next.ServeHTTP(rec, r)
-		if !s.log.Enabled(ctx, slog.LevelInfo) {
-			return
-		}
 		status := rec.info.status
 		if !rec.info.wrote {
 			status = http.StatusOK
+		}
+		if s.cfg.Requests != nil {
+			s.cfg.Requests.ObserveRequest(s.routeLabels.of(chi.RouteContext(ctx)), r.Method, status, time.Since(start))
+		}
+		if !s.log.Enabled(ctx, slog.LevelInfo) {
+			return
 		}
 		keyID := ""
 		if rec.info.key != nil {

@@ -44,8 +44,10 @@ type Config struct {
 	Retention time.Duration
 	// UserAgent is sent with every attempt; "" means "fleet-relay-webhook/1".
 	UserAgent string
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Observer, when set, hears how every attempt ends (for metrics).
+	Observer Observer
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Stats counts what a Dispatcher did since it started.
@@ -471,6 +473,7 @@ func (d *Dispatcher) add(dl *Delivery) *op {
 		q.items[len(q.items)-1] = nil
 		q.items = q.items[:len(q.items)-1]
 		d.stats.drop.Add(1)
+		d.observeDrop(old)
 		if d.stats.drop.Load()%1000 == 1 {
 			d.log.Warn("webhook queue full: dropping the oldest waiting deliveries", "org", old.OrgID, "device", old.DeviceID,
 				"limit", d.cfg.MaxQueue, "dropped_total", d.stats.drop.Load())
@@ -687,6 +690,7 @@ func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
 	case StateExhausted:
 		d.stats.exh.Add(1)
 	}
+	d.observeAttempt(dl, state, rec.Duration, end)
 	switch state {
 	case StatePending:
 		d.log.Debug("webhook attempt failed, will retry", "delivery", dl.ID, "org", dl.OrgID, "attempt", n,

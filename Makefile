@@ -30,7 +30,8 @@ test-unit:
 
 test: vet test-unit $(TEST_TARGETS)
 
-bench: build $(BENCH_TARGETS)
+bench: build bench-tool ## every BENCH_TARGETS benchmark, then one table to the console and bench/results.md (mk/bench.mk)
+	$(BENCHREPORT) run --make '$(MAKE)' --md bench/results.md $(BENCH_TARGETS)
 
 LISTEN ?= 127.0.0.1:8080
 

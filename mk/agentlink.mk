@@ -12,12 +12,18 @@ LOADGEN_AGENTS   ?= 20000
 LOADGEN_DURATION ?= 15s
 LOADGEN_FLAGS    ?=
 
-.PHONY: bench-agentlink bench-agentlink-store
-BENCH_TARGETS += bench-agentlink bench-agentlink-store
+# bench-agentlink-decode times the endpoint's heartbeat decoder (for
+# information).
+
+.PHONY: bench-agentlink bench-agentlink-store bench-agentlink-decode
+BENCH_TARGETS += bench-agentlink bench-agentlink-store bench-agentlink-decode
 
 bench-agentlink:
 	$(GO) build -o $(BIN)/fleet-loadgen ./cloud/cmd/fleet-loadgen
 	$(BIN)/fleet-loadgen --agents $(LOADGEN_AGENTS) --duration $(LOADGEN_DURATION) $(LOADGEN_FLAGS)
 
-bench-agentlink-store:
-	$(GO) test -v -run '^$$' -bench BenchmarkAgentHeartbeats -benchtime 200000x ./cloud/sqlite/ | grep -E 'Benchmark|store writer'
+bench-agentlink-store: bench-tool
+	$(BENCHREPORT) gotest --set agentlink-store -- $(GO) test -run '^$$' -bench BenchmarkAgentHeartbeats -benchtime 200000x ./cloud/sqlite/
+
+bench-agentlink-decode: bench-tool
+	$(BENCHREPORT) gotest --set agentlink-decode -- $(GO) test -run '^$$' -bench BenchmarkDecodeHeartbeat -benchtime 1s ./cloud/agentlink/

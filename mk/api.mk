@@ -1,10 +1,17 @@
 # Public API (cloud/api): end-to-end benchmark of GET /devices and GET /alerts
 # on loopback against a real SQLite file (10,000 devices, 16 clients).
-.PHONY: bench-api
-BENCH_TARGETS += bench-api
+# bench-api-micro: the in-process Go benchmarks of the store and the
+# handler (BenchmarkListDevices25, BenchmarkAuthenticateCached,
+# BenchmarkHandler), for information beside the end-to-end figures.
+.PHONY: bench-api bench-api-micro
+BENCH_TARGETS += bench-api bench-api-micro
 
 APIBENCH_FLAGS ?=
 
 bench-api:
 	$(GO) build -o $(BIN)/fleet-apibench ./cloud/cmd/fleet-apibench
 	$(BIN)/fleet-apibench $(APIBENCH_FLAGS)
+
+bench-api-micro: bench-tool
+	$(BENCHREPORT) gotest --set api-micro -- $(GO) test -run '^$$' -bench '^(BenchmarkListDevices25|BenchmarkAuthenticateCached)$$' -benchtime 1s ./cloud/sqlite/
+	$(BENCHREPORT) gotest --set api-micro-handler -- $(GO) test -run '^$$' -bench '^BenchmarkHandler$$/^(devices|alerts)$$' -benchtime 1s ./cloud/api/

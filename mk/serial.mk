@@ -9,13 +9,13 @@ BENCH_TARGETS += bench-serial-modbus bench-serial-passthrough
 
 .PHONY: bench-serial-modbus bench-serial-passthrough serial-ser2net
 
-bench-serial-modbus:
+bench-serial-modbus: bench-tool
 	@echo "== serial: Modbus RTU transaction time vs (request+reply bytes) x 11 bits / baud + 2 x t3.5"
-	$(GO) test -run '^$$' -bench 'RTUTransaction' -benchtime 200x ./hw/modbus/
+	$(BENCHREPORT) gotest --set modbus -- $(GO) test -run '^$$' -bench 'RTUTransaction' -benchtime 200x ./hw/modbus/
 
-bench-serial-passthrough: serial-ser2net
+bench-serial-passthrough: serial-ser2net bench-tool
 	@echo "== serial: passthrough vs ser2net on one pseudo-terminal pair"
-	$(GO) test -run '^$$' -bench 'PassthroughVsSer2net' -benchtime 1x ./agent/passthrough/
+	$(BENCHREPORT) gotest --set passthrough -- $(GO) test -run '^$$' -bench 'PassthroughVsSer2net' -benchtime 1x ./agent/passthrough/
 
 serial-ser2net:
 	@command -v ser2net >/dev/null 2>&1 || { \

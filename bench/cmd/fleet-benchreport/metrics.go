@@ -1,0 +1,70 @@
+package main
+
+import "github.com/fleet/fleet/bench/benchreport"
+
+// metricSets are the rows of the Go testing benchmarks, by the set name a
+// make rule passes to `gotest --set`: which figure each reported metric is,
+// and its target where ../shared/DESIGN.md gives one.
+func metricSets() map[string][]benchreport.Metric {
+	atMost := &benchreport.Target{Op: benchreport.AtMost}
+	atLeast := &benchreport.Target{Op: benchreport.AtLeast}
+	modbus := func(baud string) benchreport.Metric {
+		return benchreport.Metric{Benchmark: "BenchmarkRTUTransaction/" + baud, Unit: "ms/txn",
+			TargetFrom: "formula-ms", TargetScale: 1.10,
+			Row: benchreport.Row{Area: "serial", Figure: "Modbus RTU transaction (read 10 registers), " + baud + " baud", Unit: "ms", Target: atMost,
+				Notes: "median on a pty with a simulator pacing the wire; target: the wire time ((8 + 25 bytes) × 11 bits / baud + 2 × t3.5) + 10 %"}}
+	}
+	const perReq = 1e-3 // ns/op to µs
+	return map[string][]benchreport.Metric{
+		// bench-serial-modbus: hw/modbus BenchmarkRTUTransaction.
+		"modbus": {modbus("9600"), modbus("115200")},
+		// bench-serial-passthrough: agent/passthrough BenchmarkPassthroughVsSer2net.
+		"passthrough": {
+			{Benchmark: "BenchmarkPassthroughVsSer2net", Unit: "raw-uart-p50-us", TargetFrom: "raw-uart-ser2net-p50-us",
+				Row: benchreport.Row{Area: "serial", Figure: "uart passthrough round trip p50 (32-byte messages)", Unit: "µs", Target: atMost,
+					Notes: "target: at least as fast as ser2net (chardelay off) on the same pty pair, measured in the same run"}},
+			{Benchmark: "BenchmarkPassthroughVsSer2net", Unit: "raw-uart-MB/s", TargetFrom: "raw-uart-ser2net-MB/s",
+				Row: benchreport.Row{Area: "serial", Figure: "uart passthrough echo throughput (4 MiB)", Unit: "MB/s", Target: atLeast,
+					Notes: "target: at least ser2net's throughput (chardelay off) in the same run"}},
+			{Benchmark: "BenchmarkPassthroughVsSer2net", Unit: "modbus-rs485-p50-us",
+				Row: benchreport.Row{Area: "serial", Figure: "rs485 Modbus passthrough round trip p50", Unit: "µs",
+					Notes: "for information: ours holds the bus per transaction and keeps the 3.5-character silence between frames, which ser2net does not"}},
+		},
+		// bench-agentlink-store: cloud/sqlite BenchmarkAgentHeartbeats.
+		"agentlink-store": {
+			{Benchmark: "BenchmarkAgentHeartbeats", Unit: "heartbeats/s",
+				Row: benchreport.Row{Area: "agent link", Figure: "heartbeats stored, store writer alone (20,000 connections, no websockets)", Unit: "heartbeats/s",
+					Notes: "for information: the relay's whole budget is ≥ 20,000/s end to end (bench-agentlink)"}},
+		},
+		// bench-agentlink-decode: cloud/agentlink BenchmarkDecodeHeartbeat.
+		"agentlink-decode": {
+			{Benchmark: "BenchmarkDecodeHeartbeat/fast", Unit: "ns/op", Scale: perReq,
+				Row: benchreport.Row{Area: "agent link", Figure: "heartbeat decode, fast path (8 channels)", Unit: "µs",
+					Notes: "for information: CPU per heartbeat read by the agent endpoint"}},
+			{Benchmark: "BenchmarkDecodeHeartbeat/encoding/json", Unit: "ns/op", Scale: perReq,
+				Row: benchreport.Row{Area: "agent link", Figure: "heartbeat decode, encoding/json (same message)", Unit: "µs",
+					Notes: "for information: what the fast path saves"}},
+		},
+		// bench-api-micro: cloud/sqlite BenchmarkListDevices25 and
+		// BenchmarkAuthenticateCached ("api-micro"), cloud/api
+		// BenchmarkHandler ("api-micro-handler"; its store-devices and auth
+		// sub-benchmarks are serial twins of the two store benchmarks and
+		// are not run).
+		"api-micro": {
+			{Benchmark: "BenchmarkListDevices25", Unit: "ns/op", Scale: perReq,
+				Row: benchreport.Row{Area: "API", Figure: "store: list 25 of 10,000 devices (first and middle page, parallel)", Unit: "µs",
+					Notes: "for information: the store's share of an uncached GET /devices"}},
+			{Benchmark: "BenchmarkAuthenticateCached", Unit: "ns/op", Scale: perReq,
+				Row: benchreport.Row{Area: "API", Figure: "store: authenticate a known key (bcrypt cached, parallel)", Unit: "µs",
+					Notes: "for information: bcrypt ran once for the whole benchmark (it fails otherwise)"}},
+		},
+		"api-micro-handler": {
+			{Benchmark: "BenchmarkHandler/devices", Unit: "ns/op", Scale: perReq,
+				Row: benchreport.Row{Area: "API", Figure: "GET /devices handler in process (25 of 500 devices, no network)", Unit: "µs",
+					Notes: "for information: 2 cores at 15,000 req/s leave 133 µs of CPU per request"}},
+			{Benchmark: "BenchmarkHandler/alerts", Unit: "ns/op", Scale: perReq,
+				Row: benchreport.Row{Area: "API", Figure: "GET /alerts handler in process (100 alerts, no network)", Unit: "µs",
+					Notes: "for information"}},
+		},
+	}
+}

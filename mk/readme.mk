@@ -1,0 +1,16 @@
+# README checks (readme_test.go, root package) run the README's curl
+# examples with curl and its webhook signature lines with openssl (as do
+# cloud/webhook's tests of docs/webhooks.md). Install both before the unit
+# tests when missing (Debian packages; needs root).
+
+.PHONY: test-tools
+
+test-unit: test-tools
+
+test-tools:
+	@missing=; for c in curl openssl; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing for the README and webhook tests"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q $$missing || { apt-get update -q && apt-get install -y -q $$missing; }; \
+	fi

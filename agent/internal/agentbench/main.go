@@ -27,6 +27,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/fleet/fleet/bench/benchreport"
 	"github.com/fleet/fleet/shared/protocol"
 )
 
@@ -107,7 +108,15 @@ func run(agentBin, relayBin string, period, warmup time.Duration) error {
 		mib(rss), mib(peak), mib(hwm), verdict(mib(max(peak, rss)) < 15))
 	fmt.Printf("  agent CPU         %6.3f %% of a core over %v               target < 0.5 %%    %s\n",
 		cpuPct, elapsed.Round(time.Second), verdict(cpuPct < 0.5))
-	return nil
+	notes := fmt.Sprintf("--hw sim, IG-500, defaults (heartbeat 30s, metrics 5m), %v against the %s", period, kind)
+	if n := strings.Count(agentLog.String(), "relay link down"); n > 0 {
+		notes += fmt.Sprintf("; the relay link went down %d times", n)
+	}
+	return benchreport.Record(
+		benchreport.Row{Area: "agent", Figure: "fleet-agent RSS at defaults (largest sampled)", Unit: "MiB", Measured: mib(max(peak, rss)),
+			Target: &benchreport.Target{Op: benchreport.Below, Value: 15}, Notes: fmt.Sprintf("%s; VmHWM %.2f MiB", notes, mib(hwm))},
+		benchreport.Row{Area: "agent", Figure: "fleet-agent CPU at defaults", Unit: "% of a core", Measured: cpuPct,
+			Target: &benchreport.Target{Op: benchreport.Below, Value: 0.5}, Notes: notes})
 }
 
 // lockedBuffer collects the agent's stderr while it runs.

@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/fleet/fleet/bench/benchreport"
 	"github.com/fleet/fleet/cloud/api/apibench"
 )
 
@@ -51,4 +52,8 @@ func main() {
 		os.Exit(1)
 	}
 	apibench.Print(os.Stdout, cfg, rep)
+	if err := benchreport.Record(rows(cfg, rep)...); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet-apibench:", err)
+		os.Exit(1)
+	}
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/fleet/fleet/bench/benchreport"
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
@@ -80,13 +81,20 @@ func run(agents, changes int, every time.Duration, deliveries, devices int) erro
 		n, agents, every, ms(p50), ms(p99))
 	fmt.Print(stage)
 	fmt.Printf("  the relay side, agents and receiver (this process) used %.1f s of CPU in %.1f s\n", (cpuTime() - cpu0).Seconds(), time.Since(wall0).Seconds())
+	if err := benchreport.Record(benchreport.Row{Area: "webhooks", Figure: "signal change at the agent to POST received, p99", Unit: "ms", Measured: ms(p99),
+		Target: &benchreport.Target{Op: benchreport.Below, Value: 50},
+		Notes:  fmt.Sprintf("p50 %.2f ms; %d changes from %d agents, one each per %v, over the agent websocket to an HTTPS receiver on loopback", ms(p50), n, agents, every)}); err != nil {
+		return err
+	}
 	rate, err := throughput(dir, deliveries, devices)
 	if err != nil {
 		return fmt.Errorf("throughput: %w", err)
 	}
 	fmt.Printf("webhook deliveries with the durable outbox (%d deliveries, %d devices): %.0f deliveries/s   (target: >= 2000/s)\n",
 		deliveries, devices, rate)
-	return nil
+	return benchreport.Record(benchreport.Row{Area: "webhooks", Figure: "deliveries with the durable SQLite outbox", Unit: "deliveries/s", Measured: rate,
+		Target: &benchreport.Target{Op: benchreport.AtLeast, Value: 2000},
+		Notes:  fmt.Sprintf("%d deliveries over %d devices to a fast HTTPS receiver on loopback", deliveries, devices)})
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -33,10 +33,14 @@ test: vet test-unit $(TEST_TARGETS)
 bench: build bench-tool ## every BENCH_TARGETS benchmark, then one table to the console and bench/results.md (mk/bench.mk)
 	$(BENCHREPORT) run --make '$(MAKE)' --md bench/results.md $(BENCH_TARGETS)
 
-LISTEN ?= 127.0.0.1:8080
+LISTEN      ?= 127.0.0.1:8080
+SINK_LISTEN ?= 127.0.0.1:9443
 
-run: build ## demo relay with simulated gateways; prints an API key and a curl line (deploy/demo/run.sh)
-	BIN=$(BIN) DATA=$(DATA) LISTEN=$(LISTEN) ./deploy/demo/run.sh
+# exec: run.sh is make's own child, so make's SIGTERM reaches it, and it stops
+# the demo when make is gone (see docs/demo.md).
+run: build ## demo: relay, 3 simulated gateways, HTTPS webhook sink; prints an API key and curl lines (deploy/demo/run.sh)
+	$(GO) build -o $(BIN)/fleet-webhook-sink ./cloud/cmd/fleet-webhook-sink
+	@exec env BIN=$(BIN) DATA=$(DATA) LISTEN=$(LISTEN) SINK_LISTEN=$(SINK_LISTEN) ./deploy/demo/run.sh
 
 clean:
 	rm -rf $(BIN) $(DATA)

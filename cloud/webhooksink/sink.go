@@ -29,6 +29,9 @@ const MaxBody = 1 << 20
 // (the replay window of docs/webhooks.md).
 const DefaultTolerance = 5 * time.Minute
 
+// maxChannels is how many changed channels a printed line shows.
+const maxChannels = 5
+
 // seenLimit bounds the delivery ids remembered to spot repeats.
 const seenLimit = 1024
 
@@ -215,14 +218,14 @@ func Describe(body []byte) string {
 		return fmt.Sprintf("(%d bytes, not a Fleet event)", len(body))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-18s device %s", clip(d.Event, 40), clip(d.DeviceID, 40))
+	fmt.Fprintf(&b, "%s device %s", clip(d.Event, 40), clip(d.DeviceID, 40))
 	switch {
 	case d.Alert != nil:
 		fmt.Fprintf(&b, "  %s %s %q", clip(d.Alert.State, 20), clip(d.Alert.Severity, 20), clip(d.Alert.Message, 100))
 	case len(d.Channels) > 0:
 		b.WriteString(" ")
 		for i, c := range d.Channels {
-			if i == 6 {
+			if i == maxChannels {
 				fmt.Fprintf(&b, " +%d more", len(d.Channels)-i)
 				break
 			}

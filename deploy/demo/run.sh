@@ -1,44 +1,94 @@
 #!/usr/bin/env bash
-# Fleet demo: a relay on a SQLite file with a demo organization, an API key
-# holding every scope, three simulated IG-500 gateways and one IG-100.
-# Used by `make run`. Idempotent: the database and the demo's credentials
-# under $DATA are reused when present (delete $DATA to start over).
+# Fleet demo (`make run`, see docs/demo.md): a relay on a SQLite file with a
+# demo organization and an API key holding every scope; three simulated
+# gateways (two IG-500 whose Modbus, CAN-FD and GPIO channels are configured
+# through the public API, one IG-100); a local HTTPS webhook sink that
+# verifies and prints every webhook; forwarding on for the first IG-500 and
+# the organization's alert webhook pointed at the sink.
 #
-# Variables: BIN (bin), DATA (.fleet-demo), LISTEN (127.0.0.1:8080).
+# Everything lives under $DATA and is reused by the next run (delete $DATA to
+# start over). Ctrl-C, SIGTERM, or the end of the process WATCH_PID (make,
+# by default this script's parent) stops every process the demo started.
+#
+# Variables: BIN (bin), DATA (.fleet-demo), LISTEN (127.0.0.1:8080),
+# SINK_LISTEN (127.0.0.1:9443), WATCH_PID ($PPID).
 set -euo pipefail
 
 BIN=${BIN:-bin}
 DATA=${DATA:-.fleet-demo}
 LISTEN=${LISTEN:-127.0.0.1:8080}
+SINK_LISTEN=${SINK_LISTEN:-127.0.0.1:9443}
+WATCH_PID=${WATCH_PID:-$PPID}
+
 RELAY="$BIN/fleet-relay"
 AGENT="$BIN/fleet-agent"
+SINK="$BIN/fleet-webhook-sink"
 DB="$DATA/relay.db"
-CREDS="$DATA/demo.env" # the demo's key and device tokens (mode 0600, demo only)
+CREDS="$DATA/demo.env" # key, webhook secret, device tokens (mode 0600, demo only)
+LAYOUT=2               # demo.env's DEMO_LAYOUT; 1 (no marker) had four gateways
+API="http://$LISTEN/api/v1/public"
+SIGNALS_URL="https://$SINK_LISTEN/signals"
+ALERTS_URL="https://$SINK_LISTEN/alerts"
 
-mkdir -p "$DATA"
-chmod 700 "$DATA"
+# The gateways: model, name, location. The first forwards its signals.
+GATEWAYS=("IG-500|Press line 1|Hall A" "IG-500|Packaging line|Hall B" "IG-100|Gatehouse|Gate 1")
 
-json_field() { # json_field FIELD: read one string field of a JSON object on stdin
+say() { printf 'fleet demo: %s\n' "$*"; }
+die() {
+	printf 'fleet demo: %s\n' "$*" >&2
+	exit 1
+}
+
+for tool in "$RELAY" "$AGENT" "$SINK"; do
+	[[ -x $tool ]] || die "$tool is missing: run it with 'make run'"
+done
+command -v curl >/dev/null || die "curl is needed (apt-get install curl)"
+
+# busy HOST:PORT: whether something accepts connections there.
+busy() {
+	local host=${1%:*} port=${1##*:}
+	host=${host#[}
+	host=${host%]}
+	(exec 3<>"/dev/tcp/$host/$port") 2>/dev/null
+}
+busy "$LISTEN" && die "$LISTEN is already in use (another 'make run'?). Pick another address: make run LISTEN=127.0.0.1:18080"
+busy "$SINK_LISTEN" && die "$SINK_LISTEN (the webhook sink) is already in use. Pick another address: make run SINK_LISTEN=127.0.0.1:19443"
+
+json_field() { # json_field FIELD: one string field of the JSON object on stdin
 	sed -n 's/^ *"'"$1"'": *"\([^"]*\)".*/\1/p' | head -n 1
 }
 
-if [[ ! -f "$CREDS" || ! -f "$DB" ]]; then
+mkdir -p "$DATA"
+chmod 700 "$DATA"
+umask 077
+
+if [[ -f $CREDS ]] && ! grep -qx "DEMO_LAYOUT=$LAYOUT" "$CREDS"; then
+	say "$DATA holds an older demo (four gateways); starting it over"
+	rm -rf "$DB" "$DB-wal" "$DB-shm" "$CREDS" "$DATA"/agent-* "$DATA"/*.log
+fi
+
+if [[ ! -f $CREDS || ! -f $DB ]]; then
 	rm -f "$DB" "$DB-wal" "$DB-shm" "$CREDS"
-	echo "fleet demo: creating $DB"
-	org=$("$RELAY" org create --db "$DB" --name "Demo Industries" --json | json_field id)
+	rm -rf "$DATA"/agent-*
+	say "creating $DB: organization, API key, ${#GATEWAYS[@]} gateways"
+	out=$("$RELAY" org create --db "$DB" --name "Demo Industries" --json)
+	org=$(json_field id <<<"$out")
+	secret=$(json_field webhookSecret <<<"$out")
 	key=$("$RELAY" key create --db "$DB" --org "$org" --name demo \
 		--scopes devices:read,devices:write,metrics:read,logs:read,alerts:read,alerts:write --expires 365d --json | json_field key)
-	umask 077
+	[[ -n $org && -n $secret && -n $key ]] || die "could not create the demo organization and key"
 	{
+		echo "DEMO_LAYOUT=$LAYOUT"
 		echo "ORG=$org"
 		echo "KEY=$key"
+		echo "WEBHOOK_SECRET=$secret"
 	} >"$CREDS.tmp"
 	n=0
-	for spec in "IG-500:Press line 1:Hall A" "IG-500:Press line 2:Hall A" "IG-500:Packaging:Hall B" "IG-100:Gatehouse:Gate 1"; do
-		IFS=: read -r model name location <<<"$spec"
+	for g in "${GATEWAYS[@]}"; do
+		IFS='|' read -r model name location <<<"$g"
 		n=$((n + 1))
 		out=$("$RELAY" device add --db "$DB" --org "$org" --name "$name" --serial "DEMO-$n" --model "$model" --location "$location" --json)
-		echo "DEVICE_$n=\"$(json_field id <<<"$out") $(json_field token <<<"$out") $model\"" >>"$CREDS.tmp"
+		echo "DEVICE_$n=\"$(json_field id <<<"$out") $(json_field token <<<"$out")\"" >>"$CREDS.tmp"
 	done
 	mv "$CREDS.tmp" "$CREDS"
 fi
@@ -46,56 +96,142 @@ fi
 # shellcheck disable=SC1090
 source "$CREDS"
 
-pids=()
+# Children get SIGTERM if this script dies without cleaning up (kill -9).
+guard=()
+if command -v setpriv >/dev/null && setpriv --pdeathsig TERM true 2>/dev/null; then
+	guard=(setpriv --pdeathsig TERM)
+fi
+
 cleanup() {
+	local code=$?
 	trap - EXIT INT TERM
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
+	local pids
+	pids=$(jobs -p)
+	if [[ -n $pids ]]; then
+		# shellcheck disable=SC2086
+		kill -TERM $pids 2>/dev/null || true
+		for _ in $(seq 1 50); do
+			# shellcheck disable=SC2086
+			kill -0 $pids 2>/dev/null || break
+			sleep 0.2
+		done
+		# shellcheck disable=SC2086
+		kill -KILL $pids 2>/dev/null || true
+		wait 2>/dev/null || true
+		say "stopped (data kept in $DATA; delete it to start over)"
+	fi
+	exit "$code"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-"$RELAY" serve --db "$DB" --listen "$LISTEN" &
-relay_pid=$!
-pids+=("$relay_pid")
+# wait_for WHAT PID CHECK...: run CHECK until it succeeds, for up to 30 s,
+# while PID lives.
+wait_for() {
+	local what=$1 pid=$2
+	shift 2
+	for _ in $(seq 1 300); do
+		"$@" && return 0
+		kill -0 "$pid" 2>/dev/null || die "the $what stopped; see above or in $DATA"
+		sleep 0.1
+	done
+	die "the $what did not start within 30 s"
+}
 
-for _ in $(seq 1 100); do
-	if curl -fsS "http://$LISTEN/healthz" >/dev/null 2>&1; then break; fi
-	if ! kill -0 "$relay_pid" 2>/dev/null; then
-		echo "fleet demo: the relay did not start" >&2
-		exit 1
-	fi
-	sleep 0.1
+FLEET_WEBHOOK_SECRET=$WEBHOOK_SECRET "${guard[@]}" "$SINK" --listen "$SINK_LISTEN" \
+	--cert "$DATA/sink-cert.pem" --key "$DATA/sink-key.pem" --prefix "sink | " &
+sink_pid=$!
+sink_up() { curl -fsS -o /dev/null --max-time 2 --cacert "$DATA/sink-cert.pem" "https://$SINK_LISTEN/" 2>/dev/null; }
+wait_for "webhook sink" "$sink_pid" sink_up
+
+"${guard[@]}" "$RELAY" serve --db "$DB" --listen "$LISTEN" --shutdown-timeout 5s \
+	--webhook-ca "$DATA/sink-cert.pem" --webhook-allow-private >>"$DATA/relay.log" 2>&1 &
+relay_pid=$!
+relay_up() { curl -fsS -o /dev/null --max-time 2 "http://$LISTEN/healthz" 2>/dev/null; }
+wait_for "relay (log: $DATA/relay.log)" "$relay_pid" relay_up
+
+"$RELAY" org set-alert-webhook --db "$DB" --org "$ORG" --url "$ALERTS_URL" >/dev/null
+
+ids=()
+agent_pids=()
+n=0
+for g in "${GATEWAYS[@]}"; do
+	IFS='|' read -r model name location <<<"$g"
+	n=$((n + 1))
+	var="DEVICE_$n"
+	read -r id token <<<"${!var}"
+	ids+=("$id")
+	mkdir -p "$DATA/agent-$n"
+	FLEET_TOKEN=$token "${guard[@]}" "$AGENT" --relay "ws://$LISTEN" --hw sim --model "$model" \
+		--name "$name" --location "$location" --state-dir "$DATA/agent-$n" \
+		--heartbeat 5s --metrics-interval 30s --dev-root none --passthrough-listen none \
+		>>"$DATA/agent-$n.log" 2>&1 &
+	agent_pids+=("$!")
 done
 
-if [[ -x "$AGENT" ]]; then
-	for n in 1 2 3 4; do
-		var="DEVICE_$n"
-		read -r id token model <<<"${!var}"
-		mkdir -p "$DATA/agent-$n"
-		"$AGENT" --relay "ws://$LISTEN" --token "$token" --hw sim --model "$model" \
-			--state-dir "$DATA/agent-$n" --heartbeat 5s --metrics-interval 30s \
-			>>"$DATA/agent-$n.log" 2>&1 &
-		pids+=("$!")
-	done
-	agents="4 simulated gateways (logs in $DATA/agent-N.log)"
-else
-	agents="no agents: $AGENT is missing (run make build)"
-fi
+# api METHOD PATH [BODY]: one call to the public API with the demo key, as a
+# customer would make it; fails on any status but 2xx.
+api() {
+	local args=(-sS --fail-with-body --max-time 10 -X "$1" -H "Authorization: Bearer $KEY") out
+	[[ $# -gt 2 ]] && args+=(-H "Content-Type: application/json" --data "$3")
+	out=$(curl "${args[@]}" "$API$2" 2>&1) || die "$1 $2 failed: $out"
+}
 
-read -r first_id _ _ <<<"$DEVICE_1"
+# The IG-500s' channels: Modbus polling of two slaves, a CAN-FD frame every
+# second, one GPIO input and one output. Mode managed: the agent itself polls
+# and sends (passthrough would hand the ports to VPN clients instead).
+for n in 1 2; do
+	id=${ids[$((n - 1))]}
+	api PATCH "/devices/$id/serial" '{"mode":"managed"}'
+	api PUT "/devices/$id/serial/channels/rs485-1" '{"kind":"rs485","baudRate":9600,"dataBits":8,"parity":"even","stopBits":1,"mode":"modbus_rtu_master","slaveId":7,
+		"tx":{"enabled":true,"intervalMs":5000,"register":40,"value":1},
+		"poll":{"enabled":true,"intervalMs":1000,"register":0,"count":3,"function":"holding"}}'
+	api PUT "/devices/$id/serial/channels/rs485-2" '{"kind":"rs485","baudRate":19200,"dataBits":8,"parity":"none","stopBits":1,"mode":"modbus_rtu_master","slaveId":3,
+		"tx":{"enabled":false,"intervalMs":0,"register":0,"value":0},
+		"poll":{"enabled":true,"intervalMs":1000,"register":10,"count":2,"function":"input"}}'
+	api PUT "/devices/$id/serial/channels/canfd-1" '{"kind":"canfd","nominalBitrate":500000,"dataBitrate":2000000,"samplePoint":0.875,"listenOnly":false,
+		"tx":{"enabled":true,"intervalMs":1000,"canId":"0x123","dataHex":"01 02 03 04 05 06 07 08"}}'
+	api PUT "/devices/$id/serial/channels/gpio-1" '{"kind":"gpio","direction":"in","pull":"up","debounceMs":20,"tx":{"enabled":false,"intervalMs":0,"value":0}}'
+	api PUT "/devices/$id/serial/channels/gpio-4" '{"kind":"gpio","direction":"out","pull":"none","debounceMs":0,"tx":{"enabled":true,"intervalMs":0,"value":1}}'
+done
+api PATCH "/devices/${ids[0]}/serial" "{\"webhookUrl\":\"$SIGNALS_URL\",\"webhookEnabled\":true}"
+
+online() { # online: whether every gateway is ONLINE
+	[[ $(curl -fsS --max-time 5 -H "Authorization: Bearer $KEY" "$API/devices?limit=100" | grep -o '"status": *"ONLINE"' | wc -l) -ge ${#GATEWAYS[@]} ]]
+}
+wait_for "relay (log: $DATA/relay.log)" "$relay_pid" online
+
 cat <<MSG
 
-  Fleet demo relay on http://$LISTEN with $agents
-  Database:  $DB
-  API key:   $KEY
+  Fleet demo: relay on http://$LISTEN, ${#GATEWAYS[@]} simulated gateways online
+    ${ids[0]}  IG-500 "Press line 1"    forwarding its signals to the sink
+    ${ids[1]}  IG-500 "Packaging line"
+    ${ids[2]}  IG-100 "Gatehouse"       (agent pid ${agent_pids[2]}: kill it and a device_offline alert reaches the sink in about 20 s)
+  Webhook sink on https://$SINK_LISTEN/ prints each webhook below ("sink | ...")
+  Logs: $DATA/relay.log, $DATA/agent-N.log. Data: $DATA (kept; delete it to start over)
 
-  curl -s -H "Authorization: Bearer $KEY" http://$LISTEN/api/v1/public/devices
-  curl -s -H "Authorization: Bearer $KEY" http://$LISTEN/api/v1/public/devices/$first_id/serial
+  API key: $KEY
 
-  Ctrl-C stops the relay and the agents.
+  Paste into another terminal:
+    KEY=$KEY API=$API D=${ids[0]}
+    curl -s -H "Authorization: Bearer \$KEY" \$API/devices
+    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D
+    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/serial
+    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/serial/telemetry
+    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/metrics
+    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/events
+    curl -s -H "Authorization: Bearer \$KEY" \$API/alerts
+
+  Ctrl-C stops everything.
 
 MSG
 
-wait "$relay_pid"
+while kill -0 "$relay_pid" 2>/dev/null && kill -0 "$sink_pid" 2>/dev/null && kill -0 "$WATCH_PID" 2>/dev/null; do
+	sleep 1 &
+	wait $! || true
+done
+kill -0 "$WATCH_PID" 2>/dev/null || die "process $WATCH_PID (make) is gone; stopping"
+kill -0 "$sink_pid" 2>/dev/null || die "the webhook sink stopped"
+die "the relay stopped; the end of $DATA/relay.log:
+$(tail -n 5 "$DATA/relay.log")"

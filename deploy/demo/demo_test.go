@@ -1,0 +1,404 @@
+// Package demo_test runs the one-command demo as a newcomer would: `make run`
+// in a fresh clone of this repository, then the API with the printed key,
+// then Ctrl-C (SIGINT to make's process group), and checks that nothing the
+// demo started is left running and that a second `make run` reuses the data.
+package demo_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startTimeout covers a cold build of the relay (cgo SQLite) in the clone.
+const startTimeout = 5 * time.Minute
+
+var keyLine = regexp.MustCompile(`API key: (svc_sk_\S+)`)
+
+// demo is one `make run` in its own process group, its output collected line
+// by line.
+type demo struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	done chan struct{} // closed when make has exited (and its output is read)
+
+	mu    sync.Mutex
+	lines []string
+	more  chan struct{} // signalled on each new line
+}
+
+// startDemo runs `make run` with args in dir, with this environment's Go
+// caches (GOCACHE, GOMODCACHE, GOFLAGS are inherited as they are).
+func startDemo(t *testing.T, dir string, args ...string) *demo {
+	t.Helper()
+	cmd := exec.Command("make", append([]string{"run"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = demoEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	// A process started with SIGINT ignored (a background job of a script)
+	// passes that on to make, which could then not be interrupted. While a
+	// handler is installed here, the child starts with the default action.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	err = cmd.Start()
+	signal.Stop(sig)
+	if err != nil {
+		t.Fatalf("make run: %v", err)
+	}
+	d := &demo{t: t, cmd: cmd, done: make(chan struct{}), more: make(chan struct{}, 1)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.lines = append(d.lines, sc.Text())
+			d.mu.Unlock()
+			select {
+			case d.more <- struct{}{}:
+			default:
+			}
+		}
+		cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() { // a failed test still leaves nothing running
+		select {
+		case <-d.done:
+		default:
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-d.done
+		}
+	})
+	return d
+}
+
+// demoEnv is this environment without what an enclosing make or a user's
+// shell could pass to the inner make.
+func demoEnv() []string {
+	drop := []string{"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "GNUMAKEFLAGS", "DATA", "BIN", "LISTEN", "SINK_LISTEN", "WATCH_PID", "GO"}
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(drop, k)
+	})
+}
+
+func (d *demo) output() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return strings.Join(d.lines, "\n")
+}
+
+// waitLine returns the first submatches of re in a line of output, waiting
+// up to timeout; it fails the test if make exits or time runs out first.
+func (d *demo) waitLine(re *regexp.Regexp, timeout time.Duration) []string {
+	d.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		d.mu.Lock()
+		for _, l := range d.lines {
+			if m := re.FindStringSubmatch(l); m != nil {
+				d.mu.Unlock()
+				return m
+			}
+		}
+		d.mu.Unlock()
+		select {
+		case <-d.more:
+		case <-d.done:
+			d.t.Fatalf("make run exited before printing a line matching %q:\n%s", re, d.output())
+		case <-deadline:
+			d.t.Fatalf("no line matching %q within %s:\n%s", re, timeout, d.output())
+		}
+	}
+}
+
+// interrupt sends SIGINT to make's process group, as Ctrl-C does, and waits
+// for make to exit.
+func (d *demo) interrupt() {
+	d.t.Helper()
+	if err := syscall.Kill(-d.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		d.t.Fatalf("SIGINT: %v", err)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		d.t.Fatalf("make run still running 30 s after SIGINT:\n%s", d.output())
+	}
+}
+
+type device struct {
+	ID     string `json:"id"`
+	Model  string `json:"model"`
+	Status string `json:"status"`
+}
+
+type telemetry struct {
+	At       *time.Time `json:"at"`
+	Channels []struct {
+		ID   string `json:"id"`
+		Live string `json:"live"`
+	} `json:"channels"`
+}
+
+// get calls the public API with key and decodes {"data": ...} into data.
+func get(t *testing.T, base, key, path string, data any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/api/v1/public"+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, &struct{ Data any }{data}); err != nil {
+		t.Fatalf("GET %s: %v: %s", path, err, body)
+	}
+}
+
+// onlineDevices waits until the key lists three devices, two IG-500 and one
+// IG-100, all ONLINE, and returns them.
+func onlineDevices(t *testing.T, base, key string) []device {
+	t.Helper()
+	var devs []device
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		devs = nil
+		get(t, base, key, "/devices?limit=100", &devs)
+		models := map[string]int{}
+		online := 0
+		for _, d := range devs {
+			models[d.Model]++
+			if d.Status == "ONLINE" {
+				online++
+			}
+		}
+		if len(devs) == 3 && models["IG-500"] == 2 && models["IG-100"] == 1 && online == 3 {
+			return devs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("devices after 30 s: %+v; want exactly two IG-500 and one IG-100, all ONLINE", devs)
+		}
+	}
+}
+
+// liveValues returns an IG-500's channel values from /serial/telemetry once
+// its time differs from after.
+func liveValues(t *testing.T, base, key, id string, after time.Time) (time.Time, map[string]string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		var tel telemetry
+		get(t, base, key, "/devices/"+id+"/serial/telemetry", &tel)
+		if tel.At != nil && !tel.At.Equal(after) {
+			live := map[string]string{}
+			for _, c := range tel.Channels {
+				live[c.ID] = c.Live
+			}
+			return *tel.At, live
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("telemetry of %s did not change in 20 s (at %v)", id, tel.At)
+		}
+	}
+}
+
+// leftovers lists the processes whose executable or working directory is
+// inside dir.
+func leftovers(dir string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		for _, link := range []string{"exe", "cwd"} {
+			target, err := os.Readlink(filepath.Join("/proc", e.Name(), link))
+			if err == nil && (target == dir || strings.HasPrefix(target, dir+"/")) {
+				cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+				out = append(out, fmt.Sprintf("pid %d (%s %s): %s", pid, link, target, strings.ReplaceAll(string(cmdline), "\x00", " ")))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// assertNothingLeft fails if a process of the clone is still there a few
+// seconds after make exited.
+func assertNothingLeft(t *testing.T, dir string) {
+	t.Helper()
+	var left []string
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if left = leftovers(dir); len(left) == 0 {
+			return
+		}
+	}
+	t.Errorf("processes left behind after make exited:\n%s", strings.Join(left, "\n"))
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// cloneRepo clones the repository this test runs in (its HEAD) into a
+// temporary folder.
+func cloneRepo(t *testing.T) string {
+	t.Helper()
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse (the test runs inside the repository): %v", err)
+	}
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = filepath.Join(dir, "fleet")
+	if out, err := exec.Command("git", "clone", "--quiet", "--no-hardlinks", strings.TrimSpace(string(top)), dir).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v: %s", err, out)
+	}
+	return dir
+}
+
+// TestMakeRunInAFreshClone is issue 7's demo test.
+func TestMakeRunInAFreshClone(t *testing.T) {
+	for _, tool := range []string{"git", "make", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed: %v", tool, err)
+		}
+	}
+	dir := cloneRepo(t)
+
+	// A demo folder from the earlier four-gateway layout is started over.
+	old := filepath.Join(dir, ".fleet-demo")
+	if err := os.MkdirAll(filepath.Join(old, "agent-4"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "demo.env"), []byte("ORG=x\nKEY=svc_sk_old_old\nDEVICE_4=\"a b IG-100\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "relay.db"), []byte("not a database"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	port, sinkPort := freePort(t), freePort(t)
+	args := []string{fmt.Sprintf("LISTEN=127.0.0.1:%d", port), fmt.Sprintf("SINK_LISTEN=127.0.0.1:%d", sinkPort)}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	var key string
+	var ids []string
+	t.Run("first run", func(t *testing.T) {
+		d := startDemo(t, dir, args...)
+		key = d.waitLine(keyLine, startTimeout)[1]
+		if !strings.Contains(d.output(), "older demo") {
+			t.Errorf("no message about starting the old demo folder over:\n%s", d.output())
+		}
+		devs := onlineDevices(t, base, key)
+		var first string
+		for _, dv := range devs {
+			ids = append(ids, dv.ID)
+			if dv.Model == "IG-500" && strings.Contains(d.output(), dv.ID+`  IG-500 "Press line 1"`) {
+				first = dv.ID
+			}
+		}
+		if first == "" {
+			t.Fatalf("the banner names no IG-500 as Press line 1:\n%s", d.output())
+		}
+
+		// Moving signals on the forwarding IG-500: Modbus, CAN-FD and GPIO.
+		at1, live1 := liveValues(t, base, key, first, time.Time{})
+		_, live2 := liveValues(t, base, key, first, at1)
+		for _, ch := range []string{"rs485-1", "rs485-2", "canfd-1"} {
+			if live1[ch] == "" || live1[ch] == live2[ch] {
+				t.Errorf("%s live %q then %q: want a value that moves", ch, live1[ch], live2[ch])
+			}
+		}
+		for _, ch := range []string{"gpio-1", "gpio-4"} {
+			if live2[ch] != "0" && live2[ch] != "1" {
+				t.Errorf("%s live %q: want 0 or 1", ch, live2[ch])
+			}
+		}
+
+		// Its signals reach the sink, which verified them.
+		d.waitLine(regexp.MustCompile(`^sink \| \S+ serial\.signal device `+first+` .*signature ok`), 60*time.Second)
+		if strings.Contains(d.output(), "BAD SIGNATURE") {
+			t.Errorf("the sink refused a delivery:\n%s", d.output())
+		}
+
+		d.interrupt()
+		if !strings.Contains(d.output(), "fleet demo: stopped") {
+			t.Errorf("no stop message after SIGINT:\n%s", d.output())
+		}
+		assertNothingLeft(t, dir)
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("busy port", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		cmd := exec.Command("make", "run", "LISTEN="+ln.Addr().String(), args[1])
+		cmd.Dir, cmd.Env = dir, demoEnv()
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || !strings.Contains(string(out), ln.Addr().String()+" is already in use") {
+			t.Errorf("make run on a busy port: %v, output:\n%s\nwant a failure saying the address is in use", err, out)
+		}
+		assertNothingLeft(t, dir)
+	})
+
+	t.Run("second run reuses the data", func(t *testing.T) {
+		d := startDemo(t, dir, args...)
+		if again := d.waitLine(keyLine, startTimeout)[1]; again != key {
+			t.Errorf("second run printed key %s, want the first run's %s", again, key)
+		}
+		devs := onlineDevices(t, base, key)
+		for _, dv := range devs {
+			if !slices.Contains(ids, dv.ID) {
+				t.Errorf("device %s is new; the first run made %v", dv.ID, ids)
+			}
+		}
+		if !strings.Contains(d.output(), "reused") {
+			t.Errorf("the sink made a new certificate:\n%s", d.output())
+		}
+		d.waitLine(regexp.MustCompile(`^sink \| .*serial\.signal .*signature ok`), 60*time.Second)
+		d.interrupt()
+		assertNothingLeft(t, dir)
+	})
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/cloud/sqlite"
 )
 
@@ -49,6 +50,7 @@ type extension struct {
 // their own files and one line each here.
 func extensions() []extension {
 	return []extension{
+		metricsExtension(),
 		webhookExtension(), // before the agent endpoint: stops after it
 		agentLinkExtension(),
 	}
@@ -64,6 +66,9 @@ type Main struct {
 	// Set by Run.
 	DB    *sqlite.DB
 	Store Services
+	// Metrics is the Prometheus registry of the relay's parts; extensions
+	// attach theirs in start.
+	Metrics *relaymetrics.Metrics
 	// Observers hear what agents reported; AlertObservers hear alert state
 	// changes (API and alert engine); ConfigObservers hear desired serial
 	// configuration changes. Extensions append to them in start.
@@ -79,6 +84,8 @@ type Main struct {
 	done     chan struct{}
 	serveErr error
 	logOut   io.Writer
+
+	metricsAddr string // set by the metrics extension with --metrics-listen
 }
 
 // Services are the store's service implementations; extensions set their
@@ -171,6 +178,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.Store.Serial.Observer = &m.ConfigObservers
 	m.Store.Alerts.Observer = &m.AlertObservers
+	m.Metrics = relaymetrics.New()
 	mux := http.NewServeMux()
 	for _, e := range m.exts {
 		stop, err := e.start(bg, m, mux)
@@ -184,6 +192,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	apiServer := api.NewServer(api.Config{
 		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Auth: m.Store.Auth,
 		RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), Now: m.DB.Now,
+		Requests: m.Metrics.Requests(),
 	})
 	mux.Handle("/", apiServer)
 

@@ -37,6 +37,9 @@ func agentLinkExtension() extension {
 			c.Logger = log
 			c.Now = m.DB.Now
 			srv := agentlink.New(c)
+			if err := m.Metrics.WatchAgentLink(srv); err != nil {
+				return nil, fmt.Errorf("agent endpoint metrics: %w", err)
+			}
 			mux.Handle(protocol.Path, srv.Handler())
 			m.ConfigObservers = append(m.ConfigObservers, srv)
 			rctx, cancel := context.WithCancel(ctx)

@@ -222,9 +222,13 @@ func webhookExtension() extension {
 			}
 			log := m.Logger.With("component", "webhook")
 			disp, err := webhook.New(webhook.Config{Store: sqlite.NewWebhookStore(m.DB), Client: hc, Backoff: backoff, Timeout: timeout,
-				PerEndpoint: perEndpoint, MaxQueue: maxQueue, Retention: retention, Logger: log, Now: m.DB.Now})
+				PerEndpoint: perEndpoint, MaxQueue: maxQueue, Retention: retention, Logger: log, Now: m.DB.Now,
+				Observer: m.Metrics.Webhooks()})
 			if err != nil {
 				return nil, err
+			}
+			if err := m.Metrics.WatchWebhooks(disp); err != nil {
+				return nil, fmt.Errorf("webhook metrics: %w", err)
 			}
 			if err := disp.Start(ctx); err != nil {
 				return nil, err

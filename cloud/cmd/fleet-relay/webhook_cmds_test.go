@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/protocol"
@@ -150,25 +148,7 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 
 	// The simulated agent: 20 signal changes and a full disk.
 	ctx := context.Background()
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+protocol.Path, &websocket.DialOptions{
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + dev.Token}}, Subprotocols: []string{protocol.Subprotocol}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	go func() {
-		for {
-			if _, _, err := ws.Read(ctx); err != nil {
-				return
-			}
-		}
-	}()
-	send := func(m protocol.Message) {
-		b, _ := json.Marshal(m)
-		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ws, send := dialAgent(t, addr, dev.Token)
 	send(protocol.Message{Type: protocol.TypeHello, Hello: &protocol.Hello{AgentVersion: "sim", Model: "IG-500", HeartbeatInterval: protocol.Duration{Duration: time.Minute}}})
 	const changes = 20
 	for i := 0; i < changes; i++ {

@@ -748,7 +748,7 @@ func (c *apiClient) waitFor(what string, cond func() string) {
 		if time.Now().After(c.deadline) {
 			c.t.Fatalf("waiting for %s: %s", what, why)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
 	}
 }
 
@@ -797,7 +797,8 @@ func TestREADMECurlExamples(t *testing.T) {
 
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	startProcess(t, filepath.Join(dir, "relay.log"), relay, "serve", "--db", db, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	startProcess(t, filepath.Join(dir, "relay.log"), relay, "serve", "--db", db, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--rate-limit", "100000") // the waits below poll; the examples do not depend on the limit
 	api := &apiClient{t: t, base: base + "/api/v1/public", key: key.Key, client: &http.Client{Timeout: 5 * time.Second}, deadline: time.Now().Add(60 * time.Second)}
 	api.waitFor("the relay", func() string {
 		var v any

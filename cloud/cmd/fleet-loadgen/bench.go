@@ -205,6 +205,10 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf("  reconnect storm drained in   %8.1f s  | < %.0f s%s  (%d agents x %d spooled samples; relay restart to last ack)\n",
 		drain.Seconds(), targetDrain.Seconds(), okMark(drain < targetDrain), n, spooledPerAgent)
 	fmt.Printf("  spooled samples stored       %8d | %d (exactly once)%s\n", stored12, n*spooledPerAgent, okMark(stored12 == int64(n*spooledPerAgent)))
+	if err := record(figures{agents: n, rss: rss, baseRSS: baseRSS, rssLoaded: rssLoaded, rate: rate, offered: float64(n) / f.interval.Seconds(), p50: p50, p99: p99,
+		stored: stored, drain: drain, spooled: stored12, spooledWant: int64(n * spooledPerAgent), heartbeatEvery: f.interval, measuring: f.duration}); err != nil {
+		return err
+	}
 	if stored12 != int64(n*spooledPerAgent) {
 		return fmt.Errorf("stored %d spooled samples, want %d", stored12, n*spooledPerAgent)
 	}

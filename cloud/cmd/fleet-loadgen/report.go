@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fleet/fleet/bench/benchreport"
+)
+
+// figures are what runBench prints, for the `make bench` report.
+type figures struct {
+	agents                    int
+	rss, baseRSS, rssLoaded   int64 // relay RSS in bytes: all agents idle, before any, under load
+	rate, offered             float64
+	p50, p99                  time.Duration
+	stored                    int64 // heartbeats stored in the window
+	drain                     time.Duration
+	spooled, spooledWant      int64
+	heartbeatEvery, measuring time.Duration
+}
+
+// record writes the figures as report rows beside the targets runBench
+// prints (the relay's RSS scaled to targetAgents, as its verdict is).
+func record(f figures) error {
+	scaled := float64(f.rss) * targetAgents / float64(max(f.agents, 1))
+	rows := []benchreport.Row{
+		{Area: "agent link", Figure: "concurrent agent websockets on one relay", Unit: "agents", Measured: float64(f.agents),
+			Target: &benchreport.Target{Op: benchreport.AtLeast, Value: targetAgents},
+			Notes:  "over loopback from several 127.x addresses; fewer when RLIMIT_NOFILE caps them (the run says so)"},
+		{Area: "agent link", Figure: "relay RSS, all agents (scaled to 20,000 from those connected)", Unit: "MiB", Measured: scaled / (1 << 20),
+			Target: &benchreport.Target{Op: benchreport.Below, Value: targetRSS / (1 << 30), Unit: "GiB"},
+			Notes: fmt.Sprintf("%.0f MiB measured with %d idle agents (%.1f KiB per connection over a %.0f MiB base), %.0f MiB under load",
+				float64(f.rss)/(1<<20), f.agents, float64(f.rss-f.baseRSS)/float64(max(f.agents, 1))/1024, float64(f.baseRSS)/(1<<20), float64(f.rssLoaded)/(1<<20))},
+		{Area: "agent link", Figure: "heartbeats stored per second", Unit: "heartbeats/s", Measured: f.rate,
+			Target: &benchreport.Target{Op: benchreport.AtLeast, Value: targetHBRate},
+			Notes:  fmt.Sprintf("offered %.0f/s (every agent each %v), %v measured; relay and load generator share the machine", f.offered, f.heartbeatEvery, f.measuring)},
+		{Area: "agent link", Figure: "heartbeat-to-stored p99", Unit: "ms", Measured: ms(f.p99),
+			Target: &benchreport.Target{Op: benchreport.Below, Value: ms(targetHBP99)},
+			Notes:  fmt.Sprintf("p50 %.1f ms; relay: read to commit", ms(f.p50))},
+		{Area: "agent link", Figure: "reconnect storm drained (every agent flushing an hour of metrics)", Unit: "s", Measured: f.drain.Seconds(),
+			Target: &benchreport.Target{Op: benchreport.Below, Value: targetDrain.Seconds()},
+			Notes:  fmt.Sprintf("relay restart to last ack; %d of %d spooled samples stored exactly once", f.spooled, f.spooledWant)},
+	}
+	if f.stored == 0 {
+		rows[3].Error = "no heartbeat stored in the measured window"
+	}
+	if f.spooled != f.spooledWant {
+		rows[4].Error = fmt.Sprintf("stored %d spooled samples, want %d", f.spooled, f.spooledWant)
+	}
+	return benchreport.Record(rows...)
+}

@@ -1,0 +1,85 @@
+// Package deploy_test checks the deployment files in deploy/ against the
+// real binaries and tools: the systemd units with systemd-analyze, the
+// example configs against the flag sets, the .deb packages built by
+// `make package` with dpkg, and the relay's container image laid out from
+// its Dockerfile and run in a chroot. TestMain runs
+// `make package-deps package` once; every test uses what it built.
+package deploy_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// repo is the repository root; bin and dist are make's output folders.
+var (
+	repo = mustAbs("..")
+	bin  = filepath.Join(repo, "bin")
+	dist = filepath.Join(repo, "dist")
+)
+
+func mustAbs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+func TestMain(m *testing.M) {
+	cmd := exec.Command("make", "-C", repo, "--no-print-directory", "package-deps", "package")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "deploy: make package-deps package: %v\n%s", err, out.String())
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// relayBin is the static relay that make package put in the .deb and the
+// container image uses.
+func relayBin() string { return filepath.Join(bin, "fleet-relay-static") }
+
+// deb returns the one package make package built for name and arch.
+func deb(t *testing.T, name, arch string) string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dist, name+"_*_"+arch+".deb"))
+	if err != nil || len(m) != 1 {
+		t.Fatalf("dist/%s_*_%s.deb: want one package, found %v (%v)", name, arch, m, err)
+	}
+	return m[0]
+}
+
+// run runs a command and fails the test with its output when it fails.
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// copyFile copies src to dst with mode.
+func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dst, mode); err != nil {
+		t.Fatal(err)
+	}
+}

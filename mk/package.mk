@@ -1,0 +1,93 @@
+# Packaging (docs/deploy.md):
+#   make relay-static  static fleet-relay (cgo SQLite, glibc linked in):
+#                      $(BIN)/fleet-relay-static. The container image's build
+#                      stage runs this same target (deploy/container/Dockerfile)
+#                      and the .deb ships the same binary.
+#   make package       dist/fleet-agent_<version>_{amd64,arm64,armhf}.deb and
+#                      dist/fleet-relay_<version>_amd64.deb, built with nfpm
+#                      (pinned below, built once into $(BIN)/tools; not in go.mod).
+#   make package-deps  what the deploy tests need from Debian (dpkg-dev,
+#                      systemd for systemd-analyze, ca-certificates, gcc),
+#                      installed with apt-get when missing.
+# The deploy tests (go test ./deploy/) run `make package-deps package` first.
+
+NFPM_VERSION := v2.43.0
+NFPM         := $(BIN)/tools/nfpm-$(NFPM_VERSION)
+DIST         := dist
+
+# The relay's static build, defined once: cgo for SQLite, glibc linked in
+# statically; netgo and osusergo keep glibc's NSS (which cannot be linked
+# statically) out, and SQLite's extension loading (dlopen) is left out.
+RELAY_STATIC_TAGS    := netgo osusergo sqlite_omit_load_extension
+RELAY_STATIC_LDFLAGS := -s -w -linkmode external -extldflags -static
+
+# Agent architectures: GOARCH[:GOARM]=Debian architecture.
+AGENT_DEB_ARCHES := amd64:=amd64 arm64:=arm64 arm:7=armhf
+
+# Debian version of the work tree (deploy/package/version.sh: 0.0.0~git<date>.<sha>
+# until the first tag), computed once and only when a target uses it.
+ifndef PKG_VERSION
+PKG_VERSION = $(eval PKG_VERSION := $(shell deploy/package/version.sh))$(PKG_VERSION)
+endif
+
+.PHONY: relay-static package package-deps package-clean
+
+relay-static:
+	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(RELAY_STATIC_TAGS)' -ldflags '$(RELAY_STATIC_LDFLAGS)' \
+		-o $(BIN)/fleet-relay-static ./cloud/cmd/fleet-relay
+
+$(NFPM):
+	@mkdir -p $(BIN)/tools
+	GOBIN=$(abspath $(BIN))/tools GOFLAGS= $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	mv $(BIN)/tools/nfpm $@
+
+# Maintainer scripts: one template per script (deploy/package/*.in), with the
+# package's name, extra groups and config file filled in.
+define pkg_scripts
+	@mkdir -p $(DIST)/stage/$(1)/scripts
+	@for s in postinst prerm postrm; do \
+		sed -e 's|@PKG@|$(1)|g' -e 's|@EXTRA_GROUPS@|$(2)|g' -e 's|@CONFFILE@|$(3)|g' \
+			deploy/package/$$s.in > $(DIST)/stage/$(1)/scripts/$$s; \
+	done
+endef
+
+package: $(NFPM) relay-static
+	@rm -f $(DIST)/fleet-agent_*.deb $(DIST)/fleet-relay_*.deb
+	@mkdir -p $(DIST)/stage
+	$(call pkg_scripts,fleet-agent,dialout gpio,agent.yaml)
+	$(call pkg_scripts,fleet-relay,,relay.env)
+	@set -e; for t in $(AGENT_DEB_ARCHES); do \
+		goarch=$${t%%:*}; rest=$${t#*:}; goarm=$${rest%%=*}; deb=$${t##*=}; \
+		echo "package: fleet-agent $(PKG_VERSION) $$deb"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$goarch GOARM=$$goarm $(GO) build -trimpath -ldflags='-s -w' \
+			-o $(DIST)/stage/fleet-agent/fleet-agent ./agent/cmd/fleet-agent; \
+		PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$$deb $(NFPM) pkg --packager deb \
+			--config deploy/package/fleet-agent.yaml --target $(DIST)/fleet-agent_$(PKG_VERSION)_$$deb.deb >/dev/null; \
+	done
+	@echo "package: fleet-relay $(PKG_VERSION) amd64"
+	@cp $(BIN)/fleet-relay-static $(DIST)/stage/fleet-relay/fleet-relay
+	@PKG_VERSION=$(PKG_VERSION) PKG_ARCH=amd64 $(NFPM) pkg --packager deb \
+		--config deploy/package/fleet-relay.yaml --target $(DIST)/fleet-relay_$(PKG_VERSION)_amd64.deb >/dev/null
+	@ls -l $(DIST)/*.deb
+
+package-deps:
+	@missing=; \
+	command -v dpkg-deb >/dev/null 2>&1 || missing="$$missing dpkg-dev"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
+	[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || [ -f /usr/lib/$$(gcc -dumpmachine 2>/dev/null)/libc.a ] || missing="$$missing libc6-dev"; \
+	[ -f /etc/ssl/certs/ca-certificates.crt ] || missing="$$missing ca-certificates"; \
+	command -v useradd >/dev/null 2>&1 || missing="$$missing passwd"; \
+	if [ -n "$$missing" ]; then \
+		echo "package-deps: installing$$missing"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q $$missing >/dev/null 2>&1 || \
+		{ apt-get update -q && apt-get install -y -q $$missing; }; \
+	fi
+
+package-clean:
+	rm -rf $(DIST)
+
+.PHONY: package-version
+package-version:
+	@echo $(PKG_VERSION)

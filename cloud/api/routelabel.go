@@ -1,8 +1,10 @@
 package api
 
 import (
+	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -19,11 +21,12 @@ type RequestObserver interface {
 }
 
 // routeLabels caches the route label of each list of chi route patterns,
-// so that a request costs a read-locked map lookup instead of the joins of
-// chi.Context.RoutePattern.
+// so that a request costs a map lookup instead of the joins of
+// chi.Context.RoutePattern. The map is copied on write (a handful of
+// entries, written once each), so readers share no lock.
 type routeLabels struct {
-	mu sync.RWMutex
-	m  map[[2]string]string
+	m  atomic.Pointer[map[[2]string]string]
+	mu sync.Mutex // writers
 }
 
 // maxRouteLabels bounds the cache: the patterns are the routes' own, but a
@@ -42,21 +45,24 @@ func (l *routeLabels) of(rctx *chi.Context) string {
 	}
 	var k [2]string
 	copy(k[:], rctx.RoutePatterns)
-	l.mu.RLock()
-	v, ok := l.m[k]
-	l.mu.RUnlock()
-	if ok {
+	if m := l.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	v := routeLabel(rctx.RoutePattern(), rctx.RoutePatterns)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.m.Load()
+	if old != nil && len(*old) >= maxRouteLabels {
 		return v
 	}
-	v = routeLabel(rctx.RoutePattern(), rctx.RoutePatterns)
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = make(map[[2]string]string)
+	m := make(map[[2]string]string, 8)
+	if old != nil {
+		maps.Copy(m, *old)
 	}
-	if len(l.m) < maxRouteLabels {
-		l.m[k] = v
-	}
-	l.mu.Unlock()
+	m[k] = v
+	l.m.Store(&m)
 	return v
 }
 

@@ -1,9 +1,11 @@
 package relaymetrics
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,14 +21,16 @@ var requestBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 // Requests counts the public API's requests by route pattern, method and
 // status, with a latency histogram by route and method. It satisfies
 // api.RequestObserver. Label children are resolved once per combination
-// and cached, so a request costs a read-locked map lookup, one counter
+// and cached, so a request costs a lock-free map lookup, one counter
 // increment and one histogram observation.
 type Requests struct {
 	total    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 
-	mu       sync.RWMutex
-	children map[reqKey]reqChild
+	// children is copied on write (each combination is written once), so
+	// readers share no lock.
+	children atomic.Pointer[map[reqKey]reqChild]
+	mu       sync.Mutex // writers
 }
 
 type reqKey struct {
@@ -54,7 +58,6 @@ func newRequests() *Requests {
 			Help:    "Time from receiving a public API request's headers to the end of its handler, by route pattern and method.",
 			Buckets: requestBuckets,
 		}, []string{"route", "method"}),
-		children: make(map[reqKey]reqChild),
 	}
 }
 
@@ -70,9 +73,11 @@ func (r *Requests) ObserveRequest(route, method string, status int, d time.Durat
 	}
 	method = boundMethod(method)
 	k := reqKey{route, method, status}
-	r.mu.RLock()
-	c, ok := r.children[k]
-	r.mu.RUnlock()
+	var c reqChild
+	ok := false
+	if m := r.children.Load(); m != nil {
+		c, ok = (*m)[k]
+	}
 	if !ok {
 		c = r.child(k)
 	}
@@ -86,10 +91,17 @@ func (r *Requests) child(k reqKey) reqChild {
 		dur:   r.duration.WithLabelValues(k.route, k.method),
 	}
 	r.mu.Lock()
-	if len(r.children) < maxRequestChildren {
-		r.children[k] = c
+	defer r.mu.Unlock()
+	old := r.children.Load()
+	if old != nil && len(*old) >= maxRequestChildren {
+		return c
 	}
-	r.mu.Unlock()
+	m := make(map[reqKey]reqChild, 16)
+	if old != nil {
+		maps.Copy(m, *old)
+	}
+	m[k] = c
+	r.children.Store(&m)
 	return c
 }
 

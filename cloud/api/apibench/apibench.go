@@ -28,6 +28,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -117,8 +118,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 
 	// The server as the relay runs it: the access log is formatted (to a
-	// discarding writer), the rate limit is out of the way.
+	// discarding writer), requests are counted for /metrics, the rate limit
+	// is out of the way.
 	srv := api.NewServer(api.Config{
+		Requests:  relaymetrics.New().Requests(),
 		Devices:   sqlite.NewDeviceService(db),
 		Serial:    sqlite.NewSerialService(db),
 		Alerts:    sqlite.NewAlertService(db),

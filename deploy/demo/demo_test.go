@@ -286,7 +286,7 @@ func cloneRepo(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir = filepath.Join(dir, "fleet")
-	if out, err := exec.Command("git", "clone", "--quiet", "--no-hardlinks", strings.TrimSpace(string(top)), dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("git", "clone", "--quiet", strings.TrimSpace(string(top)), dir).CombinedOutput(); err != nil {
 		t.Fatalf("git clone: %v: %s", err, out)
 	}
 	return dir

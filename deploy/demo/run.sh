@@ -126,17 +126,17 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# wait_for WHAT PID CHECK...: run CHECK until it succeeds, for up to 30 s,
-# while PID lives.
+# wait_for WHAT PID CHECK...: run CHECK until it succeeds, for up to 60 s
+# (a machine busy with builds can be slow), while PID lives.
 wait_for() {
 	local what=$1 pid=$2
 	shift 2
-	for _ in $(seq 1 300); do
+	for _ in $(seq 1 600); do
 		"$@" && return 0
 		kill -0 "$pid" 2>/dev/null || die "the $what stopped; see above or in $DATA"
 		sleep 0.1
 	done
-	die "the $what did not start within 30 s"
+	die "the $what was not ready within 60 s"
 }
 
 FLEET_WEBHOOK_SECRET=$WEBHOOK_SECRET "${guard[@]}" "$SINK" --listen "$SINK_LISTEN" \
@@ -198,9 +198,9 @@ done
 api PATCH "/devices/${ids[0]}/serial" "{\"webhookUrl\":\"$SIGNALS_URL\",\"webhookEnabled\":true}"
 
 online() { # online: whether every gateway is ONLINE
-	[[ $(curl -fsS --max-time 5 -H "Authorization: Bearer $KEY" "$API/devices?limit=100" | grep -o '"status": *"ONLINE"' | wc -l) -ge ${#GATEWAYS[@]} ]]
+	[[ $(curl -fsS --max-time 5 -H "Authorization: Bearer $KEY" "$API/devices?limit=100" 2>/dev/null | grep -o '"status": *"ONLINE"' | wc -l) -ge ${#GATEWAYS[@]} ]]
 }
-wait_for "relay (log: $DATA/relay.log)" "$relay_pid" online
+wait_for "gateways (logs: $DATA/agent-N.log) or the relay" "$relay_pid" online
 
 cat <<MSG
 

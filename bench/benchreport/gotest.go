@@ -1,8 +1,12 @@
 package benchreport
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"regexp"
+	"strings"
 
 	"golang.org/x/perf/benchfmt"
 )
@@ -38,7 +42,7 @@ type Metric struct {
 // counts.
 func FromGoTest(r io.Reader, metrics []Metric) ([]Row, error) {
 	values := map[string]map[string]float64{}
-	br := benchfmt.NewReader(r, "go test output")
+	br := benchfmt.NewReader(rejoin(r), "go test output")
 	for br.Scan() {
 		res, ok := br.Result().(*benchfmt.Result)
 		if !ok {
@@ -106,4 +110,37 @@ func benchName(n benchfmt.Name) string {
 		s += string(p)
 	}
 	return s
+}
+
+// resultLine is the second half of a benchmark line whose benchmark
+// printed while it ran: the iteration count and the first value.
+var resultLine = regexp.MustCompile(`^\s+\d+\t\s*[-+0-9.eE]+ \S`)
+
+// rejoin undoes what a benchmark that prints (fmt.Printf) does to go test's
+// output: the testing package writes the name, the benchmark's own lines
+// follow, then the iteration count and values on a line of their own.
+// rejoin puts the name back in front of those values so benchfmt reads
+// one benchmark line; every other line passes unchanged.
+func rejoin(r io.Reader) io.Reader {
+	var out bytes.Buffer
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	pending := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "Benchmark") {
+			name, rest, _ := strings.Cut(line, "\t")
+			if !resultLine.MatchString("\t" + rest) && !resultLine.MatchString(rest) {
+				pending = strings.TrimSpace(name)
+				out.WriteString(line[len(name):] + "\n") // what the benchmark printed
+				continue
+			}
+			pending = ""
+		} else if pending != "" && resultLine.MatchString(line) {
+			line = pending + "\t" + line
+			pending = ""
+		}
+		out.WriteString(line + "\n")
+	}
+	return &out
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -118,7 +119,13 @@ func (r Report) header(lines []Line) [][2]string {
 	h = append(h, [2]string{"Go, commit", orUnknown(m.Go) + ", " + orUnknown(m.Commit)})
 	h = append(h, [2]string{"Load average (1, 5, 15 min)", startEnd(r.Start.LoadAvg, r.End.LoadAvg)})
 	if r.Start.CPUPressure != "" || r.End.CPUPressure != "" {
-		h = append(h, [2]string{"CPU pressure (some)", startEnd(r.Start.CPUPressure, r.End.CPUPressure)})
+		p := startEnd(averages(r.Start.CPUPressure), averages(r.End.CPUPressure))
+		t0, ok0 := stallTotal(r.Start.CPUPressure)
+		t1, ok1 := stallTotal(r.End.CPUPressure)
+		if span := r.End.At.Sub(r.Start.At); ok0 && ok1 && span > 0 {
+			p += fmt.Sprintf("; some task waited for a CPU %.0f %% of the run", 100*float64(t1-t0)*float64(time.Microsecond)/float64(span))
+		}
+		h = append(h, [2]string{"CPU pressure (some)", p})
 	}
 	if len(r.Runs) > 0 {
 		var times []string
@@ -135,7 +142,7 @@ func (r Report) header(lines []Line) [][2]string {
 			failed = append(failed, l.Bench+": "+l.Error)
 		}
 	}
-	h = append(h, [2]string{"Figures", fmt.Sprintf("%d: %d pass, %d MISS, %d for information", len(lines), count[Pass], count[Miss], count[Info])})
+	h = append(h, [2]string{"Figures", fmt.Sprintf("%d (%d pass, %d MISS, %d for information)", len(lines), count[Pass], count[Miss], count[Info])})
 	if len(failed) == 0 {
 		h = append(h, [2]string{"Failed to run", "none"})
 	}
@@ -143,6 +150,28 @@ func (r Report) header(lines []Line) [][2]string {
 		h = append(h, [2]string{"Failed to run", f})
 	}
 	return h
+}
+
+// averages is a PSI line without its cumulative total.
+func averages(psi string) string {
+	var keep []string
+	for _, f := range strings.Fields(psi) {
+		if !strings.HasPrefix(f, "total=") {
+			keep = append(keep, f)
+		}
+	}
+	return strings.Join(keep, " ")
+}
+
+// stallTotal is a PSI line's total: microseconds stalled since boot.
+func stallTotal(psi string) (int64, bool) {
+	for _, f := range strings.Fields(psi) {
+		if v, ok := strings.CutPrefix(f, "total="); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 func orUnknown(s string) string {

@@ -53,9 +53,13 @@ func Convert(v float64, from, to string) (float64, error) {
 }
 
 // FormatValue prints a figure with its unit: three significant digits
-// below 100 and thousands separators above ("3.53 ms", "22,114 req/s").
+// below 100 without trailing zeros, whole numbers with thousands
+// separators above ("3.53 ms", "0.5 %", "22,114 req/s").
 func FormatValue(v float64, unit string) string {
 	s := formatNumber(v)
+	if strings.Contains(s, ".") {
+		s = strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
+	}
 	if unit == "" {
 		return s
 	}

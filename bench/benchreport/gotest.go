@@ -130,7 +130,7 @@ func rejoin(r io.Reader) io.Reader {
 		line := sc.Text()
 		if strings.HasPrefix(line, "Benchmark") {
 			name, rest, _ := strings.Cut(line, "\t")
-			if !resultLine.MatchString("\t" + rest) && !resultLine.MatchString(rest) {
+			if !resultLine.MatchString("\t"+rest) && !resultLine.MatchString(rest) {
 				pending = strings.TrimSpace(name)
 				out.WriteString(line[len(name):] + "\n") // what the benchmark printed
 				continue

@@ -66,5 +66,20 @@ func metricSets() map[string][]benchreport.Metric {
 				Row: benchreport.Row{Area: "API", Figure: "GET /alerts handler in process (100 alerts, no network)", Unit: "µs",
 					Notes: "for information"}},
 		},
+		// bench-api-micro, with the API's metrics: cloud/api
+		// BenchmarkRouteLabel and cloud/relaymetrics BenchmarkObserveRequest.
+		"api-routelabel": {
+			{Benchmark: "BenchmarkRouteLabel/cached", Unit: "ns/op",
+				Row: benchreport.Row{Area: "API", Figure: "a request's route label for metrics, cached", Unit: "ns",
+					Notes: "for information"}},
+			{Benchmark: "BenchmarkRouteLabel/chi", Unit: "ns/op",
+				Row: benchreport.Row{Area: "API", Figure: "a request's route label from chi's RoutePattern (what the cache saves)", Unit: "ns",
+					Notes: "for information"}},
+		},
+		"relay-metrics": {
+			{Benchmark: "BenchmarkObserveRequest", Unit: "ns/op",
+				Row: benchreport.Row{Area: "API", Figure: "Prometheus metrics cost of one API request (parallel)", Unit: "ns",
+					Notes: "for information: counter and latency histogram of a cached label"}},
+		},
 	}
 }

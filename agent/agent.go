@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleet/fleet/agent/agentmetrics"
 	"github.com/fleet/fleet/agent/iomgr"
 	"github.com/fleet/fleet/agent/link"
 	"github.com/fleet/fleet/agent/metrics"
@@ -59,6 +60,10 @@ type Agent struct {
 	link    *link.Link
 	vpn     *vpnwatch.Watcher
 	pt      *passthrough.Server
+	// prom is the agent's own Prometheus metrics (nil without
+	// --metrics-listen); metricsAddr is where they are served.
+	prom        *agentmetrics.Metrics
+	metricsAddr string
 
 	mu          sync.Mutex
 	statusErr   string
@@ -166,6 +171,9 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 		a.closeParts()
 		return nil, err
 	}
+	if cfg.MetricsListen != "" {
+		a.prom = a.newPrometheus()
+	}
 	return a, nil
 }
 
@@ -178,6 +186,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.event(protocol.EventAgentStarted, resource.SeverityInfo, fmt.Sprintf("fleet-agent %s started", Version),
 		map[string]any{"version": Version, "model": a.cfg.Model, "hw": a.cfg.HW, "firmwareVersion": a.cfg.FirmwareVersion})
 
+	if a.prom != nil {
+		srv, err := a.prom.Listen(a.cfg.MetricsListen, a.log.With("component", "metrics-server"))
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		a.mu.Lock()
+		a.metricsAddr = srv.Addr()
+		a.mu.Unlock()
+		a.log.Info("agent metrics listening", "addr", srv.Addr(), "path", agentmetrics.Path)
+	}
 	a.io.Start(ctx)
 	a.applySaved(ctx)
 
@@ -244,6 +263,7 @@ func (a *Agent) metricsLoop(ctx context.Context) {
 		s, err := a.sampler.Sample()
 		if err != nil {
 			a.log.Debug("metrics sample incomplete", "err", err)
+			a.countCollectorErrors(err)
 		}
 		a.record(protocol.Record{Metric: &s})
 		// The end-to-end tests compare what the relay stored against these
@@ -272,6 +292,9 @@ func (a *Agent) syncLoop(ctx context.Context) {
 
 func (a *Agent) reportDropped() {
 	if n := a.spool.TakeDropped(); n > 0 {
+		if a.prom != nil {
+			a.prom.SpoolDropped(n)
+		}
 		a.log.Warn("spool bound dropped unsent records", "count", n)
 		a.event(protocol.EventSpoolDropped, resource.SeverityWarning,
 			fmt.Sprintf("%d records dropped from the spool before the relay stored them (size or age bound)", n),
@@ -319,7 +342,10 @@ func (a *Agent) emit(ev protocol.Event) {
 	a.record(protocol.Record{Event: &ev})
 }
 
-func (a *Agent) emitIO(ev iomgr.Event) { a.event(ev.Type, ev.Severity, ev.Message, ev.Data) }
+func (a *Agent) emitIO(ev iomgr.Event) {
+	a.countChannelError(ev)
+	a.event(ev.Type, ev.Severity, ev.Message, ev.Data)
+}
 
 // event spools an event of the agent.
 func (a *Agent) event(typ string, sev resource.Severity, msg string, data map[string]any) {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"path/filepath"
 	"sort"
@@ -56,6 +57,9 @@ type Config struct {
 	VPNInterface string
 	// PassthroughListen is HOST:BASEPORT for raw channel access ("" disables).
 	PassthroughListen string
+	// MetricsListen is the address of the agent's own Prometheus metrics
+	// ("" disables; meant for localhost or the VPN address).
+	MetricsListen string
 
 	Name            string
 	Location        string
@@ -124,6 +128,7 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	fs.DurationVar(&c.BackoffMax, "backoff-max", 60*time.Second, "reconnect delay cap")
 	fs.StringVar(&vpn, "vpn-interface", "", "WireGuard interface to watch (default wg0 with --hw linux, none with --hw sim; none disables)")
 	fs.StringVar(&pt, "passthrough-listen", ":4001", "HOST:BASEPORT for raw channel access in passthrough mode; empty HOST is the VPN address; none disables")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "HOST:PORT serving the agent's own Prometheus metrics at /metrics, plain HTTP (meant for 127.0.0.1 or the VPN address); empty disables")
 	fs.StringVar(&c.Name, "name", "", "device name reported to the relay (default: host name)")
 	fs.StringVar(&c.Location, "location", "", "device location reported to the relay")
 	fs.StringVar(&c.Timezone, "timezone", "", "IANA time zone reported (default: $TZ, /etc/timezone, /etc/localtime, UTC)")
@@ -208,6 +213,11 @@ func (c Config) Validate() error {
 	if c.RecheckInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--recheck-interval %v: must be positive", c.RecheckInterval))
 	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-listen %q: want HOST:PORT", c.MetricsListen))
+		}
+	}
 	if c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin {
 		errs = append(errs, fmt.Errorf("--backoff-min %v / --backoff-max %v: want 0 < min <= max", c.BackoffMin, c.BackoffMax))
 	}
@@ -217,6 +227,6 @@ func (c Config) Validate() error {
 // String describes the configuration for the startup log line, without the
 // token.
 func (c Config) String() string {
-	return fmt.Sprintf("relay=%s hw=%s model=%s state-dir=%s heartbeat=%v metrics-interval=%v ports=%s vpn=%q passthrough=%q",
-		c.Relay, c.HW, c.Model, c.StateDir, c.Heartbeat, c.MetricsInterval, portFlag(c.Ports), c.VPNInterface, c.PassthroughListen)
+	return fmt.Sprintf("relay=%s hw=%s model=%s state-dir=%s heartbeat=%v metrics-interval=%v ports=%s vpn=%q passthrough=%q metrics-listen=%q",
+		c.Relay, c.HW, c.Model, c.StateDir, c.Heartbeat, c.MetricsInterval, portFlag(c.Ports), c.VPNInterface, c.PassthroughListen, c.MetricsListen)
 }

@@ -25,6 +25,24 @@ func TestAgentDoesNotLinkCloud(t *testing.T) {
 			}
 		}
 	}
+	// The agent's own metrics (--metrics-listen) link the Prometheus
+	// client library, and it brings nothing of the relay with it.
+	linked := false
+	for _, d := range deps {
+		linked = linked || d == "github.com/prometheus/client_golang/prometheus"
+	}
+	if !linked {
+		t.Errorf("fleet-agent does not link github.com/prometheus/client_golang/prometheus: is agent/agentmetrics wired in?")
+	}
+	out, err = exec.Command("go", "list", "-deps", "github.com/fleet/fleet/agent/agentmetrics").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, d := range strings.Fields(string(out)) {
+		if strings.HasPrefix(d, "github.com/fleet/fleet/cloud") || strings.HasPrefix(d, "github.com/go-chi/") || strings.HasPrefix(d, "github.com/mattn/go-sqlite3") {
+			t.Errorf("agent/agentmetrics (with client_golang) links %s", d)
+		}
+	}
 	// CGO off: the agent builds as one static binary.
 	cmd := exec.Command("go", "list", "-f", "{{.CgoFiles}}", "-deps", "github.com/fleet/fleet/agent/cmd/fleet-agent")
 	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")

@@ -90,6 +90,7 @@ type Link struct {
 	mu        sync.Mutex
 	connected bool
 	deviceID  string
+	stats     counters // stats.go
 
 	// Poison-record handling, used by Run's goroutine only. After the relay
 	// closes a connection with a protocol error while records were in
@@ -205,6 +206,7 @@ func (l *Link) Run(ctx context.Context) error {
 			attempt = 0
 		}
 		wait := Backoff(attempt, l.opts.BackoffMin, l.opts.BackoffMax, r)
+		l.stats.reconnects.Add(1)
 		refused := l.noteRefusal(err)
 		switch {
 		case errors.Is(err, errUnauthorized):
@@ -498,6 +500,7 @@ func (s *session) welcome(w protocol.Welcome) error {
 	l.connected = true
 	l.deviceID = w.DeviceID
 	l.mu.Unlock()
+	l.stats.sessions.Add(1)
 	l.log.Info("relay link up", "deviceId", w.DeviceID, "relayLastSeq", w.LastSeq, "pending", sp.Stats().Pending)
 	if l.opts.OnWelcome != nil {
 		l.opts.OnWelcome(w)
@@ -512,7 +515,7 @@ func (s *session) heartbeat(ctx context.Context) error {
 	if hb.Channels == nil {
 		hb.Channels = []protocol.ChannelState{}
 	}
-	return s.write(ctx, protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb})
+	return s.l.heartbeatWritten(s.write(ctx, protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb}))
 }
 
 func (s *session) handle(ctx context.Context, m protocol.Message) error {

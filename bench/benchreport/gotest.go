@@ -33,6 +33,17 @@ type Metric struct {
 	// it, the row is shown for information with a note saying so.
 	TargetFrom  string
 	TargetScale float64
+	// Extra are other units of the same result added to the notes, such
+	// as ser2net's figure beside an information row; one the run did not
+	// report is left out.
+	Extra []Extra
+}
+
+// Extra is a side figure for a row's notes: Label, then the value of
+// Unit in the result times Scale (0 is 1), then RowUnit.
+type Extra struct {
+	Unit, Label, RowUnit string
+	Scale                float64
 }
 
 // FromGoTest reads `go test -bench` output and returns one row per metric,
@@ -84,6 +95,11 @@ func FromGoTest(r io.Reader, metrics []Metric) ([]Row, error) {
 			} else {
 				row.Target = nil
 				row.Notes = joinNotes(row.Notes, "no comparison: "+m.TargetFrom+" not measured in this run")
+			}
+		}
+		for _, x := range m.Extra {
+			if v, ok := values[m.Benchmark][x.Unit]; ok {
+				row.Notes = joinNotes(row.Notes, x.Label+" "+FormatValue(v*orOne(x.Scale), x.RowUnit))
 			}
 		}
 		rows = append(rows, row)

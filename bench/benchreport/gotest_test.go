@@ -11,7 +11,8 @@ import (
 
 func modbusMetric(baud string) benchreport.Metric {
 	return benchreport.Metric{Benchmark: "BenchmarkRTUTransaction/" + baud, Unit: "ms/txn", TargetFrom: "formula-ms", TargetScale: 1.10,
-		Row: benchreport.Row{Area: "serial", Figure: "Modbus " + baud, Unit: "ms", Target: &benchreport.Target{Op: benchreport.AtMost}}}
+		Extra: []benchreport.Extra{{Unit: "formula-ms", Label: "formula", RowUnit: "ms"}, {Unit: "no-such-unit", Label: "absent"}},
+		Row:   benchreport.Row{Area: "serial", Figure: "Modbus " + baud, Unit: "ms", Target: &benchreport.Target{Op: benchreport.AtMost}}}
 }
 
 // testdata/gotest-modbus.txt is real `go test -bench RTUTransaction`
@@ -33,6 +34,9 @@ func TestFromGoTestModbus(t *testing.T) {
 	r := rows[0]
 	if r.Error != "" || r.Measured != 46.43 || r.Target == nil || math.Abs(r.Target.Value-45.83*1.10) > 1e-9 || r.Target.Op != benchreport.AtMost {
 		t.Errorf("9600 baud row %+v (target %+v): want 46.43 ms against 45.83 × 1.10", r, r.Target)
+	}
+	if r.Notes != "formula 45.8 ms" {
+		t.Errorf("9600 baud notes %q, want the formula's value and nothing for a unit not reported", r.Notes)
 	}
 	if res, _ := r.Evaluate(); res != benchreport.Pass {
 		t.Errorf("9600 baud: %s, want pass", res)

@@ -11,6 +11,8 @@ func metricSets() map[string][]benchreport.Metric {
 	modbus := func(baud string) benchreport.Metric {
 		return benchreport.Metric{Benchmark: "BenchmarkRTUTransaction/" + baud, Unit: "ms/txn",
 			TargetFrom: "formula-ms", TargetScale: 1.10,
+			Extra: []benchreport.Extra{{Unit: "formula-ms", Label: "formula", RowUnit: "ms"}, {Unit: "overhead-us", Label: "master overhead after t3.5", RowUnit: "µs"},
+				{Unit: "failed", Label: "transactions cut by scheduling (left out)"}},
 			Row: benchreport.Row{Area: "serial", Figure: "Modbus RTU transaction (read 10 registers), " + baud + " baud", Unit: "ms", Target: atMost,
 				Notes: "median on a pty with a simulator pacing the wire; target: the wire time ((8 + 25 bytes) × 11 bits / baud + 2 × t3.5) + 10 %"}}
 	}
@@ -27,12 +29,14 @@ func metricSets() map[string][]benchreport.Metric {
 				Row: benchreport.Row{Area: "serial", Figure: "uart passthrough echo throughput (4 MiB)", Unit: "MB/s", Target: atLeast,
 					Notes: "target: at least ser2net's throughput (chardelay off) in the same run"}},
 			{Benchmark: "BenchmarkPassthroughVsSer2net", Unit: "modbus-rs485-p50-us",
+				Extra: []benchreport.Extra{{Unit: "modbus-rs485-ser2net-p50-us", Label: "ser2net (chardelay off)", RowUnit: "µs"}},
 				Row: benchreport.Row{Area: "serial", Figure: "rs485 Modbus passthrough round trip p50", Unit: "µs",
 					Notes: "for information: ours holds the bus per transaction and keeps the 3.5-character silence between frames, which ser2net does not"}},
 		},
 		// bench-agentlink-store: cloud/sqlite BenchmarkAgentHeartbeats.
 		"agentlink-store": {
 			{Benchmark: "BenchmarkAgentHeartbeats", Unit: "heartbeats/s",
+				Extra: []benchreport.Extra{{Unit: "jobs/tx", Label: "heartbeats per transaction"}, {Unit: "writer-busy", Label: "writer busy", Scale: 100, RowUnit: "%"}},
 				Row: benchreport.Row{Area: "agent link", Figure: "heartbeats stored, store writer alone (20,000 connections, no websockets)", Unit: "heartbeats/s",
 					Notes: "for information: the relay's whole budget is ≥ 20,000/s end to end (bench-agentlink)"}},
 		},

@@ -96,6 +96,28 @@ type Server struct {
 
 	pings chan struct{} // bounds concurrent pings
 	stats counters
+
+	// bufs holds read buffers (*[]byte) shared by the connections: a
+	// connection holds one only while it reads and decodes a message.
+	bufs sync.Pool
+}
+
+// maxPooledBuf is the largest read buffer kept for reuse; a larger one (a
+// big records batch) is left to the garbage collector.
+const maxPooledBuf = 64 << 10
+
+func (s *Server) getBuf() *[]byte {
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 4096)
+	return &b
+}
+
+func (s *Server) putBuf(b *[]byte) {
+	if cap(*b) <= maxPooledBuf {
+		s.bufs.Put(b)
+	}
 }
 
 var _ cloud.DesiredConfigObserver = (*Server)(nil)

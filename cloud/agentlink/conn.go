@@ -52,6 +52,10 @@ type conn struct {
 
 	cfgMu       sync.Mutex
 	sentVersion int64 // highest config version sent
+
+	// strs holds strings of earlier heartbeats (decodeHeartbeatCached);
+	// reader goroutine only.
+	strs strCache
 }
 
 // closeErr ends a session with a close code and a reason.
@@ -114,7 +118,10 @@ func (c *conn) read(ctx context.Context) (*protocol.Message, error) {
 	if typ != websocket.MessageText {
 		return nil, protoErr("binary frames are not part of the protocol")
 	}
-	b, err := io.ReadAll(io.LimitReader(r, protocol.MaxMessageBytes+1))
+	buf := c.srv.getBuf()
+	defer c.srv.putBuf(buf)
+	b, err := readLimited(r, (*buf)[:0], protocol.MaxMessageBytes+1)
+	*buf = b
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +129,9 @@ func (c *conn) read(ctx context.Context) (*protocol.Message, error) {
 		return nil, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
 	}
 	c.touch()
-	if m, ok := decodeHeartbeat(b); ok {
+	// Neither decoder keeps a reference to b (strings and json.RawMessage
+	// are copies), so the buffer goes back to the pool.
+	if m, ok := decodeHeartbeatCached(b, &c.strs); ok {
 		return &m, nil
 	}
 	var m protocol.Message
@@ -130,6 +139,25 @@ func (c *conn) read(ctx context.Context) (*protocol.Message, error) {
 		return nil, protoErr("malformed JSON: %v", err)
 	}
 	return &m, nil
+}
+
+// readLimited appends what r holds to b, up to limit bytes in all (a
+// message longer than that is cut at limit: the caller refuses it).
+func readLimited(r io.Reader, b []byte, limit int) ([]byte, error) {
+	for len(b) < limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):min(cap(b), limit)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 func (c *conn) send(m *protocol.Message) error {

@@ -64,10 +64,20 @@ func TestDecodeHeartbeatEqualsEncodingJSON(t *testing.T) {
 		`{"type":"heartbeat","heartbeat":{}}`,
 		`{"type":"heartbeat","type":"heartbeat","heartbeat":{}}`,
 	)
+	// One string cache across every input, as a connection's would be;
+	// each input is decoded twice, the second time mostly from the cache.
+	var cache strCache
 	for _, in := range inputs {
 		var want protocol.Message
 		wantErr := json.Unmarshal([]byte(in), &want)
 		got, ok := decodeHeartbeat([]byte(in))
+		buf := []byte(in)
+		cached, cok := decodeHeartbeatCached(buf, &cache)
+		again, aok := decodeHeartbeatCached(buf, &cache)
+		clear(buf) // the decoded message must not share the input's bytes
+		if cok != ok || aok != ok {
+			t.Errorf("cached decoding accepts %v, %v; uncached %v: %s", cok, aok, ok, in)
+		}
 		if !ok {
 			continue
 		}
@@ -78,6 +88,9 @@ func TestDecodeHeartbeatEqualsEncodingJSON(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("fast path differs on %s\n got %+v\nwant %+v", in, *got.Heartbeat, *want.Heartbeat)
+		}
+		if !reflect.DeepEqual(cached, want) || !reflect.DeepEqual(again, want) {
+			t.Errorf("cached fast path differs on %s\n got %+v\nthen %+v\nwant %+v", in, *cached.Heartbeat, *again.Heartbeat, *want.Heartbeat)
 		}
 	}
 	if accepted < 500 {
@@ -95,6 +108,14 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 	b.Run("fast", func(b *testing.B) {
 		for b.Loop() {
 			if _, ok := decodeHeartbeat(msg); !ok {
+				b.Fatal("not accepted")
+			}
+		}
+	})
+	b.Run("fast, cached strings", func(b *testing.B) {
+		var cache strCache
+		for b.Loop() {
+			if _, ok := decodeHeartbeatCached(msg, &cache); !ok {
 				b.Fatal("not accepted")
 			}
 		}

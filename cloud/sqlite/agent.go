@@ -27,8 +27,13 @@ type AgentStore struct {
 	log *slog.Logger
 	w   *ingestWriter
 	st  agentStmts
-	// bulk holds the multi-row heartbeat statements for full chunks.
+	// bulk holds the multi-row statements for full chunks and the
+	// heartbeat statements, by kind or query text.
 	bulk map[string]*sql.Stmt
+	// hbRows are the writer's buffers for the heartbeat statements'
+	// arguments (devices, devices with deadline, serial, channels); only
+	// the writer goroutine touches them.
+	hbRows [4]jsonRows
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)

@@ -12,11 +12,38 @@ import (
 )
 
 // Heartbeats are the bulk of the agent endpoint's writes. The writer applies
-// the heartbeats of one transaction together, with multi-row statements of
-// up to hbChunk rows: far fewer calls into SQLite (each of which may cost
-// the writer goroutine its scheduler slot when thousands of connections are
-// busy) and each touched page written once.
+// the heartbeats of one transaction together: each table's rows go to
+// SQLite as one JSON array bound to one statement that reads it with
+// json_each, so a transaction of thousands of heartbeats costs a handful of
+// calls into SQLite. Every call is a cgo crossing after which the writer
+// goroutine may have to queue for a scheduler slot behind thousands of
+// connection goroutines, so the number of calls, more than their size, set
+// the writer's pace under load. Records still use multi-row statements of
+// up to hbChunk rows (their RETURNING names the rows actually inserted).
 const hbChunk = 128
+
+// The heartbeat statements. Each takes one JSON array of rows (arrays of
+// column values, see jsonRows); $i is value->>i of a row.
+const (
+	// devices: [id, lastSeen, ip, session]; devicesDeadline adds the
+	// deadline as column 4 (a separate statement, so that most heartbeats
+	// leave the deadline index alone).
+	hbDevicesSQL = `UPDATE devices SET last_seen = j.value->>1, ip_address = j.value->>2
+		FROM json_each(?) AS j WHERE devices.id = j.value->>0 AND devices.agent_session = j.value->>3`
+	hbDevicesDeadlineSQL = `UPDATE devices SET last_seen = j.value->>1, ip_address = j.value->>2, agent_deadline = j.value->>4
+		FROM json_each(?) AS j WHERE devices.id = j.value->>0 AND devices.agent_session = j.value->>3`
+	// hbMatchedSQL names the devices of a devices array that their session
+	// owns: asked only when an update matched fewer rows than it had.
+	hbMatchedSQL = `SELECT devices.id FROM json_each(?) AS j JOIN devices ON devices.id = j.value->>0 AND devices.agent_session = j.value->>3`
+	// serial: [deviceID, telemetryAt, appliedVersion]
+	hbSerialSQL = `UPDATE serial_state SET telemetry_at = j.value->>1, applied_version = j.value->>2
+		FROM json_each(?) AS j WHERE serial_state.device_id = j.value->>0`
+	// channels: [deviceID, channelID, available, live, txOn, error, passthroughAddress or null]
+	hbChannelsSQL = `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address)
+		SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6 FROM json_each(?) WHERE true
+		ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
+		tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`
+)
 
 // hbJob is a queued heartbeat.
 type hbJob struct {
@@ -34,12 +61,8 @@ func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, do
 
 // Bulk statement kinds.
 const (
-	bulkDevices         = "devices"
-	bulkDevicesDeadline = "devices+deadline"
-	bulkSerial          = "serial"
-	bulkChannels        = "channels"
-	bulkEvents          = "events"
-	bulkMetrics         = "metrics"
+	bulkEvents  = "events"
+	bulkMetrics = "metrics"
 )
 
 // bulkSQL returns the statement of kind for n rows.
@@ -49,19 +72,6 @@ func bulkSQL(kind string, n int) string {
 		return strings.Repeat(row+", ", n-1) + row
 	}
 	switch kind {
-	case bulkDevices:
-		return `UPDATE devices SET last_seen = v.column2, ip_address = v.column3 FROM (VALUES ` + rows(4) +
-			`) AS v WHERE devices.id = v.column1 AND devices.agent_session = v.column4 RETURNING devices.id`
-	case bulkDevicesDeadline:
-		return `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, agent_deadline = v.column5 FROM (VALUES ` + rows(5) +
-			`) AS v WHERE devices.id = v.column1 AND devices.agent_session = v.column4 RETURNING devices.id`
-	case bulkSerial:
-		return `UPDATE serial_state SET telemetry_at = v.column2, applied_version = v.column3 FROM (VALUES ` + rows(3) +
-			`) AS v WHERE serial_state.device_id = v.column1`
-	case bulkChannels:
-		return `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address) VALUES ` + rows(7) +
-			` ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
-			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`
 	case bulkEvents:
 		return `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES ` + rows(8)
 	case bulkMetrics:
@@ -71,15 +81,23 @@ func bulkSQL(kind string, n int) string {
 	panic("sqlite: unknown bulk statement " + kind)
 }
 
-// prepareBulk prepares the full-chunk statements.
+// prepareBulk prepares the full-chunk statements and the heartbeat
+// statements.
 func (s *AgentStore) prepareBulk() error {
 	s.bulk = make(map[string]*sql.Stmt)
-	for _, k := range []string{bulkDevices, bulkDevicesDeadline, bulkSerial, bulkChannels, bulkEvents, bulkMetrics} {
+	for _, k := range []string{bulkEvents, bulkMetrics} {
 		st, err := s.db.W.Prepare(bulkSQL(k, hbChunk))
 		if err != nil {
 			return fmt.Errorf("sqlite: prepare bulk %s: %w", k, err)
 		}
 		s.bulk[k] = st
+	}
+	for _, q := range []string{hbDevicesSQL, hbDevicesDeadlineSQL, hbMatchedSQL, hbSerialSQL, hbChannelsSQL} {
+		st, err := s.db.W.Prepare(q)
+		if err != nil {
+			return fmt.Errorf("sqlite: prepare heartbeat statement: %w", err)
+		}
+		s.bulk[q] = st
 	}
 	return nil
 }
@@ -155,38 +173,31 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 			withDeadline = append(withDeadline, i)
 		}
 	}
-	matched := make(map[string]bool, len(plain)+len(withDeadline))
-	devRows := func(idx []int, deadline bool) [][]any {
-		out := make([][]any, 0, len(idx))
-		for _, i := range idx {
-			in := &jobs[i].hb.in
-			r := []any{in.Device.ID, in.At.UnixMilli(), in.IPAddress, in.Session}
-			if deadline {
-				r = append(r, in.Deadline.UnixMilli())
-			}
-			out = append(out, r)
-		}
-		return out
-	}
-	if err := s.execBulk(t, bulkDevices, devRows(plain, false), matched); err != nil {
+	matched, err := s.updateDevices(t, jobs, plain, withDeadline)
+	if err != nil {
 		return err
 	}
-	if err := s.execBulk(t, bulkDevicesDeadline, devRows(withDeadline, true), matched); err != nil {
-		return err
-	}
-	var serialRows, chanRows, eventRows [][]any
+	serial, chans := &s.hbRows[2], &s.hbRows[3]
+	serial.reset()
+	chans.reset()
+	var eventRows [][]any
 	for _, i := range append(plain, withDeadline...) {
 		hb := jobs[i].hb
 		in := &hb.in
-		if !matched[in.Device.ID] {
+		if matched != nil && !matched[in.Device.ID] {
 			errs[i] = agentlink.ErrSessionGone
 			continue
 		}
 		hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
 		if hb.serial && in.HasChannels {
-			serialRows = append(serialRows, []any{in.Device.ID, in.At.UnixMilli(), in.AppliedVersion})
+			serial.row().str(in.Device.ID).int(in.At.UnixMilli()).int(in.AppliedVersion)
 			for _, c := range in.Channels {
-				chanRows = append(chanRows, []any{in.Device.ID, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullString(c.PassthroughAddress)})
+				r := chans.row().str(in.Device.ID).str(c.ID).bool(c.Available).str(c.Live).bool(c.TxOn).str(c.Error)
+				if c.PassthroughAddress == "" {
+					r.null()
+				} else {
+					r.str(c.PassthroughAddress)
+				}
 			}
 		}
 		if e := in.Event; e != nil {
@@ -197,13 +208,91 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 			eventRows = append(eventRows, []any{e.ID, in.Device.OrgID, in.Device.ID, e.Type, string(e.Severity), e.Message, data, e.CreatedAt.UnixMilli()})
 		}
 	}
-	if err := s.execBulk(t, bulkSerial, serialRows, nil); err != nil {
+	if _, err := s.execRows(t, hbSerialSQL, serial); err != nil {
 		return err
 	}
-	if err := s.execBulk(t, bulkChannels, chanRows, nil); err != nil {
+	if _, err := s.execRows(t, hbChannelsSQL, chans); err != nil {
 		return err
 	}
 	return s.execBulk(t, bulkEvents, eventRows, nil)
+}
+
+// updateDevices applies the devices rows of the plain heartbeats and of
+// those that refresh the deadline. It returns nil when every device's
+// session still owns it (the common case: the update matched every row),
+// else the set of devices that it updated.
+func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, plain, withDeadline []int) (map[string]bool, error) {
+	var matched map[string]bool
+	for k, idx := range [][]int{plain, withDeadline} {
+		rows := &s.hbRows[k]
+		rows.reset()
+		for _, i := range idx {
+			in := &jobs[i].hb.in
+			r := rows.row().str(in.Device.ID).int(in.At.UnixMilli()).str(in.IPAddress).str(in.Session)
+			if k == 1 {
+				r.int(in.Deadline.UnixMilli())
+			}
+		}
+		q := hbDevicesSQL
+		if k == 1 {
+			q = hbDevicesDeadlineSQL
+		}
+		n, err := s.execRows(t, q, rows)
+		if err != nil {
+			return nil, err
+		}
+		if n == int64(rows.n) {
+			for _, i := range idx {
+				if matched != nil {
+					matched[jobs[i].hb.in.Device.ID] = true
+				}
+			}
+			continue
+		}
+		// Some session lost its device: find out which did not.
+		if matched == nil {
+			matched = make(map[string]bool, len(plain)+len(withDeadline))
+			if k == 1 { // the plain statement matched every row
+				for _, i := range plain {
+					matched[jobs[i].hb.in.Device.ID] = true
+				}
+			}
+		}
+		res, err := t.stmt(s.bulk[hbMatchedSQL]).QueryContext(t.ctx, rows.text())
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: heartbeat sessions: %w", err)
+		}
+		for res.Next() {
+			var id string
+			if err := res.Scan(&id); err != nil {
+				res.Close()
+				return nil, fmt.Errorf("sqlite: heartbeat sessions: %w", err)
+			}
+			matched[id] = true
+		}
+		res.Close()
+		if err := res.Err(); err != nil {
+			return nil, fmt.Errorf("sqlite: heartbeat sessions: %w", err)
+		}
+	}
+	return matched, nil
+}
+
+// execRows runs the heartbeat statement q over rows (nothing when empty)
+// and returns the rows it changed.
+func (s *AgentStore) execRows(t *ingestTx, q string, rows *jsonRows) (int64, error) {
+	if rows.n == 0 {
+		return 0, nil
+	}
+	res, err := t.stmt(s.bulk[q]).ExecContext(t.ctx, rows.text())
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: heartbeats: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: heartbeats: %w", err)
+	}
+	return n, nil
 }
 
 // applyHeartbeat applies one heartbeat with single-row statements.

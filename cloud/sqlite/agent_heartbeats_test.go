@@ -3,11 +3,13 @@ package sqlite
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
@@ -21,20 +23,7 @@ import (
 // device.
 func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, filepath.Join(t.TempDir(), "f.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	s, err := NewAgentStore(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	org, err := db.CreateOrg(ctx, "o")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, s, org := newAgentStore(t)
 	n := hbChunk + 7
 	devs := make([]agentlink.Device, n)
 	now := time.Now().Truncate(time.Millisecond)
@@ -65,6 +54,12 @@ func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
 	for i := range n {
 		jobs = append(jobs, job(i, nil))
 	}
+	// Device 4's channel text needs escaping in the statements' JSON.
+	const oddLive = "q\"b\\s\x01\x1f\x7f é \u2028 ✓ {[,]}"
+	const oddAddr = "10.0.0.4:4001\t"
+	jobs[4] = job(4, func(in *agentlink.HeartbeatIn) {
+		in.Channels = append(in.Channels, protocol.ChannelState{ID: "uart-1", Available: false, Live: oddLive, TxOn: true, Error: `"x"`, PassthroughAddress: oddAddr})
+	})
 	// Device 0 twice: the later heartbeat's values win.
 	jobs = append(jobs, job(0, func(in *agentlink.HeartbeatIn) {
 		in.IPAddress = "10.9.9.9"
@@ -77,12 +72,14 @@ func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
 	})
 	jobs[2] = job(2, func(in *agentlink.HeartbeatIn) { in.Deadline = at.Add(time.Hour) })
 	jobs[3] = job(3, func(in *agentlink.HeartbeatIn) { in.Session = "stale" })
+	jobs[5] = job(5, func(in *agentlink.HeartbeatIn) { in.Session, in.Deadline = "stale", at.Add(time.Hour) })
+	jobs[6] = job(6, func(in *agentlink.HeartbeatIn) { in.Deadline = at.Add(2 * time.Hour) })
 	errs := make([]error, len(jobs))
 	if _, err := s.w.runTx(jobs, errs); err != nil {
 		t.Fatal(err)
 	}
 	for i, err := range errs {
-		if i == 3 {
+		if i == 3 || i == 5 {
 			if !errors.Is(err, agentlink.ErrSessionGone) {
 				t.Errorf("stale session: err = %v, want ErrSessionGone", err)
 			}
@@ -97,8 +94,8 @@ func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
 	}
 	var stored int
 	db.R.QueryRow(`SELECT COUNT(*) FROM devices WHERE last_seen = ?`, at.UnixMilli()).Scan(&stored)
-	if stored != n-1 {
-		t.Errorf("last_seen set on %d devices, want %d", stored, n-1)
+	if stored != n-2 {
+		t.Errorf("last_seen set on %d devices, want %d", stored, n-2)
 	}
 	var ip, live, status string
 	db.R.QueryRow(`SELECT ip_address FROM devices WHERE id = ?`, devs[0].ID).Scan(&ip)
@@ -112,11 +109,58 @@ func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
 	if dl != at.Add(time.Hour).UnixMilli() {
 		t.Errorf("deadline not refreshed")
 	}
+	db.R.QueryRow(`SELECT agent_deadline FROM devices WHERE id = ?`, devs[6].ID).Scan(&dl)
+	if dl != at.Add(2*time.Hour).UnixMilli() {
+		t.Errorf("deadline of device 6 not refreshed")
+	}
+	var staleSeen sql.NullInt64
+	db.R.QueryRow(`SELECT last_seen FROM devices WHERE id = ?`, devs[5].ID).Scan(&staleSeen)
+	if staleSeen.Int64 == at.UnixMilli() {
+		t.Errorf("a stale session's heartbeat was stored")
+	}
+	var odd struct {
+		avail, tx bool
+		live, err string
+		addr      sql.NullString
+	}
+	if err := db.R.QueryRow(`SELECT available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ? AND channel_id = 'uart-1'`, devs[4].ID).
+		Scan(&odd.avail, &odd.live, &odd.tx, &odd.err, &odd.addr); err != nil {
+		t.Fatal(err)
+	}
+	if odd.avail || !odd.tx || odd.live != oddLive || odd.err != `"x"` || odd.addr.String != oddAddr {
+		t.Errorf("uart-1 of device 4 stored as %+v", odd)
+	}
+	var nulls int
+	db.R.QueryRow(`SELECT COUNT(*) FROM serial_channels WHERE channel_id = 'gpio-1' AND passthrough_address IS NULL`).Scan(&nulls)
+	if nulls != n-2 {
+		t.Errorf("%d gpio-1 rows without a passthrough address stored NULL, want %d", nulls, n-2)
+	}
 	var chans, tel, evs int
 	db.R.QueryRow(`SELECT COUNT(*) FROM serial_channels WHERE channel_id = 'gpio-1' AND available = 1`).Scan(&chans)
 	db.R.QueryRow(`SELECT COUNT(*) FROM serial_state WHERE telemetry_at = ?`, at.UnixMilli()).Scan(&tel)
 	db.R.QueryRow(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'heartbeat'`, devs[0].ID).Scan(&evs)
-	if chans != n-1 || tel != n-1 || evs != 1 {
-		t.Errorf("channels %d, telemetry times %d (want %d each), heartbeat events %d (want 1)", chans, tel, n-1, evs)
+	if chans != n-2 || tel != n-2 || evs != 1 {
+		t.Errorf("channels %d, telemetry times %d (want %d each), heartbeat events %d (want 1)", chans, tel, n-2, evs)
 	}
+}
+
+// newAgentStore opens a database in a temporary directory with an agent
+// store and one organization; both close when tb ends.
+func newAgentStore(tb testing.TB) (*DB, *AgentStore, cloud.Org) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(tb.TempDir(), "f.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	s, err := NewAgentStore(db, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	org, err := db.CreateOrg(ctx, "o")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return db, s, org
 }

@@ -51,6 +51,7 @@ type benchFlags struct {
 	dialConc   int
 	keep       bool
 	probeEvery int
+	profile    string
 }
 
 func runBench(ctx context.Context, args []string) error {
@@ -63,6 +64,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&f.dialConc, "dial-concurrency", 512, "agents connecting at once")
 	fs.IntVar(&f.probeEvery, "probe-every", 100, "every Nth agent follows each heartbeat with a one-sample batch and times the ack (end-to-end probe)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
+	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -138,8 +140,16 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	b.resetProbes()
+	stopProf, err := startProfiles(f.profile, relay, f.duration)
+	if err != nil {
+		hbStop()
+		return err
+	}
 	w0 := time.Now()
 	time.Sleep(f.duration)
+	if err := stopProf(); err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+	}
 	s1, err := relay.stats()
 	window := time.Since(w0)
 	probes := b.probeQuantiles()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -8,10 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -369,6 +372,14 @@ func TestMetricsOutsideTheAPI(t *testing.T) {
 	if code, _ := get(t, base+"/api/v1/public/openapi.json", ""); code != http.StatusTooManyRequests {
 		t.Errorf("third API request: %d, want 429 (the limit works)", code)
 	}
+	// The limiter answers before routing: its 429 has no route.
+	sc := mustScrape(t, base+"/metrics")
+	if v := sc.value("fleet_relay_http_requests_total", "route=unmatched", "method=GET", "code=429"); v != 1 {
+		t.Errorf("429 counted %v times as unmatched, want 1", v)
+	}
+	if v := sc.value("fleet_relay_http_requests_total", "route=/api/v1/public/openapi.json", "method=GET", "code=200"); v != 2 {
+		t.Errorf("openapi.json 200s counted %v, want 2", v)
+	}
 }
 
 // TestMetricsListen: with --metrics-listen the metrics are served there and
@@ -404,5 +415,89 @@ func TestMetricsListen(t *testing.T) {
 	s = mustScrape(t, "http://"+m.MetricsAddr()+"/metrics")
 	if v := s.value("fleet_relay_http_requests_total", "route=/healthz", "method=GET", "code=200"); v != 1 {
 		t.Errorf("healthz requests counted %v, want 1", v)
+	}
+}
+
+// TestAgentMetricsWithTheRelay runs the real fleet-agent binary (--hw sim)
+// against the relay with --metrics-listen 127.0.0.1:0, finds the bound
+// address in its log, and checks both sides: the agent's link is up and its
+// heartbeats go out, the relay counts the agent and its heartbeats; after
+// SIGTERM the relay's gauge goes back to 0.
+func TestAgentMetricsWithTheRelay(t *testing.T) {
+	dir := t.TempDir()
+	agentBin := filepath.Join(dir, "fleet-agent")
+	if out, err := exec.Command("go", "build", "-o", agentBin, "../../../agent/cmd/fleet-agent").CombinedOutput(); err != nil {
+		t.Fatalf("go build agent: %v\n%s", err, out)
+	}
+	m := startMain(t, filepath.Join(dir, "relay.db"))
+	ctx := context.Background()
+	org, err := m.DB.CreateOrg(ctx, "Acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := m.DB.AddDevice(ctx, sqlite.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: "S1", Model: "IG-500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayMetrics := "http://" + m.Addr() + "/metrics"
+
+	proc := newFakeProc(t)
+	cmd := exec.Command(agentBin, "--relay", "http://"+m.Addr(), "--token", token, "--hw", "sim", "--model", "IG-500",
+		"--heartbeat", "1s", "--metrics-interval", "1s", "--proc-root", proc.dir, "--sys-root", t.TempDir(), "--state-dir", t.TempDir(),
+		"--disk-path", dir, "--passthrough-listen", "none", "--vpn-interface", "none", "--dev-root", "none",
+		"--log-format", "json", "--metrics-listen", "127.0.0.1:0")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addrs := make(chan string, 1)
+	go func() {
+		logs := bufio.NewScanner(stderr)
+		for logs.Scan() {
+			var line struct{ Msg, Addr string }
+			json.Unmarshal(logs.Bytes(), &line)
+			if line.Msg == "agent metrics listening" {
+				addrs <- line.Addr
+			}
+		}
+	}()
+	var agentMetrics string
+	select {
+	case a := <-addrs:
+		agentMetrics = "http://" + a + "/metrics"
+	case <-time.After(15 * time.Second):
+		t.Fatal("no 'agent metrics listening' log line")
+	}
+
+	waitMetric(t, agentMetrics, 1, "fleet_agent_link_connected")
+	deadline := time.Now().Add(15 * time.Second)
+	for mustScrape(t, agentMetrics).value("fleet_agent_heartbeats_sent_total") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent sent fewer than 2 heartbeats")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rs := waitMetric(t, relayMetrics, 1, "fleet_relay_agents_connected")
+	for rs.value("fleet_relay_heartbeats_stored_total") < 1 || rs.value("fleet_relay_records_stored_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("relay: heartbeats %v, records %v", rs.value("fleet_relay_heartbeats_stored_total"), rs.value("fleet_relay_records_stored_total"))
+		}
+		time.Sleep(50 * time.Millisecond)
+		rs = mustScrape(t, relayMetrics)
+	}
+	as := mustScrape(t, agentMetrics)
+	if v := as.value("fleet_agent_spool_records_total"); v < 1 {
+		t.Errorf("agent spooled %v records", v)
+	}
+	if v := as.value("fleet_agent_channel_error", "channel=uart-1"); v != 0 {
+		t.Errorf("uart-1 in error: %v", v)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	waitMetric(t, relayMetrics, 0, "fleet_relay_agents_connected")
+	if v := mustScrape(t, relayMetrics).value("fleet_relay_agent_connections_total"); v != 1 {
+		t.Errorf("relay accepted %v agent sessions, want 1", v)
 	}
 }

@@ -245,8 +245,13 @@ func sameSet(t *testing.T, what string, have, documented []string) {
 // otherToolsFlags are the long options of other programs the README's
 // commands use.
 var otherToolsFlags = map[string]string{
-	"now":    "systemctl enable --now",
-	"reload": "udevadm control --reload",
+	"now":        "systemctl enable --now",
+	"reload":     "udevadm control --reload",
+	"system":     "groupadd/useradd --system",
+	"user-group": "useradd --user-group",
+	"groups":     "useradd --groups",
+	"home-dir":   "useradd --home-dir",
+	"shell":      "useradd --shell",
 }
 
 // TestREADMEFlags checks the "Flags and variables" section against the

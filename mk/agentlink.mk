@@ -6,7 +6,8 @@
 # p99, and the drain time of a reconnect storm (every agent flushing an hour
 # of spooled metrics), each beside its target. bench-agentlink-store measures
 # the store's batching writer alone (heartbeats/s from 20,000 concurrent
-# connections, no websockets, no load generator sharing the CPU).
+# connections, no websockets, no load generator sharing the CPU), and its
+# CPU per heartbeat in transactions of 200 and 2,000 heartbeats.
 
 LOADGEN_AGENTS   ?= 20000
 LOADGEN_DURATION ?= 15s
@@ -24,6 +25,7 @@ bench-agentlink:
 
 bench-agentlink-store: bench-tool
 	$(BENCHREPORT) gotest --set agentlink-store -- $(GO) test -run '^$$' -bench BenchmarkAgentHeartbeats -benchtime 200000x ./cloud/sqlite/
+	$(BENCHREPORT) gotest --set agentlink-writer -- $(GO) test -run '^$$' -bench BenchmarkWriterHeartbeatTx -benchtime 40000x ./cloud/sqlite/
 
 bench-agentlink-decode: bench-tool
 	$(BENCHREPORT) gotest --set agentlink-decode -- $(GO) test -run '^$$' -bench BenchmarkDecodeHeartbeat -benchtime 1s ./cloud/agentlink/

@@ -16,6 +16,12 @@ func metricSets() map[string][]benchreport.Metric {
 			Row: benchreport.Row{Area: "serial", Figure: "Modbus RTU transaction (read 10 registers), " + baud + " baud", Unit: "ms", Target: atMost,
 				Notes: "median on a pty with a simulator pacing the wire; target: the wire time ((8 + 25 bytes) × 11 bits / baud + 2 × t3.5) + 10 %"}}
 	}
+	writerTx := func(batch string) benchreport.Metric {
+		return benchreport.Metric{Benchmark: "BenchmarkWriterHeartbeatTx/" + batch, Unit: "cpu-ns/heartbeat", Scale: 1e-3,
+			Extra: []benchreport.Extra{{Unit: "ns/op", Label: "wall time per heartbeat", Scale: 1e-3, RowUnit: "µs"}},
+			Row: benchreport.Row{Area: "agent link", Figure: "store writer CPU per heartbeat, transactions of " + batch + " heartbeats", Unit: "µs",
+				Notes: "for information: 20,000 heartbeats/s leave the single writer 50 µs each"}}
+	}
 	const perReq = 1e-3 // ns/op to µs
 	return map[string][]benchreport.Metric{
 		// bench-serial-modbus: hw/modbus BenchmarkRTUTransaction.
@@ -40,6 +46,8 @@ func metricSets() map[string][]benchreport.Metric {
 				Row: benchreport.Row{Area: "agent link", Figure: "heartbeats stored, store writer alone (20,000 connections, no websockets)", Unit: "heartbeats/s",
 					Notes: "for information: the relay's whole budget is ≥ 20,000/s end to end (bench-agentlink)"}},
 		},
+		// bench-agentlink-store, second: cloud/sqlite BenchmarkWriterHeartbeatTx.
+		"agentlink-writer": {writerTx("200"), writerTx("2000")},
 		// bench-agentlink-decode: cloud/agentlink BenchmarkDecodeHeartbeat.
 		"agentlink-decode": {
 			{Benchmark: "BenchmarkDecodeHeartbeat/fast", Unit: "ns/op", Scale: perReq,

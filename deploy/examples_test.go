@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -151,12 +150,7 @@ func TestRelayExample(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	env := []string{"PATH=/usr/bin:/bin"}
 	for _, e := range entries {
 		switch e.key {
@@ -169,23 +163,47 @@ func TestRelayExample(t *testing.T) {
 		}
 		env = append(env, e.key+"="+e.value)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, relay, "serve")
+	cmd := exec.Command(relay, "serve")
 	cmd.Env = env
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	}()
+	logs := startProcess(t, cmd)
 	waitHealthy(t, "http://"+addr+"/healthz", logs)
 	if _, err := os.Stat(filepath.Join(dir, "relay.db")); err != nil {
 		t.Fatalf("FLEET_DB not used: %v", err)
 	}
+}
+
+// freeAddr returns a free loopback address.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startProcess starts cmd with its output collected, and stops it with
+// SIGINT (SIGKILL after 10 s) when the test ends.
+func startProcess(t *testing.T, cmd *exec.Cmd) *syncBuffer {
+	t.Helper()
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", cmd.Args, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return logs
 }
 
 // waitHealthy polls url until it answers 200 (10 s at most).

@@ -17,11 +17,11 @@ import (
 	"testing"
 )
 
-// repo is the repository root; bin and dist are make's output folders.
+// repo is the repository root; bin and dist are the BIN and DIST folders
+// of TestMain's make run, in a temporary folder of this run's own.
 var (
-	repo = mustAbs("..")
-	bin  = filepath.Join(repo, "bin")
-	dist = filepath.Join(repo, "dist")
+	repo      = mustAbs("..")
+	bin, dist string
 )
 
 func mustAbs(p string) string {
@@ -33,14 +33,25 @@ func mustAbs(p string) string {
 }
 
 func TestMain(m *testing.M) {
-	cmd := exec.Command("make", "-C", repo, "--no-print-directory", "package-deps", "package")
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "fleet-deploy-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	bin, dist = filepath.Join(tmp, "bin"), filepath.Join(tmp, "dist")
+	cmd := exec.Command("make", "-C", repo, "--no-print-directory", "package-deps", "package", "BIN="+bin, "DIST="+dist)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintf(os.Stderr, "deploy: make package-deps package: %v\n%s", err, out.String())
-		os.Exit(1)
+		return 1
 	}
-	os.Exit(m.Run())
+	return m.Run()
 }
 
 // relayBin is the static relay that make package put in the .deb and the

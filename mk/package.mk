@@ -5,14 +5,16 @@
 #                      and the .deb ships the same binary.
 #   make package       dist/fleet-agent_<version>_{amd64,arm64,armhf}.deb and
 #                      dist/fleet-relay_<version>_amd64.deb, built with nfpm
-#                      (pinned below, built once into $(BIN)/tools; not in go.mod).
+#                      (pinned below, built once into bin/tools; not in go.mod).
 #   make package-deps  what the deploy tests need from Debian (dpkg-dev,
 #                      systemd for systemd-analyze, ca-certificates, gcc),
 #                      installed with apt-get when missing.
-# The deploy tests (go test ./deploy/) run `make package-deps package` first.
+# The deploy tests (go test ./deploy/) run `make package-deps package` first,
+# with DIST and BIN in a temporary folder of their own.
 
 NFPM_VERSION := v2.43.0
-NFPM         := $(BIN)/tools/nfpm-$(NFPM_VERSION)
+TOOLS        ?= bin/tools
+NFPM         := $(TOOLS)/nfpm-$(NFPM_VERSION)
 DIST         := dist
 
 # The relay's static build, defined once: cgo for SQLite, glibc linked in
@@ -37,37 +39,42 @@ relay-static:
 		-o $(BIN)/fleet-relay-static ./cloud/cmd/fleet-relay
 
 $(NFPM):
-	@mkdir -p $(BIN)/tools
-	GOBIN=$(abspath $(BIN))/tools GOFLAGS= $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
-	mv $(BIN)/tools/nfpm $@
+	@mkdir -p $(TOOLS)
+	GOBIN=$(abspath $(TOOLS)) GOFLAGS= $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	mv $(TOOLS)/nfpm $@
 
-# Maintainer scripts: one template per script (deploy/package/*.in), with the
-# package's name, extra groups and config file filled in.
-define pkg_scripts
-	@mkdir -p $(DIST)/stage/$(1)/scripts
+# Staging: the binary, the maintainer scripts (deploy/package/*.in with the
+# package's name, extra groups and config file filled in) and the nfpm
+# configuration (deploy/package/<pkg>.yaml pointing at this stage), all under
+# $(DIST)/stage, so that DIST=<folder> gives a build of its own (the deploy
+# tests use one, so that concurrent runs never share files).
+STAGE = $(abspath $(DIST))/stage
+
+define pkg_stage
+	@mkdir -p $(STAGE)/$(1)/scripts
 	@for s in postinst prerm postrm; do \
 		sed -e 's|@PKG@|$(1)|g' -e 's|@EXTRA_GROUPS@|$(2)|g' -e 's|@CONFFILE@|$(3)|g' \
-			deploy/package/$$s.in > $(DIST)/stage/$(1)/scripts/$$s; \
+			deploy/package/$$s.in > $(STAGE)/$(1)/scripts/$$s; \
 	done
+	@sed -e 's|@STAGE@|$(STAGE)|g' deploy/package/$(1).yaml > $(STAGE)/$(1).yaml
 endef
 
 package: $(NFPM) relay-static
 	@rm -f $(DIST)/fleet-agent_*.deb $(DIST)/fleet-relay_*.deb
-	@mkdir -p $(DIST)/stage
-	$(call pkg_scripts,fleet-agent,dialout gpio,agent.yaml)
-	$(call pkg_scripts,fleet-relay,,relay.env)
+	$(call pkg_stage,fleet-agent,dialout gpio,agent.yaml)
+	$(call pkg_stage,fleet-relay,,relay.env)
 	@set -e; for t in $(AGENT_DEB_ARCHES); do \
 		goarch=$${t%%:*}; rest=$${t#*:}; goarm=$${rest%%=*}; deb=$${t##*=}; \
 		echo "package: fleet-agent $(PKG_VERSION) $$deb"; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$goarch GOARM=$$goarm $(GO) build -trimpath -ldflags='-s -w' \
-			-o $(DIST)/stage/fleet-agent/fleet-agent ./agent/cmd/fleet-agent; \
+			-o $(STAGE)/fleet-agent/fleet-agent ./agent/cmd/fleet-agent; \
 		PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$$deb $(NFPM) pkg --packager deb \
-			--config deploy/package/fleet-agent.yaml --target $(DIST)/fleet-agent_$(PKG_VERSION)_$$deb.deb >/dev/null; \
+			--config $(STAGE)/fleet-agent.yaml --target $(DIST)/fleet-agent_$(PKG_VERSION)_$$deb.deb; \
 	done
 	@echo "package: fleet-relay $(PKG_VERSION) amd64"
-	@cp $(BIN)/fleet-relay-static $(DIST)/stage/fleet-relay/fleet-relay
+	@cp $(BIN)/fleet-relay-static $(STAGE)/fleet-relay/fleet-relay
 	@PKG_VERSION=$(PKG_VERSION) PKG_ARCH=amd64 $(NFPM) pkg --packager deb \
-		--config deploy/package/fleet-relay.yaml --target $(DIST)/fleet-relay_$(PKG_VERSION)_amd64.deb >/dev/null
+		--config $(STAGE)/fleet-relay.yaml --target $(DIST)/fleet-relay_$(PKG_VERSION)_amd64.deb
 	@ls -l $(DIST)/*.deb
 
 package-deps:

@@ -153,25 +153,70 @@ var (
 	helpFlagLine    = regexp.MustCompile(`^  -([a-z0-9][a-z0-9-]*)`)
 )
 
+// usage is what a command's -h lists: its flags, sorted, and the default
+// each shows ("" when it shows none).
+type usage struct {
+	flags    []string
+	defaults map[string]string
+}
+
 // helpFlags runs bin with args (ending in -h) and returns the flags its
-// usage lists.
-func helpFlags(t *testing.T, bin string, args ...string) []string {
+// usage lists, with their defaults.
+func helpFlags(t *testing.T, bin string, args ...string) usage {
 	t.Helper()
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
 	}
-	var flags []string
+	u := usage{defaults: map[string]string{}}
+	var cur string
+	var isString bool
 	for _, line := range strings.Split(string(out), "\n") {
 		if m := helpFlagLine.FindStringSubmatch(line); m != nil {
-			flags = append(flags, m[1])
+			cur = m[1]
+			isString = strings.HasSuffix(line, " string")
+			u.flags = append(u.flags, cur)
+			continue
+		}
+		if cur == "" {
+			continue
+		}
+		if i := strings.LastIndex(line, "(default "); i >= 0 && strings.HasSuffix(line, ")") {
+			d := strings.TrimSuffix(line[i+len("(default "):], ")")
+			uq, err := strconv.Unquote(d)
+			switch {
+			case err == nil:
+				u.defaults[cur] = uq
+			case !isString: // a string flag's default is quoted; anything else is its description's own words
+				u.defaults[cur] = d
+			}
 		}
 	}
-	if len(flags) == 0 {
+	if len(u.flags) == 0 {
 		t.Fatalf("%s %s lists no flags:\n%s", filepath.Base(bin), strings.Join(args, " "), out)
 	}
-	sort.Strings(flags)
-	return flags
+	sort.Strings(u.flags)
+	return u
+}
+
+// sameDefault reports whether a README default cell shows the default a
+// binary prints: the cell's first code span (or the whole cell) equals it,
+// as text or as equal durations (720h and 720h0m0s).
+func sameDefault(cell, printed string) bool {
+	if printed == "" {
+		return true // the binary shows none (an empty string, false, or computed at start)
+	}
+	if i := strings.Index(cell, "`"); i >= 0 {
+		if j := strings.Index(cell[i+1:], "`"); j >= 0 {
+			cell = cell[i+1 : i+1+j]
+		}
+	}
+	if cell == printed {
+		return true
+	}
+	a, err1 := time.ParseDuration(cell)
+	b, err2 := time.ParseDuration(printed)
+	return err1 == nil && err2 == nil && a == b
 }
 
 // relayCommands returns the subcommands `fleet-relay --help` lists.
@@ -197,9 +242,10 @@ func relayCommands(t *testing.T, relay string) []string {
 	return cmds
 }
 
-// documentedFlags reads a flag table (flag, variable, ...) and checks each
-// row's variable. It returns the flags in order.
-func documentedFlags(t *testing.T, where string, rows [][]string) []string {
+// documentedFlags reads a flag table (flag, variable, default, meaning)
+// and checks each row's variable, and its default against defaults (what
+// the binary prints). It returns the flags in order.
+func documentedFlags(t *testing.T, where string, rows [][]string, defaults map[string]string) []string {
 	t.Helper()
 	var flags []string
 	for _, r := range rows {
@@ -213,6 +259,9 @@ func documentedFlags(t *testing.T, where string, rows [][]string) []string {
 		}
 		if r[3] == "" {
 			t.Errorf("%s: --%s has no meaning", where, flag)
+		}
+		if !sameDefault(r[2], defaults[flag]) {
+			t.Errorf("%s: --%s is documented with default %q; the binary's is %q", where, flag, r[2], defaults[flag])
 		}
 		flags = append(flags, flag)
 	}
@@ -264,20 +313,28 @@ func TestREADMEFlags(t *testing.T) {
 	subs := subsections(readmeSection(t, "Flags and variables"))
 
 	// fleet-relay serve and fleet-agent: one table each.
-	serveFlags := helpFlags(t, relay, "serve", "-h")
-	sameSet(t, "fleet-relay serve", serveFlags, documentedFlags(t, "fleet-relay serve", tableRows(subs["fleet-relay serve"])))
-	agentFlags := helpFlags(t, agent, "-h")
-	sameSet(t, "fleet-agent", agentFlags, documentedFlags(t, "fleet-agent", tableRows(subs["fleet-agent"])))
+	serve := helpFlags(t, relay, "serve", "-h")
+	serveFlags := serve.flags
+	sameSet(t, "fleet-relay serve", serveFlags, documentedFlags(t, "fleet-relay serve", tableRows(subs["fleet-relay serve"]), serve.defaults))
+	agentUsage := helpFlags(t, agent, "-h")
+	agentFlags := agentUsage.flags
+	sameSet(t, "fleet-agent", agentFlags, documentedFlags(t, "fleet-agent", tableRows(subs["fleet-agent"]), agentUsage.defaults))
 
 	// Admin commands: one table, rows "command | flag | variable | default | meaning".
 	known := map[string][]string{"serve": serveFlags}
+	defaults := map[string]map[string]string{}
+	adminDefaults := map[string]string{} // flag -> default, of any admin command
 	documented := map[string][]string{}
 	var everyCommand []string
 	except := map[string][]string{} // command -> common flags it lacks
 	cmds := relayCommands(t, relay)
 	for _, c := range cmds {
 		if c != "serve" {
-			known[c] = helpFlags(t, relay, append(strings.Fields(c), "-h")...)
+			u := helpFlags(t, relay, append(strings.Fields(c), "-h")...)
+			known[c], defaults[c] = u.flags, u.defaults
+			for f, d := range u.defaults {
+				adminDefaults[f] = d
+			}
 			documented[c] = nil
 		}
 	}
@@ -295,7 +352,11 @@ func TestREADMEFlags(t *testing.T) {
 			listed[unquote(r[0])] = true
 			continue
 		}
-		flags := documentedFlags(t, "fleet-relay "+r[0], [][]string{{r[1], r[2], r[3], r[4]}})
+		rowDefaults := adminDefaults
+		if d, ok := defaults[unquote(r[0])]; ok {
+			rowDefaults = d
+		}
+		flags := documentedFlags(t, "fleet-relay "+r[0], [][]string{{r[1], r[2], r[3], r[4]}}, rowDefaults)
 		if strings.HasPrefix(r[0], "every admin command") {
 			// "every admin command except `a`, `b`": the exceptions are
 			// added back below as flags they lack.

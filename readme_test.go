@@ -964,3 +964,39 @@ func TestREADMECurlExamples(t *testing.T) {
 		})
 	}
 }
+
+// TestREADMEMakeTargets checks that every `make TARGET` the README names is
+// a rule of the Makefile or of an mk/*.mk fragment.
+func TestREADMEMakeTargets(t *testing.T) {
+	files, err := filepath.Glob("mk/*.mk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]bool{}
+	ruleLine := regexp.MustCompile(`(?m)^([A-Za-z0-9_.-]+(?:[ \t]+[A-Za-z0-9_.-]+)*)[ \t]*:([^=]|$)`)
+	for _, f := range append(files, "Makefile") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ruleLine.FindAllStringSubmatch(string(b), -1) {
+			for _, target := range strings.Fields(m[1]) {
+				rules[target] = true
+			}
+		}
+	}
+	for _, want := range []string{"run", "test", "build"} {
+		if !rules[want] {
+			t.Fatalf("the Makefile parse found no %q rule (found %d rules)", want, len(rules))
+		}
+	}
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`\bmake ([a-z][a-z0-9-]*)`).FindAllStringSubmatch(string(b), -1) {
+		if !rules[m[1]] {
+			t.Errorf("README names `make %s`, which no Makefile rule defines", m[1])
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/cloud/sqlite"
 )
 
@@ -72,8 +73,23 @@ func BenchmarkHandler(b *testing.B) {
 			}
 		}
 	})
-	for _, path := range []string{"/devices", "/alerts"} {
-		b.Run(strings.TrimPrefix(path, "/"), func(b *testing.B) {
+	// The same server counting requests for /metrics, as the relay runs it.
+	measured := api.NewServer(api.Config{
+		Devices: devices, Serial: sqlite.NewSerialService(db), Alerts: sqlite.NewAlertService(db),
+		Auth: auth, RateLimit: 1 << 30,
+		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Requests: relaymetrics.New().Requests(),
+	})
+	for _, path := range []string{"/devices", "/alerts", "/devices+metrics"} {
+		srv := srv
+		if p, ok := strings.CutSuffix(path, "+metrics"); ok {
+			path, srv = p, measured
+		}
+		name := strings.TrimPrefix(path, "/")
+		if srv == measured {
+			name += "-with-metrics"
+		}
+		b.Run(name, func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, api.Prefix+path, nil)
 			req.Header.Set("Authorization", "Bearer "+key)
 			req.RemoteAddr = "127.0.0.1:5555"

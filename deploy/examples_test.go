@@ -33,6 +33,11 @@ func TestAgentExample(t *testing.T) {
 		t.Fatalf("parsed %+v", c)
 	}
 	keys := yamlKeys(t, "agent.example.yaml")
+	// Commented-out keys ("# metrics-listen: ...") are flags too.
+	b, _ := os.ReadFile("agent.example.yaml")
+	for _, m := range regexp.MustCompile(`(?m)^#\s?([a-z][a-z0-9-]*): `).FindAllStringSubmatch(string(b), -1) {
+		keys = append(keys, m[1])
+	}
 	root := t.TempDir()
 	run(t, "dpkg-deb", "-x", deb(t, "fleet-agent", "amd64"), root)
 	flags := helpFlags(t, filepath.Join(root, "usr/bin/fleet-agent"), "-h")
@@ -47,7 +52,6 @@ func TestAgentExample(t *testing.T) {
 
 	// The same parser refuses a key that is no flag: the check above can fail.
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	b, _ := os.ReadFile("agent.example.yaml")
 	os.WriteFile(bad, append(b, []byte("\nspool-max-size: 10\n")...), 0o600)
 	if _, err := agent.ParseConfig([]string{"--config", bad}, io.Discard); err == nil || !strings.Contains(err.Error(), "spool-max-size") {
 		t.Fatalf("unknown key accepted: %v", err)

@@ -93,6 +93,10 @@ func TestPackages(t *testing.T) {
 				{"/usr/share/doc/" + tt.name + "/copyright", 0o644, false},
 				{"/usr/share/doc/" + tt.name + "/deploy.md", 0o644, false},
 			}
+			if tt.name == "fleet-relay" {
+				want = append(want, entry{"/lib/systemd/system/fleet-relay-backup.service", 0o644, false},
+					entry{"/lib/systemd/system/fleet-relay-backup.timer", 0o644, false})
+			}
 			if tt.name == "fleet-agent" {
 				want = append(want, entry{"/lib/udev/rules.d/60-fleet-gpio.rules", 0o644, false},
 					entry{"/usr/lib/modules-load.d/fleet-agent.conf", 0o644, false})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Exposure thresholds of `systemd-analyze security` (0 safest, 10 unsafe;
@@ -33,12 +34,17 @@ func installedRoot(t *testing.T) string {
 	}
 	units := filepath.Join(root, "lib/systemd/system")
 	run(t, "cp", "-an", "/lib/systemd/system/.", units)
+	// Programs of Essential Debian packages the backup unit runs.
+	for _, p := range []string{"/bin/sh", "/usr/bin/install", "/usr/bin/find"} {
+		copyFile(t, p, filepath.Join(root, p), 0o755)
+	}
 	return root
 }
 
 func TestUnitsVerify(t *testing.T) {
 	root := installedRoot(t)
-	out, err := exec.Command("systemd-analyze", "verify", "--root="+root, "fleet-agent.service", "fleet-relay.service").CombinedOutput()
+	out, err := exec.Command("systemd-analyze", "verify", "--root="+root, "fleet-agent.service", "fleet-relay.service",
+		"fleet-relay-backup.service", "fleet-relay-backup.timer").CombinedOutput()
 	if err != nil {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
@@ -80,6 +86,7 @@ func TestUnitsSecurityExposure(t *testing.T) {
 		max  float64
 	}{
 		{"fleet-relay.service", relayMaxExposure},
+		{"fleet-relay-backup.service", relayMaxExposure},
 		{"fleet-agent.service", agentMaxExposure},
 	} {
 		out, err := exec.Command("systemd-analyze", "security", "--offline=true", "--root="+root, "--no-pager", tt.unit).CombinedOutput()
@@ -188,5 +195,86 @@ func TestUnitsLeastPrivilege(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBackupUnitCommands runs the commands of fleet-relay-backup.service
+// (ExecStart, then ExecStartPost) as systemd would, with its paths moved
+// into a temporary folder, against a running relay: a new copy appears,
+// copies older than FLEET_BACKUP_KEEP_DAYS go, newer ones stay.
+func TestBackupUnitCommands(t *testing.T) {
+	keys := unitKeys(t, "systemd/fleet-relay-backup.service")
+	env := map[string]string{}
+	for _, e := range keys["Environment"] {
+		k, v, _ := strings.Cut(e, "=")
+		env[k] = v
+	}
+	pkgRoot := t.TempDir()
+	run(t, "dpkg-deb", "-x", deb(t, "fleet-relay", "amd64"), pkgRoot)
+	relay := filepath.Join(pkgRoot, "usr/bin/fleet-relay")
+	dir := t.TempDir()
+	backups := filepath.Join(dir, "backups")
+	if err := os.Mkdir(backups, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "relay.db")
+	env["FLEET_DB"] = db // as a drop-in would
+	addr := freeAddr(t)
+	logs := startProcess(t, exec.Command(relay, "serve", "--db", db, "--listen", addr))
+	waitHealthy(t, "http://"+addr+"/healthz", logs)
+	run(t, relay, "org", "create", "--db", db, "--name", "Acme")
+
+	old := filepath.Join(backups, "relay-20200101T000000Z.db")
+	recent := filepath.Join(backups, "relay-20200102T000000Z.db")
+	for _, f := range []struct {
+		path string
+		age  time.Duration
+	}{{old, 30 * 24 * time.Hour}, {recent, 24 * time.Hour}} {
+		if err := os.WriteFile(f.path, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mt := time.Now().Add(-f.age)
+		os.Chtimes(f.path, mt, mt)
+	}
+	// systemd's own expansion: %% is %, ${VAR} from Environment=.
+	expand := func(cmd string) string {
+		cmd = strings.ReplaceAll(cmd, "%%", "%")
+		cmd = strings.ReplaceAll(cmd, "/usr/bin/fleet-relay", relay)
+		cmd = strings.ReplaceAll(cmd, "/var/backups/fleet-relay", backups)
+		return os.Expand(cmd, func(k string) string {
+			if v, ok := env[k]; ok {
+				return v
+			}
+			return "${" + k + "}"
+		})
+	}
+	start := keys["ExecStart"]
+	if len(start) != 1 || !strings.HasPrefix(start[0], "/bin/sh -c '") || !strings.HasSuffix(start[0], "'") {
+		t.Fatalf("ExecStart %q: want /bin/sh -c '...'", start)
+	}
+	script := expand(strings.TrimSuffix(strings.TrimPrefix(start[0], "/bin/sh -c '"), "'"))
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "FLEET_DB=" + db}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ExecStart %s: %v\n%s", script, err, out)
+	}
+	post := keys["ExecStartPost"]
+	if len(post) != 1 {
+		t.Fatalf("ExecStartPost %q", post)
+	}
+	args := strings.Fields(expand(post[0]))
+	run(t, args[0], args[1:]...)
+
+	entries, _ := os.ReadDir(backups)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) != 2 || names[0] != filepath.Base(recent) || !regexp.MustCompile(`^relay-\d{8}T\d{6}Z\.db$`).MatchString(names[1]) {
+		t.Fatalf("backups after a run: %v (want the recent copy and a new one; the old one deleted)", names)
+	}
+	fresh := filepath.Join(backups, names[1])
+	if out := run(t, relay, "org", "list", "--db", fresh); !strings.Contains(out, "Acme") {
+		t.Fatalf("the new backup lacks the organization:\n%s", out)
 	}
 }

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,4 +163,27 @@ func TestAgentMetricsOffByDefault(t *testing.T) {
 		t.Error("metrics built without --metrics-listen")
 	}
 	a.closeParts()
+}
+
+// TestMetricsListenConfig: --metrics-listen from the config file key and
+// the environment; a value that is not HOST:PORT is refused.
+func TestMetricsListenConfig(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(file, []byte("relay: http://r:8080\ntoken: t\nmetrics-listen: 10.8.0.12:9465\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig([]string{"--config", file}, io.Discard)
+	if err != nil || c.MetricsListen != "10.8.0.12:9465" {
+		t.Fatalf("from the file: %q %v", c.MetricsListen, err)
+	}
+	t.Setenv("FLEET_METRICS_LISTEN", "127.0.0.1:9465")
+	if c, err = ParseConfig([]string{"--config", file}, io.Discard); err != nil || c.MetricsListen != "127.0.0.1:9465" {
+		t.Fatalf("from the environment: %q %v", c.MetricsListen, err)
+	}
+	if !strings.Contains(c.String(), `metrics-listen="127.0.0.1:9465"`) {
+		t.Errorf("startup line %q", c.String())
+	}
+	if _, err = ParseConfig([]string{"--config", file, "--metrics-listen", "9465"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--metrics-listen") {
+		t.Errorf("--metrics-listen 9465: %v", err)
+	}
 }

@@ -369,6 +369,7 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 		chb.VPN = v
 	}
 	ev := in.Event
+	sent := h.At.Time
 	// The reader goes on at once; the store calls back after the commit.
 	// The connection's view moves ahead now: if the write fails, the
 	// connection is closed and the next one starts from the store.
@@ -385,6 +386,9 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 		}
 		s.stats.heartbeats.Add(1)
 		s.stats.heartbeatStored(time.Since(read))
+		if !sent.IsZero() {
+			s.stats.hbSentLatency[bucketOf(max(0, time.Since(sent)))].Add(1)
+		}
 		for _, o := range s.cfg.Observers {
 			o.HeartbeatStored(s.ctx, ref, chb)
 		}

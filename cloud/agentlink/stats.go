@@ -17,6 +17,13 @@ type Stats struct {
 	// message to its commit: bucket i holds latencies in
 	// [LatencyBucket(i-1), LatencyBucket(i)).
 	HeartbeatLatency []int64 `json:"heartbeatLatency"`
+	// HeartbeatSentLatency is the same histogram measured from the "at"
+	// time the agent wrote into the heartbeat (its send time, on the
+	// agent's clock; negative differences count as 0) to the commit: it
+	// adds the time the message spent in buffers and queues before the
+	// relay read it. Meaningful where agent and relay share a clock (the
+	// load generator).
+	HeartbeatSentLatency []int64 `json:"heartbeatSentLatency"`
 }
 
 const latencyBuckets = 64
@@ -26,6 +33,9 @@ const latencyBuckets = 64
 func LatencyBucket(i int) time.Duration {
 	return time.Duration(50e3 * math.Pow(1.25, float64(i)))
 }
+
+// LatencyBucketOf returns the histogram bucket that holds d.
+func LatencyBucketOf(d time.Duration) int { return bucketOf(d) }
 
 func bucketOf(d time.Duration) int {
 	if d <= 50*time.Microsecond {
@@ -59,20 +69,23 @@ func Quantile(h []int64, q float64) time.Duration {
 type counters struct {
 	heartbeats, records, batches atomic.Int64
 	hbLatency                    [latencyBuckets]atomic.Int64
+	hbSentLatency                [latencyBuckets]atomic.Int64
 	conns                        connCounters // metrics.go
 }
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
 	st := Stats{
-		Connections:      s.Connections(),
-		Heartbeats:       s.stats.heartbeats.Load(),
-		Records:          s.stats.records.Load(),
-		Batches:          s.stats.batches.Load(),
-		HeartbeatLatency: make([]int64, latencyBuckets),
+		Connections:          s.Connections(),
+		Heartbeats:           s.stats.heartbeats.Load(),
+		Records:              s.stats.records.Load(),
+		Batches:              s.stats.batches.Load(),
+		HeartbeatLatency:     make([]int64, latencyBuckets),
+		HeartbeatSentLatency: make([]int64, latencyBuckets),
 	}
 	for i := range st.HeartbeatLatency {
 		st.HeartbeatLatency[i] = s.stats.hbLatency[i].Load()
+		st.HeartbeatSentLatency[i] = s.stats.hbSentLatency[i].Load()
 	}
 	return st
 }

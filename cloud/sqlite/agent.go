@@ -40,14 +40,13 @@ var _ agentlink.Store = (*AgentStore)(nil)
 
 // agentStmts are the writer's prepared statements.
 type agentStmts struct {
-	status, connect, hello                  *sql.Stmt
-	heartbeat, serialTelemetry, serialApply *sql.Stmt
-	heartbeatDeadline, heartbeatStatus      *sql.Stmt
-	serialEnsure, desiredVersion, channels  *sql.Stmt
-	channelUpsert, event, eventOwner        *sql.Stmt
-	lastSeq, session, offline               *sql.Stmt
-	due, orphans                            *sql.Stmt
-	auth                                    *sql.Stmt // on the readers
+	status, connect, hello                 *sql.Stmt
+	serialApply, heartbeatStatus           *sql.Stmt
+	serialEnsure, desiredVersion, channels *sql.Stmt
+	event, eventOwner                      *sql.Stmt
+	lastSeq, session, offline              *sql.Stmt
+	due, orphans                           *sql.Stmt
+	auth                                   *sql.Stmt // on the readers
 }
 
 // onlineish are the statuses of a connected device.
@@ -69,20 +68,14 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 		{&s.st.connect, db.W, `UPDATE devices SET status = 'CONNECTING', agent_session = ?, agent_deadline = ? WHERE id = ?`},
 		{&s.st.hello, db.W, `UPDATE devices SET status = 'ONLINE', firmware_version = ?, agent_device_name = ?, agent_device_location = ?,
 			agent_timezone = ?, agent_version = ?, agent_heartbeat_ms = ?, last_seen = ?, agent_deadline = ? WHERE id = ? AND agent_session = ?`},
-		// Three forms, so that most heartbeats touch neither the status
-		// index nor the deadline index.
-		{&s.st.heartbeat, db.W, `UPDATE devices SET last_seen = ?, ip_address = ? WHERE id = ? AND agent_session = ?`},
-		{&s.st.heartbeatDeadline, db.W, `UPDATE devices SET last_seen = ?, ip_address = ?, agent_deadline = ? WHERE id = ? AND agent_session = ?`},
+		// A heartbeat that changes the status (the other heartbeats go in
+		// bulk: agent_heartbeats.go), so that most heartbeats touch neither
+		// the status index nor the deadline index.
 		{&s.st.heartbeatStatus, db.W, `UPDATE devices SET last_seen = ?, ip_address = ?, agent_deadline = ?, status = ? WHERE id = ? AND agent_session = ?`},
 		{&s.st.serialEnsure, db.W, `INSERT INTO serial_state (device_id) VALUES (?) ON CONFLICT (device_id) DO NOTHING`},
 		{&s.st.desiredVersion, db.W, `SELECT desired_version FROM serial_state WHERE device_id = ?`},
 		{&s.st.channels, db.W, `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, '') FROM serial_channels WHERE device_id = ?`},
-		{&s.st.serialTelemetry, db.W, `UPDATE serial_state SET telemetry_at = ?, applied_version = ? WHERE device_id = ?`},
 		{&s.st.serialApply, db.W, `UPDATE serial_state SET applied_version = ? WHERE device_id = ?`},
-		{&s.st.channelUpsert, db.W, `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
-			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`},
 		{&s.st.event, db.W, `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.st.eventOwner, db.W, `SELECT device_id FROM events WHERE id = ?`},
 		{&s.st.lastSeq, db.W, `UPDATE devices SET agent_last_seq = MAX(agent_last_seq, ?) WHERE id = ? RETURNING agent_last_seq`},
@@ -114,9 +107,9 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 }
 
 func (s *AgentStore) closeStmts() {
-	for _, st := range []*sql.Stmt{s.st.auth, s.st.status, s.st.connect, s.st.hello, s.st.heartbeat, s.st.heartbeatDeadline, s.st.heartbeatStatus,
-		s.st.serialTelemetry, s.st.serialApply, s.st.serialEnsure, s.st.desiredVersion, s.st.channels,
-		s.st.channelUpsert, s.st.event, s.st.eventOwner, s.st.lastSeq, s.st.session,
+	for _, st := range []*sql.Stmt{s.st.auth, s.st.status, s.st.connect, s.st.hello, s.st.heartbeatStatus,
+		s.st.serialApply, s.st.serialEnsure, s.st.desiredVersion, s.st.channels,
+		s.st.event, s.st.eventOwner, s.st.lastSeq, s.st.session,
 		s.st.offline, s.st.due, s.st.orphans} {
 		if st != nil {
 			st.Close()

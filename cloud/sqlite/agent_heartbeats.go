@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/hw/catalog"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -34,7 +37,7 @@ const (
 		FROM json_each(?) AS j WHERE devices.id = j.value->>0 AND devices.agent_session = j.value->>3`
 	// hbMatchedSQL names the devices of a devices array that their session
 	// owns: asked only when an update matched fewer rows than it had.
-	hbMatchedSQL = `SELECT devices.id FROM json_each(?) AS j JOIN devices ON devices.id = j.value->>0 AND devices.agent_session = j.value->>3`
+	hbMatchedSQL = `SELECT devices.id, devices.agent_session FROM json_each(?) AS j JOIN devices ON devices.id = j.value->>0 AND devices.agent_session = j.value->>3`
 	// serial: [deviceID, telemetryAt, appliedVersion]
 	hbSerialSQL = `UPDATE serial_state SET telemetry_at = j.value->>1, applied_version = j.value->>2
 		FROM json_each(?) AS j WHERE serial_state.device_id = j.value->>0`
@@ -153,27 +156,53 @@ func (s *AgentStore) execBulk(t *ingestTx, kind string, rows [][]any, matched ma
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
+// hbGroup is the heartbeats of one session in one transaction, applied
+// as one: the device row and the serial telemetry time get the values of
+// the last of them, each channel the state of the last that reported it,
+// and every heartbeat event is stored. The state committed is what
+// applying them one by one in order would leave.
+type hbGroup struct {
+	key      string // device id NUL session
+	jobs     []int  // in queue order
+	last     int    // the last job
+	deadline time.Time
+	// serialAt is the last job that carries serial telemetry, -1: none.
+	serialAt int
+	chans    []protocol.ChannelState // by first report, last state of each
+}
+
 // applyHeartbeats is the writer's bulk function. A heartbeat that changes
-// the status, and every heartbeat of a device but its last in the
-// transaction, is applied alone first; the others together.
+// the status first updates the device row alone (the status, and the
+// deadline, move only with such a heartbeat); then the heartbeats of each
+// session are merged (hbGroup) and written with one statement per table.
 func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []error) error {
-	last := make(map[string]int, len(jobs))
-	for i, j := range jobs {
-		last[j.hb.in.Device.ID] = i
-	}
-	var plain, withDeadline []int
+	groups := make([]*hbGroup, 0, len(jobs))
+	byKey := make(map[string]*hbGroup, len(jobs))
 	for i, j := range jobs {
 		in := &j.hb.in
-		switch {
-		case in.Status != in.PrevStatus || last[in.Device.ID] != i:
-			errs[i] = s.applyHeartbeat(t, j.hb)
-		case in.Deadline.IsZero():
-			plain = append(plain, i)
-		default:
-			withDeadline = append(withDeadline, i)
+		if in.Status != in.PrevStatus {
+			if errs[i] = s.applyStatus(t, j.hb); errs[i] != nil {
+				continue
+			}
+		}
+		key := in.Device.ID + "\x00" + in.Session
+		g := byKey[key]
+		if g == nil {
+			g = &hbGroup{key: key, serialAt: -1}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.jobs = append(g.jobs, i)
+		g.last = i
+		if !in.Deadline.IsZero() {
+			g.deadline = in.Deadline
+		}
+		if j.hb.serial && in.HasChannels {
+			g.serialAt = i
+			g.chans = mergeChannels(g.chans, in.Channels)
 		}
 	}
-	matched, err := s.updateDevices(t, jobs, plain, withDeadline)
+	matched, err := s.updateDevices(t, jobs, groups)
 	if err != nil {
 		return err
 	}
@@ -181,18 +210,19 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 	serial.reset()
 	chans.reset()
 	var eventRows [][]any
-	for _, i := range append(plain, withDeadline...) {
-		hb := jobs[i].hb
-		in := &hb.in
-		if matched != nil && !matched[in.Device.ID] {
-			errs[i] = agentlink.ErrSessionGone
+	for _, g := range groups {
+		if matched != nil && !matched[g.key] {
+			for _, i := range g.jobs {
+				errs[i] = agentlink.ErrSessionGone
+			}
 			continue
 		}
-		hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
-		if hb.serial && in.HasChannels {
-			serial.row().str(in.Device.ID).int(in.At.UnixMilli()).int(in.AppliedVersion)
-			for _, c := range in.Channels {
-				r := chans.row().str(in.Device.ID).str(c.ID).bool(c.Available).str(c.Live).bool(c.TxOn).str(c.Error)
+		dev := jobs[g.last].hb.in.Device
+		if g.serialAt >= 0 {
+			in := &jobs[g.serialAt].hb.in
+			serial.row().str(dev.ID).int(in.At.UnixMilli()).int(in.AppliedVersion)
+			for _, c := range g.chans {
+				r := chans.row().str(dev.ID).str(c.ID).bool(c.Available).str(c.Live).bool(c.TxOn).str(c.Error)
 				if c.PassthroughAddress == "" {
 					r.null()
 				} else {
@@ -200,12 +230,17 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 				}
 			}
 		}
-		if e := in.Event; e != nil {
-			data := string(e.Data)
-			if data == "" {
-				data = "{}"
+		for _, i := range g.jobs {
+			hb := jobs[i].hb
+			in := &hb.in
+			hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
+			if e := in.Event; e != nil {
+				data := string(e.Data)
+				if data == "" {
+					data = "{}"
+				}
+				eventRows = append(eventRows, []any{e.ID, dev.OrgID, dev.ID, e.Type, string(e.Severity), e.Message, data, e.CreatedAt.UnixMilli()})
 			}
-			eventRows = append(eventRows, []any{e.ID, in.Device.OrgID, in.Device.ID, e.Type, string(e.Severity), e.Message, data, e.CreatedAt.UnixMilli()})
 		}
 	}
 	if _, err := s.execRows(t, hbSerialSQL, serial); err != nil {
@@ -217,44 +252,68 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 	return s.execBulk(t, bulkEvents, eventRows, nil)
 }
 
-// updateDevices applies the devices rows of the plain heartbeats and of
-// those that refresh the deadline. It returns nil when every device's
-// session still owns it (the common case: the update matched every row),
-// else the set of devices that it updated.
-func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, plain, withDeadline []int) (map[string]bool, error) {
-	var matched map[string]bool
-	for k, idx := range [][]int{plain, withDeadline} {
-		rows := &s.hbRows[k]
-		rows.reset()
-		for _, i := range idx {
-			in := &jobs[i].hb.in
-			r := rows.row().str(in.Device.ID).int(in.At.UnixMilli()).str(in.IPAddress).str(in.Session)
-			if k == 1 {
-				r.int(in.Deadline.UnixMilli())
+// mergeChannels returns have with the channels of later applied over it:
+// a channel already there takes the later state, a new one is appended.
+func mergeChannels(have, later []protocol.ChannelState) []protocol.ChannelState {
+	if have == nil {
+		return later
+	}
+	have = slices.Clone(have)
+next:
+	for _, c := range later {
+		for k := range have {
+			if have[k].ID == c.ID {
+				have[k] = c
+				continue next
 			}
 		}
-		q := hbDevicesSQL
-		if k == 1 {
-			q = hbDevicesDeadlineSQL
+		have = append(have, c)
+	}
+	return have
+}
+
+// updateDevices writes each group's device row (the values of its last
+// heartbeat; groups with a new deadline through the statement that also
+// sets it). It returns nil when every group's session still owns its
+// device (the common case: the updates matched every row), else the keys
+// of the groups whose row it updated.
+func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []*hbGroup) (map[string]bool, error) {
+	var matched map[string]bool
+	for k, q := range []string{hbDevicesSQL, hbDevicesDeadlineSQL} {
+		rows := &s.hbRows[k]
+		rows.reset()
+		for _, g := range groups {
+			if g.deadline.IsZero() != (k == 0) {
+				continue
+			}
+			in := &jobs[g.last].hb.in
+			r := rows.row().str(in.Device.ID).int(in.At.UnixMilli()).str(in.IPAddress).str(in.Session)
+			if k == 1 {
+				r.int(g.deadline.UnixMilli())
+			}
 		}
 		n, err := s.execRows(t, q, rows)
 		if err != nil {
 			return nil, err
 		}
 		if n == int64(rows.n) {
-			for _, i := range idx {
-				if matched != nil {
-					matched[jobs[i].hb.in.Device.ID] = true
+			if matched != nil {
+				for _, g := range groups {
+					if g.deadline.IsZero() == (k == 0) {
+						matched[g.key] = true
+					}
 				}
 			}
 			continue
 		}
-		// Some session lost its device: find out which did not.
+		// Some session lost its device: find out which still own theirs.
 		if matched == nil {
-			matched = make(map[string]bool, len(plain)+len(withDeadline))
-			if k == 1 { // the plain statement matched every row
-				for _, i := range plain {
-					matched[jobs[i].hb.in.Device.ID] = true
+			matched = make(map[string]bool, len(groups))
+			if k == 1 { // the first statement matched every row
+				for _, g := range groups {
+					if g.deadline.IsZero() {
+						matched[g.key] = true
+					}
 				}
 			}
 		}
@@ -263,12 +322,12 @@ func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, plain, withDe
 			return nil, fmt.Errorf("sqlite: heartbeat sessions: %w", err)
 		}
 		for res.Next() {
-			var id string
-			if err := res.Scan(&id); err != nil {
+			var id, session string
+			if err := res.Scan(&id, &session); err != nil {
 				res.Close()
 				return nil, fmt.Errorf("sqlite: heartbeat sessions: %w", err)
 			}
-			matched[id] = true
+			matched[id+"\x00"+session] = true
 		}
 		res.Close()
 		if err := res.Err(); err != nil {
@@ -295,45 +354,20 @@ func (s *AgentStore) execRows(t *ingestTx, q string, rows *jsonRows) (int64, err
 	return n, nil
 }
 
-// applyHeartbeat applies one heartbeat with single-row statements.
-func (s *AgentStore) applyHeartbeat(t *ingestTx, hb *hbJob) error {
+// applyStatus stores the status change of a heartbeat (with its deadline,
+// last seen time and address) on its own; ErrSessionGone when its session
+// no longer owns the device.
+func (s *AgentStore) applyStatus(t *ingestTx, hb *hbJob) error {
 	in := &hb.in
-	at := in.At.UnixMilli()
-	var res sql.Result
-	var err error
-	switch {
-	case in.Status != in.PrevStatus:
-		dl := in.Deadline
-		if dl.IsZero() {
-			return fmt.Errorf("sqlite: heartbeat %s: status change without a deadline", in.Device.ID)
-		}
-		res, err = t.stmt(s.st.heartbeatStatus).ExecContext(t.ctx, at, in.IPAddress, dl.UnixMilli(), string(in.Status), in.Device.ID, in.Session)
-	case !in.Deadline.IsZero():
-		res, err = t.stmt(s.st.heartbeatDeadline).ExecContext(t.ctx, at, in.IPAddress, in.Deadline.UnixMilli(), in.Device.ID, in.Session)
-	default:
-		res, err = t.stmt(s.st.heartbeat).ExecContext(t.ctx, at, in.IPAddress, in.Device.ID, in.Session)
+	if in.Deadline.IsZero() {
+		return fmt.Errorf("sqlite: heartbeat %s: status change without a deadline", in.Device.ID)
 	}
+	res, err := t.stmt(s.st.heartbeatStatus).ExecContext(t.ctx, in.At.UnixMilli(), in.IPAddress, in.Deadline.UnixMilli(), string(in.Status), in.Device.ID, in.Session)
 	if err != nil {
 		return fmt.Errorf("sqlite: heartbeat %s: %w", in.Device.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return agentlink.ErrSessionGone
-	}
-	hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
-	if hb.serial && in.HasChannels {
-		if _, err := t.stmt(s.st.serialTelemetry).ExecContext(t.ctx, at, in.AppliedVersion, in.Device.ID); err != nil {
-			return fmt.Errorf("sqlite: serial telemetry %s: %w", in.Device.ID, err)
-		}
-		for _, c := range in.Channels {
-			if _, err := t.stmt(s.st.channelUpsert).ExecContext(t.ctx, in.Device.ID, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullString(c.PassthroughAddress)); err != nil {
-				return fmt.Errorf("sqlite: channel %s of %s: %w", c.ID, in.Device.ID, err)
-			}
-		}
-	}
-	if in.Event != nil {
-		if err := s.insertEvent(t, in.Device, in.Event); err != nil {
-			return err
-		}
 	}
 	return nil
 }

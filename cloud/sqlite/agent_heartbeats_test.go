@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
+	"fmt"
+	"maps"
 	"path/filepath"
 	"testing"
 	"time"
@@ -163,4 +165,123 @@ func newAgentStore(tb testing.TB) (*DB, *AgentStore, cloud.Org) {
 		tb.Fatal(err)
 	}
 	return db, s, org
+}
+
+// TestHeartbeatsOfOneSessionMerged checks that several heartbeats of one
+// session in one transaction leave what applying them one by one would:
+// the last values of the device row and of the serial telemetry time,
+// every channel's last reported state, each status change and each event;
+// and that another session's heartbeats for the same device in the same
+// transaction are refused without touching the device.
+func TestHeartbeatsOfOneSessionMerged(t *testing.T) {
+	ctx := context.Background()
+	db, s, org := newAgentStore(t)
+	now := time.Now().Truncate(time.Millisecond)
+	var devs []agentlink.Device
+	for range 2 {
+		id := ids.New()
+		sum := sha256.Sum256([]byte(id))
+		if _, err := db.W.Exec(`INSERT INTO devices (id, org_id, name, serial_number, model, token_hash, created_at) VALUES (?, ?, 'g', ?, 'IG-500', ?, 0)`, id, org.ID, id, sum[:]); err != nil {
+			t.Fatal(err)
+		}
+		d := agentlink.Device{ID: id, OrgID: org.ID, Model: "IG-500"}
+		if _, err := s.Connect(ctx, d, "s-"+id, now, now.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Hello(ctx, agentlink.HelloIn{Device: d, Session: "s-" + id, At: now, HeartbeatInterval: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, d)
+	}
+	at := func(k int) time.Time { return now.Add(time.Duration(k) * time.Second) }
+	ev := func(k int) *resource.Event {
+		return &resource.Event{ID: ids.New(), Type: "heartbeat", Severity: resource.SeverityInfo, Data: []byte(`{}`), CreatedAt: resource.T(at(k))}
+	}
+	hb := func(d agentlink.Device, k int, mod func(*agentlink.HeartbeatIn)) *ingestJob {
+		in := agentlink.HeartbeatIn{Device: d, Session: "s-" + d.ID, At: at(k), Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
+			IPAddress: fmt.Sprintf("10.0.0.%d", k), AppliedVersion: int64(k)}
+		mod(&in)
+		return &ingestJob{hb: &hbJob{in: in, serial: true}}
+	}
+	chans := func(kv ...string) []protocol.ChannelState {
+		var out []protocol.ChannelState
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, protocol.ChannelState{ID: kv[i], Available: true, Live: kv[i+1]})
+		}
+		return out
+	}
+	d0, d1 := devs[0], devs[1]
+	jobs := []*ingestJob{
+		hb(d0, 1, func(in *agentlink.HeartbeatIn) {
+			in.HasChannels, in.Channels, in.Event = true, chans("gpio-1", "1", "rs485-1", "a"), ev(1)
+		}),
+		// The other device: its status change comes last.
+		hb(d1, 2, func(in *agentlink.HeartbeatIn) {}),
+		hb(d0, 3, func(in *agentlink.HeartbeatIn) {
+			in.Status, in.Deadline, in.HasChannels, in.Channels = resource.StatusUpdating, at(60), true, chans("gpio-1", "0")
+		}),
+		// A stale session of device 0.
+		hb(d0, 4, func(in *agentlink.HeartbeatIn) {
+			in.Session, in.HasChannels, in.Channels = "old", true, chans("gpio-3", "stale")
+		}),
+		hb(d0, 5, func(in *agentlink.HeartbeatIn) {
+			in.Status, in.PrevStatus, in.HasChannels, in.Channels, in.Event = resource.StatusUpdating, resource.StatusUpdating, true, chans("gpio-2", "x"), ev(5)
+		}),
+		hb(d0, 6, func(in *agentlink.HeartbeatIn) {
+			in.Status, in.PrevStatus = resource.StatusUpdating, resource.StatusUpdating
+		}),
+		hb(d1, 7, func(in *agentlink.HeartbeatIn) { in.Status, in.Deadline = resource.StatusRebooting, at(90) }),
+	}
+	errs := make([]error, len(jobs))
+	if _, err := s.w.runTx(jobs, errs); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if want := i == 3; errors.Is(err, agentlink.ErrSessionGone) != want || (!want && err != nil) {
+			t.Errorf("job %d: err = %v", i, err)
+		}
+	}
+	if ch := jobs[2].hb.out.Change; !ch.Changed() || ch.To != resource.StatusUpdating {
+		t.Errorf("status change of job 2 = %+v", ch)
+	}
+	type devRow struct {
+		status, ip           string
+		lastSeen, deadline   int64
+		telemetryAt, applied int64
+	}
+	row := func(d agentlink.Device) devRow {
+		var r devRow
+		if err := db.R.QueryRow(`SELECT status, ip_address, last_seen, agent_deadline, COALESCE(telemetry_at, 0), applied_version FROM devices JOIN serial_state ON device_id = id WHERE id = ?`, d.ID).
+			Scan(&r.status, &r.ip, &r.lastSeen, &r.deadline, &r.telemetryAt, &r.applied); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Device 0: the last heartbeat (6) has no channels, so the telemetry
+	// time and applied version are those of 5.
+	if got, want := row(d0), (devRow{"UPDATING", "10.0.0.6", at(6).UnixMilli(), at(60).UnixMilli(), at(5).UnixMilli(), 5}); got != want {
+		t.Errorf("device 0 = %+v, want %+v", got, want)
+	}
+	if got := row(d1); got.status != "REBOOTING" || got.ip != "10.0.0.7" || got.lastSeen != at(7).UnixMilli() || got.deadline != at(90).UnixMilli() {
+		t.Errorf("device 1 = %+v", got)
+	}
+	live := map[string]string{}
+	rows, err := db.R.Query(`SELECT channel_id, live FROM serial_channels WHERE device_id = ? AND available = 1`, d0.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, l string
+		rows.Scan(&id, &l)
+		live[id] = l
+	}
+	rows.Close()
+	if want := map[string]string{"gpio-1": "0", "rs485-1": "a", "gpio-2": "x"}; !maps.Equal(live, want) {
+		t.Errorf("device 0 channels = %v, want %v", live, want)
+	}
+	var evs int
+	db.R.QueryRow(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'heartbeat'`, d0.ID).Scan(&evs)
+	if evs != 2 {
+		t.Errorf("%d heartbeat events stored, want 2", evs)
+	}
 }

@@ -5,7 +5,7 @@
 package demo_test
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,49 +36,59 @@ var keyLine = regexp.MustCompile(`API key: (svc_sk_\S+)`)
 type demo struct {
 	t    *testing.T
 	cmd  *exec.Cmd
-	done chan struct{} // closed when make has exited (and its output is read)
+	done chan struct{} // closed when make has exited
 
-	mu    sync.Mutex
-	lines []string
-	more  chan struct{} // signalled on each new line
+	mu      sync.Mutex
+	lines   []string
+	partial []byte
+	more    chan struct{} // signalled on each new line
+}
+
+// Write collects make's output (stdout and stderr) into lines.
+func (d *demo) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.partial = append(d.partial, p...)
+	for {
+		i := bytes.IndexByte(d.partial, '\n')
+		if i < 0 {
+			break
+		}
+		d.lines = append(d.lines, string(d.partial[:i]))
+		d.partial = d.partial[i+1:]
+		select {
+		case d.more <- struct{}{}:
+		default:
+		}
+	}
+	return len(p), nil
 }
 
 // startDemo runs `make run` with args in dir, with this environment's Go
 // caches (GOCACHE, GOMODCACHE, GOFLAGS are inherited as they are).
 func startDemo(t *testing.T, dir string, args ...string) *demo {
 	t.Helper()
+	d := &demo{t: t, done: make(chan struct{}), more: make(chan struct{}, 1)}
 	cmd := exec.Command("make", append([]string{"run"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = demoEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
+	cmd.Stdout, cmd.Stderr = d, d
+	// A process left behind would keep the output pipe open: Wait gives up
+	// on it 5 s after make exits (and the test reports the process).
+	cmd.WaitDelay = 5 * time.Second
+	d.cmd = cmd
 	// A process started with SIGINT ignored (a background job of a script)
 	// passes that on to make, which could then not be interrupted. While a
 	// handler is installed here, the child starts with the default action.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt)
-	err = cmd.Start()
+	err := cmd.Start()
 	signal.Stop(sig)
 	if err != nil {
 		t.Fatalf("make run: %v", err)
 	}
-	d := &demo{t: t, cmd: cmd, done: make(chan struct{}), more: make(chan struct{}, 1)}
 	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			d.mu.Lock()
-			d.lines = append(d.lines, sc.Text())
-			d.mu.Unlock()
-			select {
-			case d.more <- struct{}{}:
-			default:
-			}
-		}
 		cmd.Wait()
 		close(d.done)
 	}()
@@ -88,6 +98,9 @@ func startDemo(t *testing.T, dir string, args ...string) *demo {
 		default:
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-d.done
+		}
+		for _, p := range leftovers(dir) {
+			syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 	})
 	return d
@@ -228,11 +241,17 @@ func liveValues(t *testing.T, base, key, id string, after time.Time) (time.Time,
 	}
 }
 
+// process is a process found in /proc.
+type process struct {
+	pid  int
+	desc string
+}
+
 // leftovers lists the processes whose executable or working directory is
 // inside dir.
-func leftovers(dir string) []string {
+func leftovers(dir string) []process {
 	entries, _ := os.ReadDir("/proc")
-	var out []string
+	var out []process
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
@@ -242,7 +261,7 @@ func leftovers(dir string) []string {
 			target, err := os.Readlink(filepath.Join("/proc", e.Name(), link))
 			if err == nil && (target == dir || strings.HasPrefix(target, dir+"/")) {
 				cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-				out = append(out, fmt.Sprintf("pid %d (%s %s): %s", pid, link, target, strings.ReplaceAll(string(cmdline), "\x00", " ")))
+				out = append(out, process{pid, fmt.Sprintf("pid %d (%s %s): %s", pid, link, target, strings.ReplaceAll(string(cmdline), "\x00", " "))})
 				break
 			}
 		}
@@ -254,13 +273,17 @@ func leftovers(dir string) []string {
 // seconds after make exited.
 func assertNothingLeft(t *testing.T, dir string) {
 	t.Helper()
-	var left []string
+	var left []process
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if left = leftovers(dir); len(left) == 0 {
 			return
 		}
 	}
-	t.Errorf("processes left behind after make exited:\n%s", strings.Join(left, "\n"))
+	var desc []string
+	for _, p := range left {
+		desc = append(desc, p.desc)
+	}
+	t.Errorf("processes left behind after make exited:\n%s", strings.Join(desc, "\n"))
 }
 
 func freePort(t *testing.T) int {

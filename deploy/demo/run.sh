@@ -51,6 +51,15 @@ busy() {
 	host=${host%]}
 	(exec 3<>"/dev/tcp/$host/$port") 2>/dev/null
 }
+mkdir -p "$DATA"
+chmod 700 "$DATA"
+# One demo per data folder: the lock is held by this script and every process
+# it starts (they inherit the descriptor), so it ends with the last of them.
+exec 9>>"$DATA/.lock"
+if command -v flock >/dev/null && ! flock -n 9; then
+	die "another demo is running on $DATA (stop it with Ctrl-C, or use another folder: make run DATA=.fleet-demo-2)"
+fi
+
 busy "$LISTEN" && die "$LISTEN is already in use (another 'make run'?). Pick another address: make run LISTEN=127.0.0.1:18080"
 busy "$SINK_LISTEN" && die "$SINK_LISTEN (the webhook sink) is already in use. Pick another address: make run SINK_LISTEN=127.0.0.1:19443"
 
@@ -58,8 +67,6 @@ json_field() { # json_field FIELD: one string field of the JSON object on stdin
 	sed -n 's/^ *"'"$1"'": *"\([^"]*\)".*/\1/p' | head -n 1
 }
 
-mkdir -p "$DATA"
-chmod 700 "$DATA"
 umask 077
 
 if [[ -f $CREDS ]] && ! grep -qx "DEMO_LAYOUT=$LAYOUT" "$CREDS"; then

@@ -144,13 +144,15 @@ func (db *DB) Close() error {
 		v.(*sql.Stmt).Close()
 		return true
 	})
-	db.ver.close()
 	if db.R != nil {
 		err = db.R.Close()
 	}
 	if e := db.W.Close(); e != nil && err == nil {
 		err = e
 	}
+	// Last: it closes the -shm descriptor, which must outlive every SQLite
+	// connection (see walIndex).
+	db.ver.close()
 	return err
 }
 

@@ -35,11 +35,12 @@ type versionReader struct {
 	closed  bool
 
 	// WAL-index header path
-	shm      *walIndex
-	shmTried bool
-	noShm    bool // tests: use the pragma
-	lastHdr  walHeader
-	hdrValid bool
+	shm       *walIndex
+	shmTried  bool
+	shmMapped bool // shm is usable; otherwise the pragma path
+	noShm     bool // tests: use the pragma
+	lastHdr   walHeader
+	hdrValid  bool
 
 	// pragma path
 	conn   *sql.Conn // pinned: data_version is per connection
@@ -55,9 +56,12 @@ func (v *versionReader) read(ctx context.Context, path string) (uint64, error) {
 	}
 	if !v.shmTried && !v.noShm {
 		v.shmTried = true
-		v.shm, _ = openWALIndex(path) // nil: the pragma path
+		var err error
+		// On error shm may still hold the open file, closed in close.
+		v.shm, err = openWALIndex(path)
+		v.shmMapped = err == nil
 	}
-	if v.shm != nil && !v.noShm {
+	if v.shmMapped && !v.noShm {
 		h, ok := v.shm.header()
 		if ok && v.hdrValid && h == v.lastHdr {
 			return v.counter, nil
@@ -105,10 +109,6 @@ func (v *versionReader) close() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.closed = true
-	if v.shm != nil {
-		v.shm.close()
-		v.shm = nil
-	}
 	if v.stmt != nil {
 		v.stmt.Close()
 	}
@@ -117,6 +117,10 @@ func (v *versionReader) close() {
 	}
 	if v.db != nil {
 		v.db.Close()
+	}
+	if v.shm != nil { // after the pragma connection: see walIndex
+		v.shm.close()
+		v.shm = nil
 	}
 }
 

@@ -1,6 +1,7 @@
 package agentlink
 
 import (
+	"hash/maphash"
 	"strconv"
 	"time"
 
@@ -58,17 +59,20 @@ type jparser struct {
 // strCache holds strings decoded earlier on one connection, indexed by a
 // hash of their bytes: a string equal to the one in its slot is returned
 // without allocating.
-type strCache [32]string
+type strCache struct {
+	seed   maphash.Seed
+	seeded bool
+	s      [32]string
+}
 
 func (c *strCache) get(b []byte) string {
 	if c == nil {
 		return string(b)
 	}
-	h := uint32(2166136261)
-	for _, x := range b {
-		h = (h ^ uint32(x)) * 16777619
+	if !c.seeded {
+		c.seed, c.seeded = maphash.MakeSeed(), true
 	}
-	slot := &c[h%uint32(len(c))]
+	slot := &c.s[maphash.Bytes(c.seed, b)%uint64(len(c.s))]
 	if *slot == string(b) { // compared without a copy
 		return *slot
 	}

@@ -16,7 +16,7 @@ import (
 func rows(cfg apibench.Config, rep apibench.Report) []benchreport.Row {
 	var out []benchreport.Row
 	for _, r := range rep.Results {
-		notes := fmt.Sprintf("%d devices, %d clients on loopback, %v measured; p50 %.2f ms", cfg.Devices, cfg.Clients, cfg.Duration, ms(r.P50))
+		notes := fmt.Sprintf("%s devices, %d clients on loopback, %v measured; p50 %.2f ms", benchreport.FormatValue(float64(cfg.Devices), ""), cfg.Clients, cfg.Duration, ms(r.P50))
 		if r.CPU > 0 {
 			notes += fmt.Sprintf("; CPU %.0f µs per request (server and load generator) on %d CPUs", float64(r.CPU)/float64(time.Microsecond), runtime.NumCPU())
 		}

@@ -29,17 +29,18 @@ func record(f figures) error {
 			Notes:  "over loopback from several 127.x addresses; fewer when RLIMIT_NOFILE caps them (the run says so)"},
 		{Area: "agent link", Figure: "relay RSS, all agents (scaled to 20,000 from those connected)", Unit: "MiB", Measured: scaled / (1 << 20),
 			Target: &benchreport.Target{Op: benchreport.Below, Value: targetRSS / (1 << 30), Unit: "GiB"},
-			Notes: fmt.Sprintf("%.0f MiB measured with %d idle agents (%.1f KiB per connection over a %.0f MiB base), %.0f MiB under load",
-				float64(f.rss)/(1<<20), f.agents, float64(f.rss-f.baseRSS)/float64(max(f.agents, 1))/1024, float64(f.baseRSS)/(1<<20), float64(f.rssLoaded)/(1<<20))},
+			Notes: fmt.Sprintf("%s measured with %s idle agents (%s per connection over a %s base), %s under load",
+				num(float64(f.rss)/(1<<20), "MiB"), num(float64(f.agents), ""), num(float64(f.rss-f.baseRSS)/float64(max(f.agents, 1))/1024, "KiB"),
+				num(float64(f.baseRSS)/(1<<20), "MiB"), num(float64(f.rssLoaded)/(1<<20), "MiB"))},
 		{Area: "agent link", Figure: "heartbeats stored per second", Unit: "heartbeats/s", Measured: f.rate,
 			Target: &benchreport.Target{Op: benchreport.AtLeast, Value: targetHBRate},
-			Notes:  fmt.Sprintf("offered %.0f/s (every agent each %v), %v measured; relay and load generator share the machine", f.offered, f.heartbeatEvery, f.measuring)},
+			Notes:  fmt.Sprintf("offered %s (every agent each %v), %v measured; relay and load generator share the machine", num(f.offered, "/s"), f.heartbeatEvery, f.measuring)},
 		{Area: "agent link", Figure: "heartbeat-to-stored p99", Unit: "ms", Measured: ms(f.p99),
 			Target: &benchreport.Target{Op: benchreport.Below, Value: ms(targetHBP99)},
-			Notes:  fmt.Sprintf("p50 %.1f ms; relay: read to commit", ms(f.p50))},
+			Notes:  "p50 " + num(ms(f.p50), "ms")},
 		{Area: "agent link", Figure: "reconnect storm drained (every agent flushing an hour of metrics)", Unit: "s", Measured: f.drain.Seconds(),
 			Target: &benchreport.Target{Op: benchreport.Below, Value: targetDrain.Seconds()},
-			Notes:  fmt.Sprintf("relay restart to last ack; %d of %d spooled samples stored exactly once", f.spooled, f.spooledWant)},
+			Notes:  fmt.Sprintf("relay restart to last ack; %s of %s spooled samples stored exactly once", num(float64(f.spooled), ""), num(float64(f.spooledWant), ""))},
 	}
 	if f.stored == 0 {
 		rows[3].Error = "no heartbeat stored in the measured window"
@@ -49,3 +50,6 @@ func record(f figures) error {
 	}
 	return benchreport.Record(rows...)
 }
+
+// num is a figure as the report prints it ("1,364 MiB").
+func num(v float64, unit string) string { return benchreport.FormatValue(v, unit) }

@@ -83,7 +83,8 @@ func run(agents, changes int, every time.Duration, deliveries, devices int) erro
 	fmt.Printf("  the relay side, agents and receiver (this process) used %.1f s of CPU in %.1f s\n", (cpuTime() - cpu0).Seconds(), time.Since(wall0).Seconds())
 	if err := benchreport.Record(benchreport.Row{Area: "webhooks", Figure: "signal change at the agent to POST received, p99", Unit: "ms", Measured: ms(p99),
 		Target: &benchreport.Target{Op: benchreport.Below, Value: 50},
-		Notes:  fmt.Sprintf("p50 %.2f ms; %d changes from %d agents, one each per %v, over the agent websocket to an HTTPS receiver on loopback", ms(p50), n, agents, every)}); err != nil {
+		Notes: fmt.Sprintf("p50 %.2f ms; %s changes from %d agents, one each per %v, over the agent websocket to an HTTPS receiver on loopback",
+			ms(p50), benchreport.FormatValue(float64(n), ""), agents, every)}); err != nil {
 		return err
 	}
 	rate, err := throughput(dir, deliveries, devices)
@@ -94,7 +95,8 @@ func run(agents, changes int, every time.Duration, deliveries, devices int) erro
 		deliveries, devices, rate)
 	return benchreport.Record(benchreport.Row{Area: "webhooks", Figure: "deliveries with the durable SQLite outbox", Unit: "deliveries/s", Measured: rate,
 		Target: &benchreport.Target{Op: benchreport.AtLeast, Value: 2000},
-		Notes:  fmt.Sprintf("%d deliveries over %d devices to a fast HTTPS receiver on loopback", deliveries, devices)})
+		Notes: fmt.Sprintf("%s deliveries over %s devices to a fast HTTPS receiver on loopback",
+			benchreport.FormatValue(float64(deliveries), ""), benchreport.FormatValue(float64(devices), ""))})
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

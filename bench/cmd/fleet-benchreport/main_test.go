@@ -50,6 +50,13 @@ func runRecording(t *testing.T, dir string, target string, name string, args ...
 // and each metric set is used by a make rule.
 func TestEveryBenchmarkIsReported(t *testing.T) {
 	sets := metricSets()
+	for name, ms := range sets {
+		for _, m := range ms {
+			if err := m.Row.Validate(); err != nil || (m.TargetFrom != "" && m.Row.Target == nil) {
+				t.Errorf("set %s, %s %s: a row the report cannot evaluate (%v)", name, m.Benchmark, m.Unit, err)
+			}
+		}
+	}
 	covered := func(bench string) bool {
 		for _, ms := range sets {
 			for _, m := range ms {

@@ -22,7 +22,13 @@ func metricSets() map[string][]benchreport.Metric {
 			Row: benchreport.Row{Area: "agent link", Figure: "store writer CPU per heartbeat, transactions of " + batch + " heartbeats", Unit: "µs",
 				Notes: "for information: 20,000 heartbeats/s leave the single writer 50 µs each"}}
 	}
-	const perReq = 1e-3 // ns/op to µs
+	// perOp is an information row of a benchmark's time per operation
+	// (ns/op) in unit, µs or ns.
+	perOp := func(bench, area, figure, unit, notes string) benchreport.Metric {
+		scale, _ := benchreport.Convert(1, "ns", unit)
+		return benchreport.Metric{Benchmark: bench, Unit: "ns/op", Scale: scale,
+			Row: benchreport.Row{Area: area, Figure: figure, Unit: unit, Notes: notes}}
+	}
 	return map[string][]benchreport.Metric{
 		// bench-serial-modbus: hw/modbus BenchmarkRTUTransaction.
 		"modbus": {modbus("9600"), modbus("115200")},
@@ -50,48 +56,35 @@ func metricSets() map[string][]benchreport.Metric {
 		"agentlink-writer": {writerTx("200"), writerTx("2000")},
 		// bench-agentlink-decode: cloud/agentlink BenchmarkDecodeHeartbeat.
 		"agentlink-decode": {
-			{Benchmark: "BenchmarkDecodeHeartbeat/fast", Unit: "ns/op", Scale: perReq,
-				Row: benchreport.Row{Area: "agent link", Figure: "heartbeat decode, fast path (8 channels)", Unit: "µs",
-					Notes: "for information: CPU per heartbeat read by the agent endpoint"}},
-			{Benchmark: "BenchmarkDecodeHeartbeat/encoding/json", Unit: "ns/op", Scale: perReq,
-				Row: benchreport.Row{Area: "agent link", Figure: "heartbeat decode, encoding/json (same message)", Unit: "µs",
-					Notes: "for information: what the fast path saves"}},
+			perOp("BenchmarkDecodeHeartbeat/fast", "agent link", "heartbeat decode, fast path (8 channels)", "µs",
+				"for information: CPU per heartbeat read by the agent endpoint"),
+			perOp("BenchmarkDecodeHeartbeat/encoding/json", "agent link", "heartbeat decode, encoding/json (same message)", "µs",
+				"for information: what the fast path saves"),
 		},
 		// bench-api-micro: cloud/sqlite BenchmarkListDevices25 and
 		// BenchmarkAuthenticateCached ("api-micro"), cloud/api
 		// BenchmarkHandler ("api-micro-handler"; its store-devices and auth
 		// sub-benchmarks are serial twins of the two store benchmarks and
-		// are not run).
+		// are not run), cloud/api BenchmarkRouteLabel and cloud/relaymetrics
+		// BenchmarkObserveRequest (the API's metrics).
 		"api-micro": {
-			{Benchmark: "BenchmarkListDevices25", Unit: "ns/op", Scale: perReq,
-				Row: benchreport.Row{Area: "API", Figure: "store: list 25 of 10,000 devices (first and middle page, parallel)", Unit: "µs",
-					Notes: "for information: the store's share of an uncached GET /devices"}},
-			{Benchmark: "BenchmarkAuthenticateCached", Unit: "ns/op", Scale: perReq,
-				Row: benchreport.Row{Area: "API", Figure: "store: authenticate a known key (bcrypt cached, parallel)", Unit: "µs",
-					Notes: "for information: bcrypt ran once for the whole benchmark (it fails otherwise)"}},
+			perOp("BenchmarkListDevices25", "API", "store: list 25 of 10,000 devices (first and middle page, parallel)", "µs",
+				"for information: the store's share of an uncached GET /devices"),
+			perOp("BenchmarkAuthenticateCached", "API", "store: authenticate a known key (bcrypt cached, parallel)", "µs",
+				"for information: bcrypt ran once for the whole benchmark (it fails otherwise)"),
 		},
 		"api-micro-handler": {
-			{Benchmark: "BenchmarkHandler/devices", Unit: "ns/op", Scale: perReq,
-				Row: benchreport.Row{Area: "API", Figure: "GET /devices handler in process (25 of 500 devices, no network)", Unit: "µs",
-					Notes: "for information: 2 cores at 15,000 req/s leave 133 µs of CPU per request"}},
-			{Benchmark: "BenchmarkHandler/alerts", Unit: "ns/op", Scale: perReq,
-				Row: benchreport.Row{Area: "API", Figure: "GET /alerts handler in process (100 alerts, no network)", Unit: "µs",
-					Notes: "for information"}},
+			perOp("BenchmarkHandler/devices", "API", "GET /devices handler in process (25 of 500 devices, no network)", "µs",
+				"for information: 2 cores at 15,000 req/s leave 133 µs of CPU per request"),
+			perOp("BenchmarkHandler/alerts", "API", "GET /alerts handler in process (100 alerts, no network)", "µs", "for information"),
 		},
-		// bench-api-micro, with the API's metrics: cloud/api
-		// BenchmarkRouteLabel and cloud/relaymetrics BenchmarkObserveRequest.
 		"api-routelabel": {
-			{Benchmark: "BenchmarkRouteLabel/cached", Unit: "ns/op",
-				Row: benchreport.Row{Area: "API", Figure: "a request's route label for metrics, cached", Unit: "ns",
-					Notes: "for information"}},
-			{Benchmark: "BenchmarkRouteLabel/chi", Unit: "ns/op",
-				Row: benchreport.Row{Area: "API", Figure: "a request's route label from chi's RoutePattern (what the cache saves)", Unit: "ns",
-					Notes: "for information"}},
+			perOp("BenchmarkRouteLabel/cached", "API", "a request's route label for metrics, cached", "ns", "for information"),
+			perOp("BenchmarkRouteLabel/chi", "API", "a request's route label from chi's RoutePattern (what the cache saves)", "ns", "for information"),
 		},
 		"relay-metrics": {
-			{Benchmark: "BenchmarkObserveRequest", Unit: "ns/op",
-				Row: benchreport.Row{Area: "API", Figure: "Prometheus metrics cost of one API request (parallel)", Unit: "ns",
-					Notes: "for information: counter and latency histogram of a cached label"}},
+			perOp("BenchmarkObserveRequest", "API", "Prometheus metrics cost of one API request (parallel)", "ns",
+				"for information: counter and latency histogram of a cached label"),
 		},
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,14 +54,32 @@ func TestMain(m *testing.M) {
 }
 
 // freePort returns a loopback port nobody listens on.
+//
+// The relay is restarted on the same port, which stays free for seconds in
+// between; a port from the kernel's ephemeral range could meanwhile become
+// the source port of some other outgoing connection on the machine, and the
+// restart would fail. So the port is picked below that range.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				low = n
+			}
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for range 100 {
+		port := 10000 + rand.IntN(low-10000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return port
+	}
+	t.Fatalf("no free port below %d", low)
+	return 0
 }
 
 // proc is a child process whose stderr goes to a log file (appended across

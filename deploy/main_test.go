@@ -3,7 +3,8 @@
 // example configs against the flag sets, the .deb packages built by
 // `make package` with dpkg, and the relay's container image laid out from
 // its Dockerfile and run in a chroot. TestMain runs
-// `make package-deps package` once; every test uses what it built.
+// `make package-deps package nspawn-root` once; every test uses what it
+// built.
 package deploy_test
 
 import (
@@ -22,7 +23,16 @@ import (
 var (
 	repo      = mustAbs("..")
 	bin, dist string
+	// nspawnTemplate is the Debian root of make nspawn-root.
+	nspawnTemplate = envOr("NSPAWN_ROOT", "/var/cache/fleet-deploy/nspawn-bookworm")
 )
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
 
 func mustAbs(p string) string {
 	a, err := filepath.Abs(p)
@@ -44,11 +54,12 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	bin, dist = filepath.Join(tmp, "bin"), filepath.Join(tmp, "dist")
-	cmd := exec.Command("make", "-C", repo, "--no-print-directory", "package-deps", "package", "BIN="+bin, "DIST="+dist)
+	cmd := exec.Command("make", "-C", repo, "--no-print-directory", "package-deps", "package", "nspawn-root",
+		"BIN="+bin, "DIST="+dist, "NSPAWN_ROOT="+nspawnTemplate)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "deploy: make package-deps package: %v\n%s", err, out.String())
+		fmt.Fprintf(os.Stderr, "deploy: make package-deps package nspawn-root: %v\n%s", err, out.String())
 		return 1
 	}
 	return m.Run()

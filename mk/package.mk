@@ -7,8 +7,13 @@
 #                      dist/fleet-relay_<version>_amd64.deb, built with nfpm
 #                      (pinned below, built once into bin/tools; not in go.mod).
 #   make package-deps  what the deploy tests need from Debian (dpkg-dev,
-#                      systemd for systemd-analyze, ca-certificates, gcc),
+#                      systemd for systemd-analyze, ca-certificates, gcc,
+#                      debootstrap, systemd-container for systemd-nspawn),
 #                      installed with apt-get when missing.
+#   make nspawn-root   a minimal Debian bookworm root with systemd (debootstrap,
+#                      from the mirror of this machine's apt sources), kept in
+#                      $(NSPAWN_ROOT): the deploy tests boot a copy with
+#                      systemd-nspawn, install the .debs in it and run the units.
 # The deploy tests (go test ./deploy/) run `make package-deps package` first,
 # with DIST and BIN in a temporary folder of their own.
 
@@ -32,7 +37,10 @@ ifndef PKG_VERSION
 PKG_VERSION = $(eval PKG_VERSION := $(shell deploy/package/version.sh))$(PKG_VERSION)
 endif
 
-.PHONY: relay-static package package-deps package-clean
+# Kept across clones (a fresh clone does not pay the ~70 s debootstrap again).
+NSPAWN_ROOT ?= /var/cache/fleet-deploy/nspawn-bookworm
+
+.PHONY: relay-static package package-deps package-clean nspawn-root
 
 relay-static:
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(RELAY_STATIC_TAGS)' -ldflags '$(RELAY_STATIC_LDFLAGS)' \
@@ -85,12 +93,33 @@ package-deps:
 	[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || [ -f /usr/lib/$$(gcc -dumpmachine 2>/dev/null)/libc.a ] || missing="$$missing libc6-dev"; \
 	[ -f /etc/ssl/certs/ca-certificates.crt ] || missing="$$missing ca-certificates"; \
 	command -v useradd >/dev/null 2>&1 || missing="$$missing passwd"; \
+	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
+	command -v setpriv >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	if ! command -v systemd-nspawn >/dev/null 2>&1; then \
+		v=$$(dpkg-query -W -f='$${Version}' systemd 2>/dev/null); \
+		if [ -n "$$v" ] && apt-cache show "systemd-container=$$v" >/dev/null 2>&1; then \
+			missing="$$missing systemd-container=$$v"; else missing="$$missing systemd-container"; fi; \
+	fi; \
 	if [ -n "$$missing" ]; then \
 		echo "package-deps: installing$$missing"; \
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get install -y -q $$missing >/dev/null 2>&1 || \
 		{ apt-get update -q && apt-get install -y -q $$missing; }; \
 	fi
+
+# debootstrap into a temporary folder, then rename: an interrupted run
+# leaves no half-made root; flock serializes concurrent test runs.
+nspawn-root:
+	@mkdir -p $(dir $(NSPAWN_ROOT))
+	@flock $(NSPAWN_ROOT).lock sh -c ' \
+	if [ -f $(NSPAWN_ROOT)/.complete ]; then exit 0; fi; \
+	mirror=$$(awk "/^URIs:/ { print \$$2; exit }" /etc/apt/sources.list.d/debian.sources 2>/dev/null); \
+	[ -n "$$mirror" ] || mirror=$$(awk "/^deb / { print \$$2; exit }" /etc/apt/sources.list 2>/dev/null); \
+	echo "nspawn-root: debootstrap bookworm into $(NSPAWN_ROOT) ($${mirror:-default mirror})"; \
+	rm -rf $(NSPAWN_ROOT).tmp $(NSPAWN_ROOT) && \
+	debootstrap --variant=minbase --include=systemd,dbus,passwd bookworm $(NSPAWN_ROOT).tmp $$mirror >$(NSPAWN_ROOT).log 2>&1 || \
+		{ tail -20 $(NSPAWN_ROOT).log; exit 1; }; \
+	touch $(NSPAWN_ROOT).tmp/.complete && mv $(NSPAWN_ROOT).tmp $(NSPAWN_ROOT)'
 
 package-clean:
 	rm -rf $(DIST)

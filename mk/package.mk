@@ -85,26 +85,30 @@ package: $(NFPM) relay-static
 		--config $(STAGE)/fleet-relay.yaml --target $(DIST)/fleet-relay_$(PKG_VERSION)_amd64.deb
 	@ls -l $(DIST)/*.deb
 
+# systemd-container must match the installed systemd's version exactly;
+# when that version is no longer in the archive, apt upgrades systemd.
 package-deps:
 	@missing=; \
 	command -v dpkg-deb >/dev/null 2>&1 || missing="$$missing dpkg-dev"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
-	[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || [ -f /usr/lib/$$(gcc -dumpmachine 2>/dev/null)/libc.a ] || missing="$$missing libc6-dev"; \
+	[ -f /usr/lib/$$(gcc -dumpmachine 2>/dev/null)/libc.a ] || missing="$$missing libc6-dev"; \
 	[ -f /etc/ssl/certs/ca-certificates.crt ] || missing="$$missing ca-certificates"; \
 	command -v useradd >/dev/null 2>&1 || missing="$$missing passwd"; \
 	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
 	command -v setpriv >/dev/null 2>&1 || missing="$$missing util-linux"; \
-	if ! command -v systemd-nspawn >/dev/null 2>&1; then \
-		v=$$(dpkg-query -W -f='$${Version}' systemd 2>/dev/null); \
-		if [ -n "$$v" ] && apt-cache show "systemd-container=$$v" >/dev/null 2>&1; then \
-			missing="$$missing systemd-container=$$v"; else missing="$$missing systemd-container"; fi; \
-	fi; \
+	command -v systemd-nspawn >/dev/null 2>&1 || missing="$$missing systemd-container"; \
 	if [ -n "$$missing" ]; then \
 		echo "package-deps: installing$$missing"; \
 		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -q $$missing >/dev/null 2>&1 || \
-		{ apt-get update -q && apt-get install -y -q $$missing; }; \
+		apt-get update -q >/dev/null || exit 1; \
+		v=$$(dpkg-query -W -f='$${Version}' systemd 2>/dev/null); \
+		pinned=; for p in $$missing; do \
+			if [ "$$p" = systemd-container ] && [ -n "$$v" ] && apt-cache show "systemd-container=$$v" >/dev/null 2>&1; then \
+				p="systemd-container=$$v"; fi; \
+			pinned="$$pinned $$p"; \
+		done; \
+		apt-get install -y -q $$pinned >/dev/null || apt-get install -y -q $$pinned; \
 	fi
 
 # debootstrap into a temporary folder, then rename: an interrupted run

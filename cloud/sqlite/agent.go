@@ -30,10 +30,10 @@ type AgentStore struct {
 	// bulk holds the multi-row statements for full chunks and the
 	// heartbeat statements, by kind or query text.
 	bulk map[string]*sql.Stmt
-	// hbRows are the writer's buffers for the heartbeat statements'
+	// hbArgs are the writer's buffers for the heartbeat statements'
 	// arguments (devices, devices with deadline, serial, channels); only
 	// the writer goroutine touches them.
-	hbRows [4]jsonRows
+	hbArgs [4][]any
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)

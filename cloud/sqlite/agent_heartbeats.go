@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -15,37 +17,21 @@ import (
 )
 
 // Heartbeats are the bulk of the agent endpoint's writes. The writer applies
-// the heartbeats of one transaction together: each table's rows go to
-// SQLite as one JSON array bound to one statement that reads it with
-// json_each, so a transaction of thousands of heartbeats costs a handful of
-// calls into SQLite. Every call is a cgo crossing after which the writer
-// goroutine may have to queue for a scheduler slot behind thousands of
-// connection goroutines, so the number of calls, more than their size, set
-// the writer's pace under load. Records still use multi-row statements of
-// up to hbChunk rows (their RETURNING names the rows actually inserted).
-const hbChunk = 128
-
-// The heartbeat statements. Each takes one JSON array of rows (arrays of
-// column values, see jsonRows); $i is value->>i of a row.
+// the heartbeats of one transaction together with multi-row statements
+// (`UPDATE … FROM (VALUES …)` and multi-row upserts), without RETURNING: a
+// set of n rows goes in as the binary decomposition of n over statements of
+// 1, 2, 4 … hbMaxRows rows, all prepared once, so a transaction of
+// thousands of heartbeats costs a few dozen calls into SQLite. Every call
+// is a cgo crossing after which the writer goroutine may queue for a
+// scheduler slot behind thousands of connection goroutines, so the number
+// of calls sets the writer's pace under load as much as their work. (Rows
+// handed over as one JSON array read with json_each cost a third more CPU
+// per row than bound VALUES here: each ->> parses the row again.) Records
+// use statements of up to hbChunk rows whose RETURNING names the rows
+// actually inserted.
 const (
-	// devices: [id, lastSeen, ip, session]; devicesDeadline adds the
-	// deadline as column 4 (a separate statement, so that most heartbeats
-	// leave the deadline index alone).
-	hbDevicesSQL = `UPDATE devices SET last_seen = j.value->>1, ip_address = j.value->>2
-		FROM json_each(?) AS j WHERE devices.id = j.value->>0 AND devices.agent_session = j.value->>3`
-	hbDevicesDeadlineSQL = `UPDATE devices SET last_seen = j.value->>1, ip_address = j.value->>2, agent_deadline = j.value->>4
-		FROM json_each(?) AS j WHERE devices.id = j.value->>0 AND devices.agent_session = j.value->>3`
-	// hbMatchedSQL names the devices of a devices array that their session
-	// owns: asked only when an update matched fewer rows than it had.
-	hbMatchedSQL = `SELECT devices.id, devices.agent_session FROM json_each(?) AS j JOIN devices ON devices.id = j.value->>0 AND devices.agent_session = j.value->>3`
-	// serial: [deviceID, telemetryAt, appliedVersion]
-	hbSerialSQL = `UPDATE serial_state SET telemetry_at = j.value->>1, applied_version = j.value->>2
-		FROM json_each(?) AS j WHERE serial_state.device_id = j.value->>0`
-	// channels: [deviceID, channelID, available, live, txOn, error, passthroughAddress or null]
-	hbChannelsSQL = `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address)
-		SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6 FROM json_each(?) WHERE true
-		ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
-		tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`
+	hbChunk   = 128
+	hbMaxRows = 1024 // rows of the largest heartbeat statement
 )
 
 // hbJob is a queued heartbeat.
@@ -62,11 +48,24 @@ func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, do
 	return s.w.enqueue(ctx, &ingestJob{hb: hb, after: func(err error) { done(hb.out, err) }})
 }
 
-// Bulk statement kinds.
+// Bulk statement kinds and their columns.
 const (
-	bulkEvents  = "events"
-	bulkMetrics = "metrics"
+	// devices: id, lastSeen, ip, session; devicesDeadline adds the
+	// deadline (a statement of its own, so that most heartbeats leave the
+	// deadline index alone).
+	bulkDevices         = "devices"
+	bulkDevicesDeadline = "devices+deadline"
+	bulkSerial          = "serial"   // deviceID, telemetryAt, appliedVersion
+	bulkChannels        = "channels" // deviceID, channelID, available, live, txOn, error, passthroughAddress
+	bulkEvents          = "events"
+	bulkMetrics         = "metrics"
 )
+
+// hbKinds are the heartbeat statements, with their columns.
+var hbKinds = [...]struct {
+	kind string
+	cols int
+}{{bulkDevices, 4}, {bulkDevicesDeadline, 5}, {bulkSerial, 3}, {bulkChannels, 7}}
 
 // bulkSQL returns the statement of kind for n rows.
 func bulkSQL(kind string, n int) string {
@@ -75,6 +74,19 @@ func bulkSQL(kind string, n int) string {
 		return strings.Repeat(row+", ", n-1) + row
 	}
 	switch kind {
+	case bulkDevices:
+		return `UPDATE devices SET last_seen = v.column2, ip_address = v.column3 FROM (VALUES ` + rows(4) +
+			`) AS v WHERE devices.id = v.column1 AND devices.agent_session = v.column4`
+	case bulkDevicesDeadline:
+		return `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, agent_deadline = v.column5 FROM (VALUES ` + rows(5) +
+			`) AS v WHERE devices.id = v.column1 AND devices.agent_session = v.column4`
+	case bulkSerial:
+		return `UPDATE serial_state SET telemetry_at = v.column2, applied_version = v.column3 FROM (VALUES ` + rows(3) +
+			`) AS v WHERE serial_state.device_id = v.column1`
+	case bulkChannels:
+		return `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address) VALUES ` + rows(7) +
+			` ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
+			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`
 	case bulkEvents:
 		return `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES ` + rows(8)
 	case bulkMetrics:
@@ -84,25 +96,55 @@ func bulkSQL(kind string, n int) string {
 	panic("sqlite: unknown bulk statement " + kind)
 }
 
-// prepareBulk prepares the full-chunk statements and the heartbeat
-// statements.
+// hbStmtKey names the heartbeat statement of kind for 1<<k rows.
+func hbStmtKey(kind string, k int) string { return fmt.Sprintf("%s/%d", kind, 1<<k) }
+
+// prepareBulk prepares the full-chunk statements of records and events and
+// every heartbeat statement.
 func (s *AgentStore) prepareBulk() error {
 	s.bulk = make(map[string]*sql.Stmt)
-	for _, k := range []string{bulkEvents, bulkMetrics} {
-		st, err := s.db.W.Prepare(bulkSQL(k, hbChunk))
-		if err != nil {
-			return fmt.Errorf("sqlite: prepare bulk %s: %w", k, err)
-		}
-		s.bulk[k] = st
-	}
-	for _, q := range []string{hbDevicesSQL, hbDevicesDeadlineSQL, hbMatchedSQL, hbSerialSQL, hbChannelsSQL} {
+	prep := func(key, q string) error {
 		st, err := s.db.W.Prepare(q)
 		if err != nil {
-			return fmt.Errorf("sqlite: prepare heartbeat statement: %w", err)
+			return fmt.Errorf("sqlite: prepare bulk %s: %w", key, err)
 		}
-		s.bulk[q] = st
+		s.bulk[key] = st
+		return nil
+	}
+	for _, k := range []string{bulkEvents, bulkMetrics} {
+		if err := prep(k, bulkSQL(k, hbChunk)); err != nil {
+			return err
+		}
+	}
+	for _, hk := range hbKinds {
+		for k := 0; 1<<k <= hbMaxRows; k++ {
+			if err := prep(hbStmtKey(hk.kind, k), bulkSQL(hk.kind, 1<<k)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// execRows runs the heartbeat statement of kind over args (cols values a
+// row, any number of rows) and returns the rows it changed.
+func (s *AgentStore) execRows(t *ingestTx, kind string, cols int, args []any) (int64, error) {
+	var changed int64
+	for n := len(args) / cols; n > 0; {
+		k := min(bits.Len(uint(n))-1, bits.Len(hbMaxRows)-1)
+		rows := 1 << k
+		res, err := t.stmt(s.bulk[hbStmtKey(kind, k)]).ExecContext(t.ctx, args[:rows*cols]...)
+		if err != nil {
+			return 0, fmt.Errorf("sqlite: heartbeats (%s): %w", kind, err)
+		}
+		c, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("sqlite: heartbeats (%s): %w", kind, err)
+		}
+		changed += c
+		args, n = args[rows*cols:], n-rows
+	}
+	return changed, nil
 }
 
 // bulkStmt returns the statement of kind for n rows in t: the prepared one
@@ -206,9 +248,7 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 	if err != nil {
 		return err
 	}
-	serial, chans := &s.hbRows[2], &s.hbRows[3]
-	serial.reset()
-	chans.reset()
+	serial, chans := s.hbArgs[2][:0], s.hbArgs[3][:0]
 	var eventRows [][]any
 	for _, g := range groups {
 		if matched != nil && !matched[g.key] {
@@ -220,14 +260,9 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 		dev := jobs[g.last].hb.in.Device
 		if g.serialAt >= 0 {
 			in := &jobs[g.serialAt].hb.in
-			serial.row().str(dev.ID).int(in.At.UnixMilli()).int(in.AppliedVersion)
+			serial = append(serial, dev.ID, in.At.UnixMilli(), in.AppliedVersion)
 			for _, c := range g.chans {
-				r := chans.row().str(dev.ID).str(c.ID).bool(c.Available).str(c.Live).bool(c.TxOn).str(c.Error)
-				if c.PassthroughAddress == "" {
-					r.null()
-				} else {
-					r.str(c.PassthroughAddress)
-				}
+				chans = append(chans, dev.ID, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullString(c.PassthroughAddress))
 			}
 		}
 		for _, i := range g.jobs {
@@ -243,13 +278,24 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 			}
 		}
 	}
-	if _, err := s.execRows(t, hbSerialSQL, serial); err != nil {
+	s.hbArgs[2], s.hbArgs[3] = serial, chans
+	defer s.clearArgs()
+	if _, err := s.execRows(t, bulkSerial, 3, serial); err != nil {
 		return err
 	}
-	if _, err := s.execRows(t, hbChannelsSQL, chans); err != nil {
+	if _, err := s.execRows(t, bulkChannels, 7, chans); err != nil {
 		return err
 	}
 	return s.execBulk(t, bulkEvents, eventRows, nil)
+}
+
+// clearArgs drops the references the argument buffers hold, keeping their
+// room for the next transaction.
+func (s *AgentStore) clearArgs() {
+	for i := range s.hbArgs {
+		clear(s.hbArgs[i])
+		s.hbArgs[i] = s.hbArgs[i][:0]
+	}
 }
 
 // mergeChannels returns have with the channels of later applied over it:
@@ -279,24 +325,25 @@ next:
 // of the groups whose row it updated.
 func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []*hbGroup) (map[string]bool, error) {
 	var matched map[string]bool
-	for k, q := range []string{hbDevicesSQL, hbDevicesDeadlineSQL} {
-		rows := &s.hbRows[k]
-		rows.reset()
+	for k, kind := range []string{bulkDevices, bulkDevicesDeadline} {
+		cols := 4 + k
+		args := s.hbArgs[k][:0]
 		for _, g := range groups {
 			if g.deadline.IsZero() != (k == 0) {
 				continue
 			}
 			in := &jobs[g.last].hb.in
-			r := rows.row().str(in.Device.ID).int(in.At.UnixMilli()).str(in.IPAddress).str(in.Session)
+			args = append(args, in.Device.ID, in.At.UnixMilli(), in.IPAddress, in.Session)
 			if k == 1 {
-				r.int(g.deadline.UnixMilli())
+				args = append(args, g.deadline.UnixMilli())
 			}
 		}
-		n, err := s.execRows(t, q, rows)
+		s.hbArgs[k] = args
+		n, err := s.execRows(t, kind, cols, args)
 		if err != nil {
 			return nil, err
 		}
-		if n == int64(rows.n) {
+		if n == int64(len(args)/cols) {
 			if matched != nil {
 				for _, g := range groups {
 					if g.deadline.IsZero() == (k == 0) {
@@ -306,7 +353,8 @@ func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []*hbG
 			}
 			continue
 		}
-		// Some session lost its device: find out which still own theirs.
+		// Some session lost its device (rare: a takeover or the sweeper):
+		// ask which still own theirs.
 		if matched == nil {
 			matched = make(map[string]bool, len(groups))
 			if k == 1 { // the first statement matched every row
@@ -317,41 +365,22 @@ func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []*hbG
 				}
 			}
 		}
-		res, err := t.stmt(s.bulk[hbMatchedSQL]).QueryContext(t.ctx, rows.text())
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: heartbeat sessions: %w", err)
-		}
-		for res.Next() {
-			var id, session string
-			if err := res.Scan(&id, &session); err != nil {
-				res.Close()
-				return nil, fmt.Errorf("sqlite: heartbeat sessions: %w", err)
+		for _, g := range groups {
+			if g.deadline.IsZero() != (k == 0) {
+				continue
 			}
-			matched[id+"\x00"+session] = true
-		}
-		res.Close()
-		if err := res.Err(); err != nil {
-			return nil, fmt.Errorf("sqlite: heartbeat sessions: %w", err)
+			in := &jobs[g.last].hb.in
+			var st string
+			err := t.stmt(s.st.session).QueryRowContext(t.ctx, in.Device.ID, in.Session).Scan(&st)
+			switch {
+			case err == nil:
+				matched[g.key] = true
+			case !errors.Is(err, sql.ErrNoRows):
+				return nil, fmt.Errorf("sqlite: heartbeat session of %s: %w", in.Device.ID, err)
+			}
 		}
 	}
 	return matched, nil
-}
-
-// execRows runs the heartbeat statement q over rows (nothing when empty)
-// and returns the rows it changed.
-func (s *AgentStore) execRows(t *ingestTx, q string, rows *jsonRows) (int64, error) {
-	if rows.n == 0 {
-		return 0, nil
-	}
-	res, err := t.stmt(s.bulk[q]).ExecContext(t.ctx, rows.text())
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: heartbeats: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: heartbeats: %w", err)
-	}
-	return n, nil
 }
 
 // applyStatus stores the status change of a heartbeat (with its deadline,

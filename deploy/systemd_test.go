@@ -80,7 +80,9 @@ func boot(t *testing.T, root string) *container {
 			<-done
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
+	// A boot takes about a second here; the bound leaves room for a
+	// loaded CI machine.
+	deadline := time.Now().Add(60 * time.Second)
 	for c.init == 0 {
 		c.init = childOf(c.cmd.Process.Pid)
 		if c.init != 0 {

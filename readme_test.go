@@ -965,8 +965,8 @@ func TestREADMECurlExamples(t *testing.T) {
 	}
 }
 
-// TestREADMEMakeTargets checks that every `make TARGET` the README names is
-// a rule of the Makefile or of an mk/*.mk fragment.
+// TestREADMEMakeTargets checks that every `make TARGET` the README names in
+// code is a rule of the Makefile or of an mk/*.mk fragment.
 func TestREADMEMakeTargets(t *testing.T) {
 	files, err := filepath.Glob("mk/*.mk")
 	if err != nil {
@@ -994,7 +994,8 @@ func TestREADMEMakeTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range regexp.MustCompile(`\bmake ([a-z][a-z0-9-]*)`).FindAllStringSubmatch(string(b), -1) {
+	// In code: a code span ("`make package`") or a code block's line.
+	for _, m := range regexp.MustCompile("(?m)(?:^\\s*|`)make ([a-z][a-z0-9-]*)").FindAllStringSubmatch(string(b), -1) {
 		if !rules[m[1]] {
 			t.Errorf("README names `make %s`, which no Makefile rule defines", m[1])
 		}

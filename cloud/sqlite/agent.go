@@ -34,6 +34,9 @@ type AgentStore struct {
 	// arguments (devices, devices with deadline, serial, channels); only
 	// the writer goroutine touches them.
 	hbArgs [4][]any
+	// rowids holds the rowids of the devices that sent heartbeats, by
+	// device id (writer goroutine only).
+	rowids map[string]devRowids
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)
@@ -45,7 +48,7 @@ type agentStmts struct {
 	serialEnsure, desiredVersion, channels *sql.Stmt
 	event, eventOwner                      *sql.Stmt
 	lastSeq, session, offline              *sql.Stmt
-	due, orphans                           *sql.Stmt
+	due, orphans, rowids                   *sql.Stmt
 	auth                                   *sql.Stmt // on the readers
 }
 
@@ -57,7 +60,7 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &AgentStore{db: db, log: log}
+	s := &AgentStore{db: db, log: log, rowids: make(map[string]devRowids)}
 	prep := []struct {
 		dst  **sql.Stmt
 		pool *sql.DB
@@ -82,6 +85,7 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 		{&s.st.session, db.W, `SELECT status FROM devices WHERE id = ? AND agent_session = ?`},
 		{&s.st.offline, db.W, `UPDATE devices SET status = 'OFFLINE', agent_session = NULL, agent_deadline = NULL WHERE id = ?`},
 		{&s.st.due, db.W, `SELECT id, org_id, model, status FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < ? ORDER BY agent_deadline LIMIT 2000`},
+		{&s.st.rowids, db.W, `SELECT d.rowid, COALESCE((SELECT s.rowid FROM serial_state AS s WHERE s.device_id = d.id), 0) FROM devices AS d WHERE d.id = ?`},
 		{&s.st.orphans, db.W, `UPDATE devices SET agent_deadline = ? WHERE agent_deadline IS NULL AND status IN ` + onlineish},
 	}
 	for _, p := range prep {
@@ -110,7 +114,7 @@ func (s *AgentStore) closeStmts() {
 	for _, st := range []*sql.Stmt{s.st.auth, s.st.status, s.st.connect, s.st.hello, s.st.heartbeatStatus,
 		s.st.serialApply, s.st.serialEnsure, s.st.desiredVersion, s.st.channels,
 		s.st.event, s.st.eventOwner, s.st.lastSeq, s.st.session,
-		s.st.offline, s.st.due, s.st.orphans} {
+		s.st.offline, s.st.due, s.st.orphans, s.st.rowids} {
 		if st != nil {
 			st.Close()
 		}

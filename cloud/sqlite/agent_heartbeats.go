@@ -50,12 +50,13 @@ func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, do
 
 // Bulk statement kinds and their columns.
 const (
-	// devices: id, lastSeen, ip, session; devicesDeadline adds the
+	// devices: rowid, lastSeen, ip, session; devicesDeadline adds the
 	// deadline (a statement of its own, so that most heartbeats leave the
-	// deadline index alone).
+	// deadline index alone). The session (unique to a connection) makes
+	// sure the row is still the device's.
 	bulkDevices         = "devices"
 	bulkDevicesDeadline = "devices+deadline"
-	bulkSerial          = "serial"   // deviceID, telemetryAt, appliedVersion
+	bulkSerial          = "serial"   // rowid, telemetryAt, appliedVersion, deviceID
 	bulkChannels        = "channels" // deviceID, channelID, available, live, txOn, error, passthroughAddress
 	bulkEvents          = "events"
 	bulkMetrics         = "metrics"
@@ -65,7 +66,7 @@ const (
 var hbKinds = [...]struct {
 	kind string
 	cols int
-}{{bulkDevices, 4}, {bulkDevicesDeadline, 5}, {bulkSerial, 3}, {bulkChannels, 7}}
+}{{bulkDevices, 4}, {bulkDevicesDeadline, 5}, {bulkSerial, 4}, {bulkChannels, 7}}
 
 // bulkSQL returns the statement of kind for n rows.
 func bulkSQL(kind string, n int) string {
@@ -76,13 +77,13 @@ func bulkSQL(kind string, n int) string {
 	switch kind {
 	case bulkDevices:
 		return `UPDATE devices SET last_seen = v.column2, ip_address = v.column3 FROM (VALUES ` + rows(4) +
-			`) AS v WHERE devices.id = v.column1 AND devices.agent_session = v.column4`
+			`) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`
 	case bulkDevicesDeadline:
 		return `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, agent_deadline = v.column5 FROM (VALUES ` + rows(5) +
-			`) AS v WHERE devices.id = v.column1 AND devices.agent_session = v.column4`
+			`) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`
 	case bulkSerial:
-		return `UPDATE serial_state SET telemetry_at = v.column2, applied_version = v.column3 FROM (VALUES ` + rows(3) +
-			`) AS v WHERE serial_state.device_id = v.column1`
+		return `UPDATE serial_state SET telemetry_at = v.column2, applied_version = v.column3 FROM (VALUES ` + rows(4) +
+			`) AS v WHERE serial_state.rowid = v.column1 AND +serial_state.device_id = v.column4`
 	case bulkChannels:
 		return `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address) VALUES ` + rows(7) +
 			` ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
@@ -260,7 +261,11 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 		dev := jobs[g.last].hb.in.Device
 		if g.serialAt >= 0 {
 			in := &jobs[g.serialAt].hb.in
-			serial = append(serial, dev.ID, in.At.UnixMilli(), in.AppliedVersion)
+			r, err := s.rowidsOf(t, dev.ID, true)
+			if err != nil {
+				return err
+			}
+			serial = append(serial, r.serial, in.At.UnixMilli(), in.AppliedVersion, dev.ID)
 			for _, c := range g.chans {
 				chans = append(chans, dev.ID, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullString(c.PassthroughAddress))
 			}
@@ -280,13 +285,36 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 	}
 	s.hbArgs[2], s.hbArgs[3] = serial, chans
 	defer s.clearArgs()
-	if _, err := s.execRows(t, bulkSerial, 3, serial); err != nil {
+	if n, err := s.execRows(t, bulkSerial, 4, serial); err != nil {
 		return err
+	} else if n < int64(len(serial)/4) {
+		if err := s.rewriteSerial(t, serial); err != nil {
+			return err
+		}
 	}
 	if _, err := s.execRows(t, bulkChannels, 7, chans); err != nil {
 		return err
 	}
 	return s.execBulk(t, bulkEvents, eventRows, nil)
+}
+
+// rewriteSerial repeats the serial rows (rowid, telemetryAt, applied
+// version, device id) with their rowids looked up again, when some did not
+// match: a remembered rowid may be stale (the file was vacuumed by another
+// process), or a device may have no serial state row (then nothing is
+// written, as before).
+func (s *AgentStore) rewriteSerial(t *ingestTx, serial []any) error {
+	for i := 0; i < len(serial); i += 4 {
+		id := serial[i+3].(string)
+		delete(s.rowids, id)
+		r, err := s.rowidsOf(t, id, true)
+		if err != nil {
+			return err
+		}
+		serial[i] = r.serial
+	}
+	_, err := s.execRows(t, bulkSerial, 4, serial)
+	return err
 }
 
 // clearArgs drops the references the argument buffers hold, keeping their
@@ -318,6 +346,31 @@ next:
 	return have
 }
 
+// devRowids are the rowids of a device's row and of its serial_state row
+// (0: none yet).
+type devRowids struct{ dev, serial int64 }
+
+// rowidsOf returns the rowids of device id (zeros for a device that is
+// gone), from the writer's memory after the first lookup; with serial, a
+// serial row missing so far is looked up again. Updates by rowid skip the
+// search through the id index; each statement still checks that the row
+// is the device's.
+func (s *AgentStore) rowidsOf(t *ingestTx, id string, serial bool) (devRowids, error) {
+	r, ok := s.rowids[id]
+	if ok && (!serial || r.serial != 0) {
+		return r, nil
+	}
+	err := t.stmt(s.st.rowids).QueryRowContext(t.ctx, id).Scan(&r.dev, &r.serial)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return devRowids{}, nil
+	case err != nil:
+		return r, fmt.Errorf("sqlite: rowids of %s: %w", id, err)
+	}
+	s.rowids[id] = r
+	return r, nil
+}
+
 // updateDevices writes each group's device row (the values of its last
 // heartbeat; groups with a new deadline through the statement that also
 // sets it). It returns nil when every group's session still owns its
@@ -325,30 +378,32 @@ next:
 // of the groups whose row it updated.
 func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []*hbGroup) (map[string]bool, error) {
 	var matched map[string]bool
-	for k, kind := range []string{bulkDevices, bulkDevicesDeadline} {
-		cols := 4 + k
-		args := s.hbArgs[k][:0]
+	for k := range 2 {
+		var set []*hbGroup
 		for _, g := range groups {
-			if g.deadline.IsZero() != (k == 0) {
-				continue
-			}
-			in := &jobs[g.last].hb.in
-			args = append(args, in.Device.ID, in.At.UnixMilli(), in.IPAddress, in.Session)
-			if k == 1 {
-				args = append(args, g.deadline.UnixMilli())
+			if g.deadline.IsZero() == (k == 0) {
+				set = append(set, g)
 			}
 		}
-		s.hbArgs[k] = args
-		n, err := s.execRows(t, kind, cols, args)
+		ok, err := s.writeDevices(t, jobs, set, k)
 		if err != nil {
 			return nil, err
 		}
-		if n == int64(len(args)/cols) {
+		if !ok {
+			// A remembered rowid may be stale (the file was vacuumed by
+			// another process): look them up again and repeat (the rows
+			// already written get the same values).
+			for _, g := range set {
+				delete(s.rowids, jobs[g.last].hb.in.Device.ID)
+			}
+			if ok, err = s.writeDevices(t, jobs, set, k); err != nil {
+				return nil, err
+			}
+		}
+		if ok {
 			if matched != nil {
-				for _, g := range groups {
-					if g.deadline.IsZero() == (k == 0) {
-						matched[g.key] = true
-					}
+				for _, g := range set {
+					matched[g.key] = true
 				}
 			}
 			continue
@@ -365,10 +420,7 @@ func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []*hbG
 				}
 			}
 		}
-		for _, g := range groups {
-			if g.deadline.IsZero() != (k == 0) {
-				continue
-			}
+		for _, g := range set {
 			in := &jobs[g.last].hb.in
 			var st string
 			err := t.stmt(s.st.session).QueryRowContext(t.ctx, in.Device.ID, in.Session).Scan(&st)
@@ -381,6 +433,27 @@ func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []*hbG
 		}
 	}
 	return matched, nil
+}
+
+// writeDevices writes the device rows of set, with the deadline when
+// deadline is 1; ok reports that every row matched.
+func (s *AgentStore) writeDevices(t *ingestTx, jobs []*ingestJob, set []*hbGroup, deadline int) (ok bool, err error) {
+	args := s.hbArgs[deadline][:0]
+	for _, g := range set {
+		in := &jobs[g.last].hb.in
+		r, err := s.rowidsOf(t, in.Device.ID, false)
+		if err != nil {
+			return false, err
+		}
+		args = append(args, r.dev, in.At.UnixMilli(), in.IPAddress, in.Session)
+		if deadline == 1 {
+			args = append(args, g.deadline.UnixMilli())
+		}
+	}
+	s.hbArgs[deadline] = args
+	kind := []string{bulkDevices, bulkDevicesDeadline}[deadline]
+	n, err := s.execRows(t, kind, 4+deadline, args)
+	return n == int64(len(set)), err
 }
 
 // applyStatus stores the status change of a heartbeat (with its deadline,

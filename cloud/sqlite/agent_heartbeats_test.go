@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,24 +25,12 @@ import (
 // deadline refresh and a heartbeat of a session that no longer owns its
 // device.
 func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
-	ctx := context.Background()
 	db, s, org := newAgentStore(t)
 	n := hbChunk + 7
 	devs := make([]agentlink.Device, n)
 	now := time.Now().Truncate(time.Millisecond)
 	for i := range devs {
-		id := ids.New()
-		sum := sha256.Sum256([]byte(id))
-		if _, err := db.W.Exec(`INSERT INTO devices (id, org_id, name, serial_number, model, token_hash, created_at) VALUES (?, ?, 'g', ?, 'IG-500', ?, 0)`, id, org.ID, id, sum[:]); err != nil {
-			t.Fatal(err)
-		}
-		devs[i] = agentlink.Device{ID: id, OrgID: org.ID, Model: "IG-500"}
-		if _, err := s.Connect(ctx, devs[i], "s-"+id, now, now.Add(time.Minute)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Hello(ctx, agentlink.HelloIn{Device: devs[i], Session: "s-" + id, At: now, HeartbeatInterval: time.Second}); err != nil {
-			t.Fatal(err)
-		}
+		devs[i] = connectDevice(t, db, s, org, sessionOf, now)
 	}
 	at := now.Add(time.Second)
 	job := func(i int, mod func(*agentlink.HeartbeatIn)) *ingestJob {
@@ -174,25 +163,9 @@ func newAgentStore(tb testing.TB) (*DB, *AgentStore, cloud.Org) {
 // and that another session's heartbeats for the same device in the same
 // transaction are refused without touching the device.
 func TestHeartbeatsOfOneSessionMerged(t *testing.T) {
-	ctx := context.Background()
 	db, s, org := newAgentStore(t)
 	now := time.Now().Truncate(time.Millisecond)
-	var devs []agentlink.Device
-	for range 2 {
-		id := ids.New()
-		sum := sha256.Sum256([]byte(id))
-		if _, err := db.W.Exec(`INSERT INTO devices (id, org_id, name, serial_number, model, token_hash, created_at) VALUES (?, ?, 'g', ?, 'IG-500', ?, 0)`, id, org.ID, id, sum[:]); err != nil {
-			t.Fatal(err)
-		}
-		d := agentlink.Device{ID: id, OrgID: org.ID, Model: "IG-500"}
-		if _, err := s.Connect(ctx, d, "s-"+id, now, now.Add(time.Minute)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Hello(ctx, agentlink.HelloIn{Device: d, Session: "s-" + id, At: now, HeartbeatInterval: time.Second}); err != nil {
-			t.Fatal(err)
-		}
-		devs = append(devs, d)
-	}
+	devs := []agentlink.Device{connectDevice(t, db, s, org, sessionOf, now), connectDevice(t, db, s, org, sessionOf, now)}
 	at := func(k int) time.Time { return now.Add(time.Duration(k) * time.Second) }
 	ev := func(k int) *resource.Event {
 		return &resource.Event{ID: ids.New(), Type: "heartbeat", Severity: resource.SeverityInfo, Data: []byte(`{}`), CreatedAt: resource.T(at(k))}
@@ -285,3 +258,156 @@ func TestHeartbeatsOfOneSessionMerged(t *testing.T) {
 		t.Errorf("%d heartbeat events stored, want 2", evs)
 	}
 }
+
+// TestHeartbeatStatementsSearchByKey checks the plans of the heartbeat
+// statements: each row is found by rowid or primary key, never by a scan.
+func TestHeartbeatStatementsSearchByKey(t *testing.T) {
+	db, _, _ := newAgentStore(t)
+	want := map[string]string{
+		bulkDevices:         "SEARCH devices USING INTEGER PRIMARY KEY (rowid=?)",
+		bulkDevicesDeadline: "SEARCH devices USING INTEGER PRIMARY KEY (rowid=?)",
+		bulkSerial:          "SEARCH serial_state USING INTEGER PRIMARY KEY (rowid=?)",
+		bulkChannels:        "", // an upsert: a conflict is found through the primary key
+	}
+	for _, hk := range hbKinds {
+		q := bulkSQL(hk.kind, 4)
+		args := make([]any, 4*hk.cols)
+		for i := range args {
+			args[i] = i
+		}
+		rows, err := db.W.Query("EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		var detail string
+		for rows.Next() && rows.Scan(new(int), new(int), new(int), &detail) == nil {
+			plan = append(plan, detail)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(plan, "\n")
+		for _, step := range plan {
+			if fullScan.MatchString(step) {
+				t.Errorf("%s: full scan in\n%s", hk.kind, all)
+			}
+		}
+		if !strings.Contains(all, want[hk.kind]) {
+			t.Errorf("%s: plan\n%s\nlacks %q", hk.kind, all, want[hk.kind])
+		}
+	}
+}
+
+// TestHeartbeatOfDeletedDeviceLeavesReusedRowid checks that a heartbeat of
+// a session whose device row is gone is refused, and that the device that
+// took over the row's rowid is not touched, although the writer remembered
+// the rowid.
+func TestHeartbeatOfDeletedDeviceLeavesReusedRowid(t *testing.T) {
+	ctx := context.Background()
+	db, s, org := newAgentStore(t)
+	now := time.Now().Truncate(time.Millisecond)
+	add := func() agentlink.Device { return connectDevice(t, db, s, org, sessionOf, now) }
+	beat := func(d agentlink.Device, at time.Time) error {
+		return heartbeatAndWait(ctx, s, agentlink.HeartbeatIn{Device: d, Session: "s-" + d.ID, At: at, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
+			IPAddress: "10.0.0.1", HasChannels: true, Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: d.ID}}})
+	}
+	a := add()
+	if err := beat(a, now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var rowidA int64
+	db.R.QueryRow(`SELECT rowid FROM devices WHERE id = ?`, a.ID).Scan(&rowidA)
+	for _, q := range []string{`DELETE FROM serial_channels WHERE device_id = ?`, `DELETE FROM serial_state WHERE device_id = ?`, `DELETE FROM events WHERE device_id = ?`, `DELETE FROM devices WHERE id = ?`} {
+		if _, err := db.W.Exec(q, a.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := add()
+	var rowidB int64
+	db.R.QueryRow(`SELECT rowid FROM devices WHERE id = ?`, b.ID).Scan(&rowidB)
+	if rowidB != rowidA {
+		t.Fatalf("the new device got rowid %d, not the deleted one's %d: the test needs the reuse", rowidB, rowidA)
+	}
+	if err := beat(a, now.Add(2*time.Second)); !errors.Is(err, agentlink.ErrSessionGone) {
+		t.Errorf("heartbeat of the deleted device: err = %v, want ErrSessionGone", err)
+	}
+	var seen sql.NullInt64
+	db.R.QueryRow(`SELECT last_seen FROM devices WHERE id = ?`, b.ID).Scan(&seen)
+	if seen.Int64 == now.Add(2*time.Second).UnixMilli() {
+		t.Errorf("the deleted device's heartbeat was stored on the device that reused its rowid")
+	}
+	if err := beat(b, now.Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var live string
+	db.R.QueryRow(`SELECT last_seen FROM devices WHERE id = ?`, b.ID).Scan(&seen)
+	db.R.QueryRow(`SELECT live FROM serial_channels WHERE device_id = ? AND channel_id = 'gpio-1'`, b.ID).Scan(&live)
+	if seen.Int64 != now.Add(3*time.Second).UnixMilli() || live != b.ID {
+		t.Errorf("new device: last_seen %d, gpio-1 %q", seen.Int64, live)
+	}
+}
+
+// TestHeartbeatAfterRowidsMoved checks that heartbeats are still stored
+// when the rowids the writer remembered changed under it (as VACUUM by
+// another process may do to tables without an INTEGER PRIMARY KEY).
+func TestHeartbeatAfterRowidsMoved(t *testing.T) {
+	ctx := context.Background()
+	db, s, org := newAgentStore(t)
+	now := time.Now().Truncate(time.Millisecond)
+	d := connectDevice(t, db, s, org, func(string) string { return "s" }, now)
+	id := d.ID
+	for k := 1; k <= 4; k++ {
+		at := now.Add(time.Duration(k) * time.Second)
+		err := heartbeatAndWait(ctx, s, agentlink.HeartbeatIn{Device: d, Session: "s", At: at, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
+			IPAddress: "10.0.0.1", HasChannels: true, AppliedVersion: int64(k)})
+		if err != nil {
+			t.Fatalf("heartbeat %d: %v", k, err)
+		}
+		var seen, tel, applied int64
+		db.R.QueryRow(`SELECT last_seen, telemetry_at, applied_version FROM devices JOIN serial_state ON device_id = id WHERE id = ?`, id).Scan(&seen, &tel, &applied)
+		if seen != at.UnixMilli() || tel != at.UnixMilli() || applied != int64(k) {
+			t.Errorf("heartbeat %d: last_seen %d, telemetry_at %d, applied %d; want %d, %d, %d", k, seen, tel, applied, at.UnixMilli(), at.UnixMilli(), k)
+		}
+		// Move the device row, then the serial state row, then both.
+		moves := []string{`UPDATE devices SET rowid = rowid + 1000 WHERE id = ?`, `UPDATE serial_state SET rowid = rowid + 1000 WHERE device_id = ?`}
+		for m, q := range moves {
+			if k&(1<<m) == 0 {
+				continue
+			}
+			if _, err := db.W.Exec(q, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// heartbeatAndWait stores one heartbeat and waits for its commit.
+func heartbeatAndWait(ctx context.Context, s *AgentStore, in agentlink.HeartbeatIn) error {
+	done := make(chan error, 1)
+	if err := s.Heartbeat(ctx, in, func(_ agentlink.HeartbeatOut, err error) { done <- err }); err != nil {
+		return err
+	}
+	return <-done
+}
+
+// connectDevice registers an IG-500 device in org and connects it (connect
+// and hello) with session at now.
+func connectDevice(tb testing.TB, db *DB, s *AgentStore, org cloud.Org, session func(id string) string, now time.Time) agentlink.Device {
+	ctx := context.Background()
+	id := ids.New()
+	sum := sha256.Sum256([]byte(id))
+	if _, err := db.W.Exec(`INSERT INTO devices (id, org_id, name, serial_number, model, token_hash, created_at) VALUES (?, ?, 'g', ?, 'IG-500', ?, 0)`, id, org.ID, id, sum[:]); err != nil {
+		tb.Fatal(err)
+	}
+	d := agentlink.Device{ID: id, OrgID: org.ID, Model: "IG-500"}
+	if _, err := s.Connect(ctx, d, session(id), now, now.Add(time.Minute)); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := s.Hello(ctx, agentlink.HelloIn{Device: d, Session: session(id), At: now, HeartbeatInterval: time.Second}); err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+func sessionOf(id string) string { return "s-" + id }

@@ -1,7 +1,6 @@
 package agentlink
 
 import (
-	"hash/maphash"
 	"strconv"
 	"time"
 
@@ -25,6 +24,7 @@ func decodeHeartbeat(b []byte) (m protocol.Message, ok bool) {
 // their strings), so that a heartbeat like the previous one allocates few.
 // A nil cache allocates every string.
 func decodeHeartbeatCached(b []byte, cache *strCache) (m protocol.Message, ok bool) {
+	cache.next()
 	p := jparser{b: b, cache: cache}
 	hb := &protocol.Heartbeat{}
 	sawType, sawHB := false, false
@@ -56,28 +56,42 @@ type jparser struct {
 	cache *strCache
 }
 
-// strCache holds strings decoded earlier on one connection, indexed by a
-// hash of their bytes: a string equal to the one in its slot is returned
-// without allocating.
+// strCache holds the strings of a connection's previous message, in the
+// order they came: the heartbeats of one agent repeat most of their strings
+// in the same places, so the k-th string of a message is compared (without
+// a copy) with the k-th of the previous one and reused when equal.
 type strCache struct {
-	seed   maphash.Seed
-	seeded bool
-	s      [32]string
+	s []string
+	i int // strings taken from the current message
+}
+
+// maxCachedStrings bounds the strings kept per connection.
+const maxCachedStrings = 64
+
+// next starts a message.
+func (c *strCache) next() {
+	if c != nil {
+		c.i = 0
+	}
 }
 
 func (c *strCache) get(b []byte) string {
 	if c == nil {
 		return string(b)
 	}
-	if !c.seeded {
-		c.seed, c.seeded = maphash.MakeSeed(), true
+	i := c.i
+	c.i++
+	if i < len(c.s) {
+		if c.s[i] != string(b) { // compared without a copy
+			c.s[i] = string(b)
+		}
+		return c.s[i]
 	}
-	slot := &c.s[maphash.Bytes(c.seed, b)%uint64(len(c.s))]
-	if *slot == string(b) { // compared without a copy
-		return *slot
+	s := string(b)
+	if i < maxCachedStrings {
+		c.s = append(c.s, s)
 	}
-	*slot = string(b)
-	return *slot
+	return s
 }
 
 // knownKey returns the field names of the messages the fast path decodes

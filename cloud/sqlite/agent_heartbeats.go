@@ -211,6 +211,7 @@ type hbGroup struct {
 	deadline time.Time
 	// serialAt is the last job that carries serial telemetry, -1: none.
 	serialAt int
+	r        devRowids               // as looked up for the device row
 	chans    []protocol.ChannelState // by first report, last state of each
 }
 
@@ -261,11 +262,12 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 		dev := jobs[g.last].hb.in.Device
 		if g.serialAt >= 0 {
 			in := &jobs[g.serialAt].hb.in
-			r, err := s.rowidsOf(t, dev.ID, true)
-			if err != nil {
-				return err
+			if g.r.serial == 0 {
+				if g.r, err = s.rowidsOf(t, dev.ID, true); err != nil {
+					return err
+				}
 			}
-			serial = append(serial, r.serial, in.At.UnixMilli(), in.AppliedVersion, dev.ID)
+			serial = append(serial, g.r.serial, in.At.UnixMilli(), in.AppliedVersion, dev.ID)
 			for _, c := range g.chans {
 				chans = append(chans, dev.ID, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullString(c.PassthroughAddress))
 			}
@@ -441,11 +443,10 @@ func (s *AgentStore) writeDevices(t *ingestTx, jobs []*ingestJob, set []*hbGroup
 	args := s.hbArgs[deadline][:0]
 	for _, g := range set {
 		in := &jobs[g.last].hb.in
-		r, err := s.rowidsOf(t, in.Device.ID, false)
-		if err != nil {
+		if g.r, err = s.rowidsOf(t, in.Device.ID, false); err != nil {
 			return false, err
 		}
-		args = append(args, r.dev, in.At.UnixMilli(), in.IPAddress, in.Session)
+		args = append(args, g.r.dev, in.At.UnixMilli(), in.IPAddress, in.Session)
 		if deadline == 1 {
 			args = append(args, g.deadline.UnixMilli())
 		}

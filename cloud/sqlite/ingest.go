@@ -199,6 +199,9 @@ func (w *ingestWriter) close() {
 }
 
 func (w *ingestWriter) loop() {
+	if err := raiseWriterPriority(); err != nil {
+		w.log.Info("ingest writer runs at normal priority", "err", err)
+	}
 	defer close(w.done)
 	defer close(w.completions)
 	batch := make([]*ingestJob, 0, 256)

@@ -53,9 +53,11 @@ type conn struct {
 	cfgMu       sync.Mutex
 	sentVersion int64 // highest config version sent
 
-	// strs holds strings of earlier heartbeats (decodeHeartbeatCached);
-	// reader goroutine only.
+	// strs holds strings of earlier heartbeats, hb and vpn the heartbeat
+	// being handled (decodeHeartbeatInto); reader goroutine only.
 	strs strCache
+	hb   protocol.Heartbeat
+	vpn  protocol.VPN
 }
 
 // closeErr ends a session with a close code and a reason.
@@ -110,35 +112,36 @@ func isNetClosed(err error) bool {
 }
 
 // read reads one message.
-func (c *conn) read(ctx context.Context) (*protocol.Message, error) {
+// A heartbeat decoded on the fast path lives in c.hb until the next read.
+func (c *conn) read(ctx context.Context) (protocol.Message, error) {
 	typ, r, err := c.ws.Reader(ctx)
 	if err != nil {
-		return nil, err
+		return protocol.Message{}, err
 	}
 	if typ != websocket.MessageText {
-		return nil, protoErr("binary frames are not part of the protocol")
+		return protocol.Message{}, protoErr("binary frames are not part of the protocol")
 	}
 	buf := c.srv.getBuf()
 	defer c.srv.putBuf(buf)
 	b, err := readLimited(r, (*buf)[:0], protocol.MaxMessageBytes+1)
 	*buf = b
 	if err != nil {
-		return nil, err
+		return protocol.Message{}, err
 	}
 	if len(b) > protocol.MaxMessageBytes {
-		return nil, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
+		return protocol.Message{}, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
 	}
 	c.touch()
 	// Neither decoder keeps a reference to b (strings and json.RawMessage
 	// are copies), so the buffer goes back to the pool.
-	if m, ok := decodeHeartbeatCached(b, &c.strs); ok {
-		return &m, nil
+	if m, ok := decodeHeartbeatInto(b, &c.strs, &c.hb, &c.vpn); ok {
+		return m, nil
 	}
 	var m protocol.Message
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, protoErr("malformed JSON: %v", err)
+		return protocol.Message{}, protoErr("malformed JSON: %v", err)
 	}
-	return &m, nil
+	return m, nil
 }
 
 // readLimited appends what r holds to b, up to limit bytes in all (a

@@ -24,9 +24,19 @@ func decodeHeartbeat(b []byte) (m protocol.Message, ok bool) {
 // their strings), so that a heartbeat like the previous one allocates few.
 // A nil cache allocates every string.
 func decodeHeartbeatCached(b []byte, cache *strCache) (m protocol.Message, ok bool) {
+	return decodeHeartbeatInto(b, cache, &protocol.Heartbeat{}, &protocol.VPN{})
+}
+
+// decodeHeartbeatInto is decodeHeartbeatCached decoding into hb (reusing
+// its Channels array) and, when the message has one, vpn (and its
+// LastHandshake, when it has one): a connection passes the same ones for
+// every message, so a decoded heartbeat allocates nothing of its own. They
+// hold the message until the next call; whatever outlives the message must
+// be copied out of them.
+func decodeHeartbeatInto(b []byte, cache *strCache, hb *protocol.Heartbeat, vpn *protocol.VPN) (m protocol.Message, ok bool) {
 	cache.next()
-	p := jparser{b: b, cache: cache}
-	hb := &protocol.Heartbeat{}
+	p := jparser{b: b, cache: cache, vpn: vpn, spare: hb.Channels[:0]}
+	*hb = protocol.Heartbeat{}
 	sawType, sawHB := false, false
 	if !p.object(func(key string) bool {
 		switch key {
@@ -54,6 +64,9 @@ type jparser struct {
 	b     []byte
 	i     int
 	cache *strCache
+	vpn   *protocol.VPN // decoded into when the message has one
+	// spare is the array that channels are decoded into (nil: a new one).
+	spare []protocol.ChannelState
 }
 
 // strCache holds the strings of a connection's previous message, in the
@@ -315,8 +328,10 @@ func (p *jparser) heartbeat(hb *protocol.Heartbeat) bool {
 			if p.peek() == 'n' {
 				hb.VPN, ok = nil, p.lit("null")
 			} else {
-				hb.VPN = &protocol.VPN{}
-				ok = p.vpn(hb.VPN)
+				lh := p.vpn.LastHandshake
+				*p.vpn = protocol.VPN{LastHandshake: lh}
+				hb.VPN = p.vpn
+				ok = p.decodeVPN(hb.VPN)
 			}
 		case "channels":
 			ok = p.channels(hb)
@@ -325,7 +340,10 @@ func (p *jparser) heartbeat(hb *protocol.Heartbeat) bool {
 	})
 }
 
-func (p *jparser) vpn(v *protocol.VPN) bool {
+// decodeVPN decodes into v, whose LastHandshake, when not nil, is reused.
+func (p *jparser) decodeVPN(v *protocol.VPN) bool {
+	lh := v.LastHandshake
+	v.LastHandshake = nil
 	return p.object(func(key string) bool {
 		var ok bool
 		switch key {
@@ -343,9 +361,11 @@ func (p *jparser) vpn(v *protocol.VPN) bool {
 			if p.peek() == 'n' {
 				v.LastHandshake, ok = nil, p.lit("null")
 			} else {
-				var t resource.Time
-				t, ok = p.timestamp()
-				v.LastHandshake = &t
+				if lh == nil {
+					lh = new(resource.Time)
+				}
+				*lh, ok = p.timestamp()
+				v.LastHandshake = lh
 			}
 		}
 		return ok
@@ -360,7 +380,10 @@ func (p *jparser) channels(hb *protocol.Heartbeat) bool {
 	if !p.lit("[") {
 		return false
 	}
-	hb.Channels = make([]protocol.ChannelState, 0, 8)
+	hb.Channels = p.spare
+	if hb.Channels == nil {
+		hb.Channels = make([]protocol.ChannelState, 0, 8)
+	}
 	if p.peek() == ']' {
 		p.i++
 		return true

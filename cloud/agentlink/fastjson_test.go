@@ -66,7 +66,9 @@ func TestDecodeHeartbeatEqualsEncodingJSON(t *testing.T) {
 	)
 	// One string cache across every input, as a connection's would be;
 	// each input is decoded twice, the second time mostly from the cache.
-	var cache strCache
+	var cache, connCache strCache
+	var connHB protocol.Heartbeat
+	var connVPN protocol.VPN
 	for _, in := range inputs {
 		var want protocol.Message
 		wantErr := json.Unmarshal([]byte(in), &want)
@@ -74,9 +76,11 @@ func TestDecodeHeartbeatEqualsEncodingJSON(t *testing.T) {
 		buf := []byte(in)
 		cached, cok := decodeHeartbeatCached(buf, &cache)
 		again, aok := decodeHeartbeatCached(buf, &cache)
+		// As a connection decodes: into the same heartbeat every time.
+		into, iok := decodeHeartbeatInto(buf, &connCache, &connHB, &connVPN)
 		clear(buf) // the decoded message must not share the input's bytes
-		if cok != ok || aok != ok {
-			t.Errorf("cached decoding accepts %v, %v; uncached %v: %s", cok, aok, ok, in)
+		if cok != ok || aok != ok || iok != ok {
+			t.Errorf("cached decoding accepts %v, %v, %v; uncached %v: %s", cok, aok, iok, ok, in)
 		}
 		if !ok {
 			continue
@@ -88,6 +92,9 @@ func TestDecodeHeartbeatEqualsEncodingJSON(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("fast path differs on %s\n got %+v\nwant %+v", in, *got.Heartbeat, *want.Heartbeat)
+		}
+		if !reflect.DeepEqual(into, want) {
+			t.Errorf("decoding into a reused heartbeat differs on %s\n got %+v\nwant %+v", in, *into.Heartbeat, *want.Heartbeat)
 		}
 		if !reflect.DeepEqual(cached, want) || !reflect.DeepEqual(again, want) {
 			t.Errorf("cached fast path differs on %s\n got %+v\nthen %+v\nwant %+v", in, *cached.Heartbeat, *again.Heartbeat, *want.Heartbeat)
@@ -116,6 +123,16 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 		var cache strCache
 		for b.Loop() {
 			if _, ok := decodeHeartbeatCached(msg, &cache); !ok {
+				b.Fatal("not accepted")
+			}
+		}
+	})
+	b.Run("fast, into a reused heartbeat", func(b *testing.B) {
+		var cache strCache
+		var hb protocol.Heartbeat
+		var vpn protocol.VPN
+		for b.Loop() {
+			if _, ok := decodeHeartbeatInto(msg, &cache, &hb, &vpn); !ok {
 				b.Fatal("not accepted")
 			}
 		}

@@ -21,7 +21,8 @@ var ErrIngestClosed = errors.New("sqlite: ingest writer closed")
 // heartbeats/s a transaction holds a few hundred; the bound matters when
 // the writer catches up after a stall, and large transactions catch up
 // fastest (heartbeats share pages): 4,096 took the initial backlog of a
-// 20,000-agent run 39 s to drain where 16,000 took 2-4 s.
+// 20,000-agent run 39 s to drain where 16,000 took 2-8 s (runs minutes
+// apart on a shared machine).
 const maxJobsPerTx = 16000
 
 // A batch smaller than lingerBelow waits up to lingerTime for more jobs.

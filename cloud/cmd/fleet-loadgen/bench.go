@@ -144,6 +144,7 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	g0 := b.sendStats()
+	load0 := loadAvg()
 	b.resetProbes()
 	stopProf, err := startProfiles(f.profile, relay, f.duration)
 	if err != nil {
@@ -165,6 +166,8 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	rssLoaded, _ := relay.rss()
+	load1 := loadAvg()
+	raisedThreads := relay.raisedThreads()
 	hist := make([]int64, len(s1.Link.HeartbeatLatency))
 	for i := range hist {
 		hist[i] = s1.Link.HeartbeatLatency[i] - s0.Link.HeartbeatLatency[i]
@@ -229,10 +232,11 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf("    relay read to commit p99   %8.1f ms |            (p50 %.1f ms)\n", ms(readP99), ms(readP50))
 	fmt.Printf("    sender lag p99             %8.1f ms |            (p50 %.1f ms: send time behind each agent's even schedule)\n",
 		ms(agentlink.Quantile(lag, 0.99)), ms(agentlink.Quantile(lag, 0.50)))
-	fmt.Printf("  relay writer busy            %8.0f %%  |            (of which commit %.0f %%)\n", 100*busy, 100*commit)
+	fmt.Printf("  relay writer busy            %8.0f %%  |            (of which commit %.0f %%; %s)\n", 100*busy, 100*commit, raisedThreads)
 	if psi, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
 		fmt.Printf("  box CPU pressure (PSI)       %s\n", strings.SplitN(string(psi), "\n", 2)[0])
 	}
+	fmt.Printf("  box load average             %s at the window's start, %s at its end (relay and load generator share the machine with whatever else runs)\n", load0, load1)
 	if probes.n > 0 {
 		fmt.Printf("  end-to-end probe p99         %8.1f ms |            (p50 %.1f ms, %d probes: heartbeat + one-sample batch sent, ack received)\n", ms(probes.p99), ms(probes.p50), probes.n)
 	}
@@ -247,6 +251,42 @@ func runBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("stored %d spooled samples, want %d", stored12, n*spooledPerAgent)
 	}
 	return nil
+}
+
+// loadAvg returns the first three fields of /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// raisedThreads says how many of the relay's threads run above the normal
+// priority (the store writer asks for nice -10; see cloud/sqlite).
+func (p *relayProc) raisedThreads() string {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", p.cmd.Process.Pid))
+	if err != nil || len(tasks) == 0 {
+		return "thread priorities unknown"
+	}
+	raised := 0
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		// Field 19 is the nice value; fields count from after the command
+		// name, which may hold spaces.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 16 && strings.HasPrefix(f[16], "-") {
+			raised++
+		}
+	}
+	if raised == 0 {
+		return "writer at normal priority: no CAP_SYS_NICE"
+	}
+	return fmt.Sprintf("%d relay thread(s) at raised priority: the store writer", raised)
 }
 
 func okMark(ok bool) string {

@@ -34,18 +34,24 @@ const (
 	hbMaxRows = 1024 // rows of the largest heartbeat statement
 )
 
-// hbJob is a queued heartbeat.
+// hbJob is a queued heartbeat, with its queue entry (one allocation per
+// heartbeat).
 type hbJob struct {
+	job    ingestJob
 	in     agentlink.HeartbeatIn
 	serial bool // the model has serial I/O
 	out    agentlink.HeartbeatOut
+	// done is called with out after the commit, on the completion
+	// goroutine.
+	done func(agentlink.HeartbeatOut, error)
 }
 
 // Heartbeat implements agentlink.Store.
 func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, done func(agentlink.HeartbeatOut, error)) error {
 	model, _ := catalog.Lookup(in.Device.Model)
-	hb := &hbJob{in: in, serial: model.Has(resource.CapabilitySerialIO)}
-	return s.w.enqueue(ctx, &ingestJob{hb: hb, after: func(err error) { done(hb.out, err) }})
+	hb := &hbJob{in: in, serial: model.Has(resource.CapabilitySerialIO), done: done}
+	hb.job.hb = hb
+	return s.w.enqueue(ctx, &hb.job)
 }
 
 // Bulk statement kinds and their columns.

@@ -46,7 +46,7 @@ type ingestWriter struct {
 	// completions carries the callbacks of each committed transaction to
 	// the completion goroutine, which runs them in order; finished is
 	// closed when it has run them all.
-	completions chan []func()
+	completions chan []completion
 	finished    chan struct{}
 
 	// savepoint statements, prepared once
@@ -77,9 +77,10 @@ type ingestJob struct {
 	// of them; the others (heartbeats: idempotent state updates that the
 	// next heartbeat rewrites) skip the two extra statements.
 	atomic bool
-	// Exactly one of done and after is set: done receives the outcome (the
+	// At most one of done and after is set: done receives the outcome (the
 	// caller waits); after is called with it on the completion goroutine
-	// (the caller does not wait).
+	// (the caller does not wait). A heartbeat has neither: its hbJob's done
+	// is called on the completion goroutine.
 	done  chan error
 	after func(error)
 	// hb, when set, makes this a heartbeat, applied in bulk with the
@@ -138,7 +139,7 @@ func newIngestWriter(db *DB, log *slog.Logger) (*ingestWriter, error) {
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 
-		completions: make(chan []func(), 64),
+		completions: make(chan []completion, 64),
 		finished:    make(chan struct{}),
 	}
 	go w.loop()
@@ -187,12 +188,24 @@ func (w *ingestWriter) enqueue(ctx context.Context, j *ingestJob) error {
 	}
 }
 
+// completion is a job's outcome for the completion goroutine: its after
+// callback or, for a heartbeat, its hbJob's done.
+type completion struct {
+	after func(error)
+	hb    *hbJob
+	err   error
+}
+
 // complete runs the callbacks of committed transactions.
 func (w *ingestWriter) complete() {
 	defer close(w.finished)
-	for fns := range w.completions {
-		for _, f := range fns {
-			f()
+	for cs := range w.completions {
+		for _, c := range cs {
+			if c.hb != nil {
+				c.hb.done(c.hb.out, c.err)
+			} else {
+				c.after(c.err)
+			}
 		}
 	}
 }
@@ -275,21 +288,23 @@ func (w *ingestWriter) run(batch []*ingestJob) {
 	start := time.Now()
 	commit, err := w.runTx(batch, errs)
 	busy := time.Since(start)
-	var fns []func()
+	var cs []completion
 	for i, j := range batch {
 		e := errs[i]
 		if err != nil {
 			e = err
 		}
-		if j.after != nil {
-			after := j.after
-			fns = append(fns, func() { after(e) })
-			continue
+		switch {
+		case j.after != nil:
+			cs = append(cs, completion{after: j.after, err: e})
+		case j.done == nil && j.hb != nil:
+			cs = append(cs, completion{hb: j.hb, err: e})
+		default:
+			j.done <- e
 		}
-		j.done <- e
 	}
-	if len(fns) > 0 {
-		w.completions <- fns
+	if len(cs) > 0 {
+		w.completions <- cs
 	}
 	w.mu.Lock()
 	w.stats.Transactions++

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 )
@@ -220,7 +221,10 @@ func (w *ingestWriter) close() {
 }
 
 func (w *ingestWriter) loop() {
-	if err := raiseWriterPriority(); err != nil {
+	if err := raiseWriterPriority(); errors.Is(err, os.ErrPermission) {
+		// The expected case without CAP_SYS_NICE: not an error.
+		w.log.Info("ingest writer runs at normal priority (a raised one needs CAP_SYS_NICE)")
+	} else if err != nil {
 		w.log.Info("ingest writer runs at normal priority", "err", err)
 	}
 	defer close(w.done)

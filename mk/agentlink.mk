@@ -10,7 +10,7 @@
 # CPU per heartbeat in transactions of 200 and 2,000 heartbeats.
 
 LOADGEN_AGENTS   ?= 20000
-LOADGEN_DURATION ?= 15s
+LOADGEN_DURATION ?= 30s
 LOADGEN_FLAGS    ?=
 
 # bench-agentlink-decode times the endpoint's heartbeat decoder (for

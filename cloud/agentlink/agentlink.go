@@ -100,6 +100,8 @@ type Server struct {
 	// bufs holds read buffers (*[]byte) shared by the connections: a
 	// connection holds one only while it reads and decodes a message.
 	bufs sync.Pool
+	// pending holds *hbPending for reuse (conn.heartbeat).
+	pending sync.Pool
 }
 
 // maxPooledBuf is the largest read buffer kept for reuse; a larger one (a

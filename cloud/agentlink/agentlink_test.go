@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -564,5 +565,74 @@ func TestRevokedWhileConnected(t *testing.T) {
 	})
 	if _, resp, err := e.dial(tok); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("reconnect with a revoked token: %v %v", resp, err)
+	}
+}
+
+// Heartbeats from many connections at once, each changing a channel every
+// time: every device's observers see exactly its own changes, in order,
+// and the store keeps its last values. The endpoint and the store reuse
+// their per-heartbeat memory (hbPending, the store's queue entries), so a
+// record handed on too early would show here as another device's value or
+// a skipped or repeated one.
+func TestConcurrentHeartbeatsKeepTheirOwnValues(t *testing.T) {
+	e := newEnv(t, nil)
+	const devices, beats = 16, 60
+	ids := make([]string, devices)
+	agents := make([]*agent, devices)
+	for d := range devices {
+		var tok string
+		ids[d], tok = e.addDevice("IG-500")
+		agents[d], _ = e.connect(tok, hello())
+	}
+	var wg sync.WaitGroup
+	for d := range devices {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range beats {
+				agents[d].heartbeat(protocol.Heartbeat{IPAddress: fmt.Sprintf("10.0.%d.%d", d, n), Channels: []protocol.ChannelState{
+					{ID: "rs485-1", Available: true, Live: fmt.Sprintf("dev%d-beat%d", d, n)},
+					{ID: "gpio-1", Available: true, Live: "1"},
+				}})
+			}
+		}()
+	}
+	wg.Wait()
+	eventually(t, 10*time.Second, func() string {
+		e.obs.mu.Lock()
+		defer e.obs.mu.Unlock()
+		for d, id := range ids {
+			if n := len(e.obs.heartbeats[id]); n != beats {
+				return fmt.Sprintf("device %d: %d of %d heartbeats observed", d, n, beats)
+			}
+		}
+		return ""
+	})
+	e.obs.mu.Lock()
+	defer e.obs.mu.Unlock()
+	for d, id := range ids {
+		for n, hb := range e.obs.heartbeats[id] {
+			var got []string
+			for _, c := range hb.Changed {
+				got = append(got, c.ID+"="+c.Live)
+			}
+			want := []string{fmt.Sprintf("rs485-1=dev%d-beat%d", d, n)}
+			if n == 0 {
+				want = append(want, "gpio-1=1")
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("device %d heartbeat %d: observers saw changes %v, want %v", d, n, got, want)
+			}
+		}
+		if r := e.device(id); r.IP != fmt.Sprintf("10.0.%d.%d", d, beats-1) {
+			t.Errorf("device %d: stored address %q, want its last", d, r.IP)
+		}
+		var live string
+		if err := e.db.R.QueryRow(`SELECT live FROM serial_channels WHERE device_id = ? AND channel_id = 'rs485-1'`, id).Scan(&live); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("dev%d-beat%d", d, beats-1); live != want {
+			t.Errorf("device %d: stored live %q, want %q", d, live, want)
+		}
 	}
 }

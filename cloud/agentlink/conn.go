@@ -335,7 +335,10 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	if h.Status != c.status || c.storedDeadline.Sub(now) < 3*hb {
 		in.Deadline = now.Add(storedDeadlineBeats * hb)
 	}
-	var changed []resource.ChannelTelemetry
+	p := s.getPending(c)
+	p.read = read
+	in.Channels = p.channels[:0]
+	changed := p.changed[:0]
 	serial := c.model.Has(resource.CapabilitySerialIO)
 	if serial && len(h.Channels) > 0 {
 		in.HasChannels = true
@@ -353,6 +356,13 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 			}
 		}
 	}
+	p.channels, p.changed = in.Channels, changed
+	if len(in.Channels) == 0 {
+		in.Channels = nil
+	}
+	if len(changed) == 0 {
+		changed = nil
+	}
 	if c.lastHBEvent.IsZero() || now.Sub(c.lastHBEvent) >= c.metricsInterval {
 		data := map[string]any{"status": h.Status, "ipAddress": in.IPAddress, "appliedVersion": h.AppliedVersion}
 		if h.VPN != nil {
@@ -362,50 +372,30 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 		in.Event = &resource.Event{ID: newID(), Type: protocol.EventHeartbeat, Severity: resource.SeverityInfo,
 			Message: "heartbeat (" + string(h.Status) + ")", Data: b, CreatedAt: resource.T(now)}
 	}
-	ref := c.dev.Ref()
-	chb := cloud.Heartbeat{At: now, Status: h.Status, Changed: changed}
+	p.chb = cloud.Heartbeat{At: now, Status: h.Status, Changed: changed}
 	if h.VPN != nil {
-		v := &cloud.VPNState{Up: h.VPN.Up, InterfaceName: h.VPN.InterfaceName, Endpoint: h.VPN.Endpoint, PeerCount: h.VPN.PeerCount}
+		p.vpn = cloud.VPNState{Up: h.VPN.Up, InterfaceName: h.VPN.InterfaceName, Endpoint: h.VPN.Endpoint, PeerCount: h.VPN.PeerCount}
 		if h.VPN.LastHandshake != nil {
-			v.LastHandshake = h.VPN.LastHandshake.Time
+			p.vpn.LastHandshake = h.VPN.LastHandshake.Time
 		}
-		chb.VPN = v
+		p.chb.VPN = &p.vpn
 	}
 	ev := in.Event
-	sent := h.At.Time
+	p.ev = ev
+	p.sent = h.At.Time
 	// The reader goes on at once; the store calls back after the commit.
 	// The connection's view moves ahead now: if the write fails, the
-	// connection is closed and the next one starts from the store.
+	// connection is closed and the next one starts from the store. (The
+	// channels are taken before the call: once queued, p and its lists
+	// belong to the store until the callback, which may come at once.)
+	for _, ch := range in.Channels {
+		c.channels[ch.ID] = ch
+	}
 	ctx, cancel := c.storeCtx()
-	err := s.cfg.Store.Heartbeat(ctx, in, func(out HeartbeatOut, err error) {
-		if err != nil {
-			if errors.Is(err, ErrSessionGone) {
-				c.kill(protocol.CloseReplaced, "session taken over by a newer connection or timed out")
-			} else {
-				c.log.Error("heartbeat not stored", "err", err)
-				c.kill(websocket.StatusInternalError, "store unavailable")
-			}
-			return
-		}
-		s.stats.heartbeats.Add(1)
-		s.stats.heartbeatStored(time.Since(read))
-		if !sent.IsZero() {
-			s.stats.hbSentLatency[bucketOf(max(0, time.Since(sent)))].Add(1)
-		}
-		for _, o := range s.cfg.Observers {
-			o.HeartbeatStored(s.ctx, ref, chb)
-		}
-		s.statusChanged(out.Change)
-		if ev != nil {
-			s.eventsStored(ref, []resource.Event{*ev})
-		}
-	})
+	err := s.cfg.Store.Heartbeat(ctx, in, p.done)
 	cancel()
 	if err != nil {
 		return err
-	}
-	for _, ch := range in.Channels {
-		c.channels[ch.ID] = ch
 	}
 	if !in.Deadline.IsZero() {
 		c.storedDeadline = in.Deadline
@@ -464,4 +454,72 @@ func (c *conn) configApplied(a *protocol.ConfigApplied) error {
 		s.eventsStored(c.dev.Ref(), []resource.Event{*out.Event})
 	}
 	return nil
+}
+
+// hbPending is a heartbeat on its way to the store: what its completion
+// needs, and the memory of its channel lists, reused from one heartbeat to
+// the next through Server.pending so that a heartbeat allocates (almost)
+// nothing. Every allocation per heartbeat brings the next GC cycle closer,
+// and a GC mark phase on a busy relay delays every heartbeat in flight
+// (docs/benchmarks.md).
+type hbPending struct {
+	s          *Server
+	c          *conn
+	read, sent time.Time
+	chb        cloud.Heartbeat
+	vpn        cloud.VPNState
+	ev         *resource.Event
+	channels   []protocol.ChannelState     // backing of HeartbeatIn.Channels
+	changed    []resource.ChannelTelemetry // backing of chb.Changed
+	done       func(HeartbeatOut, error)   // p.complete, bound once
+}
+
+func (s *Server) getPending(c *conn) *hbPending {
+	p, _ := s.pending.Get().(*hbPending)
+	if p == nil {
+		p = &hbPending{s: s}
+		p.done = p.complete
+	}
+	p.c = c
+	return p
+}
+
+// putPending returns p for reuse once nothing refers to its memory.
+func (s *Server) putPending(p *hbPending) {
+	if cap(p.channels) > 64 || cap(p.changed) > 64 {
+		return // an unusual heartbeat: leave its large lists to the GC
+	}
+	clear(p.channels[:cap(p.channels)])
+	clear(p.changed[:cap(p.changed)])
+	*p = hbPending{s: p.s, done: p.done, channels: p.channels[:0], changed: p.changed[:0]}
+	s.pending.Put(p)
+}
+
+// complete is called by the store after the heartbeat's commit (or its
+// failure), on the store's completion goroutine.
+func (p *hbPending) complete(out HeartbeatOut, err error) {
+	s, c := p.s, p.c
+	defer s.putPending(p)
+	if err != nil {
+		if errors.Is(err, ErrSessionGone) {
+			c.kill(protocol.CloseReplaced, "session taken over by a newer connection or timed out")
+		} else {
+			c.log.Error("heartbeat not stored", "err", err)
+			c.kill(websocket.StatusInternalError, "store unavailable")
+		}
+		return
+	}
+	s.stats.heartbeats.Add(1)
+	s.stats.heartbeatStored(time.Since(p.read))
+	if !p.sent.IsZero() {
+		s.stats.hbSentLatency[bucketOf(max(0, time.Since(p.sent)))].Add(1)
+	}
+	ref := c.dev.Ref()
+	for _, o := range s.cfg.Observers {
+		o.HeartbeatStored(s.ctx, ref, p.chb)
+	}
+	s.statusChanged(out.Change)
+	if p.ev != nil {
+		s.eventsStored(ref, []resource.Event{*p.ev})
+	}
 }

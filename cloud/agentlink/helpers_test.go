@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,12 @@ func (r *recorder) MetricsStored(_ context.Context, d cloud.DeviceRef, s []resou
 }
 
 func (r *recorder) HeartbeatStored(_ context.Context, d cloud.DeviceRef, hb cloud.Heartbeat) {
+	// The endpoint reuses hb's lists once this returns (cloud.Observer).
+	hb.Changed = slices.Clone(hb.Changed)
+	if hb.VPN != nil {
+		v := *hb.VPN
+		hb.VPN = &v
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.heartbeats[d.ID] = append(r.heartbeats[d.ID], hb)

@@ -36,7 +36,13 @@ type AgentStore struct {
 	hbArgs [4][]any
 	// rowids holds the rowids of the devices that sent heartbeats, by
 	// device id (writer goroutine only).
-	rowids map[string]devRowids
+	rowids map[string]*devRowids
+	// hbSQL is the text of each heartbeat statement kind for 1, 2, 4 …
+	// hbMaxRows rows; hb and hbSet are the bulk function's memory (writer
+	// goroutine only).
+	hbSQL map[string][]string
+	hb    hbScratch
+	hbSet []*hbGroup
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)
@@ -60,7 +66,7 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &AgentStore{db: db, log: log, rowids: make(map[string]devRowids)}
+	s := &AgentStore{db: db, log: log, rowids: make(map[string]*devRowids)}
 	prep := []struct {
 		dst  **sql.Stmt
 		pool *sql.DB
@@ -128,6 +134,7 @@ func (s *AgentStore) closeStmts() {
 // agent endpoint shut down and before DB.Close.
 func (s *AgentStore) Close() error {
 	s.w.close()
+	s.hb.raw.close()
 	s.closeStmts()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleet/fleet/cloud/agentlink"
@@ -46,12 +47,31 @@ type hbJob struct {
 	done func(agentlink.HeartbeatOut, error)
 }
 
+// hbJobs holds finished *hbJob for reuse: a heartbeat then allocates no
+// queue entry.
+var hbJobs sync.Pool
+
 // Heartbeat implements agentlink.Store.
 func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, done func(agentlink.HeartbeatOut, error)) error {
 	model, _ := catalog.Lookup(in.Device.Model)
-	hb := &hbJob{in: in, serial: model.Has(resource.CapabilitySerialIO), done: done}
+	hb, _ := hbJobs.Get().(*hbJob)
+	if hb == nil {
+		hb = new(hbJob)
+	}
+	hb.in, hb.serial, hb.done = in, model.Has(resource.CapabilitySerialIO), done
 	hb.job.hb = hb
-	return s.w.enqueue(ctx, &hb.job)
+	if err := s.w.enqueue(ctx, &hb.job); err != nil {
+		hb.release()
+		return err
+	}
+	return nil
+}
+
+// release returns a job whose callback has run (or that was never queued)
+// for reuse.
+func (hb *hbJob) release() {
+	*hb = hbJob{}
+	hbJobs.Put(hb)
 }
 
 // Bulk statement kinds and their columns.
@@ -123,11 +143,12 @@ func (s *AgentStore) prepareBulk() error {
 			return err
 		}
 	}
+	// The heartbeat statements run at the driver level (rawStmts), each
+	// prepared on its first use; their text is made once here.
+	s.hbSQL = make(map[string][]string, len(hbKinds))
 	for _, hk := range hbKinds {
 		for k := 0; 1<<k <= hbMaxRows; k++ {
-			if err := prep(hbStmtKey(hk.kind, k), bulkSQL(hk.kind, 1<<k)); err != nil {
-				return err
-			}
+			s.hbSQL[hk.kind] = append(s.hbSQL[hk.kind], bulkSQL(hk.kind, 1<<k))
 		}
 	}
 	return nil
@@ -140,11 +161,7 @@ func (s *AgentStore) execRows(t *ingestTx, kind string, cols int, args []any) (i
 	for n := len(args) / cols; n > 0; {
 		k := min(bits.Len(uint(n))-1, bits.Len(hbMaxRows)-1)
 		rows := 1 << k
-		res, err := t.stmt(s.bulk[hbStmtKey(kind, k)]).ExecContext(t.ctx, args[:rows*cols]...)
-		if err != nil {
-			return 0, fmt.Errorf("sqlite: heartbeats (%s): %w", kind, err)
-		}
-		c, err := res.RowsAffected()
+		c, err := s.hb.raw.exec(t, hbStmtKey(kind, k), s.hbSQL[kind][k], args[:rows*cols])
 		if err != nil {
 			return 0, fmt.Errorf("sqlite: heartbeats (%s): %w", kind, err)
 		}
@@ -203,7 +220,16 @@ func (s *AgentStore) execBulk(t *ingestTx, kind string, rows [][]any, matched ma
 	return nil
 }
 
-func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+// nullText is s as a driver value: NULL when empty.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// hbKey is a heartbeat's device and session.
+type hbKey struct{ id, session string }
 
 // hbGroup is the heartbeats of one session in one transaction, applied
 // as one: the device row and the serial telemetry time get the values of
@@ -211,14 +237,24 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // and every heartbeat event is stored. The state committed is what
 // applying them one by one in order would leave.
 type hbGroup struct {
-	key      string // device id NUL session
-	jobs     []int  // in queue order
-	last     int    // the last job
+	key      hbKey
+	first    int // the first job; hbScratch.next links the others in queue order
+	last     int // the last job
 	deadline time.Time
 	// serialAt is the last job that carries serial telemetry, -1: none.
 	serialAt int
-	r        devRowids               // as looked up for the device row
+	r        *devRowids              // as looked up for the device row
 	chans    []protocol.ChannelState // by first report, last state of each
+}
+
+// hbScratch is the bulk function's memory, kept from one transaction to
+// the next so that a transaction allocates nothing per heartbeat in the
+// common case (writer goroutine only).
+type hbScratch struct {
+	groups []hbGroup
+	byKey  map[hbKey]int // index in groups
+	next   []int         // per job: the next job of its group, -1 after the last
+	raw    rawStmts
 }
 
 // applyHeartbeats is the writer's bulk function. A heartbeat that changes
@@ -226,23 +262,34 @@ type hbGroup struct {
 // deadline, move only with such a heartbeat); then the heartbeats of each
 // session are merged (hbGroup) and written with one statement per table.
 func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []error) error {
-	groups := make([]*hbGroup, 0, len(jobs))
-	byKey := make(map[string]*hbGroup, len(jobs))
+	sc := &s.hb
+	if sc.byKey == nil {
+		sc.byKey = make(map[hbKey]int)
+	}
+	groups, next := sc.groups[:0], sc.next[:0]
+	defer func() {
+		clear(sc.byKey)
+		clear(groups)
+		sc.groups, sc.next = groups[:0], next[:0]
+	}()
 	for i, j := range jobs {
+		next = append(next, -1)
 		in := &j.hb.in
 		if in.Status != in.PrevStatus {
 			if errs[i] = s.applyStatus(t, j.hb); errs[i] != nil {
 				continue
 			}
 		}
-		key := in.Device.ID + "\x00" + in.Session
-		g := byKey[key]
-		if g == nil {
-			g = &hbGroup{key: key, serialAt: -1}
-			byKey[key] = g
-			groups = append(groups, g)
+		key := hbKey{in.Device.ID, in.Session}
+		gi, ok := sc.byKey[key]
+		if !ok {
+			gi = len(groups)
+			sc.byKey[key] = gi
+			groups = append(groups, hbGroup{key: key, first: i, last: i, serialAt: -1})
+		} else {
+			next[groups[gi].last] = i
 		}
-		g.jobs = append(g.jobs, i)
+		g := &groups[gi]
 		g.last = i
 		if !in.Deadline.IsZero() {
 			g.deadline = in.Deadline
@@ -258,9 +305,10 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 	}
 	serial, chans := s.hbArgs[2][:0], s.hbArgs[3][:0]
 	var eventRows [][]any
-	for _, g := range groups {
+	for gi := range groups {
+		g := &groups[gi]
 		if matched != nil && !matched[g.key] {
-			for _, i := range g.jobs {
+			for i := g.first; i >= 0; i = next[i] {
 				errs[i] = agentlink.ErrSessionGone
 			}
 			continue
@@ -268,17 +316,17 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 		dev := jobs[g.last].hb.in.Device
 		if g.serialAt >= 0 {
 			in := &jobs[g.serialAt].hb.in
-			if g.r.serial == 0 {
+			if g.r == nil || g.r.serial == 0 {
 				if g.r, err = s.rowidsOf(t, dev.ID, true); err != nil {
 					return err
 				}
 			}
-			serial = append(serial, g.r.serial, in.At.UnixMilli(), in.AppliedVersion, dev.ID)
+			serial = append(serial, g.r.serialArg, in.At.UnixMilli(), in.AppliedVersion, g.r.idArg)
 			for _, c := range g.chans {
-				chans = append(chans, dev.ID, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullString(c.PassthroughAddress))
+				chans = append(chans, g.r.idArg, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullText(c.PassthroughAddress))
 			}
 		}
-		for _, i := range g.jobs {
+		for i := g.first; i >= 0; i = next[i] {
 			hb := jobs[i].hb
 			in := &hb.in
 			hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
@@ -319,7 +367,7 @@ func (s *AgentStore) rewriteSerial(t *ingestTx, serial []any) error {
 		if err != nil {
 			return err
 		}
-		serial[i] = r.serial
+		serial[i] = r.serialArg
 	}
 	_, err := s.execRows(t, bulkSerial, 4, serial)
 	return err
@@ -355,26 +403,48 @@ next:
 }
 
 // devRowids are the rowids of a device's row and of its serial_state row
-// (0: none yet).
-type devRowids struct{ dev, serial int64 }
+// (0: none yet), with the device's statement arguments boxed once: putting
+// an int64 or a string into an interface allocates, and the writer builds
+// its statements' []any for every heartbeat.
+type devRowids struct {
+	dev, serial              int64
+	devArg, serialArg, idArg any
+	// the last session and IP address written, boxed
+	session, ip       string
+	sessionArg, ipArg any
+}
 
-// rowidsOf returns the rowids of device id (zeros for a device that is
-// gone), from the writer's memory after the first lookup; with serial, a
-// serial row missing so far is looked up again. Updates by rowid skip the
-// search through the id index; each statement still checks that the row
-// is the device's.
-func (s *AgentStore) rowidsOf(t *ingestTx, id string, serial bool) (devRowids, error) {
+// sessionAndIP returns in's session and address as arguments, boxing
+// them only when they differ from the last ones.
+func (r *devRowids) sessionAndIP(in *agentlink.HeartbeatIn) (session, ip any) {
+	if r.sessionArg == nil || r.session != in.Session {
+		r.session, r.sessionArg = in.Session, in.Session
+	}
+	if r.ipArg == nil || r.ip != in.IPAddress {
+		r.ip, r.ipArg = in.IPAddress, in.IPAddress
+	}
+	return r.sessionArg, r.ipArg
+}
+
+// rowidsOf returns the rowids of device id (zeros, not remembered, for a
+// device that is gone), from the writer's memory after the first lookup; with serial,
+// a serial row missing so far is looked up again. Updates by rowid skip
+// the search through the id index; each statement still checks that the
+// row is the device's.
+func (s *AgentStore) rowidsOf(t *ingestTx, id string, serial bool) (*devRowids, error) {
 	r, ok := s.rowids[id]
 	if ok && (!serial || r.serial != 0) {
 		return r, nil
 	}
-	err := t.stmt(s.st.rowids).QueryRowContext(t.ctx, id).Scan(&r.dev, &r.serial)
+	var dev, ser int64
+	err := t.stmt(s.st.rowids).QueryRowContext(t.ctx, id).Scan(&dev, &ser)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return devRowids{}, nil
+		return &devRowids{devArg: int64(0), serialArg: int64(0), idArg: id}, nil
 	case err != nil:
-		return r, fmt.Errorf("sqlite: rowids of %s: %w", id, err)
+		return nil, fmt.Errorf("sqlite: rowids of %s: %w", id, err)
 	}
+	r = &devRowids{dev: dev, serial: ser, devArg: dev, serialArg: ser, idArg: id}
 	s.rowids[id] = r
 	return r, nil
 }
@@ -384,12 +454,14 @@ func (s *AgentStore) rowidsOf(t *ingestTx, id string, serial bool) (devRowids, e
 // sets it). It returns nil when every group's session still owns its
 // device (the common case: the updates matched every row), else the keys
 // of the groups whose row it updated.
-func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []*hbGroup) (map[string]bool, error) {
-	var matched map[string]bool
+func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []hbGroup) (map[hbKey]bool, error) {
+	var matched map[hbKey]bool
+	set := s.hbSet[:0]
+	defer func() { clear(set); s.hbSet = set[:0] }()
 	for k := range 2 {
-		var set []*hbGroup
-		for _, g := range groups {
-			if g.deadline.IsZero() == (k == 0) {
+		set = set[:0]
+		for gi := range groups {
+			if g := &groups[gi]; g.deadline.IsZero() == (k == 0) {
 				set = append(set, g)
 			}
 		}
@@ -419,10 +491,10 @@ func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []*hbG
 		// Some session lost its device (rare: a takeover or the sweeper):
 		// ask which still own theirs.
 		if matched == nil {
-			matched = make(map[string]bool, len(groups))
+			matched = make(map[hbKey]bool, len(groups))
 			if k == 1 { // the first statement matched every row
-				for _, g := range groups {
-					if g.deadline.IsZero() {
+				for gi := range groups {
+					if g := &groups[gi]; g.deadline.IsZero() {
 						matched[g.key] = true
 					}
 				}
@@ -452,7 +524,8 @@ func (s *AgentStore) writeDevices(t *ingestTx, jobs []*ingestJob, set []*hbGroup
 		if g.r, err = s.rowidsOf(t, in.Device.ID, false); err != nil {
 			return false, err
 		}
-		args = append(args, g.r.dev, in.At.UnixMilli(), in.IPAddress, in.Session)
+		session, ip := g.r.sessionAndIP(in)
+		args = append(args, g.r.devArg, in.At.UnixMilli(), ip, session)
 		if deadline == 1 {
 			args = append(args, g.deadline.UnixMilli())
 		}

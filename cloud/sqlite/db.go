@@ -49,6 +49,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: empty database path")
 	}
+	if err := initPageSize(path); err != nil {
+		return nil, err
+	}
 	dsn := func(mode string) string {
 		q := url.Values{}
 		q.Set("_journal_mode", "WAL")

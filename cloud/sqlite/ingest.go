@@ -49,6 +49,13 @@ type ingestWriter struct {
 	// closed when it has run them all.
 	completions chan []completion
 	finished    chan struct{}
+	// spare holds emptied completion slices for reuse; errs, hbs and
+	// hbErrs are the writer goroutine's buffers: together they keep a
+	// transaction from allocating per job.
+	spare  chan []completion
+	errs   []error
+	hbs    []*ingestJob
+	hbErrs []error
 
 	// savepoint statements, prepared once
 	spBegin, spRollback, spRelease *sql.Stmt
@@ -94,6 +101,7 @@ type ingestJob struct {
 type ingestTx struct {
 	ctx   context.Context
 	tx    *sql.Tx
+	conn  *sql.Conn // the connection tx runs on (rawStmts)
 	bound map[*sql.Stmt]*sql.Stmt
 	local map[string]*sql.Stmt // prepared for this transaction only
 }
@@ -141,6 +149,7 @@ func newIngestWriter(db *DB, log *slog.Logger) (*ingestWriter, error) {
 		done: make(chan struct{}),
 
 		completions: make(chan []completion, 64),
+		spare:       make(chan []completion, 66),
 		finished:    make(chan struct{}),
 	}
 	go w.loop()
@@ -204,9 +213,15 @@ func (w *ingestWriter) complete() {
 		for _, c := range cs {
 			if c.hb != nil {
 				c.hb.done(c.hb.out, c.err)
+				c.hb.release()
 			} else {
 				c.after(c.err)
 			}
+		}
+		clear(cs)
+		select {
+		case w.spare <- cs[:0]:
+		default:
 		}
 	}
 }
@@ -288,11 +303,20 @@ func (w *ingestWriter) fill(batch *[]*ingestJob) {
 }
 
 func (w *ingestWriter) run(batch []*ingestJob) {
-	errs := make([]error, len(batch))
+	errs := w.errs[:0]
+	for range batch {
+		errs = append(errs, nil)
+	}
+	w.errs = errs
+	defer clear(errs)
 	start := time.Now()
 	commit, err := w.runTx(batch, errs)
 	busy := time.Since(start)
 	var cs []completion
+	select {
+	case cs = <-w.spare:
+	default:
+	}
 	for i, j := range batch {
 		e := errs[i]
 		if err != nil {
@@ -309,6 +333,11 @@ func (w *ingestWriter) run(batch []*ingestJob) {
 	}
 	if len(cs) > 0 {
 		w.completions <- cs
+	} else if cs != nil {
+		select {
+		case w.spare <- cs:
+		default:
+		}
 	}
 	w.mu.Lock()
 	w.stats.Transactions++
@@ -326,17 +355,18 @@ func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) (time.Duration, e
 	// statement run under a context that can be cancelled, which costs more
 	// than the statement. A batch is bounded by maxJobsPerTx instead.
 	ctx := context.Background()
-	tx, err := w.db.W.BeginTx(ctx, nil)
+	conn, tx, err := txConn(ctx, w.db.W)
 	if err != nil {
 		w.log.Error("ingest: begin", "err", err)
 		return 0, fmt.Errorf("sqlite: ingest begin: %w", err)
 	}
+	defer conn.Close()
 	defer tx.Rollback()
-	t := &ingestTx{ctx: ctx, tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt, 16)}
-	var hbs []int
+	t := &ingestTx{ctx: ctx, tx: tx, conn: conn, bound: make(map[*sql.Stmt]*sql.Stmt, 16)}
+	hbs := w.hbs[:0]
 	for i, j := range batch {
 		if j.hb != nil {
-			hbs = append(hbs, i)
+			hbs = append(hbs, j)
 			continue
 		}
 		if len(batch) == 1 || !j.atomic {
@@ -358,17 +388,24 @@ func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) (time.Duration, e
 			return 0, fmt.Errorf("sqlite: ingest release savepoint: %w", err)
 		}
 	}
+	w.hbs = hbs
+	defer clear(hbs)
 	if len(hbs) > 0 {
-		jobs := make([]*ingestJob, len(hbs))
-		herrs := make([]error, len(hbs))
-		for k, i := range hbs {
-			jobs[k] = batch[i]
+		herrs := w.hbErrs[:0]
+		for range hbs {
+			herrs = append(herrs, nil)
 		}
-		if err := w.bulk(t, jobs, herrs); err != nil {
+		w.hbErrs = herrs
+		defer clear(herrs)
+		if err := w.bulk(t, hbs, herrs); err != nil {
 			return 0, err
 		}
-		for k, i := range hbs {
-			errs[i] = herrs[k]
+		k := 0
+		for i, j := range batch {
+			if j.hb != nil {
+				errs[i] = herrs[k]
+				k++
+			}
 		}
 	}
 	cstart := time.Now()

@@ -47,6 +47,7 @@ type benchFlags struct {
 	agents     int
 	sources    int
 	interval   time.Duration
+	rate       float64
 	duration   time.Duration
 	dialConc   int
 	keep       bool
@@ -59,8 +60,9 @@ func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.IntVar(&f.agents, "agents", targetAgents, "concurrent agents (capped by RLIMIT_NOFILE)")
 	fs.IntVar(&f.sources, "sources", 8, "127.0.0.x source addresses to spread the agents over")
-	fs.DurationVar(&f.interval, "heartbeat", 800*time.Millisecond, "heartbeat period of every agent (offered rate = agents / period)")
-	fs.DurationVar(&f.duration, "duration", 15*time.Second, "steady-state measurement window")
+	fs.Float64Var(&f.rate, "rate", targetHBRate*1.01, "heartbeats offered per second in all (each agent's period is agents / rate); ignored with --heartbeat")
+	fs.DurationVar(&f.interval, "heartbeat", 0, "heartbeat period of every agent (offered rate = agents / period); default: from --rate")
+	fs.DurationVar(&f.duration, "duration", 30*time.Second, "steady-state measurement window")
 	fs.IntVar(&f.dialConc, "dial-concurrency", 512, "agents connecting at once")
 	fs.IntVar(&f.probeEvery, "probe-every", 100, "every Nth agent follows each heartbeat with a one-sample batch and times the ack (end-to-end probe)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
@@ -79,6 +81,15 @@ func runBench(ctx context.Context, args []string) error {
 	if uint64(n)+reserve > limit {
 		n = int(limit) - reserve
 		fmt.Printf("note: RLIMIT_NOFILE hard limit is %d here and cannot be raised without CAP_SYS_RESOURCE; the relay needs one descriptor per agent plus its own, so this run uses %d agents (target stays %d)\n", limit, n, f.agents)
+	}
+	if f.interval <= 0 {
+		if f.rate <= 0 {
+			return fmt.Errorf("--rate must be positive")
+		}
+		// The offered rate is the same whatever the number of agents the
+		// machine allows: 1 % above the stored-rate target by default.
+		f.interval = time.Duration(float64(n) / f.rate * float64(time.Second))
+		fmt.Printf("offered: %.0f heartbeats/s (%d agents, each every %v)\n", float64(n)/f.interval.Seconds(), n, f.interval.Round(time.Millisecond))
 	}
 	dir, err := os.MkdirTemp("", "fleet-loadgen-")
 	if err != nil {

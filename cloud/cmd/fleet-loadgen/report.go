@@ -34,7 +34,7 @@ func record(f figures) error {
 				num(float64(f.baseRSS)/(1<<20), "MiB"), num(float64(f.rssLoaded)/(1<<20), "MiB"))},
 		{Area: "agent link", Figure: "heartbeats stored per second", Unit: "heartbeats/s", Measured: f.rate,
 			Target: &benchreport.Target{Op: benchreport.AtLeast, Value: targetHBRate},
-			Notes:  fmt.Sprintf("offered %s (every agent each %v), %v measured; relay and load generator share the machine", num(f.offered, "/s"), f.heartbeatEvery, f.measuring)},
+			Notes:  fmt.Sprintf("offered %s (every agent each %v), %v measured; relay and load generator share the machine", num(f.offered, "/s"), f.heartbeatEvery.Round(time.Millisecond), f.measuring)},
 		{Area: "agent link", Figure: "heartbeat-to-stored p99", Unit: "ms", Measured: ms(f.p99),
 			Target: &benchreport.Target{Op: benchreport.Below, Value: ms(targetHBP99)},
 			Notes:  "p50 " + num(ms(f.p50), "ms")},

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/cloud/webhooksink"
 )
 
 // readmeSection returns the text of the README's "## <title>" section, up to
@@ -303,11 +304,40 @@ var otherToolsFlags = map[string]string{
 	"shell":      "useradd --shell",
 }
 
+// unitVariables returns the variables the systemd units of deploy/systemd
+// set with Environment= and read themselves (${NAME} or $NAME in the unit),
+// such as fleet-relay-backup.service's FLEET_BACKUP_KEEP_DAYS.
+func unitVariables(t *testing.T) map[string]bool {
+	t.Helper()
+	units, err := filepath.Glob("deploy/systemd/*.service")
+	if err != nil || len(units) == 0 {
+		t.Fatalf("deploy/systemd/*.service: %v (%d units)", err, len(units))
+	}
+	vars := map[string]bool{}
+	envLine := regexp.MustCompile(`(?m)^Environment=([A-Z][A-Z0-9_]*)=`)
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, m := range envLine.FindAllStringSubmatch(text, -1) {
+			if strings.Contains(text, "${"+m[1]+"}") || regexp.MustCompile(`\$`+m[1]+`\b`).MatchString(text) {
+				vars[m[1]] = true
+			}
+		}
+	}
+	return vars
+}
+
 // TestREADMEFlags checks the "Flags and variables" section against the
-// binaries: every flag of fleet-relay serve, of each admin command and of
-// fleet-agent is documented with its FLEET_ variable, nothing documented is
-// unknown, and every --flag and FLEET_ variable named anywhere in the README
-// exists (on the command it is written with, in command lines).
+// binaries: every flag of fleet-relay serve, of each admin command, of
+// fleet-agent and of fleet-webhook-sink is documented (the first three with
+// their FLEET_ variable, the sink with its secret's variable), nothing
+// documented is unknown, and every --flag and FLEET_ variable named anywhere
+// in the README exists (on the command it is written with, in command
+// lines). Besides flags' variables, the README may name the sink's secret
+// variable and the variables the systemd units set and read themselves.
 func TestREADMEFlags(t *testing.T) {
 	relay, agent := buildBinaries(t)
 	subs := subsections(readmeSection(t, "Flags and variables"))
@@ -319,6 +349,34 @@ func TestREADMEFlags(t *testing.T) {
 	agentUsage := helpFlags(t, agent, "-h")
 	agentFlags := agentUsage.flags
 	sameSet(t, "fleet-agent", agentFlags, documentedFlags(t, "fleet-agent", tableRows(subs["fleet-agent"]), agentUsage.defaults))
+
+	// fleet-webhook-sink: a table of flag, default, meaning (its flags have
+	// no variables), and its secret's variable named in the text.
+	sink := filepath.Join(t.TempDir(), "fleet-webhook-sink")
+	if out, err := exec.Command("go", "build", "-o", sink, "./cloud/cmd/fleet-webhook-sink").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cloud/cmd/fleet-webhook-sink: %v\n%s", err, out)
+	}
+	sinkUsage := helpFlags(t, sink, "-h")
+	sinkFlags := sinkUsage.flags
+	var sinkDocumented []string
+	for _, r := range tableRows(subs["fleet-webhook-sink"]) {
+		if len(r) < 3 {
+			t.Errorf("fleet-webhook-sink: row %q has fewer than 3 cells", r)
+			continue
+		}
+		flag := strings.TrimPrefix(unquote(r[0]), "--")
+		if r[2] == "" {
+			t.Errorf("fleet-webhook-sink: --%s has no meaning", flag)
+		}
+		if !sameDefault(r[1], sinkUsage.defaults[flag]) {
+			t.Errorf("fleet-webhook-sink: --%s is documented with default %q; the binary's is %q", flag, r[1], sinkUsage.defaults[flag])
+		}
+		sinkDocumented = append(sinkDocumented, flag)
+	}
+	sameSet(t, "fleet-webhook-sink", sinkFlags, sinkDocumented)
+	if !strings.Contains(subs["fleet-webhook-sink"], "`"+webhooksink.SecretEnv+"`") {
+		t.Errorf("fleet-webhook-sink: the README does not name its secret's variable %s", webhooksink.SecretEnv)
+	}
 
 	// Admin commands: one table, rows "command | flag | variable | default | meaning".
 	known := map[string][]string{"serve": serveFlags}
@@ -403,14 +461,16 @@ func TestREADMEFlags(t *testing.T) {
 		all[f] = true
 	}
 	for _, m := range regexp.MustCompile(`(?:^|[^-\w])--([a-z][a-z0-9-]*)`).FindAllStringSubmatch(text, -1) {
-		if !all[m[1]] && otherToolsFlags[m[1]] == "" {
+		if !all[m[1]] && !slices.Contains(sinkFlags, m[1]) && otherToolsFlags[m[1]] == "" {
 			t.Errorf("README names --%s, which no fleet command has", m[1])
 		}
 	}
+	otherVars := unitVariables(t)
+	otherVars[webhooksink.SecretEnv] = true
 	for _, m := range regexp.MustCompile(`FLEET_[A-Z0-9_]*[A-Z0-9]`).FindAllString(text, -1) {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(m, "FLEET_")), "_", "-")
-		if !all[flag] {
-			t.Errorf("README names %s, which is no flag's variable", m)
+		if !all[flag] && !otherVars[m] {
+			t.Errorf("README names %s, which is no flag's variable, nor the sink's secret, nor a systemd unit's own", m)
 		}
 	}
 
@@ -439,6 +499,13 @@ func TestREADMEFlags(t *testing.T) {
 				for _, m := range flagRE.FindAllStringSubmatch(span[i:], -1) {
 					if !slices.Contains(agentFlags, m[1]) && otherToolsFlags[m[1]] == "" {
 						t.Errorf("README: %q: fleet-agent has no --%s", strings.TrimSpace(span), m[1])
+					}
+				}
+			}
+			if i := strings.Index(span, "fleet-webhook-sink "); i >= 0 {
+				for _, m := range flagRE.FindAllStringSubmatch(span[i:], -1) {
+					if !slices.Contains(sinkFlags, m[1]) {
+						t.Errorf("README: %q: fleet-webhook-sink has no --%s", strings.TrimSpace(span), m[1])
 					}
 				}
 			}

@@ -128,7 +128,7 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	fs.DurationVar(&c.BackoffMax, "backoff-max", 60*time.Second, "reconnect delay cap")
 	fs.StringVar(&vpn, "vpn-interface", "", "WireGuard interface to watch (default wg0 with --hw linux, none with --hw sim; none disables)")
 	fs.StringVar(&pt, "passthrough-listen", ":4001", "HOST:BASEPORT for raw channel access in passthrough mode; empty HOST is the VPN address; none disables")
-	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "HOST:PORT serving the agent's own Prometheus metrics at /metrics, plain HTTP (meant for 127.0.0.1 or the VPN address); empty disables")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "HOST:PORT serving the agent's own Prometheus metrics at /metrics, plain HTTP, on a local address (127.0.0.1 or the VPN address; an empty host, 0.0.0.0 or :: is refused); empty disables")
 	fs.StringVar(&c.Name, "name", "", "device name reported to the relay (default: host name)")
 	fs.StringVar(&c.Location, "location", "", "device location reported to the relay")
 	fs.StringVar(&c.Timezone, "timezone", "", "IANA time zone reported (default: $TZ, /etc/timezone, /etc/localtime, UTC)")
@@ -214,8 +214,13 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--recheck-interval %v: must be positive", c.RecheckInterval))
 	}
 	if c.MetricsListen != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+		// The metrics are plain HTTP without authentication: an empty host or
+		// an unspecified address (0.0.0.0, ::) would serve them on every
+		// interface, the public ones included.
+		if host, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 			errs = append(errs, fmt.Errorf("--metrics-listen %q: want HOST:PORT", c.MetricsListen))
+		} else if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			errs = append(errs, fmt.Errorf("--metrics-listen %q: listens on every interface; name a local address such as 127.0.0.1:9465 or the VPN address", c.MetricsListen))
 		}
 	}
 	if c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin {

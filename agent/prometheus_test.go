@@ -166,7 +166,9 @@ func TestAgentMetricsOffByDefault(t *testing.T) {
 }
 
 // TestMetricsListenConfig: --metrics-listen from the config file key and
-// the environment; a value that is not HOST:PORT is refused.
+// the environment; a value that is not HOST:PORT is refused, and so is one
+// that listens on every interface (empty or unspecified host), while loopback,
+// localhost and specific addresses are accepted.
 func TestMetricsListenConfig(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "agent.yaml")
 	if err := os.WriteFile(file, []byte("relay: http://r:8080\ntoken: t\nmetrics-listen: 10.8.0.12:9465\n"), 0o600); err != nil {
@@ -185,5 +187,16 @@ func TestMetricsListenConfig(t *testing.T) {
 	}
 	if _, err = ParseConfig([]string{"--config", file, "--metrics-listen", "9465"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--metrics-listen") {
 		t.Errorf("--metrics-listen 9465: %v", err)
+	}
+	for _, addr := range []string{":9465", "0.0.0.0:9465", "[::]:9465", "[::ffff:0.0.0.0]:9465"} {
+		_, err = ParseConfig([]string{"--config", file, "--metrics-listen", addr}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--metrics-listen") || !strings.Contains(err.Error(), "127.0.0.1:9465 or the VPN address") {
+			t.Errorf("--metrics-listen %s: %v, want a refusal naming a local address", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:9465", "[::1]:9465", "localhost:9465", "10.8.0.12:9465", "127.0.0.1:0"} {
+		if c, err = ParseConfig([]string{"--config", file, "--metrics-listen", addr}, io.Discard); err != nil || c.MetricsListen != addr {
+			t.Errorf("--metrics-listen %s: %q %v", addr, c.MetricsListen, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -23,7 +24,24 @@ type Initramfs struct {
 	Env map[string]string
 	// TestTimeout bounds each test binary (-test.timeout).
 	TestTimeout time.Duration
+	// Files are host files added to the guest's root (executable).
+	Files []GuestFile
+	// Command, when set, is a shell script the guest runs after the tests
+	// (in /tmp, with the same environment); its exit status is the result
+	// of the package named CommandResult.
+	Command string
 }
+
+// GuestFile is a host file placed in the guest.
+type GuestFile struct {
+	// Path is where it lands, relative to the guest's root ("bin/tool").
+	Path string
+	// Host is the file on the host.
+	Host string
+}
+
+// CommandResult is the name the guest's result marker gives the command.
+const CommandResult = "command"
 
 // Markers the guest prints on its console, one per line.
 const (
@@ -36,8 +54,8 @@ const (
 
 // initScript is the guest's /init. It mounts the pseudo file systems,
 // loads the modules in dependency order, brings up loopback and runs each
-// test binary, printing a result marker for each and a final done marker,
-// then powers off (the host's qemu runs with -no-reboot).
+// test binary, then the command if there is one, printing a result marker
+// for each and a final done marker, then powers off (the host's qemu runs with -no-reboot).
 const initScript = `#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -74,6 +92,19 @@ while read bin pkg; do
 		fail=$((fail+1))
 	fi
 done < /tests/list
+if [ -f /command.sh ]; then
+	echo "FLEET-RUN command"
+	cd /tmp
+	sh /command.sh < /dev/null 2>&1
+	rc=$?
+	if [ "$rc" = 0 ]; then
+		echo "FLEET-RESULT command PASS"
+		pass=$((pass+1))
+	else
+		echo "FLEET-RESULT command FAIL exit=$rc"
+		fail=$((fail+1))
+	fi
+fi
 echo "FLEET-DONE pass=$pass fail=$fail uptime=$(cut -d' ' -f1 /proc/uptime)"
 sync
 poweroff -f
@@ -121,6 +152,31 @@ func (i *Initramfs) Write(w io.Writer) error {
 	}
 	if err := c.File("fleet.env", 0o644, []byte(i.envFile())); err != nil {
 		return err
+	}
+	dirs := map[string]bool{"bin": true, "dev": true, "proc": true, "sys": true, "tmp": true, "run": true, "modules": true, "tests": true}
+	for _, f := range i.Files {
+		name := path.Clean(strings.TrimPrefix(f.Path, "/"))
+		if name == "." || strings.HasPrefix(name, "../") || name == ".." {
+			return fmt.Errorf("initramfs: bad guest path %q", f.Path)
+		}
+		var parents []string
+		for d := path.Dir(name); d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append(parents, d)
+		}
+		for j := len(parents) - 1; j >= 0; j-- {
+			if err := c.Dir(parents[j], 0o755); err != nil {
+				return err
+			}
+			dirs[parents[j]] = true
+		}
+		if err := addHostFile(c, name, f.Host, 0o755); err != nil {
+			return err
+		}
+	}
+	if i.Command != "" {
+		if err := c.File("command.sh", 0o755, []byte(i.Command)); err != nil {
+			return err
+		}
 	}
 	if err := c.Close(); err != nil {
 		return err

@@ -16,11 +16,14 @@ import (
 	"time"
 )
 
-// Machine is one qemu-system-x86_64 run under TCG, without network, its
-// first UART (ttyS0) as the console on qemu's stdout.
+// Machine is one qemu-system-x86_64 run, under TCG unless told otherwise,
+// without network, its first UART (ttyS0) as the console on qemu's stdout.
 type Machine struct {
 	// QEMU is the emulator binary.
 	QEMU string
+	// Accel is qemu's accelerator: "tcg" when empty, or "kvm" (with the
+	// host's CPU model) where /dev/kvm is usable (see KVMUsable).
+	Accel string
 	// Kernel and Initrd are the boot files.
 	Kernel, Initrd string
 	// Memory is qemu's -m (512M when empty); CPUs its -smp (1 when 0).
@@ -53,19 +56,38 @@ func (m *Machine) Args() []string {
 	if m.Append != "" {
 		cmdline += " " + m.Append
 	}
-	args := []string{
-		"-accel", "tcg", "-nographic", "-no-reboot",
+	accel := m.Accel
+	if accel == "" {
+		accel = "tcg"
+	}
+	args := []string{"-accel", accel}
+	if accel == "kvm" {
+		args = append(args, "-cpu", "host")
+	}
+	args = append(args,
+		"-nographic", "-no-reboot",
 		"-m", mem, "-smp", fmt.Sprint(cpus),
 		"-nic", "none", "-monitor", "none",
 		"-kernel", m.Kernel, "-initrd", m.Initrd, "-append", cmdline,
 		"-serial", "stdio",
-	}
+	)
 	if m.Serial1Socket != "" {
 		args = append(args,
 			"-chardev", "socket,id=ttyS1,path="+m.Serial1Socket+",server=on,wait=on",
 			"-serial", "chardev:ttyS1")
 	}
 	return append(args, m.ExtraArgs...)
+}
+
+// KVMUsable reports whether this process can open /dev/kvm, which qemu's
+// kvm accelerator needs; when it cannot, say why.
+func KVMUsable() (bool, string) {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return false, err.Error()
+	}
+	f.Close()
+	return true, ""
 }
 
 // Run boots the machine and returns when the guest powers off, qemu

@@ -201,6 +201,13 @@ func TestMachineArgs(t *testing.T) {
 	if strings.Index(args, "-serial stdio") > strings.Index(args, "-serial chardev:ttyS1") {
 		t.Error("the console must be the first UART (ttyS0)")
 	}
+	if strings.Contains(args, "-cpu") {
+		t.Errorf("TCG runs qemu's default CPU model: %s", args)
+	}
+	m.Accel = "kvm"
+	if args := strings.Join(m.Args(), " "); !strings.HasPrefix(args, "-accel kvm -cpu host ") {
+		t.Errorf("kvm args: %s", args)
+	}
 }
 
 func TestInitramfsContents(t *testing.T) {
@@ -229,6 +236,8 @@ func TestInitramfsContents(t *testing.T) {
 		Tests:       []TestBinary{{Package: "example.com/x", Path: write("example_com_x.test", "TEST")}},
 		Env:         map[string]string{"FLEET_X": "it's"},
 		TestTimeout: 30 * time.Second,
+		Files:       []GuestFile{{Path: "/opt/fleet/tool", Host: write("tool", "TOOL")}},
+		Command:     "echo hi\n",
 	}
 	var buf bytes.Buffer
 	if err := ir.Write(&buf); err != nil {
@@ -254,6 +263,10 @@ func TestInitramfsContents(t *testing.T) {
 		"modules/order":            "can\nvcan\n",
 		"tests/example_com_x.test": "TEST",
 		"tests/list":               "example_com_x.test example.com/x\n",
+		"opt":                      "",
+		"opt/fleet":                "",
+		"opt/fleet/tool":           "TOOL",
+		"command.sh":               "echo hi\n",
 	} {
 		if files[name] != want {
 			t.Errorf("%s = %q, want %q", name, files[name], want)
@@ -265,7 +278,11 @@ func TestInitramfsContents(t *testing.T) {
 			t.Errorf("fleet.env lacks %q:\n%s", want, env)
 		}
 	}
-	if !strings.HasPrefix(files["init"], "#!/bin/busybox sh") || !strings.Contains(files["init"], "-test.run '^TestKernel'") {
+	if _, ok := files["opt/fleet"]; !ok {
+		t.Error("no opt/fleet directory entry before its file")
+	}
+	if !strings.HasPrefix(files["init"], "#!/bin/busybox sh") || !strings.Contains(files["init"], "-test.run '^TestKernel'") ||
+		!strings.Contains(files["init"], "sh /command.sh") {
 		t.Errorf("init script:\n%s", files["init"])
 	}
 }
@@ -459,5 +476,19 @@ func TestBuildTests(t *testing.T) {
 	}
 	if _, err := BuildTests(t.Context(), "go", root, out, []string{"example.com/m/d"}); err == nil {
 		t.Error("a package without tests built a binary")
+	}
+}
+
+func TestInitramfsRejectsFilesOutsideTheRoot(t *testing.T) {
+	k := &Kernel{Dir: t.TempDir()}
+	bb := filepath.Join(t.TempDir(), "busybox")
+	if err := os.WriteFile(bb, []byte("BB"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"../etc/passwd", "/", "a/../../b"} {
+		ir := &Initramfs{Busybox: bb, Kernel: k, Files: []GuestFile{{Path: p, Host: bb}}}
+		if err := ir.Write(io.Discard); err == nil || !strings.Contains(err.Error(), "bad guest path") {
+			t.Errorf("path %q: err %v, want a bad guest path error", p, err)
+		}
 	}
 }

@@ -25,8 +25,11 @@ type Config struct {
 	// directory is made and removed when empty).
 	WorkDir string
 	// Packages are the packages whose TestKernel* tests run in the guest;
-	// when empty they are discovered (every package with a TestKernel*).
+	// when empty they are discovered (every package with a TestKernel*),
+	// unless NoTests is set.
 	Packages []string
+	// NoTests boots the guest for its Command alone, without test binaries.
+	NoTests bool
 	// Require are packages that must be among those run: the rig fails
 	// when one has no TestKernel* test.
 	Require []string
@@ -39,6 +42,15 @@ type Config struct {
 	// Memory and CPUs size the guest (512M and 2 when empty).
 	Memory string
 	CPUs   int
+	// KVM runs the guest under qemu's kvm accelerator when /dev/kvm is
+	// usable (TCG otherwise, and always when false); Report.Accel says
+	// which ran.
+	KVM bool
+	// Files are host files placed in the guest (executables).
+	Files []GuestFile
+	// Command is a shell script the guest runs after the tests; its exit
+	// status is the result named CommandResult.
+	Command string
 	// Timeout bounds the qemu run; qemu is killed after it (150 s when 0).
 	Timeout time.Duration
 	// TestTimeout bounds each test binary in the guest (60 s when 0).
@@ -68,6 +80,9 @@ type Report struct {
 	InitramfsBytes int64
 	// Outcome is what the guest reported (nil when it never booted).
 	Outcome *Outcome
+	// Accel is the accelerator qemu ran with ("tcg" or "kvm"), and
+	// NoKVM why kvm was not used when it was asked for.
+	Accel, NoKVM string
 	// Timings are the steps' durations.
 	Timings Timings
 }
@@ -145,7 +160,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, fmt.Errorf("qemurig: cannot start the rig: %w", err)
 	}
 	pkgs := cfg.Packages
-	if len(pkgs) == 0 {
+	if cfg.NoTests {
+		if len(pkgs) > 0 || len(cfg.Require) > 0 || cfg.Command == "" {
+			return rep, errors.New("qemurig: NoTests runs a Command and no packages")
+		}
+	} else if len(pkgs) == 0 {
 		if pkgs, err = DiscoverKernelTests(ctx, goTool, cfg.Root); err != nil {
 			return rep, fmt.Errorf("qemurig: %w", err)
 		}
@@ -159,13 +178,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return rep, fmt.Errorf("qemurig: package %s has no TestKernel* test to run in the guest", r)
 		}
 	}
-	if len(pkgs) == 0 {
+	if len(pkgs) == 0 && !cfg.NoTests {
 		return rep, errors.New("qemurig: no package has TestKernel* tests")
 	}
-	log.Info("building guest test binaries", "packages", pkgs)
-	bins, err := BuildTests(ctx, goTool, cfg.Root, work, pkgs)
-	if err != nil {
-		return rep, fmt.Errorf("qemurig: %w", err)
+	var bins []TestBinary
+	if len(pkgs) > 0 {
+		log.Info("building guest test binaries", "packages", pkgs)
+		if bins, err = BuildTests(ctx, goTool, cfg.Root, work, pkgs); err != nil {
+			return rep, fmt.Errorf("qemurig: %w", err)
+		}
 	}
 	rep.Tests = bins
 	rep.Timings.Build = time.Since(t0)
@@ -183,7 +204,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.ClassicCAN {
 		env["FLEET_CAN_CLASSIC"] = ClassicCANInterface
 	}
-	ir := &Initramfs{Busybox: busybox, Kernel: k, Tests: bins, Env: env, TestTimeout: cfg.TestTimeout}
+	ir := &Initramfs{Busybox: busybox, Kernel: k, Tests: bins, Env: env, TestTimeout: cfg.TestTimeout,
+		Files: cfg.Files, Command: cfg.Command}
 	if err := ir.Write(f); err != nil {
 		f.Close()
 		return rep, fmt.Errorf("qemurig: initramfs: %w", err)
@@ -201,8 +223,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if boot == "" {
 		boot = k.Vmlinuz
 	}
+	rep.Accel = "tcg"
+	if cfg.KVM {
+		if ok, why := KVMUsable(); ok {
+			rep.Accel = "kvm"
+		} else {
+			rep.NoKVM = why
+			log.Warn("kvm not usable, running under TCG", "reason", why)
+		}
+	}
 	m := &Machine{
-		QEMU: qemu, Kernel: boot, Initrd: initrd,
+		QEMU: qemu, Accel: rep.Accel, Kernel: boot, Initrd: initrd,
 		Memory: cfg.Memory, CPUs: cfg.CPUs, Append: "quiet loglevel=3",
 		Console: cfg.Console,
 	}
@@ -227,6 +258,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	want := make([]string, 0, len(bins))
 	for _, b := range bins {
 		want = append(want, b.Package)
+	}
+	if cfg.Command != "" {
+		want = append(want, CommandResult)
 	}
 	if out == nil {
 		return rep, fmt.Errorf("qemurig: %w", runErr)

@@ -58,8 +58,19 @@ func TestQEMURig(t *testing.T) {
 	sim.SetHolding(slave, uint16(writeReg), uint16(writeBefore))
 	serveErr := make(chan error, 1)
 
+	// A host file placed in the guest and a command run after the tests
+	// (what fleet-loadgen guest uses): the command reads the file back and
+	// raises RLIMIT_NOFILE as root, beyond the host sandbox's hard limit.
+	probe := strconv.FormatUint(r.Uint64(), 36)
+	probeFile := filepath.Join(t.TempDir(), "probe")
+	if err := os.WriteFile(probeFile, []byte(probe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	cfg := Config{
-		Root: moduleRoot(t),
+		Files:   []GuestFile{{Path: "opt/fleet/probe", Host: probeFile}},
+		Command: "set -e\nulimit -Hn 65536\nulimit -Sn 65536\necho \"FLEET-PROBE $(cat /opt/fleet/probe) nofile=$(ulimit -n)\"\n",
+		Root:    moduleRoot(t),
 		// The packages whose kernel tests cover issue 6: CAN-FD driver,
 		// VPN watch on WireGuard, and the rig's own (UART, CAN-FD wiring).
 		Require: []string{
@@ -102,6 +113,9 @@ func TestQEMURig(t *testing.T) {
 
 	for _, r := range o.Results {
 		t.Logf("guest result %s: %s", r.Package, r.Detail)
+	}
+	if want := "FLEET-PROBE " + probe + " nofile=65536"; !strings.Contains(o.Console, want) {
+		t.Errorf("the guest command did not print %q", want)
 	}
 	if testing.Verbose() {
 		t.Logf("guest console:\n%s", console.String())

@@ -53,6 +53,9 @@ type benchFlags struct {
 	keep       bool
 	probeEvery int
 	profile    string
+	// connectOnly stops after connecting every agent and records only the
+	// capacity figures (count and RSS): what the guest run measures.
+	connectOnly bool
 }
 
 func runBench(ctx context.Context, args []string) error {
@@ -67,6 +70,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&f.probeEvery, "probe-every", 100, "every Nth agent follows each heartbeat with a one-sample batch and times the ack (end-to-end probe)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
 	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory")
+	fs.BoolVar(&f.connectOnly, "connect-only", false, "connect every agent, report the relay's connections and RSS, and stop (no heartbeat load, no storm)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,12 +79,11 @@ func runBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("raise RLIMIT_NOFILE: %w", err)
 	}
 	n := f.agents
-	// Both this process and the relay hold one descriptor per agent; each
-	// needs a few dozen for itself.
-	const reserve = 64
-	if uint64(n)+reserve > limit {
-		n = int(limit) - reserve
-		fmt.Printf("note: RLIMIT_NOFILE hard limit is %d here and cannot be raised without CAP_SYS_RESOURCE; the relay needs one descriptor per agent plus its own, so this run uses %d agents (target stays %d)\n", limit, n, f.agents)
+	capped := false
+	if uint64(n)+fdReserve > limit {
+		n = int(limit) - fdReserve
+		capped = true
+		fmt.Printf("note: RLIMIT_NOFILE hard limit is %d here and cannot be raised without CAP_SYS_RESOURCE; the relay needs one descriptor per agent plus its own, so this run uses %d agents (target stays %d; fleet-loadgen guest measures the full count in a VM)\n", limit, n, f.agents)
 	}
 	if f.interval <= 0 {
 		if f.rate <= 0 {
@@ -89,6 +92,8 @@ func runBench(ctx context.Context, args []string) error {
 		// The offered rate is the same whatever the number of agents the
 		// machine allows: 1 % above the stored-rate target by default.
 		f.interval = time.Duration(float64(n) / f.rate * float64(time.Second))
+	}
+	if !f.connectOnly {
 		fmt.Printf("offered: %.0f heartbeats/s (%d agents, each every %v)\n", float64(n)/f.interval.Seconds(), n, f.interval.Round(time.Millisecond))
 	}
 	dir, err := os.MkdirTemp("", "fleet-loadgen-")
@@ -137,6 +142,14 @@ func runBench(ctx context.Context, args []string) error {
 	rss, _ := relay.rss()
 	perConn := float64(rss-baseRSS) / float64(n)
 	fmt.Printf("connected: %d agents in %s (relay reports %d connections)\n", n, connectTime.Round(time.Millisecond), st.Link.Connections)
+	if st.Link.Connections != n {
+		return fmt.Errorf("the relay reports %d connections, want %d", st.Link.Connections, n)
+	}
+	if f.connectOnly {
+		fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (%.1f KiB per connection over a %.0f MiB base)\n",
+			float64(rss)/(1<<20), targetRSS>>20, okMark(rss < targetRSS), perConn/1024, float64(baseRSS)/(1<<20))
+		return recordCapacity(capacity{agents: n, rss: rss, baseRSS: baseRSS, connectTime: connectTime})
+	}
 
 	// Phase 2: steady heartbeats.
 	hbCtx, hbStop := context.WithCancel(ctx)
@@ -232,7 +245,11 @@ func runBench(ctx context.Context, args []string) error {
 
 	fmt.Println()
 	fmt.Println("agent link benchmark (figure | target)")
-	fmt.Printf("  concurrent agents            %8d | %d%s\n", n, targetAgents, okMark(n >= targetAgents))
+	countMark := okMark(n >= targetAgents)
+	if capped {
+		countMark = "  (RLIMIT_NOFILE caps this host: fleet-loadgen guest measures the full count)"
+	}
+	fmt.Printf("  concurrent agents            %8d | %d%s\n", n, targetAgents, countMark)
 	fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (idle %0.f MiB, under load %.0f MiB)\n",
 		float64(rss)/(1<<20), targetRSS>>20, okMark(float64(rss)*float64(targetAgents)/float64(n) < targetRSS), float64(baseRSS)/(1<<20), float64(rssLoaded)/(1<<20))
 	fmt.Printf("  relay RSS per connection     %8.1f KiB | < %.1f KiB\n", perConn/1024, float64(targetRSS)/targetAgents/1024)
@@ -254,7 +271,7 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf("  reconnect storm drained in   %8.1f s  | < %.0f s%s  (%d agents x %d spooled samples; relay restart to last ack)\n",
 		drain.Seconds(), targetDrain.Seconds(), okMark(drain < targetDrain), n, spooledPerAgent)
 	fmt.Printf("  spooled samples stored       %8d | %d (exactly once)%s\n", stored12, n*spooledPerAgent, okMark(stored12 == int64(n*spooledPerAgent)))
-	if err := record(figures{agents: n, rss: rss, baseRSS: baseRSS, rssLoaded: rssLoaded, rate: rate, offered: float64(n) / f.interval.Seconds(), p50: p50, p99: p99,
+	if err := record(figures{agents: n, capped: capped, rss: rss, baseRSS: baseRSS, rssLoaded: rssLoaded, rate: rate, offered: float64(n) / f.interval.Seconds(), p50: p50, p99: p99,
 		stored: stored, drain: drain, spooled: stored12, spooledWant: int64(n * spooledPerAgent), heartbeatEvery: f.interval, measuring: f.duration}); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@
 //
 //	fleet-loadgen [bench] [--agents 20000] [--duration 20s] ...
 //	fleet-loadgen relay --db PATH --listen ADDR   (the relay process the bench starts)
+//	fleet-loadgen guest --binary STATIC [--agents 20000]   (the capacity figures in a qemu guest, where RLIMIT_NOFILE can be raised)
 package main
 
 import (
@@ -24,13 +25,15 @@ func main() {
 	defer stop()
 	args := os.Args[1:]
 	cmd := "bench"
-	if len(args) > 0 && (args[0] == "bench" || args[0] == "relay") {
+	if len(args) > 0 && (args[0] == "bench" || args[0] == "relay" || args[0] == "guest") {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
 	switch cmd {
 	case "relay":
 		err = runRelay(ctx, args)
+	case "guest":
+		err = runGuest(ctx, args)
 	default:
 		err = runBench(ctx, args)
 	}

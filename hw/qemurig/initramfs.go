@@ -55,7 +55,8 @@ const (
 // initScript is the guest's /init. It mounts the pseudo file systems,
 // loads the modules in dependency order, brings up loopback and runs each
 // test binary, then the command if there is one, printing a result marker
-// for each and a final done marker, then powers off (the host's qemu runs with -no-reboot).
+// for each and a final done marker, then powers off (the host's qemu runs
+// with -no-reboot).
 const initScript = `#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -110,6 +111,9 @@ sync
 poweroff -f
 `
 
+// rootDirs are the directories every guest root has.
+var rootDirs = []string{"bin", "dev", "proc", "sys", "tmp", "run", "modules", "tests"}
+
 // Write writes the gzip'd newc archive to w.
 func (i *Initramfs) Write(w io.Writer) error {
 	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
@@ -117,10 +121,12 @@ func (i *Initramfs) Write(w io.Writer) error {
 		return err
 	}
 	c := NewCPIOWriter(zw)
-	for _, d := range []string{"bin", "dev", "proc", "sys", "tmp", "run", "modules", "tests"} {
+	dirs := make(map[string]bool, len(rootDirs))
+	for _, d := range rootDirs {
 		if err := c.Dir(d, 0o755); err != nil {
 			return err
 		}
+		dirs[d] = true
 	}
 	if err := addHostFile(c, "bin/busybox", i.Busybox, 0o755); err != nil {
 		return err
@@ -153,7 +159,6 @@ func (i *Initramfs) Write(w io.Writer) error {
 	if err := c.File("fleet.env", 0o644, []byte(i.envFile())); err != nil {
 		return err
 	}
-	dirs := map[string]bool{"bin": true, "dev": true, "proc": true, "sys": true, "tmp": true, "run": true, "modules": true, "tests": true}
 	for _, f := range i.Files {
 		name := path.Clean(strings.TrimPrefix(f.Path, "/"))
 		if name == "." || strings.HasPrefix(name, "../") || name == ".." {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -57,9 +58,14 @@ type Config struct {
 	// Requests, when set, hears about every answered request (Prometheus
 	// metrics).
 	Requests RequestObserver
+	// Ready, when set, decides GET /readyz: nil is 200, an error 503 with
+	// the error's text as the reason (keep it short and free of secrets).
+	// It is called on every /readyz request: cache what is expensive.
+	Ready func(ctx context.Context) error
 }
 
-// Server is the public API as an http.Handler. It also answers /healthz.
+// Server is the public API as an http.Handler. It also answers /healthz
+// and /readyz.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
@@ -146,15 +152,44 @@ func (s *Server) routes() {
 	root.NotFound(s.notFound)
 	root.MethodNotAllowed(s.methodNotAllowed)
 	root.Get("/healthz", s.healthz)
+	root.Get("/readyz", s.readyz)
 	root.Mount(Prefix, api)
 	s.mux = root
 }
 
+// healthz answers whether the process serves HTTP at all (liveness).
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	WriteHealth(w, nil)
+}
+
+// readyz answers whether this relay should get traffic (readiness): 503
+// while Config.Ready says why not (store unreachable, starting, draining).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	var err error
+	if s.cfg.Ready != nil {
+		err = s.cfg.Ready(r.Context())
+	}
+	WriteHealth(w, err)
+}
+
+// WriteHealth writes {"status":"ok"} (200), or for err
+// {"status":"unavailable","reason":...} (503).
+func WriteHealth(w http.ResponseWriter, err error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	if err == nil {
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		return
+	}
+	h.Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	b, _ := json.Marshal(struct {
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+	}{"unavailable", err.Error()})
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

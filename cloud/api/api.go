@@ -51,6 +51,9 @@ type Config struct {
 	// RateLimit is the budget in requests per minute per key (and per
 	// client address before authentication); 0 means DefaultRateLimit.
 	RateLimit int
+	// RateCounter, when set, holds the rate-limit counts (shared between
+	// relays, e.g. cloud/redis); nil counts in this process's memory.
+	RateCounter httprate.LimitCounter
 	// Logger receives the access log and internal errors; nil discards.
 	Logger *slog.Logger
 	// Now is the clock (metrics window defaults); nil means time.Now.
@@ -108,13 +111,16 @@ func NewServer(cfg Config) *Server {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	s.reqPrefix = hex.EncodeToString(b[:]) + "-"
-	s.limiter = httprate.NewRateLimiter(s.limit, s.window,
-		httprate.WithResponseHeaders(httprate.ResponseHeaders{
-			Limit:     hdrLimit,
-			Remaining: hdrRemaining,
-			Reset:     hdrReset,
-			// Retry-After and the increment header are set by this package.
-		}))
+	opts := []httprate.Option{httprate.WithResponseHeaders(httprate.ResponseHeaders{
+		Limit:     hdrLimit,
+		Remaining: hdrRemaining,
+		Reset:     hdrReset,
+		// Retry-After and the increment header are set by this package.
+	})}
+	if cfg.RateCounter != nil {
+		opts = append(opts, httprate.WithLimitCounter(cfg.RateCounter))
+	}
+	s.limiter = httprate.NewRateLimiter(s.limit, s.window, opts...)
 	s.limitStr = itoa(s.limit)
 	s.policyStr = `"default";q=` + s.limitStr + `;w=` + itoa(int(s.window/time.Second))
 	s.routes()

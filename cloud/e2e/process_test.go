@@ -6,17 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 // bins holds the binaries TestMain builds.
@@ -53,34 +52,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback port nobody listens on.
-//
-// The relay is restarted on the same port, which stays free for seconds in
-// between; a port from the kernel's ephemeral range could meanwhile become
-// the source port of some other outgoing connection on the machine, and the
-// restart would fail. So the port is picked below that range.
-func freePort(t *testing.T) int {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
-	}
-	for range 100 {
-		port := 10000 + rand.IntN(low-10000)
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		return port
-	}
-	t.Fatalf("no free port below %d", low)
-	return 0
-}
+// freePort returns a loopback port nobody listens on, below the ephemeral
+// range: the relay is restarted on the same port.
+func freePort(t *testing.T) int { return testnet.FreePort(t) }
 
 // proc is a child process whose stderr goes to a log file (appended across
 // restarts) and is scanned for lines.

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-chi/httprate"
+
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/relaymetrics"
@@ -57,6 +59,7 @@ type extension struct {
 func extensions() []extension {
 	return []extension{
 		metricsExtension(),
+		redisExtension(),
 		webhookExtension(), // before the agent endpoint: stops after it
 		agentLinkExtension(),
 	}
@@ -81,6 +84,10 @@ type Main struct {
 	Observers       observerList
 	AlertObservers  alertObserverList
 	ConfigObservers configObserverList
+
+	// rateCounter holds the API's rate-limit counts when they are shared
+	// (set by the redis extension); nil counts in memory.
+	rateCounter httprate.LimitCounter
 
 	ready    *readiness
 	front    swapHandler
@@ -209,7 +216,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	apiServer := api.NewServer(api.Config{
 		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Auth: m.Store.Auth,
 		RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), Now: m.DB.Now,
-		Requests: m.Metrics.Requests(), Ready: m.ready.Ready,
+		Requests: m.Metrics.Requests(), Ready: m.ready.Ready, RateCounter: m.rateCounter,
 	})
 	mux.Handle("/", apiServer)
 	m.front.set(mux)

@@ -3,8 +3,10 @@
 // file is used as it is, except for the addresses a test must choose. Each
 // `bind` line listens on a free loopback port instead, the servers of the
 // backend become the test's relays (keeping the first server line's
-// options), the stats socket moves to a temporary directory, and logs go to
-// a file there.
+// options), the stats socket moves to a temporary directory, logs go to a
+// file there, and a global maxconn above what this machine's open-file
+// limit allows (haproxy needs two descriptors per connection) is lowered
+// to fit.
 package haproxytest
 
 import (
@@ -15,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,6 +113,10 @@ func rewrite(cfg, bind, socket string, servers []string) (string, error) {
 				continue // one frontend address in tests
 			}
 			line = "    bind " + bind
+		case len(f) == 2 && f[0] == "maxconn" && section == "global":
+			if n, err := strconv.Atoi(f[1]); err == nil && n > maxConnFit() {
+				line = fmt.Sprintf("    maxconn %d", maxConnFit())
+			}
 		case len(f) >= 2 && f[0] == "stats" && f[1] == "socket":
 			line = "    stats socket " + socket + " mode 600 level admin"
 		case len(f) >= 3 && f[0] == "server" && section == "backend":
@@ -129,6 +136,15 @@ func rewrite(cfg, bind, socket string, servers []string) (string, error) {
 		return "", fmt.Errorf("no frontend bind or no backend server line to replace")
 	}
 	return strings.Join(out, "\n"), nil
+}
+
+// maxConnFit is the largest maxconn this process's file limit holds.
+func maxConnFit() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 1000
+	}
+	return int(lim.Max-200) / 2
 }
 
 // Stop stops haproxy (SIGTERM; SIGKILL after 5s).

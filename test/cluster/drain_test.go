@@ -79,7 +79,7 @@ func TestDrainMovesAgentsToTheNextRelay(t *testing.T) {
 	cutoff := time.Now().Add(-time.Second)
 	for _, ag := range agents {
 		got := fleetproc.CheckSamples(t, api, ag.dev.ID, ag.Log, start, cutoff, 0)
-		if got < 8 {
+		if got < 5 {
 			t.Errorf("%s captured only %d samples", ag.Name, got)
 		}
 		t.Logf("%s: %d samples stored exactly once across two relays", ag.Name, got)

@@ -190,7 +190,9 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 					p.mu.Lock()
 					p.sendErr = "reopen failed: " + rerr.Error()
 					p.mu.Unlock()
-				} else {
+				} else if p.cfg.Tx.IntervalMs > 0 {
+					// A periodic tx resumes; a single send went out
+					// when its configuration applied.
 					p.startTx(*p.cfg)
 				}
 			}

@@ -82,6 +82,11 @@ type Port struct {
 	err    string
 	closed bool
 	writes int
+	// driven is set while the line is an output the port drove, to
+	// level: reading an output back is not portable (periph's Linux
+	// line turns itself into a pulled-up input to read).
+	driven bool
+	level  pgpio.Level
 }
 
 var _ hw.Port = (*Port)(nil)
@@ -161,11 +166,16 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 		}
 		lvl := p.opt.Pin.Read()
 		p.mu.Lock()
-		p.live, p.txOn, p.err = levelString(lvl), false, ""
+		p.live, p.txOn, p.err, p.driven = levelString(lvl), false, "", false
 		p.mu.Unlock()
 		go p.inputLoop(loopCtx, done, edges, lvl, time.Duration(c.DebounceMs)*time.Millisecond)
 	} else {
-		level := p.opt.Pin.Read()
+		p.mu.Lock()
+		driven, level := p.driven, p.level
+		p.mu.Unlock()
+		if !driven {
+			level = p.opt.Pin.Read()
+		}
 		if c.Tx.Enabled && c.Tx.Value == 1 {
 			level = pgpio.High
 		} else if c.Tx.Enabled {
@@ -206,6 +216,7 @@ func (p *Port) out(l pgpio.Level) error {
 	}
 	p.writes++
 	p.live, p.err = levelString(l), ""
+	p.driven, p.level = true, l
 	return nil
 }
 

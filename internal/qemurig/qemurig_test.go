@@ -186,13 +186,14 @@ func TestParseConsoleAndCheck(t *testing.T) {
 }
 
 func TestMachineArgs(t *testing.T) {
-	m := &Machine{QEMU: "qemu", Kernel: "/k", Initrd: "/i", CPUs: 2, Append: "quiet", Serial1Socket: "/tmp/s", ExtraArgs: ClassicCANArgs}
+	m := &Machine{QEMU: "qemu", Kernel: "/k", Initrd: "/i", CPUs: 2, Append: "quiet", Serial1Socket: "/tmp/s", ExtraArgs: CANArgs}
 	args := strings.Join(m.Args(), " ")
 	for _, want := range []string{
 		"-accel tcg", "-nographic", "-no-reboot", "-m 512M", "-smp 2", "-nic none",
 		"-append console=ttyS0 panic=-1 quiet",
 		"-chardev socket,id=ttyS1,path=/tmp/s,server=on,wait=on -serial chardev:ttyS1",
-		"-object can-bus,id=canbus0 -device kvaser_pci,canbus=canbus0",
+		"-object can-bus,id=canfd -device ctucan_pci,canbus0=canfd,canbus1=canfd",
+		"-object can-bus,id=canclassic -device kvaser_pci,canbus=canclassic",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("qemu args lack %q: %s", want, args)

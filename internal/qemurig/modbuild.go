@@ -476,6 +476,10 @@ func sourceTarball(ctx context.Context, dir, version string, log *slog.Logger) (
 // kernelSeries returns the upstream series ("6.1") of a Debian kernel
 // version ("6.1.192-2").
 func kernelSeries(version string) (string, error) {
+	if _, v, ok := strings.Cut(version, ":"); ok {
+		version = v // an epoch
+	}
+	version, _, _ = strings.Cut(version, "-")
 	parts := strings.SplitN(version, ".", 3)
 	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
 		return "", fmt.Errorf("kernel version %q has no major.minor", version)

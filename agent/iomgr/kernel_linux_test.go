@@ -41,7 +41,10 @@ func TestKernelAgentChannels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { chip.Remove() })
+	t.Cleanup(func() {
+		m.Close() // release the lines before the chip goes
+		chip.Remove()
+	})
 	if chip.Name != "gpiochip0" {
 		t.Fatalf("the simulator's chip is %s; the IG-500's gpio-1 is on gpiochip0", chip.Name)
 	}

@@ -518,7 +518,7 @@ func TestEditSource(t *testing.T) {
 	}
 }
 
-func TestKernelSeries(t *testing.T) {
+func TestSeriesOfAKernelVersion(t *testing.T) {
 	for v, want := range map[string]string{"6.1.192-2": "6.1", "6.12.57-1": "6.12", "1:7.0-1": "7.0"} {
 		if got, err := kernelSeries(v); err != nil || got != want {
 			t.Errorf("kernelSeries(%q) = %q, %v; want %q", v, got, err, want)
@@ -531,7 +531,7 @@ func TestKernelSeries(t *testing.T) {
 
 // The modules built from source load before the image's wanted ones, after
 // the image modules they need, and only with the image's vermagic.
-func TestKernelAddBuilt(t *testing.T) {
+func TestAddBuiltModules(t *testing.T) {
 	const vm = "6.1.0-56-amd64 SMP preempt mod_unload modversions "
 	newKernel := func() *Kernel {
 		return &Kernel{Dir: "/k", Vermagic: vm,

@@ -175,6 +175,7 @@ func runBench(ctx context.Context, args []string) error {
 		hbStop()
 		return err
 	}
+	cpu0, self0 := relay.cpuTime(), selfCPUTime()
 	w0 := time.Now()
 	time.Sleep(f.duration)
 	if err := stopProf(); err != nil {
@@ -183,6 +184,7 @@ func runBench(ctx context.Context, args []string) error {
 	s1, err := relay.stats()
 	g1 := b.sendStats()
 	window := time.Since(w0)
+	relayCPU, selfCPU := relay.cpuTime()-cpu0, selfCPUTime()-self0
 	probes := b.probeQuantiles()
 	hbStop()
 	wg.Wait()
@@ -198,6 +200,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	stored := s1.Link.Heartbeats - s0.Link.Heartbeats
 	rate := float64(stored) / window.Seconds()
+	relayPerHB, genPerHB := perHeartbeat(relayCPU, stored), perHeartbeat(selfCPU, stored)
 	readP50, readP99 := agentlink.Quantile(hist, 0.50), agentlink.Quantile(hist, 0.99)
 	// The target figure: from the time each agent sent its heartbeat to
 	// the commit, over every heartbeat sent in the window; heartbeats sent
@@ -260,6 +263,8 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf("    relay read to commit p99   %8.1f ms |            (p50 %.1f ms)\n", ms(readP99), ms(readP50))
 	fmt.Printf("    sender lag p99             %8.1f ms |            (p50 %.1f ms: send time behind each agent's even schedule)\n",
 		ms(agentlink.Quantile(lag, 0.99)), ms(agentlink.Quantile(lag, 0.50)))
+	fmt.Printf("  relay CPU per heartbeat      %8.1f µs |            (relay process CPU over the window / heartbeats stored; load generator %.1f µs)\n",
+		us(relayPerHB), us(genPerHB))
 	fmt.Printf("  relay writer busy            %8.0f %%  |            (of which commit %.0f %%; %s)\n", 100*busy, 100*commit, raisedThreads)
 	if psi, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
 		fmt.Printf("  box CPU pressure (PSI)       %s\n", strings.SplitN(string(psi), "\n", 2)[0])
@@ -272,7 +277,7 @@ func runBench(ctx context.Context, args []string) error {
 		drain.Seconds(), targetDrain.Seconds(), okMark(drain < targetDrain), n, spooledPerAgent)
 	fmt.Printf("  spooled samples stored       %8d | %d (exactly once)%s\n", stored12, n*spooledPerAgent, okMark(stored12 == int64(n*spooledPerAgent)))
 	if err := record(figures{agents: n, capped: capped, rss: rss, baseRSS: baseRSS, rssLoaded: rssLoaded, rate: rate, offered: float64(n) / f.interval.Seconds(), p50: p50, p99: p99,
-		stored: stored, drain: drain, spooled: stored12, spooledWant: int64(n * spooledPerAgent), heartbeatEvery: f.interval, measuring: f.duration}); err != nil {
+		stored: stored, relayCPU: relayPerHB, genCPU: genPerHB, drain: drain, spooled: stored12, spooledWant: int64(n * spooledPerAgent), heartbeatEvery: f.interval, measuring: f.duration}); err != nil {
 		return err
 	}
 	if stored12 != int64(n*spooledPerAgent) {
@@ -325,6 +330,25 @@ func okMark(ok bool) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// perHeartbeat is cpu shared out over n heartbeats (0 when none).
+func perHeartbeat(cpu time.Duration, n int64) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return cpu / time.Duration(n)
+}
+
+// selfCPUTime is the user and system CPU time this process used so far.
+func selfCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // createDevices registers n IG-500 devices in one transaction and returns
 // their tokens.
@@ -444,6 +468,20 @@ func (p *relayProc) rss() (int64, error) {
 		return 0, err
 	}
 	return int64(st.ResidentMemory()), nil
+}
+
+// cpuTime is the user and system CPU time the relay process used so far
+// (0 when it cannot be read).
+func (p *relayProc) cpuTime() time.Duration {
+	proc, err := procfs.NewProc(p.cmd.Process.Pid)
+	if err != nil {
+		return 0
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return 0
+	}
+	return time.Duration(st.CPUTime() * float64(time.Second))
 }
 
 func (p *relayProc) stats() (relayStats, error) {

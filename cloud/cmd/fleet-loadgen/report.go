@@ -25,7 +25,8 @@ type figures struct {
 	rss, baseRSS, rssLoaded   int64 // relay RSS in bytes: all agents idle, before any, under load
 	rate, offered             float64
 	p50, p99                  time.Duration
-	stored                    int64 // heartbeats stored in the window
+	stored                    int64         // heartbeats stored in the window
+	relayCPU, genCPU          time.Duration // CPU per heartbeat stored in the window: relay process, load generator
 	drain                     time.Duration
 	spooled, spooledWant      int64
 	heartbeatEvery, measuring time.Duration
@@ -50,6 +51,8 @@ func record(f figures) error {
 		{Area: "agent link", Figure: "heartbeat-to-stored p99", Unit: "ms", Measured: ms(f.p99),
 			Target: &benchreport.Target{Op: benchreport.Below, Value: ms(targetHBP99)},
 			Notes:  "p50 " + num(ms(f.p50), "ms")},
+		{Area: "agent link", Figure: "relay CPU per heartbeat stored", Unit: "µs", Measured: us(f.relayCPU),
+			Notes: fmt.Sprintf("for information: relay process CPU (user + system) over the measured window / heartbeats stored in it; load generator %s", num(us(f.genCPU), "µs"))},
 		{Area: "agent link", Figure: "reconnect storm drained (every agent flushing an hour of metrics)", Unit: "s", Measured: f.drain.Seconds(),
 			Target: &benchreport.Target{Op: benchreport.Below, Value: targetDrain.Seconds()},
 			Notes:  fmt.Sprintf("relay restart to last ack; %s of %s spooled samples stored exactly once", num(float64(f.spooled), ""), num(float64(f.spooledWant), ""))},
@@ -67,7 +70,7 @@ func record(f figures) error {
 		rows[3].Error = "no heartbeat stored in the measured window"
 	}
 	if f.spooled != f.spooledWant {
-		rows[4].Error = fmt.Sprintf("stored %d spooled samples, want %d", f.spooled, f.spooledWant)
+		rows[5].Error = fmt.Sprintf("stored %d spooled samples, want %d", f.spooled, f.spooledWant)
 	}
 	return benchreport.Record(rows...)
 }

@@ -76,7 +76,7 @@ func TestQEMURig(t *testing.T) {
 		Require: []string{
 			"github.com/fleet/fleet/agent/vpnwatch",
 			"github.com/fleet/fleet/hw/canfd",
-			"github.com/fleet/fleet/hw/qemurig/guesttest",
+			"github.com/fleet/fleet/internal/qemurig/guesttest",
 		},
 		Env: map[string]string{
 			"FLEET_MODBUS_DEVICE":         "/dev/ttyS1",

@@ -19,9 +19,11 @@ import (
 	"time"
 )
 
-// bins holds the binaries TestMain builds.
+// bins holds the binaries TestMain builds: agentJSON is fleet-agent built
+// with the fleet_json_only tag, which behaves as agents from before CBOR
+// (it offers no codec in its hello and speaks JSON throughout).
 var bins struct {
-	dir, relay, agent string
+	dir, relay, agent, agentJSON string
 }
 
 func TestMain(m *testing.M) {
@@ -33,14 +35,17 @@ func TestMain(m *testing.M) {
 	bins.dir = dir
 	bins.relay = filepath.Join(dir, "fleet-relay")
 	bins.agent = filepath.Join(dir, "fleet-agent")
+	bins.agentJSON = filepath.Join(dir, "fleet-agent-json-only")
 	for _, b := range []struct {
 		out, pkg string
 		cgo      string
+		tags     string
 	}{
-		{bins.relay, "github.com/fleet/fleet/cloud/cmd/fleet-relay", "1"},
-		{bins.agent, "github.com/fleet/fleet/agent/cmd/fleet-agent", "0"},
+		{bins.relay, "github.com/fleet/fleet/cloud/cmd/fleet-relay", "1", ""},
+		{bins.agent, "github.com/fleet/fleet/agent/cmd/fleet-agent", "0", ""},
+		{bins.agentJSON, "github.com/fleet/fleet/agent/cmd/fleet-agent", "0", "fleet_json_only"},
 	} {
-		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+		cmd := exec.Command("go", "build", "-tags", b.tags, "-o", b.out, b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: go build %s: %v\n%s", b.pkg, err, out)

@@ -33,13 +33,6 @@ const (
 // wrong secrets leaves the other half to requests whose keys are cached.
 func MaxHashChecks() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
-// Versioned is implemented by key services that can tell cheaply whether
-// anything was committed since an earlier call (the SQLite store's
-// DataVersion): equal numbers mean a key row read at the first is current.
-type Versioned interface {
-	DataVersion(ctx context.Context) (uint64, error)
-}
-
 // Authenticator verifies bearer keys against a cloud.KeyService. The secret
 // is checked with bcrypt the first time a whole key is seen; the outcome is
 // cached under the key's SHA-256 sum (never the key itself). A key naming
@@ -48,9 +41,10 @@ type Versioned interface {
 // MaxHashChecks comparisons run at once, and a key id with MaxFailures
 // failures in FailureWindow runs none until the window ends. Revocation and
 // expiry are checked on every call, so a revoked key is refused on its very
-// next request, even when another process (the admin CLI) revoked it: the
-// key's row is read on every call, or, when the key service is Versioned,
-// kept until the store's data version changes (any commit, by any process).
+// next request, even when another process (the admin CLI, another relay)
+// revoked it: the key's row is read on every call, or, when the key service
+// is also a cloud.Versioner (the store contract's data version), kept until
+// that version changes (any commit, by any process).
 type Authenticator struct {
 	keys cloud.KeyService
 	now  cloud.Now
@@ -73,7 +67,7 @@ type Authenticator struct {
 	refused  map[[32]byte]cacheEntry
 	inflight map[[32]byte]*verifyCall
 	// rows holds key rows by id with the data version they were read at
-	// (Versioned key services only).
+	// (key services that are a cloud.Versioner only).
 	rows map[string]keyRow
 	// failures counts failed verifications per key id (fixed windows of
 	// FailureWindow), bounded like the caches.
@@ -170,7 +164,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.AP
 // version has not changed since it was read, else from the store. The
 // returned key is shared; callers must not modify it.
 func (a *Authenticator) keyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
-	vs, ok := a.keys.(Versioned)
+	vs, ok := a.keys.(cloud.Versioner)
 	if !ok {
 		return a.keys.KeyByID(ctx, id)
 	}

@@ -18,7 +18,7 @@ var _ cloud.KeyService = (*DB)(nil)
 // expiresIn 0 means the key never expires. It returns the stored key and the
 // full key string, which exists nowhere else afterwards.
 func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string, expiresIn time.Duration) (*cloud.APIKey, string, error) {
-	name, err := checkName("name", name)
+	name, err := cloud.ValidName("name", name)
 	if err != nil {
 		return nil, "", err
 	}

@@ -704,3 +704,22 @@ func TestUndecodableSpoolRecordDroppedInCBOR(t *testing.T) {
 		t.Fatalf("refused %v, codecs %v", refused, r.codecs)
 	}
 }
+
+// TestInvalidUTF8ReachesTheRelayReplaced: a channel's live value with
+// invalid UTF-8 (a serial line's bytes) reaches a relay speaking CBOR with
+// U+FFFD in their place, as JSON's encoder does, instead of a message the
+// relay's decoder refuses on every reconnect.
+func TestInvalidUTF8ReachesTheRelayReplaced(t *testing.T) {
+	r := newRelay(t)
+	startLink(t, r, nil, func(o *Options) {
+		o.Heartbeat = func() protocol.Heartbeat {
+			return protocol.Heartbeat{Status: resource.StatusOnline, Channels: []protocol.ChannelState{{ID: "uart-1", Live: "ok \xff\xfebad"}}}
+		}
+	})
+	eventually(t, "a heartbeat", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.heartbeats) > 0 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if got := r.heartbeats[0].Channels[0].Live; got != "ok \uFFFDbad" || r.codecs[0] != protocol.CBOR {
+		t.Errorf("live %q over %v", got, r.codecs)
+	}
+}

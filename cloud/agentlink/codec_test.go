@@ -127,3 +127,45 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 		}
 	})
 }
+
+// FuzzConnDecoder decodes two CBOR messages with one connection's decoder,
+// as a connection reads them: the second must decode to what a fresh
+// decode gives, whatever the first left in the reused heartbeat, and
+// neither may panic (seeds: testdata/fuzz/FuzzConnDecoder).
+func FuzzConnDecoder(f *testing.F) {
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		var d decoder
+		d.decode(protocol.CBOR, first)
+		got, err := d.decode(protocol.CBOR, second)
+		var want protocol.Message
+		wantErr := protocol.CBOR.Unmarshal(second, &want)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("after another message: error %v, fresh decode: %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		// decoder.decode returns a heartbeat for the heartbeat type only,
+		// an empty one when the message has none.
+		switch {
+		case want.Type != protocol.TypeHeartbeat:
+			want.Heartbeat = nil
+		case want.Heartbeat == nil:
+			want.Heartbeat = &protocol.Heartbeat{}
+		}
+		if got.Heartbeat != nil && len(got.Heartbeat.Channels) == 0 && want.Heartbeat != nil && len(want.Heartbeat.Channels) == 0 {
+			got.Heartbeat.Channels = want.Heartbeat.Channels
+		}
+		if g, w := dumpCBOR(t, got), dumpCBOR(t, want); g != w {
+			t.Fatalf("after another message:\n got %x\nwant %x", g, w)
+		}
+	})
+}
+
+func dumpCBOR(t *testing.T, m protocol.Message) string {
+	b, err := protocol.CBOR.Marshal(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -115,13 +115,17 @@ type channelConfigCBOR struct {
 	Config json.RawMessage `cbor:"2,keyasint,omitempty"`
 }
 
-// MarshalCBOR implements cbor.Marshaler.
+// MarshalCBOR implements cbor.Marshaler; a zero configuration is left out.
 func (c ChannelConfig) MarshalCBOR() ([]byte, error) {
-	cfg, err := json.Marshal(c.Config)
-	if err != nil {
-		return nil, err
+	v := channelConfigCBOR{ID: c.ID}
+	if !c.Config.IsZero() {
+		cfg, err := json.Marshal(c.Config)
+		if err != nil {
+			return nil, err
+		}
+		v.Config = cfg
 	}
-	return cborEnc.Marshal(channelConfigCBOR{ID: c.ID, Config: cfg})
+	return cborEnc.Marshal(v)
 }
 
 // UnmarshalCBOR implements cbor.Unmarshaler; the configuration is decoded

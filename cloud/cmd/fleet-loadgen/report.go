@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/bench/benchreport"
+	"github.com/fleet/fleet/shared/protocol"
 )
 
 // fdReserve is the descriptors each process (load generator and relay)
@@ -30,6 +31,7 @@ type figures struct {
 	drain                     time.Duration
 	spooled, spooledWant      int64
 	heartbeatEvery, measuring time.Duration
+	codec                     protocol.Codec // what the agents spoke
 }
 
 // record writes the figures as report rows beside the targets runBench
@@ -66,6 +68,13 @@ func record(f figures) error {
 		rows[1].Figure, rows[1].Target = "relay RSS, this host's agents (scaled to 20,000)", nil
 		rows[1].Notes = "for information: " + rows[1].Notes
 	}
+	if f.codec == protocol.CBOR {
+		// The rows above have measured agents speaking JSON since the
+		// benchmark began; those of current agents stand beside them.
+		for i := range rows {
+			rows[i].Figure += cborSuffix
+		}
+	}
 	if f.stored == 0 {
 		rows[3].Error = "no heartbeat stored in the measured window"
 	}
@@ -74,6 +83,9 @@ func record(f figures) error {
 	}
 	return benchreport.Record(rows...)
 }
+
+// cborSuffix marks the figures of a run whose agents speak CBOR.
+const cborSuffix = " (CBOR agents)"
 
 // num is a figure as the report prints it ("1,364 MiB").
 func num(v float64, unit string) string { return benchreport.FormatValue(v, unit) }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -283,4 +285,41 @@ func FuzzCBORDecode(f *testing.F) {
 			t.Fatalf("CBOR and JSON read different values:\nCBOR %s\nJSON %s", a, b)
 		}
 	})
+}
+
+// TestDocumentedExamples: every JSON example of docs/protocol.md decodes,
+// reads the same through CBOR, and the sizes the page gives for its
+// heartbeat are those of the two codecs.
+func TestDocumentedExamples(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```json\n(.*?)```").FindAllSubmatch(doc, -1)
+	var heartbeat *Message
+	for _, b := range blocks {
+		var fromJSON Message
+		if err := JSON.Unmarshal(b[1], &fromJSON); err != nil {
+			t.Fatalf("example does not decode: %v\n%s", err, b[1])
+		}
+		cb, err := CBOR.Marshal(&fromJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fromCBOR Message
+		if err := CBOR.Unmarshal(cb, &fromCBOR); err != nil || !reflect.DeepEqual(fromJSON, fromCBOR) {
+			t.Errorf("example reads differently through CBOR (%v):\n%s\n%s", err, dump(fromJSON), dump(fromCBOR))
+		}
+		if fromJSON.Type == TypeHeartbeat {
+			heartbeat = &fromJSON
+		}
+	}
+	if len(blocks) < 7 || heartbeat == nil {
+		t.Fatalf("%d examples found, no heartbeat among them", len(blocks))
+	}
+	js, _ := JSON.Marshal(heartbeat)
+	cb, _ := CBOR.Marshal(heartbeat)
+	if want := fmt.Sprintf("The heartbeat of the example below is %d bytes in CBOR, %d in JSON.", len(cb), len(js)); !strings.Contains(strings.Join(strings.Fields(string(doc)), " "), want) {
+		t.Errorf("docs/protocol.md should say: %s", want)
+	}
 }

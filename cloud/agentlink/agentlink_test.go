@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -551,7 +553,7 @@ func TestShutdownClosesWithShutdownCode(t *testing.T) {
 		done <- e.srv.Shutdown(ctx)
 	}()
 	ce := a.expectClose(5 * time.Second)
-	if ce.Code != protocol.CloseShutdown {
+	if ce.Code != protocol.CloseServiceRestart {
 		t.Errorf("close = %d %q", ce.Code, ce.Reason)
 	}
 	if err := <-done; err != nil {
@@ -857,5 +859,77 @@ func TestCodecNegotiation(t *testing.T) {
 	}
 	if !strings.Contains(e.logs.String(), "codec=cbor") || !strings.Contains(e.logs.String(), "codec=json") {
 		t.Errorf("the agent online lines do not name the codec:\n%s", e.logs.String())
+	}
+}
+
+// dialFrom dials the endpoint from a given loopback source address.
+func (e *env) dialFrom(src, token string) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	client := &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	h := http.Header{"Authorization": {"Bearer " + token}}
+	ws, resp, err := websocket.Dial(ctx, e.url(), &websocket.DialOptions{HTTPClient: client, HTTPHeader: h, Subprotocols: []string{protocol.Subprotocol}})
+	if err == nil {
+		ws.CloseNow()
+	}
+	return resp, err
+}
+
+// TestRefusalsRateLimitedAndLogsAggregated floods the endpoint with bad
+// tokens from one address: after RefusalLimit refusals it answers 429 with
+// Retry-After (without looking the token up), the log holds one line for
+// that address plus one summary with the count, and an agent on another
+// address connects meanwhile.
+func TestRefusalsRateLimitedAndLogsAggregated(t *testing.T) {
+	e := newEnv(t, func(c *agentlink.Config) { c.RefusalLimit = 5; c.RefusalLogInterval = 200 * time.Millisecond })
+	_, tok := e.addDevice("IG-500")
+	var s401, s429 int
+	for i := 0; i < 60; i++ {
+		resp, err := e.dialFrom("127.0.0.2", "fleet_dt_wrong"+strconv.Itoa(i))
+		if err == nil || resp == nil {
+			t.Fatalf("bad token %d: %v", i, err)
+		}
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			s401++
+		case http.StatusTooManyRequests:
+			s429++
+			if resp.Header.Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+		default:
+			t.Fatalf("bad token %d: status %d", i, resp.StatusCode)
+		}
+	}
+	if s401 != 5 || s429 != 55 {
+		t.Errorf("401s %d, 429s %d; want 5 and 55", s401, s429)
+	}
+	if resp, err := e.dialFrom("127.0.0.3", tok); err != nil {
+		t.Errorf("a good agent on another address: %v (%v)", err, resp)
+	}
+	summaries := func() (lines, total int) {
+		for _, line := range strings.Split(e.logs.String(), "\n") {
+			if !strings.Contains(line, `msg="agent refusals"`) {
+				continue
+			}
+			lines++
+			i := strings.Index(line, " count=")
+			n, _ := strconv.Atoi(strings.Fields(line[i+len(" count="):])[0])
+			total += n
+		}
+		return lines, total
+	}
+	eventually(t, 3*time.Second, func() string {
+		if _, total := summaries(); total != 60 {
+			return fmt.Sprintf("summaries count %d refusals, want 60:\n%s", total, e.logs.String())
+		}
+		return ""
+	})
+	if n := strings.Count(e.logs.String(), `msg="agent refused"`); n != 1 {
+		t.Errorf("%d individual refusal lines for one address, want 1:\n%s", n, e.logs.String())
+	}
+	if lines, _ := summaries(); lines > 2 {
+		t.Errorf("%d summary lines for one burst", lines)
 	}
 }

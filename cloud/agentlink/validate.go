@@ -27,10 +27,6 @@ var earliestRecord = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const maxFutureSkew = 24 * time.Hour
 
-// MaxSeq is the highest record sequence number the relay accepts (2^63-1,
-// the stores' signed 64-bit integer); a record above it is a protocol error.
-const MaxSeq = math.MaxInt64
-
 // storedDeadlineBeats is how many heartbeat intervals ahead the stored
 // deadline is set (refreshed when fewer than three remain). The relay holding
 // the connection takes a silent device OFFLINE after exactly three
@@ -152,7 +148,7 @@ func finiteIn(v, lo, hi float64) bool {
 func validateRecords(items []protocol.Record, now time.Time) error {
 	var prev uint64
 	for i, r := range items {
-		if r.Seq > MaxSeq {
+		if r.Seq > protocol.MaxSeq {
 			return protoErr("records.items[%d].seq %d is above the protocol's bound 2^63-1", i, r.Seq)
 		}
 		if r.Seq == 0 || r.Seq <= prev {

@@ -220,6 +220,7 @@ func TestCBORDifferencesFromJSON(t *testing.T) {
 		{"nested too deep", append([]byte{0xa2, 0x01, 0x63, 'a', 'c', 'k', 0x07}, deep...), "exceeded max nested level"},
 		{"array over 4096 elements", many, "exceeded max number of elements"},
 		{"trailing bytes", []byte{0xa1, 0x01, 0x63, 'a', 'c', 'k', 0x00}, "extraneous data"},
+		{"a time after year 9999", []byte{0xa2, 0x01, 0x63, 'a', 'c', 'k', 0x03, 0xa1, 0x01, 0xc1, 0x1b, 0x00, 0x00, 0x00, 0x3a, 0xff, 0xf4, 0x41, 0x80}, "outside years 0001 to 9999"},
 		{"a time that is not tag 0 or 1", []byte{0xa2, 0x01, 0x63, 'a', 'c', 'k', 0x03, 0xa1, 0x01, 0x1a, 0x60, 0x00, 0x00, 0x00}, "cbor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

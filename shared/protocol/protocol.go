@@ -37,6 +37,10 @@ const (
 	MaxChannels = 64
 	// MaxEventDataBytes bounds an event's data object.
 	MaxEventDataBytes = 8 << 10
+	// MaxSeq bounds record sequence numbers (2^63-1: the relay's stores
+	// keep them as signed 64-bit integers); a record above it is a
+	// protocol error, and an agent's spool never numbers one above it.
+	MaxSeq = 1<<63 - 1
 )
 
 // Message types. Agent to relay: Hello (first, exactly once), Heartbeat,
@@ -58,7 +62,11 @@ const (
 	CloseTooLarge      = 4001 // message over MaxMessageBytes or a batch over MaxBatch
 	CloseUnauthorized  = 4003 // token unknown or revoked (also sent as HTTP 401 before the upgrade)
 	CloseReplaced      = 4009 // a newer connection of the same device took over
-	CloseShutdown      = 4010 // relay shutting down; reconnect with backoff
+	CloseShutdown      = 4010 // relay shutting down (relays before 1012 was used); reconnect with backoff
+	// CloseServiceRestart (websocket's 1012, "service restart") is sent by
+	// a draining relay (SIGTERM): reconnect at once, to the next relay URL
+	// when the agent has several.
+	CloseServiceRestart = 1012
 )
 
 // Message is the envelope of every frame; Type selects which of the other
@@ -239,4 +247,9 @@ const (
 	// EventSpoolDropped reports records the agent dropped from its spool
 	// (size or age bound) before the relay stored them; data {"count": n}.
 	EventSpoolDropped = "spool.dropped"
+	// EventSpoolQuarantined reports a spool segment the agent repaired at
+	// start because it held corrupt bytes or records out of sequence; the
+	// original is kept aside. Data: {"segment", "quarantine",
+	// "disordered", "corruptBytes"}.
+	EventSpoolQuarantined = "spool.quarantined"
 )

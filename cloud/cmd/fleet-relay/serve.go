@@ -53,6 +53,7 @@ func extensions() []extension {
 		metricsExtension(),
 		webhookExtension(), // before the agent endpoint: stops after it
 		agentLinkExtension(),
+		panelExtension(),
 	}
 }
 

@@ -80,7 +80,8 @@ type User struct {
 	Role         Role
 	PasswordHash string    // argon2id, PHC string format (package password)
 	DisabledAt   time.Time // zero: active
-	// PasswordChangedAt ends every session signed in before it.
+	// PasswordChangedAt ends every session signed in before it; zero when
+	// the password was never changed.
 	PasswordChangedAt time.Time
 	CreatedAt         time.Time
 }
@@ -121,8 +122,7 @@ type UserService interface {
 // session. It is the store behind the panel's session manager.
 type SessionStore interface {
 	FindSession(ctx context.Context, tokenHash string) (data []byte, found bool, err error)
-	// CommitSession inserts or replaces the session. A store may skip a
-	// write that changes nothing but moves the expiry by under a minute.
+	// CommitSession inserts or replaces the session.
 	CommitSession(ctx context.Context, tokenHash string, data []byte, expiry time.Time) error
 	DeleteSession(ctx context.Context, tokenHash string) error
 	// DeleteExpiredSessions removes sessions expired before now.

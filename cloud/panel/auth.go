@@ -74,9 +74,8 @@ func (st sessionStore) Commit(token string, b []byte, expiry time.Time) error {
 
 func (st sessionStore) Delete(token string) error { return st.DeleteCtx(context.Background(), token) }
 
-// jsonCodec encodes sessions as JSON: deterministic (sorted keys), so that
-// an unchanged session encodes to the same bytes and the store can skip
-// rewriting it. Values are strings only.
+// jsonCodec encodes sessions as JSON, readable in either store's table and
+// by any relay version. Values are strings only.
 type jsonCodec struct{}
 
 type sessionJSON struct {
@@ -130,7 +129,8 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request) (cloud.User, b
 		return cloud.User{}, false
 	}
 	since, _ := strconv.ParseInt(s.sessions.GetString(ctx, sessSignedIn), 10, 64)
-	if err != nil || u.Disabled() || u.PasswordChangedAt.UnixMilli() > since {
+	changed := !u.PasswordChangedAt.IsZero() && u.PasswordChangedAt.UnixMilli() >= since
+	if err != nil || u.Disabled() || changed {
 		if err := s.sessions.Destroy(ctx); err != nil {
 			s.fail(w, r, nil, err)
 			return cloud.User{}, false

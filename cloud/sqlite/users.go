@@ -28,14 +28,14 @@ const userColumns = `id, org_id, email, role, password_hash, disabled_at, passwo
 func scanUser(sc interface{ Scan(...any) error }) (cloud.User, error) {
 	var u cloud.User
 	var role string
-	var disabled sql.NullInt64
-	var changed, created int64
+	var disabled, changed sql.NullInt64
+	var created int64
 	if err := sc.Scan(&u.ID, &u.OrgID, &u.Email, &role, &u.PasswordHash, &disabled, &changed, &created); err != nil {
 		return u, err
 	}
 	u.Role = cloud.Role(role)
 	u.DisabledAt = MsTime(disabled)
-	u.PasswordChangedAt = time.UnixMilli(changed).UTC()
+	u.PasswordChangedAt = MsTime(changed)
 	u.CreatedAt = time.UnixMilli(created).UTC()
 	return u, nil
 }
@@ -56,7 +56,7 @@ func (s *UserService) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.U
 		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
 	}
 	now := s.db.Now().UTC().Truncate(time.Millisecond)
-	u := cloud.User{ID: ids.New(), OrgID: nu.OrgID, Email: email, Role: nu.Role, PasswordHash: nu.PasswordHash, PasswordChangedAt: now, CreatedAt: now}
+	u := cloud.User{ID: ids.New(), OrgID: nu.OrgID, Email: email, Role: nu.Role, PasswordHash: nu.PasswordHash, CreatedAt: now}
 	err = s.db.WriteTx(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM orgs WHERE id = ?`, u.OrgID).Scan(&n); err != nil {
@@ -71,8 +71,8 @@ func (s *UserService) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.U
 		if n > 0 {
 			return cloud.Errorf(cloud.ECONFLICT, "a user with email %q already exists", email)
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO users (`+userColumns+`) VALUES (?, ?, ?, ?, ?, NULL, ?, ?)`,
-			u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, now.UnixMilli(), now.UnixMilli())
+		_, err := tx.ExecContext(ctx, `INSERT INTO users (`+userColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)`,
+			u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, now.UnixMilli())
 		return err
 	})
 	if err != nil {
@@ -243,12 +243,10 @@ func (s *UserService) FindSession(ctx context.Context, tokenHash string) ([]byte
 	return data, true, nil
 }
 
-// CommitSession inserts or replaces a session; a commit that changes no data
-// and moves the expiry by under a minute writes nothing.
+// CommitSession inserts or replaces a session.
 func (s *UserService) CommitSession(ctx context.Context, tokenHash string, data []byte, expiry time.Time) error {
 	_, err := s.db.W.ExecContext(ctx, `INSERT INTO sessions (token_hash, data, expires_at) VALUES (?, ?, ?)
-		ON CONFLICT (token_hash) DO UPDATE SET data = excluded.data, expires_at = excluded.expires_at
-		WHERE sessions.data != excluded.data OR excluded.expires_at - sessions.expires_at >= 60000 OR excluded.expires_at < sessions.expires_at`,
+		ON CONFLICT (token_hash) DO UPDATE SET data = excluded.data, expires_at = excluded.expires_at`,
 		tokenHash, data, expiry.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("sqlite: commit session: %w", err)

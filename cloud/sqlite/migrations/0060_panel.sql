@@ -9,7 +9,7 @@ CREATE TABLE users (
     role                TEXT NOT NULL,          -- OWNER, ADMIN, MEMBER, VIEWER
     password_hash       TEXT NOT NULL,          -- argon2id, PHC string
     disabled_at         INTEGER,                -- NULL: active
-    password_changed_at INTEGER NOT NULL,       -- ends sessions signed in before it
+    password_changed_at INTEGER,                -- ends sessions signed in before it; NULL: never changed
     created_at          INTEGER NOT NULL
 );
 CREATE INDEX users_org ON users(org_id, created_at, id);

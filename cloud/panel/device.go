@@ -42,8 +42,9 @@ type deviceData struct {
 	Device  resource.DeviceDetail
 	Ranges  []rangeLink
 	Range   string
-	Metrics string // chart data, JSON (see metricsJSON)
-	Samples int
+	Metrics  string // chart data, JSON (see metricsJSON)
+	Samples  int
+	From, To int64 // the charts' window, Unix seconds
 
 	Events         []resource.Event
 	EventType      string
@@ -92,6 +93,8 @@ func (s *Server) deviceData(ctx context.Context, rq *request, id string, q url.V
 		v.Set("range", cr.Name)
 		d.Ranges = append(d.Ranges, rangeLink{Name: cr.Name, URL: base + "?" + v.Encode() + "#charts", Active: cr.Name == d.Range})
 	}
+	d.To = s.now().Unix()
+	d.From = d.To - int64(span/time.Second)
 	samples, err := s.samples(ctx, org, dev.ID, span)
 	if err != nil {
 		return nil, err

@@ -39,9 +39,9 @@ type rangeLink struct {
 }
 
 type deviceData struct {
-	Device  resource.DeviceDetail
-	Ranges  []rangeLink
-	Range   string
+	Device   resource.DeviceDetail
+	Ranges   []rangeLink
+	Range    string
 	Metrics  string // chart data, JSON (see metricsJSON)
 	Samples  int
 	From, To int64 // the charts' window, Unix seconds

@@ -185,6 +185,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("fleet-agent starting", "version", Version, "config", a.cfg.String())
 	a.event(protocol.EventAgentStarted, resource.SeverityInfo, fmt.Sprintf("fleet-agent %s started", Version),
 		map[string]any{"version": Version, "model": a.cfg.Model, "hw": a.cfg.HW, "firmwareVersion": a.cfg.FirmwareVersion})
+	a.reportQuarantined()
 
 	if a.prom != nil {
 		srv, err := a.prom.Listen(a.cfg.MetricsListen, a.log.With("component", "metrics-server"))
@@ -299,6 +300,17 @@ func (a *Agent) reportDropped() {
 		a.event(protocol.EventSpoolDropped, resource.SeverityWarning,
 			fmt.Sprintf("%d records dropped from the spool before the relay stored them (size or age bound)", n),
 			map[string]any{"count": n})
+	}
+}
+
+// reportQuarantined reports the spool segments repaired when the spool was
+// opened (corrupt bytes or records out of sequence).
+func (a *Agent) reportQuarantined() {
+	for _, q := range a.spool.TakeQuarantined() {
+		a.event(protocol.EventSpoolQuarantined, resource.SeverityWarning,
+			fmt.Sprintf("spool segment %s repaired at start: %d records out of sequence and %d corrupt bytes removed (original kept as %s)",
+				q.Segment, q.Disordered, q.CorruptBytes, filepath.Base(q.Path)),
+			map[string]any{"segment": q.Segment, "quarantine": filepath.Base(q.Path), "disordered": q.Disordered, "corruptBytes": q.CorruptBytes})
 	}
 }
 

@@ -222,3 +222,46 @@ func TestSpoolDroppedEvent(t *testing.T) {
 		t.Fatalf("newest kept event is %v", last)
 	}
 }
+
+// A spool segment tampered with while the agent was stopped (records
+// repeating earlier numbers) is repaired at start and reported as
+// spool.quarantined; every original record reaches the relay once.
+func TestSpoolQuarantinedEvent(t *testing.T) {
+	r := relaystub.Start("tok-123")
+	defer r.Close()
+	cfg := testConfig(t, r.URL, t.TempDir())
+	a, err := New(cfg, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		a.event(protocol.EventSerialError, resource.SeverityError, "offline", map[string]any{"i": i})
+	}
+	a.closeParts()
+	dir := filepath.Join(cfg.StateDir, "spool")
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if len(segs) != 1 {
+		t.Fatalf("segments %v", segs)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A later segment holding a copy of the same records (the same
+	// numbers): Read would return each twice.
+	if err := os.WriteFile(filepath.Join(dir, "00000000000000000100.seg"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runAgent(t, cfg)
+	waitFor(t, "spool.quarantined", func() bool { return len(r.Events(protocol.EventSpoolQuarantined)) == 1 })
+	var data map[string]any
+	json.Unmarshal(r.Events(protocol.EventSpoolQuarantined)[0].Data, &data)
+	if data["disordered"] != float64(5) || data["segment"] != "00000000000000000100.seg" {
+		t.Errorf("spool.quarantined data %v", data)
+	}
+	waitFor(t, "the five events", func() bool { return len(r.Events(protocol.EventSerialError)) >= 5 })
+	time.Sleep(200 * time.Millisecond)
+	if n := len(r.Events(protocol.EventSerialError)); n != 5 {
+		t.Errorf("%d serial.error events stored, want 5", n)
+	}
+}

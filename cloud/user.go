@@ -249,3 +249,16 @@ type WebhookAdmin interface {
 	// RedeliverOrgWebhook queues a copy of delivery id and returns its id.
 	RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error)
 }
+
+// PanelStore is what the panel and the user subcommands need from a store
+// beside Store: users, sessions, the fleet page's reads, API keys with
+// their creator and last use, and the webhook settings. Each store package
+// provides one for its open store (the shared suite in cloud/storetest
+// holds its behaviour).
+type PanelStore interface {
+	UserService
+	SessionStore
+	FleetView
+	KeyAdmin
+	WebhookAdmin
+}

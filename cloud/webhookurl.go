@@ -11,8 +11,9 @@ const MaxWebhookURLLength = 2048
 
 // ValidateWebhookURL checks the syntax policy for a customer's webhook URL:
 // at most MaxWebhookURLLength bytes, an absolute https URL with a host, no
-// credentials (userinfo), and no fragment. It returns an EINVALID *Error
-// naming field. Where the URL may point (loopback, private and metadata
+// credentials (userinfo), no IPv6 zone (https://[fe80::1%25eth0]/ names an
+// interface of the relay's host), and no fragment. It returns an EINVALID
+// *Error naming field. Where the URL may point (loopback, private and metadata
 // addresses) is checked by the webhook sender when it dials, on the
 // resolved address.
 func ValidateWebhookURL(field, raw string) error {
@@ -37,6 +38,9 @@ func ValidateWebhookURL(field, raw string) error {
 	}
 	if u.Hostname() == "" || u.Opaque != "" {
 		return Errorf(EINVALID, "%s must have a host", field)
+	}
+	if strings.Contains(u.Host, "%") {
+		return Errorf(EINVALID, "%s must not carry an IPv6 zone", field)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {

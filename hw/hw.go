@@ -8,6 +8,8 @@ package hw
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/serialcfg"
@@ -37,4 +39,47 @@ type Backend interface {
 	Open(ctx context.Context, ch catalog.Channel, device string, cfg serialcfg.Config) (Port, error)
 	// Present reports whether device exists now.
 	Present(ch catalog.Channel, device string) bool
+}
+
+// Repeat calls send every interval until ctx ends, the schedule of a
+// channel's periodic tx after its first send; with interval 0 (a single
+// send) it returns at once.
+func Repeat(ctx context.Context, interval time.Duration, send func()) {
+	if interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			send()
+		}
+	}
+}
+
+// CheckConfig returns an error, prefixed with who ("modbus /dev/ttyS2"),
+// unless cfg is a valid configuration of kind, the channel's group.
+func CheckConfig(who, kind string, cfg serialcfg.Config) error {
+	var v interface{ Validate() error }
+	switch {
+	case cfg.Kind != kind:
+	case kind == serialcfg.KindRS485 && cfg.RS485 != nil:
+		v = cfg.RS485
+	case kind == serialcfg.KindUART && cfg.UART != nil:
+		v = cfg.UART
+	case kind == serialcfg.KindCANFD && cfg.CANFD != nil:
+		v = cfg.CANFD
+	case kind == serialcfg.KindGPIO && cfg.GPIO != nil:
+		v = cfg.GPIO
+	}
+	if v == nil {
+		return fmt.Errorf("%s: config kind %q on a %s channel", who, cfg.Kind, kind)
+	}
+	if err := v.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", who, err)
+	}
+	return nil
 }

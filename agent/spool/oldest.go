@@ -1,7 +1,7 @@
 package spool
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,16 +36,18 @@ func (s *Spool) OldestPending() (t time.Time, ok bool, err error) {
 		return time.Time{}, false, fmt.Errorf("spool: %w", err)
 	}
 	defer f.Close()
-	r := bufio.NewReader(io.LimitReader(f, seg.size))
+	data := make([]byte, seg.size)
+	n, err := f.ReadAt(data, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return time.Time{}, false, fmt.Errorf("spool: %w", err)
+	}
+	sc := scanner{b: data[:n], hint: max(seg.first, 1) - 1}
 	for {
-		e, _, err := readRecord(r)
-		if err == io.EOF {
+		e, _, _, kind := sc.next()
+		switch {
+		case kind == scanEnd:
 			return time.Time{}, false, nil
-		}
-		if err != nil {
-			return time.Time{}, false, fmt.Errorf("spool: %w", err)
-		}
-		if e.Seq > floor {
+		case kind == scanRecord && e.Seq > floor:
 			return e.Time, true, nil
 		}
 	}

@@ -8,16 +8,34 @@
 //
 // (little endian; length counts seq, time and payload; the CRC covers the
 // same bytes). A segment is named after the sequence of its first record and
-// rotates at Options.SegmentBytes. On Open every segment is scanned; a torn
-// or corrupt record (short, wrong length or wrong CRC, as left by a crash in
-// the middle of a write) ends the segment there: the file is truncated at the
-// last good record and everything before it is kept.
+// rotates at Options.SegmentBytes; the records of a segment are numbered
+// consecutively.
+//
+// On Open every segment is checked, oldest first, and sequence numbers must
+// rise across the whole spool, from one segment to the next too, and stay at
+// or below MaxSeq (so that Read never returns a sequence twice and Append
+// never wraps). A torn last record (short, wrong length or wrong CRC, as
+// left by a crash in the middle of a write) is cut off. Corrupt bytes before
+// the end are skipped up to the next well-formed record (found by its
+// length, its CRC and its sequence just above the last good one), so
+// corruption loses only the records it touched. A segment holding corrupt
+// bytes or records out of order is repaired: its good records are written to
+// a new file that replaces it, the original is kept aside as
+// <segment>.<time>.quarantine, and TakeQuarantined reports it so the agent
+// can emit a spool.quarantined event.
 //
 // Durability: Append writes each record with one write(2) and returns, so a
 // record survives a kill -9 of the agent as soon as Append returns. fsync is
 // batched for flash: the data is synced when SyncInterval has passed since the
 // last sync (on the next Append or on Sync), and on Close, so a power cut
 // loses at most SyncInterval of records.
+//
+// Rebase renumbers the pending records crash-safely: they are written to a
+// new segment under a temporary name and synced, the file is renamed into
+// place, the state file is replaced, and only then are the old segments
+// deleted. A crash at any point leaves every pending record on disk, under
+// its old number or its new one (the relay's next welcome acknowledges the
+// old ones away).
 //
 // Ack(seq) marks every record up to seq as delivered; whole segments below
 // the mark are deleted, and the mark (with the highest sequence ever given
@@ -28,12 +46,10 @@
 package spool
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -42,6 +58,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fleet/fleet/shared/protocol"
 )
 
 const (
@@ -51,12 +69,38 @@ const (
 	MaxRecordBytes = 1 << 20
 	segSuffix      = ".seg"
 	stateFile      = "state"
+	tmpSuffix      = ".tmp"
+	quarSuffix     = ".quarantine"
+	// MaxSeq is the highest sequence the spool gives out: the protocol's
+	// bound (2^63-1).
+	MaxSeq = protocol.MaxSeq
+	// maxQuarantined bounds the quarantined segment files kept (the newest).
+	maxQuarantined = 8
+	// resyncWindow bounds how far above the last good sequence a record
+	// found after corrupt bytes may be numbered. The records of a segment
+	// are numbered consecutively, so the record after a corrupt one carries
+	// the next number or close; the window also keeps the search cheap.
+	resyncWindow = 1 << 16
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrClosed is returned by operations on a closed spool.
 var ErrClosed = errors.New("spool closed")
+
+// ErrExhausted is returned by Append once MaxSeq was given out.
+var ErrExhausted = errors.New("spool: sequence numbers exhausted (2^63-1 given out)")
+
+// Quarantine reports a segment that Open repaired: the original file was
+// moved to Path; Disordered well-formed records broke the sequence order
+// (repeated or not rising, or above MaxSeq) and CorruptBytes bytes were no
+// records. Both are gone from the spool.
+type Quarantine struct {
+	Segment      string
+	Path         string
+	Disordered   int
+	CorruptBytes int
+}
 
 // Options configures a spool.
 type Options struct {
@@ -110,6 +154,10 @@ type Spool struct {
 	dirty    bool
 	closed   bool
 	notify   chan struct{}
+	// quarantined lists the segments Open repaired, until TakeQuarantined.
+	quarantined []Quarantine
+	// crash, when set (tests), is called at each step of Rebase.
+	crash func(step string)
 	// cur remembers where the last Read stopped, so a reader walking the
 	// spool batch by batch does not rescan each segment from its start.
 	cur readCursor
@@ -161,7 +209,20 @@ func (s *Spool) load() error {
 	if err != nil {
 		return err
 	}
+	if floor > MaxSeq || high > MaxSeq {
+		// Only tampering or a disk fault does this: resend what is on disk
+		// (the relay stores each record once) rather than wrap.
+		s.log.Warn("spool: state file holds a sequence above 2^63-1; ignored", "floor", floor, "high", high)
+		floor, high = 0, 0
+	}
 	s.floor = floor
+	// Leftovers of an interrupted repair, Rebase or state write: the
+	// originals are still in place.
+	if tmps, err := filepath.Glob(filepath.Join(s.opts.Dir, "*"+tmpSuffix)); err == nil {
+		for _, p := range tmps {
+			_ = os.Remove(p)
+		}
+	}
 	names, err := filepath.Glob(filepath.Join(s.opts.Dir, "*"+segSuffix))
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
@@ -180,22 +241,24 @@ func (s *Spool) load() error {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].first < files[j].first })
 	maxSeq := max(high, floor)
-	for _, f := range files {
-		seg, err := s.scan(f.path, f.first)
+	var prev uint64 // the last sequence kept so far, across segments
+	for i, f := range files {
+		seg, err := s.check(f.path, f.first, prev)
 		if err != nil {
 			return err
 		}
-		if seg.count == 0 && f.path != files[len(files)-1].path {
-			_ = os.Remove(f.path)
-			continue
-		}
-		if seg.count > 0 && seg.last <= s.floor {
-			// Fully acknowledged before a crash interrupted its removal.
+		if seg == nil || seg.count == 0 && i != len(files)-1 {
 			_ = os.Remove(f.path)
 			continue
 		}
 		if seg.count > 0 {
+			prev = seg.last
 			maxSeq = max(maxSeq, seg.last)
+			if seg.last <= s.floor {
+				// Fully acknowledged before a crash interrupted its removal.
+				_ = os.Remove(f.path)
+				continue
+			}
 		}
 		s.segs = append(s.segs, seg)
 		s.total += seg.size
@@ -212,84 +275,195 @@ func (s *Spool) load() error {
 	return nil
 }
 
-// scan reads a segment, truncating it at the first torn or corrupt record.
-func (s *Spool) scan(path string, first uint64) (*segment, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0o600)
+// check reads the segment at path, named after sequence first, whose
+// records must all be above prev. It cuts off a torn tail, and repairs a
+// segment holding corrupt bytes or records out of order (see the package
+// comment). It returns nil when nothing of the segment is left.
+func (s *Spool) check(path string, first, prev uint64) (*segment, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
-	defer f.Close()
-	seg := &segment{first: first, last: first - 1, path: path}
-	r := bufio.NewReader(f)
-	var off int64
-	prev := first - 1
+	seg := &segment{first: first, path: path}
+	sc := scanner{b: data, prev: prev, hint: max(first, 1) - 1}
+	var keep [][2]int
+	disordered, corrupt, torn := 0, 0, -1
+	var cause string
 	for {
-		e, n, err := readRecord(r)
-		if err == io.EOF {
+		e, start, end, kind := sc.next()
+		if kind == scanEnd {
 			break
 		}
-		if err != nil || (seg.count > 0 && e.Seq <= prev) {
-			st, _ := f.Stat()
-			s.log.Warn("spool: dropping torn tail of segment", "segment", filepath.Base(path), "offset", off, "bytes", st.Size()-off, "cause", errString(err))
-			if err := f.Truncate(off); err != nil {
-				return nil, fmt.Errorf("spool: truncate %s: %w", path, err)
+		switch kind {
+		case scanRecord:
+			keep = append(keep, [2]int{start, end})
+			if seg.count == 0 {
+				seg.first, seg.oldest = e.Seq, e.Time
 			}
-			if err := f.Sync(); err != nil {
-				return nil, fmt.Errorf("spool: %w", err)
+			seg.count++
+			seg.last, seg.newest = e.Seq, e.Time
+			seg.size += int64(end - start)
+		case scanDisorder:
+			disordered++
+			cause = fmt.Sprintf("sequence %d after %d", e.Seq, sc.prev)
+		case scanCorrupt:
+			if end == len(data) {
+				torn = start
+			} else {
+				corrupt += end - start
 			}
-			break
 		}
-		if seg.count == 0 {
-			seg.first = e.Seq
-			seg.oldest = e.Time
-		}
-		seg.count++
-		seg.last = e.Seq
-		seg.newest = e.Time
-		prev = e.Seq
-		off += n
 	}
-	seg.size = off
+	if disordered == 0 && corrupt == 0 {
+		if torn >= 0 {
+			s.log.Warn("spool: dropping torn tail of segment", "segment", filepath.Base(path), "offset", torn, "bytes", len(data)-torn)
+			if err := truncateSync(path, int64(torn)); err != nil {
+				return nil, err
+			}
+		}
+		return seg, nil
+	}
+	q := Quarantine{Segment: filepath.Base(path), Disordered: disordered, CorruptBytes: corrupt}
+	if cause == "" {
+		cause = fmt.Sprintf("%d corrupt bytes", corrupt)
+	}
+	q.Path, err = s.quarantine(path, data)
+	if err != nil {
+		return nil, err
+	}
+	var good []byte
+	for _, r := range keep {
+		good = append(good, data[r[0]:r[1]]...)
+	}
+	if len(good) == 0 {
+		err = os.Remove(path)
+	} else {
+		err = replaceFile(path, good)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("spool: repair %s: %w", filepath.Base(path), err)
+	}
+	s.log.Warn("spool: segment repaired, original quarantined", "segment", q.Segment, "quarantine", filepath.Base(q.Path),
+		"disordered", disordered, "corruptBytes", corrupt, "kept", seg.count, "cause", cause)
+	s.quarantined = append(s.quarantined, q)
+	if seg.count == 0 {
+		return nil, nil
+	}
 	return seg, nil
 }
 
-func errString(err error) string {
-	if err == nil {
-		return "sequence out of order"
+// quarantine keeps a copy of a segment's original bytes beside the spool
+// (at most maxQuarantined such files, the newest) and returns its path.
+func (s *Spool) quarantine(path string, data []byte) (string, error) {
+	q := fmt.Sprintf("%s.%d%s", path, s.opts.Now().UnixNano(), quarSuffix)
+	if err := writeSynced(q, data); err != nil {
+		return "", fmt.Errorf("spool: quarantine: %w", err)
 	}
-	return err.Error()
+	old, _ := filepath.Glob(filepath.Join(s.opts.Dir, "*"+quarSuffix))
+	if len(old) > maxQuarantined {
+		type aged struct {
+			p string
+			t time.Time
+		}
+		var as []aged
+		for _, p := range old {
+			if st, err := os.Stat(p); err == nil {
+				as = append(as, aged{p, st.ModTime()})
+			}
+		}
+		sort.Slice(as, func(i, j int) bool { return as[i].t.After(as[j].t) })
+		for _, a := range as[min(len(as), maxQuarantined):] {
+			_ = os.Remove(a.p)
+		}
+	}
+	return q, nil
 }
 
-var errCorrupt = errors.New("corrupt record")
+// TakeQuarantined returns the segments Open repaired since the last call.
+func (s *Spool) TakeQuarantined() []Quarantine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.quarantined
+	s.quarantined = nil
+	return q
+}
 
-// readRecord reads one record; it returns io.EOF only at a clean end.
-func readRecord(r *bufio.Reader) (Entry, int64, error) {
-	var hdr [headerLen]byte
-	n, err := io.ReadFull(r, hdr[:])
-	if err == io.EOF {
-		return Entry{}, 0, io.EOF
+// scanKind is what scanner.next found.
+type scanKind int
+
+const (
+	scanEnd      scanKind = iota
+	scanRecord            // a well-formed record above the previous one
+	scanDisorder          // a well-formed record not above the previous one, or above MaxSeq
+	scanCorrupt           // bytes that are no record, up to the next record found (or the end)
+)
+
+// scanner walks the records of a segment's bytes. Records must rise above
+// prev; after corrupt bytes it looks for the next well-formed record
+// numbered just above max(prev, hint).
+type scanner struct {
+	b    []byte
+	off  int
+	prev uint64
+	hint uint64
+}
+
+func (sc *scanner) next() (e Entry, start, end int, kind scanKind) {
+	start = sc.off
+	if start >= len(sc.b) {
+		return Entry{}, start, start, scanEnd
 	}
-	if err != nil {
-		return Entry{}, 0, fmt.Errorf("short header (%d bytes): %w", n, errCorrupt)
+	if e, n, ok := parseRecord(sc.b[start:]); ok {
+		sc.off = start + n
+		if e.Seq <= sc.prev || e.Seq > MaxSeq {
+			return e, start, sc.off, scanDisorder
+		}
+		sc.prev = e.Seq
+		return e, start, sc.off, scanRecord
 	}
-	length := binary.LittleEndian.Uint32(hdr[0:4])
-	sum := binary.LittleEndian.Uint32(hdr[4:8])
-	if length < fixedLen || length > fixedLen+MaxRecordBytes {
-		return Entry{}, 0, fmt.Errorf("bad length %d: %w", length, errCorrupt)
+	sc.off = sc.resync(start + 1)
+	return Entry{}, start, sc.off, scanCorrupt
+}
+
+// resync returns the offset of the first well-formed record at or after
+// from numbered within resyncWindow above max(prev, hint), or len(b).
+func (sc *scanner) resync(from int) int {
+	base := max(sc.prev, sc.hint)
+	for j := from; j+headerLen+fixedLen <= len(sc.b); j++ {
+		length := binary.LittleEndian.Uint32(sc.b[j:])
+		if length < fixedLen || length > fixedLen+MaxRecordBytes || int64(j)+headerLen+int64(length) > int64(len(sc.b)) {
+			continue
+		}
+		seq := binary.LittleEndian.Uint64(sc.b[j+headerLen:])
+		if seq <= base || seq-base > resyncWindow {
+			continue
+		}
+		if _, _, ok := parseRecord(sc.b[j:]); ok {
+			return j
+		}
 	}
-	body := make([]byte, length)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return Entry{}, 0, fmt.Errorf("short body: %w", errCorrupt)
+	return len(sc.b)
+}
+
+// parseRecord decodes the record at the start of b; ok is false when b
+// does not start with a whole, well-formed one. The payload aliases b.
+func parseRecord(b []byte) (e Entry, n int, ok bool) {
+	if len(b) < headerLen {
+		return Entry{}, 0, false
 	}
-	if crc32.Checksum(body, castagnoli) != sum {
-		return Entry{}, 0, fmt.Errorf("crc mismatch: %w", errCorrupt)
+	length := binary.LittleEndian.Uint32(b[0:4])
+	if length < fixedLen || length > fixedLen+MaxRecordBytes || int64(len(b)) < headerLen+int64(length) {
+		return Entry{}, 0, false
 	}
-	e := Entry{
+	body := b[headerLen : headerLen+int(length)]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[4:8]) {
+		return Entry{}, 0, false
+	}
+	return Entry{
 		Seq:     binary.LittleEndian.Uint64(body[0:8]),
 		Time:    time.Unix(0, int64(binary.LittleEndian.Uint64(body[8:16]))),
 		Payload: body[fixedLen:],
-	}
-	return e, int64(headerLen) + int64(length), nil
+	}, headerLen + int(length), true
 }
 
 func encodeRecord(seq uint64, t time.Time, payload []byte) []byte {
@@ -312,6 +486,9 @@ func (s *Spool) Append(payload []byte) (uint64, error) {
 	defer s.mu.Unlock()
 	if s.closed {
 		return 0, ErrClosed
+	}
+	if s.next > MaxSeq {
+		return 0, ErrExhausted
 	}
 	now := s.opts.Now()
 	rec := encodeRecord(s.next, now, payload)
@@ -414,29 +591,33 @@ func (s *Spool) Read(after uint64, max, maxBytes int) ([]Entry, error) {
 	return out, nil
 }
 
-func (s *Spool) readSegment(seg *segment, after uint64, cutoff time.Time, max, maxBytes int, out *[]Entry, size *int) (bool, error) {
+func (s *Spool) readSegment(seg *segment, after uint64, cutoff time.Time, maxN, maxBytes int, out *[]Entry, size *int) (bool, error) {
 	f, err := os.Open(seg.path)
 	if err != nil {
 		return false, fmt.Errorf("spool: %w", err)
 	}
 	defer f.Close()
 	var off int64
+	hint := max(seg.first, 1) - 1
 	if c := s.cur; c.path == seg.path && c.seq <= after && c.off <= seg.size {
-		if _, err := f.Seek(c.off, io.SeekStart); err != nil {
-			return false, fmt.Errorf("spool: %w", err)
-		}
-		off = c.off
+		off, hint = c.off, c.seq
 	}
-	r := bufio.NewReader(io.LimitReader(f, seg.size-off))
+	data := make([]byte, seg.size-off)
+	if _, err := f.ReadAt(data, off); err != nil {
+		return false, fmt.Errorf("spool: %s: %w", filepath.Base(seg.path), err)
+	}
+	// Open checked the segment; corruption since (a disk fault) is skipped
+	// as Open would, and logged.
+	sc := scanner{b: data, hint: hint}
 	for {
-		e, n, err := readRecord(r)
-		if err == io.EOF {
+		e, start, end, kind := sc.next()
+		switch kind {
+		case scanEnd:
 			return false, nil
+		case scanCorrupt, scanDisorder:
+			s.log.Warn("spool: skipping unreadable bytes", "segment", filepath.Base(seg.path), "offset", off+int64(start), "bytes", end-start)
+			continue
 		}
-		if err != nil {
-			return false, fmt.Errorf("spool: %s: %w", filepath.Base(seg.path), err)
-		}
-		off += n
 		if e.Seq <= after {
 			continue
 		}
@@ -449,12 +630,13 @@ func (s *Spool) readSegment(seg *segment, after uint64, cutoff time.Time, max, m
 			}
 			continue
 		}
-		if len(*out) >= max || (len(*out) > 0 && *size+len(e.Payload) > maxBytes) {
+		if len(*out) >= maxN || (len(*out) > 0 && *size+len(e.Payload) > maxBytes) {
 			return true, nil
 		}
+		e.Payload = append([]byte(nil), e.Payload...) // not the whole buffer
 		*out = append(*out, e)
 		*size += len(e.Payload)
-		s.cur = readCursor{path: seg.path, seq: e.Seq, off: off}
+		s.cur = readCursor{path: seg.path, seq: e.Seq, off: off + int64(end)}
 	}
 }
 
@@ -530,7 +712,9 @@ func (s *Spool) enforceLocked(now time.Time) {
 // Rebase is called when the relay reports a stored sequence (lastSeq) that
 // this spool has not given out yet, which happens when the agent's state was
 // lost: the pending records are renumbered above lastSeq so the relay does not
-// take them for duplicates. It reports whether anything changed.
+// take them for duplicates. It reports whether anything changed. The steps
+// are ordered so that a crash anywhere keeps every pending record (see the
+// package comment).
 func (s *Spool) Rebase(lastSeq uint64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -550,6 +734,47 @@ func (s *Spool) Rebase(lastSeq uint64) (bool, error) {
 			return false, err
 		}
 	}
+	if lastSeq >= MaxSeq || uint64(len(pending)) > MaxSeq-lastSeq {
+		return false, fmt.Errorf("spool: rebase above %d: %w", lastSeq, ErrExhausted)
+	}
+	first := lastSeq + 1
+	seg := &segment{first: first, path: filepath.Join(s.opts.Dir, fmt.Sprintf("%020d%s", first, segSuffix))}
+	if len(pending) > 0 {
+		// 1. The renumbered records, in one new segment under a temporary
+		// name, synced.
+		var buf []byte
+		for i, e := range pending {
+			rec := encodeRecord(first+uint64(i), e.Time, e.Payload)
+			buf = append(buf, rec...)
+			if i == 0 {
+				seg.oldest = e.Time
+			}
+			seg.newest = e.Time
+		}
+		seg.count, seg.last, seg.size = len(pending), first+uint64(len(pending))-1, int64(len(buf))
+		tmp := seg.path + tmpSuffix
+		if err := writeSynced(tmp, buf); err != nil {
+			return false, fmt.Errorf("spool: rebase: %w", err)
+		}
+		s.crashPoint("written")
+		// 2. Into place, atomically: from here the new copies survive a
+		// crash; the old ones, numbered below lastSeq, are acknowledged
+		// away by the relay's next welcome.
+		if err := os.Rename(tmp, seg.path); err != nil {
+			return false, fmt.Errorf("spool: rebase: %w", err)
+		}
+		if err := syncDir(s.opts.Dir); err != nil {
+			return false, err
+		}
+		s.crashPoint("renamed")
+	}
+	// 3. The state: everything up to lastSeq is the relay's.
+	next := first + uint64(len(pending))
+	if err := writeState(filepath.Join(s.opts.Dir, stateFile), lastSeq, next-1); err != nil {
+		return false, err
+	}
+	s.crashPoint("state")
+	// 4. The old segments go.
 	if s.w != nil {
 		_ = s.w.Close()
 		s.w = nil
@@ -557,38 +782,23 @@ func (s *Spool) Rebase(lastSeq uint64) (bool, error) {
 	for len(s.segs) > 0 {
 		s.removeOldest()
 	}
-	s.next = lastSeq + 1
-	s.floor = lastSeq
-	for _, e := range pending {
-		if err := s.rotateIfNeeded(e); err != nil {
-			return true, err
+	s.next, s.floor = next, lastSeq
+	if len(pending) > 0 {
+		w, err := os.OpenFile(seg.path, os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return true, fmt.Errorf("spool: %w", err)
 		}
-		rec := encodeRecord(s.next, e.Time, e.Payload)
-		if _, err := s.w.Write(rec); err != nil {
-			return true, fmt.Errorf("spool: write: %w", err)
-		}
-		cur := s.current()
-		if cur.count == 0 {
-			cur.first, cur.oldest = s.next, e.Time
-		}
-		cur.count++
-		cur.last, cur.newest = s.next, e.Time
-		cur.size += int64(len(rec))
-		s.total += int64(len(rec))
-		s.next++
+		s.w = w
+		s.segs = []*segment{seg}
+		s.total = seg.size
 	}
-	if err := s.syncLocked(s.opts.Now()); err != nil {
-		return true, err
-	}
-	return true, writeState(filepath.Join(s.opts.Dir, stateFile), s.floor, s.next-1)
+	return true, nil
 }
 
-func (s *Spool) rotateIfNeeded(e Entry) error {
-	cur := s.current()
-	if cur == nil || (cur.size > 0 && cur.size+int64(headerLen+fixedLen+len(e.Payload)) > s.opts.SegmentBytes) {
-		return s.rotate()
+func (s *Spool) crashPoint(step string) {
+	if s.crash != nil {
+		s.crash(step)
 	}
-	return nil
 }
 
 // TakeDropped returns the number of unacknowledged records dropped by the
@@ -697,26 +907,55 @@ func writeState(path string, floor, high uint64) error {
 	binary.LittleEndian.PutUint64(b[0:8], floor)
 	binary.LittleEndian.PutUint64(b[8:16], high)
 	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(b[:16], castagnoli))
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("spool: %w", err)
+	if err := replaceFile(path, b[:]); err != nil {
+		return fmt.Errorf("spool: state: %w", err)
 	}
-	if _, err := f.Write(b[:]); err != nil {
+	return nil
+}
+
+// replaceFile replaces path with data crash-safely: written to a temporary
+// file, synced, renamed over path, and the directory synced.
+func replaceFile(path string, data []byte) error {
+	tmp := path + tmpSuffix
+	if err := writeSynced(tmp, data); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// writeSynced creates (or truncates) path with data and syncs it.
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return fmt.Errorf("spool: %w", err)
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0o600)
+	if err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
-	if err := f.Close(); err != nil {
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("spool: truncate %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("spool: %w", err)
-	}
-	return syncDir(filepath.Dir(path))
+	return nil
 }
 
 func syncDir(dir string) error {

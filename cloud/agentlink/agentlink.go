@@ -55,6 +55,14 @@ type Config struct {
 	// RevocationCheck is how often connected devices are checked for a
 	// revoked token (default 10s); their connections close with 4003.
 	RevocationCheck time.Duration
+	// RefusalLimit is how many refused upgrades (missing, unknown or
+	// revoked token) one client address (IPv6: its /64) may have per
+	// RefusalWindow before it is answered 429 without a token lookup
+	// (defaults 20 per minute). Refusals are logged one line per address
+	// and RefusalLogInterval at most, then summed up (default 1 minute).
+	RefusalLimit       int
+	RefusalWindow      time.Duration
+	RefusalLogInterval time.Duration
 }
 
 func (c *Config) defaults() {
@@ -77,6 +85,11 @@ func (c *Config) defaults() {
 	def(&c.MinHeartbeat, 100*time.Millisecond)
 	def(&c.DefaultMetricsInterval, 5*time.Minute)
 	def(&c.RevocationCheck, 10*time.Second)
+	def(&c.RefusalWindow, time.Minute)
+	def(&c.RefusalLogInterval, time.Minute)
+	if c.RefusalLimit <= 0 {
+		c.RefusalLimit = 20
+	}
 }
 
 // Server is the agent endpoint. Create it with New, mount Handler at
@@ -94,8 +107,9 @@ type Server struct {
 	closing  bool
 	handlers sync.WaitGroup
 
-	pings chan struct{} // bounds concurrent pings
-	stats counters
+	pings    chan struct{} // bounds concurrent pings
+	stats    counters
+	refusals *refusals
 
 	// bufs holds read buffers (*[]byte) shared by the connections: a
 	// connection holds one only while it reads and decodes a message.
@@ -138,6 +152,8 @@ func New(cfg Config) *Server {
 		cancel: cancel,
 		conns:  make(map[string]*conn),
 		pings:  make(chan struct{}, 256),
+		refusals: newRefusals(cfg.RefusalLimit, cfg.RefusalWindow, cfg.RefusalLogInterval,
+			cfg.Logger.With("component", "agentlink")),
 	}
 }
 
@@ -192,18 +208,22 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	remote := remoteIP(r)
+	addr := clientKey(r)
+	if s.refusals.exhausted(addr) {
+		s.refusals.note(addr, refusedOverLimit)
+		s.refusals.tooMany(w, r, addr)
+		return
+	}
 	tok := bearer(r)
 	if tok == "" {
-		s.log.Warn("agent refused: missing bearer token", "remote", remote)
-		writeError(w, http.StatusUnauthorized, cloud.EUNAUTHORIZED, "a device token is required as a bearer token")
+		s.refusals.refuse(w, r, addr, refusedNoToken, "a device token is required as a bearer token")
 		return
 	}
 	actx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	dev, err := s.cfg.Store.AuthDevice(actx, sha256.Sum256([]byte(tok)))
 	cancel()
 	if errors.Is(err, ErrUnauthorized) {
-		s.log.Warn("agent refused: unknown or revoked device token", "remote", remote)
-		writeError(w, http.StatusUnauthorized, cloud.EUNAUTHORIZED, "unknown or revoked device token")
+		s.refusals.refuse(w, r, addr, refusedBadToken, "unknown or revoked device token")
 		return
 	}
 	if err != nil {
@@ -365,6 +385,9 @@ func (s *Server) Run(ctx context.Context) error {
 	defer t.Stop()
 	rt := time.NewTicker(s.cfg.RevocationCheck)
 	defer rt.Stop()
+	lt := time.NewTicker(s.cfg.RefusalLogInterval)
+	defer lt.Stop()
+	defer s.refusals.flush()
 	for {
 		select {
 		case <-ctx.Done():
@@ -375,6 +398,8 @@ func (s *Server) Run(ctx context.Context) error {
 			s.sweep(ctx)
 		case <-rt.C:
 			s.closeRevoked(ctx)
+		case <-lt.C:
+			s.refusals.flush()
 		}
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -306,6 +309,11 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 		{"bad severity", false, []byte(`{"type":"records","records":{"items":[{"seq":1,"event":{"id":"` + ids.New() + `","type":"usb.attached","severity":"LOUD","message":"","createdAt":"` + resource.FormatTime(now) + `"}}]}}`), protocol.CloseProtocolError, "severity"},
 		{"event data too big", false, rec(badData), protocol.CloseProtocolError, "data over"},
 		{"bad heartbeat status", false, []byte(`{"type":"heartbeat","heartbeat":{"status":"PROVISIONING","channels":[]}}`), protocol.CloseProtocolError, "status"},
+		{"seq above 2^63-1", false, rec(metricRec(1<<63, now, 1)), protocol.CloseProtocolError, "seq 9223372036854775808 is above the protocol's bound 2^63-1"},
+		{"seq 2^64-1", false, rec(metricRec(1, now, 1), metricRec(math.MaxUint64, now.Add(time.Second), 1)), protocol.CloseProtocolError, "records.items[1].seq 18446744073709551615 is above"},
+		{"ipAddress not an address", false, []byte(`{"type":"heartbeat","heartbeat":{"status":"ONLINE","ipAddress":"<script>","channels":[]}}`), protocol.CloseProtocolError, "ipAddress"},
+		{"ipAddress with a zone", false, []byte(`{"type":"heartbeat","heartbeat":{"status":"ONLINE","ipAddress":"fe80::1%eth0","channels":[]}}`), protocol.CloseProtocolError, "ipAddress"},
+		{"configApplied above desired", false, []byte(`{"type":"config_applied","configApplied":{"version":7}}`), protocol.CloseProtocolError, "configApplied.version 7 is above the desired version 0"},
 	}
 	e := newEnv(t, nil)
 	_, goodTok := e.addDevice("IG-500")
@@ -634,5 +642,155 @@ func TestConcurrentHeartbeatsKeepTheirOwnValues(t *testing.T) {
 		if want := fmt.Sprintf("dev%d-beat%d", d, beats-1); live != want {
 			t.Errorf("device %d: stored live %q, want %q", d, live, want)
 		}
+	}
+}
+
+// TestSeqAboveInt64RefusedAndTelemetryGoesOn: a record numbered above
+// 2^63-1 closes the connection with a reason naming the bound and stores
+// nothing; the device's next connection has its records stored and acked
+// as before (the bad number did not become its last stored sequence).
+func TestSeqAboveInt64RefusedAndTelemetryGoesOn(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	a, _ := e.connect(tok, hello())
+	now := time.Now()
+	if seq := a.records(metricRec(3, now.Add(-time.Minute), 1)); seq != 3 {
+		t.Fatalf("ack %d, want 3", seq)
+	}
+	a.send(protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{metricRec(1<<63+5, now.Add(-30*time.Second), 2)}}})
+	ce := a.expectClose(5 * time.Second)
+	if ce.Code != protocol.CloseProtocolError || !strings.Contains(ce.Reason, "2^63-1") {
+		t.Errorf("closed with %d %q, want 4000 naming the bound", ce.Code, ce.Reason)
+	}
+	b, w := e.connect(tok, hello())
+	if w.LastSeq != 3 {
+		t.Errorf("welcome lastSeq %d after the refused record, want 3", w.LastSeq)
+	}
+	if seq := b.records(metricRec(4, now, 3)); seq != 4 {
+		t.Errorf("next record acked at %d, want 4", seq)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM metrics WHERE device_id = ?`, id); n != 2 {
+		t.Errorf("%d metrics stored, want 2", n)
+	}
+}
+
+// TestAgentReportsNormalized: an IPv6 address is stored in its one
+// canonical spelling; a heartbeat's appliedVersion is never stored above
+// the desired version; an agent whose hello claims a version above the
+// desired one gets the desired configuration.
+func TestAgentReportsNormalized(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.addDevice("IG-500")
+	a, _ := e.connect(tok, hello())
+	a.sendRaw([]byte(`{"type":"heartbeat","heartbeat":{"status":"ONLINE","ipAddress":"2001:DB8:0:0::0:1","appliedVersion":9,"channels":[]}}`))
+	applied := func() int64 {
+		var v int64
+		e.db.R.QueryRow(`SELECT applied_version FROM serial_state WHERE device_id = ?`, id).Scan(&v)
+		return v
+	}
+	eventually(t, 2*time.Second, func() string {
+		if ip := e.device(id).IP; ip != "2001:db8::1" {
+			return "ipAddress " + ip
+		}
+		return ""
+	})
+	if v := applied(); v != 0 {
+		t.Errorf("applied_version %d stored from a heartbeat, desired is 0", v)
+	}
+
+	mode := "both"
+	if _, err := e.serial.PatchSerial(context.Background(), e.org.ID, id, cloud.SerialPatch{Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	if m := a.recv(); m.Type != protocol.TypeConfig || m.Config.Version != 1 {
+		t.Fatalf("want config 1, got %+v", m)
+	}
+	a.heartbeat(protocol.Heartbeat{AppliedVersion: 5})
+	a.send(protocol.Message{Type: protocol.TypeConfigApplied, ConfigApplied: &protocol.ConfigApplied{Version: 1}})
+	eventually(t, 2*time.Second, func() string {
+		if v := applied(); v != 1 {
+			return fmt.Sprintf("applied_version %d, want 1", v)
+		}
+		return ""
+	})
+	a.ws.Close(websocket.StatusNormalClosure, "")
+
+	h := hello()
+	h.AppliedVersion = 7 // a version this relay never issued
+	b, _ := e.connect(tok, h)
+	if m := b.recv(); m.Type != protocol.TypeConfig || m.Config.Version != 1 || m.Config.Mode != "both" {
+		t.Errorf("after a hello above the desired version: got %+v, want config 1", m)
+	}
+}
+
+// dialFrom dials the endpoint from a given loopback source address.
+func (e *env) dialFrom(src, token string) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	client := &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	h := http.Header{"Authorization": {"Bearer " + token}}
+	ws, resp, err := websocket.Dial(ctx, e.url(), &websocket.DialOptions{HTTPClient: client, HTTPHeader: h, Subprotocols: []string{protocol.Subprotocol}})
+	if err == nil {
+		ws.CloseNow()
+	}
+	return resp, err
+}
+
+// TestRefusalsRateLimitedAndLogsAggregated floods the endpoint with bad
+// tokens from one address: after RefusalLimit refusals it answers 429 with
+// Retry-After (without looking the token up), the log holds one line for
+// that address plus one summary with the count, and an agent on another
+// address connects meanwhile.
+func TestRefusalsRateLimitedAndLogsAggregated(t *testing.T) {
+	e := newEnv(t, func(c *agentlink.Config) { c.RefusalLimit = 5; c.RefusalLogInterval = 200 * time.Millisecond })
+	_, tok := e.addDevice("IG-500")
+	var s401, s429 int
+	for i := 0; i < 60; i++ {
+		resp, err := e.dialFrom("127.0.0.2", "fleet_dt_wrong"+strconv.Itoa(i))
+		if err == nil || resp == nil {
+			t.Fatalf("bad token %d: %v", i, err)
+		}
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			s401++
+		case http.StatusTooManyRequests:
+			s429++
+			if resp.Header.Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+		default:
+			t.Fatalf("bad token %d: status %d", i, resp.StatusCode)
+		}
+	}
+	if s401 != 5 || s429 != 55 {
+		t.Errorf("401s %d, 429s %d; want 5 and 55", s401, s429)
+	}
+	if resp, err := e.dialFrom("127.0.0.3", tok); err != nil {
+		t.Errorf("a good agent on another address: %v (%v)", err, resp)
+	}
+	summaries := func() (lines, total int) {
+		for _, line := range strings.Split(e.logs.String(), "\n") {
+			if !strings.Contains(line, `msg="agent refusals"`) {
+				continue
+			}
+			lines++
+			i := strings.Index(line, " count=")
+			n, _ := strconv.Atoi(strings.Fields(line[i+len(" count="):])[0])
+			total += n
+		}
+		return lines, total
+	}
+	eventually(t, 3*time.Second, func() string {
+		if _, total := summaries(); total != 60 {
+			return fmt.Sprintf("summaries count %d refusals, want 60:\n%s", total, e.logs.String())
+		}
+		return ""
+	})
+	if n := strings.Count(e.logs.String(), `msg="agent refused"`); n != 1 {
+		t.Errorf("%d individual refusal lines for one address, want 1:\n%s", n, e.logs.String())
+	}
+	if lines, _ := summaries(); lines > 2 {
+		t.Errorf("%d summary lines for one burst", lines)
 	}
 }

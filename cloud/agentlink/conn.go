@@ -52,6 +52,9 @@ type conn struct {
 
 	cfgMu       sync.Mutex
 	sentVersion int64 // highest config version sent
+	// helloDesired is the desired config version when the hello was
+	// stored: with sentVersion, the highest the agent can have been told.
+	helloDesired int64
 
 	// strs holds strings of earlier heartbeats, hb and vpn the heartbeat
 	// being handled (decodeHeartbeatInto); reader goroutine only.
@@ -267,7 +270,10 @@ func (c *conn) hello(h *protocol.Hello) error {
 	c.lastBeat.Store(time.Now().UnixNano())
 	c.hbInterval.Store(int64(hb))
 	c.status = resource.StatusOnline
-	c.appliedVersion = h.AppliedVersion
+	c.cfgMu.Lock()
+	c.helloDesired = out.DesiredVersion
+	c.cfgMu.Unlock()
+	c.appliedVersion = min(h.AppliedVersion, out.DesiredVersion)
 	c.channels = make(map[string]protocol.ChannelState, len(out.Channels))
 	for _, ch := range out.Channels {
 		c.channels[ch.ID] = ch
@@ -280,10 +286,27 @@ func (c *conn) hello(h *protocol.Hello) error {
 		return err
 	}
 	c.welcomed.Store(true)
-	if out.DesiredVersion > h.AppliedVersion {
+	switch {
+	case out.DesiredVersion > h.AppliedVersion:
 		c.pushConfig(h.AppliedVersion)
+	case h.AppliedVersion > out.DesiredVersion && out.DesiredVersion > 0:
+		// A version this relay never issued (a database restored from an
+		// older backup): the desired configuration replaces it.
+		c.log.Warn("agent runs a configuration version above the desired one; sending the desired one",
+			"applied", h.AppliedVersion, "desired", out.DesiredVersion)
+		c.pushConfig(0)
 	}
 	return nil
+}
+
+// knownDesired returns the highest desired config version the agent can
+// have been told of on this connection: the one at hello or a later one
+// sent since. (A config being sent holds cfgMu until sentVersion is set, so
+// the agent's answer to it is never judged before.)
+func (c *conn) knownDesired() int64 {
+	c.cfgMu.Lock()
+	defer c.cfgMu.Unlock()
+	return max(c.helloDesired, c.sentVersion)
 }
 
 // pushConfig sends the device's desired configuration when it is newer than
@@ -314,6 +337,10 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	read := time.Now()
 	if err := validateHeartbeat(h); err != nil {
 		return err
+	}
+	if h.AppliedVersion > c.appliedVersion {
+		// Never stored above what the relay issued (see hello).
+		h.AppliedVersion = min(h.AppliedVersion, c.knownDesired())
 	}
 	now := s.now()
 	hb := time.Duration(c.hbInterval.Load())
@@ -438,6 +465,9 @@ func (c *conn) configApplied(a *protocol.ConfigApplied) error {
 	s := c.srv
 	if a.Version < 0 {
 		return protoErr("configApplied.version must not be negative")
+	}
+	if d := c.knownDesired(); a.Version > d {
+		return protoErr("configApplied.version %d is above the desired version %d", a.Version, d)
 	}
 	if len(a.Error) > 1024 {
 		return protoErr("configApplied.error longer than 1024 bytes")

@@ -2,7 +2,6 @@ package agentlink
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -300,11 +299,11 @@ func (p *jparser) timestamp() (resource.Time, bool) {
 		return resource.Time{}, false
 	}
 	// Not through the cache: times differ from one message to the next.
-	t, err := time.Parse(time.RFC3339Nano, string(b))
+	t, err := resource.ParseTime(string(b))
 	if err != nil {
 		return resource.Time{}, false
 	}
-	return resource.Time{Time: t.UTC()}, true
+	return resource.Time{Time: t}, true
 }
 
 func (p *jparser) heartbeat(hb *protocol.Heartbeat) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/fleet/fleet/shared/ids"
@@ -61,6 +62,17 @@ func validateHeartbeat(h *protocol.Heartbeat) error {
 	}
 	if len(h.IPAddress) > maxTextField {
 		return protoErr("heartbeat.ipAddress longer than %d bytes", maxTextField)
+	}
+	if h.IPAddress != "" {
+		ip, err := netip.ParseAddr(h.IPAddress)
+		if err != nil || ip.Zone() != "" {
+			return protoErr("heartbeat.ipAddress %q is not an IP address", truncate(h.IPAddress, 45))
+		}
+		// One spelling stored: the canonical one (compared without a copy).
+		var buf [64]byte
+		if canon := ip.AppendTo(buf[:0]); string(canon) != h.IPAddress {
+			h.IPAddress = ip.String()
+		}
 	}
 	if len(h.Channels) > protocol.MaxChannels {
 		return protoErr("heartbeat has %d channels, over %d", len(h.Channels), protocol.MaxChannels)
@@ -136,6 +148,9 @@ func finiteIn(v, lo, hi float64) bool {
 func validateRecords(items []protocol.Record, now time.Time) error {
 	var prev uint64
 	for i, r := range items {
+		if r.Seq > protocol.MaxSeq {
+			return protoErr("records.items[%d].seq %d is above the protocol's bound 2^63-1", i, r.Seq)
+		}
 		if r.Seq == 0 || r.Seq <= prev {
 			return protoErr("records.items[%d].seq %d is not above the previous %d", i, r.Seq, prev)
 		}

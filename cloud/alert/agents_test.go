@@ -73,7 +73,7 @@ func newRelay(t *testing.T) *relay {
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.hookSv.Certificate().Raw}), 0o600)
 	ws := sqlite.NewWebhookStore(db)
-	if err := ws.SetOrgAlertWebhook(ctx, org.ID, r.hookSv.URL+"/alerts"); err != nil {
+	if err := db.SetOrgAlertWebhook(ctx, org.ID, r.hookSv.URL+"/alerts"); err != nil {
 		t.Fatal(err)
 	}
 	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: ca})

@@ -107,7 +107,7 @@ func newEnv(t *testing.T) *env {
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.hooks.srv.Certificate().Raw}), 0o600)
 	ws := sqlite.NewWebhookStore(db)
-	if err := ws.SetOrgAlertWebhook(ctx, org.ID, e.hooks.srv.URL+"/alerts"); err != nil {
+	if err := db.SetOrgAlertWebhook(ctx, org.ID, e.hooks.srv.URL+"/alerts"); err != nil {
 		t.Fatal(err)
 	}
 	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: ca})

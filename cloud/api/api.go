@@ -47,6 +47,9 @@ type Config struct {
 	Serial  cloud.SerialService
 	Alerts  cloud.AlertService
 	Auth    Authenticator
+	// Versioner, when set, is the store's data version: the hot list pages
+	// (GET /devices, GET /alerts) are cached per version. Nil: no caching.
+	Versioner cloud.Versioner
 	// RateLimit is the budget in requests per minute per key (and per
 	// client address before authentication); 0 means DefaultRateLimit.
 	RateLimit int

@@ -52,7 +52,7 @@ func BenchmarkHandler(b *testing.B) {
 	auth := apikey.NewAuthenticator(db, time.Now, 100)
 	srv := api.NewServer(api.Config{
 		Devices: devices, Serial: sqlite.NewSerialService(db), Alerts: sqlite.NewAlertService(db),
-		Auth: auth, RateLimit: 1 << 30,
+		Auth: auth, Versioner: db, RateLimit: 1 << 30,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	// The store and the authenticator alone, for comparison: what the API
@@ -76,7 +76,7 @@ func BenchmarkHandler(b *testing.B) {
 	// The same server counting requests for /metrics, as the relay runs it.
 	measured := api.NewServer(api.Config{
 		Devices: devices, Serial: sqlite.NewSerialService(db), Alerts: sqlite.NewAlertService(db),
-		Auth: auth, RateLimit: 1 << 30,
+		Auth: auth, Versioner: db, RateLimit: 1 << 30,
 		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Requests: relaymetrics.New().Requests(),
 	})

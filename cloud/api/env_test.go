@@ -78,6 +78,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		Serial:    sqlite.NewSerialService(db),
 		Alerts:    e.alerts,
 		Auth:      e.auth,
+		Versioner: db,
 		RateLimit: 1_000_000,
 		Logger:    slog.New(slog.NewJSONHandler(e.logs, nil)),
 	}

@@ -53,7 +53,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, key *cloud.
 		s.fail(w, r, err)
 		return
 	}
-	ver, cached := s.dataVersion(r.Context(), s.cfg.Devices)
+	ver, cached := s.dataVersion(r.Context())
 	if cached {
 		if body := s.pages.devices.get(ver, key.OrgID, f); body != nil {
 			s.writeBody(w, body)
@@ -401,7 +401,7 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.A
 		s.fail(w, r, err)
 		return
 	}
-	ver, cached := s.dataVersion(r.Context(), s.cfg.Alerts)
+	ver, cached := s.dataVersion(r.Context())
 	if cached {
 		if body := s.pages.alerts.get(ver, key.OrgID, f); body != nil {
 			s.writeBody(w, body)
@@ -425,18 +425,14 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.A
 	})
 }
 
-// dataVersion returns the store's data version when svc can tell it (see
-// versioner); ok is false when pages of svc cannot be cached.
-func (s *Server) dataVersion(ctx context.Context, svc any) (v uint64, ok bool) {
-	vs, ok := svc.(versioner)
-	if !ok {
+// dataVersion returns the store's data version; ok is false when pages
+// cannot be cached (no Config.Versioner, or it failed).
+func (s *Server) dataVersion(ctx context.Context) (v uint64, ok bool) {
+	if s.cfg.Versioner == nil {
 		return 0, false
 	}
-	v, err := vs.DataVersion(ctx)
-	if err != nil {
-		return 0, false
-	}
-	return v, true
+	v, err := s.cfg.Versioner.DataVersion(ctx)
+	return v, err == nil
 }
 
 func fixAlert(a *resource.Alert) {

@@ -1,19 +1,10 @@
 package api
 
 import (
-	"context"
 	"sync"
 
 	"github.com/fleet/fleet/cloud"
 )
-
-// versioner is a list service that can tell cheaply whether anything was
-// committed since an earlier call (the SQLite store's DataVersion, which
-// changes on every commit by any connection or process). Equal numbers mean
-// a page rendered at the first is still what the store would answer.
-type versioner interface {
-	DataVersion(ctx context.Context) (uint64, error)
-}
 
 // Bounds of a page cache; past either, the cache starts over empty.
 const (
@@ -23,8 +14,8 @@ const (
 
 // pageCache keeps the rendered 200 bodies of one hot list endpoint (GET
 // /devices or GET /alerts), keyed by organization and the parsed filter, for
-// one data version of the store: a page is served from it only while
-// nothing at all was committed since it was rendered. Bodies are immutable
+// one data version of the store (Config.Versioner): a page is served from
+// it only while nothing at all was committed since it was rendered. Bodies are immutable
 // once stored. The organization is part of the key, so one organization's
 // page can never answer another's request.
 type pageCache[F comparable] struct {

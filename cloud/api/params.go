@@ -178,7 +178,7 @@ func (q query) timestamp(name string) (time.Time, bool, error) {
 	}
 	t, err := resource.ParseTime(s)
 	if err != nil {
-		return time.Time{}, false, cloud.Errorf(cloud.EINVALID, "%s: must be an RFC 3339 timestamp such as 2026-01-02T15:04:05.000Z (got %s)", name, bounded(s))
+		return time.Time{}, false, cloud.Errorf(cloud.EINVALID, "%s: must be an RFC 3339 timestamp in years 0001 to 9999, such as 2026-01-02T15:04:05.000Z (got %s)", name, bounded(s))
 	}
 	return t, true, nil
 }
@@ -199,6 +199,9 @@ func (q query) metricsWindow(now time.Time) (from, to time.Time, err error) {
 	}
 	if !hasFrom {
 		from = to.Add(-time.Hour)
+		if from.Before(resource.MinTime) {
+			from = resource.MinTime
+		}
 	}
 	if from.After(to) {
 		err = cloud.Errorf(cloud.EINVALID, "from: must not be after to (from %s, to %s)", resource.FormatTime(from), resource.FormatTime(to))

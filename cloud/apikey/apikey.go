@@ -4,7 +4,7 @@
 // string into the key it names, paying bcrypt once per key (a bounded cache
 // of verified keys) while still checking revocation and expiry on every
 // request: the key's row is read again whenever the store's data version
-// says anything was committed since it was read.
+// (cloud.Versioner) says anything was committed since it was read.
 package apikey
 
 import (

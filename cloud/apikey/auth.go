@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,26 +18,47 @@ import (
 // DefaultCacheSize bounds the cache of verified keys.
 const DefaultCacheSize = 10000
 
-// Versioned is implemented by key services that can tell cheaply whether
-// anything was committed since an earlier call (the SQLite store's
-// DataVersion): equal numbers mean a key row read at the first is current.
-type Versioned interface {
-	DataVersion(ctx context.Context) (uint64, error)
-}
+// Failure limit: after MaxFailures failed verifications of one key id
+// within FailureWindow, further keys naming that id that are not already
+// in the cache are refused without running bcrypt until the window ends.
+// Unknown ids are counted alike, so the limit tells nothing about which
+// ids exist.
+const (
+	MaxFailures   = 10
+	FailureWindow = time.Minute
+)
+
+// MaxHashChecks returns the relay-wide bound on concurrent bcrypt
+// comparisons: half the usable CPUs, at least one, so that a flood of
+// wrong secrets leaves the other half to requests whose keys are cached.
+func MaxHashChecks() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // Authenticator verifies bearer keys against a cloud.KeyService. The secret
 // is checked with bcrypt the first time a whole key is seen; the outcome is
-// cached under the key's SHA-256 sum (never the key itself). Revocation and
+// cached under the key's SHA-256 sum (never the key itself). A key naming
+// an unknown id is checked against a hash of a random secret, so that it
+// costs what a wrong secret of a real id costs (no key-id oracle); at most
+// MaxHashChecks comparisons run at once, and a key id with MaxFailures
+// failures in FailureWindow runs none until the window ends. Revocation and
 // expiry are checked on every call, so a revoked key is refused on its very
-// next request, even when another process (the admin CLI) revoked it: the
-// key's row is read on every call, or, when the key service is Versioned,
-// kept until the store's data version changes (any commit, by any process).
+// next request, even when another process (the admin CLI, another relay)
+// revoked it: the key's row is read on every call, or, when the key service
+// is also a cloud.Versioner (the store contract's data version), kept until
+// that version changes (any commit, by any process).
 type Authenticator struct {
 	keys cloud.KeyService
 	now  cloud.Now
 	max  int
 
 	bcrypts atomic.Int64
+	// hashing and hashPeak: comparisons running now, and the most at once.
+	hashing, hashPeak atomic.Int64
+	// hashSlots bounds concurrent bcrypt comparisons (MaxHashChecks).
+	hashSlots chan struct{}
+	// unknownHash is the hash that keys naming an unknown id are checked
+	// against (a random secret's, made at the first such key).
+	unknownHash     []byte
+	unknownHashOnce sync.Once
 
 	mu sync.Mutex
 	// verified holds keys whose secret matched; refused, kept apart so that
@@ -45,11 +67,19 @@ type Authenticator struct {
 	refused  map[[32]byte]cacheEntry
 	inflight map[[32]byte]*verifyCall
 	// rows holds key rows by id with the data version they were read at
-	// (Versioned key services only).
+	// (key services that are a cloud.Versioner only).
 	rows map[string]keyRow
 	// used holds when each key's use was last recorded (key services that
 	// are cloud.KeyUseRecorders only).
 	used map[string]time.Time
+	// failures counts failed verifications per key id (fixed windows of
+	// FailureWindow), bounded like the caches.
+	failures map[string]failureCount
+}
+
+type failureCount struct {
+	window time.Time // start of the window counted
+	n      int
 }
 
 type keyRow struct {
@@ -66,6 +96,7 @@ type cacheEntry struct {
 type verifyCall struct {
 	done chan struct{}
 	ok   bool
+	err  error // the comparison did not run (its caller's context ended)
 }
 
 // NewAuthenticator returns an Authenticator reading keys from keys. now may
@@ -78,14 +109,16 @@ func NewAuthenticator(keys cloud.KeyService, now cloud.Now, cacheSize int) *Auth
 		cacheSize = DefaultCacheSize
 	}
 	return &Authenticator{
-		keys:     keys,
-		now:      now,
-		max:      cacheSize,
-		verified: make(map[[32]byte]cacheEntry),
-		refused:  make(map[[32]byte]cacheEntry),
-		inflight: make(map[[32]byte]*verifyCall),
-		rows:     make(map[string]keyRow),
-		used:     make(map[string]time.Time),
+		keys:      keys,
+		now:       now,
+		max:       cacheSize,
+		verified:  make(map[[32]byte]cacheEntry),
+		refused:   make(map[[32]byte]cacheEntry),
+		inflight:  make(map[[32]byte]*verifyCall),
+		rows:      make(map[string]keyRow),
+		failures:  make(map[string]failureCount),
+		used:      make(map[string]time.Time),
+		hashSlots: make(chan struct{}, MaxHashChecks()),
 	}
 }
 
@@ -109,13 +142,17 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.AP
 		return nil, unauthorized()
 	}
 	k, err := a.keyByID(ctx, id)
+	known := err == nil
 	if err != nil {
-		if cloud.ErrorCode(err) == cloud.ENOTFOUND {
-			return nil, unauthorized()
+		if cloud.ErrorCode(err) != cloud.ENOTFOUND {
+			return nil, err
 		}
-		return nil, err
+		// The same work as a wrong secret: no answer tells an unknown id
+		// from a known one.
+		k = &cloud.APIKey{ID: id, Hash: a.hashOfUnknown()}
 	}
-	if !a.verify(key, secret, k) {
+	ok, err = a.verify(ctx, key, secret, k)
+	if err != nil || !ok || !known { // err: the caller left while waiting
 		return nil, unauthorized()
 	}
 	if !k.RevokedAt.IsZero() {
@@ -165,7 +202,7 @@ func (a *Authenticator) recordUse(id string) {
 // version has not changed since it was read, else from the store. The
 // returned key is shared; callers must not modify it.
 func (a *Authenticator) keyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
-	vs, ok := a.keys.(Versioned)
+	vs, ok := a.keys.(cloud.Versioner)
 	if !ok {
 		return a.keys.KeyByID(ctx, id)
 	}
@@ -199,48 +236,133 @@ func (a *Authenticator) keyByID(ctx context.Context, id string) (*cloud.APIKey, 
 }
 
 // verify checks secret against k's hash, from the cache when the whole key
-// was seen before. Concurrent first sights of one key share one bcrypt run.
-func (a *Authenticator) verify(key, secret string, k *cloud.APIKey) bool {
+// was seen before. Concurrent first sights of one key share one bcrypt run;
+// a key id over its failure limit runs none; every run waits for one of the
+// relay-wide hash slots. The error is ctx's when it ended while waiting.
+func (a *Authenticator) verify(ctx context.Context, key, secret string, k *cloud.APIKey) (bool, error) {
 	sum := sha256.Sum256([]byte(key))
-	a.mu.Lock()
-	for _, cache := range [...]map[[32]byte]cacheEntry{a.verified, a.refused} {
-		if e, hit := cache[sum]; hit && e.id == k.ID && subtle.ConstantTimeCompare([]byte(e.hash), k.Hash) == 1 {
-			a.mu.Unlock()
-			return e.ok
+	for {
+		a.mu.Lock()
+		for _, cache := range [...]map[[32]byte]cacheEntry{a.verified, a.refused} {
+			if e, hit := cache[sum]; hit && e.id == k.ID && subtle.ConstantTimeCompare([]byte(e.hash), k.Hash) == 1 {
+				if !e.ok {
+					a.countFailureLocked(k.ID)
+				}
+				a.mu.Unlock()
+				return e.ok, nil
+			}
 		}
-	}
-	if c, busy := a.inflight[sum]; busy {
+		if a.lockedLocked(k.ID) {
+			a.countFailureLocked(k.ID)
+			a.mu.Unlock()
+			return false, nil
+		}
+		c, busy := a.inflight[sum]
+		if !busy {
+			break
+		}
 		a.mu.Unlock()
-		<-c.done
-		return c.ok
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		if c.err == nil {
+			return c.ok, nil
+		}
+		// The first caller gave up before comparing: compare here.
 	}
 	c := &verifyCall{done: make(chan struct{})}
 	a.inflight[sum] = c
 	a.mu.Unlock()
 
-	a.bcrypts.Add(1)
-	c.ok = bcrypt.CompareHashAndPassword(k.Hash, []byte(secret)) == nil
+	c.ok, c.err = a.compare(ctx, k.Hash, secret)
 
 	a.mu.Lock()
 	delete(a.inflight, sum)
-	cache, max := a.verified, a.max
-	if !c.ok {
-		cache, max = a.refused, a.max/10+1
-	}
-	if len(cache) >= max {
-		for victim := range cache { // map order is random: evict one at random
-			delete(cache, victim)
-			break
+	if c.err == nil {
+		cache, max := a.verified, a.max
+		if !c.ok {
+			cache, max = a.refused, a.max/10+1
+			a.countFailureLocked(k.ID)
 		}
+		evictOne(cache, max)
+		cache[sum] = cacheEntry{id: k.ID, hash: string(k.Hash), ok: c.ok}
 	}
-	cache[sum] = cacheEntry{id: k.ID, hash: string(k.Hash), ok: c.ok}
 	a.mu.Unlock()
 	close(c.done)
-	return c.ok
+	return c.ok, c.err
+}
+
+// compare runs bcrypt in one of the relay-wide hash slots.
+func (a *Authenticator) compare(ctx context.Context, hash []byte, secret string) (bool, error) {
+	select {
+	case a.hashSlots <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-a.hashSlots }()
+	a.bcrypts.Add(1)
+	n := a.hashing.Add(1)
+	defer a.hashing.Add(-1)
+	for p := a.hashPeak.Load(); n > p && !a.hashPeak.CompareAndSwap(p, n); p = a.hashPeak.Load() {
+	}
+	return bcrypt.CompareHashAndPassword(hash, []byte(secret)) == nil, nil
+}
+
+// hashOfUnknown returns the hash keys naming an unknown id are compared
+// with: of a random secret nobody knows, at the cost of real keys.
+func (a *Authenticator) hashOfUnknown() []byte {
+	a.unknownHashOnce.Do(func() {
+		secret, err := RandomBase62(SecretLength)
+		if err == nil {
+			a.unknownHash, err = bcrypt.GenerateFromPassword([]byte(secret), Cost)
+		}
+		if err != nil { // no randomness: a hash no base62 secret can match
+			a.unknownHash = []byte("$2a$10$" + strings.Repeat(".", 53))
+		}
+	})
+	return a.unknownHash
+}
+
+// lockedLocked reports whether id used up its failures in the current
+// window. a.mu is held.
+func (a *Authenticator) lockedLocked(id string) bool {
+	f, ok := a.failures[id]
+	return ok && f.n >= MaxFailures && a.now().Sub(f.window) < FailureWindow
+}
+
+// countFailureLocked counts one failed verification of id. a.mu is held.
+func (a *Authenticator) countFailureLocked(id string) {
+	now := a.now()
+	f, ok := a.failures[id]
+	if !ok || now.Sub(f.window) >= FailureWindow || now.Before(f.window) {
+		if !ok {
+			evictOne(a.failures, a.max)
+		}
+		f = failureCount{window: now}
+	}
+	f.n++
+	a.failures[id] = f
+}
+
+// evictOne makes room for one more entry in a map bounded at max entries,
+// evicting one at random (map order is random).
+func evictOne[K comparable, V any](m map[K]V, max int) {
+	if len(m) < max {
+		return
+	}
+	for victim := range m {
+		delete(m, victim)
+		return
+	}
 }
 
 // BcryptRuns returns how many bcrypt comparisons the Authenticator ran.
 func (a *Authenticator) BcryptRuns() int64 { return a.bcrypts.Load() }
+
+// BcryptPeak returns the most bcrypt comparisons that ran at once.
+func (a *Authenticator) BcryptPeak() int64 { return a.hashPeak.Load() }
 
 // CacheLen returns the number of cached verifications (keys that matched).
 func (a *Authenticator) CacheLen() int {

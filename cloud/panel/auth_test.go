@@ -9,7 +9,6 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/panel"
-	"github.com/fleet/fleet/cloud/sqlite"
 )
 
 func sessionCookie(t *testing.T, r response) *http.Cookie {
@@ -145,7 +144,7 @@ func TestIdleAndAbsoluteTimeouts(t *testing.T) {
 // password take effect on the user's very next request.
 func TestChangesApplyOnNextRequest(t *testing.T) {
 	h := newHarness(t)
-	us := sqlite.NewUserService(h.db)
+	us := h.ps
 	viewer := h.signIn(cloud.RoleViewer)
 	if r := viewer.get("/panel/settings/api-keys"); r.status != http.StatusForbidden {
 		t.Fatalf("VIEWER on API keys: %d", r.status)

@@ -34,6 +34,7 @@ type harness struct {
 	t        *testing.T
 	ctx      context.Context
 	db       *sqlite.DB
+	ps       *sqlite.PanelStore
 	srv      *panel.Server
 	ts       *httptest.Server
 	org      cloud.Org
@@ -55,17 +56,16 @@ func newHarness(t *testing.T, tweak ...func(*panel.Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	h := &harness{t: t, ctx: ctx, db: db, users: map[cloud.Role]cloud.User{}}
+	h := &harness{t: t, ctx: ctx, db: db, ps: sqlite.NewPanelStore(db), users: map[cloud.Role]cloud.User{}}
 	h.org = must(db.CreateOrg(ctx, "Acme"))
 	h.other = must(db.CreateOrg(ctx, "Other"))
-	us := sqlite.NewUserService(db)
 	for _, r := range cloud.Roles {
 		h.users[r] = h.mustUser(h.org.ID, strings.ToLower(string(r))+"@acme.example", r)
 	}
 	h.mustUser(h.other.ID, "owner@other.example", cloud.RoleOwner)
-	h.device, _ = must2(db.AddDevice(ctx, sqlite.NewDevice{OrgID: h.org.ID, Name: "Press line 1", SerialNumber: "SN-1", Model: "IG-500", Location: "Hall A"}))
-	h.gate, _ = must2(db.AddDevice(ctx, sqlite.NewDevice{OrgID: h.org.ID, Name: "Gatehouse", SerialNumber: "SN-2", Model: "IG-100"}))
-	h.foreign, _ = must2(db.AddDevice(ctx, sqlite.NewDevice{OrgID: h.other.ID, Name: "Not yours", SerialNumber: "SN-9", Model: "IG-500"}))
+	h.device, _ = must2(db.AddDevice(ctx, cloud.NewDevice{OrgID: h.org.ID, Name: "Press line 1", SerialNumber: "SN-1", Model: "IG-500", Location: "Hall A"}))
+	h.gate, _ = must2(db.AddDevice(ctx, cloud.NewDevice{OrgID: h.org.ID, Name: "Gatehouse", SerialNumber: "SN-2", Model: "IG-100"}))
+	h.foreign, _ = must2(db.AddDevice(ctx, cloud.NewDevice{OrgID: h.other.ID, Name: "Not yours", SerialNumber: "SN-9", Model: "IG-500"}))
 	for _, rule := range []string{"high_cpu", "high_mem", "disk_full", "high_temp"} {
 		h.alerts = append(h.alerts, must(db.InsertAlert(ctx, sqlite.NewAlert{DeviceID: h.device.ID, RuleName: rule, Message: rule + " over its threshold"})))
 	}
@@ -78,8 +78,8 @@ func newHarness(t *testing.T, tweak ...func(*panel.Config)) *harness {
 	}
 	h.key, _ = must2(db.CreateKey(ctx, h.org.ID, "ERP", []string{cloud.ScopeDevicesRead}, 0))
 	cfg := panel.Config{
-		Devices: sqlite.NewDeviceService(db), Fleet: sqlite.NewDeviceService(db), Serial: sqlite.NewSerialService(db),
-		Alerts: sqlite.NewAlertService(db), Users: us, Sessions: us, Keys: db, Webhooks: sqlite.NewWebhookStore(db),
+		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(),
+		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps,
 		Hasher: fastHasher, Now: db.Now,
 	}
 	for _, f := range tweak {
@@ -100,7 +100,7 @@ func (h *harness) mustUser(org, email string, r cloud.Role) cloud.User {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return must(sqlite.NewUserService(h.db).CreateUser(h.ctx, cloud.NewUser{OrgID: org, Email: email, Role: r, PasswordHash: hash}))
+	return must(h.ps.CreateUser(h.ctx, cloud.NewUser{OrgID: org, Email: email, Role: r, PasswordHash: hash}))
 }
 
 func must[T any](v T, err error) T {
@@ -183,13 +183,13 @@ func (h *harness) state() string {
 	h.t.Helper()
 	ctx := h.ctx
 	var v []any
-	v = append(v, must(h.db.OrgKeys(ctx, h.org.ID)), must(sqlite.NewUserService(h.db).ListUsers(ctx, h.org.ID)))
+	v = append(v, must(h.ps.OrgKeys(ctx, h.org.ID)), must(h.ps.ListUsers(ctx, h.org.ID)))
 	for _, s := range []resource.AlertState{resource.AlertActive, resource.AlertAcknowledged, resource.AlertResolved} {
-		v = append(v, must(sqlite.NewAlertService(h.db).ListAlerts(ctx, h.org.ID, cloud.AlertFilter{State: s, Page: cloud.Page{Limit: 100}})))
+		v = append(v, must(h.db.Alerts().ListAlerts(ctx, h.org.ID, cloud.AlertFilter{State: s, Page: cloud.Page{Limit: 100}})))
 	}
-	v = append(v, must(sqlite.NewSerialService(h.db).Serial(ctx, h.org.ID, h.device.ID)))
-	v = append(v, must(sqlite.NewWebhookStore(h.db).WebhookSettings(ctx, h.org.ID)))
-	v = append(v, must(sqlite.NewWebhookStore(h.db).RecentDeliveries(ctx, h.org.ID, 100)))
+	v = append(v, must(h.db.Serial().Serial(ctx, h.org.ID, h.device.ID)))
+	v = append(v, must(h.ps.WebhookSettings(ctx, h.org.ID)))
+	v = append(v, must(h.ps.RecentDeliveries(ctx, h.org.ID, 100)))
 	b, err := json.Marshal(v)
 	if err != nil {
 		h.t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 func TestUserTextIsText(t *testing.T) {
 	h := newHarness(t)
 	evil := `<img src=x onerror="alert(1)">`
-	d, _ := must2(h.db.AddDevice(h.ctx, sqlite.NewDevice{OrgID: h.org.ID, Name: evil, SerialNumber: "SN-X", Model: "IG-500", Location: "<script>alert(2)</script>"}))
+	d, _ := must2(h.db.AddDevice(h.ctx, cloud.NewDevice{OrgID: h.org.ID, Name: evil, SerialNumber: "SN-X", Model: "IG-500", Location: "<script>alert(2)</script>"}))
 	if err := h.db.SetDeviceInfo(h.ctx, d.ID, sqlite.DeviceInfo{AgentDeviceName: "<b>agent</b>", AgentDeviceLocation: "<i>loc</i>"}); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestKeyLifecycle(t *testing.T) {
 		t.Errorf("expires after %s, want 7 days", exp)
 	}
 	waitFor(t, "last use recorded", func() bool {
-		for _, ki := range must(h.db.OrgKeys(h.ctx, h.org.ID)) {
+		for _, ki := range must(h.ps.OrgKeys(h.ctx, h.org.ID)) {
 			if ki.ID == k.ID {
 				return !ki.LastUsedAt.IsZero()
 			}
@@ -211,7 +211,7 @@ func TestChannelConfigErrorBesideField(t *testing.T) {
 	if r := c.post("/panel/devices/"+h.device.ID+"/channels/rs485-1", form); r.status != http.StatusSeeOther {
 		t.Fatalf("valid config: %d %s", r.status, r.body)
 	}
-	ch := must(sqlite.NewSerialService(h.db).Channel(h.ctx, h.org.ID, h.device.ID, "rs485-1"))
+	ch := must(h.db.Serial().Channel(h.ctx, h.org.ID, h.device.ID, "rs485-1"))
 	if ch.Config.RS485.BaudRate != 19200 || ch.Config.RS485.SlaveID != 7 {
 		t.Errorf("saved %+v", ch.Config.RS485)
 	}
@@ -237,15 +237,16 @@ func TestAlertsBulk(t *testing.T) {
 	if !strings.Contains(c.get("/panel/alerts").body, "2 alerts acknowledged.") {
 		t.Error("no notice after the bulk acknowledge")
 	}
-	acked := must(sqlite.NewAlertService(h.db).ListAlerts(h.ctx, h.org.ID, cloud.AlertFilter{State: resource.AlertAcknowledged, Page: cloud.Page{Limit: 10}}))
+	acked := must(h.db.Alerts().ListAlerts(h.ctx, h.org.ID, cloud.AlertFilter{State: resource.AlertAcknowledged, Page: cloud.Page{Limit: 10}}))
 	if len(acked.Data) != 2 {
 		t.Errorf("%d acknowledged alerts, want 2", len(acked.Data))
 	}
 	if r := c.post("/panel/alerts/"+h.alerts[2].ID+"/resolve", nil); r.status != http.StatusSeeOther {
 		t.Fatalf("resolve one: %d", r.status)
 	}
-	if a := must(sqlite.NewAlertService(h.db).Alert(h.ctx, h.org.ID, h.alerts[2].ID)); a.State != resource.AlertResolved {
-		t.Errorf("resolved alert is %s", a.State)
+	resolved := must(h.db.Alerts().ListAlerts(h.ctx, h.org.ID, cloud.AlertFilter{State: resource.AlertResolved, Page: cloud.Page{Limit: 10}}))
+	if len(resolved.Data) != 1 || resolved.Data[0].ID != h.alerts[2].ID {
+		t.Errorf("resolved alerts %+v, want %s", resolved.Data, h.alerts[2].ID)
 	}
 	viewer := h.signIn(cloud.RoleViewer)
 	if strings.Contains(viewer.get("/panel/alerts").body, ">Acknowledge") {
@@ -274,7 +275,7 @@ func TestMembers(t *testing.T) {
 		t.Error("no notice when demoting the last OWNER")
 	}
 	c.post("/panel/settings/members/"+owner.ID+"/disable", url.Values{"confirm": {"yes"}})
-	if u := must(sqlite.NewUserService(h.db).UserByID(h.ctx, owner.ID)); u.Role != cloud.RoleOwner || u.Disabled() {
+	if u := must(h.ps.UserByID(h.ctx, owner.ID)); u.Role != cloud.RoleOwner || u.Disabled() {
 		t.Errorf("the last OWNER became %s, disabled %v", u.Role, u.Disabled())
 	}
 	admin := h.users[cloud.RoleAdmin]
@@ -292,7 +293,7 @@ func TestMembers(t *testing.T) {
 func TestFleetPage(t *testing.T) {
 	h := newHarness(t)
 	for i := 0; i < 60; i++ {
-		must2(h.db.AddDevice(h.ctx, sqlite.NewDevice{OrgID: h.org.ID, Name: fmt.Sprintf("Pump %02d", i), SerialNumber: fmt.Sprintf("P-%02d", i), Model: "IG-100", Location: "Hall C"}))
+		must2(h.db.AddDevice(h.ctx, cloud.NewDevice{OrgID: h.org.ID, Name: fmt.Sprintf("Pump %02d", i), SerialNumber: fmt.Sprintf("P-%02d", i), Model: "IG-100", Location: "Hall C"}))
 	}
 	if _, err := h.db.SetDeviceStatus(h.ctx, h.device.ID, resource.StatusOnline, time.Now()); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/sqlite"
 )
 
 // TestRoleMatrix requests every route as every role: a role without the
@@ -129,7 +128,7 @@ func harmlessForm(pattern string, h *harness) url.Values {
 // effectiveForms are forms that change the organization when an OWNER
 // sends them, by route pattern.
 func (h *harness) effectiveForms() map[string]url.Values {
-	ch := must(sqlite.NewSerialService(h.db).Channel(h.ctx, h.org.ID, h.device.ID, "rs485-1"))
+	ch := must(h.db.Serial().Channel(h.ctx, h.org.ID, h.device.ID, "rs485-1"))
 	raw := must(json.Marshal(ch.Config))
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
@@ -24,7 +25,7 @@ var _ alert.Store = (*AlertEngineStore)(nil)
 func NewAlertEngineStore(db *DB) *AlertEngineStore { return &AlertEngineStore{db: db} }
 
 // Rules returns the organization's rules, first inserting any default rule
-// (DefaultRules) it lacks.
+// (cloud.DefaultRules) it lacks.
 func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rule, error) {
 	rules, err := s.readRules(ctx, orgID)
 	if err != nil {
@@ -35,7 +36,7 @@ func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rul
 		have[r.Name] = true
 	}
 	missing := false
-	for _, d := range DefaultRules() {
+	for _, d := range cloud.DefaultRules() {
 		if !have[d.Name] {
 			missing = true
 		}
@@ -48,7 +49,7 @@ func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rul
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM orgs WHERE id = ?`, orgID).Scan(&n); err != nil || n == 0 {
 			return err
 		}
-		for _, d := range DefaultRules() {
+		for _, d := range cloud.DefaultRules() {
 			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`, ids.New(), orgID, d.Name, string(d.Severity), d.Metric, d.Threshold, d.ClearThreshold, d.Consecutive, s.db.NowMs()); err != nil {
 				return err

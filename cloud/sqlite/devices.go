@@ -328,16 +328,6 @@ func deviceNotFound(id string) error {
 	return cloud.Errorf(cloud.ENOTFOUND, "device %q not found", id)
 }
 
-// NewDevice is what AddDevice needs.
-type NewDevice struct {
-	OrgID        string
-	Name         string
-	SerialNumber string
-	Model        string
-	Location     string
-	Notes        *string
-}
-
 // AddDevice registers a device in PROVISIONING state with a fresh device
 // token, of which only the SHA-256 sum is stored, and its serial state row.
 // It returns the device and the token (shown once). An unknown model is
@@ -345,14 +335,14 @@ type NewDevice struct {
 // organization is ECONFLICT.
 func (db *DB) AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetail, string, error) {
 	var err error
-	if nd.Name, err = checkName("name", nd.Name); err != nil {
+	if nd.Name, err = cloud.ValidName("name", nd.Name); err != nil {
 		return resource.DeviceDetail{}, "", err
 	}
-	if nd.SerialNumber, err = checkName("serial", nd.SerialNumber); err != nil {
+	if nd.SerialNumber, err = cloud.ValidName("serial", nd.SerialNumber); err != nil {
 		return resource.DeviceDetail{}, "", err
 	}
 	if nd.Location != "" {
-		if nd.Location, err = checkName("location", nd.Location); err != nil {
+		if nd.Location, err = cloud.ValidName("location", nd.Location); err != nil {
 			return resource.DeviceDetail{}, "", err
 		}
 	}
@@ -576,3 +566,6 @@ func (db *DB) InsertEvent(ctx context.Context, deviceID string, e resource.Event
 	}
 	return evs[0], nil
 }
+
+// NewDevice is what AddDevice needs.
+type NewDevice = cloud.NewDevice

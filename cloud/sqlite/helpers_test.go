@@ -2,14 +2,11 @@ package sqlite_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/shared/resource"
 )
 
 // MustOpen opens a store on a fresh file in a temp dir.
@@ -32,19 +29,3 @@ func MustOrg(tb testing.TB, db *sqlite.DB, name string) cloud.Org {
 	}
 	return o
 }
-
-// MustDevice adds a device of model to the organization.
-func MustDevice(tb testing.TB, db *sqlite.DB, orgID, model string) resource.DeviceDetail {
-	tb.Helper()
-	d, _, err := db.AddDevice(context.Background(), sqlite.NewDevice{OrgID: orgID, Name: "dev", SerialNumber: fmt.Sprintf("SN-%d", time.Now().UnixNano()), Model: model})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return d
-}
-
-// fakeClock is a settable clock.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) Now() time.Time      { return c.t }
-func (c *fakeClock) Add(d time.Duration) { c.t = c.t.Add(d) }

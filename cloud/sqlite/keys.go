@@ -17,7 +17,7 @@ var _ cloud.KeyService = (*DB)(nil)
 // expiresIn 0 means the key never expires. It returns the stored key and the
 // full key string, which exists nowhere else afterwards.
 func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string, expiresIn time.Duration) (*cloud.APIKey, string, error) {
-	return db.CreateOrgKey(ctx, cloud.NewKey{OrgID: orgID, Name: name, Scopes: scopes, ExpiresIn: expiresIn})
+	return NewPanelStore(db).CreateOrgKey(ctx, cloud.NewKey{OrgID: orgID, Name: name, Scopes: scopes, ExpiresIn: expiresIn})
 }
 
 // InsertKey stores k as given (its hash already made).

@@ -5,62 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
-	"github.com/fleet/fleet/shared/resource"
 )
-
-// WebhookSecretPrefix starts every organization's webhook signing secret.
-const WebhookSecretPrefix = "whsec_"
-
-// MaxNameLength bounds the names of organizations, keys and devices.
-const MaxNameLength = 200
-
-// RuleDefaults is one of the alert rules every organization starts with.
-type RuleDefaults struct {
-	Name           string
-	Severity       resource.Severity
-	Metric         string  // cpuPct, memPct, diskUsedPct, tempCpu; "" for non-metric rules
-	Threshold      float64 // opens at or above
-	ClearThreshold float64 // clears below
-	Consecutive    int     // samples over the threshold before opening
-}
-
-// DefaultRules returns the default alert rules of a new organization.
-func DefaultRules() []RuleDefaults {
-	return []RuleDefaults{
-		{Name: "high_cpu", Severity: resource.SeverityWarning, Metric: "cpuPct", Threshold: 90, ClearThreshold: 80, Consecutive: 3},
-		{Name: "high_mem", Severity: resource.SeverityWarning, Metric: "memPct", Threshold: 90, ClearThreshold: 80, Consecutive: 3},
-		{Name: "disk_full", Severity: resource.SeverityError, Metric: "diskUsedPct", Threshold: 90, ClearThreshold: 85, Consecutive: 1},
-		{Name: "high_temp", Severity: resource.SeverityWarning, Metric: "tempCpu", Threshold: 80, ClearThreshold: 75, Consecutive: 3},
-		{Name: "device_offline", Severity: resource.SeverityError, Consecutive: 1},
-		{Name: "vpn_down", Severity: resource.SeverityError, Consecutive: 1},
-	}
-}
-
-func checkName(field, name string) (string, error) {
-	name = strings.TrimSpace(name)
-	if name == "" {
-		return "", cloud.Errorf(cloud.EINVALID, "%s is required", field)
-	}
-	if len(name) > MaxNameLength {
-		return "", cloud.Errorf(cloud.EINVALID, "%s is longer than %d bytes", field, MaxNameLength)
-	}
-	if !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
-		return "", cloud.Errorf(cloud.EINVALID, "%s must be printable UTF-8 text", field)
-	}
-	return name, nil
-}
 
 // CreateOrg creates an organization with a fresh webhook signing secret and
 // the default alert rules.
 func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
-	name, err := checkName("name", name)
+	name, err := cloud.ValidName("name", name)
 	if err != nil {
 		return cloud.Org{}, err
 	}
@@ -73,7 +27,7 @@ func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
 			org.ID, org.Name, org.WebhookSecret, now.UnixMilli()); err != nil {
 			return err
 		}
-		for _, r := range DefaultRules() {
+		for _, r := range cloud.DefaultRules() {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`,
 				ids.New(), org.ID, r.Name, string(r.Severity), r.Metric, r.Threshold, r.ClearThreshold, r.Consecutive, now.UnixMilli()); err != nil {

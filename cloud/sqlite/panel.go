@@ -17,14 +17,10 @@ import (
 // fleet page's counts and search, and API keys with their creator and last
 // use.
 
-var (
-	_ cloud.FleetView      = (*DeviceService)(nil)
-	_ cloud.KeyAdmin       = (*DB)(nil)
-	_ cloud.KeyUseRecorder = (*DB)(nil)
-)
+var _ cloud.KeyUseRecorder = (*DB)(nil)
 
 // StatusCounts counts the organization's devices by status.
-func (s *DeviceService) StatusCounts(ctx context.Context, orgID string) (map[resource.DeviceStatus]int, error) {
+func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resource.DeviceStatus]int, error) {
 	st, err := s.db.readStmt(ctx, `SELECT status, COUNT(*) FROM devices WHERE org_id = ? GROUP BY status`)
 	if err != nil {
 		return nil, err
@@ -49,7 +45,7 @@ func (s *DeviceService) StatusCounts(ctx context.Context, orgID string) (map[res
 // SearchDevices returns one page of the organization's devices, oldest
 // first, filtered by status and by a case-insensitive substring of name,
 // serial number, location or model, with the number of matches.
-func (s *DeviceService) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
+func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
 	out := cloud.DevicePage{Devices: []resource.Device{}}
 	where := ` FROM devices WHERE org_id = ?`
 	args := []any{orgID}
@@ -95,8 +91,9 @@ func LikePattern(q string) string {
 // CreateOrgKey makes a key for the organization on behalf of k.CreatedBy
 // ("" for the admin CLI) and stores its bcrypt hash. It returns the stored
 // key and the full key string, which exists nowhere else afterwards.
-func (db *DB) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
-	name, err := checkName("name", nk.Name)
+func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
+	db := s.db
+	name, err := cloud.ValidName("name", nk.Name)
 	if err != nil {
 		return nil, "", err
 	}
@@ -134,7 +131,8 @@ func (db *DB) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey,
 
 // OrgKeys lists the organization's keys newest first, revoked ones
 // included, with their creator's email and last use.
-func (db *DB) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
+func (s *PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
+	db := s.db
 	rows, err := db.R.QueryContext(ctx, `SELECT k.id, k.org_id, k.name, k.hash, k.scopes, k.expires_at, k.revoked_at, k.created_at,
 		COALESCE(u.email, ''), k.last_used_at
 		FROM api_keys k LEFT JOIN users u ON u.id = k.created_by WHERE k.org_id = ? ORDER BY k.created_at DESC, k.id DESC`, orgID)
@@ -165,7 +163,8 @@ func (s scanAlso) Scan(dest ...any) error { return s.sc.Scan(append(dest, s.extr
 
 // RevokeOrgKey revokes the organization's key id (idempotent: the first
 // revocation time is kept); another organization's key is ENOTFOUND.
-func (db *DB) RevokeOrgKey(ctx context.Context, orgID, id string) (*cloud.APIKey, error) {
+func (s *PanelStore) RevokeOrgKey(ctx context.Context, orgID, id string) (*cloud.APIKey, error) {
+	db := s.db
 	k, err := db.KeyByID(ctx, id)
 	if err != nil {
 		return nil, err
@@ -187,14 +186,13 @@ func (db *DB) RecordKeyUse(ctx context.Context, id string, at time.Time) error {
 	return nil
 }
 
-var _ cloud.WebhookAdmin = (*WebhookStore)(nil)
-
 // WebhookSettings returns the organization's alert URL and signing secrets.
-func (s *WebhookStore) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
+func (s *PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
+	db := s.db
 	var out cloud.WebhookSettings
 	var prev string
 	var until int64
-	err := s.db.R.QueryRowContext(ctx, `SELECT alert_webhook_url, webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
+	err := db.R.QueryRowContext(ctx, `SELECT alert_webhook_url, webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
 		Scan(&out.AlertURL, &out.Secret, &prev, &until)
 	if errors.Is(err, sql.ErrNoRows) {
 		return out, cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
@@ -202,15 +200,16 @@ func (s *WebhookStore) WebhookSettings(ctx context.Context, orgID string) (cloud
 	if err != nil {
 		return out, fmt.Errorf("sqlite: webhook settings: %w", err)
 	}
-	if prev != "" && until > s.db.NowMs() {
+	if prev != "" && until > db.NowMs() {
 		out.PreviousValidUntil = time.UnixMilli(until).UTC()
 	}
 	return out, nil
 }
 
 // RecentDeliveries summarizes the organization's newest deliveries.
-func (s *WebhookStore) RecentDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliverySummary, error) {
-	ds, err := s.WebhookDeliveries(ctx, orgID, limit)
+func (s *PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliverySummary, error) {
+	db := s.db
+	ds, err := db.WebhookDeliveries(ctx, orgID, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -230,13 +229,24 @@ func (s *WebhookStore) RecentDeliveries(ctx context.Context, orgID string, limit
 }
 
 // RedeliverOrgWebhook queues a copy of the organization's delivery id.
-func (s *WebhookStore) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
+func (s *PanelStore) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
+	db := s.db
 	var n int
-	if err := s.db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE id = ? AND org_id = ?`, id, orgID).Scan(&n); err != nil {
+	if err := db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE id = ? AND org_id = ?`, id, orgID).Scan(&n); err != nil {
 		return "", fmt.Errorf("sqlite: redeliver: %w", err)
 	}
 	if n == 0 {
 		return "", cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
 	}
-	return s.RedeliverWebhook(ctx, id)
+	return db.RedeliverWebhook(ctx, id)
+}
+
+// SetOrgAlertWebhook sets or clears the organization's alert webhook URL.
+func (s *PanelStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
+	return s.db.SetOrgAlertWebhook(ctx, orgID, url)
+}
+
+// RotateOrgSecret gives the organization a new signing secret.
+func (s *PanelStore) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
+	return s.db.RotateOrgSecret(ctx, orgID, grace)
 }

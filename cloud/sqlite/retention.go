@@ -3,12 +3,12 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"log/slog"
+	"github.com/fleet/fleet/cloud"
 	"time"
 )
 
 // DefaultRetention is how long metrics and events are kept by default.
-const DefaultRetention = 30 * 24 * time.Hour
+const DefaultRetention = cloud.DefaultRetention
 
 // retentionBatch bounds the rows one delete statement removes, so that the
 // writer is never held for long.
@@ -61,27 +61,6 @@ func (db *DB) deleteBatches(ctx context.Context, query string, cut int64, device
 		total += n
 		if n < retentionBatch {
 			return total, nil
-		}
-	}
-}
-
-// RunRetention sweeps every interval until ctx ends, logging what it removed
-// and any failure.
-func (db *DB) RunRetention(ctx context.Context, keep, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		m, e, err := db.SweepRetention(ctx, keep)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			log.Error("retention sweep failed", "err", err)
-		case m+e > 0:
-			log.Info("retention sweep", "metrics_deleted", m, "events_deleted", e)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

@@ -11,17 +11,14 @@ import (
 	"github.com/fleet/fleet/shared/ids"
 )
 
-// UserService implements cloud.UserService and cloud.SessionStore on the
-// store.
-type UserService struct{ db *DB }
+// PanelStore implements cloud.PanelStore on the store: users and sessions
+// here, the rest in panel.go.
+type PanelStore struct{ db *DB }
 
-var (
-	_ cloud.UserService  = (*UserService)(nil)
-	_ cloud.SessionStore = (*UserService)(nil)
-)
+var _ cloud.PanelStore = (*PanelStore)(nil)
 
-// NewUserService returns the user and session service of db.
-func NewUserService(db *DB) *UserService { return &UserService{db: db} }
+// NewPanelStore returns the panel's store of db.
+func NewPanelStore(db *DB) *PanelStore { return &PanelStore{db: db} }
 
 const userColumns = `id, org_id, email, role, password_hash, disabled_at, password_changed_at, created_at`
 
@@ -44,7 +41,7 @@ func userNotFound(id string) error { return cloud.Errorf(cloud.ENOTFOUND, "user 
 
 // CreateUser adds a user to an organization; an email already in use (in
 // any organization) is ECONFLICT.
-func (s *UserService) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.User, error) {
+func (s *PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.User, error) {
 	email, err := cloud.NormalizeEmail(nu.Email)
 	if err != nil {
 		return cloud.User{}, err
@@ -91,7 +88,7 @@ func wrapErr(what string, err error) error {
 
 // UserByID returns the user with id in any organization, or ENOTFOUND. The
 // panel reads it on every request (a primary-key lookup).
-func (s *UserService) UserByID(ctx context.Context, id string) (cloud.User, error) {
+func (s *PanelStore) UserByID(ctx context.Context, id string) (cloud.User, error) {
 	st, err := s.db.readStmt(ctx, `SELECT `+userColumns+` FROM users WHERE id = ?`)
 	if err != nil {
 		return cloud.User{}, err
@@ -107,7 +104,7 @@ func (s *UserService) UserByID(ctx context.Context, id string) (cloud.User, erro
 }
 
 // UserByEmail returns the user with email (any case), or ENOTFOUND.
-func (s *UserService) UserByEmail(ctx context.Context, email string) (cloud.User, error) {
+func (s *PanelStore) UserByEmail(ctx context.Context, email string) (cloud.User, error) {
 	e, err := cloud.NormalizeEmail(email)
 	if err != nil {
 		return cloud.User{}, cloud.Errorf(cloud.ENOTFOUND, "no user with that email")
@@ -123,7 +120,7 @@ func (s *UserService) UserByEmail(ctx context.Context, email string) (cloud.User
 }
 
 // ListUsers returns the organization's users, oldest first.
-func (s *UserService) ListUsers(ctx context.Context, orgID string) ([]cloud.User, error) {
+func (s *PanelStore) ListUsers(ctx context.Context, orgID string) ([]cloud.User, error) {
 	rows, err := s.db.R.QueryContext(ctx, `SELECT `+userColumns+` FROM users WHERE org_id = ? ORDER BY created_at, id`, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list users: %w", err)
@@ -142,7 +139,7 @@ func (s *UserService) ListUsers(ctx context.Context, orgID string) ([]cloud.User
 
 // SetUserRole changes the role of the organization's user id. Demoting the
 // last active OWNER is ECONFLICT.
-func (s *UserService) SetUserRole(ctx context.Context, orgID, id string, role cloud.Role) (cloud.User, error) {
+func (s *PanelStore) SetUserRole(ctx context.Context, orgID, id string, role cloud.Role) (cloud.User, error) {
 	if _, err := cloud.ParseRole(string(role)); err != nil {
 		return cloud.User{}, err
 	}
@@ -161,7 +158,7 @@ func (s *UserService) SetUserRole(ctx context.Context, orgID, id string, role cl
 // DisableUser disables the organization's user id (idempotent): they can no
 // longer sign in and their sessions end on their next request. Disabling the
 // last active OWNER is ECONFLICT.
-func (s *UserService) DisableUser(ctx context.Context, orgID, id string) (cloud.User, error) {
+func (s *PanelStore) DisableUser(ctx context.Context, orgID, id string) (cloud.User, error) {
 	return s.change(ctx, orgID, id, "disable user", func(tx *sql.Tx, u *cloud.User) error {
 		if u.Disabled() {
 			return nil
@@ -177,7 +174,7 @@ func (s *UserService) DisableUser(ctx context.Context, orgID, id string) (cloud.
 
 // SetUserPassword stores a new password hash and ends the user's sessions
 // signed in before now.
-func (s *UserService) SetUserPassword(ctx context.Context, orgID, id, hash string) (cloud.User, error) {
+func (s *PanelStore) SetUserPassword(ctx context.Context, orgID, id, hash string) (cloud.User, error) {
 	if hash == "" {
 		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
 	}
@@ -191,7 +188,7 @@ func (s *UserService) SetUserPassword(ctx context.Context, orgID, id, hash strin
 
 // change reads the organization's user id in a write transaction and lets
 // fn change it.
-func (s *UserService) change(ctx context.Context, orgID, id, what string, fn func(tx *sql.Tx, u *cloud.User) error) (cloud.User, error) {
+func (s *PanelStore) change(ctx context.Context, orgID, id, what string, fn func(tx *sql.Tx, u *cloud.User) error) (cloud.User, error) {
 	var u cloud.User
 	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -212,7 +209,7 @@ func (s *UserService) change(ctx context.Context, orgID, id, what string, fn fun
 
 // keepAnOwner refuses a change that would leave u's organization without an
 // active OWNER (the writer's transaction serializes concurrent changes).
-func (s *UserService) keepAnOwner(ctx context.Context, tx *sql.Tx, u cloud.User, verb string) error {
+func (s *PanelStore) keepAnOwner(ctx context.Context, tx *sql.Tx, u cloud.User, verb string) error {
 	if u.Role != cloud.RoleOwner || u.Disabled() {
 		return nil
 	}
@@ -227,7 +224,7 @@ func (s *UserService) keepAnOwner(ctx context.Context, tx *sql.Tx, u cloud.User,
 }
 
 // FindSession returns the data of an unexpired session.
-func (s *UserService) FindSession(ctx context.Context, tokenHash string) ([]byte, bool, error) {
+func (s *PanelStore) FindSession(ctx context.Context, tokenHash string) ([]byte, bool, error) {
 	st, err := s.db.readStmt(ctx, `SELECT data FROM sessions WHERE token_hash = ? AND expires_at > ?`)
 	if err != nil {
 		return nil, false, err
@@ -244,7 +241,7 @@ func (s *UserService) FindSession(ctx context.Context, tokenHash string) ([]byte
 }
 
 // CommitSession inserts or replaces a session.
-func (s *UserService) CommitSession(ctx context.Context, tokenHash string, data []byte, expiry time.Time) error {
+func (s *PanelStore) CommitSession(ctx context.Context, tokenHash string, data []byte, expiry time.Time) error {
 	_, err := s.db.W.ExecContext(ctx, `INSERT INTO sessions (token_hash, data, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (token_hash) DO UPDATE SET data = excluded.data, expires_at = excluded.expires_at`,
 		tokenHash, data, expiry.UnixMilli())
@@ -255,7 +252,7 @@ func (s *UserService) CommitSession(ctx context.Context, tokenHash string, data 
 }
 
 // DeleteSession removes a session (no error when there is none).
-func (s *UserService) DeleteSession(ctx context.Context, tokenHash string) error {
+func (s *PanelStore) DeleteSession(ctx context.Context, tokenHash string) error {
 	if _, err := s.db.W.ExecContext(ctx, `DELETE FROM sessions WHERE token_hash = ?`, tokenHash); err != nil {
 		return fmt.Errorf("sqlite: delete session: %w", err)
 	}
@@ -263,7 +260,7 @@ func (s *UserService) DeleteSession(ctx context.Context, tokenHash string) error
 }
 
 // DeleteExpiredSessions removes sessions expired before now.
-func (s *UserService) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
+func (s *PanelStore) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
 	res, err := s.db.W.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, now.UnixMilli())
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: delete expired sessions: %w", err)

@@ -238,43 +238,20 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 	}
 }
 
-// DeliveryAttempt is one recorded attempt, as the admin CLI shows it.
-type DeliveryAttempt struct {
-	Attempt    int       `json:"attempt"`
-	At         time.Time `json:"at"`
-	StatusCode int       `json:"statusCode,omitempty"`
-	Error      string    `json:"error,omitempty"`
-	DurationMs int64     `json:"durationMs"`
-}
-
-// DeliveryInfo is a delivery with its attempts, as the admin CLI shows it.
-type DeliveryInfo struct {
-	ID            string            `json:"id"`
-	DeviceID      string            `json:"deviceId"`
-	Event         string            `json:"event"`
-	URL           string            `json:"url"`
-	State         string            `json:"state"`
-	Attempts      []DeliveryAttempt `json:"attempts"`
-	NextAttemptAt *time.Time        `json:"nextAttemptAt,omitempty"`
-	LastError     string            `json:"lastError,omitempty"` // the last attempt's error, or why it was dropped
-	RedeliveryOf  string            `json:"redeliveryOf,omitempty"`
-	CreatedAt     time.Time         `json:"createdAt"`
-}
-
 // WebhookDeliveries returns the organization's most recent deliveries,
 // newest first, each with its attempts.
-func (s *WebhookStore) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([]DeliveryInfo, error) {
+func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliveryInfo, error) {
 	if limit <= 0 || limit > 1000 {
 		limit = 50
 	}
-	rows, err := s.db.R.QueryContext(ctx, `SELECT id, device_id, event, url, state, next_attempt_at, last_error, COALESCE(redelivery_of, ''), created_at
+	rows, err := db.R.QueryContext(ctx, `SELECT id, device_id, event, url, state, next_attempt_at, last_error, COALESCE(redelivery_of, ''), created_at
 		FROM webhook_deliveries WHERE org_id = ? ORDER BY seq DESC LIMIT ?`, orgID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: deliveries: %w", err)
 	}
-	var out []DeliveryInfo
+	var out []cloud.DeliveryInfo
 	for rows.Next() {
-		var d DeliveryInfo
+		var d cloud.DeliveryInfo
 		var next, created int64
 		if err := rows.Scan(&d.ID, &d.DeviceID, &d.Event, &d.URL, &d.State, &next, &d.LastError, &d.RedeliveryOf, &created); err != nil {
 			rows.Close()
@@ -285,7 +262,7 @@ func (s *WebhookStore) WebhookDeliveries(ctx context.Context, orgID string, limi
 			t := time.UnixMilli(next).UTC()
 			d.NextAttemptAt = &t
 		}
-		d.Attempts = []DeliveryAttempt{}
+		d.Attempts = []cloud.DeliveryAttempt{}
 		out = append(out, d)
 	}
 	rows.Close()
@@ -293,12 +270,12 @@ func (s *WebhookStore) WebhookDeliveries(ctx context.Context, orgID string, limi
 		return nil, err
 	}
 	for i := range out {
-		ar, err := s.db.R.QueryContext(ctx, `SELECT attempt, at, COALESCE(status_code, 0), error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt`, out[i].ID)
+		ar, err := db.R.QueryContext(ctx, `SELECT attempt, at, COALESCE(status_code, 0), error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt`, out[i].ID)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: attempts: %w", err)
 		}
 		for ar.Next() {
-			var a DeliveryAttempt
+			var a cloud.DeliveryAttempt
 			var at int64
 			if err := ar.Scan(&a.Attempt, &at, &a.StatusCode, &a.Error, &a.DurationMs); err != nil {
 				ar.Close()
@@ -315,10 +292,10 @@ func (s *WebhookStore) WebhookDeliveries(ctx context.Context, orgID string, limi
 // RedeliverWebhook queues a new delivery with the body, URL and event of
 // delivery id (in any state) and returns the new delivery's id. A running
 // relay picks it up from the outbox within its poll interval.
-func (s *WebhookStore) RedeliverWebhook(ctx context.Context, id string) (string, error) {
+func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
 	newID := ids.New()
-	now := s.db.NowMs()
-	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+	now := db.NowMs()
+	err := db.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
 			SELECT ?, org_id, device_id, event, url, body, 'pending', 0, ?, id, ? FROM webhook_deliveries WHERE id = ?`, newID, now, now, id)
 		if err != nil {
@@ -340,14 +317,14 @@ func (s *WebhookStore) RedeliverWebhook(ctx context.Context, id string) (string,
 
 // SetOrgAlertWebhook sets (or, with "", clears) the organization's alert
 // webhook URL, after webhook.ValidateURL.
-func (s *WebhookStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
+func (db *DB) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
 	url = strings.TrimSpace(url)
 	if url != "" {
 		if err := webhook.ValidateURL("url", url); err != nil {
 			return err
 		}
 	}
-	res, err := s.db.W.ExecContext(ctx, `UPDATE orgs SET alert_webhook_url = ? WHERE id = ?`, url, orgID)
+	res, err := db.W.ExecContext(ctx, `UPDATE orgs SET alert_webhook_url = ? WHERE id = ?`, url, orgID)
 	if err != nil {
 		return fmt.Errorf("sqlite: set alert webhook: %w", err)
 	}
@@ -358,20 +335,20 @@ func (s *WebhookStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string
 }
 
 // MaxSecretGrace bounds the grace period of a rotated secret.
-const MaxSecretGrace = 7 * 24 * time.Hour
+const MaxSecretGrace = cloud.MaxSecretGrace
 
 // RotateOrgSecret gives the organization a fresh signing secret
 // (webhook.NewSecret) and returns it. Every attempt from then on is signed
 // with it; during grace (0 to MaxSecretGrace) the previous secret also signs
 // the Standard Webhooks header, so receivers can switch without refusing
 // deliveries.
-func (s *WebhookStore) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
+func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
 	if grace < 0 || grace > MaxSecretGrace {
 		return "", cloud.Errorf(cloud.EINVALID, "grace must be between 0 and %s", MaxSecretGrace)
 	}
 	secret := webhook.NewSecret()
-	res, err := s.db.W.ExecContext(ctx, `UPDATE orgs SET previous_webhook_secret = CASE WHEN ? > 0 THEN webhook_secret ELSE '' END,
-		previous_secret_until = ?, webhook_secret = ? WHERE id = ?`, grace.Milliseconds(), s.db.Now().Add(grace).UnixMilli(), secret, orgID)
+	res, err := db.W.ExecContext(ctx, `UPDATE orgs SET previous_webhook_secret = CASE WHEN ? > 0 THEN webhook_secret ELSE '' END,
+		previous_secret_until = ?, webhook_secret = ? WHERE id = ?`, grace.Milliseconds(), db.Now().Add(grace).UnixMilli(), secret, orgID)
 	if err != nil {
 		return "", fmt.Errorf("sqlite: rotate secret: %w", err)
 	}

@@ -42,7 +42,9 @@ func blockedPrefixes() []netip.Prefix {
 		"240.0.0.0/4",    // reserved, broadcast
 		"::/128",         // unspecified
 		"::1/128",        // loopback
+		"::/96",          // IPv4-compatible (deprecated; embeds any IPv4)
 		"64:ff9b::/96",   // NAT64 (could embed a private IPv4)
+		"2002::/16",      // 6to4 (embeds an IPv4, private ones included)
 		"fc00::/7",       // unique local, includes metadata fd00:ec2::254
 		"fe80::/10",      // link-local
 		"ff00::/8",       // multicast
@@ -58,8 +60,11 @@ func blockedPrefixes() []netip.Prefix {
 // destinations are not allowed.
 func AddressAllowed(ip netip.Addr) bool { return addressAllowed(blockedPrefixes(), ip) }
 
+// A zone (fe80::1%eth0, ::1%lo) is dropped before the check: Prefix.Contains
+// is false for every zoned address, and the zone changes only the
+// interface, never whether the address is loopback or private.
 func addressAllowed(blocked []netip.Prefix, ip netip.Addr) bool {
-	ip = ip.Unmap()
+	ip = ip.WithZone("").Unmap()
 	if !ip.IsValid() {
 		return false
 	}

@@ -281,7 +281,7 @@ func TestSlowEndpointDoesNotDelayOthers(t *testing.T) {
 func TestAlertWebhook(t *testing.T) {
 	e := newEnv(t)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
-	if err := e.store.SetOrgAlertWebhook(context.Background(), e.org.ID, rcv.URL("/alerts")); err != nil {
+	if err := e.db.SetOrgAlertWebhook(context.Background(), e.org.ID, rcv.URL("/alerts")); err != nil {
 		t.Fatal(err)
 	}
 	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
@@ -327,7 +327,7 @@ func TestRotatedSecretSignsRetries(t *testing.T) {
 	if h := rcv.wait(t, 1, 5*time.Second)[0]; !h.SigOK {
 		t.Fatal("first attempt not signed with the original secret")
 	}
-	ns, err := e.store.RotateOrgSecret(context.Background(), e.org.ID, 0)
+	ns, err := e.db.RotateOrgSecret(context.Background(), e.org.ID, 0)
 	if err != nil || !strings.HasPrefix(ns, "whsec_") {
 		t.Fatalf("rotate: %q %v", ns, err)
 	}
@@ -354,7 +354,7 @@ func TestRedeliver(t *testing.T) {
 	e.waitState(t, dl.ID, "failed", 5*time.Second)
 	rcv.wait(t, 1, time.Second)
 	// As the admin CLI does, from outside the dispatcher: a new outbox row.
-	id, err := e.store.RedeliverWebhook(context.Background(), dl.ID)
+	id, err := e.db.RedeliverWebhook(context.Background(), dl.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +459,7 @@ func TestFullQueueDropsOldestWaiting(t *testing.T) {
 func TestRotationGraceSignsWithBothSecrets(t *testing.T) {
 	e := newEnv(t)
 	old := e.org.WebhookSecret
-	ns, err := e.store.RotateOrgSecret(context.Background(), e.org.ID, time.Hour)
+	ns, err := e.db.RotateOrgSecret(context.Background(), e.org.ID, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +481,7 @@ func TestRotationGraceSignsWithBothSecrets(t *testing.T) {
 		t.Errorf("webhook-signature %q: want signatures by the new and the old secret", sigs)
 	}
 	// Grace over (a rotation without grace clears the previous secret).
-	ns2, err := e.store.RotateOrgSecret(context.Background(), e.org.ID, 0)
+	ns2, err := e.db.RotateOrgSecret(context.Background(), e.org.ID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

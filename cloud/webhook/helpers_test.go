@@ -209,9 +209,9 @@ func newDispatcher(t testing.TB, e *env, o dispOpts) *webhook.Dispatcher {
 }
 
 // deliveries reads the organization's deliveries (newest first).
-func (e *env) deliveries(t testing.TB) []sqlite.DeliveryInfo {
+func (e *env) deliveries(t testing.TB) []cloud.DeliveryInfo {
 	t.Helper()
-	ds, err := e.store.WebhookDeliveries(context.Background(), e.org.ID, 1000)
+	ds, err := e.db.WebhookDeliveries(context.Background(), e.org.ID, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func (e *env) deliveries(t testing.TB) []sqlite.DeliveryInfo {
 }
 
 // waitState waits until delivery id has state.
-func (e *env) waitState(t testing.TB, id, state string, d time.Duration) sqlite.DeliveryInfo {
+func (e *env) waitState(t testing.TB, id, state string, d time.Duration) cloud.DeliveryInfo {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {

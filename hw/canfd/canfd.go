@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleet/fleet/hw"
@@ -119,8 +120,9 @@ type Port struct {
 	goneErr string // the interface went away; recovery running
 	note    string // a link setting the interface refused
 	txOn    bool
-	closed  bool
 	stats   Stats
+
+	closed atomic.Bool
 }
 
 var _ hw.Port = (*Port)(nil)
@@ -161,11 +163,8 @@ func settingsOf(c *serialcfg.CANFD) Settings {
 // configuration keeps running (except ErrBitTimingUnsupported, noted in
 // telemetry). The tx schedule restarts with the new frame.
 func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
-	if cfg.Kind != serialcfg.KindCANFD || cfg.CANFD == nil {
-		return fmt.Errorf("canfd %s: config kind %q on a canfd channel", p.opt.Name, cfg.Kind)
-	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("canfd %s: %w", p.opt.Name, err)
+	if err := hw.CheckConfig("canfd "+p.opt.Name, serialcfg.KindCANFD, cfg); err != nil {
+		return err
 	}
 	c := *cfg.CANFD
 	frame, err := txFrame(c.Tx)
@@ -190,7 +189,9 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 					p.mu.Lock()
 					p.sendErr = "reopen failed: " + rerr.Error()
 					p.mu.Unlock()
-				} else {
+				} else if p.cfg.Tx.IntervalMs > 0 {
+					// A periodic tx resumes; a single send went out
+					// when its configuration applied.
 					p.startTx(*p.cfg)
 				}
 			}
@@ -288,11 +289,7 @@ func txFrame(tx serialcfg.CANFDTx) (Frame, error) {
 	return Frame{ID: id, Extended: ext, FD: true, BRS: true, Data: data}, nil
 }
 
-func (p *Port) isClosed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closed
-}
+func (p *Port) isClosed() bool { return p.closed.Load() }
 
 // startRx opens the bus and starts its receive loop. applyMu held.
 func (p *Port) startRx() error {
@@ -385,21 +382,11 @@ func (p *Port) startTxFrame(c serialcfg.CANFD, f Frame) {
 	go func() {
 		defer close(done)
 		p.send(bus, f)
+		hw.Repeat(ctx, interval, func() { p.send(bus, f) })
 		if interval == 0 {
 			p.mu.Lock()
 			p.txOn = false
 			p.mu.Unlock()
-			return
-		}
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.send(bus, f)
-			}
 		}
 	}()
 }
@@ -435,7 +422,7 @@ func (p *Port) stopTx() {
 func (p *Port) Telemetry() serialcfg.Telemetry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed.Load() {
 		return serialcfg.Telemetry{Live: p.live, Error: "port closed"}
 	}
 	t := serialcfg.Telemetry{Live: p.live, TxOn: p.txOn}
@@ -465,13 +452,9 @@ func (p *Port) Stats() Stats {
 func (p *Port) Close() error {
 	p.applyMu.Lock()
 	defer p.applyMu.Unlock()
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	if !p.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	p.closed = true
-	p.mu.Unlock()
 	close(p.closing)
 	p.stopTx()
 	p.stopRx()

@@ -355,6 +355,24 @@ func TestRefusedSettingsKeepPreviousConfig(t *testing.T) {
 	}
 }
 
+// A refused Apply does not repeat the previous configuration's single
+// send when it puts that configuration back.
+func TestRefusedSettingsDoNotRepeatASingleSend(t *testing.T) {
+	r := newRig(t, cfg(func(c *serialcfg.CANFD) {
+		c.Tx = serialcfg.CANFDTx{Enabled: true, IntervalMs: 0, CanID: "0x100", DataHex: "01"}
+	}))
+	if err := waitFrame(r.peer, "100#01"); err != nil {
+		t.Fatal(err)
+	}
+	r.link.Refuse(errors.New("numerical argument out of domain"))
+	if err := r.port.Apply(context.Background(), cfg(func(c *serialcfg.CANFD) { c.NominalBitrate = 10000 })); err == nil {
+		t.Fatal("Apply passed a refused bitrate")
+	}
+	if f, err := r.peer.RecvTimeout(300 * time.Millisecond); err == nil {
+		t.Fatalf("the refused Apply sent %s again", f)
+	}
+}
+
 func TestVirtualInterfaceRefusalIsNoted(t *testing.T) {
 	bus := canfdtest.NewBus()
 	link := &canfdtest.Link{}

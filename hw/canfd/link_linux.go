@@ -61,6 +61,10 @@ func (l *NetlinkLink) Configure(ctx context.Context, s Settings) error {
 			what = "CAN-FD or listen-only"
 		}
 		cerr = fmt.Errorf("%s refused the settings (controller without %s?): %w", l.Interface, what, cerr)
+	case cerr != nil && errors.Is(cerr, unix.EDOM):
+		// The kernel's bit-timing calculation found no prescaler and
+		// segments within 5% of the bitrate for this controller's clock.
+		cerr = fmt.Errorf("%s cannot make bitrate %d/%d with its clock: %w", l.Interface, s.NominalBitrate, s.DataBitrate, cerr)
 	case cerr != nil:
 		cerr = fmt.Errorf("set bitrate %d/%d sample point %.3f on %s: %w", s.NominalBitrate, s.DataBitrate, s.SamplePoint, l.Interface, cerr)
 	}

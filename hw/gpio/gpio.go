@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pgpio "periph.io/x/conn/v3/gpio"
@@ -80,8 +81,14 @@ type Port struct {
 	live   string
 	txOn   bool
 	err    string
-	closed bool
 	writes int
+	// driven is set while the line is an output the port drove, to
+	// level: reading an output back is not portable (periph's Linux
+	// line turns itself into a pulled-up input to read).
+	driven bool
+	level  pgpio.Level
+
+	closed atomic.Bool
 }
 
 var _ hw.Port = (*Port)(nil)
@@ -127,20 +134,14 @@ func levelString(l pgpio.Level) string {
 // effect at once. An invalid configuration, or one the line refuses,
 // returns an error; a refused one leaves the line as the error describes.
 func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
-	if cfg.Kind != serialcfg.KindGPIO || cfg.GPIO == nil {
-		return fmt.Errorf("gpio %s: config kind %q on a gpio channel", p.opt.Name, cfg.Kind)
-	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("gpio %s: %w", p.opt.Name, err)
+	if err := hw.CheckConfig("gpio "+p.opt.Name, serialcfg.KindGPIO, cfg); err != nil {
+		return err
 	}
 	c := *cfg.GPIO
 
 	p.applyMu.Lock()
 	defer p.applyMu.Unlock()
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
+	if p.closed.Load() {
 		return fmt.Errorf("gpio %s: %w", p.opt.Name, ErrClosed)
 	}
 	p.stopLoop()
@@ -161,11 +162,16 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 		}
 		lvl := p.opt.Pin.Read()
 		p.mu.Lock()
-		p.live, p.txOn, p.err = levelString(lvl), false, ""
+		p.live, p.txOn, p.err, p.driven = levelString(lvl), false, "", false
 		p.mu.Unlock()
 		go p.inputLoop(loopCtx, done, edges, lvl, time.Duration(c.DebounceMs)*time.Millisecond)
 	} else {
-		level := p.opt.Pin.Read()
+		p.mu.Lock()
+		driven, level := p.driven, p.level
+		p.mu.Unlock()
+		if !driven {
+			level = p.opt.Pin.Read()
+		}
 		if c.Tx.Enabled && c.Tx.Value == 1 {
 			level = pgpio.High
 		} else if c.Tx.Enabled {
@@ -206,6 +212,7 @@ func (p *Port) out(l pgpio.Level) error {
 	}
 	p.writes++
 	p.live, p.err = levelString(l), ""
+	p.driven, p.level = true, l
 	return nil
 }
 
@@ -213,23 +220,15 @@ func (p *Port) out(l pgpio.Level) error {
 // every interval; a single send (interval 0) ends txOn.
 func (p *Port) outputLoop(ctx context.Context, done chan struct{}, level pgpio.Level, interval time.Duration) {
 	defer close(done)
+	hw.Repeat(ctx, interval, func() {
+		if err := p.out(level); err != nil {
+			p.log.Warn("write failed", "err", err)
+		}
+	})
 	if interval == 0 {
 		p.mu.Lock()
 		p.txOn = false
 		p.mu.Unlock()
-		return
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := p.out(level); err != nil {
-				p.log.Warn("write failed", "err", err)
-			}
-		}
 	}
 }
 
@@ -282,7 +281,7 @@ func (p *Port) stopLoop() {
 func (p *Port) Telemetry() serialcfg.Telemetry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed.Load() {
 		return serialcfg.Telemetry{Live: p.live, Error: "port closed"}
 	}
 	return serialcfg.Telemetry{Live: p.live, TxOn: p.txOn, Error: p.err}
@@ -299,14 +298,9 @@ func (p *Port) Writes() int {
 func (p *Port) Close() error {
 	p.applyMu.Lock()
 	defer p.applyMu.Unlock()
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	if !p.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	p.closed = true
-	p.txOn = false
-	p.mu.Unlock()
 	p.stopLoop()
 	if p.opt.Release != nil {
 		return p.opt.Release()

@@ -248,3 +248,47 @@ func TestClose(t *testing.T) {
 		t.Fatalf("Apply after Close = %v", err)
 	}
 }
+
+// linuxLikePin behaves as periph's Linux line (gpioioctl.GPIOLine) does
+// when an output is read: it turns itself into an input with pull-up and
+// reads that.
+type linuxLikePin struct {
+	*gpiotest.Pin
+	isOut bool
+}
+
+func (p *linuxLikePin) Out(l pgpio.Level) error {
+	p.isOut = true
+	return p.Pin.Out(l)
+}
+
+func (p *linuxLikePin) Read() pgpio.Level {
+	if p.isOut {
+		p.isOut = false
+		if err := p.Pin.In(pgpio.PullUp, pgpio.NoEdge); err != nil {
+			return pgpio.Low
+		}
+		p.Pin.Lock()
+		p.Pin.L = pgpio.High
+		p.Pin.Unlock()
+	}
+	return p.Pin.Read()
+}
+
+// An output reconfigured without tx keeps the level it drove, on a line
+// that cannot read an output back.
+func TestOutputHoldsDrivenLevel(t *testing.T) {
+	pin := &linuxLikePin{Pin: newPin()}
+	p, err := gpio.New(context.Background(), gpio.Options{Name: "gpio-1", Device: "gpiochip0:5", Pin: pin},
+		out(serialcfg.GPIOTx{Enabled: true, Value: 0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Apply(context.Background(), out(serialcfg.GPIOTx{})); err != nil {
+		t.Fatal(err)
+	}
+	if level(pin.Pin) != pgpio.Low || p.Telemetry().Live != "0" {
+		t.Fatalf("output without tx drives %v (live %q), want the low it drove", level(pin.Pin), p.Telemetry().Live)
+	}
+}

@@ -355,7 +355,7 @@ func TestApplyRejectsWrongKind(t *testing.T) {
 	r := newRig(t, modbustest.Options{})
 	p := open(t, r, rs485(nil))
 	err := p.Apply(context.Background(), serialcfg.Config{Kind: "uart", UART: &serialcfg.UART{}})
-	if err == nil || !strings.Contains(err.Error(), "not rs485") {
+	if err == nil || !strings.Contains(err.Error(), `config kind "uart" on a rs485 channel`) {
 		t.Fatalf("err = %v", err)
 	}
 }

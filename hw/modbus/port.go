@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,22 +108,12 @@ func Open(ctx context.Context, device string, cfg serialcfg.Config, log *slog.Lo
 
 // OpenWith is Open with options.
 func OpenWith(ctx context.Context, device string, cfg serialcfg.Config, log *slog.Logger, opts Options) (*Port, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.RS485 == nil {
-		return nil, fmt.Errorf("modbus %s: config kind %q is not rs485", device, cfg.Kind)
-	}
-	if err := cfg.RS485.Validate(); err != nil {
-		return nil, fmt.Errorf("modbus %s: %w", device, err)
-	}
-	if _, err := os.Stat(device); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("modbus %s: %w", device, hw.ErrDeviceMissing)
+	if err := hw.CheckConfig("modbus "+device, serialcfg.KindRS485, cfg); err != nil {
+		return nil, err
 	}
 	opts = opts.withDefaults()
 	s := settingsFor(cfg.RS485)
-	log = log.With("device", device)
-	sp, err := serialport.Open(device, s, log)
+	sp, log, err := serialport.OpenDevice(device, s, log)
 	if err != nil {
 		return nil, fmt.Errorf("modbus: %w", err)
 	}
@@ -167,11 +156,8 @@ func (p *Port) Bus() *Bus { return p.bus }
 // open tty between transactions, polls and tx restart on the new values.
 // An enabled tx with intervalMs 0 writes once per Apply.
 func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
-	if cfg.RS485 == nil {
-		return fmt.Errorf("modbus %s: config kind %q is not rs485", p.device, cfg.Kind)
-	}
-	if err := cfg.RS485.Validate(); err != nil {
-		return fmt.Errorf("modbus %s: %w", p.device, err)
+	if err := hw.CheckConfig("modbus "+p.device, serialcfg.KindRS485, cfg); err != nil {
+		return err
 	}
 	c := *cfg.RS485
 	c.Polls = append([]serialcfg.ModbusPoll(nil), c.Polls...)

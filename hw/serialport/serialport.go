@@ -10,10 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"go.bug.st/serial"
+
+	"github.com/fleet/fleet/hw"
 )
 
 // ErrClosed is returned when the port was closed or the device went away.
@@ -100,6 +103,24 @@ type Port struct {
 	closed   bool
 	warned   map[string]bool
 	rs485Err error
+}
+
+// OpenDevice opens a serial channel's tty for its driver: a device that
+// does not exist returns an error wrapping hw.ErrDeviceMissing, and log
+// comes back scoped with the device, for the driver's own records (one
+// that discards when log is nil).
+func OpenDevice(device string, s Settings, log *slog.Logger) (*Port, *slog.Logger, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if _, err := os.Stat(device); errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("%s: %w", device, hw.ErrDeviceMissing)
+	}
+	p, err := Open(device, s, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, log.With("device", device), nil
 }
 
 // Open opens device with s. The returned error wraps ErrClosed when the

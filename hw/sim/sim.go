@@ -63,11 +63,8 @@ type port struct {
 }
 
 func (p *port) Apply(ctx context.Context, cfg serialcfg.Config) error {
-	if cfg.Kind != p.ch.Group {
-		return fmt.Errorf("sim %s: config kind %q on a %s channel", p.ch.ID, cfg.Kind, p.ch.Group)
-	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("sim %s: %w", p.ch.ID, err)
+	if err := hw.CheckConfig("sim "+p.ch.ID, p.ch.Group, cfg); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 	"unicode"
@@ -80,17 +79,8 @@ func Open(ctx context.Context, device string, cfg serialcfg.Config, log *slog.Lo
 
 // OpenWith is Open with options.
 func OpenWith(ctx context.Context, device string, cfg serialcfg.Config, log *slog.Logger, opts Options) (*Port, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.UART == nil {
-		return nil, fmt.Errorf("uart %s: config kind %q is not uart", device, cfg.Kind)
-	}
-	if err := cfg.UART.Validate(); err != nil {
-		return nil, fmt.Errorf("uart %s: %w", device, err)
-	}
-	if _, err := os.Stat(device); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("uart %s: %w", device, hw.ErrDeviceMissing)
+	if err := hw.CheckConfig("uart "+device, serialcfg.KindUART, cfg); err != nil {
+		return nil, err
 	}
 	if opts.ReopenMin <= 0 {
 		opts.ReopenMin = 100 * time.Millisecond
@@ -98,9 +88,8 @@ func OpenWith(ctx context.Context, device string, cfg serialcfg.Config, log *slo
 	if opts.ReopenMax <= 0 {
 		opts.ReopenMax = 5 * time.Second
 	}
-	log = log.With("device", device)
 	s := settingsFor(cfg.UART)
-	sp, err := serialport.Open(device, s, log)
+	sp, log, err := serialport.OpenDevice(device, s, log)
 	if err != nil {
 		return nil, fmt.Errorf("uart: %w", err)
 	}
@@ -124,11 +113,8 @@ func settingsFor(c *serialcfg.UART) serialport.Settings {
 // Apply changes the configuration live. An enabled tx with intervalMs 0
 // sends once per Apply.
 func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
-	if cfg.UART == nil {
-		return fmt.Errorf("uart %s: config kind %q is not uart", p.device, cfg.Kind)
-	}
-	if err := cfg.UART.Validate(); err != nil {
-		return fmt.Errorf("uart %s: %w", p.device, err)
+	if err := hw.CheckConfig("uart "+p.device, serialcfg.KindUART, cfg); err != nil {
+		return err
 	}
 	data, err := serialcfg.ParseHexBytes(cfg.UART.Tx.DataHex)
 	if err != nil {

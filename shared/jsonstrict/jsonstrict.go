@@ -1,6 +1,9 @@
-// Package jsonstrict decodes JSON strictly: unknown fields, wrong types,
-// trailing data and invalid syntax are errors that name the offending field,
-// so that an API can answer 400 with a message a customer can act on.
+// Package jsonstrict decodes JSON strictly: unknown fields, member names
+// that match a field only when case is ignored, a member given twice, wrong
+// types, trailing data and invalid syntax are errors that name the
+// offending field, so that an API can answer 400 with a message a customer
+// can act on. (encoding/json alone matches names case-insensitively and
+// keeps the last of repeated members.)
 package jsonstrict
 
 import (
@@ -9,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 )
 
@@ -47,7 +51,122 @@ func Decode(data []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return &SyntaxError{Msg: "body must hold a single JSON value"}
 	}
+	return checkMembers(data, reflect.TypeOf(v))
+}
+
+// checkMembers walks data (valid JSON) beside the type it was decoded into:
+// a member given twice in one object is an error, and so is a member of a
+// struct whose name matches a field only when case is ignored.
+func checkMembers(data []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return walk(dec, t, "")
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// walk consumes one value from dec. t is the Go type it went into, or nil
+// when unknown (or when the type decodes itself: only repeated members are
+// checked there).
+func walk(dec *json.Decoder, t reflect.Type, path string) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && reflect.PointerTo(t).Implements(unmarshalerType) {
+		t = nil
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil // the decode above reported it
+	}
+	switch tok {
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = map[string]reflect.Type{}
+			structFields(t, fields)
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil
+			}
+			key, _ := kt.(string)
+			field := join(path, key)
+			if seen[key] {
+				return Fieldf(field, "is given twice")
+			}
+			seen[key] = true
+			var ft reflect.Type
+			switch {
+			case fields != nil:
+				var ok bool
+				if ft, ok = fields[key]; !ok {
+					for name := range fields {
+						if strings.EqualFold(name, key) {
+							return Fieldf(field, "unknown field (names are case-sensitive: %s)", join(path, name))
+						}
+					}
+				}
+			case t != nil && t.Kind() == reflect.Map:
+				ft = t.Elem()
+			}
+			if err := walk(dec, ft, field); err != nil {
+				return err
+			}
+		}
+		_, _ = dec.Token() // '}'
+	case json.Delim('['):
+		var et reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			et = t.Elem()
+		}
+		for dec.More() {
+			if err := walk(dec, et, path); err != nil {
+				return err
+			}
+		}
+		_, _ = dec.Token() // ']'
+	}
 	return nil
+}
+
+// structFields adds the JSON member names of struct t (embedded structs'
+// fields promoted, as encoding/json does) with their types.
+func structFields(t reflect.Type, out map[string]reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				structFields(ft, out)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 func classify(err error) error {

@@ -1,6 +1,7 @@
 package jsonstrict_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -30,6 +31,11 @@ func TestDecode(t *testing.T) {
 		{in: `{"mode":"a"}{}`, wantErr: true, syntax: true},
 		{in: ``, wantErr: true, syntax: true},
 		{in: `[]`, wantErr: true},
+		{in: `{"Mode":"managed"}`, wantErr: true, field: "Mode"},
+		{in: `{"mode":"a","mode":"b"}`, wantErr: true, field: "mode"},
+		{in: `{"inner":{"N":1}}`, wantErr: true, field: "inner.N"},
+		{in: `{"inner":{"n":1,"n":2}}`, wantErr: true, field: "inner.n"},
+		{in: `{"inner":{"n":1},"inner":{"n":2}}`, wantErr: true, field: "inner"},
 	} {
 		var b body
 		err := jsonstrict.Decode([]byte(tc.in), &b)
@@ -49,5 +55,19 @@ func TestDecode(t *testing.T) {
 		case !tc.syntax && fe.Field != tc.field:
 			t.Errorf("%s: field = %q, want %q", tc.in, fe.Field, tc.field)
 		}
+	}
+}
+
+// Repeated members are refused in maps and in values that decode
+// themselves (json.RawMessage) too.
+func TestDecodeRepeatedMembersAnywhere(t *testing.T) {
+	var m map[string]json.RawMessage
+	err := jsonstrict.Decode([]byte(`{"a":{"x":1,"y":{"z":1,"z":2}}}`), &m)
+	var fe *jsonstrict.FieldError
+	if !errors.As(err, &fe) || fe.Field != "a.y.z" {
+		t.Errorf("err = %v, want a FieldError on a.y.z", err)
+	}
+	if err := jsonstrict.Decode([]byte(`{"a":[{"x":1},{"x":2}]}`), &m); err != nil {
+		t.Errorf("one member per object, in an array: %v", err)
 	}
 }

@@ -35,6 +35,10 @@ const (
 	MaxChannels = 64
 	// MaxEventDataBytes bounds an event's data object.
 	MaxEventDataBytes = 8 << 10
+	// MaxSeq bounds record sequence numbers (2^63-1: the relay's stores
+	// keep them as signed 64-bit integers); a record above it is a
+	// protocol error, and an agent's spool never numbers one above it.
+	MaxSeq = 1<<63 - 1
 )
 
 // Message types. Agent to relay: Hello (first, exactly once), Heartbeat,
@@ -226,4 +230,9 @@ const (
 	// EventSpoolDropped reports records the agent dropped from its spool
 	// (size or age bound) before the relay stored them; data {"count": n}.
 	EventSpoolDropped = "spool.dropped"
+	// EventSpoolQuarantined reports a spool segment the agent repaired at
+	// start because it held corrupt bytes or records out of sequence; the
+	// original is kept aside. Data: {"segment", "quarantine",
+	// "disordered", "corruptBytes"}.
+	EventSpoolQuarantined = "spool.quarantined"
 )

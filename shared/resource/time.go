@@ -28,14 +28,25 @@ func TP(t time.Time) *Time {
 // FormatTime formats t as TimeLayout.
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
+// MinTime and MaxTime bound the timestamps ParseTime accepts: years 0001 to
+// 9999 in UTC, the ones RFC 3339 can write.
+var (
+	MinTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
+)
+
 // ParseTime parses an RFC 3339 timestamp (any fractional precision, any
-// offset) and returns it in UTC.
+// offset) and returns it in UTC. It must fall in years 0001 to 9999 in UTC.
 func ParseTime(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("not an RFC 3339 timestamp: %q", s)
 	}
-	return t.UTC(), nil
+	t = t.UTC()
+	if t.Before(MinTime) || t.After(MaxTime) {
+		return time.Time{}, fmt.Errorf("timestamp %q is outside years 0001 to 9999 (UTC)", s)
+	}
+	return t, nil
 }
 
 // MarshalJSON implements json.Marshaler.

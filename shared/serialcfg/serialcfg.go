@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/fleet/fleet/shared/jsonstrict"
 )
@@ -269,7 +270,38 @@ func DecodeFor(group string, b []byte) (Config, error) {
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
+	c.Normalize()
 	return c, nil
+}
+
+// Normalize rewrites the fields that have more than one spelling into their
+// one stored spelling: a CAN id as 0x and uppercase hex digits ("0x1A"),
+// hex bytes uppercase and separated by single spaces ("01 A2 FF"). It
+// leaves a field it cannot parse (Validate refuses those) as it is.
+func (c *Config) Normalize() {
+	hex := func(s *string) {
+		if b, err := ParseHexBytes(*s); err == nil {
+			*s = FormatHexBytes(b)
+		}
+	}
+	switch {
+	case c.CANFD != nil:
+		if id, _, err := ParseCANID(c.CANFD.Tx.CanID); err == nil {
+			c.CANFD.Tx.CanID = fmt.Sprintf("0x%X", id)
+		}
+		hex(&c.CANFD.Tx.DataHex)
+	case c.UART != nil:
+		hex(&c.UART.Tx.DataHex)
+	}
+}
+
+// hexSpelling refuses whitespace in hex bytes other than single spaces
+// between them.
+func hexSpelling(field, s string) error {
+	if s != strings.TrimSpace(s) || strings.ContainsAny(s, "\t\n\r\v\f") || strings.Contains(s, "  ") {
+		return jsonstrict.Fieldf(field, "must be hex bytes separated by single spaces, such as \"01 A2 FF\" (got %q)", s)
+	}
+	return nil
 }
 
 // Validate checks every field against its allowed values and returns the
@@ -431,6 +463,9 @@ func (c *CANFD) Validate() error {
 			return jsonstrict.Fieldf("tx.canId", "%v", err)
 		}
 	}
+	if err := hexSpelling("tx.dataHex", c.Tx.DataHex); err != nil {
+		return err
+	}
 	b, err := ParseHexBytes(c.Tx.DataHex)
 	if err != nil {
 		return jsonstrict.Fieldf("tx.dataHex", "%v", err)
@@ -454,7 +489,10 @@ func ValidCANFDLength(n int) bool {
 // ParseCANID parses a CAN identifier written in hex, with or without 0x.
 // Identifiers above 0x7FF are extended (29-bit).
 func ParseCANID(s string) (id uint32, extended bool, err error) {
-	h := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "0x"), "0X")
+	if strings.IndexFunc(s, unicode.IsSpace) >= 0 {
+		return 0, false, fmt.Errorf("%q must not contain spaces", s)
+	}
+	h := strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
 	if h == "" {
 		return 0, false, errors.New("is required: a hex identifier such as 0x123")
 	}
@@ -529,6 +567,7 @@ func (c *UART) Validate() error {
 		oneOfInt("stopBits", c.StopBits, []int{1, 2}),
 		oneOfString("flowControl", c.FlowControl, FlowControls),
 		txInterval("tx.intervalMs", c.Tx.IntervalMs),
+		hexSpelling("tx.dataHex", c.Tx.DataHex),
 	); err != nil {
 		return err
 	}

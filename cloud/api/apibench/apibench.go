@@ -126,6 +126,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		Serial:    sqlite.NewSerialService(db),
 		Alerts:    sqlite.NewAlertService(db),
 		Auth:      apikey.NewAuthenticator(db, time.Now, 10_000),
+		Versioner: db,
 		RateLimit: 1 << 30,
 		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})

@@ -7,84 +7,67 @@ import (
 	"text/tabwriter"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/shared/resource"
 )
 
 func runOrgList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("org list")
-	if err := f.parse(args); err != nil {
-		return err
-	}
-	db, err := f.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	orgs, err := db.ListOrgs(ctx)
-	if err != nil {
-		return err
-	}
-	type orgJSON struct {
-		ID        string  `json:"id"`
-		Name      string  `json:"name"`
-		CreatedAt *string `json:"createdAt"`
-	}
-	out := make([]orgJSON, 0, len(orgs))
-	for _, o := range orgs {
-		out = append(out, orgJSON{o.ID, o.Name, jsonTime(o.CreatedAt)})
-	}
-	return f.print(stdout, out, func(w io.Writer) {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tCREATED")
-		for _, o := range orgs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", o.ID, o.Name, humanTime(o.CreatedAt, ""))
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+		orgs, err := st.ListOrgs(ctx)
+		if err != nil {
+			return output{}, err
 		}
-		tw.Flush()
+		type orgJSON struct {
+			ID        string  `json:"id"`
+			Name      string  `json:"name"`
+			CreatedAt *string `json:"createdAt"`
+		}
+		out := make([]orgJSON, 0, len(orgs))
+		for _, o := range orgs {
+			out = append(out, orgJSON{o.ID, o.Name, jsonTime(o.CreatedAt)})
+		}
+		return output{out, func(w io.Writer) {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tCREATED")
+			for _, o := range orgs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", o.ID, o.Name, humanTime(o.CreatedAt, ""))
+			}
+			tw.Flush()
+		}}, nil
 	})
 }
 
 func runDeviceList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("device list")
-	org := f.FS.String("org", "", "organization id (required)")
-	if err := f.parse(args); err != nil {
-		return err
-	}
-	if err := required("org", *org); err != nil {
-		return err
-	}
-	db, err := f.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if _, err := db.Org(ctx, *org); err != nil {
-		return err
-	}
-	svc := sqlite.NewDeviceService(db)
-	devices := []resource.Device{}
-	cursor := ""
-	for {
-		page, err := svc.ListDevices(ctx, *org, cloud.DeviceFilter{Page: cloud.Page{Limit: 100, Cursor: cursor}})
-		if err != nil {
-			return err
+	org := f.String("org", "organization id", true)
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+		if _, err := st.Org(ctx, *org); err != nil {
+			return output{}, err
 		}
-		devices = append(devices, page.Data...)
-		if !page.Pagination.HasMore {
-			break
-		}
-		cursor = *page.Pagination.NextCursor
-	}
-	return f.print(stdout, devices, func(w io.Writer) {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tSERIAL\tMODEL\tSTATUS\tLAST SEEN")
-		for _, d := range devices {
-			seen := "never"
-			if d.LastSeen != nil {
-				seen = humanTime(d.LastSeen.Time, "never")
+		devices := []resource.Device{}
+		cursor := ""
+		for {
+			page, err := st.Devices().ListDevices(ctx, *org, cloud.DeviceFilter{Page: cloud.Page{Limit: 100, Cursor: cursor}})
+			if err != nil {
+				return output{}, err
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Name, d.SerialNumber, d.Model, d.Status, seen)
+			devices = append(devices, page.Data...)
+			if !page.Pagination.HasMore {
+				break
+			}
+			cursor = *page.Pagination.NextCursor
 		}
-		tw.Flush()
+		return output{devices, func(w io.Writer) {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSERIAL\tMODEL\tSTATUS\tLAST SEEN")
+			for _, d := range devices {
+				seen := "never"
+				if d.LastSeen != nil {
+					seen = humanTime(d.LastSeen.Time, "never")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Name, d.SerialNumber, d.Model, d.Status, seen)
+			}
+			tw.Flush()
+		}}, nil
 	})
 }

@@ -12,7 +12,10 @@ import (
 // of the database, safe while serve runs (sqlite.Backup). It refuses an
 // existing --out; the copy is mode 0600. Restore: stop the relay, replace
 // the database file with the copy, remove its -wal and -shm files, start
-// the relay (docs/deploy.md).
+// the relay (docs/deploy.md). A PostgreSQL store is backed up with
+// PostgreSQL's own tools (pg_dump, base backups and WAL archiving for
+// point-in-time recovery), so backup refuses a postgres:// --db with that
+// advice rather than copying half a cluster.
 func runBackup(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("backup")
 	out := f.FS.String("out", "", "backup file to write (required; never overwritten)")
@@ -21,6 +24,9 @@ func runBackup(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if err := required("db", f.DB, "out", *out); err != nil {
 		return err
+	}
+	if isPostgresURL(f.DB) {
+		return fmt.Errorf("%w: backup copies a SQLite file; back up a PostgreSQL store with pg_dump, or base backups and WAL archiving for point-in-time recovery (docs/relay.md)", errUsage)
 	}
 	res, err := sqlite.Backup(ctx, f.DB, *out)
 	if err != nil {

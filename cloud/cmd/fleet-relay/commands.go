@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"sort"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/sqlite"
 )
 
 // command is one subcommand. path is its words ("key create"); run gets the
@@ -147,22 +145,72 @@ func (a *app) usage(cmds []command) {
 }
 
 // adminFlags is the flag set every admin command starts from: --db and
-// --json. Commands add their own flags to FS before calling parse.
+// --json. Commands add their own flags to FS, then call run.
 type adminFlags struct {
 	FS   *flag.FlagSet
 	DB   string
 	JSON bool
-	// Create lets open create a missing database file (org create); other
-	// commands refuse a missing file, so that a mistyped --db does not
-	// silently start an empty database.
+	// Create lets run create a missing database (org create); other
+	// commands refuse a missing SQLite file, so that a mistyped --db does
+	// not silently start an empty database.
 	Create bool
+	// Check, when set, validates the parsed flags before the store opens;
+	// return a usage error (errUsage) for a bad value.
+	Check func() error
+
+	required []string
 }
 
 func newAdminFlags(path string) *adminFlags {
 	f := &adminFlags{FS: flag.NewFlagSet("fleet-relay "+path, flag.ContinueOnError)}
-	f.FS.StringVar(&f.DB, "db", "fleet.db", "SQLite database file")
+	f.FS.StringVar(&f.DB, "db", "fleet.db", "SQLite database file, or a postgres:// URL (FLEET_DB keeps a password out of ps)")
 	f.FS.BoolVar(&f.JSON, "json", false, "print JSON")
 	return f
+}
+
+// String adds a string flag; a required one must not be empty.
+func (f *adminFlags) String(name, usage string, required bool) *string {
+	if required {
+		f.required = append(f.required, name)
+		usage += " (required)"
+	}
+	return f.FS.String(name, "", usage)
+}
+
+// output is what an admin command prints: v as JSON with --json, else the
+// text human writes.
+type output struct {
+	v     any
+	human func(w io.Writer)
+}
+
+// run parses args, checks the required flags and Check, opens the store,
+// runs do on it and prints its output. Every admin command but backup ends
+// in it.
+func (f *adminFlags) run(ctx context.Context, args []string, stdout io.Writer, do func(ctx context.Context, st *relayStore) (output, error)) error {
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	for _, name := range f.required {
+		if err := required(name, f.FS.Lookup(name).Value.String()); err != nil {
+			return err
+		}
+	}
+	if f.Check != nil {
+		if err := f.Check(); err != nil {
+			return err
+		}
+	}
+	st, err := openStore(ctx, f.DB, storeOptions{Create: f.Create})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	out, err := do(ctx, st)
+	if err != nil {
+		return err
+	}
+	return f.print(stdout, out.v, out.human)
 }
 
 // parse parses args, then FLEET_ environment variables for flags not given.
@@ -198,16 +246,6 @@ func required(pairs ...string) error {
 		}
 	}
 	return nil
-}
-
-// open opens the store named by --db.
-func (f *adminFlags) open(ctx context.Context) (*sqlite.DB, error) {
-	if !f.Create {
-		if _, err := os.Stat(f.DB); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("database %s does not exist (create an organization first, or check --db / FLEET_DB)", f.DB)
-		}
-	}
-	return sqlite.Open(ctx, f.DB)
 }
 
 // print writes v as indented JSON with --json, or calls human otherwise.

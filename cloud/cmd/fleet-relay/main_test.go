@@ -386,7 +386,7 @@ func TestServeRunsRetention(t *testing.T) {
 	if _, err := db.InsertMetrics(ctx, d.ID, []resource.MetricSample{{CapturedAt: old}, {CapturedAt: resource.T(time.Now())}}); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
+	defer db.Close() // counts the rows beside the relay, as another process would
 
 	m := NewMain(io.Discard)
 	if err := m.ParseFlags([]string{"--db", path, "--listen", "127.0.0.1:0", "--retention", "48h"}); err != nil {
@@ -399,8 +399,8 @@ func TestServeRunsRetention(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var events, metrics int
-		m.DB.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM events`).Scan(&events)
-		m.DB.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM metrics`).Scan(&metrics)
+		db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM events`).Scan(&events)
+		db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM metrics`).Scan(&metrics)
 		if events == 1 && metrics == 1 {
 			return
 		}

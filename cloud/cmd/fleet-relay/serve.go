@@ -11,10 +11,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/relaymetrics"
-	"github.com/fleet/fleet/cloud/sqlite"
 )
 
 // ServeConfig is the configuration of `fleet-relay serve`.
@@ -64,8 +64,8 @@ type Main struct {
 	Config ServeConfig
 	Logger *slog.Logger
 
-	// Set by Run.
-	DB    *sqlite.DB
+	// Set by Run. DB is the store named by --db (either dialect).
+	DB    *relayStore
 	Store Services
 	// Metrics is the Prometheus registry of the relay's parts; extensions
 	// attach theirs in start.
@@ -92,9 +92,9 @@ type Main struct {
 // Services are the store's service implementations; extensions set their
 // observers in start.
 type Services struct {
-	Devices *sqlite.DeviceService
-	Serial  *sqlite.SerialService
-	Alerts  *sqlite.AlertService
+	Devices cloud.DeviceService
+	Serial  cloud.SerialService
+	Alerts  cloud.AlertService
 	Auth    *apikey.Authenticator
 }
 
@@ -104,7 +104,7 @@ func NewMain(logOut io.Writer) *Main {
 	return &Main{
 		Config: ServeConfig{
 			DB: "fleet.db", Listen: "127.0.0.1:8080", RateLimit: api.DefaultRateLimit,
-			Retention: sqlite.DefaultRetention, RetentionInterval: time.Hour, ShutdownTimeout: 30 * time.Second,
+			Retention: cloud.DefaultRetention, RetentionInterval: time.Hour, ShutdownTimeout: 30 * time.Second,
 			LogLevel:          "info",
 			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		},
@@ -118,7 +118,7 @@ func NewMain(logOut io.Writer) *Main {
 func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("fleet-relay serve", flag.ContinueOnError)
 	c := &m.Config
-	fs.StringVar(&c.DB, "db", c.DB, "SQLite database file (created if missing)")
+	fs.StringVar(&c.DB, "db", c.DB, "SQLite database file (created if missing), or a postgres:// URL (FLEET_DB keeps a password out of ps)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address to listen on (host:port; port 0 picks one)")
 	fs.IntVar(&c.RateLimit, "rate-limit", c.RateLimit, "requests per minute per API key (and per client address before authentication)")
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long metrics and events are kept")
@@ -167,18 +167,17 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.Close()
 		}
 	}()
-	m.DB, err = sqlite.Open(ctx, c.DB)
+	m.DB, err = openStore(ctx, c.DB, storeOptions{Create: true})
 	if err != nil {
 		return err
 	}
+	m.DB.Observe(&m.ConfigObservers, &m.AlertObservers)
 	m.Store = Services{
-		Devices: sqlite.NewDeviceService(m.DB),
-		Serial:  sqlite.NewSerialService(m.DB),
-		Alerts:  sqlite.NewAlertService(m.DB),
-		Auth:    apikey.NewAuthenticator(m.DB, m.DB.Now, 0),
+		Devices: m.DB.Devices(),
+		Serial:  m.DB.Serial(),
+		Alerts:  m.DB.Alerts(),
+		Auth:    apikey.NewAuthenticator(m.DB.Keys(), m.DB.Now, 0),
 	}
-	m.Store.Serial.Observer = &m.ConfigObservers
-	m.Store.Alerts.Observer = &m.AlertObservers
 	m.Metrics = relaymetrics.New()
 	mux := http.NewServeMux()
 	for _, e := range m.exts {
@@ -192,7 +191,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	apiServer := api.NewServer(api.Config{
 		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Auth: m.Store.Auth,
-		RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), Now: m.DB.Now,
+		Versioner: m.DB.Versioner(), RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), Now: m.DB.Now,
 		Requests: m.Metrics.Requests(),
 	})
 	mux.Handle("/", apiServer)
@@ -225,7 +224,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.Logger.Error("http server stopped", "err", err)
 		}
 	}()
-	go m.DB.RunRetention(bg, c.Retention, c.RetentionInterval, m.Logger.With("component", "retention"))
+	go runRetention(bg, m.DB, c.Retention, c.RetentionInterval, m.Logger.With("component", "retention"))
 	scheme := "http"
 	if c.TLSCert != "" {
 		scheme = "https"
@@ -278,6 +277,27 @@ func (m *Main) Close() error {
 		m.server = nil
 	}
 	return errors.Join(errs...)
+}
+
+// runRetention sweeps metrics and events older than keep every interval
+// until ctx ends, logging what it removed and any failure.
+func runRetention(ctx context.Context, st cloud.Store, keep, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		m, e, err := st.SweepRetention(ctx, keep)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("retention sweep failed", "err", err)
+		case m+e > 0:
+			log.Info("retention sweep", "metrics_deleted", m, "events_deleted", e)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // runServe is `fleet-relay serve`: run until ctx ends (SIGINT, SIGTERM),

@@ -9,7 +9,6 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
-	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/shared/protocol"
 )
 
@@ -27,7 +26,7 @@ func agentLinkExtension() extension {
 		},
 		start: func(ctx context.Context, m *Main, mux *http.ServeMux) (func(context.Context) error, error) {
 			log := m.Logger.With("component", "agentlink")
-			store, err := sqlite.NewAgentStore(m.DB, log)
+			store, err := m.DB.NewAgentStore(log)
 			if err != nil {
 				return nil, fmt.Errorf("agent store: %w", err)
 			}

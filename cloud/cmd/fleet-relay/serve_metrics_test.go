@@ -304,7 +304,7 @@ func TestMetrics(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	secret, err := sqlite.NewWebhookStore(m.DB).OrgSecrets(ctx, org.ID)
+	secret, err := m.DB.Outbox.OrgSecrets(ctx, org.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

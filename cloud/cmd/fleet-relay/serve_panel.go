@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/panel"
-	"github.com/fleet/fleet/cloud/sqlite"
 )
 
 // panelExtension mounts the web panel at /panel/ (docs/panel.md) on the
@@ -31,9 +30,9 @@ func panelExtension() extension {
 				return nil, fmt.Errorf("%w: --panel-signin-failures and --panel-signin-failures-per-address must be at least 1", errUsage)
 			}
 			c := cfg
-			users := sqlite.NewUserService(m.DB)
-			c.Devices, c.Fleet, c.Serial, c.Alerts = m.Store.Devices, m.Store.Devices, m.Store.Serial, m.Store.Alerts
-			c.Users, c.Sessions, c.Keys, c.Webhooks = users, users, m.DB, sqlite.NewWebhookStore(m.DB)
+			p := m.DB.Panel
+			c.Devices, c.Serial, c.Alerts = m.Store.Devices, m.Store.Serial, m.Store.Alerts
+			c.Fleet, c.Users, c.Sessions, c.Keys, c.Webhooks = p, p, p, p, p
 			c.Secure = m.Config.TLSCert != ""
 			c.Logger = m.Logger.With("component", "panel")
 			c.Now = m.DB.Now

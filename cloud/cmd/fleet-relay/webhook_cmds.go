@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/alert"
-	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
 )
 
@@ -18,74 +18,59 @@ import (
 // alert webhook URL.
 func runOrgSetAlertWebhook(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("org set-alert-webhook")
-	org := f.FS.String("org", "", "organization id (required)")
-	url := f.FS.String("url", "", `https URL that receives alert.opened, alert.acknowledged and alert.resolved ("" clears it)`)
-	if err := f.parse(args); err != nil {
-		return err
-	}
-	if err := required("org", *org); err != nil {
-		return err
-	}
-	db, err := f.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := sqlite.NewWebhookStore(db).SetOrgAlertWebhook(ctx, *org, *url); err != nil {
-		return err
-	}
-	out := struct {
-		ID              string `json:"id"`
-		AlertWebhookURL string `json:"alertWebhookUrl"`
-	}{*org, *url}
-	return f.print(stdout, out, func(w io.Writer) {
-		if *url == "" {
-			fmt.Fprintf(w, "Alert webhook of %s cleared.\n", *org)
-			return
+	org := f.String("org", "organization id", true)
+	url := f.String("url", `https URL that receives alert.opened, alert.acknowledged and alert.resolved ("" clears it)`, false)
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+		if err := st.SetOrgAlertWebhook(ctx, *org, *url); err != nil {
+			return output{}, err
 		}
-		fmt.Fprintf(w, "Alert webhooks of %s go to %s.\n", *org, *url)
+		out := struct {
+			ID              string `json:"id"`
+			AlertWebhookURL string `json:"alertWebhookUrl"`
+		}{*org, *url}
+		return output{out, func(w io.Writer) {
+			if *url == "" {
+				fmt.Fprintf(w, "Alert webhook of %s cleared.\n", *org)
+				return
+			}
+			fmt.Fprintf(w, "Alert webhooks of %s go to %s.\n", *org, *url)
+		}}, nil
 	})
 }
 
 // runOrgRotateSecret gives an organization a fresh webhook signing secret.
 func runOrgRotateSecret(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("org rotate-secret")
-	org := f.FS.String("org", "", "organization id (required)")
+	org := f.String("org", "organization id", true)
 	grace := f.FS.Duration("grace", 24*time.Hour, "how long the old secret also signs webhook-signature (0 to 168h)")
-	if err := f.parse(args); err != nil {
-		return err
-	}
-	if err := required("org", *org); err != nil {
-		return err
-	}
-	db, err := f.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if *grace < 0 || *grace > sqlite.MaxSecretGrace {
-		return fmt.Errorf("%w: --grace must be 0 to %s", errUsage, sqlite.MaxSecretGrace)
-	}
-	secret, err := sqlite.NewWebhookStore(db).RotateOrgSecret(ctx, *org, *grace)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		ID                 string  `json:"id"`
-		WebhookSecret      string  `json:"webhookSecret"`
-		PreviousValidUntil *string `json:"previousValidUntil"`
-	}{*org, secret, nil}
-	if *grace > 0 {
-		out.PreviousValidUntil = jsonTime(time.Now().Add(*grace))
-	}
-	return f.print(stdout, out, func(w io.Writer) {
-		fmt.Fprintf(w, "New webhook signing secret of %s:\n  %s\n", *org, secret)
-		fmt.Fprintf(w, "Every attempt from now on (retries included) is signed with it (X-Service-Signature and webhook-signature).\n")
-		if *grace > 0 {
-			fmt.Fprintf(w, "Until %s the old secret also signs webhook-signature.\n", *out.PreviousValidUntil)
-		} else {
-			fmt.Fprintf(w, "The old secret no longer verifies.\n")
+	f.Check = func() error {
+		if *grace < 0 || *grace > cloud.MaxSecretGrace {
+			return fmt.Errorf("%w: --grace must be 0 to %s", errUsage, cloud.MaxSecretGrace)
 		}
+		return nil
+	}
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+		secret, err := st.RotateOrgSecret(ctx, *org, *grace)
+		if err != nil {
+			return output{}, err
+		}
+		out := struct {
+			ID                 string  `json:"id"`
+			WebhookSecret      string  `json:"webhookSecret"`
+			PreviousValidUntil *string `json:"previousValidUntil"`
+		}{*org, secret, nil}
+		if *grace > 0 {
+			out.PreviousValidUntil = jsonTime(time.Now().Add(*grace))
+		}
+		return output{out, func(w io.Writer) {
+			fmt.Fprintf(w, "New webhook signing secret of %s:\n  %s\n", *org, secret)
+			fmt.Fprintf(w, "Every attempt from now on (retries included) is signed with it (X-Service-Signature and webhook-signature).\n")
+			if *grace > 0 {
+				fmt.Fprintf(w, "Until %s the old secret also signs webhook-signature.\n", *out.PreviousValidUntil)
+			} else {
+				fmt.Fprintf(w, "The old secret no longer verifies.\n")
+			}
+		}}, nil
 	})
 }
 
@@ -93,81 +78,66 @@ func runOrgRotateSecret(ctx context.Context, args []string, stdout io.Writer) er
 // attempt's status and time.
 func runWebhookDeliveries(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("webhook deliveries")
-	org := f.FS.String("org", "", "organization id (required)")
+	org := f.String("org", "organization id", true)
 	limit := f.FS.Int("limit", 20, "how many deliveries, newest first (1..1000)")
-	if err := f.parse(args); err != nil {
-		return err
-	}
-	if err := required("org", *org); err != nil {
-		return err
-	}
-	if *limit < 1 || *limit > 1000 {
-		return fmt.Errorf("%w: --limit must be 1..1000", errUsage)
-	}
-	db, err := f.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	ds, err := sqlite.NewWebhookStore(db).WebhookDeliveries(ctx, *org, *limit)
-	if err != nil {
-		return err
-	}
-	if ds == nil {
-		ds = []sqlite.DeliveryInfo{}
-	}
-	return f.print(stdout, ds, func(w io.Writer) {
-		if len(ds) == 0 {
-			fmt.Fprintln(w, "No deliveries.")
-			return
+	f.Check = func() error {
+		if *limit < 1 || *limit > 1000 {
+			return fmt.Errorf("%w: --limit must be 1..1000", errUsage)
 		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "DELIVERY\tEVENT\tDEVICE\tSTATE\tCREATED\tURL")
-		for _, d := range ds {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Event, d.DeviceID, d.State, humanTime(d.CreatedAt, "-"), d.URL)
-			for _, a := range d.Attempts {
-				res := fmt.Sprint(a.StatusCode)
-				if a.StatusCode == 0 {
-					res = a.Error
+		return nil
+	}
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+		ds, err := st.WebhookDeliveries(ctx, *org, *limit)
+		if err != nil {
+			return output{}, err
+		}
+		if ds == nil {
+			ds = []cloud.DeliveryInfo{}
+		}
+		return output{ds, func(w io.Writer) {
+			if len(ds) == 0 {
+				fmt.Fprintln(w, "No deliveries.")
+				return
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "DELIVERY\tEVENT\tDEVICE\tSTATE\tCREATED\tURL")
+			for _, d := range ds {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Event, d.DeviceID, d.State, humanTime(d.CreatedAt, "-"), d.URL)
+				for _, a := range d.Attempts {
+					res := fmt.Sprint(a.StatusCode)
+					if a.StatusCode == 0 {
+						res = a.Error
+					}
+					fmt.Fprintf(tw, "  attempt %d\t%s\t%dms\t\t%s\t\n", a.Attempt, res, a.DurationMs, humanTime(a.At, "-"))
 				}
-				fmt.Fprintf(tw, "  attempt %d\t%s\t%dms\t\t%s\t\n", a.Attempt, res, a.DurationMs, humanTime(a.At, "-"))
+				if d.NextAttemptAt != nil {
+					fmt.Fprintf(tw, "  next attempt\t\t\t\t%s\t\n", humanTime(*d.NextAttemptAt, "-"))
+				}
+				if len(d.Attempts) == 0 && d.LastError != "" {
+					fmt.Fprintf(tw, "  %s\t\t\t\t\t\n", d.LastError)
+				}
 			}
-			if d.NextAttemptAt != nil {
-				fmt.Fprintf(tw, "  next attempt\t\t\t\t%s\t\n", humanTime(*d.NextAttemptAt, "-"))
-			}
-			if len(d.Attempts) == 0 && d.LastError != "" {
-				fmt.Fprintf(tw, "  %s\t\t\t\t\t\n", d.LastError)
-			}
-		}
-		tw.Flush()
+			tw.Flush()
+		}}, nil
 	})
 }
 
 // runWebhookRedeliver queues a delivery again, under a new delivery id.
 func runWebhookRedeliver(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("webhook redeliver")
-	id := f.FS.String("id", "", "delivery id (required), as webhook deliveries shows it")
-	if err := f.parse(args); err != nil {
-		return err
-	}
-	if err := required("id", *id); err != nil {
-		return err
-	}
-	db, err := f.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	newID, err := sqlite.NewWebhookStore(db).RedeliverWebhook(ctx, *id)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		ID           string `json:"id"`
-		RedeliveryOf string `json:"redeliveryOf"`
-	}{newID, *id}
-	return f.print(stdout, out, func(w io.Writer) {
-		fmt.Fprintf(w, "Queued as delivery %s (a copy of %s); a running relay sends it within a second.\n", newID, *id)
+	id := f.String("id", "delivery id, as webhook deliveries shows it", true)
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+		newID, err := st.RedeliverWebhook(ctx, *id)
+		if err != nil {
+			return output{}, err
+		}
+		out := struct {
+			ID           string `json:"id"`
+			RedeliveryOf string `json:"redeliveryOf"`
+		}{newID, *id}
+		return output{out, func(w io.Writer) {
+			fmt.Fprintf(w, "Queued as delivery %s (a copy of %s); a running relay sends it within a second.\n", newID, *id)
+		}}, nil
 	})
 }
 
@@ -221,7 +191,7 @@ func webhookExtension() extension {
 				return nil, err
 			}
 			log := m.Logger.With("component", "webhook")
-			disp, err := webhook.New(webhook.Config{Store: sqlite.NewWebhookStore(m.DB), Client: hc, Backoff: backoff, Timeout: timeout,
+			disp, err := webhook.New(webhook.Config{Store: m.DB.Outbox, Client: hc, Backoff: backoff, Timeout: timeout,
 				PerEndpoint: perEndpoint, MaxQueue: maxQueue, Retention: retention, Logger: log, Now: m.DB.Now,
 				Observer: m.Metrics.Webhooks()})
 			if err != nil {
@@ -234,7 +204,7 @@ func webhookExtension() extension {
 				return nil, err
 			}
 			notifier := webhook.NewNotifier(disp)
-			engine := alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(m.DB), Observer: &m.AlertObservers,
+			engine := alert.New(alert.Config{Store: m.DB.Engine, Observer: &m.AlertObservers,
 				Logger: m.Logger.With("component", "alert"), Now: m.DB.Now})
 			m.Observers = append(m.Observers, engine, notifier)
 			m.AlertObservers = append(m.AlertObservers, notifier)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/protocol"
@@ -183,7 +184,7 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	ds, err := sqlite.NewWebhookStore(store).WebhookDeliveries(ctx, org.ID, 1000)
+	ds, err := store.WebhookDeliveries(ctx, org.ID, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 	api = "http://" + addr + "/api/v1/public"
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		ds, err = sqlite.NewWebhookStore(store).WebhookDeliveries(ctx, org.ID, 1000)
+		ds, err = store.WebhookDeliveries(ctx, org.ID, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,7 +308,7 @@ func TestWebhookAdminCommands(t *testing.T) {
 		t.Errorf("rotate-secret printed %+v", rot)
 	}
 
-	var none []sqlite.DeliveryInfo
+	var none []cloud.DeliveryInfo
 	mustJSON(t, &none, "webhook", "deliveries", "--db", db, "--org", org.ID)
 	if len(none) != 0 {
 		t.Errorf("deliveries on a new org: %+v", none)
@@ -332,7 +333,7 @@ func TestWebhookAdminCommands(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var ds []sqlite.DeliveryInfo
+	var ds []cloud.DeliveryInfo
 	mustJSON(t, &ds, "webhook", "deliveries", "--db", db, "--org", org.ID)
 	if len(ds) != 1 || ds[0].ID != dl.ID || ds[0].State != "pending" || len(ds[0].Attempts) != 2 ||
 		ds[0].Attempts[0].StatusCode != 503 || ds[0].Attempts[1].Error != "timeout after 10s" || ds[0].NextAttemptAt == nil {

@@ -186,13 +186,14 @@ func TestParseConsoleAndCheck(t *testing.T) {
 }
 
 func TestMachineArgs(t *testing.T) {
-	m := &Machine{QEMU: "qemu", Kernel: "/k", Initrd: "/i", CPUs: 2, Append: "quiet", Serial1Socket: "/tmp/s", ExtraArgs: ClassicCANArgs}
+	m := &Machine{QEMU: "qemu", Kernel: "/k", Initrd: "/i", CPUs: 2, Append: "quiet", Serial1Socket: "/tmp/s", ExtraArgs: CANArgs}
 	args := strings.Join(m.Args(), " ")
 	for _, want := range []string{
 		"-accel tcg", "-nographic", "-no-reboot", "-m 512M", "-smp 2", "-nic none",
 		"-append console=ttyS0 panic=-1 quiet",
 		"-chardev socket,id=ttyS1,path=/tmp/s,server=on,wait=on -serial chardev:ttyS1",
-		"-object can-bus,id=canbus0 -device kvaser_pci,canbus=canbus0",
+		"-object can-bus,id=canfd -device ctucan_pci,canbus0=canfd,canbus1=canfd",
+		"-object can-bus,id=canclassic -device kvaser_pci,canbus=canclassic",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("qemu args lack %q: %s", want, args)
@@ -490,5 +491,75 @@ func TestInitramfsRejectsFilesOutsideTheRoot(t *testing.T) {
 		if err := ir.Write(io.Discard); err == nil || !strings.Contains(err.Error(), "bad guest path") {
 			t.Errorf("path %q: err %v, want a bad guest path error", p, err)
 		}
+	}
+}
+
+func TestParseDepends(t *testing.T) {
+	got := parseDepends("linux-headers-6.1.0-56-common (= 6.1.192-2), linux-kbuild-6.1 (>= 6.1.192-2), linux-compiler-gcc-12-x86, libc6:any (>= 2.34) | libc6-udeb, ")
+	want := []string{"linux-headers-6.1.0-56-common", "linux-kbuild-6.1", "linux-compiler-gcc-12-x86", "libc6"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("parseDepends = %q, want %q", got, want)
+	}
+}
+
+func TestEditSource(t *testing.T) {
+	f := SourceFile{Path: "kernel/irq/irq_sim.c", Replace: [][2]string{{"old()", "new()"}}, Append: "\nMODULE_LICENSE(\"GPL\");\n"}
+	got, err := editSource([]byte("a old() b"), f)
+	if err != nil || string(got) != "a new() b\nMODULE_LICENSE(\"GPL\");\n" {
+		t.Fatalf("editSource = %q, %v", got, err)
+	}
+	for name, src := range map[string]string{"edit no longer applies": "a b", "edit ambiguous": "old() old()"} {
+		if _, err := editSource([]byte(src), f); err == nil || !strings.Contains(err.Error(), "want once") {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+	if _, err := editSource(nil, f); err == nil {
+		t.Error("a file missing from the source was accepted")
+	}
+}
+
+func TestSeriesOfAKernelVersion(t *testing.T) {
+	for v, want := range map[string]string{"6.1.192-2": "6.1", "6.12.57-1": "6.12", "1:7.0-1": "7.0"} {
+		if got, err := kernelSeries(v); err != nil || got != want {
+			t.Errorf("kernelSeries(%q) = %q, %v; want %q", v, got, err, want)
+		}
+	}
+	if _, err := kernelSeries("6"); err == nil {
+		t.Error("a version without major.minor was accepted")
+	}
+}
+
+// The modules built from source load before the image's wanted ones, after
+// the image modules they need, and only with the image's vermagic.
+func TestAddBuiltModules(t *testing.T) {
+	const vm = "6.1.0-56-amd64 SMP preempt mod_unload modversions "
+	newKernel := func() *Kernel {
+		return &Kernel{Dir: "/k", Vermagic: vm,
+			Modules: []string{"configfs", "can_dev", "can", "sja1000", "kvaser_pci"},
+			Deps:    map[string][]string{"configfs": nil, "can_dev": nil, "can": nil, "sja1000": {"can_dev"}, "kvaser_pci": {"sja1000"}}}
+	}
+	b := &BuiltModules{Dir: "/b", Modules: []BuiltModule{
+		{Name: "irq_sim", Vermagic: vm},
+		{Name: "gpio_sim", Vermagic: vm, Depends: []string{"configfs", "irq_sim"}},
+		{Name: "ctucanfd", Vermagic: vm, Depends: []string{"can_dev"}},
+		{Name: "ctucanfd_pci", Vermagic: vm, Depends: []string{"ctucanfd", "can_dev"}},
+	}}
+	if got, want := b.imageDeps(), []string{"configfs", "can_dev"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("imageDeps = %v, want %v", got, want)
+	}
+	k := newKernel()
+	if err := k.addBuilt(b); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"irq_sim", "configfs", "gpio_sim", "can_dev", "ctucanfd", "ctucanfd_pci", "can", "sja1000", "kvaser_pci"}
+	if !reflect.DeepEqual(k.Modules, want) {
+		t.Errorf("load order %v, want %v", k.Modules, want)
+	}
+	if k.ModulePath("gpio_sim") != "/b/gpio_sim.ko" || k.ModulePath("can") != "/k/modules/can.ko" {
+		t.Errorf("paths %s %s", k.ModulePath("gpio_sim"), k.ModulePath("can"))
+	}
+	b.Modules[1].Vermagic = "6.1.0-55-amd64 SMP preempt mod_unload modversions "
+	if err := newKernel().addBuilt(b); err == nil || !strings.Contains(err.Error(), "vermagic") {
+		t.Errorf("a module of another kernel release was accepted: %v", err)
 	}
 }

@@ -53,7 +53,8 @@ const (
 )
 
 // initScript is the guest's /init. It mounts the pseudo file systems,
-// loads the modules in dependency order, brings up loopback and runs each
+// loads the modules in dependency order, mounts configfs when a module
+// brought it (gpio-sim is set up through it), brings up loopback and runs each
 // test binary, then the command if there is one, printing a result marker
 // for each and a final done marker, then powers off (the host's qemu runs
 // with -no-reboot).
@@ -78,6 +79,7 @@ while read m; do
 		fail=$((fail+1))
 	fi
 done < /modules/order
+grep -qw configfs /proc/filesystems && mount -t configfs configfs /sys/kernel/config
 ip link set lo up
 . /fleet.env
 while read bin pkg; do

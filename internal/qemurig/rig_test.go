@@ -74,9 +74,11 @@ func TestQEMURig(t *testing.T) {
 		// The packages whose kernel tests cover issue 6: CAN-FD driver,
 		// VPN watch on WireGuard, and the rig's own (UART, CAN-FD wiring).
 		Require: []string{
+			"github.com/fleet/fleet/agent/iomgr",
 			"github.com/fleet/fleet/agent/vpnwatch",
 			"github.com/fleet/fleet/hw/canfd",
-			"github.com/fleet/fleet/hw/qemurig/guesttest",
+			"github.com/fleet/fleet/hw/gpio",
+			"github.com/fleet/fleet/internal/qemurig/guesttest",
 		},
 		Env: map[string]string{
 			"FLEET_MODBUS_DEVICE":         "/dev/ttyS1",
@@ -88,7 +90,7 @@ func TestQEMURig(t *testing.T) {
 			"FLEET_MODBUS_WRITE_BEFORE":   strconv.Itoa(writeBefore),
 			"FLEET_MODBUS_WRITE_VALUE":    strconv.Itoa(writeValue),
 		},
-		ClassicCAN: true,
+		CAN: true,
 		Serial1: func(ctx context.Context, conn net.Conn) {
 			serveErr <- sim.Serve(ctx, connLine{conn})
 		},

@@ -41,14 +41,24 @@ type Kernel struct {
 	// Wanted is the module list the cache entry was extracted for.
 	Wanted []string `json:"wanted"`
 	// Modules are the modules to insmod, in load order (dependencies
-	// first); each file is <Dir>/<name>.ko.
+	// first): the image package's and those built from source (Built).
 	Modules []string `json:"modules"`
-	// Dir holds vmlinuz and the module files.
+	// Deps maps each image module in Modules to the modules it needs.
+	Deps map[string][]string `json:"deps"`
+	// Vermagic is the image's modules' vermagic string, which a module
+	// built from source must match for the kernel to load it.
+	Vermagic string `json:"vermagic"`
+	// Built maps each module built from source to its file.
+	Built map[string]string `json:"-"`
+	// Dir holds vmlinuz and the image's module files.
 	Dir string `json:"-"`
 }
 
 // ModulePath returns the file of module name.
 func (k *Kernel) ModulePath(name string) string {
+	if p, ok := k.Built[name]; ok {
+		return p
+	}
 	return filepath.Join(k.Dir, "modules", name+".ko")
 }
 
@@ -56,8 +66,15 @@ func (k *Kernel) ModulePath(name string) string {
 type KernelOptions struct {
 	// CacheDir holds one directory per kernel package version.
 	CacheDir string
-	// Modules are the modules wanted; DefaultModules when empty.
+	// Modules are the modules wanted from the image package;
+	// DefaultModules when empty.
 	Modules []string
+	// Source are modules the image does not ship, built from Debian's
+	// kernel source for this kernel (BuildSourceModules) and cached in
+	// SourceCacheDir. The image modules they depend on are extracted
+	// with the others; they load before the image's wanted modules.
+	Source         []SourceModule
+	SourceCacheDir string
 	// Log receives progress lines.
 	Log *slog.Logger
 }
@@ -65,7 +82,9 @@ type KernelOptions struct {
 // FetchKernel returns the current Debian kernel with the wanted modules,
 // from the cache when that version was extracted before, or downloaded
 // with apt-get download and extracted otherwise. Only the image and the
-// needed modules are kept; the package itself is deleted.
+// needed modules are kept; the package itself is deleted. With Source set
+// it also returns the modules built from source for that kernel, checked
+// to carry the image's vermagic.
 func FetchKernel(ctx context.Context, opts KernelOptions) (*Kernel, error) {
 	log := opts.Log
 	wanted := opts.Modules
@@ -76,16 +95,70 @@ func FetchKernel(ctx context.Context, opts KernelOptions) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(opts.CacheDir, pkg+"_"+strings.ReplaceAll(version, ":", "%3a"))
+	var built *BuiltModules
+	if len(opts.Source) > 0 {
+		built, err = BuildSourceModules(ctx, SourceBuild{
+			CacheDir: opts.SourceCacheDir, ImagePackage: pkg, Version: version, Modules: opts.Source, Log: log})
+		if err != nil {
+			return nil, fmt.Errorf("modules from source: %w", err)
+		}
+		for _, d := range built.imageDeps() {
+			if !slices.Contains(wanted, d) {
+				wanted = append(slices.Clip(wanted), d)
+			}
+		}
+	}
+	k, err := fetchImage(ctx, opts.CacheDir, pkg, version, wanted, log)
+	if err != nil {
+		return nil, err
+	}
+	if built != nil {
+		if err := k.addBuilt(built); err != nil {
+			return nil, err
+		}
+	}
+	return withVmlinux(ctx, k, log), nil
+}
+
+// addBuilt adds the modules built from source to k: checked against the
+// image's vermagic, loaded before the image's wanted modules (so qemu's
+// CTU CAN FD cores become can0 and can1, ahead of the Kvaser card).
+func (k *Kernel) addBuilt(b *BuiltModules) error {
+	deps := make(map[string][]string, len(k.Deps)+len(b.Modules))
+	for m, d := range k.Deps {
+		deps[m] = d
+	}
+	k.Built = make(map[string]string, len(b.Modules))
+	var names []string
+	for _, m := range b.Modules {
+		if m.Vermagic != k.Vermagic {
+			return fmt.Errorf("module %s was built with vermagic %q, the kernel's modules have %q: the kernel would refuse it", m.Name, m.Vermagic, k.Vermagic)
+		}
+		deps[m.Name] = m.Depends
+		k.Built[m.Name] = filepath.Join(b.Dir, m.Name+".ko")
+		names = append(names, m.Name)
+	}
+	order, err := LoadOrder(append(names, k.Modules...), deps, nil)
+	if err != nil {
+		return err
+	}
+	k.Modules = order
+	return nil
+}
+
+// fetchImage returns the image package's kernel and wanted modules from
+// the cache, downloading and extracting them on a miss.
+func fetchImage(ctx context.Context, cacheDir, pkg, version string, wanted []string, log *slog.Logger) (*Kernel, error) {
+	dir := filepath.Join(cacheDir, pkg+"_"+strings.ReplaceAll(version, ":", "%3a"))
 	if k, err := readCachedKernel(dir, wanted); err == nil {
 		log.Info("kernel from cache", "package", pkg, "version", version, "dir", dir)
-		return withVmlinux(ctx, k, log), nil
+		return k, nil
 	}
 	log.Info("downloading kernel", "package", pkg, "version", version)
-	if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("kernel cache: %w", err)
 	}
-	tmp, err := os.MkdirTemp(opts.CacheDir, ".download-")
+	tmp, err := os.MkdirTemp(cacheDir, ".download-")
 	if err != nil {
 		return nil, fmt.Errorf("kernel cache: %w", err)
 	}
@@ -116,24 +189,24 @@ func FetchKernel(ctx context.Context, opts KernelOptions) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	pruneKernels(opts.CacheDir, dir, log)
-	return withVmlinux(ctx, k, log), nil
+	pruneOthers(cacheDir, dir, "linux-image-", log)
+	return k, nil
 }
 
-// pruneKernels removes the cache entries of kernel versions other than
-// keep: Debian moves to a new image package now and then, and each entry
+// pruneOthers removes the cache entries named prefix* other than keep:
+// Debian moves to a new image package now and then, and each kernel entry
 // holds a 66 MB vmlinux.
-func pruneKernels(cacheDir, keep string, log *slog.Logger) {
+func pruneOthers(cacheDir, keep, prefix string, log *slog.Logger) {
 	entries, err := os.ReadDir(cacheDir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
 		p := filepath.Join(cacheDir, e.Name())
-		if p == keep || !e.IsDir() || !strings.HasPrefix(e.Name(), "linux-image-") {
+		if p == keep || !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
-		log.Info("removing an older kernel from the cache", "dir", p)
+		log.Info("removing an older entry from the cache", "dir", p)
 		_ = os.RemoveAll(p)
 	}
 }
@@ -169,6 +242,9 @@ func readCachedKernel(dir string, wanted []string) (*Kernel, error) {
 	}
 	if !slices.Equal(k.Wanted, wanted) {
 		return nil, errors.New("kernel cache was extracted for other modules")
+	}
+	if k.Vermagic == "" || k.Deps == nil {
+		return nil, errors.New("kernel cache written by an older rig (no vermagic or dependencies)")
 	}
 	k.Dir = dir
 	k.Vmlinuz = filepath.Join(dir, "vmlinuz")
@@ -311,6 +387,7 @@ func extractKernel(ctx context.Context, deb, dir string, wanted []string) (*Kern
 	deps := make(map[string][]string)
 	builtin := make(map[string]bool)
 	var compressed []string
+	var vermagic string
 	haveImage := false
 	err := walkDeb(ctx, deb, func(h *tar.Header, r io.Reader) error {
 		name := strings.TrimPrefix(h.Name, "./")
@@ -330,11 +407,14 @@ func extractKernel(ctx context.Context, deb, dir string, wanted []string) (*Kern
 			if err != nil {
 				return err
 			}
-			d, err := moduleDepends(data)
+			mi, err := readModInfo(data)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			deps[ModuleName(name)] = d
+			deps[ModuleName(name)] = mi.Depends
+			if vermagic == "" {
+				vermagic = mi.Vermagic
+			}
 		case strings.HasPrefix(name, "lib/modules/") && strings.Contains(name, ".ko."):
 			compressed = append(compressed, name)
 		}
@@ -354,8 +434,10 @@ func extractKernel(ctx context.Context, deb, dir string, wanted []string) (*Kern
 		return nil, err
 	}
 	need := make(map[string]bool, len(order))
+	orderDeps := make(map[string][]string, len(order))
 	for _, m := range order {
 		need[m] = true
+		orderDeps[m] = deps[m]
 	}
 	err = walkDeb(ctx, deb, func(h *tar.Header, r io.Reader) error {
 		name := strings.TrimPrefix(h.Name, "./")
@@ -375,7 +457,7 @@ func extractKernel(ctx context.Context, deb, dir string, wanted []string) (*Kern
 	if len(need) > 0 {
 		return nil, fmt.Errorf("modules missing on the second read: %v", need)
 	}
-	return &Kernel{Wanted: wanted, Modules: order}, nil
+	return &Kernel{Wanted: wanted, Modules: order, Deps: orderDeps, Vermagic: vermagic}, nil
 }
 
 func writeFile(path string, r io.Reader) error {

@@ -17,36 +17,49 @@ func ModuleName(file string) string {
 	return strings.ReplaceAll(base, "-", "_")
 }
 
-// moduleDepends reads the "depends=" entry of a module's .modinfo section:
-// the modules it needs loaded first, as computed by modpost from the
-// symbols it uses (the same data depmod writes into modules.dep).
-func moduleDepends(ko []byte) ([]string, error) {
+// modInfo is what the rig reads from a module's .modinfo section.
+type modInfo struct {
+	// Depends are the modules it needs loaded first, as computed by
+	// modpost from the symbols it uses (the same data depmod writes into
+	// modules.dep).
+	Depends []string
+	// Vermagic is the kernel release and build options it was built for;
+	// the kernel refuses a module whose vermagic differs from its own.
+	Vermagic string
+}
+
+// readModInfo reads the "depends=" and "vermagic=" entries of a module's
+// .modinfo section.
+func readModInfo(ko []byte) (modInfo, error) {
+	var mi modInfo
 	f, err := elf.NewFile(bytes.NewReader(ko))
 	if err != nil {
-		return nil, fmt.Errorf("parse module: %w", err)
+		return mi, fmt.Errorf("parse module: %w", err)
 	}
 	defer f.Close()
 	sec := f.Section(".modinfo")
 	if sec == nil {
-		return nil, fmt.Errorf("module has no .modinfo section")
+		return mi, fmt.Errorf("module has no .modinfo section")
 	}
 	data, err := sec.Data()
 	if err != nil {
-		return nil, fmt.Errorf("read .modinfo: %w", err)
+		return mi, fmt.Errorf("read .modinfo: %w", err)
 	}
-	var deps []string
 	for _, kv := range bytes.Split(data, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("vermagic=")); ok {
+			mi.Vermagic = string(v)
+		}
 		v, ok := bytes.CutPrefix(kv, []byte("depends="))
 		if !ok {
 			continue
 		}
 		for _, d := range strings.Split(string(v), ",") {
 			if d = strings.TrimSpace(d); d != "" {
-				deps = append(deps, ModuleName(d))
+				mi.Depends = append(mi.Depends, ModuleName(d))
 			}
 		}
 	}
-	return deps, nil
+	return mi, nil
 }
 
 // LoadOrder returns the modules to insmod, dependencies first, for the

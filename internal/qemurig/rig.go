@@ -28,17 +28,23 @@ type Config struct {
 	// when empty they are discovered (every package with a TestKernel*),
 	// unless NoTests is set.
 	Packages []string
-	// NoTests boots the guest for its Command alone, without test binaries.
+	// NoTests boots the guest for its Command alone, without test binaries
+	// and without the modules built from source.
 	NoTests bool
 	// Require are packages that must be among those run: the rig fails
 	// when one has no TestKernel* test.
 	Require []string
-	// Modules are the kernel modules to load (DefaultModules when empty).
+	// Modules are the kernel modules to load from the image package
+	// (DefaultModules when empty).
 	Modules []string
-	// ClassicCAN adds qemu's Kvaser PCIcan card (an SJA1000 controller on
-	// a qemu CAN bus) to the guest; the kernel names it can0 and the tests
-	// find that name in FLEET_CAN_CLASSIC.
-	ClassicCAN bool
+	// Source are the modules built from Debian's kernel source
+	// (DefaultSourceModules when nil, none with NoTests).
+	Source []SourceModule
+	// CAN adds qemu's CAN controllers to the guest (see CANArgs): the CTU
+	// CAN FD PCI card's two cores on one qemu CAN bus, which the guest
+	// names can0 and can1 (FLEET_CAN_FD), and the Kvaser PCIcan card (an
+	// SJA1000, classic CAN) on a bus of its own, can2 (FLEET_CAN_CLASSIC).
+	CAN bool
 	// Memory and CPUs size the guest (512M and 2 when empty).
 	Memory string
 	CPUs   int
@@ -87,11 +93,20 @@ type Report struct {
 	Timings Timings
 }
 
-// ClassicCANArgs add a CAN bus and qemu's Kvaser PCIcan card on it.
-var ClassicCANArgs = []string{"-object", "can-bus,id=canbus0", "-device", "kvaser_pci,canbus=canbus0"}
+// CANArgs add qemu's CTU CAN FD PCI card with both its cores on one CAN
+// bus, and the Kvaser PCIcan card on another.
+var CANArgs = []string{
+	"-object", "can-bus,id=canfd", "-device", "ctucan_pci,canbus0=canfd,canbus1=canfd",
+	"-object", "can-bus,id=canclassic", "-device", "kvaser_pci,canbus=canclassic",
+}
 
-// ClassicCANInterface is the name the guest kernel gives the card.
-const ClassicCANInterface = "can0"
+// The names the guest kernel gives the CAN controllers of CANArgs: the
+// modules built from source load first, so the CTU CAN FD cores come
+// before the Kvaser card.
+const (
+	FDCANInterfaces     = "can0 can1"
+	ClassicCANInterface = "can2"
+)
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -147,7 +162,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Timings.Tools = time.Since(t0)
 
 	t0 = time.Now()
-	k, err := FetchKernel(ctx, KernelOptions{CacheDir: filepath.Join(cfg.CacheDir, "kernel"), Modules: cfg.Modules, Log: log})
+	source := cfg.Source
+	if source == nil && !cfg.NoTests {
+		source = DefaultSourceModules
+	}
+	k, err := FetchKernel(ctx, KernelOptions{
+		CacheDir: filepath.Join(cfg.CacheDir, "kernel"), Modules: cfg.Modules,
+		Source: source, SourceCacheDir: filepath.Join(cfg.CacheDir, "modules"), Log: log})
 	if err != nil {
 		return rep, fmt.Errorf("qemurig: cannot start the rig: kernel: %w", err)
 	}
@@ -201,7 +222,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for key, v := range cfg.Env {
 		env[key] = v
 	}
-	if cfg.ClassicCAN {
+	if cfg.CAN {
+		env["FLEET_CAN_FD"] = FDCANInterfaces
 		env["FLEET_CAN_CLASSIC"] = ClassicCANInterface
 	}
 	ir := &Initramfs{Busybox: busybox, Kernel: k, Tests: bins, Env: env, TestTimeout: cfg.TestTimeout,
@@ -237,8 +259,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Memory: cfg.Memory, CPUs: cfg.CPUs, Append: "quiet loglevel=3",
 		Console: cfg.Console,
 	}
-	if cfg.ClassicCAN {
-		m.ExtraArgs = append(m.ExtraArgs, ClassicCANArgs...)
+	if cfg.CAN {
+		m.ExtraArgs = append(m.ExtraArgs, CANArgs...)
 	}
 	if cfg.Serial1 != nil {
 		// A unix socket path must stay short (108 bytes).

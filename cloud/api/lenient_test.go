@@ -1,0 +1,97 @@
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/fleet/fleet/cloud/api"
+)
+
+// TestLenientInputRefused: member names are matched exactly and once;
+// CAN ids and hex bytes have one stored spelling (stray whitespace refused);
+// time parameters stay within years 0001 to 9999.
+func TestLenientInputRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	d := e.device(e.orgA.ID, "IG-500")
+	serial := api.Prefix + "/devices/" + d.ID + "/serial"
+
+	for _, tc := range []struct{ name, body, field string }{
+		{"member in another case", `{"Mode":"both"}`, "Mode"},
+		{"member given twice", `{"mode":"both","mode":"managed"}`, "mode"},
+		{"case twin given twice", `{"mode":"both","MODE":"managed"}`, "MODE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.req(http.MethodPatch, serial, e.keyA, tc.body)
+			r.want(t, http.StatusBadRequest, "validation_error")
+			if !strings.HasPrefix(r.errMessage(), tc.field+":") {
+				t.Errorf("message %q does not name %s", r.errMessage(), tc.field)
+			}
+		})
+	}
+	if r := e.get("/devices/"+d.ID+"/serial", e.keyA); !strings.Contains(string(r.body), `"mode":"managed"`) {
+		t.Errorf("a refused body changed the mode: %s", r.body)
+	}
+
+	canfd := serial + "/channels/canfd-1"
+	body := func(canID, data string) string {
+		return `{"kind":"canfd","nominalBitrate":500000,"dataBitrate":2000000,"samplePoint":0.8,` +
+			`"tx":{"enabled":true,"intervalMs":1000,"canId":"` + canID + `","dataHex":"` + data + `"}}`
+	}
+	for _, tc := range []struct{ name, canID, data, field string }{
+		{"canId with a space", ` 0x123`, "01", "tx.canId"},
+		{"canId with a tab", `0x123\t`, "01", "tx.canId"},
+		{"canId with a newline", `0x1\n23`, "01", "tx.canId"},
+		{"dataHex with a tab", "0x123", `01\t02`, "tx.dataHex"},
+		{"dataHex with a newline", "0x123", `01 02\n`, "tx.dataHex"},
+		{"dataHex with two spaces", "0x123", `01  02`, "tx.dataHex"},
+		{"dataHex with a leading space", "0x123", ` 01 02`, "tx.dataHex"},
+		{"nested member twice", "0x123", `01","dataHex":"02`, "tx.dataHex"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.req(http.MethodPut, canfd, e.keyA, body(tc.canID, tc.data))
+			r.want(t, http.StatusBadRequest, "validation_error")
+			if !strings.HasPrefix(r.errMessage(), tc.field+":") {
+				t.Errorf("message %q does not name %s", r.errMessage(), tc.field)
+			}
+		})
+	}
+	nested := strings.Replace(body("0x123", "01"), `"intervalMs"`, `"IntervalMs"`, 1)
+	r := e.req(http.MethodPut, canfd, e.keyA, nested)
+	r.want(t, http.StatusBadRequest, "validation_error")
+	if !strings.HasPrefix(r.errMessage(), "tx.IntervalMs: unknown field") {
+		t.Errorf("nested member in another case: %q", r.errMessage())
+	}
+	for _, tc := range []struct{ canID, data, wantID, wantData string }{
+		{"0X1a", "de ad be ef", "0x1A", "DE AD BE EF"},
+		{"7ff", "deadbeef", "0x7FF", "DE AD BE EF"},
+		{"0x00000123", "", "0x123", ""},
+	} {
+		r := e.req(http.MethodPut, canfd, e.keyA, body(tc.canID, tc.data))
+		r.want(t, http.StatusOK, "")
+		want := `"canId":"` + tc.wantID + `","dataHex":"` + tc.wantData + `"`
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("PUT canId %q dataHex %q answered %s, want %s", tc.canID, tc.data, r.body, want)
+		}
+		if got := e.get("/devices/"+d.ID+"/serial/channels/canfd-1", e.keyA); !strings.Contains(string(got.body), want) {
+			t.Errorf("stored %s, want %s", got.body, want)
+		}
+	}
+	r = e.req(http.MethodPut, serial+"/channels/uart-1", e.keyA,
+		`{"kind":"uart","baudRate":9600,"dataBits":8,"parity":"none","stopBits":1,"flowControl":"none","tx":{"enabled":true,"intervalMs":0,"dataHex":"410d0a"}}`)
+	r.want(t, http.StatusOK, "")
+	if !strings.Contains(string(r.body), `"dataHex":"41 0D 0A"`) {
+		t.Errorf("uart dataHex stored as sent: %s", r.body)
+	}
+
+	metrics := "/devices/" + d.ID + "/metrics"
+	for _, q := range []string{"to=0000-01-01T00:00:00Z", "from=0000-12-31T23:00:00Z", "to=0001-01-01T00:30:00%2B01:00", "to=10000-01-01T00:00:00Z"} {
+		e.get(metrics+"?"+q, e.keyA).want(t, http.StatusBadRequest, "validation_error")
+	}
+	r = e.get(metrics+"?to=0001-01-01T00:30:00Z", e.keyA)
+	r.want(t, http.StatusOK, "")
+	if !strings.Contains(string(r.body), `"window":{"from":"0001-01-01T00:00:00.000Z","to":"0001-01-01T00:30:00.000Z"}`) {
+		t.Errorf("window near year 1: %s", r.body)
+	}
+}

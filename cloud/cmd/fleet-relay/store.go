@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/webhook"
+)
+
+// relayStore is the store named by --db, of either dialect, with the
+// stores of the relay's parts made from it. serve and every admin
+// subcommand open it with openStore; nothing else in the relay knows the
+// dialect.
+type relayStore struct {
+	cloud.Store
+	// Now is the store's clock.
+	Now cloud.Now
+	// Dialect is "sqlite" or "postgres".
+	Dialect string
+	// NewAgentStore makes the agent endpoint's store; close it before
+	// the store.
+	NewAgentStore func(log *slog.Logger) (agentStore, error)
+	// Engine is the alert engine's store, Outbox the webhook outbox.
+	Engine alert.Store
+	Outbox webhook.Store
+	// Panel is the panel's and the user subcommands' store.
+	Panel cloud.PanelStore
+}
+
+// agentStore is an agent endpoint store that holds resources of its own.
+type agentStore interface {
+	agentlink.Store
+	Close() error
+}
+
+// storeOptions are how openStore treats a missing database.
+type storeOptions struct {
+	// Create lets a missing SQLite file be created (serve, org create);
+	// otherwise a missing file is an error, so that a mistyped --db does
+	// not silently start an empty database.
+	Create bool
+}
+
+// isPostgresURL reports whether --db names a PostgreSQL database
+// (postgres:// or postgresql://) rather than a SQLite file.
+func isPostgresURL(db string) bool {
+	l := strings.ToLower(db)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
+// openStore opens the store named by db (a PostgreSQL URL or a SQLite file
+// path), applying pending migrations.
+func openStore(ctx context.Context, db string, o storeOptions) (*relayStore, error) {
+	if isPostgresURL(db) {
+		return nil, errors.New("PostgreSQL stores are not supported by this build yet")
+	}
+	if !o.Create {
+		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("database %s does not exist (create an organization first, or check --db / FLEET_DB)", db)
+		}
+	}
+	s, err := sqlite.Open(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return &relayStore{
+		Store:   s,
+		Now:     s.Now,
+		Dialect: "sqlite",
+		NewAgentStore: func(log *slog.Logger) (agentStore, error) {
+			return sqlite.NewAgentStore(s, log)
+		},
+		Engine: sqlite.NewAlertEngineStore(s),
+		Outbox: sqlite.NewWebhookStore(s),
+		Panel:  sqlite.NewPanelStore(s),
+	}, nil
+}

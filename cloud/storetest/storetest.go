@@ -1,0 +1,388 @@
+// Package storetest is the shared behaviour suite of the relay's stores:
+// every implementation of the store contract (cloud.Store with the
+// agentlink, alert and webhook stores made from it) runs Run in its own
+// tests, against a real database, and must pass it unchanged. The tests
+// check behaviour a user of the API or an agent would see (ordering, keyset
+// cursors under concurrent inserts, tenant isolation, the alert state table,
+// exactly-once ingest, sessions, the webhook outbox, retention), never SQL:
+// they reach the data only through the contract's interfaces.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Stores is one open store as the relay uses it.
+type Stores struct {
+	Store  cloud.Store
+	Agent  agentlink.Store
+	Engine alert.Store
+	Outbox webhook.Store
+	// Panel is the panel's store (users, sessions, fleet page, keys with
+	// creator and last use, webhook settings).
+	Panel cloud.PanelStore
+	// Reopen opens another handle on the same database with the same clock,
+	// as a second relay process (or the admin CLI) would; the suite closes
+	// it.
+	Reopen func(t testing.TB) Stores
+	// Close closes what Open opened (the agent store, then the store).
+	Close func()
+}
+
+// Opener opens a store on a fresh, empty database whose clock is now, and
+// arranges for it to be closed when t ends (Run also closes it).
+type Opener func(t testing.TB, now cloud.Now) Stores
+
+// Run runs the whole suite against the stores open makes.
+func Run(t *testing.T, open Opener) {
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, open Opener)
+	}{
+		{"Orgs", testOrgs},
+		{"Keys", testKeys},
+		{"DevicesAndTokens", testDevicesAndTokens},
+		{"OrgWebhookSettings", testOrgWebhookSettings},
+		{"DeviceReadPaths", testDeviceReadPaths},
+		{"DevicePaginationUnderInserts", testDevicePaginationUnderInserts},
+		{"DeviceStatusFilter", testDeviceStatusFilter},
+		{"EventPaginationUnderInserts", testEventPaginationUnderInserts},
+		{"AlertPaginationUnderInserts", testAlertPaginationUnderInserts},
+		{"InvalidCursors", testInvalidCursors},
+		{"OrgIsolation", testOrgIsolation},
+		{"AlertStateTable", testAlertStateTable},
+		{"AlertConcurrentTransitions", testAlertConcurrentTransitions},
+		{"AlertFilters", testAlertFilters},
+		{"OneOpenAlertPerDeviceAndRule", testOneOpenAlert},
+		{"AlertEngineStore", testAlertEngineStore},
+		{"OfflineDevices", testOfflineDevices},
+		{"SerialDefaults", testSerialDefaults},
+		{"SerialTelemetryAndAvailability", testSerialTelemetry},
+		{"PutChannel", testPutChannel},
+		{"PatchSerial", testPatchSerial},
+		{"RecordsExactlyOnce", testRecordsExactlyOnce},
+		{"RecordsFromTwoHandles", testRecordsFromTwoHandles},
+		{"Sessions", testSessions},
+		{"SweepRevokedOrphans", testSweepRevokedOrphans},
+		{"HeartbeatEvents", testHeartbeatEvents},
+		{"WebhookOutbox", testWebhookOutbox},
+		{"WebhookAdmin", testWebhookAdmin},
+		{"Retention", testRetention},
+		{"DataVersion", testDataVersion},
+		{"Users", testUsers},
+		{"LastOwnerUnderConcurrency", testLastOwnerConcurrent},
+		{"PanelSessions", testPanelSessions},
+		{"FleetView", testFleetView},
+		{"PanelKeys", testPanelKeys},
+		{"PanelWebhooks", testPanelWebhooks},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
+	}
+}
+
+// Clock is a settable clock. With Tick set, every third call to Now
+// advances it by one millisecond, so that many rows share a creation time
+// and the id tie-break of the list orders is exercised.
+type Clock struct {
+	mu   sync.Mutex
+	t    time.Time
+	Tick bool
+	n    atomic.Int64
+}
+
+// NewClock returns a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.Tick && c.n.Add(1)%3 == 0 {
+		c.t = c.t.Add(time.Millisecond)
+	}
+	return c.t
+}
+
+// Add moves the clock.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Set sets the clock.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// t0 is the suite's usual start time.
+var t0 = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+
+// env is one test's store with its clock and fixtures made through the
+// contract.
+type env struct {
+	t     testing.TB
+	ctx   context.Context
+	clock *Clock
+	Stores
+}
+
+func newEnv(t testing.TB, open Opener) *env {
+	t.Helper()
+	c := NewClock(t0)
+	s := open(t, c.Now)
+	t.Cleanup(s.Close)
+	return &env{t: t, ctx: context.Background(), clock: c, Stores: s}
+}
+
+// reopen is a second handle on e's database (another relay or process).
+func (e *env) reopen() *env {
+	e.t.Helper()
+	s := e.Reopen(e.t)
+	e.t.Cleanup(s.Close)
+	return &env{t: e.t, ctx: e.ctx, clock: e.clock, Stores: s}
+}
+
+func (e *env) org(name string) cloud.Org {
+	e.t.Helper()
+	o, err := e.Store.CreateOrg(e.ctx, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return o
+}
+
+var serials atomic.Int64
+
+// device is a registered device with its token.
+type device struct {
+	resource.DeviceDetail
+	OrgID string
+	Token string
+}
+
+func (d device) ref() agentlink.Device {
+	return agentlink.Device{ID: d.ID, OrgID: d.OrgID, Model: d.Model}
+}
+
+func (e *env) device(orgID, model string) device {
+	e.t.Helper()
+	d, tok, err := e.Store.AddDevice(e.ctx, cloud.NewDevice{OrgID: orgID, Name: "dev", SerialNumber: fmt.Sprintf("SN-%d", serials.Add(1)), Model: model})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return device{DeviceDetail: d, OrgID: orgID, Token: tok}
+}
+
+// online connects d as an agent (Connect, then Hello) under a new session
+// and returns the session.
+func (e *env) online(d device, hb time.Duration) string {
+	e.t.Helper()
+	dev := e.auth(d)
+	session := ids.New()
+	now := e.clock.Now()
+	if _, err := e.Agent.Connect(e.ctx, dev, session, now, now.Add(time.Minute)); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.Agent.Hello(e.ctx, agentlink.HelloIn{Device: dev, Session: session, At: now, HeartbeatInterval: hb,
+		Hello: protocol.Hello{AgentVersion: "1.0.0", FirmwareVersion: "fw-1", Model: d.Model}, Deadline: now.Add(3 * hb), OnlineEvent: true}); err != nil {
+		e.t.Fatal(err)
+	}
+	return session
+}
+
+// auth authenticates d's token as the agent endpoint does.
+func (e *env) auth(d device) agentlink.Device {
+	e.t.Helper()
+	dev, err := e.Agent.AuthDevice(e.ctx, sum(d.Token))
+	if err != nil {
+		e.t.Fatalf("auth %s: %v", d.ID, err)
+	}
+	return dev
+}
+
+func sum(token string) [32]byte {
+	var s [32]byte
+	copy(s[:], apikey.HashDeviceToken(token))
+	return s
+}
+
+// records stores items as one agent batch and returns what it inserted.
+func (e *env) records(d device, items ...protocol.Record) agentlink.RecordsOut {
+	e.t.Helper()
+	out, err := e.Agent.Records(e.ctx, agentlink.RecordsIn{Device: d.ref(), Session: "s", Items: items})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// seq numbers records of this process.
+var seq atomic.Uint64
+
+func eventRecord(typ string, sev resource.Severity, at time.Time) protocol.Record {
+	return protocol.Record{Seq: seq.Add(1), Event: &protocol.Event{ID: ids.New(), Type: typ, Severity: sev, Message: typ, Data: json.RawMessage(`{}`), CreatedAt: resource.T(at)}}
+}
+
+func metricRecord(at time.Time, cpu float64) protocol.Record {
+	return protocol.Record{Seq: seq.Add(1), Metric: &resource.MetricSample{CapturedAt: resource.T(at), CPUPct: cpu, MemPct: 1, DiskUsedPct: 2, TempCPU: 3, LoadAvg1: 0.5}}
+}
+
+// event stores one agent event created at the clock's time.
+func (e *env) event(d device, typ string, sev resource.Severity) resource.Event {
+	e.t.Helper()
+	out := e.records(d, eventRecord(typ, sev, e.clock.Now()))
+	if len(out.Events) != 1 {
+		e.t.Fatalf("event not stored: %+v", out)
+	}
+	return out.Events[0]
+}
+
+// rule returns the organization's rule named name.
+func (e *env) rule(orgID, name string) alert.Rule {
+	e.t.Helper()
+	rules, err := e.Engine.Rules(e.ctx, orgID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, r := range rules {
+		if r.Name == name {
+			return r
+		}
+	}
+	e.t.Fatalf("no rule %s in %+v", name, rules)
+	return alert.Rule{}
+}
+
+// alert opens an alert of rule on d at the clock's time and moves it to
+// state through the alert service.
+func (e *env) alert(d device, rule string, state resource.AlertState) resource.Alert {
+	e.t.Helper()
+	r := e.rule(d.OrgID, rule)
+	a, opened, err := e.Engine.OpenAlert(e.ctx, alert.Opening{OrgID: d.OrgID, DeviceID: d.ID, Rule: r, Message: rule + " on " + d.ID, At: e.clock.Now(), WithEvent: true})
+	if err != nil || !opened {
+		e.t.Fatalf("open %s on %s: opened %v, %v", rule, d.ID, opened, err)
+	}
+	switch state {
+	case resource.AlertAcknowledged:
+		a, err = e.Store.Alerts().Acknowledge(e.ctx, d.OrgID, a.ID)
+	case resource.AlertResolved:
+		a, err = e.Store.Alerts().Resolve(e.ctx, d.OrgID, a.ID)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+// heartbeat stores one heartbeat of session and waits for its outcome.
+func (e *env) heartbeat(in agentlink.HeartbeatIn) (agentlink.HeartbeatOut, error) {
+	type res struct {
+		out agentlink.HeartbeatOut
+		err error
+	}
+	ch := make(chan res, 1)
+	if err := e.Agent.Heartbeat(e.ctx, in, func(o agentlink.HeartbeatOut, err error) { ch <- res{o, err} }); err != nil {
+		return agentlink.HeartbeatOut{}, err
+	}
+	select {
+	case r := <-ch:
+		return r.out, r.err
+	case <-time.After(30 * time.Second):
+		e.t.Fatal("heartbeat outcome not reported within 30 s")
+		return agentlink.HeartbeatOut{}, nil
+	}
+}
+
+// walk fetches every page of a list with limit and returns the ids in order.
+func walk(t testing.TB, limit int, page func(cursor string) (ids []string, p resource.Pagination, err error)) []string {
+	t.Helper()
+	var all []string
+	cursor := ""
+	for i := 0; ; i++ {
+		ids, p, err := page(cursor)
+		if err != nil {
+			t.Fatalf("page %d: %v", i, err)
+		}
+		if len(ids) > limit {
+			t.Fatalf("page %d has %d items, limit %d", i, len(ids), limit)
+		}
+		all = append(all, ids...)
+		if !p.HasMore {
+			if p.NextCursor != nil {
+				t.Fatalf("page %d: hasMore false with nextCursor %q", i, *p.NextCursor)
+			}
+			return all
+		}
+		if p.NextCursor == nil || *p.NextCursor != ids[len(ids)-1] {
+			t.Fatalf("page %d: nextCursor %v is not the last item's id", i, p.NextCursor)
+		}
+		cursor = *p.NextCursor
+	}
+}
+
+// exactlyOnce checks that every id of want occurs exactly once in got and
+// that no id occurs twice.
+func exactlyOnce(t testing.TB, got, want []string) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, id := range got {
+		seen[id]++
+	}
+	for _, id := range want {
+		if seen[id] != 1 {
+			t.Errorf("pre-existing item %s seen %d times", id, seen[id])
+		}
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("item %s seen %d times", id, n)
+		}
+	}
+}
+
+// during runs insert in a loop until the returned stop is called.
+func during(t testing.TB, insert func(i int) error) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := insert(i); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func sameTime(a, b *resource.Time) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Equal(b.Time)
+}

@@ -45,3 +45,15 @@ test-browser: panel-assets browser-tools
 
 panel-screenshots: panel-assets browser-tools
 	FLEET_BROWSER=1 FLEET_SCREENSHOTS=$(CURDIR)/docs/panel $(GO) test -count=1 -timeout 10m -run '^TestBrowser' ./$(BROWSER_DIR)/
+
+# bench-panel: the fleet page with 10,000 devices and a device page with 7
+# days of metrics, rendered by bin/fleet-relay; p99 of each beside DESIGN.md's
+# 50 ms (bench/panelbench).
+.PHONY: bench-panel
+BENCH_TARGETS += bench-panel
+
+PANELBENCH_FLAGS ?=
+
+bench-panel: build
+	$(GO) build -o $(BIN)/fleet-panelbench ./bench/cmd/fleet-panelbench
+	$(BIN)/fleet-panelbench --relay $(BIN)/fleet-relay $(PANELBENCH_FLAGS)

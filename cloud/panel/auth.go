@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -31,7 +32,7 @@ const (
 
 func newSessionManager(cfg Config, log *slog.Logger) *scs.SessionManager {
 	sm := scs.New()
-	sm.Store = sessionStore{cfg.Sessions}
+	sm.Store = newSessionStore(cfg.Sessions, cfg.IdleTimeout)
 	sm.Codec = jsonCodec{}
 	sm.HashTokenInStore = true // the store never sees a usable token
 	sm.IdleTimeout = cfg.IdleTimeout
@@ -47,32 +48,97 @@ func newSessionManager(cfg Config, log *slog.Logger) *scs.SessionManager {
 	return sm
 }
 
-// sessionStore adapts a cloud.SessionStore to scs.
-type sessionStore struct{ s cloud.SessionStore }
+// sessionStore adapts a cloud.SessionStore to scs. With an idle timeout
+// scs commits the session on every request only to move its expiry; the
+// adapter skips that write when the data is what this request read and the
+// expiry moves by less than step (a tenth of the idle timeout, at most a
+// minute), so a panel page costs no store write. It remembers, per token,
+// what the store held when the request began (bounded; any relay may have
+// written since, which only makes it write more).
+type sessionStore struct {
+	s    cloud.SessionStore
+	step time.Duration
 
-var _ scs.CtxStore = sessionStore{}
-
-func (st sessionStore) FindCtx(ctx context.Context, token string) ([]byte, bool, error) {
-	return st.s.FindSession(ctx, token)
+	mu   sync.Mutex
+	read map[string]storedSession
 }
 
-func (st sessionStore) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
-	return st.s.CommitSession(ctx, token, b, expiry)
+type storedSession struct {
+	data   string
+	expiry time.Time
 }
 
-func (st sessionStore) DeleteCtx(ctx context.Context, token string) error {
+// maxRemembered bounds the sessions sessionStore remembers.
+const maxRemembered = 10000
+
+func newSessionStore(s cloud.SessionStore, idle time.Duration) *sessionStore {
+	return &sessionStore{s: s, step: min(idle/10, time.Minute), read: make(map[string]storedSession)}
+}
+
+var _ scs.CtxStore = (*sessionStore)(nil)
+
+func (st *sessionStore) remember(token string, v *storedSession) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if v == nil {
+		delete(st.read, token)
+		return
+	}
+	if _, ok := st.read[token]; !ok && len(st.read) >= maxRemembered {
+		for victim := range st.read {
+			delete(st.read, victim)
+			break
+		}
+	}
+	st.read[token] = *v
+}
+
+func (st *sessionStore) FindCtx(ctx context.Context, token string) ([]byte, bool, error) {
+	b, ok, err := st.s.FindSession(ctx, token)
+	if err != nil || !ok {
+		st.remember(token, nil)
+		return b, ok, err
+	}
+	// The stored expiry is not returned by the store: the session's own
+	// deadline bounds it, and scs's next commit tells the real one.
+	st.mu.Lock()
+	prev, seen := st.read[token]
+	st.mu.Unlock()
+	if !seen || prev.data != string(b) {
+		st.remember(token, &storedSession{data: string(b)}) // expiry unknown: the next commit writes
+	}
+	return b, true, nil
+}
+
+func (st *sessionStore) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
+	st.mu.Lock()
+	prev, seen := st.read[token]
+	st.mu.Unlock()
+	if seen && !prev.expiry.IsZero() && prev.data == string(b) && !expiry.Before(prev.expiry) && expiry.Sub(prev.expiry) < st.step {
+		return nil
+	}
+	if err := st.s.CommitSession(ctx, token, b, expiry); err != nil {
+		st.remember(token, nil)
+		return err
+	}
+	st.remember(token, &storedSession{data: string(b), expiry: expiry})
+	return nil
+}
+
+func (st *sessionStore) DeleteCtx(ctx context.Context, token string) error {
+	st.remember(token, nil)
 	return st.s.DeleteSession(ctx, token)
 }
 
-func (st sessionStore) Find(token string) ([]byte, bool, error) {
+func (st *sessionStore) Find(token string) ([]byte, bool, error) {
 	return st.FindCtx(context.Background(), token)
 }
 
-func (st sessionStore) Commit(token string, b []byte, expiry time.Time) error {
+func (st *sessionStore) Commit(token string, b []byte, expiry time.Time) error {
 	return st.CommitCtx(context.Background(), token, b, expiry)
 }
 
-func (st sessionStore) Delete(token string) error { return st.DeleteCtx(context.Background(), token) }
+func (st *sessionStore) Delete(token string) error { return st.DeleteCtx(context.Background(), token) }
 
 // jsonCodec encodes sessions as JSON, readable in either store's table and
 // by any relay version. Values are strings only.

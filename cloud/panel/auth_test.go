@@ -1,9 +1,11 @@
 package panel_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,5 +192,42 @@ func TestSignInThrottle(t *testing.T) {
 	}
 	if r := c.post("/panel/login", url.Values{"email": {"owner@acme.example"}, "password": {testPassword}}); r.status != http.StatusTooManyRequests {
 		t.Errorf("after 5 failures from one address: %d, want 429", r.status)
+	}
+}
+
+// countingSessions counts the session writes reaching the store.
+type countingSessions struct {
+	cloud.SessionStore
+	commits atomic.Int64
+}
+
+func (c *countingSessions) CommitSession(ctx context.Context, h string, b []byte, exp time.Time) error {
+	c.commits.Add(1)
+	return c.SessionStore.CommitSession(ctx, h, b, exp)
+}
+
+// TestPagesDoNotRewriteTheSession: with the default idle timeout, reading
+// pages moves the session's expiry in the store at most once a minute, not
+// on every request; a change of the session (a notice) is written at once.
+func TestPagesDoNotRewriteTheSession(t *testing.T) {
+	counter := &countingSessions{}
+	h := newHarness(t, func(c *panel.Config) { counter.SessionStore = c.Sessions; c.Sessions = counter })
+	c := h.signIn(cloud.RoleMember)
+	after := counter.commits.Load()
+	for i := 0; i < 5; i++ {
+		if r := c.get("/panel/"); r.status != http.StatusOK {
+			t.Fatal(r.status)
+		}
+	}
+	if n := counter.commits.Load() - after; n > 1 {
+		t.Errorf("5 page loads wrote the session %d times", n)
+	}
+	before := counter.commits.Load()
+	c.post("/panel/alerts/acknowledge", url.Values{}) // sets a notice
+	if counter.commits.Load() == before {
+		t.Error("a notice in the session was not written")
+	}
+	if !strings.Contains(c.get("/panel/alerts").body, "Select at least one alert.") {
+		t.Error("the notice did not reach the next page")
 	}
 }

@@ -262,3 +262,33 @@ type PanelStore interface {
 	KeyAdmin
 	WebhookAdmin
 }
+
+// SummarizeDeliveries turns the admin log's deliveries into the panel's
+// summaries: attempts counted, the last attempt's status and error.
+func SummarizeDeliveries(ds []DeliveryInfo) []DeliverySummary {
+	out := make([]DeliverySummary, 0, len(ds))
+	for _, d := range ds {
+		sum := DeliverySummary{ID: d.ID, DeviceID: d.DeviceID, Event: d.Event, URL: d.URL, State: d.State,
+			Attempts: len(d.Attempts), LastError: d.LastError, RedeliveryOf: d.RedeliveryOf, CreatedAt: d.CreatedAt}
+		if n := len(d.Attempts); n > 0 {
+			sum.LastStatus = d.Attempts[n-1].StatusCode
+			if d.Attempts[n-1].Error != "" {
+				sum.LastError = d.Attempts[n-1].Error
+			}
+		}
+		out = append(out, sum)
+	}
+	return out
+}
+
+// LikePattern turns a device search into a lower-cased SQL LIKE pattern
+// matching it anywhere ("" for an empty search), with \ escaping % and _
+// (both stores use it with ESCAPE '\').
+func LikePattern(q string) string {
+	q = strings.ToLower(strings.TrimSpace(q))
+	if q == "" {
+		return ""
+	}
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return "%" + r.Replace(q) + "%"
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/apikey"
 )
 
 var _ cloud.KeyService = (*DB)(nil)
@@ -17,7 +18,17 @@ var _ cloud.KeyService = (*DB)(nil)
 // expiresIn 0 means the key never expires. It returns the stored key and the
 // full key string, which exists nowhere else afterwards.
 func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string, expiresIn time.Duration) (*cloud.APIKey, string, error) {
-	return NewPanelStore(db).CreateOrgKey(ctx, cloud.NewKey{OrgID: orgID, Name: name, Scopes: scopes, ExpiresIn: expiresIn})
+	k, key, err := apikey.New(orgID, name, scopes, expiresIn, db.Now())
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := db.Org(ctx, orgID); err != nil {
+		return nil, "", err
+	}
+	if err := db.InsertKey(ctx, k); err != nil {
+		return nil, "", err
+	}
+	return k, key, nil
 }
 
 // InsertKey stores k as given (its hash already made).

@@ -53,14 +53,14 @@ func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.De
 		where += ` AND status = ?`
 		args = append(args, string(q.Status))
 	}
-	if pat := LikePattern(q.Query); pat != "" {
+	if pat := cloud.LikePattern(q.Query); pat != "" {
 		where += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(serial_number) LIKE ? ESCAPE '\' OR lower(location) LIKE ? ESCAPE '\' OR lower(model) LIKE ? ESCAPE '\')`
 		args = append(args, pat, pat, pat, pat)
 	}
 	if err := s.db.R.QueryRowContext(ctx, `SELECT COUNT(*)`+where, args...).Scan(&out.Total); err != nil {
 		return out, fmt.Errorf("sqlite: search devices: %w", err)
 	}
-	limit := clampLimit(q.Limit, 50, 200)
+	limit := cloud.ListLimit(q.Limit, 50, 200)
 	offset := max(q.Offset, 0)
 	rows, err := s.db.R.QueryContext(ctx, `SELECT `+deviceColumns+where+` ORDER BY created_at, id LIMIT ? OFFSET ?`, append(args, limit, offset)...)
 	if err != nil {
@@ -77,44 +77,17 @@ func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.De
 	return out, rows.Err()
 }
 
-// LikePattern turns a search string into a lower-cased LIKE pattern
-// matching it anywhere ("" for an empty search), with \ escaping % and _.
-func LikePattern(q string) string {
-	q = strings.ToLower(strings.TrimSpace(q))
-	if q == "" {
-		return ""
-	}
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return "%" + r.Replace(q) + "%"
-}
-
 // CreateOrgKey makes a key for the organization on behalf of k.CreatedBy
 // ("" for the admin CLI) and stores its bcrypt hash. It returns the stored
 // key and the full key string, which exists nowhere else afterwards.
 func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
 	db := s.db
-	name, err := cloud.ValidName("name", nk.Name)
+	k, key, err := apikey.New(nk.OrgID, nk.Name, nk.Scopes, nk.ExpiresIn, db.Now())
 	if err != nil {
 		return nil, "", err
-	}
-	scopes, err := apikey.ValidScopes(nk.Scopes)
-	if err != nil {
-		return nil, "", cloud.Errorf(cloud.EINVALID, "scopes: %v", err)
-	}
-	if nk.ExpiresIn < 0 {
-		return nil, "", cloud.Errorf(cloud.EINVALID, "expiry must not be negative")
 	}
 	if _, err := db.Org(ctx, nk.OrgID); err != nil {
 		return nil, "", err
-	}
-	g, err := apikey.Generate()
-	if err != nil {
-		return nil, "", err
-	}
-	now := db.Now().UTC().Truncate(time.Millisecond)
-	k := &cloud.APIKey{ID: g.ID, OrgID: nk.OrgID, Name: name, Hash: g.Hash, Scopes: scopes, CreatedAt: now}
-	if nk.ExpiresIn > 0 {
-		k.ExpiresAt = now.Add(nk.ExpiresIn)
 	}
 	var createdBy sql.NullString
 	if nk.CreatedBy != "" {
@@ -122,11 +95,11 @@ func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.
 	}
 	_, err = db.W.ExecContext(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at, created_by)
 		VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)`,
-		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), TimeMs(k.ExpiresAt), now.UnixMilli(), createdBy)
+		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), TimeMs(k.ExpiresAt), k.CreatedAt.UnixMilli(), createdBy)
 	if err != nil {
 		return nil, "", fmt.Errorf("sqlite: insert key: %w", err)
 	}
-	return k, g.Key, nil
+	return k, key, nil
 }
 
 // OrgKeys lists the organization's keys newest first, revoked ones
@@ -213,19 +186,7 @@ func (s *PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit i
 	if err != nil {
 		return nil, err
 	}
-	out := make([]cloud.DeliverySummary, 0, len(ds))
-	for _, d := range ds {
-		sum := cloud.DeliverySummary{ID: d.ID, DeviceID: d.DeviceID, Event: d.Event, URL: d.URL, State: d.State,
-			Attempts: len(d.Attempts), LastError: d.LastError, RedeliveryOf: d.RedeliveryOf, CreatedAt: d.CreatedAt}
-		if n := len(d.Attempts); n > 0 {
-			sum.LastStatus = d.Attempts[n-1].StatusCode
-			if d.Attempts[n-1].Error != "" {
-				sum.LastError = d.Attempts[n-1].Error
-			}
-		}
-		out = append(out, sum)
-	}
-	return out, nil
+	return cloud.SummarizeDeliveries(ds), nil
 }
 
 // RedeliverOrgWebhook queues a copy of the organization's delivery id.

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,11 @@ type Options struct {
 	// URL is the relay's base URL (http, https, ws or wss); the websocket
 	// path protocol.Path is appended.
 	URL string
+	// URLs are more relays of the same cluster (one store). The link starts
+	// with URL (or URLs[0] when URL is empty) and moves to the next one,
+	// in turn, each time a connection fails or a relay drains; the backoff
+	// between attempts is the usual one.
+	URLs []string
 	// Token is the device token, sent as a bearer token. It is never logged.
 	Token string
 	// Hello returns the Hello for a new connection.
@@ -79,6 +85,11 @@ type Options struct {
 	// HTTPClient, if set, dials the websocket (TLS settings, proxies).
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+
+	// JSONOnly offers no codec in the hello, so the link speaks JSON after
+	// the welcome as agents from before CBOR did (tests run such an old
+	// agent; see protocol.Codec).
+	JSONOnly bool
 }
 
 // Link is the agent's connection to the relay.
@@ -86,6 +97,8 @@ type Link struct {
 	opts Options
 	log  *slog.Logger
 	kick chan struct{}
+	urls []string // URL and URLs, in order
+	cur  int      // index in urls of the relay in use (Run's goroutine only)
 
 	mu        sync.Mutex
 	connected bool
@@ -107,7 +120,13 @@ type batch struct{ first, last uint64 }
 
 // New returns a Link; Run connects it.
 func New(opts Options) (*Link, error) {
-	if opts.URL == "" || opts.Token == "" {
+	var urls []string
+	for _, u := range append([]string{opts.URL}, opts.URLs...) {
+		if u != "" {
+			urls = append(urls, u)
+		}
+	}
+	if len(urls) == 0 || opts.Token == "" {
 		return nil, errors.New("link: relay URL and token are required")
 	}
 	if opts.Spool == nil || opts.Hello == nil || opts.Heartbeat == nil {
@@ -142,7 +161,7 @@ func New(opts Options) (*Link, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Link{opts: opts, log: opts.Logger, kick: make(chan struct{}, 1)}, nil
+	return &Link{opts: opts, log: opts.Logger, kick: make(chan struct{}, 1), urls: urls}, nil
 }
 
 // Connected reports whether a session is established (Welcome received).
@@ -202,10 +221,16 @@ func (l *Link) Run(ctx context.Context) error {
 			}
 			return nil
 		}
-		if time.Since(start) >= l.opts.StableAfter {
+		restart := isServiceRestart(err)
+		if restart || time.Since(start) >= l.opts.StableAfter {
+			// A draining relay asks its agents to go elsewhere now.
 			attempt = 0
 		}
 		wait := Backoff(attempt, l.opts.BackoffMin, l.opts.BackoffMax, r)
+		failed := l.urls[l.cur]
+		if len(l.urls) > 1 {
+			l.cur = (l.cur + 1) % len(l.urls)
+		}
 		l.stats.reconnects.Add(1)
 		refused := l.noteRefusal(err)
 		switch {
@@ -215,8 +240,10 @@ func (l *Link) Run(ctx context.Context) error {
 		case refused:
 			wait = Backoff(64, l.opts.BackoffMin, l.opts.BackoffMax, r)
 			l.log.Error("relay refused a message as a protocol error", "err", err, "retryIn", wait.Round(time.Millisecond))
+		case restart:
+			l.log.Info("relay draining; reconnecting", "relay", failed, "next", l.urls[l.cur], "retryIn", wait.Round(time.Millisecond))
 		default:
-			l.log.Warn("relay link down", "err", err, "retryIn", wait.Round(time.Millisecond))
+			l.log.Warn("relay link down", "relay", failed, "next", l.urls[l.cur], "err", err, "retryIn", wait.Round(time.Millisecond))
 		}
 		attempt++
 		select {
@@ -282,8 +309,19 @@ func (l *Link) finalAttempt() {
 	}
 }
 
+// isServiceRestart reports whether a session ended because its relay
+// drains (close 1012, or 4010 from relays before it).
+func isServiceRestart(err error) bool {
+	c := websocket.CloseStatus(err)
+	return c == protocol.CloseServiceRestart || c == protocol.CloseShutdown
+}
+
+// relay returns the base URL of the relay the link uses or tries next.
+// It is meant for Run's goroutine and tests.
+func (l *Link) relay() string { return l.urls[l.cur] }
+
 func (l *Link) wsURL() string {
-	u := strings.TrimRight(l.opts.URL, "/")
+	u := strings.TrimRight(l.relay(), "/")
 	switch {
 	case strings.HasPrefix(u, "http://"):
 		u = "ws://" + strings.TrimPrefix(u, "http://")
@@ -340,39 +378,56 @@ func (l *Link) session(ctx context.Context, stop <-chan struct{}) error {
 type session struct {
 	l    *Link
 	conn *websocket.Conn
+	// codec is the codec of the messages after the welcome (JSON before).
+	codec protocol.Codec
 	// sent is the highest seq written; inflight the unacknowledged Records
 	// messages, oldest first.
 	sent     uint64
 	inflight []batch
 }
 
+// write sends m in the session's codec.
 func (s *session) write(ctx context.Context, m protocol.Message) error {
-	b, err := json.Marshal(m)
+	b, err := s.codec.Marshal(&m)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", m.Type, err)
 	}
 	return s.writeRaw(ctx, m.Type, b)
 }
 
+// writeRaw sends b, a message of the session's codec.
 func (s *session) writeRaw(ctx context.Context, typ string, b []byte) error {
 	wctx, cancel := context.WithTimeout(ctx, s.l.opts.WriteTimeout)
 	defer cancel()
-	if err := s.conn.Write(wctx, websocket.MessageText, b); err != nil {
+	if err := s.conn.Write(wctx, frameType(s.codec), b); err != nil {
 		return fmt.Errorf("write %s: %w", typ, err)
 	}
 	return nil
 }
 
+// read reads one message of the session's codec.
 func (s *session) read(ctx context.Context) (protocol.Message, error) {
-	_, b, err := s.conn.Read(ctx)
+	typ, b, err := s.conn.Read(ctx)
 	if err != nil {
 		return protocol.Message{}, err
 	}
 	var m protocol.Message
-	if err := json.Unmarshal(b, &m); err != nil {
+	if typ != frameType(s.codec) {
+		s.conn.Close(protocol.CloseProtocolError, "frame type is not that of codec "+s.codec.String())
+		return m, fmt.Errorf("relay sent a frame of another type than codec %s's", s.codec)
+	}
+	if err := s.codec.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("relay sent malformed message: %w", err)
 	}
 	return m, nil
+}
+
+// frameType is the websocket frame type of codec's messages.
+func frameType(codec protocol.Codec) websocket.MessageType {
+	if codec.Binary() {
+		return websocket.MessageBinary
+	}
+	return websocket.MessageText
 }
 
 func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
@@ -383,7 +438,12 @@ func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
 
 	hello := l.opts.Hello()
 	hello.HeartbeatInterval = protocol.Duration{Duration: l.opts.HeartbeatInterval}
+	hello.Codecs = nil
+	if !l.opts.JSONOnly {
+		hello.Codecs = []protocol.Codec{protocol.CBOR}
+	}
 	sanitizeHello(&hello)
+	s.codec = protocol.JSON // the hello and the welcome
 	if err := s.write(ctx, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
 		return err
 	}
@@ -396,6 +456,15 @@ func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
 	if m.Type != protocol.TypeWelcome || m.Welcome == nil {
 		s.conn.Close(protocol.CloseProtocolError, "expected welcome")
 		return fmt.Errorf("relay answered hello with %q", m.Type)
+	}
+	switch c := m.Welcome.Codec; {
+	case c == "" || c == protocol.JSON:
+		s.codec = protocol.JSON
+	case slices.Contains(hello.Codecs, c):
+		s.codec = c
+	default:
+		s.conn.Close(protocol.CloseProtocolError, "welcome names a codec the hello did not offer")
+		return fmt.Errorf("relay chose codec %q, which was not offered", c)
 	}
 	if err := s.welcome(*m.Welcome); err != nil {
 		return err
@@ -576,7 +645,10 @@ func (s *session) flush(ctx context.Context) error {
 		if len(es) == 0 {
 			return nil
 		}
-		b := EncodeRecords(es)
+		b, err := s.encodeRecords(es)
+		if err != nil {
+			return err
+		}
 		if err := s.writeRaw(ctx, protocol.TypeRecords, b); err != nil {
 			return err
 		}
@@ -632,8 +704,32 @@ func EncodeRecord(r protocol.Record) ([]byte, error) {
 	return json.Marshal(noSeq{Metric: r.Metric, Event: r.Event})
 }
 
-// EncodeRecords builds a Records message from spool entries without decoding
-// their payloads: each item is {"seq":N, ...payload fields}.
+// encodeRecords builds a Records message of the session's codec from spool
+// entries. The spool holds JSON (EncodeRecord): in CBOR each payload is
+// decoded and encoded again, which the agent's low record rate affords.
+func (s *session) encodeRecords(es []spool.Entry) ([]byte, error) {
+	if s.codec != protocol.CBOR {
+		return EncodeRecords(es), nil
+	}
+	items := make([]protocol.Record, len(es))
+	for i, e := range es {
+		if err := json.Unmarshal(e.Payload, &items[i]); err != nil {
+			// Sent empty: the relay refuses it, and the poison-record
+			// handling (noteRefusal) drops it as it would drop the JSON.
+			s.l.log.Error("spooled record does not decode; sending it empty", "seq", e.Seq, "err", err)
+			items[i] = protocol.Record{}
+		}
+		items[i].Seq = e.Seq
+	}
+	b, err := s.codec.Marshal(&protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: items}})
+	if err != nil {
+		return nil, fmt.Errorf("encode records: %w", err)
+	}
+	return b, nil
+}
+
+// EncodeRecords builds a JSON Records message from spool entries without
+// decoding their payloads: each item is {"seq":N, ...payload fields}.
 func EncodeRecords(es []spool.Entry) []byte {
 	n := 64
 	for _, e := range es {

@@ -9,7 +9,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +51,11 @@ type relay struct {
 	stall       bool   // stop reading after Welcome (a half-open peer)
 	poison      uint64 // a batch holding this seq is refused with 4000
 	refusals    int
+	// old makes the stub a relay from before CBOR: its welcome names no
+	// codec, whatever the hello offers. codecs are the codecs of its
+	// connections, in order.
+	old    bool
+	codecs []protocol.Codec
 }
 
 // dropAll cuts every open connection without a close handshake.
@@ -96,18 +104,22 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 	defer c.CloseNow()
 	c.SetReadLimit(protocol.MaxMessageBytes)
 	ctx := req.Context()
+	codec := protocol.JSON // until the welcome
 	read := func() (protocol.Message, error) {
-		_, b, err := c.Read(ctx)
+		typ, b, err := c.Read(ctx)
 		if err != nil {
 			return protocol.Message{}, err
 		}
+		if typ != frameType(codec) {
+			return protocol.Message{}, fmt.Errorf("a %v frame on a connection speaking %s", typ, codec)
+		}
 		var m protocol.Message
-		err = json.Unmarshal(b, &m)
+		err = codec.Unmarshal(b, &m)
 		return m, err
 	}
 	send := func(m protocol.Message) error {
-		b, _ := json.Marshal(m)
-		return c.Write(ctx, websocket.MessageText, b)
+		b, _ := codec.Marshal(&m)
+		return c.Write(ctx, frameType(codec), b)
 	}
 	m, err := read()
 	if err != nil || m.Type != protocol.TypeHello {
@@ -121,8 +133,18 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 	last := r.lastSeq()
 	cfg := r.sendConfig
 	r.outstanding = 0
+	chosen := protocol.ChooseCodec(m.Hello.Codecs)
+	if r.old {
+		chosen = protocol.JSON
+	}
+	r.codecs = append(r.codecs, chosen)
 	r.mu.Unlock()
-	send(protocol.Message{Type: protocol.TypeWelcome, Welcome: &protocol.Welcome{DeviceID: "dev1", ServerTime: resource.T(time.Now()), LastSeq: last}})
+	wel := &protocol.Welcome{DeviceID: "dev1", ServerTime: resource.T(time.Now()), LastSeq: last}
+	if chosen != protocol.JSON {
+		wel.Codec = chosen
+	}
+	send(protocol.Message{Type: protocol.TypeWelcome, Welcome: wel})
+	codec = chosen
 	if cfg != nil {
 		send(protocol.Message{Type: protocol.TypeConfig, Config: cfg})
 	}
@@ -154,7 +176,7 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 			r.mu.Lock()
 			refuse := false
 			for _, it := range items {
-				refuse = refuse || (r.poison != 0 && it.Seq == r.poison)
+				refuse = refuse || (r.poison != 0 && it.Seq == r.poison) || (it.Metric == nil && it.Event == nil)
 			}
 			if refuse {
 				r.refusals++
@@ -293,15 +315,43 @@ func (h *harness) stop() {
 	<-h.done
 }
 
+// TestHandshakeHeartbeatAndRecords runs with the codec each side speaks:
+// CBOR between a current agent and relay, JSON with a relay from before
+// CBOR, and JSON for an agent that offers nothing (JSONOnly, as agents
+// from before CBOR).
 func TestHandshakeHeartbeatAndRecords(t *testing.T) {
-	r := newRelay(t)
+	for _, tc := range []struct {
+		name      string
+		oldRelay  bool
+		jsonOnly  bool
+		want      protocol.Codec
+		wantOffer []protocol.Codec
+	}{
+		{"cbor", false, false, protocol.CBOR, []protocol.Codec{protocol.CBOR}},
+		{"relay from before cbor", true, false, protocol.JSON, []protocol.Codec{protocol.CBOR}},
+		{"json-only agent", false, true, protocol.JSON, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRelay(t)
+			r.old = tc.oldRelay
+			testHandshakeHeartbeatAndRecords(t, r, func(o *Options) { o.JSONOnly = tc.jsonOnly })
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if !slices.Equal(r.codecs, []protocol.Codec{tc.want}) || !slices.Equal(r.hellos[0].Codecs, tc.wantOffer) {
+				t.Errorf("hello offered %v, connection spoke %v; want %v and %v", r.hellos[0].Codecs, r.codecs, tc.wantOffer, tc.want)
+			}
+		})
+	}
+}
+
+func testHandshakeHeartbeatAndRecords(t *testing.T, r *relay, mod func(*Options)) {
 	sp, err := spool.Open(spool.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sp.Close()
 	fillSpool(t, sp, 1, 1234)
-	h := startLink(t, r, sp, nil)
+	h := startLink(t, r, sp, mod)
 	eventually(t, "all records stored", func() bool { return r.storedCount() == 1234 })
 	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
 
@@ -595,5 +645,168 @@ func TestPoisonRecordDropped(t *testing.T) {
 	defer mu.Unlock()
 	if len(refused) != 1 || refused[0] != 7 {
 		t.Fatalf("OnRefused got %v", refused)
+	}
+}
+
+// TestWelcomeWithACodecNotOffered: a relay that answers with a codec the
+// hello did not offer gets a protocol-error close, and the agent keeps
+// trying.
+func TestWelcomeWithACodecNotOffered(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		conns.Add(1)
+		if _, _, err := c.Read(req.Context()); err != nil {
+			return
+		}
+		c.Write(req.Context(), websocket.MessageText, []byte(`{"type":"welcome","welcome":{"deviceId":"dev1","codec":"msgpack"}}`))
+		_, _, err = c.Read(req.Context())
+		if websocket.CloseStatus(err) != protocol.CloseProtocolError {
+			t.Errorf("agent ended with %v, want a protocol-error close", err)
+		}
+	}))
+	defer srv.Close()
+	h := startLink(t, &relay{srv: srv}, nil, func(o *Options) { o.BackoffMin, o.BackoffMax = time.Millisecond, 10*time.Millisecond })
+	defer h.stop()
+	eventually(t, "retried", func() bool { return conns.Load() >= 2 })
+	if h.link.Connected() {
+		t.Error("link connected on a codec it did not offer")
+	}
+}
+
+// TestUndecodableSpoolRecordDroppedInCBOR: in CBOR the link decodes each
+// spooled payload; one that does not decode goes empty, the relay refuses
+// it, and the poison-record handling drops it alone, as with JSON.
+func TestUndecodableSpoolRecordDroppedInCBOR(t *testing.T) {
+	r := newRelay(t)
+	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
+	defer sp.Close()
+	fillSpool(t, sp, 1, 4)
+	if _, err := sp.Append([]byte(`{"metric":`)); err != nil {
+		t.Fatal(err)
+	}
+	fillSpool(t, sp, 6, 4)
+	var refused []uint64
+	var mu sync.Mutex
+	startLink(t, r, sp, func(o *Options) {
+		o.OnRefused = func(seq uint64) { mu.Lock(); refused = append(refused, seq); mu.Unlock() }
+	})
+	eventually(t, "the other 8 stored", func() bool { return r.storedCount() == 8 })
+	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.stored[5]; ok || len(refused) != 1 || refused[0] != 5 || !slices.Equal(r.codecs[:1], []protocol.Codec{protocol.CBOR}) {
+		t.Fatalf("refused %v, codecs %v", refused, r.codecs)
+	}
+}
+
+// TestInvalidUTF8ReachesTheRelayReplaced: a channel's live value with
+// invalid UTF-8 (a serial line's bytes) reaches a relay speaking CBOR with
+// U+FFFD in their place, as JSON's encoder does, instead of a message the
+// relay's decoder refuses on every reconnect.
+func TestInvalidUTF8ReachesTheRelayReplaced(t *testing.T) {
+	r := newRelay(t)
+	startLink(t, r, nil, func(o *Options) {
+		o.Heartbeat = func() protocol.Heartbeat {
+			return protocol.Heartbeat{Status: resource.StatusOnline, Channels: []protocol.ChannelState{{ID: "uart-1", Live: "ok \xff\xfebad"}}}
+		}
+	})
+	eventually(t, "a heartbeat", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.heartbeats) > 0 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if got := r.heartbeats[0].Channels[0].Live; got != "ok \uFFFDbad" || r.codecs[0] != protocol.CBOR {
+		t.Errorf("live %q over %v", got, r.codecs)
+	}
+}
+
+// cluster is two relays of one cluster: two listeners in front of the same
+// relay stub (one store), each of which can be taken down (503 to every
+// request, as a draining or dead relay's balancer slot would be).
+type cluster struct {
+	r    *relay
+	srv  [2]*httptest.Server
+	down [2]atomic.Bool
+	hits [2]atomic.Int64
+}
+
+func newCluster(t *testing.T) *cluster {
+	c := &cluster{r: newRelay(t)}
+	for i := range c.srv {
+		c.srv[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if c.down[i].Load() {
+				http.Error(w, "draining", http.StatusServiceUnavailable)
+				return
+			}
+			c.hits[i].Add(1)
+			c.r.serve(w, req)
+		}))
+		t.Cleanup(c.srv[i].Close)
+	}
+	return c
+}
+
+// closeAll closes every open connection with code (as a draining relay
+// does with 1012).
+func (r *relay) closeAll(code websocket.StatusCode) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.active {
+		c.Close(code, "relay shutting down")
+	}
+	r.active = nil
+}
+
+// TestFailoverToNextRelay: with several relay URLs, the link moves to the
+// next one when its relay drains (1012) or is down, comes back around the
+// list, and every spooled record reaches the store exactly once.
+func TestFailoverToNextRelay(t *testing.T) {
+	c := newCluster(t)
+	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
+	defer sp.Close()
+	fillSpool(t, sp, 1, 20)
+	h := startLink(t, c.r, sp, func(o *Options) {
+		o.URL = ""
+		o.URLs = []string{c.srv[0].URL, c.srv[1].URL}
+		o.BatchSize = 5
+	})
+	eventually(t, "stored through relay 1", func() bool { return c.r.storedCount() == 20 })
+	if c.hits[0].Load() != 1 || c.hits[1].Load() != 0 {
+		t.Fatalf("connections %d/%d, want the first relay only", c.hits[0].Load(), c.hits[1].Load())
+	}
+
+	// Relay 1 drains: it leaves the balancer and asks its agents to go.
+	c.down[0].Store(true)
+	c.r.closeAll(protocol.CloseServiceRestart)
+	eventually(t, "moved to relay 2", func() bool { return c.hits[1].Load() == 1 && h.link.Connected() })
+	fillSpool(t, sp, 21, 20)
+	eventually(t, "stored through relay 2", func() bool { return c.r.storedCount() == 40 })
+	eventually(t, "acknowledged", func() bool { return sp.Stats().Pending == 0 })
+
+	// Relay 2 dies while relay 1 is back: the link goes around the list.
+	c.down[0].Store(false)
+	c.down[1].Store(true)
+	c.r.dropAll()
+	eventually(t, "back on relay 1", func() bool { return c.hits[0].Load() == 2 && h.link.Connected() })
+	fillSpool(t, sp, 41, 20)
+	eventually(t, "stored through relay 1 again", func() bool { return c.r.storedCount() == 60 })
+	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
+
+	c.r.mu.Lock()
+	for seq := uint64(1); seq <= 60; seq++ {
+		if n := c.r.received[seq]; n != 1 {
+			t.Errorf("seq %d received %d times", seq, n)
+		}
+	}
+	c.r.mu.Unlock()
+	for _, want := range []string{"relay draining; reconnecting", "relay link down"} {
+		if !strings.Contains(h.logs.String(), want) {
+			t.Errorf("log lacks %q", want)
+		}
 	}
 }

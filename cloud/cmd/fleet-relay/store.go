@@ -47,6 +47,8 @@ type relayStore struct {
 	Lease        func(ctx context.Context, name string, ttl time.Duration) (bool, error)
 	// Relay names this relay process in the cluster.
 	Relay string
+	// Panel is the panel's and the user subcommands' store.
+	Panel cloud.PanelStore
 }
 
 // agentStore is an agent endpoint store that holds resources of its own.
@@ -94,6 +96,7 @@ func openStore(ctx context.Context, db string, o storeOptions) (*relayStore, err
 		},
 		Engine: sqlite.NewAlertEngineStore(s),
 		Outbox: sqlite.NewWebhookStore(s),
+		Panel:  sqlite.NewPanelStore(s),
 	}, nil
 }
 
@@ -121,6 +124,7 @@ func openPostgres(ctx context.Context, url string) (*relayStore, error) {
 			return s.TryLease(ctx, name, relay, ttl)
 		},
 		Relay: relay,
+		Panel: postgres.NewPanelStore(s),
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,12 +24,20 @@ import (
 type WebhookStore struct {
 	db    *DB
 	relay string
+	lease atomic.Int64 // of inserts claimed, in ms
 }
 
 var _ webhook.Shared = (*WebhookStore)(nil)
 
 // NewWebhookStore returns the outbox of db as relay sees it.
-func NewWebhookStore(db *DB, relay string) *WebhookStore { return &WebhookStore{db: db, relay: relay} }
+func NewWebhookStore(db *DB, relay string) *WebhookStore {
+	s := &WebhookStore{db: db, relay: relay}
+	s.SetLease(webhook.MaxLease)
+	return s
+}
+
+// SetLease implements webhook.Shared.
+func (s *WebhookStore) SetLease(lease time.Duration) { s.lease.Store(lease.Milliseconds()) }
 
 // lockOutbox serializes claims of the shared outbox.
 const lockOutbox int64 = 0x666c656574_0003
@@ -131,7 +140,7 @@ func (s *WebhookStore) claimInserted(ctx context.Context, tx pgx.Tx, inserts []*
 	rows, err := tx.Query(ctx, `UPDATE webhook_deliveries d SET lease_owner = $1, lease_until = `+serverMs+` + $2
 		WHERE d.id = ANY($3) AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.state = 'pending' AND `+sameQueue+`
 		  AND NOT (o.id = ANY($3)) AND (o.lease_owner IS DISTINCT FROM $1 OR o.lease_until < `+serverMs+`))
-		RETURNING d.id`, s.relay, webhook.MaxLease.Milliseconds(), ids)
+		RETURNING d.id`, s.relay, s.lease.Load(), ids)
 	if err != nil {
 		return err
 	}

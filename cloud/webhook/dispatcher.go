@@ -183,6 +183,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	loops, stopLoop := context.WithCancel(ctx)
 	shared, _ := cfg.Store.(Shared)
+	if shared != nil {
+		shared.SetLease(cfg.Lease)
+	}
 	return &Dispatcher{
 		shared:   shared,
 		lost:     map[string]bool{},

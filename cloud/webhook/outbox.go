@@ -104,6 +104,9 @@ type Shared interface {
 	// Renew extends every lease this relay holds by lease from now and
 	// returns the ids of the pending deliveries it still holds.
 	Renew(ctx context.Context, lease time.Duration) (held []string, err error)
+	// SetLease sets the lease of the deliveries WriteOutbox claims
+	// (MaxLease until set); the Dispatcher sets its Config.Lease.
+	SetLease(lease time.Duration)
 }
 
 // MaxLease bounds the lease of a shared outbox's delivery: a relay that

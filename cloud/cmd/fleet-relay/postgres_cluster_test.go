@@ -383,14 +383,7 @@ func TestClusterSharedOutbox(t *testing.T) {
 	deadline := time.Now().Add(15 * time.Second)
 	for len(rcv.list()) < 11 {
 		if time.Now().After(deadline) {
-			conn, _ := pgx.Connect(context.Background(), c.url)
-			rows, _ := conn.Query(context.Background(), `SELECT seq, id, state, attempts, COALESCE(lease_owner,''), COALESCE(lease_until,0), (extract(epoch from clock_timestamp())*1000)::bigint FROM webhook_deliveries ORDER BY seq`)
-			for rows.Next() {
-				var seq, att, lu, now int64
-				var id, st, lo string
-				rows.Scan(&seq, &id, &st, &att, &lo, &lu, &now)
-				t.Logf("%d %s %s att=%d owner=%s until-now=%d", seq, id, st, att, lo, lu-now)
-			}
+			logOutbox(t, c.url)
 			t.Fatalf("received %d: %+v", len(rcv.list()), rcv.list())
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -455,5 +448,29 @@ func TestClusterDeviceOffline(t *testing.T) {
 	}
 	if opened != 1 {
 		t.Errorf("%d alert.opened webhooks, want 1: %+v", opened, rcv.list())
+	}
+}
+
+// logOutbox logs the outbox's rows with their leases, for a failure.
+func logOutbox(t *testing.T, url string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT seq, id, state, attempts, COALESCE(lease_owner, ''), COALESCE(lease_until, 0) - (extract(epoch from clock_timestamp()) * 1000)::bigint
+		FROM webhook_deliveries ORDER BY seq`)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq, att, left int64
+		var id, st, owner string
+		rows.Scan(&seq, &id, &st, &att, &owner, &left)
+		t.Logf("delivery %d %s %s attempts=%d lease=%s (%d ms left)", seq, id, st, att, owner, left)
 	}
 }

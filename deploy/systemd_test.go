@@ -209,7 +209,7 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	})
 
 	c := boot(t, root)
-	waitHealthy(t, "http://"+addr+"/healthz", c.logs)
+	waitHealthy(t, "http://"+addr+"/readyz", c.logs)
 	if out := c.must("systemctl", "is-active", "fleet-relay", "fleet-agent"); out != "active\nactive\n" {
 		t.Fatalf("is-active: %q\n%s", out, c.journal())
 	}

@@ -156,7 +156,7 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 		}
 	}
 	a.link, err = link.New(link.Options{
-		URL:               cfg.Relay,
+		URLs:              cfg.Relays,
 		Token:             cfg.Token,
 		Hello:             a.hello,
 		Heartbeat:         a.heartbeat,

@@ -25,8 +25,10 @@ const EnvPrefix = "FLEET"
 // Config is the agent's configuration, from flags, FLEET_ environment
 // variables and a YAML file (in that order of precedence).
 type Config struct {
-	Relay string
-	Token string
+	// Relays are the relays' base URLs, tried in turn (--relay repeated):
+	// the agent moves to the next one when its relay fails or drains.
+	Relays []string
+	Token  string
 	// HW is the hardware backend: "sim" or "linux".
 	HW    string
 	Model string
@@ -106,6 +108,21 @@ func (p portFlag) Set(s string) error {
 // alert.vpn_down. It is --vpn-interface's default with --hw linux.
 const VPNAuto = "auto"
 
+// relayFlag collects repeated --relay URL (a comma-separated list is
+// accepted too, for the environment variable; in the YAML file, a list).
+type relayFlag []string
+
+func (r *relayFlag) String() string { return strings.Join(*r, ",") }
+
+func (r *relayFlag) Set(s string) error {
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			*r = append(*r, u)
+		}
+	}
+	return nil
+}
+
 // ParseConfig parses the command line (without the program name), the
 // FLEET_ environment and the --config YAML file. Usage goes to out.
 func ParseConfig(args []string, out io.Writer) (Config, error) {
@@ -114,7 +131,7 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	fs.SetOutput(out)
 	ports := portFlag{}
 	var vpn, pt string
-	fs.StringVar(&c.Relay, "relay", "", "relay base URL, e.g. https://relay.example.com (required)")
+	fs.Var((*relayFlag)(&c.Relays), "relay", "relay base URL, e.g. https://relay.example.com (required; repeat it for the relays of a cluster: the agent moves to the next one when its relay fails)")
 	fs.StringVar(&c.Token, "token", "", "device token printed by fleet-relay device add (required; never logged)")
 	fs.StringVar(&c.HW, "hw", "linux", "hardware backend: linux or sim")
 	fs.StringVar(&c.Model, "model", "IG-500", "gateway model ("+strings.Join(catalog.Names(), ", ")+")")
@@ -179,11 +196,14 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 // Validate checks the configuration, naming the offending flag.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Relay == "" {
+	if len(c.Relays) == 0 {
 		errs = append(errs, errors.New("--relay is required"))
-	} else if u, err := url.Parse(c.Relay); err != nil || u.Host == "" ||
-		(u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") {
-		errs = append(errs, fmt.Errorf("--relay %q: want an http(s) or ws(s) URL", c.Relay))
+	}
+	for _, r := range c.Relays {
+		if u, err := url.Parse(r); err != nil || u.Host == "" ||
+			(u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") {
+			errs = append(errs, fmt.Errorf("--relay %q: want an http(s) or ws(s) URL", r))
+		}
 	}
 	if c.Token == "" {
 		errs = append(errs, errors.New("--token is required"))
@@ -239,5 +259,5 @@ func (c Config) Validate() error {
 // token.
 func (c Config) String() string {
 	return fmt.Sprintf("relay=%s hw=%s model=%s state-dir=%s heartbeat=%v metrics-interval=%v ports=%s vpn=%q passthrough=%q metrics-listen=%q",
-		c.Relay, c.HW, c.Model, c.StateDir, c.Heartbeat, c.MetricsInterval, portFlag(c.Ports), c.VPNInterface, c.PassthroughListen, c.MetricsListen)
+		strings.Join(c.Relays, ","), c.HW, c.Model, c.StateDir, c.Heartbeat, c.MetricsInterval, portFlag(c.Ports), c.VPNInterface, c.PassthroughListen, c.MetricsListen)
 }

@@ -20,7 +20,7 @@ func TestParseConfigFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Relay != "https://relay.example.com" || c.Token != "tok" || c.HW != "sim" || c.Heartbeat != 10*time.Second ||
+	if len(c.Relays) != 1 || c.Relays[0] != "https://relay.example.com" || c.Token != "tok" || c.HW != "sim" || c.Heartbeat != 10*time.Second ||
 		c.MetricsInterval != time.Minute || c.SpoolMaxBytes != 1<<20 || c.SpoolMaxAge != 48*time.Hour || c.Name != "gw-7" {
 		t.Fatalf("config = %+v", c)
 	}
@@ -78,7 +78,7 @@ passthrough-listen: none
 	}
 	// flag > env > file
 	if c.Heartbeat != 20*time.Second || c.Token != "env-token" || c.SpoolMaxAge != 12*time.Hour ||
-		c.Relay != "https://from-file.example.com" || c.Model != "IG-300" || c.MetricsInterval != 2*time.Minute ||
+		len(c.Relays) != 1 || c.Relays[0] != "https://from-file.example.com" || c.Model != "IG-300" || c.MetricsInterval != 2*time.Minute ||
 		c.Location != "Plant 3, Line 2" {
 		t.Fatalf("config = %+v", c)
 	}
@@ -213,5 +213,50 @@ func TestDefaultVPN(t *testing.T) {
 	os.WriteFile(filepath.Join(etc, "wireguard", "wg0.conf"), []byte("[Interface]\n"), 0o600)
 	if got := defaultVPN(etc); got != "wg0" {
 		t.Errorf("with /etc/wireguard/wg0.conf: %q, want wg0", got)
+	}
+}
+
+// TestParseConfigRelays: --relay repeats (and lists in the file and the
+// environment) keep their order; a single --relay works as before.
+func TestParseConfigRelays(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "agent.yaml")
+	yaml := "relay:\n  - https://r1.example.com\n  - https://r2.example.com\ntoken: t\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  string
+		want []string
+	}{
+		{"one flag", []string{"--relay", "http://a:8080", "--token", "t"}, "", []string{"http://a:8080"}},
+		{"repeated flag", []string{"--relay", "http://a:8080", "--relay", "http://b:8080", "--relay", "http://c:8080", "--token", "t"}, "",
+			[]string{"http://a:8080", "http://b:8080", "http://c:8080"}},
+		{"file list", []string{"--config", file}, "", []string{"https://r1.example.com", "https://r2.example.com"}},
+		{"flag over file", []string{"--config", file, "--relay", "http://a:8080"}, "", []string{"http://a:8080"}},
+		{"environment", []string{"--token", "t"}, "http://a:8080, http://b:8080", []string{"http://a:8080", "http://b:8080"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("FLEET_RELAY", c.env)
+			if c.env == "" {
+				os.Unsetenv("FLEET_RELAY")
+			}
+			cfg, err := ParseConfig(c.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(cfg.Relays, " ") != strings.Join(c.want, " ") {
+				t.Fatalf("relays %q, want %q", cfg.Relays, c.want)
+			}
+			if !strings.Contains(cfg.String(), "relay="+strings.Join(c.want, ",")) {
+				t.Fatalf("String() = %s", cfg)
+			}
+		})
+	}
+	_, err := ParseConfig([]string{"--relay", "http://a:8080", "--relay", "ftp://b", "--token", "t"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `--relay "ftp://b"`) {
+		t.Fatalf("bad second relay: %v", err)
 	}
 }

@@ -278,3 +278,35 @@ func TestBackupUnitCommands(t *testing.T) {
 		t.Fatalf("the new backup lacks the organization:\n%s", out)
 	}
 }
+
+// TestRelayDatabaseFromEnvironment: the relay's database URL (for a
+// cluster, a postgres:// URL with its password) reaches the process only
+// through the environment: ExecStart names no --db, FLEET_DB comes from
+// Environment= or from relay.env, which the package installs readable by
+// root only (systemd reads it before dropping privileges).
+func TestRelayDatabaseFromEnvironment(t *testing.T) {
+	keys := unitKeys(t, filepath.Join("systemd", "fleet-relay.service"))
+	for _, cmd := range keys["ExecStart"] {
+		if strings.Contains(cmd, "--db") || strings.Contains(cmd, "postgres") {
+			t.Errorf("ExecStart=%s carries the database on the command line", cmd)
+		}
+	}
+	if got := keys["EnvironmentFile"]; len(got) != 1 || got[0] != "/etc/fleet-relay/relay.env" {
+		t.Errorf("EnvironmentFile=%q", got)
+	}
+	pkg, err := os.ReadFile(filepath.Join("package", "fleet-relay.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)dst: /etc/fleet-relay/relay\.env\n(?:\s+type: .*\n)?\s+file_info: \{mode: 0640, owner: root, group: root\}`)
+	if !re.Match(pkg) {
+		t.Error("package: /etc/fleet-relay/relay.env is not installed root:root 0640")
+	}
+	env, err := os.ReadFile("relay.example.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^#\s+FLEET_DB=postgres://`).Match(env) {
+		t.Error("relay.example.env does not show where a cluster's PostgreSQL URL goes")
+	}
+}

@@ -33,6 +33,11 @@ type Options struct {
 	// URL is the relay's base URL (http, https, ws or wss); the websocket
 	// path protocol.Path is appended.
 	URL string
+	// URLs are more relays of the same cluster (one store). The link starts
+	// with URL (or URLs[0] when URL is empty) and moves to the next one,
+	// in turn, each time a connection fails or a relay drains; the backoff
+	// between attempts is the usual one.
+	URLs []string
 	// Token is the device token, sent as a bearer token. It is never logged.
 	Token string
 	// Hello returns the Hello for a new connection.
@@ -86,6 +91,8 @@ type Link struct {
 	opts Options
 	log  *slog.Logger
 	kick chan struct{}
+	urls []string // URL and URLs, in order
+	cur  int      // index in urls of the relay in use (Run's goroutine only)
 
 	mu        sync.Mutex
 	connected bool
@@ -107,7 +114,13 @@ type batch struct{ first, last uint64 }
 
 // New returns a Link; Run connects it.
 func New(opts Options) (*Link, error) {
-	if opts.URL == "" || opts.Token == "" {
+	var urls []string
+	for _, u := range append([]string{opts.URL}, opts.URLs...) {
+		if u != "" {
+			urls = append(urls, u)
+		}
+	}
+	if len(urls) == 0 || opts.Token == "" {
 		return nil, errors.New("link: relay URL and token are required")
 	}
 	if opts.Spool == nil || opts.Hello == nil || opts.Heartbeat == nil {
@@ -142,7 +155,7 @@ func New(opts Options) (*Link, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Link{opts: opts, log: opts.Logger, kick: make(chan struct{}, 1)}, nil
+	return &Link{opts: opts, log: opts.Logger, kick: make(chan struct{}, 1), urls: urls}, nil
 }
 
 // Connected reports whether a session is established (Welcome received).
@@ -202,10 +215,16 @@ func (l *Link) Run(ctx context.Context) error {
 			}
 			return nil
 		}
-		if time.Since(start) >= l.opts.StableAfter {
+		restart := isServiceRestart(err)
+		if restart || time.Since(start) >= l.opts.StableAfter {
+			// A draining relay asks its agents to go elsewhere now.
 			attempt = 0
 		}
 		wait := Backoff(attempt, l.opts.BackoffMin, l.opts.BackoffMax, r)
+		failed := l.urls[l.cur]
+		if len(l.urls) > 1 {
+			l.cur = (l.cur + 1) % len(l.urls)
+		}
 		l.stats.reconnects.Add(1)
 		refused := l.noteRefusal(err)
 		switch {
@@ -215,8 +234,10 @@ func (l *Link) Run(ctx context.Context) error {
 		case refused:
 			wait = Backoff(64, l.opts.BackoffMin, l.opts.BackoffMax, r)
 			l.log.Error("relay refused a message as a protocol error", "err", err, "retryIn", wait.Round(time.Millisecond))
+		case restart:
+			l.log.Info("relay draining; reconnecting", "relay", failed, "next", l.urls[l.cur], "retryIn", wait.Round(time.Millisecond))
 		default:
-			l.log.Warn("relay link down", "err", err, "retryIn", wait.Round(time.Millisecond))
+			l.log.Warn("relay link down", "relay", failed, "next", l.urls[l.cur], "err", err, "retryIn", wait.Round(time.Millisecond))
 		}
 		attempt++
 		select {
@@ -282,8 +303,19 @@ func (l *Link) finalAttempt() {
 	}
 }
 
+// isServiceRestart reports whether a session ended because its relay
+// drains (close 1012, or 4010 from relays before it).
+func isServiceRestart(err error) bool {
+	c := websocket.CloseStatus(err)
+	return c == protocol.CloseServiceRestart || c == protocol.CloseShutdown
+}
+
+// relay returns the base URL of the relay the link uses or tries next.
+// It is meant for Run's goroutine and tests.
+func (l *Link) relay() string { return l.urls[l.cur] }
+
 func (l *Link) wsURL() string {
-	u := strings.TrimRight(l.opts.URL, "/")
+	u := strings.TrimRight(l.relay(), "/")
 	switch {
 	case strings.HasPrefix(u, "http://"):
 		u = "ws://" + strings.TrimPrefix(u, "http://")

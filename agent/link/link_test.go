@@ -9,7 +9,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -595,5 +597,91 @@ func TestPoisonRecordDropped(t *testing.T) {
 	defer mu.Unlock()
 	if len(refused) != 1 || refused[0] != 7 {
 		t.Fatalf("OnRefused got %v", refused)
+	}
+}
+
+// cluster is two relays of one cluster: two listeners in front of the same
+// relay stub (one store), each of which can be taken down (503 to every
+// request, as a draining or dead relay's balancer slot would be).
+type cluster struct {
+	r    *relay
+	srv  [2]*httptest.Server
+	down [2]atomic.Bool
+	hits [2]atomic.Int64
+}
+
+func newCluster(t *testing.T) *cluster {
+	c := &cluster{r: newRelay(t)}
+	for i := range c.srv {
+		c.srv[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if c.down[i].Load() {
+				http.Error(w, "draining", http.StatusServiceUnavailable)
+				return
+			}
+			c.hits[i].Add(1)
+			c.r.serve(w, req)
+		}))
+		t.Cleanup(c.srv[i].Close)
+	}
+	return c
+}
+
+// closeAll closes every open connection with code (as a draining relay
+// does with 1012).
+func (r *relay) closeAll(code websocket.StatusCode) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.active {
+		c.Close(code, "relay shutting down")
+	}
+	r.active = nil
+}
+
+// TestFailoverToNextRelay: with several relay URLs, the link moves to the
+// next one when its relay drains (1012) or is down, comes back around the
+// list, and every spooled record reaches the store exactly once.
+func TestFailoverToNextRelay(t *testing.T) {
+	c := newCluster(t)
+	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
+	defer sp.Close()
+	fillSpool(t, sp, 1, 20)
+	h := startLink(t, c.r, sp, func(o *Options) {
+		o.URL = ""
+		o.URLs = []string{c.srv[0].URL, c.srv[1].URL}
+		o.BatchSize = 5
+	})
+	eventually(t, "stored through relay 1", func() bool { return c.r.storedCount() == 20 })
+	if c.hits[0].Load() != 1 || c.hits[1].Load() != 0 {
+		t.Fatalf("connections %d/%d, want the first relay only", c.hits[0].Load(), c.hits[1].Load())
+	}
+
+	// Relay 1 drains: it leaves the balancer and asks its agents to go.
+	c.down[0].Store(true)
+	c.r.closeAll(protocol.CloseServiceRestart)
+	eventually(t, "moved to relay 2", func() bool { return c.hits[1].Load() == 1 && h.link.Connected() })
+	fillSpool(t, sp, 21, 20)
+	eventually(t, "stored through relay 2", func() bool { return c.r.storedCount() == 40 })
+	eventually(t, "acknowledged", func() bool { return sp.Stats().Pending == 0 })
+
+	// Relay 2 dies while relay 1 is back: the link goes around the list.
+	c.down[0].Store(false)
+	c.down[1].Store(true)
+	c.r.dropAll()
+	eventually(t, "back on relay 1", func() bool { return c.hits[0].Load() == 2 && h.link.Connected() })
+	fillSpool(t, sp, 41, 20)
+	eventually(t, "stored through relay 1 again", func() bool { return c.r.storedCount() == 60 })
+	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
+
+	c.r.mu.Lock()
+	for seq := uint64(1); seq <= 60; seq++ {
+		if n := c.r.received[seq]; n != 1 {
+			t.Errorf("seq %d received %d times", seq, n)
+		}
+	}
+	c.r.mu.Unlock()
+	for _, want := range []string{"relay draining; reconnecting", "relay link down"} {
+		if !strings.Contains(h.logs.String(), want) {
+			t.Errorf("log lacks %q", want)
+		}
 	}
 }

@@ -318,7 +318,7 @@ func (s *Server) register(c *conn) {
 	s.mu.Unlock()
 	if closing {
 		c.shutdown.Store(true)
-		c.kill(protocol.CloseShutdown, "relay shutting down")
+		c.kill(protocol.CloseServiceRestart, "relay shutting down")
 	}
 	if old != nil {
 		old.kill(protocol.CloseReplaced, "replaced by a newer connection of the same device")
@@ -496,7 +496,7 @@ func (s *Server) expire(c *conn) {
 	c.kill(websocket.StatusPolicyViolation, reason)
 }
 
-// Shutdown closes every agent connection with protocol.CloseShutdown and
+// Shutdown closes every agent connection with protocol.CloseServiceRestart and
 // waits for their handlers to finish, or for ctx. Devices keep their status:
 // agents reconnect to the next relay before their deadline, or the sweeper
 // of the next relay takes them OFFLINE. New upgrades are refused with 503.
@@ -510,7 +510,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	for _, c := range conns {
 		c.shutdown.Store(true)
-		c.kill(protocol.CloseShutdown, "relay shutting down")
+		c.kill(protocol.CloseServiceRestart, "relay shutting down")
 	}
 	done := make(chan struct{})
 	go func() {

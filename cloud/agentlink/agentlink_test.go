@@ -540,7 +540,7 @@ func TestShutdownClosesWithShutdownCode(t *testing.T) {
 		done <- e.srv.Shutdown(ctx)
 	}()
 	ce := a.expectClose(5 * time.Second)
-	if ce.Code != protocol.CloseShutdown {
+	if ce.Code != protocol.CloseServiceRestart {
 		t.Errorf("close = %d %q", ce.Code, ce.Reason)
 	}
 	if err := <-done; err != nil {

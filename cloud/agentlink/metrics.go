@@ -16,7 +16,7 @@ const (
 	ClosedTooLarge         = "too_large"         // oversized message or batch (4001)
 	ClosedTokenRevoked     = "token_revoked"     // token revoked while connected (4003)
 	ClosedReplaced         = "replaced"          // a newer connection of the device took over (4009)
-	ClosedShutdown         = "shutdown"          // relay shutting down (4010)
+	ClosedShutdown         = "shutdown"          // relay shutting down (1012; 4010 before)
 	ClosedHeartbeatTimeout = "heartbeat_timeout" // no heartbeat for three intervals (1008)
 	ClosedInternalError    = "internal_error"    // the store failed (1011)
 	ClosedOther            = "other"
@@ -38,7 +38,7 @@ func closeReasonIndex(code websocket.StatusCode) int {
 		return 3
 	case protocol.CloseReplaced:
 		return 4
-	case protocol.CloseShutdown:
+	case protocol.CloseServiceRestart, protocol.CloseShutdown:
 		return 5
 	case websocket.StatusPolicyViolation:
 		return 6

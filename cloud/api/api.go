@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -53,6 +54,9 @@ type Config struct {
 	// RateLimit is the budget in requests per minute per key (and per
 	// client address before authentication); 0 means DefaultRateLimit.
 	RateLimit int
+	// RateCounter, when set, holds the rate-limit counts (shared between
+	// relays, e.g. cloud/redis); nil counts in this process's memory.
+	RateCounter httprate.LimitCounter
 	// Logger receives the access log and internal errors; nil discards.
 	Logger *slog.Logger
 	// Now is the clock (metrics window defaults); nil means time.Now.
@@ -60,9 +64,14 @@ type Config struct {
 	// Requests, when set, hears about every answered request (Prometheus
 	// metrics).
 	Requests RequestObserver
+	// Ready, when set, decides GET /readyz: nil is 200, an error 503 with
+	// the error's text as the reason (keep it short and free of secrets).
+	// It is called on every /readyz request: cache what is expensive.
+	Ready func(ctx context.Context) error
 }
 
-// Server is the public API as an http.Handler. It also answers /healthz.
+// Server is the public API as an http.Handler. It also answers /healthz
+// and /readyz.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
@@ -105,13 +114,16 @@ func NewServer(cfg Config) *Server {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	s.reqPrefix = hex.EncodeToString(b[:]) + "-"
-	s.limiter = httprate.NewRateLimiter(s.limit, s.window,
-		httprate.WithResponseHeaders(httprate.ResponseHeaders{
-			Limit:     hdrLimit,
-			Remaining: hdrRemaining,
-			Reset:     hdrReset,
-			// Retry-After and the increment header are set by this package.
-		}))
+	opts := []httprate.Option{httprate.WithResponseHeaders(httprate.ResponseHeaders{
+		Limit:     hdrLimit,
+		Remaining: hdrRemaining,
+		Reset:     hdrReset,
+		// Retry-After and the increment header are set by this package.
+	})}
+	if cfg.RateCounter != nil {
+		opts = append(opts, httprate.WithLimitCounter(cfg.RateCounter))
+	}
+	s.limiter = httprate.NewRateLimiter(s.limit, s.window, opts...)
 	s.limitStr = itoa(s.limit)
 	s.policyStr = `"default";q=` + s.limitStr + `;w=` + itoa(int(s.window/time.Second))
 	s.routes()
@@ -149,15 +161,44 @@ func (s *Server) routes() {
 	root.NotFound(s.notFound)
 	root.MethodNotAllowed(s.methodNotAllowed)
 	root.Get("/healthz", s.healthz)
+	root.Get("/readyz", s.readyz)
 	root.Mount(Prefix, api)
 	s.mux = root
 }
 
+// healthz answers whether the process serves HTTP at all (liveness).
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	WriteHealth(w, nil)
+}
+
+// readyz answers whether this relay should get traffic (readiness): 503
+// while Config.Ready says why not (store unreachable, starting, draining).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	var err error
+	if s.cfg.Ready != nil {
+		err = s.cfg.Ready(r.Context())
+	}
+	WriteHealth(w, err)
+}
+
+// WriteHealth writes {"status":"ok"} (200), or for err
+// {"status":"unavailable","reason":...} (503).
+func WriteHealth(w http.ResponseWriter, err error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	if err == nil {
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		return
+	}
+	h.Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	b, _ := json.Marshal(struct {
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+	}{"unavailable", err.Error()})
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

@@ -66,17 +66,18 @@ func loadSpec(tb testing.TB) *specValidator {
 // the operation's documented status, headers and body, or for unknown
 // routes and wrong methods the NotFound response (405 with an Allow header).
 func (v *specValidator) validate(req *http.Request, status int, header http.Header, body []byte) error {
-	if req.URL.Path == "/healthz" {
-		// /healthz is outside the API (no rate-limit headers): check its
-		// 405 body only.
+	if req.URL.Path == "/healthz" || req.URL.Path == "/readyz" {
+		// /healthz and /readyz are outside the API (no rate-limit
+		// headers): check their 405 body only.
 		if req.Method != http.MethodGet {
 			if status != http.StatusMethodNotAllowed || header.Get("Allow") != "GET" {
-				return fmt.Errorf("healthz %s: %d", req.Method, status)
+				return fmt.Errorf("%s %s: %d", req.URL.Path, req.Method, status)
 			}
 			return v.validateComponent("NotFound", http.Header{}, body, true)
 		}
-		if status != http.StatusOK || !bytes.Contains(body, []byte(`"status":"ok"`)) {
-			return fmt.Errorf("healthz: %d %s", status, body)
+		if (status != http.StatusOK || !bytes.Contains(body, []byte(`"status":"ok"`))) &&
+			(status != http.StatusServiceUnavailable || !bytes.Contains(body, []byte(`"status":"unavailable"`))) {
+			return fmt.Errorf("%s: %d %s", req.URL.Path, status, body)
 		}
 		return nil
 	}

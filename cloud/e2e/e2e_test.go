@@ -9,7 +9,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/fleetproc"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -32,11 +32,11 @@ type fleet struct {
 	dir     string
 	db      string
 	port    int
-	relay   *proc
+	relay   *fleetproc.Proc
 	relayN  int
-	api     *api
+	api     *fleetproc.API
 	devices []deviceInfo
-	agents  []*proc
+	agents  []*fleetproc.Proc
 }
 
 func (f *fleet) relayLog() string { return filepath.Join(f.dir, "relay.log") }
@@ -44,12 +44,12 @@ func (f *fleet) relayLog() string { return filepath.Join(f.dir, "relay.log") }
 func (f *fleet) startRelay() {
 	f.t.Helper()
 	f.relayN++
-	f.relay = start(f.t, "fleet-relay", f.relayLog(), bins.relay, "serve", "--db", f.db,
+	f.relay = fleetproc.Start(f.t, "fleet-relay", f.relayLog(), nil, bins.relay, "serve", "--db", f.db,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", f.port), "--rate-limit", "1000000", "--log-level", "info",
 		"--agent-orphan-window", "5s")
 	want := f.relayN
-	eventually(f.t, 20*time.Second, func() string {
-		if n := len(logLines(f.t, f.relayLog(), "relay listening")); n < want {
+	fleetproc.Eventually(f.t, 20*time.Second, func() string {
+		if n := len(fleetproc.LogLines(f.t, f.relayLog(), "relay listening")); n < want {
 			return "relay not listening"
 		}
 		return ""
@@ -61,7 +61,7 @@ func (f *fleet) agentLog(i int) string { return filepath.Join(f.dir, fmt.Sprintf
 func (f *fleet) startAgent(i int) {
 	f.t.Helper()
 	d := f.devices[i]
-	f.agents[i] = start(f.t, fmt.Sprintf("fleet-agent %d", i), f.agentLog(i), bins.agent,
+	f.agents[i] = fleetproc.Start(f.t, fmt.Sprintf("fleet-agent %d", i), f.agentLog(i), nil, bins.agent,
 		"--relay", fmt.Sprintf("http://127.0.0.1:%d", f.port), "--token", d.Token, "--hw", "sim", "--model", "IG-500",
 		"--state-dir", filepath.Join(f.dir, fmt.Sprintf("state-%d", i)),
 		"--heartbeat", "1s", "--metrics-interval", "1s", "--backoff-min", "200ms", "--backoff-max", "2s",
@@ -72,7 +72,7 @@ func (f *fleet) startAgent(i int) {
 
 func (f *fleet) status(i int) string {
 	var d resource.One[resource.DeviceDetail]
-	if code := f.api.do("GET", "/devices/"+f.devices[i].ID, nil, &d); code != 200 {
+	if code := f.api.Do("GET", "/devices/"+f.devices[i].ID, nil, &d); code != 200 {
 		f.t.Fatalf("GET device: %d", code)
 	}
 	return string(d.Data.Status)
@@ -80,7 +80,7 @@ func (f *fleet) status(i int) string {
 
 func (f *fleet) waitStatus(i int, want string, d time.Duration) {
 	f.t.Helper()
-	eventually(f.t, d, func() string {
+	fleetproc.Eventually(f.t, d, func() string {
 		if s := f.status(i); s != want {
 			return fmt.Sprintf("device %d status %s, want %s", i, s, want)
 		}
@@ -90,7 +90,7 @@ func (f *fleet) waitStatus(i int, want string, d time.Duration) {
 
 func (f *fleet) eventsOf(i int, typ string) []resource.Event {
 	var l resource.List[resource.Event]
-	if code := f.api.do("GET", "/devices/"+f.devices[i].ID+"/events?limit=200&type="+typ, nil, &l); code != 200 {
+	if code := f.api.Do("GET", "/devices/"+f.devices[i].ID+"/events?limit=200&type="+typ, nil, &l); code != 200 {
 		f.t.Fatalf("GET events: %d", code)
 	}
 	return l.Data
@@ -101,20 +101,20 @@ func newFleet(t *testing.T, agents int) *fleet {
 	if d := os.Getenv("FLEET_E2E_KEEP"); d != "" {
 		dir = d
 	}
-	f := &fleet{t: t, dir: dir, db: filepath.Join(dir, "fleet.db"), port: freePort(t), agents: make([]*proc, agents)}
+	f := &fleet{t: t, dir: dir, db: filepath.Join(dir, "fleet.db"), port: freePort(t), agents: make([]*fleetproc.Proc, agents)}
 	var org struct{ ID string }
-	runJSON(t, &org, "org", "create", "--db", f.db, "--name", "E2E", "--json")
+	fleetproc.Admin(t, bins.relay, nil, &org, "org", "create", "--db", f.db, "--name", "E2E")
 	var key struct{ Key string }
-	runJSON(t, &key, "key", "create", "--db", f.db, "--org", org.ID, "--name", "e2e",
-		"--scopes", "devices:read,devices:write,metrics:read,logs:read", "--expires", "never", "--json")
+	fleetproc.Admin(t, bins.relay, nil, &key, "key", "create", "--db", f.db, "--org", org.ID, "--name", "e2e",
+		"--scopes", "devices:read,devices:write,metrics:read,logs:read", "--expires", "never")
 	for i := range agents {
 		var d deviceInfo
-		runJSON(t, &d, "device", "add", "--db", f.db, "--org", org.ID, "--name", fmt.Sprintf("gw-%d", i),
-			"--serial", fmt.Sprintf("SN-%d", i), "--model", "IG-500", "--json")
+		fleetproc.Admin(t, bins.relay, nil, &d, "device", "add", "--db", f.db, "--org", org.ID, "--name", fmt.Sprintf("gw-%d", i),
+			"--serial", fmt.Sprintf("SN-%d", i), "--model", "IG-500")
 		f.devices = append(f.devices, d)
 	}
 	f.startRelay()
-	f.api = &api{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", f.port), key: key.Key, c: &http.Client{Timeout: 10 * time.Second}}
+	f.api = fleetproc.NewAPI(t, fmt.Sprintf("http://127.0.0.1:%d", f.port), key.Key)
 	return f
 }
 
@@ -135,7 +135,7 @@ func TestAgentsThroughCrashesAndDroppedLinks(t *testing.T) {
 	}
 	// What the agents announced is what the API shows.
 	var d resource.One[resource.DeviceDetail]
-	f.api.do("GET", "/devices/"+f.devices[0].ID, nil, &d)
+	f.api.Do("GET", "/devices/"+f.devices[0].ID, nil, &d)
 	if d.Data.AgentDeviceName != "gw-0" || d.Data.AgentDeviceLocation != "Hall 7" || d.Data.FirmwareVersion != "fw-e2e" || d.Data.LastSeen == nil || d.Data.AgentTimezone == "" {
 		t.Errorf("device detail = %+v", d.Data)
 	}
@@ -149,17 +149,17 @@ func TestAgentsThroughCrashesAndDroppedLinks(t *testing.T) {
 	// kill -9 the relay while the agents stream samples; restart it on the
 	// same database; kill it again right after the first agent is back,
 	// in the middle of the backlog flush; restart.
-	f.relay.kill()
+	f.relay.Kill()
 	time.Sleep(4 * time.Second) // the agents spool meanwhile
-	online := len(logLines(t, f.relayLog(), "agent online"))
+	online := len(fleetproc.LogLines(t, f.relayLog(), "agent online"))
 	f.startRelay()
-	eventually(t, 30*time.Second, func() string {
-		if len(logLines(t, f.relayLog(), "agent online")) <= online {
+	fleetproc.Eventually(t, 30*time.Second, func() string {
+		if len(fleetproc.LogLines(t, f.relayLog(), "agent online")) <= online {
 			return "no agent reconnected"
 		}
 		return ""
 	})
-	f.relay.kill()
+	f.relay.Kill()
 	time.Sleep(500 * time.Millisecond)
 	f.startRelay()
 	for i := range n {
@@ -168,7 +168,7 @@ func TestAgentsThroughCrashesAndDroppedLinks(t *testing.T) {
 
 	// An agent killed with kill -9 goes OFFLINE, with a device.offline
 	// event, and ONLINE again when it is back.
-	f.agents[1].kill()
+	f.agents[1].Kill()
 	f.waitStatus(1, "OFFLINE", 10*time.Second)
 	if evs := f.eventsOf(1, "device.offline"); len(evs) == 0 || evs[0].Severity != resource.SeverityWarning {
 		t.Errorf("device.offline events after kill -9 = %+v", evs)
@@ -182,7 +182,7 @@ func TestAgentsThroughCrashesAndDroppedLinks(t *testing.T) {
 
 	// A dropped link: the relay's side vanishes (kill -9 again), the agent
 	// keeps running and comes back by itself.
-	f.relay.kill()
+	f.relay.Kill()
 	time.Sleep(3 * time.Second)
 	f.startRelay()
 	for i := range n {
@@ -198,15 +198,15 @@ func TestAgentsThroughCrashesAndDroppedLinks(t *testing.T) {
 
 	// Telemetry of the simulated channels is visible.
 	var tel resource.One[resource.SerialTelemetry]
-	f.api.do("GET", "/devices/"+f.devices[2].ID+"/serial/telemetry", nil, &tel)
+	f.api.Do("GET", "/devices/"+f.devices[2].ID+"/serial/telemetry", nil, &tel)
 	if tel.Data.At == nil || len(tel.Data.Channels) == 0 {
 		t.Errorf("telemetry = %+v", tel.Data)
 	}
 
 	// A graceful stop of an agent: the link closes, the device goes OFFLINE.
-	f.agents[2].stop(10 * time.Second)
+	f.agents[2].Stop(t, 10*time.Second)
 	f.waitStatus(2, "OFFLINE", 10*time.Second)
-	f.relay.stop(30 * time.Second)
+	f.relay.Stop(t, 30*time.Second)
 }
 
 // testConfig changes the configuration through the API and waits for the
@@ -221,14 +221,14 @@ func (f *fleet) testConfig(t *testing.T, i int) {
 		{"PUT channel", "PUT", "/devices/" + dev.ID + "/serial/channels/rs485-1", body},
 		{"PATCH serial", "PATCH", "/devices/" + dev.ID + "/serial", map[string]any{"mode": "both"}},
 	} {
-		before := len(logLines(t, f.agentLog(i), "configuration received"))
+		before := len(fleetproc.LogLines(t, f.agentLog(i), "configuration received"))
 		sent := time.Now()
-		if code := f.api.do(step.method, step.path, step.body, nil); code != 200 {
+		if code := f.api.Do(step.method, step.path, step.body, nil); code != 200 {
 			t.Fatalf("%s: %d", step.name, code)
 		}
 		var got map[string]any
-		eventually(t, 10*time.Second, func() string {
-			lines := logLines(t, f.agentLog(i), "configuration received")
+		fleetproc.Eventually(t, 10*time.Second, func() string {
+			lines := fleetproc.LogLines(t, f.agentLog(i), "configuration received")
 			if len(lines) <= before {
 				return step.name + ": agent has not received a configuration"
 			}
@@ -246,7 +246,7 @@ func (f *fleet) testConfig(t *testing.T, i int) {
 		}
 	}
 	// The agent applied the latest version and said so in an event.
-	eventually(t, 10*time.Second, func() string {
+	fleetproc.Eventually(t, 10*time.Second, func() string {
 		evs := f.eventsOf(i, "serial.config_applied")
 		if len(evs) == 0 || !strings.Contains(string(evs[0].Data), `"version":2`) {
 			return fmt.Sprintf("config_applied events %v", evs)
@@ -254,7 +254,7 @@ func (f *fleet) testConfig(t *testing.T, i int) {
 		return ""
 	})
 	var ser resource.One[resource.SerialState]
-	f.api.do("GET", "/devices/"+dev.ID+"/serial", nil, &ser)
+	f.api.Do("GET", "/devices/"+dev.ID+"/serial", nil, &ser)
 	if ser.Data.Mode != "both" {
 		t.Errorf("serial mode = %s", ser.Data.Mode)
 	}
@@ -265,7 +265,7 @@ func (f *fleet) testConfig(t *testing.T, i int) {
 func (f *fleet) checkSamples(t *testing.T, i int, cutoff time.Time) {
 	t.Helper()
 	var captured []int64
-	for _, l := range logLines(t, f.agentLog(i), "metric captured") {
+	for _, l := range fleetproc.LogLines(t, f.agentLog(i), "metric captured") {
 		at, err := resource.ParseTime(fmt.Sprint(l["capturedAt"]))
 		if err != nil {
 			t.Fatalf("agent %d: capturedAt %v", i, l["capturedAt"])
@@ -286,7 +286,7 @@ func (f *fleet) checkSamples(t *testing.T, i int, cutoff time.Time) {
 	}
 	defer db.Close()
 	var stored []int64
-	eventually(t, 20*time.Second, func() string {
+	fleetproc.Eventually(t, 20*time.Second, func() string {
 		stored = stored[:0]
 		rows, err := db.R.Query(`SELECT captured_at FROM metrics WHERE device_id = ? AND captured_at < ? ORDER BY captured_at`, f.devices[i].ID, cutoff.UnixMilli())
 		if err != nil {
@@ -298,7 +298,7 @@ func (f *fleet) checkSamples(t *testing.T, i int, cutoff time.Time) {
 			stored = append(stored, v)
 		}
 		rows.Close()
-		if missing := minus(captured, stored); len(missing) > 0 {
+		if missing := fleetproc.Minus(captured, stored); len(missing) > 0 {
 			return fmt.Sprintf("agent %d: %d of %d captured samples not stored (first %s)", i, len(missing), len(captured), time.UnixMilli(missing[0]).UTC().Format(resource.TimeLayout))
 		}
 		return ""
@@ -306,7 +306,7 @@ func (f *fleet) checkSamples(t *testing.T, i int, cutoff time.Time) {
 	// Exactly once: nothing stored that the agent did not capture, except a
 	// sample spooled in the instant between its capture and its log line
 	// when the agent was killed (at most one per kill).
-	extra := minus(stored, captured)
+	extra := fleetproc.Minus(stored, captured)
 	kills := 0
 	if i == 1 {
 		kills = 1
@@ -320,19 +320,4 @@ func (f *fleet) checkSamples(t *testing.T, i int, cutoff time.Time) {
 		t.Errorf("agent %d: %d duplicate samples", i, dup)
 	}
 	t.Logf("agent %d: %d samples captured and stored exactly once", i, len(captured))
-}
-
-// minus returns the values of a not in b.
-func minus(a, b []int64) []int64 {
-	in := make(map[int64]bool, len(b))
-	for _, v := range b {
-		in[v] = true
-	}
-	var out []int64
-	for _, v := range a {
-		if !in[v] {
-			out = append(out, v)
-		}
-	}
-	return out
 }

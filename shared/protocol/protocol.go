@@ -60,7 +60,11 @@ const (
 	CloseTooLarge      = 4001 // message over MaxMessageBytes or a batch over MaxBatch
 	CloseUnauthorized  = 4003 // token unknown or revoked (also sent as HTTP 401 before the upgrade)
 	CloseReplaced      = 4009 // a newer connection of the same device took over
-	CloseShutdown      = 4010 // relay shutting down; reconnect with backoff
+	CloseShutdown      = 4010 // relay shutting down (relays before 1012 was used); reconnect with backoff
+	// CloseServiceRestart (websocket's 1012, "service restart") is sent by
+	// a draining relay (SIGTERM): reconnect at once, to the next relay URL
+	// when the agent has several.
+	CloseServiceRestart = 1012
 )
 
 // Message is the envelope of every frame; Type selects which of the other

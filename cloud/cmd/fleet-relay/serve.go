@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-chi/httprate"
+
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
@@ -28,7 +30,11 @@ type ServeConfig struct {
 	TLSCert, TLSKey   string
 	// ShutdownTimeout bounds the wait for in-flight requests on Close.
 	ShutdownTimeout time.Duration
-	LogLevel        string
+	// DrainDelay is how long Close keeps serving with /readyz at 503
+	// before it tells agents to reconnect and stops accepting, so that a
+	// load balancer's health checks see the relay leave first.
+	DrainDelay time.Duration
+	LogLevel   string
 
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
@@ -40,6 +46,8 @@ type ServeConfig struct {
 // m.AlertObservers and m.ConfigObservers, and start goroutines bound to ctx.
 // The stop it returns runs at shutdown, after the HTTP server drained and
 // before the store closes; stops run in the reverse order of the starts.
+// What must leave before the HTTP server stops (agents' websockets, which
+// http.Server.Shutdown does not track) appends a drain to m.drains.
 type extension struct {
 	name  string
 	flags func(fs *flag.FlagSet)
@@ -51,6 +59,7 @@ type extension struct {
 func extensions() []extension {
 	return []extension{
 		metricsExtension(),
+		redisExtension(),
 		webhookExtension(), // before the agent endpoint: stops after it
 		agentLinkExtension(),
 	}
@@ -76,6 +85,13 @@ type Main struct {
 	AlertObservers  alertObserverList
 	ConfigObservers configObserverList
 
+	// rateCounter holds the API's rate-limit counts when they are shared
+	// (set by the redis extension); nil counts in memory.
+	rateCounter httprate.LimitCounter
+
+	ready    *readiness
+	front    swapHandler
+	drains   []func(context.Context) error
 	server   *http.Server
 	ln       net.Listener
 	exts     []extension
@@ -125,6 +141,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); serve HTTPS when set with --tls-key")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "on SIGTERM, how long /readyz answers 503 before agents are told to reconnect and the listener closes (longer than the load balancer takes to notice; 0 without one)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error")
 	for _, e := range m.exts {
 		if e.flags != nil {
@@ -141,6 +158,8 @@ func (m *Main) ParseFlags(args []string) error {
 		return fmt.Errorf("%w: --rate-limit must be at least 1", errUsage)
 	case c.Retention < time.Hour:
 		return fmt.Errorf("%w: --retention must be at least 1h", errUsage)
+	case c.DrainDelay < 0:
+		return fmt.Errorf("%w: --drain-delay must not be negative", errUsage)
 	case c.RetentionInterval < time.Second:
 		return fmt.Errorf("%w: --retention-interval must be at least 1s", errUsage)
 	case (c.TLSCert == "") != (c.TLSKey == ""):
@@ -154,18 +173,23 @@ func (m *Main) ParseFlags(args []string) error {
 	return nil
 }
 
-// Run opens the store (applying migrations), starts the extensions, the
-// retention sweep and the HTTP server, and returns once the listener
-// accepts connections.
+// Run starts the HTTP server (answering /healthz, and 503 elsewhere, while
+// the store opens), opens the store (applying migrations), starts the
+// extensions and the retention sweep, and returns once the relay serves
+// its API and /readyz answers 200.
 func (m *Main) Run(ctx context.Context) (err error) {
 	c := m.Config
 	bg, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
+	m.ready = newReadiness(m.Logger.With("component", "readiness"))
 	defer func() {
 		if err != nil {
 			m.Close()
 		}
 	}()
+	if err := m.listen(bg); err != nil {
+		return err
+	}
 	m.DB, err = openStore(ctx, c.DB, storeOptions{Create: true})
 	if err != nil {
 		return err
@@ -191,16 +215,32 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	apiServer := api.NewServer(api.Config{
 		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Auth: m.Store.Auth,
 		Versioner: m.DB.Versioner(), RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), Now: m.DB.Now,
-		Requests: m.Metrics.Requests(),
+		Requests: m.Metrics.Requests(), Ready: m.ready.Ready, RateCounter: m.rateCounter,
 	})
 	mux.Handle("/", apiServer)
+	m.front.set(mux)
+	m.ready.serving(storePinger(m.DB.Store))
 
+	go runRetention(bg, m.DB, c.Retention, c.RetentionInterval, m.Logger.With("component", "retention"))
+	scheme := "http"
+	if c.TLSCert != "" {
+		scheme = "https"
+	}
+	m.Logger.Info("relay listening", "addr", m.ln.Addr().String(), "scheme", scheme, "db", c.DB, "rate_limit", c.RateLimit, "retention", c.Retention.String())
+	return nil
+}
+
+// listen binds the listener and serves startingHandler until Run swaps in
+// the relay's mux.
+func (m *Main) listen(bg context.Context) (err error) {
+	c := m.Config
+	m.front.set(http.HandlerFunc(startingHandler))
 	m.ln, err = net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	m.server = &http.Server{
-		Handler:           mux,
+		Handler:           &m.front,
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.WriteTimeout,
@@ -223,12 +263,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.Logger.Error("http server stopped", "err", err)
 		}
 	}()
-	go runRetention(bg, m.DB, c.Retention, c.RetentionInterval, m.Logger.With("component", "retention"))
-	scheme := "http"
-	if c.TLSCert != "" {
-		scheme = "https"
-	}
-	m.Logger.Info("relay listening", "addr", m.ln.Addr().String(), "scheme", scheme, "db", c.DB, "rate_limit", c.RateLimit, "retention", c.Retention.String())
 	return nil
 }
 
@@ -243,13 +277,25 @@ func (m *Main) Addr() string {
 // Done is closed when the HTTP server stopped (after Run).
 func (m *Main) Done() <-chan struct{} { return m.done }
 
-// Close shuts down gracefully: stop accepting, let in-flight requests finish
-// (up to ShutdownTimeout), stop the extensions and background work, close
-// the store.
+// Close drains and shuts down: /readyz turns 503 (and stays so for
+// DrainDelay while the relay still serves), agents are told to reconnect
+// elsewhere (websocket close 1012), the listener stops accepting and
+// in-flight requests finish (up to ShutdownTimeout), then the extensions
+// and background work stop and the store closes.
 func (m *Main) Close() error {
 	var errs []error
+	if m.ready != nil && m.ready.drain() && m.Config.DrainDelay > 0 {
+		m.Logger.Info("draining: /readyz answers 503", "drain_delay", m.Config.DrainDelay.String())
+		time.Sleep(m.Config.DrainDelay)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
 	defer cancel()
+	for _, d := range m.drains {
+		if err := d(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("drain: %w", err))
+		}
+	}
+	m.drains = nil
 	if m.server != nil {
 		if err := m.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))

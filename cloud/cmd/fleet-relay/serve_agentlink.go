@@ -41,6 +41,9 @@ func agentLinkExtension() extension {
 			}
 			mux.Handle(protocol.Path, srv.Handler())
 			m.ConfigObservers = append(m.ConfigObservers, srv)
+			// Draining tells agents to reconnect elsewhere (1012) before
+			// the listener closes; stop below finds nobody left.
+			m.drains = append(m.drains, srv.Shutdown)
 			rctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
 			go func() {

@@ -1,0 +1,406 @@
+// Package fleetproc runs Fleet's real binaries for end-to-end tests: it
+// builds fleet-relay and fleet-agent once, starts relays and agents as
+// processes whose JSON logs go to files, kills them with SIGKILL or stops
+// them with SIGTERM, runs admin commands, and talks to the public API as a
+// customer would. The cluster tests (test/cluster) and the cluster
+// benchmarks build on it.
+package fleetproc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Bins are the built binaries.
+type Bins struct {
+	Dir, Relay, Agent string
+}
+
+// Build builds fleet-relay (cgo) and fleet-agent (static) into a new
+// temporary directory; remove Dir when done.
+func Build() (Bins, error) {
+	dir, err := os.MkdirTemp("", "fleet-bin-")
+	if err != nil {
+		return Bins{}, err
+	}
+	b := Bins{Dir: dir, Relay: filepath.Join(dir, "fleet-relay"), Agent: filepath.Join(dir, "fleet-agent")}
+	for _, x := range []struct{ out, pkg, cgo string }{
+		{b.Relay, "github.com/fleet/fleet/cloud/cmd/fleet-relay", "1"},
+		{b.Agent, "github.com/fleet/fleet/agent/cmd/fleet-agent", "0"},
+	} {
+		cmd := exec.Command("go", "build", "-o", x.out, x.pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+x.cgo)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
+			return Bins{}, fmt.Errorf("go build %s: %v\n%s", x.pkg, err, out)
+		}
+	}
+	return b, nil
+}
+
+// Proc is a child process whose output goes to a log file (appended to
+// across restarts).
+type Proc struct {
+	Name string
+	Log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts bin with args and env (added to the test's environment);
+// it is killed when the test ends.
+func Start(tb testing.TB, name, logPath string, env []string, bin string, args ...string) *Proc {
+	tb.Helper()
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	p := &Proc{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	tb.Cleanup(p.Kill)
+	return p
+}
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Kill sends SIGKILL (kill -9) and waits for the exit.
+func (p *Proc) Kill() {
+	if p.Exited() {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Terminate sends SIGTERM without waiting.
+func (p *Proc) Terminate() { p.cmd.Process.Signal(syscall.SIGTERM) }
+
+// Wait waits up to d for the exit and reports whether it came.
+func (p *Proc) Wait(d time.Duration) bool {
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// Stop sends SIGTERM and waits up to d (then SIGKILL); it fails the test
+// when the process did not stop in time.
+func (p *Proc) Stop(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	p.Terminate()
+	if !p.Wait(d) {
+		tb.Errorf("%s did not stop within %s after SIGTERM", p.Name, d)
+		p.Kill()
+	}
+}
+
+// ExitCode is the exit status after the process ended (-1 for a signal).
+func (p *Proc) ExitCode() int { <-p.done; return p.cmd.ProcessState.ExitCode() }
+
+// LogLines returns the JSON log lines of path whose msg is msg.
+func LogLines(tb testing.TB, path, msg string) []map[string]any {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	needle := []byte(`"msg":"` + msg + `"`)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.Contains(line, needle) {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal(line, &m) != nil || m["msg"] != msg {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// Eventually retries f until it returns "" or d passes, then fails the
+// test with f's last message.
+func Eventually(tb testing.TB, d time.Duration, f func() string) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		msg := f()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("after %s: %s", d, msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Admin runs an admin command of relay with --json (and env, e.g.
+// FLEET_DB) and decodes its output into v.
+func Admin(tb testing.TB, relay string, env []string, v any, args ...string) {
+	tb.Helper()
+	cmd := exec.Command(relay, append(args, "--json")...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("fleet-relay %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	if v != nil {
+		if err := json.Unmarshal(out, v); err != nil {
+			tb.Fatalf("fleet-relay %s: output %q: %v", strings.Join(args, " "), out, err)
+		}
+	}
+}
+
+// Device is what `device add --json` prints.
+type Device struct {
+	ID    string `json:"id"`
+	Token string `json:"token"`
+}
+
+// Tenant is an organization with an API key holding every scope and its
+// devices, made with the admin CLI.
+type Tenant struct {
+	OrgID         string
+	WebhookSecret string
+	Key           string
+	Devices       []Device
+}
+
+// Provision creates an organization, a key and n IG-500 devices through
+// the admin CLI on the store of env (FLEET_DB=...).
+func Provision(tb testing.TB, relay string, env []string, name string, n int) Tenant {
+	tb.Helper()
+	var org struct{ ID, WebhookSecret string }
+	Admin(tb, relay, env, &org, "org", "create", "--name", name)
+	var key struct{ Key string }
+	Admin(tb, relay, env, &key, "key", "create", "--org", org.ID, "--name", "e2e", "--expires", "never",
+		"--scopes", "devices:read,devices:write,metrics:read,logs:read,alerts:read,alerts:write")
+	t := Tenant{OrgID: org.ID, WebhookSecret: org.WebhookSecret, Key: key.Key}
+	for i := range n {
+		var d Device
+		Admin(tb, relay, env, &d, "device", "add", "--org", org.ID, "--name", fmt.Sprintf("gw-%d", i),
+			"--serial", fmt.Sprintf("SN-%s-%d", name, i), "--model", "IG-500")
+		t.Devices = append(t.Devices, d)
+	}
+	return t
+}
+
+// AgentArgs are the flags of a simulated agent streaming a sample and a
+// heartbeat every second, with fast reconnects, for the device token, its
+// state directory and relay URLs.
+func AgentArgs(token, stateDir string, relays ...string) []string {
+	args := []string{"--token", token, "--hw", "sim", "--model", "IG-500", "--state-dir", stateDir,
+		"--heartbeat", "1s", "--metrics-interval", "1s", "--backoff-min", "200ms", "--backoff-max", "2s",
+		"--passthrough-listen", "none", "--dev-root", "none", "--vpn-interface", "none",
+		"--log-level", "debug", "--log-format", "json"}
+	for _, r := range relays {
+		args = append(args, "--relay", r)
+	}
+	return args
+}
+
+// API is a client of the public API at Base (scheme://host:port).
+type API struct {
+	TB   testing.TB
+	Base string
+	Key  string
+	C    *http.Client
+}
+
+// NewAPI returns a client with a 10s timeout.
+func NewAPI(tb testing.TB, base, key string) *API {
+	return &API{TB: tb, Base: base, Key: key, C: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// Do makes a request to path (below /api/v1/public) and decodes a 2xx body
+// into out. It returns the status (0 when the request failed).
+func (a *API) Do(method, path string, body, out any) int {
+	a.TB.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, a.Base+"/api/v1/public"+path, rd)
+	if err != nil {
+		a.TB.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+a.Key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := a.C.Do(req)
+	if err != nil {
+		a.TB.Logf("%s %s: %v", method, path, err)
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			a.TB.Fatalf("%s %s: %s: %v", method, path, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// Status returns a device's status ("" when the request failed).
+func (a *API) Status(id string) string {
+	var d resource.One[resource.DeviceDetail]
+	if a.Do("GET", "/devices/"+id, nil, &d) != 200 {
+		return ""
+	}
+	return string(d.Data.Status)
+}
+
+// WaitStatus waits until every device in ids has status want.
+func (a *API) WaitStatus(ids []string, want string, d time.Duration) {
+	a.TB.Helper()
+	Eventually(a.TB, d, func() string {
+		for _, id := range ids {
+			if s := a.Status(id); s != want {
+				return fmt.Sprintf("device %s is %q, want %s", id, s, want)
+			}
+		}
+		return ""
+	})
+}
+
+// Samples returns the capturedAt (Unix ms) of a device's stored samples
+// since from (at most 1000), oldest first.
+func (a *API) Samples(id string, from time.Time) []int64 {
+	a.TB.Helper()
+	var l struct {
+		Data []resource.MetricSample `json:"data"`
+	}
+	q := "/devices/" + id + "/metrics?limit=1000&from=" + from.UTC().Format(time.RFC3339)
+	if code := a.Do("GET", q, nil, &l); code != 200 {
+		a.TB.Fatalf("GET metrics: %d", code)
+	}
+	out := make([]int64, len(l.Data))
+	for i, s := range l.Data {
+		out[i] = s.CapturedAt.Time.UnixMilli()
+	}
+	slices.Sort(out) // the API answers newest first
+	return out
+}
+
+// Captured returns the capturedAt (Unix ms) of the samples an agent logged
+// ("metric captured") before cutoff.
+func Captured(tb testing.TB, agentLog string, cutoff time.Time) []int64 {
+	tb.Helper()
+	var out []int64
+	for _, l := range LogLines(tb, agentLog, "metric captured") {
+		at, err := resource.ParseTime(fmt.Sprint(l["capturedAt"]))
+		if err != nil {
+			tb.Fatalf("%s: capturedAt %v", agentLog, l["capturedAt"])
+		}
+		if at.Before(cutoff) {
+			out = append(out, at.UnixMilli())
+		}
+	}
+	return out
+}
+
+// CheckSamples checks that every sample the agent logged between from and
+// cutoff is stored exactly once and in order, allowing `spare` stored
+// samples the agent never logged (one per kill -9 of the agent: a sample
+// spooled in the instant before its log line). It returns how many.
+func CheckSamples(tb testing.TB, a *API, id, agentLog string, from, cutoff time.Time, spare int) int {
+	tb.Helper()
+	var captured []int64
+	for _, c := range Captured(tb, agentLog, cutoff) {
+		if c >= from.UnixMilli() {
+			captured = append(captured, c)
+		}
+	}
+	if !slices.IsSorted(captured) {
+		tb.Errorf("%s: captured samples out of order", id)
+	}
+	var stored []int64
+	Eventually(tb, 20*time.Second, func() string {
+		stored = stored[:0]
+		for _, s := range a.Samples(id, from) {
+			if s < cutoff.UnixMilli() {
+				stored = append(stored, s)
+			}
+		}
+		if missing := Minus(captured, stored); len(missing) > 0 {
+			return fmt.Sprintf("device %s: %d of %d captured samples not stored", id, len(missing), len(captured))
+		}
+		return ""
+	})
+	if extra := Minus(stored, captured); len(extra) > spare {
+		tb.Errorf("device %s: %d stored samples the agent never logged", id, len(extra))
+	}
+	seen := map[int64]bool{}
+	for _, s := range stored {
+		if seen[s] {
+			tb.Errorf("device %s: sample %d stored twice", id, s)
+		}
+		seen[s] = true
+	}
+	return len(captured)
+}
+
+// Minus returns the values of a not in b.
+func Minus(a, b []int64) []int64 {
+	in := make(map[int64]bool, len(b))
+	for _, v := range b {
+		in[v] = true
+	}
+	var out []int64
+	for _, v := range a {
+		if !in[v] {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package cluster_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/internal/fleetproc"
+	"github.com/fleet/fleet/internal/haproxytest"
+)
+
+// haproxyCfg is the configuration the project ships.
+const haproxyCfg = "../../deploy/haproxy/haproxy.cfg"
+
+// TestHAProxy runs the shipped HAProxy configuration in front of three
+// real relays on one store, with agents that know only HAProxy's address:
+// health checks on /readyz take a draining relay out before it closes its
+// agents, and a killed one at once; agents' websockets pass through and
+// are balanced over the relays; API requests (GET) are answered all along
+// (a refused or dropped connection is retried on another relay); a relay
+// restarted comes back UP; every sample is stored exactly once.
+func TestHAProxy(t *testing.T) {
+	const n = 6
+	dir := t.TempDir()
+	env := []string{"FLEET_DB=" + filepath.Join(dir, "fleet.db")}
+	tenant := fleetproc.Provision(t, bins.Relay, env, "Balanced", n)
+	var relays []*relay
+	var addrs []string
+	for _, name := range []string{"relay1", "relay2", "relay3"} {
+		r := startRelay(t, dir, name, env, "--drain-delay", "3s")
+		relays = append(relays, r)
+		addrs = append(addrs, r.Addr)
+	}
+	hp := haproxytest.Start(t, haproxyCfg, addrs)
+	waitStates(t, hp, map[string]string{"relay1": "UP", "relay2": "UP", "relay3": "UP"}, 10*time.Second)
+	lb := "http://" + hp.Addr
+	api := fleetproc.NewAPI(t, lb, tenant.Key)
+
+	start := time.Now().Add(-time.Second)
+	var ids []string
+	var agents []*agent
+	for i, d := range tenant.Devices {
+		agents = append(agents, startAgent(t, dir, i, d, lb))
+		ids = append(ids, d.ID)
+	}
+	api.WaitStatus(ids, "ONLINE", 20*time.Second)
+	for _, r := range relays {
+		if r.onlineCount(t) == 0 {
+			t.Errorf("%s holds no agent: websockets not balanced", r.Name)
+		}
+	}
+	// API requests are balanced too.
+	for range 30 {
+		if code := api.Do("GET", "/devices?limit=25", nil, nil); code != 200 {
+			t.Fatalf("GET /devices through HAProxy: %d", code)
+		}
+	}
+	for _, r := range relays {
+		if len(fleetproc.LogLines(t, r.Log, "request")) == 0 {
+			t.Errorf("%s answered no API request", r.Name)
+		}
+	}
+
+	// A client polling the API through HAProxy all along.
+	var polls, failures atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		poller := fleetproc.NewAPI(t, lb, tenant.Key)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			polls.Add(1)
+			if code := poller.Do("GET", "/devices?limit=25", nil, nil); code != 200 {
+				failures.Add(1)
+				t.Logf("GET /devices through HAProxy answered %d", code)
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(2 * time.Second)
+
+	// SIGTERM: HAProxy sees /readyz turn 503 and takes relay1 out while it
+	// still serves (drain delay 3s); then relay1 closes its agents (1012),
+	// which come back through HAProxy to the other two.
+	r1 := relays[0]
+	before := r1.onlineCount(t)
+	r1.Terminate()
+	waitStates(t, hp, map[string]string{"relay1": "DOWN"}, 3*time.Second)
+	if r1.Exited() {
+		t.Fatal("relay1 exited before HAProxy took it out")
+	}
+	if !r1.Wait(20 * time.Second) {
+		t.Fatal("relay1 did not exit after its drain")
+	}
+	api.WaitStatus(ids, "ONLINE", 20*time.Second)
+	if r1.onlineCount(t) != before {
+		t.Error("an agent reconnected to the draining relay1")
+	}
+	fleetproc.Eventually(t, 20*time.Second, func() string {
+		if moved := relays[1].onlineCount(t) + relays[2].onlineCount(t) - (n - before); moved < before {
+			return "agents moved from relay1 to relay2 and relay3: " + itoa(moved) + " of " + itoa(before)
+		}
+		return ""
+	})
+
+	// kill -9: relay2 vanishes; HAProxy marks it DOWN, its agents move.
+	relays[1].Kill()
+	waitStates(t, hp, map[string]string{"relay2": "DOWN"}, 5*time.Second)
+	api.WaitStatus(ids, "ONLINE", 30*time.Second)
+
+	// relay1 restarted: UP again, and it takes new agents.
+	r1.restart(t)
+	waitStates(t, hp, map[string]string{"relay1": "UP"}, 10*time.Second)
+	time.Sleep(3 * time.Second)
+	if f := failures.Load(); f > 0 {
+		t.Errorf("%d of %d API requests through HAProxy failed during the drain and the kill", f, polls.Load())
+	}
+	t.Logf("%d API requests through HAProxy during the drain and the kill, %d failed", polls.Load(), failures.Load())
+
+	cutoff := time.Now().Add(-time.Second)
+	for _, ag := range agents {
+		got := fleetproc.CheckSamples(t, api, ag.dev.ID, ag.Log, start, cutoff, 0)
+		if got < 5 {
+			t.Errorf("%s captured only %d samples", ag.Name, got)
+		}
+	}
+}
+
+// TestHAProxyConfig checks what the shipped file promises that the test
+// above cannot wait for: websocket tunnels outlive the HTTP timeouts by
+// far, and every relay is health-checked on /readyz.
+func TestHAProxyConfig(t *testing.T) {
+	b, err := os.ReadFile(haproxyCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(b)
+	for _, want := range []string{
+		`(?m)^\s+timeout tunnel (1h|[1-9][0-9]*m)\b`,
+		`(?m)^\s+option httpchk$`,
+		`(?m)^\s+http-check send meth GET uri /readyz\b`,
+		`(?m)^\s+http-check expect status 200$`,
+		`(?m)^\s+default-server check\b`,
+		`(?m)^\s+option redispatch\b`,
+		`(?m)^\s+balance leastconn$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(cfg) {
+			t.Errorf("haproxy.cfg lacks %s", want)
+		}
+	}
+}
+
+// waitStates waits until HAProxy reports each named server in its state.
+func waitStates(t *testing.T, hp *haproxytest.Proxy, want map[string]string, d time.Duration) {
+	t.Helper()
+	fleetproc.Eventually(t, d, func() string {
+		got := hp.States(t)
+		for name, w := range want {
+			if got[name] != w {
+				return "HAProxy sees " + name + " " + got[name] + ", want " + w
+			}
+		}
+		return ""
+	})
+}

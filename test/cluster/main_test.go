@@ -1,0 +1,85 @@
+package cluster_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/internal/fleetproc"
+	"github.com/fleet/fleet/internal/testnet"
+)
+
+var bins fleetproc.Bins
+
+func TestMain(m *testing.M) {
+	b, err := fleetproc.Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster tests:", err)
+		os.Exit(1)
+	}
+	bins = b
+	code := m.Run()
+	os.RemoveAll(b.Dir)
+	os.Exit(code)
+}
+
+// relay is one fleet-relay serve process of a test.
+type relay struct {
+	*fleetproc.Proc
+	Addr string
+	args []string
+	env  []string
+	n    int // starts so far
+}
+
+// URL is the relay's base URL.
+func (r *relay) URL() string { return "http://" + r.Addr }
+
+// startRelay starts `fleet-relay serve` on a free port with env (FLEET_DB
+// ...) and extra flags, and waits until it listens.
+func startRelay(t *testing.T, dir, name string, env []string, args ...string) *relay {
+	t.Helper()
+	r := &relay{Addr: testnet.FreeAddr(t), env: env}
+	r.args = append([]string{"serve", "--listen", r.Addr, "--rate-limit", "1000000", "--agent-orphan-window", "5s"}, args...)
+	r.Proc = &fleetproc.Proc{Name: name, Log: filepath.Join(dir, name+".log")}
+	r.restart(t)
+	return r
+}
+
+// restart starts the relay again (same port, same log) and waits until it
+// listens.
+func (r *relay) restart(t *testing.T) {
+	t.Helper()
+	r.n++
+	r.Proc = fleetproc.Start(t, r.Name, r.Log, r.env, bins.Relay, r.args...)
+	want := r.n
+	fleetproc.Eventually(t, 30*time.Second, func() string {
+		if r.Exited() {
+			t.Fatalf("%s exited; see %s", r.Name, r.Log)
+		}
+		if len(fleetproc.LogLines(t, r.Log, "relay listening")) < want {
+			return r.Name + " not listening"
+		}
+		return ""
+	})
+}
+
+// onlineCount is how many "agent online" lines the relay logged.
+func (r *relay) onlineCount(t *testing.T) int {
+	return len(fleetproc.LogLines(t, r.Log, "agent online"))
+}
+
+// agent is one fleet-agent process.
+type agent struct {
+	*fleetproc.Proc
+	dev fleetproc.Device
+}
+
+func startAgent(t *testing.T, dir string, i int, dev fleetproc.Device, relays ...string) *agent {
+	t.Helper()
+	name := fmt.Sprintf("agent-%d", i)
+	args := append(fleetproc.AgentArgs(dev.Token, filepath.Join(dir, name), relays...), "--name", name)
+	return &agent{Proc: fleetproc.Start(t, name, filepath.Join(dir, name+".log"), nil, bins.Agent, args...), dev: dev}
+}

@@ -135,8 +135,14 @@ func (c *conn) read(ctx context.Context) (protocol.Message, error) {
 		return protocol.Message{}, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
 	}
 	c.touch()
-	// Neither decoder keeps a reference to b (strings and json.RawMessage
-	// are copies), so the buffer goes back to the pool.
+	return c.decode(b)
+}
+
+// decode decodes one message: heartbeats written the plain way on the fast
+// path, anything else with encoding/json. Neither decoder keeps a reference
+// to b (strings and json.RawMessage are copies), so the caller's buffer can
+// be reused. (FuzzAgentMessage drives it with arbitrary bytes.)
+func (c *conn) decode(b []byte) (protocol.Message, error) {
 	if m, ok := decodeHeartbeatInto(b, &c.strs, &c.hb, &c.vpn); ok {
 		return m, nil
 	}

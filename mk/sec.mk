@@ -15,3 +15,37 @@ test-tools-npm:
 	  echo "installing nodejs and npm for the OpenAPI client test"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y -q nodejs npm || { apt-get update -q && apt-get install -y -q nodejs npm; }; }
+
+# Fuzzing: every Fuzz* target of the product's packages (cloud, agent,
+# shared, hw), one after the other, FUZZTIME each. `make fuzz` runs them for
+# as long as asked (make fuzz FUZZTIME=10m); `make test` runs each briefly
+# (test-fuzz, FUZZ_BRIEF each). A crash stops the run; go test has written
+# the failing input to the package's testdata/fuzz/<target>/, where it stays
+# as a regression input once the bug is fixed (plain `go test` runs every
+# input there). Seed corpora live there too.
+
+FUZZTIME   ?= 1m
+FUZZ_BRIEF ?= 3s
+FUZZ_DIRS  := cloud agent shared hw
+
+.PHONY: fuzz test-fuzz
+
+fuzz:
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_FOR=$(FUZZTIME)
+
+test-fuzz:
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_FOR=$(FUZZ_BRIEF)
+
+TEST_TARGETS += test-fuzz
+
+.PHONY: fuzz-run
+fuzz-run:
+	@set -e; start=$$(date +%s); n=0; \
+	for ft in $$(grep -r --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]*' $(FUZZ_DIRS) | sed 's/:func /:/' | sort); do \
+		file=$${ft%%:*}; target=$${ft##*:}; dir=./$$(dirname $$file); \
+		echo "fuzz: $$dir $$target for $(FUZZ_FOR)"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_FOR) $$dir > .fuzz.log 2>&1 || \
+			{ cat .fuzz.log; rm -f .fuzz.log; echo "fuzz: $$target failed; the input is in $$dir/testdata/fuzz/$$target/"; exit 1; }; \
+		tail -n 3 .fuzz.log | grep -m1 'execs:' | sed 's/^/  /' || true; \
+		n=$$((n+1)); \
+	done; rm -f .fuzz.log; echo "fuzz: $$n targets, $$(( $$(date +%s) - start )) s"

@@ -45,6 +45,9 @@ type Options struct {
 	Backend hw.Backend
 	// Now replaces time.Now.
 	Now func() time.Time
+	// JSONOnly makes the link behave as agents from before CBOR: it offers
+	// no codec and speaks JSON (link.Options.JSONOnly); tests use it.
+	JSONOnly bool
 }
 
 // Agent is a running fleet-agent.
@@ -171,6 +174,7 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 		BackoffMin: cfg.BackoffMin,
 		BackoffMax: cfg.BackoffMax,
 		Logger:     log.With("component", "link"),
+		JSONOnly:   opts.JSONOnly,
 	})
 	if err != nil {
 		a.closeParts()

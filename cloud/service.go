@@ -115,9 +115,7 @@ type Heartbeat struct {
 
 // Observer is told what agents reported, after it was stored. The alert
 // engine and the signal webhooks implement it. Calls come from the agent
-// endpoint's goroutines and must not block for long. HeartbeatStored must
-// not keep hb.VPN or hb.Changed after it returns: the endpoint reuses their
-// memory for later heartbeats (copy what is needed later).
+// endpoint's goroutines and must not block for long.
 type Observer interface {
 	MetricsStored(ctx context.Context, dev DeviceRef, samples []resource.MetricSample)
 	HeartbeatStored(ctx context.Context, dev DeviceRef, hb Heartbeat)

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +85,11 @@ type Options struct {
 	// HTTPClient, if set, dials the websocket (TLS settings, proxies).
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+
+	// JSONOnly offers no codec in the hello, so the link speaks JSON after
+	// the welcome as agents from before CBOR did (tests run such an old
+	// agent; see protocol.Codec).
+	JSONOnly bool
 }
 
 // Link is the agent's connection to the relay.
@@ -372,39 +378,56 @@ func (l *Link) session(ctx context.Context, stop <-chan struct{}) error {
 type session struct {
 	l    *Link
 	conn *websocket.Conn
+	// codec is the codec of the messages after the welcome (JSON before).
+	codec protocol.Codec
 	// sent is the highest seq written; inflight the unacknowledged Records
 	// messages, oldest first.
 	sent     uint64
 	inflight []batch
 }
 
+// write sends m in the session's codec.
 func (s *session) write(ctx context.Context, m protocol.Message) error {
-	b, err := json.Marshal(m)
+	b, err := s.codec.Marshal(&m)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", m.Type, err)
 	}
 	return s.writeRaw(ctx, m.Type, b)
 }
 
+// writeRaw sends b, a message of the session's codec.
 func (s *session) writeRaw(ctx context.Context, typ string, b []byte) error {
 	wctx, cancel := context.WithTimeout(ctx, s.l.opts.WriteTimeout)
 	defer cancel()
-	if err := s.conn.Write(wctx, websocket.MessageText, b); err != nil {
+	if err := s.conn.Write(wctx, frameType(s.codec), b); err != nil {
 		return fmt.Errorf("write %s: %w", typ, err)
 	}
 	return nil
 }
 
+// read reads one message of the session's codec.
 func (s *session) read(ctx context.Context) (protocol.Message, error) {
-	_, b, err := s.conn.Read(ctx)
+	typ, b, err := s.conn.Read(ctx)
 	if err != nil {
 		return protocol.Message{}, err
 	}
 	var m protocol.Message
-	if err := json.Unmarshal(b, &m); err != nil {
+	if typ != frameType(s.codec) {
+		s.conn.Close(protocol.CloseProtocolError, "frame type is not that of codec "+s.codec.String())
+		return m, fmt.Errorf("relay sent a frame of another type than codec %s's", s.codec)
+	}
+	if err := s.codec.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("relay sent malformed message: %w", err)
 	}
 	return m, nil
+}
+
+// frameType is the websocket frame type of codec's messages.
+func frameType(codec protocol.Codec) websocket.MessageType {
+	if codec.Binary() {
+		return websocket.MessageBinary
+	}
+	return websocket.MessageText
 }
 
 func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
@@ -415,7 +438,12 @@ func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
 
 	hello := l.opts.Hello()
 	hello.HeartbeatInterval = protocol.Duration{Duration: l.opts.HeartbeatInterval}
+	hello.Codecs = nil
+	if !l.opts.JSONOnly {
+		hello.Codecs = []protocol.Codec{protocol.CBOR}
+	}
 	sanitizeHello(&hello)
+	s.codec = protocol.JSON // the hello and the welcome
 	if err := s.write(ctx, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
 		return err
 	}
@@ -428,6 +456,15 @@ func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
 	if m.Type != protocol.TypeWelcome || m.Welcome == nil {
 		s.conn.Close(protocol.CloseProtocolError, "expected welcome")
 		return fmt.Errorf("relay answered hello with %q", m.Type)
+	}
+	switch c := m.Welcome.Codec; {
+	case c == "" || c == protocol.JSON:
+		s.codec = protocol.JSON
+	case slices.Contains(hello.Codecs, c):
+		s.codec = c
+	default:
+		s.conn.Close(protocol.CloseProtocolError, "welcome names a codec the hello did not offer")
+		return fmt.Errorf("relay chose codec %q, which was not offered", c)
 	}
 	if err := s.welcome(*m.Welcome); err != nil {
 		return err
@@ -608,7 +645,10 @@ func (s *session) flush(ctx context.Context) error {
 		if len(es) == 0 {
 			return nil
 		}
-		b := EncodeRecords(es)
+		b, err := s.encodeRecords(es)
+		if err != nil {
+			return err
+		}
 		if err := s.writeRaw(ctx, protocol.TypeRecords, b); err != nil {
 			return err
 		}
@@ -664,8 +704,32 @@ func EncodeRecord(r protocol.Record) ([]byte, error) {
 	return json.Marshal(noSeq{Metric: r.Metric, Event: r.Event})
 }
 
-// EncodeRecords builds a Records message from spool entries without decoding
-// their payloads: each item is {"seq":N, ...payload fields}.
+// encodeRecords builds a Records message of the session's codec from spool
+// entries. The spool holds JSON (EncodeRecord): in CBOR each payload is
+// decoded and encoded again, which the agent's low record rate affords.
+func (s *session) encodeRecords(es []spool.Entry) ([]byte, error) {
+	if s.codec != protocol.CBOR {
+		return EncodeRecords(es), nil
+	}
+	items := make([]protocol.Record, len(es))
+	for i, e := range es {
+		if err := json.Unmarshal(e.Payload, &items[i]); err != nil {
+			// Sent empty: the relay refuses it, and the poison-record
+			// handling (noteRefusal) drops it as it would drop the JSON.
+			s.l.log.Error("spooled record does not decode; sending it empty", "seq", e.Seq, "err", err)
+			items[i] = protocol.Record{}
+		}
+		items[i].Seq = e.Seq
+	}
+	b, err := s.codec.Marshal(&protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: items}})
+	if err != nil {
+		return nil, fmt.Errorf("encode records: %w", err)
+	}
+	return b, nil
+}
+
+// EncodeRecords builds a JSON Records message from spool entries without
+// decoding their payloads: each item is {"seq":N, ...payload fields}.
 func EncodeRecords(es []spool.Entry) []byte {
 	n := 64
 	for _, e := range es {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,11 @@ type relay struct {
 	stall       bool   // stop reading after Welcome (a half-open peer)
 	poison      uint64 // a batch holding this seq is refused with 4000
 	refusals    int
+	// old makes the stub a relay from before CBOR: its welcome names no
+	// codec, whatever the hello offers. codecs are the codecs of its
+	// connections, in order.
+	old    bool
+	codecs []protocol.Codec
 }
 
 // dropAll cuts every open connection without a close handshake.
@@ -98,18 +104,22 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 	defer c.CloseNow()
 	c.SetReadLimit(protocol.MaxMessageBytes)
 	ctx := req.Context()
+	codec := protocol.JSON // until the welcome
 	read := func() (protocol.Message, error) {
-		_, b, err := c.Read(ctx)
+		typ, b, err := c.Read(ctx)
 		if err != nil {
 			return protocol.Message{}, err
 		}
+		if typ != frameType(codec) {
+			return protocol.Message{}, fmt.Errorf("a %v frame on a connection speaking %s", typ, codec)
+		}
 		var m protocol.Message
-		err = json.Unmarshal(b, &m)
+		err = codec.Unmarshal(b, &m)
 		return m, err
 	}
 	send := func(m protocol.Message) error {
-		b, _ := json.Marshal(m)
-		return c.Write(ctx, websocket.MessageText, b)
+		b, _ := codec.Marshal(&m)
+		return c.Write(ctx, frameType(codec), b)
 	}
 	m, err := read()
 	if err != nil || m.Type != protocol.TypeHello {
@@ -123,8 +133,18 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 	last := r.lastSeq()
 	cfg := r.sendConfig
 	r.outstanding = 0
+	chosen := protocol.ChooseCodec(m.Hello.Codecs)
+	if r.old {
+		chosen = protocol.JSON
+	}
+	r.codecs = append(r.codecs, chosen)
 	r.mu.Unlock()
-	send(protocol.Message{Type: protocol.TypeWelcome, Welcome: &protocol.Welcome{DeviceID: "dev1", ServerTime: resource.T(time.Now()), LastSeq: last}})
+	wel := &protocol.Welcome{DeviceID: "dev1", ServerTime: resource.T(time.Now()), LastSeq: last}
+	if chosen != protocol.JSON {
+		wel.Codec = chosen
+	}
+	send(protocol.Message{Type: protocol.TypeWelcome, Welcome: wel})
+	codec = chosen
 	if cfg != nil {
 		send(protocol.Message{Type: protocol.TypeConfig, Config: cfg})
 	}
@@ -156,7 +176,7 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 			r.mu.Lock()
 			refuse := false
 			for _, it := range items {
-				refuse = refuse || (r.poison != 0 && it.Seq == r.poison)
+				refuse = refuse || (r.poison != 0 && it.Seq == r.poison) || (it.Metric == nil && it.Event == nil)
 			}
 			if refuse {
 				r.refusals++
@@ -295,15 +315,43 @@ func (h *harness) stop() {
 	<-h.done
 }
 
+// TestHandshakeHeartbeatAndRecords runs with the codec each side speaks:
+// CBOR between a current agent and relay, JSON with a relay from before
+// CBOR, and JSON for an agent that offers nothing (JSONOnly, as agents
+// from before CBOR).
 func TestHandshakeHeartbeatAndRecords(t *testing.T) {
-	r := newRelay(t)
+	for _, tc := range []struct {
+		name      string
+		oldRelay  bool
+		jsonOnly  bool
+		want      protocol.Codec
+		wantOffer []protocol.Codec
+	}{
+		{"cbor", false, false, protocol.CBOR, []protocol.Codec{protocol.CBOR}},
+		{"relay from before cbor", true, false, protocol.JSON, []protocol.Codec{protocol.CBOR}},
+		{"json-only agent", false, true, protocol.JSON, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRelay(t)
+			r.old = tc.oldRelay
+			testHandshakeHeartbeatAndRecords(t, r, func(o *Options) { o.JSONOnly = tc.jsonOnly })
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if !slices.Equal(r.codecs, []protocol.Codec{tc.want}) || !slices.Equal(r.hellos[0].Codecs, tc.wantOffer) {
+				t.Errorf("hello offered %v, connection spoke %v; want %v and %v", r.hellos[0].Codecs, r.codecs, tc.wantOffer, tc.want)
+			}
+		})
+	}
+}
+
+func testHandshakeHeartbeatAndRecords(t *testing.T, r *relay, mod func(*Options)) {
 	sp, err := spool.Open(spool.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sp.Close()
 	fillSpool(t, sp, 1, 1234)
-	h := startLink(t, r, sp, nil)
+	h := startLink(t, r, sp, mod)
 	eventually(t, "all records stored", func() bool { return r.storedCount() == 1234 })
 	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
 
@@ -597,6 +645,83 @@ func TestPoisonRecordDropped(t *testing.T) {
 	defer mu.Unlock()
 	if len(refused) != 1 || refused[0] != 7 {
 		t.Fatalf("OnRefused got %v", refused)
+	}
+}
+
+// TestWelcomeWithACodecNotOffered: a relay that answers with a codec the
+// hello did not offer gets a protocol-error close, and the agent keeps
+// trying.
+func TestWelcomeWithACodecNotOffered(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		conns.Add(1)
+		if _, _, err := c.Read(req.Context()); err != nil {
+			return
+		}
+		c.Write(req.Context(), websocket.MessageText, []byte(`{"type":"welcome","welcome":{"deviceId":"dev1","codec":"msgpack"}}`))
+		_, _, err = c.Read(req.Context())
+		if websocket.CloseStatus(err) != protocol.CloseProtocolError {
+			t.Errorf("agent ended with %v, want a protocol-error close", err)
+		}
+	}))
+	defer srv.Close()
+	h := startLink(t, &relay{srv: srv}, nil, func(o *Options) { o.BackoffMin, o.BackoffMax = time.Millisecond, 10*time.Millisecond })
+	defer h.stop()
+	eventually(t, "retried", func() bool { return conns.Load() >= 2 })
+	if h.link.Connected() {
+		t.Error("link connected on a codec it did not offer")
+	}
+}
+
+// TestUndecodableSpoolRecordDroppedInCBOR: in CBOR the link decodes each
+// spooled payload; one that does not decode goes empty, the relay refuses
+// it, and the poison-record handling drops it alone, as with JSON.
+func TestUndecodableSpoolRecordDroppedInCBOR(t *testing.T) {
+	r := newRelay(t)
+	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
+	defer sp.Close()
+	fillSpool(t, sp, 1, 4)
+	if _, err := sp.Append([]byte(`{"metric":`)); err != nil {
+		t.Fatal(err)
+	}
+	fillSpool(t, sp, 6, 4)
+	var refused []uint64
+	var mu sync.Mutex
+	startLink(t, r, sp, func(o *Options) {
+		o.OnRefused = func(seq uint64) { mu.Lock(); refused = append(refused, seq); mu.Unlock() }
+	})
+	eventually(t, "the other 8 stored", func() bool { return r.storedCount() == 8 })
+	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.stored[5]; ok || len(refused) != 1 || refused[0] != 5 || !slices.Equal(r.codecs[:1], []protocol.Codec{protocol.CBOR}) {
+		t.Fatalf("refused %v, codecs %v", refused, r.codecs)
+	}
+}
+
+// TestInvalidUTF8ReachesTheRelayReplaced: a channel's live value with
+// invalid UTF-8 (a serial line's bytes) reaches a relay speaking CBOR with
+// U+FFFD in their place, as JSON's encoder does, instead of a message the
+// relay's decoder refuses on every reconnect.
+func TestInvalidUTF8ReachesTheRelayReplaced(t *testing.T) {
+	r := newRelay(t)
+	startLink(t, r, nil, func(o *Options) {
+		o.Heartbeat = func() protocol.Heartbeat {
+			return protocol.Heartbeat{Status: resource.StatusOnline, Channels: []protocol.ChannelState{{ID: "uart-1", Live: "ok \xff\xfebad"}}}
+		}
+	})
+	eventually(t, "a heartbeat", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.heartbeats) > 0 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if got := r.heartbeats[0].Channels[0].Live; got != "ok \uFFFDbad" || r.codecs[0] != protocol.CBOR {
+		t.Errorf("live %q over %v", got, r.codecs)
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
 )
 
 // Bounds the relay enforces beyond shared/protocol's limits (docs/protocol.md,
@@ -113,25 +115,34 @@ func validEventType(t string) bool {
 	return word
 }
 
+// text is s as valid UTF-8 (each run of invalid bytes replaced by U+FFFD)
+// of at most n bytes. JSON's encoder replaces invalid UTF-8 by itself; a
+// CBOR text string must be valid, or the relay refuses the whole message.
+func text(s string, n int) string {
+	return truncate(strings.ToValidUTF8(s, "\uFFFD"), n)
+}
+
 func sanitizeHello(h *protocol.Hello) {
 	for _, p := range []*string{&h.AgentVersion, &h.FirmwareVersion, &h.Model, &h.DeviceName, &h.DeviceLocation, &h.Timezone} {
-		*p = truncate(*p, maxTextField)
+		*p = text(*p, maxTextField)
 	}
 }
 
 func sanitizeHeartbeat(h *protocol.Heartbeat) {
-	h.IPAddress = truncate(h.IPAddress, maxTextField)
+	h.Status = resource.DeviceStatus(text(string(h.Status), maxTextField))
+	h.IPAddress = text(h.IPAddress, maxTextField)
 	if len(h.Channels) > protocol.MaxChannels {
 		h.Channels = h.Channels[:protocol.MaxChannels]
 	}
 	for i := range h.Channels {
 		c := &h.Channels[i]
-		c.Live = truncate(c.Live, maxLive)
-		c.Error = truncate(c.Error, maxChannelError)
-		c.PassthroughAddress = truncate(c.PassthroughAddress, maxTextField)
+		c.ID = text(c.ID, maxTextField)
+		c.Live = text(c.Live, maxLive)
+		c.Error = text(c.Error, maxChannelError)
+		c.PassthroughAddress = text(c.PassthroughAddress, maxTextField)
 	}
 	if v := h.VPN; v != nil {
-		v.InterfaceName = truncate(v.InterfaceName, maxTextField)
-		v.Endpoint = truncate(v.Endpoint, maxTextField)
+		v.InterfaceName = text(v.InterfaceName, maxTextField)
+		v.Endpoint = text(v.Endpoint, maxTextField)
 	}
 }

@@ -1,6 +1,7 @@
 package agentlink_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -104,7 +105,10 @@ func TestHelloStoresAgentInfoAndGoesOnline(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestHeartbeatStoresStateAndChangedChannels(t *testing.T) {
-	e := newEnv(t, nil)
+	forCodecs(t, testHeartbeatStoresStateAndChangedChannels)
+}
+
+func testHeartbeatStoresStateAndChangedChannels(t *testing.T, e *env) {
 	id, tok := e.addDevice("IG-500")
 	a, _ := e.connect(tok, hello())
 	chans := []protocol.ChannelState{
@@ -197,8 +201,9 @@ func TestHeartbeatEventsOnePerMetricsInterval(t *testing.T) {
 	}
 }
 
-func TestRecordsStoredOnceAndAcked(t *testing.T) {
-	e := newEnv(t, nil)
+func TestRecordsStoredOnceAndAcked(t *testing.T) { forCodecs(t, testRecordsStoredOnceAndAcked) }
+
+func testRecordsStoredOnceAndAcked(t *testing.T, e *env) {
 	id, tok := e.addDevice("IG-500")
 	a, _ := e.connect(tok, hello())
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
@@ -328,22 +333,29 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 				a, _ = e.connect(tok, hello())
 			}
 			a.sendRaw(tc.msg)
-			ce := a.expectClose(5 * time.Second)
-			if ce.Code != tc.code || !strings.Contains(ce.Reason, tc.reason) {
-				t.Errorf("closed with %d %q, want %d containing %q", ce.Code, ce.Reason, tc.code, tc.reason)
-			}
-			if n := e.count(`SELECT COUNT(*) FROM metrics WHERE device_id = ?`, id); n != 0 {
-				t.Errorf("%d metrics stored from a rejected message", n)
-			}
-			// The relay and the other agent carry on.
-			good.heartbeat(protocol.Heartbeat{})
-			if seq := good.records(metricRec(uint64(time.Now().UnixNano()), time.Now(), 5)); seq == 0 {
-				t.Error("other agent not acknowledged")
-			}
+			e.closedAlone(t, a, id, good, tc.code, tc.reason)
 		})
 	}
 	if !strings.Contains(e.logs.String(), "agent connection closed") {
 		t.Error("closes are not logged")
+	}
+}
+
+// closedAlone checks that the relay closed a (of device id) with code and
+// a reason containing reason, stored no metric of it, and that the other
+// agent carries on.
+func (e *env) closedAlone(t *testing.T, a *agent, id string, other *agent, code websocket.StatusCode, reason string) {
+	t.Helper()
+	ce := a.expectClose(5 * time.Second)
+	if ce.Code != code || !strings.Contains(ce.Reason, reason) {
+		t.Errorf("closed with %d %q, want %d containing %q", ce.Code, ce.Reason, code, reason)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM metrics WHERE device_id = ?`, id); n != 0 {
+		t.Errorf("%d metrics stored from a rejected message", n)
+	}
+	other.heartbeat(protocol.Heartbeat{})
+	if seq := other.records(metricRec(uint64(time.Now().UnixNano()), time.Now(), 5)); seq == 0 {
+		t.Error("other agent not acknowledged")
 	}
 }
 
@@ -465,8 +477,9 @@ func TestDevicesLeftOnlineByACrashedRelayGoOffline(t *testing.T) {
 	}
 }
 
-func TestConfigReachesConnectedAgent(t *testing.T) {
-	e := newEnv(t, nil)
+func TestConfigReachesConnectedAgent(t *testing.T) { forCodecs(t, testConfigReachesConnectedAgent) }
+
+func testConfigReachesConnectedAgent(t *testing.T, e *env) {
 	id, tok := e.addDevice("IG-500")
 	a, _ := e.connect(tok, hello())
 	a.heartbeat(protocol.Heartbeat{Channels: []protocol.ChannelState{{ID: "rs485-1", Available: true}}})
@@ -583,7 +596,10 @@ func TestRevokedWhileConnected(t *testing.T) {
 // record handed on too early would show here as another device's value or
 // a skipped or repeated one.
 func TestConcurrentHeartbeatsKeepTheirOwnValues(t *testing.T) {
-	e := newEnv(t, nil)
+	forCodecs(t, testConcurrentHeartbeatsKeepTheirOwnValues)
+}
+
+func testConcurrentHeartbeatsKeepTheirOwnValues(t *testing.T, e *env) {
 	const devices, beats = 16, 60
 	ids := make([]string, devices)
 	agents := make([]*agent, devices)
@@ -720,6 +736,129 @@ func TestAgentReportsNormalized(t *testing.T) {
 	b, _ := e.connect(tok, h)
 	if m := b.recv(); m.Type != protocol.TypeConfig || m.Config.Version != 1 || m.Config.Mode != "both" {
 		t.Errorf("after a hello above the desired version: got %+v, want config 1", m)
+	}
+}
+
+// TestBadCBORClosesOnlyThatConnection: on a connection speaking CBOR, what
+// the decoder refuses (malformed, repeated keys, nesting or arrays beyond
+// its bounds, indefinite lengths, invalid UTF-8) and frames of the wrong
+// type close that connection with 4000 and store nothing; the protocol's
+// own limits keep their close codes; another agent carries on.
+func TestBadCBORClosesOnlyThatConnection(t *testing.T) {
+	now := time.Now()
+	cb := func(m protocol.Message) []byte {
+		b, err := protocol.CBOR.Marshal(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var tooMany []protocol.Record
+	for i := range protocol.MaxBatch + 1 {
+		tooMany = append(tooMany, metricRec(uint64(i+1), now.Add(-time.Duration(i)*time.Second), 1))
+	}
+	var tooManyChannels []protocol.ChannelState
+	for i := range 5000 {
+		tooManyChannels = append(tooManyChannels, protocol.ChannelState{ID: fmt.Sprint(i)})
+	}
+	good := cb(protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{metricRec(1, now, 1)}}})
+	deep := []byte{0xa2, 0x01, 0x69, 'h', 'e', 'a', 'r', 't', 'b', 'e', 'a', 't', 0x03}
+	deep = append(deep, bytes.Repeat([]byte{0x81}, 40)...) // arrays in arrays
+	deep = append(deep, 0x00)
+	cases := []struct {
+		name   string
+		text   bool // sent in a text frame
+		msg    []byte
+		code   websocket.StatusCode
+		reason string
+	}{
+		{"truncated", false, good[:len(good)-3], protocol.CloseProtocolError, "malformed CBOR"},
+		{"not CBOR", false, []byte("\xff\xff"), protocol.CloseProtocolError, "malformed CBOR"},
+		{"JSON in a text frame", true, mustJSON(protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{metricRec(1, now, 1)}}}), protocol.CloseProtocolError, "a text frame on a connection speaking cbor"},
+		{"repeated key", false, []byte{0xa2, 0x01, 0x63, 'a', 'c', 'k', 0x01, 0x63, 'a', 'c', 'k'}, protocol.CloseProtocolError, "duplicate map key"},
+		{"nested too deep", false, deep, protocol.CloseProtocolError, "exceeded max nested level"},
+		{"indefinite length", false, []byte{0xbf, 0x01, 0x63, 'a', 'c', 'k', 0xff}, protocol.CloseProtocolError, "indefinite-length"},
+		{"invalid UTF-8", false, []byte{0xa1, 0x01, 0x62, 0xff, 0xfe}, protocol.CloseProtocolError, "invalid UTF-8"},
+		{"array over the decoder's bound", false, cb(protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &protocol.Heartbeat{Status: resource.StatusOnline, Channels: tooManyChannels}}), protocol.CloseProtocolError, "exceeded max number of elements"},
+		{"batch over MaxBatch", false, cb(protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: tooMany}}), protocol.CloseTooLarge, "batch of"},
+		{"oversized", false, cb(protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &protocol.Heartbeat{Status: resource.StatusOnline, IPAddress: strings.Repeat("x", protocol.MaxMessageBytes)}}), protocol.CloseTooLarge, "message over"},
+		{"heartbeat without heartbeat", false, cb(protocol.Message{Type: protocol.TypeHeartbeat}), protocol.CloseProtocolError, "heartbeat.status"},
+		{"cpu out of range", false, cb(protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{metricRec(1, now, 150)}}}), protocol.CloseProtocolError, "cpuPct"},
+		{"event data not an object", false, cb(protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{
+			{Seq: 1, Event: &protocol.Event{ID: ids.New(), Type: "usb.attached", Severity: resource.SeverityInfo, Data: json.RawMessage(`[1]`), CreatedAt: resource.T(now)}}}}}),
+			protocol.CloseProtocolError, "must be a JSON object"},
+	}
+	e := newEnv(t, nil)
+	e.codec = protocol.CBOR
+	_, goodTok := e.addDevice("IG-500")
+	other, _ := e.connect(goodTok, hello())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id, tok := e.addDevice("IG-500")
+			a, _ := e.connect(tok, hello())
+			if tc.text {
+				a.sendRaw(tc.msg)
+			} else {
+				a.sendFrame(protocol.CBOR, tc.msg)
+			}
+			e.closedAlone(t, a, id, other, tc.code, tc.reason)
+		})
+	}
+	t.Run("CBOR hello", func(t *testing.T) {
+		_, tok := e.addDevice("IG-500")
+		a := e.mustDial(tok)
+		h := hello()
+		h.Codecs = []protocol.Codec{protocol.CBOR}
+		a.sendFrame(protocol.CBOR, cb(protocol.Message{Type: protocol.TypeHello, Hello: &h}))
+		if ce := a.expectClose(5 * time.Second); ce.Code != protocol.CloseProtocolError || !strings.Contains(ce.Reason, "a binary frame on a connection speaking json") {
+			t.Errorf("closed with %d %q", ce.Code, ce.Reason)
+		}
+	})
+	t.Run("CBOR on a JSON connection", func(t *testing.T) {
+		_, tok := e.addDevice("IG-500")
+		e.codec = protocol.JSON
+		a, _ := e.connect(tok, hello())
+		e.codec = protocol.CBOR
+		a.sendFrame(protocol.CBOR, good)
+		if ce := a.expectClose(5 * time.Second); ce.Code != protocol.CloseProtocolError || !strings.Contains(ce.Reason, "a binary frame on a connection speaking json") {
+			t.Errorf("closed with %d %q", ce.Code, ce.Reason)
+		}
+	})
+}
+
+// TestCodecNegotiation: the relay answers CBOR to a hello offering it
+// (among codecs it does not know), and an agent offering nothing, as
+// agents from before CBOR, gets a welcome without a codec and JSON text
+// frames, acks included.
+func TestCodecNegotiation(t *testing.T) {
+	e := newEnv(t, nil)
+	_, tok := e.addDevice("IG-500")
+	h := hello()
+	h.Codecs = []protocol.Codec{"msgpack", protocol.CBOR}
+	a, w := e.connect(tok, h)
+	if w.Codec != protocol.CBOR {
+		t.Fatalf("welcome codec %q, want cbor", w.Codec)
+	}
+	if seq := a.records(metricRec(1, time.Now(), 1)); seq != 1 { // the ack arrives as CBOR (recv checks the frame)
+		t.Errorf("ack %d", seq)
+	}
+	a.ws.Close(websocket.StatusNormalClosure, "")
+
+	old := e.mustDial(tok)
+	old.sendRaw([]byte(`{"type":"hello","hello":{"agentVersion":"0.9.0","model":"IG-500","heartbeatInterval":"1h"}}`))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	typ, b, err := old.ws.Read(ctx)
+	if err != nil || typ != websocket.MessageText || strings.Contains(string(b), "codec") || !strings.Contains(string(b), `"type":"welcome"`) {
+		t.Fatalf("an old agent's welcome: %v %v %s", typ, err, b)
+	}
+	old.sendRaw(mustJSON(protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{metricRec(2, time.Now(), 1)}}}))
+	typ, b, err = old.ws.Read(ctx)
+	if err != nil || typ != websocket.MessageText || string(b) != `{"type":"ack","ack":{"seq":2}}` {
+		t.Fatalf("an old agent's ack: %v %v %s", typ, err, b)
+	}
+	if !strings.Contains(e.logs.String(), "codec=cbor") || !strings.Contains(e.logs.String(), "codec=json") {
+		t.Errorf("the agent online lines do not name the codec:\n%s", e.logs.String())
 	}
 }
 

@@ -56,11 +56,10 @@ type conn struct {
 	// stored: with sentVersion, the highest the agent can have been told.
 	helloDesired int64
 
-	// strs holds strings of earlier heartbeats, hb and vpn the heartbeat
-	// being handled (decodeHeartbeatInto); reader goroutine only.
-	strs strCache
-	hb   protocol.Heartbeat
-	vpn  protocol.VPN
+	// codec is the codec of the messages after the welcome (JSON until it
+	// is sent); set before welcomed, read by config pushes after it.
+	codec protocol.Codec
+	dec   decoder // reader goroutine only
 }
 
 // closeErr ends a session with a close code and a reason.
@@ -114,15 +113,20 @@ func isNetClosed(err error) bool {
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// read reads one message.
-// A heartbeat decoded on the fast path lives in c.hb until the next read.
+// read reads one message: JSON in a text frame until the welcome, then a
+// message of the connection's codec. A CBOR heartbeat lives in c.dec until
+// the next read.
 func (c *conn) read(ctx context.Context) (protocol.Message, error) {
 	typ, r, err := c.ws.Reader(ctx)
 	if err != nil {
 		return protocol.Message{}, err
 	}
-	if typ != websocket.MessageText {
-		return protocol.Message{}, protoErr("binary frames are not part of the protocol")
+	codec := protocol.JSON
+	if c.welcomed.Load() {
+		codec = c.codec
+	}
+	if typ != frameType(codec) {
+		return protocol.Message{}, protoErr("a %s frame on a connection speaking %s", frameName(typ), codec)
 	}
 	buf := c.srv.getBuf()
 	defer c.srv.putBuf(buf)
@@ -135,22 +139,9 @@ func (c *conn) read(ctx context.Context) (protocol.Message, error) {
 		return protocol.Message{}, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
 	}
 	c.touch()
-	return c.decode(b)
-}
-
-// decode decodes one message: heartbeats written the plain way on the fast
-// path, anything else with encoding/json. Neither decoder keeps a reference
-// to b (strings and json.RawMessage are copies), so the caller's buffer can
-// be reused. (FuzzAgentMessage drives it with arbitrary bytes.)
-func (c *conn) decode(b []byte) (protocol.Message, error) {
-	if m, ok := decodeHeartbeatInto(b, &c.strs, &c.hb, &c.vpn); ok {
-		return m, nil
-	}
-	var m protocol.Message
-	if err := json.Unmarshal(b, &m); err != nil {
-		return protocol.Message{}, protoErr("malformed JSON: %v", err)
-	}
-	return m, nil
+	// Neither codec keeps a reference to b (strings and byte slices are
+	// copies), so the buffer goes back to the pool.
+	return c.dec.decode(codec, b)
 }
 
 // readLimited appends what r holds to b, up to limit bytes in all (a
@@ -172,15 +163,8 @@ func readLimited(r io.Reader, b []byte, limit int) ([]byte, error) {
 	return b, nil
 }
 
-func (c *conn) send(m *protocol.Message) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("agentlink: encode %s: %w", m.Type, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.WriteTimeout)
-	defer cancel()
-	return c.ws.Write(ctx, websocket.MessageText, b)
-}
+// send sends m in the connection's codec (after the welcome).
+func (c *conn) send(m *protocol.Message) error { return c.write(c.codec, m) }
 
 // storeCtx is the context of store calls. It cannot be cancelled: the
 // writer completes or fails every job it took, and Shutdown closes the
@@ -196,7 +180,8 @@ func (c *conn) serve() error {
 	m, err := c.read(hctx)
 	cancel()
 	if err != nil {
-		if hctx.Err() != nil && s.ctx.Err() == nil {
+		// (cancel has run: only a passed deadline means the agent was silent.)
+		if errors.Is(hctx.Err(), context.DeadlineExceeded) && s.ctx.Err() == nil {
 			return protoErr("no hello within %s", s.cfg.HandshakeTimeout)
 		}
 		return err
@@ -284,13 +269,17 @@ func (c *conn) hello(h *protocol.Hello) error {
 	for _, ch := range out.Channels {
 		c.channels[ch.ID] = ch
 	}
-	c.log.Info("agent online", "agentVersion", h.AgentVersion, "heartbeat", hb, "lastSeq", out.LastSeq)
+	codec := protocol.ChooseCodec(h.Codecs)
+	c.log.Info("agent online", "agentVersion", h.AgentVersion, "heartbeat", hb, "lastSeq", out.LastSeq, "codec", codec)
 	s.statusChanged(out.Change)
-	if err := c.send(&protocol.Message{Type: protocol.TypeWelcome, Welcome: &protocol.Welcome{
-		DeviceID: c.dev.ID, ServerTime: resource.T(s.now()), LastSeq: out.LastSeq,
-	}}); err != nil {
+	w := &protocol.Welcome{DeviceID: c.dev.ID, ServerTime: resource.T(s.now()), LastSeq: out.LastSeq}
+	if codec != protocol.JSON {
+		w.Codec = codec // an agent that offered nothing gets the welcome of a relay from before codecs
+	}
+	if err := c.write(protocol.JSON, &protocol.Message{Type: protocol.TypeWelcome, Welcome: w}); err != nil {
 		return err
 	}
+	c.codec = codec
 	c.welcomed.Store(true)
 	switch {
 	case out.DesiredVersion > h.AppliedVersion:
@@ -371,7 +360,7 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	p := s.getPending(c)
 	p.read = read
 	in.Channels = p.channels[:0]
-	changed := p.changed[:0]
+	var changed []resource.ChannelTelemetry // the Observers' to keep
 	serial := c.model.Has(resource.CapabilitySerialIO)
 	if serial && len(h.Channels) > 0 {
 		in.HasChannels = true
@@ -389,12 +378,9 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 			}
 		}
 	}
-	p.channels, p.changed = in.Channels, changed
+	p.channels = in.Channels
 	if len(in.Channels) == 0 {
 		in.Channels = nil
-	}
-	if len(changed) == 0 {
-		changed = nil
 	}
 	if c.lastHBEvent.IsZero() || now.Sub(c.lastHBEvent) >= c.metricsInterval {
 		data := map[string]any{"status": h.Status, "ipAddress": in.IPAddress, "appliedVersion": h.AppliedVersion}
@@ -407,11 +393,11 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	}
 	p.chb = cloud.Heartbeat{At: now, Status: h.Status, Changed: changed}
 	if h.VPN != nil {
-		p.vpn = cloud.VPNState{Up: h.VPN.Up, InterfaceName: h.VPN.InterfaceName, Endpoint: h.VPN.Endpoint, PeerCount: h.VPN.PeerCount}
+		vpn := &cloud.VPNState{Up: h.VPN.Up, InterfaceName: h.VPN.InterfaceName, Endpoint: h.VPN.Endpoint, PeerCount: h.VPN.PeerCount}
 		if h.VPN.LastHandshake != nil {
-			p.vpn.LastHandshake = h.VPN.LastHandshake.Time
+			vpn.LastHandshake = h.VPN.LastHandshake.Time
 		}
-		p.chb.VPN = &p.vpn
+		p.chb.VPN = vpn
 	}
 	ev := in.Event
 	p.ev = ev
@@ -493,21 +479,19 @@ func (c *conn) configApplied(a *protocol.ConfigApplied) error {
 }
 
 // hbPending is a heartbeat on its way to the store: what its completion
-// needs, and the memory of its channel lists, reused from one heartbeat to
-// the next through Server.pending so that a heartbeat allocates (almost)
-// nothing. Every allocation per heartbeat brings the next GC cycle closer,
-// and a GC mark phase on a busy relay delays every heartbeat in flight
-// (docs/benchmarks.md).
+// needs, and the memory of its channel list for the store, reused from one
+// heartbeat to the next through Server.pending. Every allocation per
+// heartbeat brings the next GC cycle closer, and a GC mark phase on a busy
+// relay delays every heartbeat in flight (docs/benchmarks.md). What goes to
+// the Observers (chb) is their own to keep.
 type hbPending struct {
 	s          *Server
 	c          *conn
 	read, sent time.Time
 	chb        cloud.Heartbeat
-	vpn        cloud.VPNState
 	ev         *resource.Event
-	channels   []protocol.ChannelState     // backing of HeartbeatIn.Channels
-	changed    []resource.ChannelTelemetry // backing of chb.Changed
-	done       func(HeartbeatOut, error)   // p.complete, bound once
+	channels   []protocol.ChannelState   // backing of HeartbeatIn.Channels
+	done       func(HeartbeatOut, error) // p.complete, bound once
 }
 
 func (s *Server) getPending(c *conn) *hbPending {
@@ -522,12 +506,11 @@ func (s *Server) getPending(c *conn) *hbPending {
 
 // putPending returns p for reuse once nothing refers to its memory.
 func (s *Server) putPending(p *hbPending) {
-	if cap(p.channels) > 64 || cap(p.changed) > 64 {
+	if cap(p.channels) > 64 {
 		return // an unusual heartbeat: leave its large lists to the GC
 	}
 	clear(p.channels[:cap(p.channels)])
-	clear(p.changed[:cap(p.changed)])
-	*p = hbPending{s: p.s, done: p.done, channels: p.channels[:0], changed: p.changed[:0]}
+	*p = hbPending{s: p.s, done: p.done, channels: p.channels[:0]}
 	s.pending.Put(p)
 }
 

@@ -3,59 +3,58 @@ package agentlink
 import (
 	"encoding/json"
 	"net/netip"
-	"reflect"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleet/fleet/shared/protocol"
 )
 
-// Fuzz targets of the agent protocol's decoding (seed corpora, one message
-// of every type and a few hostile ones, in testdata/fuzz/<target>; `make
-// fuzz` runs them for longer). The decoder
-// under test is decodeForFuzz, a connection's own: when the link's codec
-// changes (issue 17: CBOR negotiated in the hello), FuzzAgentMessage keeps
-// driving whatever conn.decode is, and FuzzHeartbeatFastPath goes with the
-// JSON fast path it compares.
+// The agent protocol's decoding is fuzzed here (FuzzAgentMessage: every
+// message type through a connection's decoder, in each codec, then the
+// relay's validation) and in codec_test.go (FuzzConnDecoder: a reused CBOR
+// decoder against a fresh one). Seed corpora: testdata/fuzz/<target>.
 
-// decodeForFuzz is the decoder FuzzAgentMessage drives.
-var decodeForFuzz = func(c *conn, b []byte) (protocol.Message, error) { return c.decode(b) }
-
-// FuzzHeartbeatFastPath: whatever the heartbeat fast path accepts,
-// encoding/json accepts too and decodes to the same message, whether
-// decoded fresh, through a string cache, or into a reused heartbeat (as a
-// connection decodes).
-func FuzzHeartbeatFastPath(f *testing.F) {
-	var cache strCache
-	var hb protocol.Heartbeat
-	var vpn protocol.VPN
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got, ok := decodeHeartbeat(b)
-		into, iok := decodeHeartbeatInto(append([]byte(nil), b...), &cache, &hb, &vpn)
-		if ok != iok {
-			t.Fatalf("fresh decoding accepts %v, into a reused heartbeat %v: %q", ok, iok, b)
-		}
-		if !ok {
-			return
-		}
-		var want protocol.Message
-		if err := json.Unmarshal(b, &want); err != nil {
-			t.Fatalf("fast path accepted what encoding/json refuses (%v): %q", err, b)
-		}
-		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(into, want) {
-			t.Fatalf("fast path differs on %q\n got %+v\ninto %+v\nwant %+v", b, got.Heartbeat, into.Heartbeat, want.Heartbeat)
-		}
-	})
+// decodeForFuzz is the decoder FuzzAgentMessage drives: a connection's own.
+var decodeForFuzz = func(d *decoder, codec protocol.Codec, b []byte) (protocol.Message, error) {
+	return d.decode(codec, b)
 }
 
-// FuzzAgentMessage decodes arbitrary bytes as a connection does and runs
-// the relay's validation of the message's type: no panic, and what passes
-// validation is within the protocol's bounds (docs/protocol.md).
+// FuzzAgentMessage decodes arbitrary bytes as a connection does, in JSON
+// or in CBOR, and runs the relay's validation of the message's type: no
+// panic, and what passes validation is within the protocol's bounds
+// (docs/protocol.md). The JSON seeds are also added in CBOR.
 func FuzzAgentMessage(f *testing.F) {
+	for _, name := range []string{"hello", "heartbeat", "records", "config-applied", "seq-above-bound"} {
+		b, err := os.ReadFile(filepath.Join("testdata/fuzz/FuzzAgentMessage", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		js, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(strings.SplitN(string(b), "\n", 4)[2], "[]byte("), ")"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		var m protocol.Message
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
+			f.Fatalf("seed %s: %v", name, err)
+		}
+		cb, err := protocol.CBOR.Marshal(&m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(true, cb)
+	}
 	now := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
-	c := &conn{}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeForFuzz(c, b)
+	var d decoder
+	f.Fuzz(func(t *testing.T, cbor bool, b []byte) {
+		codec := protocol.JSON
+		if cbor {
+			codec = protocol.CBOR
+		}
+		m, err := decodeForFuzz(&d, codec, b)
 		if err != nil {
 			return
 		}
@@ -94,7 +93,7 @@ func FuzzAgentMessage(f *testing.F) {
 			}
 		}
 		// What decoded re-encodes (the relay answers and logs messages).
-		if _, err := json.Marshal(m); err != nil {
+		if _, err := codec.Marshal(&m); err != nil {
 			t.Fatalf("decoded message does not encode: %v", err)
 		}
 	})

@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,12 +45,7 @@ func (r *recorder) MetricsStored(_ context.Context, d cloud.DeviceRef, s []resou
 }
 
 func (r *recorder) HeartbeatStored(_ context.Context, d cloud.DeviceRef, hb cloud.Heartbeat) {
-	// The endpoint reuses hb's lists once this returns (cloud.Observer).
-	hb.Changed = slices.Clone(hb.Changed)
-	if hb.VPN != nil {
-		v := *hb.VPN
-		hb.VPN = &v
-	}
+	// Kept as it is: an Observer owns what it is given.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.heartbeats[d.ID] = append(r.heartbeats[d.ID], hb)
@@ -115,6 +110,24 @@ type env struct {
 	org    cloud.Org
 	serial *sqlite.SerialService
 	cancel context.CancelFunc
+	// codec is what connect's agents offer in their hello: JSON (none, as
+	// agents from before CBOR) unless a test sets it.
+	codec protocol.Codec
+}
+
+// codecs are the codecs the tests that run once per codec use: JSON, as an
+// agent from before CBOR speaks it, and CBOR.
+var codecs = []protocol.Codec{protocol.JSON, protocol.CBOR}
+
+// forCodecs runs test once per codec, on an endpoint of its own.
+func forCodecs(t *testing.T, test func(t *testing.T, e *env)) {
+	for _, c := range codecs {
+		t.Run(string(c), func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.codec = c
+			test(t, e)
+		})
+	}
 }
 
 func newEnv(t *testing.T, tweak func(*agentlink.Config)) *env {
@@ -172,10 +185,12 @@ func (e *env) addDevice(model string) (string, string) {
 
 func (e *env) url() string { return "ws" + strings.TrimPrefix(e.http.URL, "http") + protocol.Path }
 
-// agent is a minimal in-test agent speaking shared/protocol.
+// agent is a minimal in-test agent speaking shared/protocol: JSON until
+// the welcome, then the codec it names.
 type agent struct {
-	t  *testing.T
-	ws *websocket.Conn
+	t     *testing.T
+	ws    *websocket.Conn
+	codec protocol.Codec
 }
 
 func (e *env) dial(token string) (*agent, *http.Response, error) {
@@ -204,46 +219,78 @@ func (e *env) mustDial(token string) *agent {
 	return a
 }
 
-// connect dials and runs the hello/welcome handshake.
+// connect dials and runs the hello/welcome handshake, offering e.codec
+// when the hello offers nothing; the agent then speaks the welcome's codec.
 func (e *env) connect(token string, h protocol.Hello) (*agent, protocol.Welcome) {
 	e.t.Helper()
 	a := e.mustDial(token)
+	if h.Codecs == nil && e.codec != "" && e.codec != protocol.JSON {
+		h.Codecs = []protocol.Codec{e.codec}
+	}
 	a.send(protocol.Message{Type: protocol.TypeHello, Hello: &h})
 	m := a.recv()
 	if m.Type != protocol.TypeWelcome || m.Welcome == nil {
 		e.t.Fatalf("want welcome, got %+v", m)
 	}
+	if want := protocol.ChooseCodec(h.Codecs); m.Welcome.Codec.String() != string(want) {
+		e.t.Fatalf("welcome names codec %q for a hello offering %v", m.Welcome.Codec, h.Codecs)
+	}
+	a.codec = m.Welcome.Codec
 	return a, *m.Welcome
 }
 
+// send sends m in the agent's codec.
 func (a *agent) send(m protocol.Message) {
 	a.t.Helper()
-	b, err := json.Marshal(m)
+	b, err := a.codec.Marshal(&m)
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	a.sendRaw(b)
+	a.sendFrame(a.codec, b)
 }
 
+// sendRaw sends b in a text frame (JSON).
 func (a *agent) sendRaw(b []byte) {
 	a.t.Helper()
+	a.sendFrame(protocol.JSON, b)
+}
+
+// sendFrame sends b in the frame type of codec.
+func (a *agent) sendFrame(codec protocol.Codec, b []byte) {
+	a.t.Helper()
+	typ := websocket.MessageText
+	if codec.Binary() {
+		typ = websocket.MessageBinary
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := a.ws.Write(ctx, websocket.MessageText, b); err != nil {
+	if err := a.ws.Write(ctx, typ, b); err != nil {
 		a.t.Fatalf("write: %v", err)
 	}
 }
 
+// recvTimeout reads one message: text frames are JSON, binary ones CBOR,
+// which only a connection speaking CBOR may carry.
 func (a *agent) recvTimeout(d time.Duration) (protocol.Message, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	_, b, err := a.ws.Read(ctx)
+	typ, b, err := a.ws.Read(ctx)
 	if err != nil {
 		return protocol.Message{}, err
 	}
+	codec := protocol.JSON
+	if typ == websocket.MessageBinary {
+		codec = protocol.CBOR
+	}
+	if codec != protocol.JSON && codec != a.codec {
+		return protocol.Message{}, fmt.Errorf("a %s message on a connection speaking %s", codec, a.codec)
+	}
 	var m protocol.Message
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := codec.Unmarshal(b, &m); err != nil {
 		return protocol.Message{}, err
+	}
+	if m.Type != protocol.TypeWelcome && codec.String() != a.codec.String() {
+		return protocol.Message{}, fmt.Errorf("a %s message %s on a connection speaking %s", codec, m.Type, a.codec)
 	}
 	return m, nil
 }

@@ -493,3 +493,17 @@ func (e *Engine) sweep(ctx context.Context, deviceID string) {
 		}
 	}
 }
+
+// EventData is the data of an alert's device event (alert.<rule>): the
+// alert's payload plus alertId, ruleId and rule. Stores record it with the
+// alert.
+func EventData(payload json.RawMessage, alertID string, r Rule) (json.RawMessage, error) {
+	m := map[string]any{}
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, &m); err != nil {
+			m = map[string]any{}
+		}
+	}
+	m["alertId"], m["ruleId"], m["rule"] = alertID, r.ID, r.Name
+	return json.Marshal(m)
+}

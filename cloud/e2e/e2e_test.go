@@ -37,6 +37,8 @@ type fleet struct {
 	api     *fleetproc.API
 	devices []deviceInfo
 	agents  []*fleetproc.Proc
+	// agentBin is the agent binary run.
+	agentBin string
 }
 
 func (f *fleet) relayLog() string { return filepath.Join(f.dir, "relay.log") }
@@ -61,7 +63,7 @@ func (f *fleet) agentLog(i int) string { return filepath.Join(f.dir, fmt.Sprintf
 func (f *fleet) startAgent(i int) {
 	f.t.Helper()
 	d := f.devices[i]
-	f.agents[i] = fleetproc.Start(f.t, fmt.Sprintf("fleet-agent %d", i), f.agentLog(i), nil, bins.agent,
+	f.agents[i] = fleetproc.Start(f.t, fmt.Sprintf("fleet-agent %d", i), f.agentLog(i), nil, f.agentBin,
 		"--relay", fmt.Sprintf("http://127.0.0.1:%d", f.port), "--token", d.Token, "--hw", "sim", "--model", "IG-500",
 		"--state-dir", filepath.Join(f.dir, fmt.Sprintf("state-%d", i)),
 		"--heartbeat", "1s", "--metrics-interval", "1s", "--backoff-min", "200ms", "--backoff-max", "2s",
@@ -96,12 +98,13 @@ func (f *fleet) eventsOf(i int, typ string) []resource.Event {
 	return l.Data
 }
 
-func newFleet(t *testing.T, agents int) *fleet {
+// newFleet starts a relay with devices for agents agents of agentBin.
+func newFleet(t *testing.T, agents int, agentBin string) *fleet {
 	dir := t.TempDir()
 	if d := os.Getenv("FLEET_E2E_KEEP"); d != "" {
 		dir = d
 	}
-	f := &fleet{t: t, dir: dir, db: filepath.Join(dir, "fleet.db"), port: freePort(t), agents: make([]*fleetproc.Proc, agents)}
+	f := &fleet{t: t, dir: dir, db: filepath.Join(dir, "fleet.db"), port: freePort(t), agents: make([]*fleetproc.Proc, agents), agentBin: agentBin}
 	var org struct{ ID string }
 	fleetproc.Admin(t, bins.relay, nil, &org, "org", "create", "--db", f.db, "--name", "E2E")
 	var key struct{ Key string }
@@ -119,9 +122,17 @@ func newFleet(t *testing.T, agents int) *fleet {
 }
 
 // TestAgentsThroughCrashesAndDroppedLinks is the end-to-end test.
+// It runs once with current agents (CBOR after the welcome) and once with
+// agents built as those from before CBOR (JSON throughout), against the
+// same relay binary.
 func TestAgentsThroughCrashesAndDroppedLinks(t *testing.T) {
+	t.Run("cbor agents", func(t *testing.T) { testAgentsThroughCrashesAndDroppedLinks(t, bins.agent, "cbor") })
+	t.Run("json-only agents", func(t *testing.T) { testAgentsThroughCrashesAndDroppedLinks(t, bins.agentJSON, "json") })
+}
+
+func testAgentsThroughCrashesAndDroppedLinks(t *testing.T, agentBin, codec string) {
 	const n = 3
-	f := newFleet(t, n)
+	f := newFleet(t, n, agentBin)
 	for i := range n {
 		if s := f.status(i); s != "PROVISIONING" {
 			t.Fatalf("device %d before its agent ran: %s", i, s)
@@ -201,6 +212,17 @@ func TestAgentsThroughCrashesAndDroppedLinks(t *testing.T) {
 	f.api.Do("GET", "/devices/"+f.devices[2].ID+"/serial/telemetry", nil, &tel)
 	if tel.Data.At == nil || len(tel.Data.Channels) == 0 {
 		t.Errorf("telemetry = %+v", tel.Data)
+	}
+
+	// Every session of every agent spoke the codec of its build.
+	sessions := fleetproc.LogLines(t, f.relayLog(), "agent online")
+	if len(sessions) < 3*n {
+		t.Errorf("%d agent online lines in the relay log, want at least %d", len(sessions), 3*n)
+	}
+	for _, l := range sessions {
+		if l["codec"] != codec {
+			t.Errorf("relay log: agent online with codec %v, want %s: %v", l["codec"], codec, l)
+		}
 	}
 
 	// A graceful stop of an agent: the link closes, the device goes OFFLINE.

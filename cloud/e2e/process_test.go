@@ -9,9 +9,10 @@ import (
 	"github.com/fleet/fleet/internal/testnet"
 )
 
-// bins holds the binaries TestMain builds.
+// bins holds the binaries TestMain builds: agentJSON is fleet-agent built
+// to behave as agents from before CBOR (fleetproc.Bins).
 var bins struct {
-	dir, relay, agent string
+	dir, relay, agent, agentJSON string
 }
 
 func TestMain(m *testing.M) {
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	bins.dir, bins.relay, bins.agent = b.Dir, b.Relay, b.Agent
+	bins.dir, bins.relay, bins.agent, bins.agentJSON = b.Dir, b.Relay, b.Agent, b.AgentJSON
 	code := m.Run()
 	os.RemoveAll(b.Dir)
 	os.Exit(code)

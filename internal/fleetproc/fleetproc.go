@@ -25,24 +25,27 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// Bins are the built binaries.
+// Bins are the built binaries. AgentJSON is fleet-agent built with the
+// fleet_json_only tag: it behaves as agents from before CBOR (no codec
+// offered in its hello, JSON throughout).
 type Bins struct {
-	Dir, Relay, Agent string
+	Dir, Relay, Agent, AgentJSON string
 }
 
-// Build builds fleet-relay (cgo) and fleet-agent (static) into a new
-// temporary directory; remove Dir when done.
+// Build builds fleet-relay (cgo) and fleet-agent (static, also as
+// AgentJSON) into a new temporary directory; remove Dir when done.
 func Build() (Bins, error) {
 	dir, err := os.MkdirTemp("", "fleet-bin-")
 	if err != nil {
 		return Bins{}, err
 	}
-	b := Bins{Dir: dir, Relay: filepath.Join(dir, "fleet-relay"), Agent: filepath.Join(dir, "fleet-agent")}
-	for _, x := range []struct{ out, pkg, cgo string }{
-		{b.Relay, "github.com/fleet/fleet/cloud/cmd/fleet-relay", "1"},
-		{b.Agent, "github.com/fleet/fleet/agent/cmd/fleet-agent", "0"},
+	b := Bins{Dir: dir, Relay: filepath.Join(dir, "fleet-relay"), Agent: filepath.Join(dir, "fleet-agent"), AgentJSON: filepath.Join(dir, "fleet-agent-json-only")}
+	for _, x := range []struct{ out, pkg, cgo, tags string }{
+		{b.Relay, "github.com/fleet/fleet/cloud/cmd/fleet-relay", "1", ""},
+		{b.Agent, "github.com/fleet/fleet/agent/cmd/fleet-agent", "0", ""},
+		{b.AgentJSON, "github.com/fleet/fleet/agent/cmd/fleet-agent", "0", "fleet_json_only"},
 	} {
-		cmd := exec.Command("go", "build", "-o", x.out, x.pkg)
+		cmd := exec.Command("go", "build", "-tags", x.tags, "-o", x.out, x.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+x.cgo)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			os.RemoveAll(dir)

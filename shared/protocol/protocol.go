@@ -1,7 +1,9 @@
 // Package protocol is the wire protocol between fleet-agent and fleet-relay:
-// one websocket per agent at Path, text frames holding one JSON Message each.
-// The agent authenticates the upgrade with its device token as a bearer
-// token. Records (metric samples and events) carry the agent's spool
+// one websocket per agent at Path, one Message per frame. The hello and the
+// welcome are JSON text frames; the welcome names the Codec of every later
+// message, CBOR in binary frames when the agent offered it, else JSON (see
+// codec.go). The agent authenticates the upgrade with its device token as
+// a bearer token. Records (metric samples and events) carry the agent's spool
 // sequence number; the relay stores them idempotently and answers with an
 // Ack naming the highest sequence stored, after which the agent drops them
 // from its spool. The full description, with limits and close codes, is
@@ -70,73 +72,81 @@ const (
 // Message is the envelope of every frame; Type selects which of the other
 // fields is set.
 type Message struct {
-	Type          string         `json:"type"`
-	Hello         *Hello         `json:"hello,omitempty"`
-	Heartbeat     *Heartbeat     `json:"heartbeat,omitempty"`
-	Records       *Records       `json:"records,omitempty"`
-	ConfigApplied *ConfigApplied `json:"configApplied,omitempty"`
-	Welcome       *Welcome       `json:"welcome,omitempty"`
-	Ack           *Ack           `json:"ack,omitempty"`
-	Config        *Config        `json:"config,omitempty"`
+	Type          string         `json:"type" cbor:"1,keyasint,omitempty"`
+	Hello         *Hello         `json:"hello,omitempty" cbor:"2,keyasint,omitempty"`
+	Heartbeat     *Heartbeat     `json:"heartbeat,omitempty" cbor:"3,keyasint,omitempty"`
+	Records       *Records       `json:"records,omitempty" cbor:"4,keyasint,omitempty"`
+	ConfigApplied *ConfigApplied `json:"configApplied,omitempty" cbor:"5,keyasint,omitempty"`
+	Welcome       *Welcome       `json:"welcome,omitempty" cbor:"6,keyasint,omitempty"`
+	Ack           *Ack           `json:"ack,omitempty" cbor:"7,keyasint,omitempty"`
+	Config        *Config        `json:"config,omitempty" cbor:"8,keyasint,omitempty"`
 }
 
 // Hello opens a session.
 type Hello struct {
-	AgentVersion    string `json:"agentVersion"`
-	FirmwareVersion string `json:"firmwareVersion"`
-	Model           string `json:"model"`
-	DeviceName      string `json:"deviceName"`
-	DeviceLocation  string `json:"deviceLocation"`
-	Timezone        string `json:"timezone"`
+	AgentVersion    string `json:"agentVersion" cbor:"1,keyasint,omitempty"`
+	FirmwareVersion string `json:"firmwareVersion" cbor:"2,keyasint,omitempty"`
+	Model           string `json:"model" cbor:"3,keyasint,omitempty"`
+	DeviceName      string `json:"deviceName" cbor:"4,keyasint,omitempty"`
+	DeviceLocation  string `json:"deviceLocation" cbor:"5,keyasint,omitempty"`
+	Timezone        string `json:"timezone" cbor:"6,keyasint,omitempty"`
 	// AppliedVersion is the desired-config version the agent runs now (0:
 	// none yet); the relay sends a Config when it holds a newer one.
-	AppliedVersion int64 `json:"appliedVersion"`
+	AppliedVersion int64 `json:"appliedVersion" cbor:"7,keyasint,omitempty"`
 	// HeartbeatInterval is the agent's heartbeat period; the relay marks the
 	// device OFFLINE after three of them pass in silence.
-	HeartbeatInterval Duration `json:"heartbeatInterval"`
+	HeartbeatInterval Duration `json:"heartbeatInterval" cbor:"8,keyasint,omitempty"`
 	// MetricsInterval is the agent's metrics period (optional; the relay
 	// assumes 5m when it is absent). The relay records at most one
 	// "heartbeat" event per MetricsInterval so the event stream stays
 	// readable.
-	MetricsInterval Duration `json:"metricsInterval,omitzero"`
+	MetricsInterval Duration `json:"metricsInterval,omitzero" cbor:"9,keyasint,omitzero"`
+	// Codecs are the codecs the agent offers for the messages after the
+	// welcome, in its order of preference (CBOR); JSON goes without saying.
+	// Agents from before CBOR send none.
+	Codecs []Codec `json:"codecs,omitempty" cbor:"10,keyasint,omitempty"`
 }
 
 // Welcome answers Hello.
 type Welcome struct {
-	DeviceID   string        `json:"deviceId"`
-	ServerTime resource.Time `json:"serverTime"`
+	DeviceID   string        `json:"deviceId" cbor:"1,keyasint,omitempty"`
+	ServerTime resource.Time `json:"serverTime" cbor:"2,keyasint,omitempty"`
 	// LastSeq is the highest record sequence the relay has stored for this
 	// device, so an agent that lost its acks can drop what was stored.
-	LastSeq uint64 `json:"lastSeq"`
+	LastSeq uint64 `json:"lastSeq" cbor:"3,keyasint,omitempty"`
+	// Codec is the codec of every later message of the connection, both
+	// ways: one of the hello's Codecs, or empty for JSON (what a relay from
+	// before CBOR answers).
+	Codec Codec `json:"codec,omitempty" cbor:"4,keyasint,omitempty"`
 }
 
 // Heartbeat reports liveness and current state.
 type Heartbeat struct {
-	At             resource.Time         `json:"at"`
-	Status         resource.DeviceStatus `json:"status"` // ONLINE, REBOOTING, UPDATING or ERROR
-	IPAddress      string                `json:"ipAddress"`
-	AppliedVersion int64                 `json:"appliedVersion"`
-	VPN            *VPN                  `json:"vpn,omitempty"`
-	Channels       []ChannelState        `json:"channels"`
+	At             resource.Time         `json:"at" cbor:"1,keyasint,omitempty"`
+	Status         resource.DeviceStatus `json:"status" cbor:"2,keyasint,omitempty"` // ONLINE, REBOOTING, UPDATING or ERROR
+	IPAddress      string                `json:"ipAddress" cbor:"3,keyasint,omitempty"`
+	AppliedVersion int64                 `json:"appliedVersion" cbor:"4,keyasint,omitempty"`
+	VPN            *VPN                  `json:"vpn,omitempty" cbor:"5,keyasint,omitempty"`
+	Channels       []ChannelState        `json:"channels" cbor:"6,keyasint"`
 }
 
 // VPN is the tunnel state.
 type VPN struct {
-	Up            bool           `json:"up"`
-	InterfaceName string         `json:"interfaceName"`
-	Endpoint      string         `json:"endpoint"`
-	PeerCount     int            `json:"peerCount"`
-	LastHandshake *resource.Time `json:"lastHandshake,omitempty"`
+	Up            bool           `json:"up" cbor:"1,keyasint,omitempty"`
+	InterfaceName string         `json:"interfaceName" cbor:"2,keyasint,omitempty"`
+	Endpoint      string         `json:"endpoint" cbor:"3,keyasint,omitempty"`
+	PeerCount     int            `json:"peerCount" cbor:"4,keyasint,omitempty"`
+	LastHandshake *resource.Time `json:"lastHandshake,omitempty" cbor:"5,keyasint,omitempty"`
 }
 
 // ChannelState is one channel's reported state.
 type ChannelState struct {
-	ID                 string `json:"id"`
-	Available          bool   `json:"available"`
-	Live               string `json:"live"`
-	TxOn               bool   `json:"txOn"`
-	Error              string `json:"error"`
-	PassthroughAddress string `json:"passthroughAddress,omitempty"`
+	ID                 string `json:"id" cbor:"1,keyasint,omitempty"`
+	Available          bool   `json:"available" cbor:"2,keyasint,omitempty"`
+	Live               string `json:"live" cbor:"3,keyasint,omitempty"`
+	TxOn               bool   `json:"txOn" cbor:"4,keyasint,omitempty"`
+	Error              string `json:"error" cbor:"5,keyasint,omitempty"`
+	PassthroughAddress string `json:"passthroughAddress,omitempty" cbor:"6,keyasint,omitempty"`
 }
 
 // Telemetry returns the channel's telemetry part.
@@ -146,44 +156,44 @@ func (c ChannelState) Telemetry() serialcfg.Telemetry {
 
 // Records carries spooled records, in increasing Seq.
 type Records struct {
-	Items []Record `json:"items"`
+	Items []Record `json:"items" cbor:"1,keyasint"`
 }
 
 // Record is one spooled metric sample or event; exactly one is set.
 type Record struct {
-	Seq    uint64                 `json:"seq"`
-	Metric *resource.MetricSample `json:"metric,omitempty"`
-	Event  *Event                 `json:"event,omitempty"`
+	Seq    uint64                 `json:"seq" cbor:"1,keyasint,omitempty"`
+	Metric *resource.MetricSample `json:"metric,omitempty" cbor:"2,keyasint,omitempty"`
+	Event  *Event                 `json:"event,omitempty" cbor:"3,keyasint,omitempty"`
 }
 
 // Event is an agent event. ID is a cuid the agent made when the event
 // happened, so a resend is recognised.
 type Event struct {
-	ID        string            `json:"id"`
-	Type      string            `json:"type"`
-	Severity  resource.Severity `json:"severity"`
-	Message   string            `json:"message"`
-	Data      json.RawMessage   `json:"data,omitempty"`
-	CreatedAt resource.Time     `json:"createdAt"`
+	ID        string            `json:"id" cbor:"1,keyasint,omitempty"`
+	Type      string            `json:"type" cbor:"2,keyasint,omitempty"`
+	Severity  resource.Severity `json:"severity" cbor:"3,keyasint,omitempty"`
+	Message   string            `json:"message" cbor:"4,keyasint,omitempty"`
+	Data      json.RawMessage   `json:"data,omitempty" cbor:"5,keyasint,omitempty"`
+	CreatedAt resource.Time     `json:"createdAt" cbor:"6,keyasint,omitempty"`
 }
 
 // Ack confirms that every record up to and including Seq is stored.
 type Ack struct {
-	Seq uint64 `json:"seq"`
+	Seq uint64 `json:"seq" cbor:"1,keyasint,omitempty"`
 }
 
 // Config is the device's full desired serial state at Version.
 type Config struct {
-	Version  int64           `json:"version"`
-	Enabled  bool            `json:"enabled"`
-	Mode     string          `json:"mode"`
-	Channels []ChannelConfig `json:"channels"`
+	Version  int64           `json:"version" cbor:"1,keyasint,omitempty"`
+	Enabled  bool            `json:"enabled" cbor:"2,keyasint,omitempty"`
+	Mode     string          `json:"mode" cbor:"3,keyasint,omitempty"`
+	Channels []ChannelConfig `json:"channels" cbor:"4,keyasint"`
 }
 
 // ChannelConfig is one channel's desired configuration.
 type ChannelConfig struct {
-	ID     string           `json:"id"`
-	Config serialcfg.Config `json:"config"`
+	ID     string           `json:"id" cbor:"1,keyasint,omitempty"`
+	Config serialcfg.Config `json:"config" cbor:"2,keyasint,omitempty"`
 }
 
 // ConfigApplied reports the outcome of applying a Config. Error is "" when
@@ -191,8 +201,8 @@ type ChannelConfig struct {
 // serial.error event), and Version is still acknowledged so the relay does
 // not resend a configuration that cannot apply.
 type ConfigApplied struct {
-	Version int64  `json:"version"`
-	Error   string `json:"error,omitempty"`
+	Version int64  `json:"version" cbor:"1,keyasint,omitempty"`
+	Error   string `json:"error,omitempty" cbor:"2,keyasint,omitempty"`
 }
 
 // Duration is a time.Duration that marshals as a Go duration string ("30s").
@@ -202,9 +212,12 @@ type Duration struct{ time.Duration }
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
 // UnmarshalJSON implements json.Unmarshaler.
-func (d *Duration) UnmarshalJSON(b []byte) error {
+func (d *Duration) UnmarshalJSON(b []byte) error { return d.unmarshal(json.Unmarshal, b) }
+
+// unmarshal decodes b, a duration string in some codec.
+func (d *Duration) unmarshal(decode func([]byte, any) error, b []byte) error {
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	if err := decode(b, &s); err != nil {
 		return err
 	}
 	v, err := time.ParseDuration(s)

@@ -112,14 +112,15 @@ type DeviceDetail struct {
 	AgentTimezone       string  `json:"agentTimezone"`
 }
 
-// MetricSample is one sample of system metrics.
+// MetricSample is one sample of system metrics. (The cbor keys are its
+// encoding on the agent link's CBOR codec, docs/protocol.md.)
 type MetricSample struct {
-	CapturedAt  Time    `json:"capturedAt"`
-	CPUPct      float64 `json:"cpuPct"`
-	MemPct      float64 `json:"memPct"`
-	DiskUsedPct float64 `json:"diskUsedPct"`
-	TempCPU     float64 `json:"tempCpu"`
-	LoadAvg1    float64 `json:"loadAvg1"`
+	CapturedAt  Time    `json:"capturedAt" cbor:"1,keyasint,omitempty"`
+	CPUPct      float64 `json:"cpuPct" cbor:"2,keyasint,omitempty"`
+	MemPct      float64 `json:"memPct" cbor:"3,keyasint,omitempty"`
+	DiskUsedPct float64 `json:"diskUsedPct" cbor:"4,keyasint,omitempty"`
+	TempCPU     float64 `json:"tempCpu" cbor:"5,keyasint,omitempty"`
+	LoadAvg1    float64 `json:"loadAvg1" cbor:"6,keyasint,omitempty"`
 }
 
 // Window is the effective time range of a metrics response.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"time"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
 // TimeLayout is the wire format of every timestamp: RFC 3339, UTC, with
@@ -68,6 +70,44 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	v, err := ParseTime(string(b[1 : len(b)-1]))
 	if err != nil {
 		return err
+	}
+	t.Time = v
+	return nil
+}
+
+// In CBOR (the agent link's binary codec, shared/protocol) a Time is an
+// epoch-based date/time, RFC 8949 tag 1: an integer of seconds, or a float
+// of seconds when there are milliseconds; null for the zero time. Decoding
+// rounds to the millisecond, the precision of TimeLayout, so a Time read
+// from CBOR equals the one read from the same instant in JSON.
+var (
+	timeEnc = mustMode(cbor.EncOptions{Time: cbor.TimeUnixDynamic, TimeTag: cbor.EncTagRequired}.EncMode())
+	timeDec = mustMode(cbor.DecOptions{TimeTag: cbor.DecTagRequired, IndefLength: cbor.IndefLengthForbidden, MaxNestedLevels: 4}.DecMode())
+)
+
+func mustMode[M any](m M, err error) M {
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// MarshalCBOR implements cbor.Marshaler: tag 1, to the millisecond (as
+// MarshalJSON).
+func (t Time) MarshalCBOR() ([]byte, error) {
+	return timeEnc.Marshal(t.Time.Truncate(time.Millisecond))
+}
+
+// UnmarshalCBOR implements cbor.Unmarshaler: tag 0 or 1 (or null), rounded
+// to the millisecond, in UTC, within years 0001 to 9999 as ParseTime.
+func (t *Time) UnmarshalCBOR(b []byte) error {
+	var v time.Time
+	if err := timeDec.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	v = v.Round(time.Millisecond).UTC()
+	if v.Before(MinTime) || v.After(MaxTime) {
+		return fmt.Errorf("timestamp %s is outside years 0001 to 9999 (UTC)", v.Format(time.RFC3339))
 	}
 	t.Time = v
 	return nil

@@ -28,7 +28,7 @@ func main() {
 		os.Exit(2)
 	}
 	log := newLogger(cfg.LogLevel, cfg.LogFormat)
-	a, err := agent.New(cfg, log, agent.Options{})
+	a, err := agent.New(cfg, log, agent.Options{JSONOnly: jsonOnly})
 	if err != nil {
 		log.Error("fleet-agent cannot start", "err", err)
 		os.Exit(1)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -56,6 +57,9 @@ type benchFlags struct {
 	// connectOnly stops after connecting every agent and records only the
 	// capacity figures (count and RSS): what the guest run measures.
 	connectOnly bool
+	// codec is what the agents offer in their hello: CBOR as current agents
+	// do, or JSON (nothing offered) as agents from before CBOR.
+	codec protocol.Codec
 }
 
 func runBench(ctx context.Context, args []string) error {
@@ -71,8 +75,14 @@ func runBench(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
 	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory")
 	fs.BoolVar(&f.connectOnly, "connect-only", false, "connect every agent, report the relay's connections and RSS, and stop (no heartbeat load, no storm)")
+	codec := fs.String("codec", string(protocol.CBOR), "what the agents speak after the welcome: cbor (offered in the hello, as current agents) or json (nothing offered, as agents from before CBOR)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	switch f.codec = protocol.Codec(*codec); f.codec {
+	case protocol.CBOR, protocol.JSON:
+	default:
+		return fmt.Errorf("--codec %q: want cbor or json", *codec)
 	}
 	limit, err := raiseNoFile()
 	if err != nil {
@@ -94,7 +104,7 @@ func runBench(ctx context.Context, args []string) error {
 		f.interval = time.Duration(float64(n) / f.rate * float64(time.Second))
 	}
 	if !f.connectOnly {
-		fmt.Printf("offered: %.0f heartbeats/s (%d agents, each every %v)\n", float64(n)/f.interval.Seconds(), n, f.interval.Round(time.Millisecond))
+		fmt.Printf("offered: %.0f heartbeats/s (%d agents, each every %v, speaking %s)\n", float64(n)/f.interval.Seconds(), n, f.interval.Round(time.Millisecond), f.codec)
 	}
 	dir, err := os.MkdirTemp("", "fleet-loadgen-")
 	if err != nil {
@@ -175,6 +185,7 @@ func runBench(ctx context.Context, args []string) error {
 		hbStop()
 		return err
 	}
+	cpu0, self0 := relay.cpuTime(), selfCPUTime()
 	w0 := time.Now()
 	time.Sleep(f.duration)
 	if err := stopProf(); err != nil {
@@ -183,6 +194,7 @@ func runBench(ctx context.Context, args []string) error {
 	s1, err := relay.stats()
 	g1 := b.sendStats()
 	window := time.Since(w0)
+	relayCPU, selfCPU := relay.cpuTime()-cpu0, selfCPUTime()-self0
 	probes := b.probeQuantiles()
 	hbStop()
 	wg.Wait()
@@ -198,6 +210,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	stored := s1.Link.Heartbeats - s0.Link.Heartbeats
 	rate := float64(stored) / window.Seconds()
+	relayPerHB, genPerHB := perHeartbeat(relayCPU, stored), perHeartbeat(selfCPU, stored)
 	readP50, readP99 := agentlink.Quantile(hist, 0.50), agentlink.Quantile(hist, 0.99)
 	// The target figure: from the time each agent sent its heartbeat to
 	// the commit, over every heartbeat sent in the window; heartbeats sent
@@ -244,7 +257,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 
 	fmt.Println()
-	fmt.Println("agent link benchmark (figure | target)")
+	fmt.Printf("agent link benchmark, agents speaking %s (figure | target)\n", f.codec)
 	countMark := okMark(n >= targetAgents)
 	if capped {
 		countMark = "  (RLIMIT_NOFILE caps this host: fleet-loadgen guest measures the full count)"
@@ -260,6 +273,8 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf("    relay read to commit p99   %8.1f ms |            (p50 %.1f ms)\n", ms(readP99), ms(readP50))
 	fmt.Printf("    sender lag p99             %8.1f ms |            (p50 %.1f ms: send time behind each agent's even schedule)\n",
 		ms(agentlink.Quantile(lag, 0.99)), ms(agentlink.Quantile(lag, 0.50)))
+	fmt.Printf("  relay CPU per heartbeat      %8.1f µs |            (relay process CPU over the window / heartbeats stored; load generator %.1f µs)\n",
+		us(relayPerHB), us(genPerHB))
 	fmt.Printf("  relay writer busy            %8.0f %%  |            (of which commit %.0f %%; %s)\n", 100*busy, 100*commit, raisedThreads)
 	if psi, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
 		fmt.Printf("  box CPU pressure (PSI)       %s\n", strings.SplitN(string(psi), "\n", 2)[0])
@@ -272,7 +287,7 @@ func runBench(ctx context.Context, args []string) error {
 		drain.Seconds(), targetDrain.Seconds(), okMark(drain < targetDrain), n, spooledPerAgent)
 	fmt.Printf("  spooled samples stored       %8d | %d (exactly once)%s\n", stored12, n*spooledPerAgent, okMark(stored12 == int64(n*spooledPerAgent)))
 	if err := record(figures{agents: n, capped: capped, rss: rss, baseRSS: baseRSS, rssLoaded: rssLoaded, rate: rate, offered: float64(n) / f.interval.Seconds(), p50: p50, p99: p99,
-		stored: stored, drain: drain, spooled: stored12, spooledWant: int64(n * spooledPerAgent), heartbeatEvery: f.interval, measuring: f.duration}); err != nil {
+		stored: stored, relayCPU: relayPerHB, genCPU: genPerHB, drain: drain, codec: f.codec, spooled: stored12, spooledWant: int64(n * spooledPerAgent), heartbeatEvery: f.interval, measuring: f.duration}); err != nil {
 		return err
 	}
 	if stored12 != int64(n*spooledPerAgent) {
@@ -325,6 +340,25 @@ func okMark(ok bool) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// perHeartbeat is cpu shared out over n heartbeats (0 when none).
+func perHeartbeat(cpu time.Duration, n int64) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return cpu / time.Duration(n)
+}
+
+// selfCPUTime is the user and system CPU time this process used so far.
+func selfCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // createDevices registers n IG-500 devices in one transaction and returns
 // their tokens.
@@ -446,6 +480,20 @@ func (p *relayProc) rss() (int64, error) {
 	return int64(st.ResidentMemory()), nil
 }
 
+// cpuTime is the user and system CPU time the relay process used so far
+// (0 when it cannot be read).
+func (p *relayProc) cpuTime() time.Duration {
+	proc, err := procfs.NewProc(p.cmd.Process.Pid)
+	if err != nil {
+		return 0
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return 0
+	}
+	return time.Duration(st.CPUTime() * float64(time.Second))
+}
+
 func (p *relayProc) stats() (relayStats, error) {
 	var s relayStats
 	c := http.Client{Timeout: 10 * time.Second}
@@ -558,7 +606,10 @@ func (b *bench) connect(ctx context.Context, a *lagent, storm bool) error {
 	ws.SetReadLimit(protocol.MaxMessageBytes)
 	hello := protocol.Hello{AgentVersion: "loadgen", FirmwareVersion: "fw-1", Model: "IG-500", DeviceName: fmt.Sprintf("gw-%05d", a.idx),
 		Timezone: "UTC", HeartbeatInterval: protocol.Duration{Duration: 2 * time.Minute}, MetricsInterval: protocol.Duration{Duration: 5 * time.Minute}}
-	if err := writeJSON(dctx, ws, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
+	if b.f.codec != protocol.JSON {
+		hello.Codecs = []protocol.Codec{b.f.codec}
+	}
+	if err := writeMsg(dctx, ws, protocol.JSON, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
 		ws.CloseNow()
 		return err
 	}
@@ -566,6 +617,10 @@ func (b *bench) connect(ctx context.Context, a *lagent, storm bool) error {
 	if err != nil || m.Type != protocol.TypeWelcome {
 		ws.CloseNow()
 		return fmt.Errorf("no welcome: %v %v", m.Type, err)
+	}
+	if m.Welcome.Codec.String() != string(b.f.codec) {
+		ws.CloseNow()
+		return fmt.Errorf("the relay chose codec %s, not %s", m.Welcome.Codec, b.f.codec)
 	}
 	if a.seq < m.Welcome.LastSeq {
 		a.seq = m.Welcome.LastSeq
@@ -577,7 +632,7 @@ func (b *bench) connect(ctx context.Context, a *lagent, storm bool) error {
 			items[k] = protocol.Record{Seq: a.seq, Metric: &resource.MetricSample{CapturedAt: resource.T(spoolBase().Add(time.Duration(k) * 5 * time.Minute)),
 				CPUPct: float64(k), MemPct: 40, DiskUsedPct: 60, TempCPU: 50, LoadAvg1: 0.3}}
 		}
-		if err := writeJSON(dctx, ws, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: items}}); err != nil {
+		if err := writeMsg(dctx, ws, b.f.codec, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: items}}); err != nil {
 			ws.CloseNow()
 			return err
 		}
@@ -663,27 +718,52 @@ func (b *bench) startHeartbeats(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// hbPrefix and hbParts are a heartbeat's JSON before and after its "at"
-// value, with gpio-1 at "0" and at "1".
-var hbPrefix, hbParts = func() (string, [2]string) {
-	at := resource.FormatTime(time.Unix(0, 0))
-	var prefix string
-	var parts [2]string
+// hbTemplate is a heartbeat encoded in a codec, cut around its "at" value:
+// prefix, at, then parts[0] or parts[1] (gpio-1 at "0" or "1").
+type hbTemplate struct {
+	prefix string
+	parts  [2]string
+}
+
+// hbTemplates holds the heartbeat of each codec.
+var hbTemplates = map[protocol.Codec]hbTemplate{protocol.JSON: newHBTemplate(protocol.JSON), protocol.CBOR: newHBTemplate(protocol.CBOR)}
+
+func newHBTemplate(codec protocol.Codec) hbTemplate {
+	at := resource.T(time.Unix(1, 234e6)) // a float in CBOR, as the beats' times
+	atBytes := appendAt(nil, codec, at.Time)
+	var t hbTemplate
 	for v := range 2 {
 		chans := make([]protocol.ChannelState, len(channelsTemplate))
 		copy(chans, channelsTemplate)
 		chans[4].Live = fmt.Sprint(v)
-		hb := protocol.Heartbeat{At: resource.T(time.Unix(0, 0)), Status: resource.StatusOnline, IPAddress: "10.0.0.1", Channels: chans,
+		hb := protocol.Heartbeat{At: at, Status: resource.StatusOnline, IPAddress: "10.0.0.1", Channels: chans,
 			VPN: &protocol.VPN{Up: true, InterfaceName: "wg0", Endpoint: "vpn.example:51820", PeerCount: 1}}
-		b, err := json.Marshal(protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb})
+		b, err := codec.Marshal(&protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb})
 		if err != nil {
 			panic(err)
 		}
-		i := strings.Index(string(b), at)
-		prefix, parts[v] = string(b[:i]), string(b[i+len(at):])
+		i := bytes.Index(b, atBytes)
+		if i < 0 || bytes.Count(b, atBytes) != 1 {
+			panic("loadgen: the heartbeat's time is not where the template expects it")
+		}
+		t.prefix, t.parts[v] = string(b[:i]), string(b[i+len(atBytes):])
 	}
-	return prefix, parts
-}()
+	return t
+}
+
+// appendAt appends the encoding of a heartbeat's "at" in codec.
+func appendAt(b []byte, codec protocol.Codec, at time.Time) []byte {
+	if codec == protocol.CBOR {
+		enc, err := resource.T(at).MarshalCBOR()
+		if err != nil {
+			panic(err)
+		}
+		return append(b, enc...)
+	}
+	b = append(b, '"')
+	b = at.UTC().AppendFormat(b, resource.TimeLayout)
+	return append(b, '"')
+}
 
 // drainBacklog waits (up to a minute) until the relay has stored about
 // every heartbeat sent so far, so that the measured window is the steady
@@ -747,15 +827,16 @@ func (b *bench) beat(ctx context.Context, a *lagent, due time.Time) {
 	// The heartbeat is spliced from pre-encoded parts (the generator must
 	// stay cheap: it shares the CPU with the relay); gpio-1 toggles, so
 	// every heartbeat changes one channel.
-	msg := make([]byte, 0, len(hbPrefix)+len(resource.TimeLayout)+len(hbParts[1]))
-	msg = append(msg, hbPrefix...)
-	msg = time.Now().UTC().AppendFormat(msg, resource.TimeLayout)
-	msg = append(msg, hbParts[a.beats%2]...)
+	tmpl := hbTemplates[b.f.codec]
+	msg := make([]byte, 0, len(tmpl.prefix)+len(resource.TimeLayout)+2+len(tmpl.parts[1]))
+	msg = append(msg, tmpl.prefix...)
+	msg = appendAt(msg, b.f.codec, time.Now())
+	msg = append(msg, tmpl.parts[a.beats%2]...)
 	// No deadline: a context per write costs a timer, and one derived from
 	// a shared parent makes every writer contend for its lock.
 	wctx := context.Background()
 	sent := time.Now()
-	if err := ws.Write(wctx, websocket.MessageText, msg); err != nil {
+	if err := ws.Write(wctx, frameType(b.f.codec), msg); err != nil {
 		return
 	}
 	b.send.sent.Add(1)
@@ -764,7 +845,7 @@ func (b *bench) beat(ctx context.Context, a *lagent, due time.Time) {
 		a.seq++
 		rec := protocol.Record{Seq: a.seq, Metric: &resource.MetricSample{CapturedAt: resource.T(time.Now()), CPUPct: 5, MemPct: 40, DiskUsedPct: 60, TempCPU: 50, LoadAvg1: 0.3}}
 		a.probeAt.Store(sent.UnixNano())
-		if err := writeJSON(wctx, ws, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{rec}}}); err != nil {
+		if err := writeMsg(wctx, ws, b.f.codec, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{rec}}}); err != nil {
 			a.probeAt.Store(0)
 		}
 	}
@@ -793,17 +874,26 @@ func (b *bench) probeQuantiles() probeResult {
 	return probeResult{n: len(ds), p50: q(0.5), p99: q(0.99)}
 }
 
-func writeJSON(ctx context.Context, ws *websocket.Conn, m protocol.Message) error {
-	b, err := json.Marshal(m)
+// writeMsg sends m in codec.
+func writeMsg(ctx context.Context, ws *websocket.Conn, codec protocol.Codec, m protocol.Message) error {
+	b, err := codec.Marshal(&m)
 	if err != nil {
 		return err
 	}
-	return ws.Write(ctx, websocket.MessageText, b)
+	return ws.Write(ctx, frameType(codec), b)
 }
 
+func frameType(codec protocol.Codec) websocket.MessageType {
+	if codec.Binary() {
+		return websocket.MessageBinary
+	}
+	return websocket.MessageText
+}
+
+// readMsg reads one message: JSON in a text frame, CBOR in a binary one.
 func readMsg(ctx context.Context, ws *websocket.Conn) (protocol.Message, error) {
 	var m protocol.Message
-	_, r, err := ws.Reader(ctx)
+	typ, r, err := ws.Reader(ctx)
 	if err != nil {
 		return m, err
 	}
@@ -811,5 +901,9 @@ func readMsg(ctx context.Context, ws *websocket.Conn) (protocol.Message, error) 
 	if err != nil {
 		return m, err
 	}
-	return m, json.Unmarshal(b, &m)
+	codec := protocol.JSON
+	if typ == websocket.MessageBinary {
+		codec = protocol.CBOR
+	}
+	return m, codec.Unmarshal(b, &m)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/bench/benchreport"
+	"github.com/fleet/fleet/shared/protocol"
 )
 
 // fdReserve is the descriptors each process (load generator and relay)
@@ -25,10 +26,12 @@ type figures struct {
 	rss, baseRSS, rssLoaded   int64 // relay RSS in bytes: all agents idle, before any, under load
 	rate, offered             float64
 	p50, p99                  time.Duration
-	stored                    int64 // heartbeats stored in the window
+	stored                    int64         // heartbeats stored in the window
+	relayCPU, genCPU          time.Duration // CPU per heartbeat stored in the window: relay process, load generator
 	drain                     time.Duration
 	spooled, spooledWant      int64
 	heartbeatEvery, measuring time.Duration
+	codec                     protocol.Codec // what the agents spoke
 }
 
 // record writes the figures as report rows beside the targets runBench
@@ -50,6 +53,8 @@ func record(f figures) error {
 		{Area: "agent link", Figure: "heartbeat-to-stored p99", Unit: "ms", Measured: ms(f.p99),
 			Target: &benchreport.Target{Op: benchreport.Below, Value: ms(targetHBP99)},
 			Notes:  "p50 " + num(ms(f.p50), "ms")},
+		{Area: "agent link", Figure: "relay CPU per heartbeat stored", Unit: "µs", Measured: us(f.relayCPU),
+			Notes: fmt.Sprintf("for information: relay process CPU (user + system) over the measured window / heartbeats stored in it; load generator %s", num(us(f.genCPU), "µs"))},
 		{Area: "agent link", Figure: "reconnect storm drained (every agent flushing an hour of metrics)", Unit: "s", Measured: f.drain.Seconds(),
 			Target: &benchreport.Target{Op: benchreport.Below, Value: targetDrain.Seconds()},
 			Notes:  fmt.Sprintf("relay restart to last ack; %s of %s spooled samples stored exactly once", num(float64(f.spooled), ""), num(float64(f.spooledWant), ""))},
@@ -63,14 +68,24 @@ func record(f figures) error {
 		rows[1].Figure, rows[1].Target = "relay RSS, this host's agents (scaled to 20,000)", nil
 		rows[1].Notes = "for information: " + rows[1].Notes
 	}
+	if f.codec == protocol.CBOR {
+		// The rows above have measured agents speaking JSON since the
+		// benchmark began; those of current agents stand beside them.
+		for i := range rows {
+			rows[i].Figure += cborSuffix
+		}
+	}
 	if f.stored == 0 {
 		rows[3].Error = "no heartbeat stored in the measured window"
 	}
 	if f.spooled != f.spooledWant {
-		rows[4].Error = fmt.Sprintf("stored %d spooled samples, want %d", f.spooled, f.spooledWant)
+		rows[5].Error = fmt.Sprintf("stored %d spooled samples, want %d", f.spooled, f.spooledWant)
 	}
 	return benchreport.Record(rows...)
 }
+
+// cborSuffix marks the figures of a run whose agents speak CBOR.
+const cborSuffix = " (CBOR agents)"
 
 // num is a figure as the report prints it ("1,364 MiB").
 func num(v float64, unit string) string { return benchreport.FormatValue(v, unit) }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/pgtest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -77,10 +78,34 @@ func errorCode(b []byte) string {
 	return e.Error.Code
 }
 
+// pg is the PostgreSQL server of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pg.Close()
+	os.Exit(code)
+}
+
+// databases returns a fresh database of each dialect: a SQLite file path
+// and a PostgreSQL URL.
+func databases(t *testing.T) map[string]string {
+	return map[string]string{
+		"sqlite":   filepath.Join(t.TempDir(), "relay.db"),
+		"postgres": pg.Get(t).CreateDB(t),
+	}
+}
+
 // TestAdminWhileServing runs the admin commands against the database of a
-// running relay and checks their effect through the API.
+// running relay and checks their effect through the API, on each store.
 func TestAdminWhileServing(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "relay.db")
+	for name, db := range databases(t) {
+		t.Run(name, func(t *testing.T) { testAdminWhileServing(t, db) })
+	}
+}
+
+func testAdminWhileServing(t *testing.T, db string) {
 	m := startMain(t, db)
 	base := "http://" + m.Addr() + "/api/v1/public"
 

@@ -226,7 +226,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if c.TLSCert != "" {
 		scheme = "https"
 	}
-	m.Logger.Info("relay listening", "addr", m.ln.Addr().String(), "scheme", scheme, "db", c.DB, "rate_limit", c.RateLimit, "retention", c.Retention.String())
+	m.Logger.Info("relay listening", "addr", m.ln.Addr().String(), "scheme", scheme, "db", redactDB(c.DB), "rate_limit", c.RateLimit, "retention", c.Retention.String())
 	return nil
 }
 

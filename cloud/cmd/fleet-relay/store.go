@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/cloud/postgres"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
 )
@@ -59,7 +63,7 @@ func isPostgresURL(db string) bool {
 // path), applying pending migrations.
 func openStore(ctx context.Context, db string, o storeOptions) (*relayStore, error) {
 	if isPostgresURL(db) {
-		return nil, errors.New("PostgreSQL stores are not supported by this build yet")
+		return openPostgres(ctx, db)
 	}
 	if !o.Create {
 		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
@@ -80,4 +84,45 @@ func openStore(ctx context.Context, db string, o storeOptions) (*relayStore, err
 		Engine: sqlite.NewAlertEngineStore(s),
 		Outbox: sqlite.NewWebhookStore(s),
 	}, nil
+}
+
+// openPostgres opens a PostgreSQL store (migrating an empty database).
+func openPostgres(ctx context.Context, url string) (*relayStore, error) {
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	relay := relayID()
+	return &relayStore{
+		Store:   s,
+		Now:     func() time.Time { return s.Now() },
+		Dialect: "postgres",
+		NewAgentStore: func(log *slog.Logger) (agentStore, error) {
+			return postgres.NewAgentStore(s, log, relay), nil
+		},
+		Engine: postgres.NewAlertEngineStore(s),
+		Outbox: postgres.NewWebhookStore(s),
+	}, nil
+}
+
+// relayID names this relay process in the cluster (the devices' presence,
+// webhook leases): host name, process id and a random suffix.
+func relayID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%x", host, os.Getpid(), b)
+}
+
+// redactDB returns --db as it may be logged: a PostgreSQL URL without its
+// password.
+func redactDB(db string) string {
+	if !isPostgresURL(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	return u.Redacted()
 }

@@ -4,17 +4,9 @@
 # The OpenAPI test (cloud/api/openapi_typescript_test.go) runs
 # openapi-typescript and tsc from the npm registry (pinned in
 # cloud/api/testdata/openapi-typescript/package-lock.json, installed by the
-# test into .cache/): node and npm come from Debian when missing.
+# test into .cache/); node and npm come from node-tools (mk/panel.mk).
 
-.PHONY: test-tools-npm
-
-test-unit: test-tools-npm
-
-test-tools-npm:
-	@command -v npm >/dev/null 2>&1 || { \
-	  echo "installing nodejs and npm for the OpenAPI client test"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get install -y -q nodejs npm || { apt-get update -q && apt-get install -y -q nodejs npm; }; }
+test-unit: node-tools
 
 # Fuzzing: every Fuzz* target of the product's packages (cloud, agent,
 # shared, hw), one after the other, FUZZTIME each. `make fuzz` runs them for

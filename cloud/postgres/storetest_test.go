@@ -71,6 +71,7 @@ func openStores(t testing.TB, url string, now cloud.Now, relay string) storetest
 		Agent:  agent,
 		Engine: postgres.NewAlertEngineStore(db),
 		Outbox: postgres.NewWebhookStore(db),
+		Panel:  postgres.NewPanelStore(db),
 		Reopen: func(t testing.TB) storetest.Stores {
 			n++
 			return openStores(t, url, now, relay+"-"+string(rune('a'+n)))

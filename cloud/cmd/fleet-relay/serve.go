@@ -62,6 +62,7 @@ func extensions() []extension {
 		redisExtension(),
 		webhookExtension(), // before the agent endpoint: stops after it
 		agentLinkExtension(),
+		panelExtension(),
 	}
 }
 

@@ -36,6 +36,8 @@ type relayStore struct {
 	// Engine is the alert engine's store, Outbox the webhook outbox.
 	Engine alert.Store
 	Outbox webhook.Store
+	// Panel is the panel's and the user subcommands' store.
+	Panel cloud.PanelStore
 }
 
 // agentStore is an agent endpoint store that holds resources of its own.
@@ -83,6 +85,7 @@ func openStore(ctx context.Context, db string, o storeOptions) (*relayStore, err
 		},
 		Engine: sqlite.NewAlertEngineStore(s),
 		Outbox: sqlite.NewWebhookStore(s),
+		Panel:  sqlite.NewPanelStore(s),
 	}, nil
 }
 
@@ -102,6 +105,7 @@ func openPostgres(ctx context.Context, url string) (*relayStore, error) {
 		},
 		Engine: postgres.NewAlertEngineStore(s),
 		Outbox: postgres.NewWebhookStore(s),
+		Panel:  postgres.NewPanelStore(s),
 	}, nil
 }
 

@@ -196,7 +196,7 @@ func TestRelayExample(t *testing.T) {
 	cmd := exec.Command(relay, "serve")
 	cmd.Env = env
 	logs := startProcess(t, cmd)
-	waitHealthy(t, "http://"+addr+"/healthz", logs)
+	waitHealthy(t, "http://"+addr+"/readyz", logs)
 	if _, err := os.Stat(filepath.Join(dir, "relay.db")); err != nil {
 		t.Fatalf("FLEET_DB not used: %v", err)
 	}

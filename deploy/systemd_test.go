@@ -216,7 +216,7 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	relayCLI(&key, "key", "create", "--org", org.ID, "--name", "test", "--scopes", "devices:read")
 
 	c := boot(t, root)
-	waitHealthy(t, "http://"+addr+"/healthz", c.logs)
+	waitHealthy(t, "http://"+addr+"/readyz", c.logs)
 	if out := c.must("systemctl", "is-active", "fleet-relay", "fleet-agent"); out != "active\nactive\n" {
 		t.Fatalf("is-active: %q\n%s", out, c.journal())
 	}

@@ -166,7 +166,7 @@ wait_for "webhook sink" "$sink_pid" sink_up
 "${guard[@]}" "$RELAY" serve --db "$DB" --listen "$LISTEN" --shutdown-timeout 5s \
 	--webhook-ca "$DATA/sink-cert.pem" --webhook-allow-private >>"$DATA/relay.log" 2>&1 &
 relay_pid=$!
-relay_up() { curl -fsS -o /dev/null --max-time 2 "http://$LISTEN/healthz" 2>/dev/null; }
+relay_up() { curl -fsS -o /dev/null --max-time 2 "http://$LISTEN/readyz" 2>/dev/null; }
 wait_for "relay (log: $DATA/relay.log)" "$relay_pid" relay_up
 
 "$RELAY" org set-alert-webhook --db "$DB" --org "$ORG" --url "$ALERTS_URL" >/dev/null

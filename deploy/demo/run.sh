@@ -141,7 +141,7 @@ cleanup() {
 	exit "$code"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
+trap 'exit 0' INT # Ctrl-C is how the demo is stopped: a clean exit for make
 trap 'exit 143' TERM
 
 # wait_for WHAT PID CHECK...: run CHECK until it succeeds, for up to 60 s

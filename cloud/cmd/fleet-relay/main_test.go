@@ -49,7 +49,7 @@ func startMain(t *testing.T, db string, exts ...extension) *Main {
 	t.Helper()
 	m := NewMain(io.Discard)
 	m.exts = append(m.exts, exts...)
-	if err := m.ParseFlags([]string{"--db", db, "--listen", "127.0.0.1:0", "--rate-limit", "100000"}); err != nil {
+	if err := m.ParseFlags([]string{"--db", db, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--rate-limit", "100000"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Run(context.Background()); err != nil {

@@ -44,6 +44,8 @@ func statusOf(code string) int {
 		return http.StatusUnsupportedMediaType
 	case codeRateLimited:
 		return http.StatusTooManyRequests
+	case cloud.ESERVICE:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
@@ -94,6 +96,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	h := w.Header()
 	switch status {
+	case http.StatusServiceUnavailable:
+		h.Set("Retry-After", "5")
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "service unavailable",
+			slog.String("request_id", requestID(info)),
+			slog.String("method", r.Method),
+			slog.String("path", safePath(r.URL.Path)),
+			slog.String("error", err.Error()))
 	case http.StatusUnauthorized:
 		v := `Bearer realm="fleet"`
 		if r.Header.Get("Authorization") != "" {

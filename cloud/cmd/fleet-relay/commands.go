@@ -128,6 +128,9 @@ func (e *helpError) Unwrap() error { return flag.ErrHelp }
 func errorText(err error) string {
 	var e *cloud.Error
 	if errors.As(err, &e) {
+		if e.Err != nil {
+			return e.Message + ": " + e.Err.Error()
+		}
 		return e.Message
 	}
 	return err.Error()

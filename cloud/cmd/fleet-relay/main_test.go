@@ -61,8 +61,18 @@ func startMain(t *testing.T, db string, exts ...extension) *Main {
 
 func get(t *testing.T, url, key string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
+	return apiCall(t, "GET", url, key, "")
+}
+
+// apiCall makes a request with key (and a JSON body unless "") and returns
+// the status and body.
+func apiCall(t *testing.T, method, url, key, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

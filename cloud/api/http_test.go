@@ -314,7 +314,7 @@ func TestStoreUnavailable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *api.Config) { c.Devices = failingDevices{c.Devices, "unavailable"} })
 	r := e.get("/devices", e.keyA)
-	r.want(t, http.StatusServiceUnavailable, cloud.ESERVICE)
+	r.want(t, http.StatusServiceUnavailable, cloud.ESERVICEUNAVAILABLE)
 	if r.header.Get("Retry-After") == "" || strings.Contains(string(r.body), "secret") {
 		t.Errorf("503: Retry-After %q, body %s", r.header.Get("Retry-After"), r.body)
 	}

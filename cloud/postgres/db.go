@@ -239,7 +239,7 @@ func timeMs(t time.Time) *int64 {
 
 // storeError formats an error of the store (as fmt.Errorf); one caused by
 // the database being unreachable (refused or lost connections, a server
-// shutting down or starting, a network timeout) becomes cloud.ESERVICE,
+// shutting down or starting, a network timeout) becomes cloud.ESERVICEUNAVAILABLE,
 // which the API answers with 503 and clients retry.
 func storeError(format string, args ...any) error {
 	err := fmt.Errorf(format, args...)

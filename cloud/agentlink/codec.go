@@ -25,11 +25,11 @@ func frameName(t websocket.MessageType) string {
 }
 
 // decoder decodes one connection's messages (its reader goroutine's). A
-// CBOR heartbeat is decoded into hb and its channel array,
-// reused from one message to the next, so that the commonest message
-// allocates little more than its strings: what outlives the next decode
-// must be copied out (conn.heartbeat does). The memory reuse stays here;
-// nothing outside this package sees it.
+// CBOR heartbeat is decoded into hb and its channel array, reused from one
+// message to the next, so that the commonest message allocates little more
+// than its strings: what outlives the next decode must be copied out
+// (conn.heartbeat does). The memory reuse stays here; nothing outside this
+// package sees it.
 type decoder struct {
 	hb protocol.Heartbeat
 }
@@ -59,22 +59,14 @@ func (d *decoder) decode(codec protocol.Codec, b []byte) (protocol.Message, erro
 	return m, nil
 }
 
-// encode encodes m in codec, with the frame type it travels in.
-func encode(codec protocol.Codec, m *protocol.Message) ([]byte, websocket.MessageType, error) {
+// write sends m in codec, in the frame type of codec, within the write
+// timeout.
+func (c *conn) write(codec protocol.Codec, m *protocol.Message) error {
 	b, err := codec.Marshal(m)
 	if err != nil {
-		return nil, 0, fmt.Errorf("agentlink: encode %s as %s: %w", m.Type, codec, err)
-	}
-	return b, frameType(codec), nil
-}
-
-// write sends m in codec, within the write timeout.
-func (c *conn) write(codec protocol.Codec, m *protocol.Message) error {
-	b, typ, err := encode(codec, m)
-	if err != nil {
-		return err
+		return fmt.Errorf("agentlink: encode %s as %s: %w", m.Type, codec, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.WriteTimeout)
 	defer cancel()
-	return c.ws.Write(ctx, typ, b)
+	return c.ws.Write(ctx, frameType(codec), b)
 }

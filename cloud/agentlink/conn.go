@@ -274,7 +274,7 @@ func (c *conn) hello(h *protocol.Hello) error {
 	s.statusChanged(out.Change)
 	w := &protocol.Welcome{DeviceID: c.dev.ID, ServerTime: resource.T(s.now()), LastSeq: out.LastSeq}
 	if codec != protocol.JSON {
-		w.Codec = codec // an agent that offered nothing gets the welcome of a relay from before codecs
+		w.Codec = codec // JSON goes unnamed, as in the welcome of a relay from before codecs
 	}
 	if err := c.write(protocol.JSON, &protocol.Message{Type: protocol.TypeWelcome, Welcome: w}); err != nil {
 		return err

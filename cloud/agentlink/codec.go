@@ -31,7 +31,8 @@ func frameName(t websocket.MessageType) string {
 // (conn.heartbeat does). The memory reuse stays here; nothing outside this
 // package sees it.
 type decoder struct {
-	hb protocol.Heartbeat
+	hb  protocol.Heartbeat
+	msg protocol.Message // decoded into (a local one would escape)
 }
 
 // decode decodes b in codec; any error is a protocol error.
@@ -49,10 +50,11 @@ func (d *decoder) decode(codec protocol.Codec, b []byte) (protocol.Message, erro
 	}
 	clear(chans[:cap(chans)]) // the decoder leaves absent fields as they are
 	d.hb = protocol.Heartbeat{Channels: chans[:0]}
-	m := protocol.Message{Heartbeat: &d.hb}
-	if err := protocol.CBOR.Unmarshal(b, &m); err != nil {
+	d.msg = protocol.Message{Heartbeat: &d.hb}
+	if err := protocol.CBOR.Unmarshal(b, &d.msg); err != nil {
 		return protocol.Message{}, protoErr("malformed CBOR: %v", err)
 	}
+	m := d.msg
 	if m.Type != protocol.TypeHeartbeat {
 		m.Heartbeat = nil
 	}

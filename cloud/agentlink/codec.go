@@ -3,6 +3,7 @@ package agentlink
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/coder/websocket"
 
@@ -25,7 +26,7 @@ func frameName(t websocket.MessageType) string {
 }
 
 // decoder decodes one connection's messages (its reader goroutine's). A
-// CBOR heartbeat is decoded into hb and its channel array, reused from one
+// heartbeat is decoded into hb and its channel array, reused from one
 // message to the next, so that the commonest message allocates little more
 // than its strings: what outlives the next decode must be copied out
 // (conn.heartbeat does). The memory reuse stays here; nothing outside this
@@ -37,22 +38,15 @@ type decoder struct {
 
 // decode decodes b in codec; any error is a protocol error.
 func (d *decoder) decode(codec protocol.Codec, b []byte) (protocol.Message, error) {
-	if codec != protocol.CBOR {
-		var m protocol.Message
-		if err := protocol.JSON.Unmarshal(b, &m); err != nil {
-			return protocol.Message{}, protoErr("malformed JSON: %v", err)
-		}
-		return m, nil
-	}
 	chans := d.hb.Channels
 	if cap(chans) > protocol.MaxChannels {
 		chans = nil // a refused heartbeat's large array is not kept
 	}
-	clear(chans[:cap(chans)]) // the decoder leaves absent fields as they are
+	clear(chans[:cap(chans)]) // both decoders leave absent fields as they are
 	d.hb = protocol.Heartbeat{Channels: chans[:0]}
 	d.msg = protocol.Message{Heartbeat: &d.hb}
-	if err := protocol.CBOR.Unmarshal(b, &d.msg); err != nil {
-		return protocol.Message{}, protoErr("malformed CBOR: %v", err)
+	if err := codec.Unmarshal(b, &d.msg); err != nil {
+		return protocol.Message{}, protoErr("malformed %s: %v", strings.ToUpper(codec.String()), err)
 	}
 	m := d.msg
 	if m.Type != protocol.TypeHeartbeat {

@@ -44,6 +44,10 @@ type Store interface {
 	// deleted some).
 	SweepRetention(ctx context.Context, keep time.Duration) (metrics, events int64, err error)
 
+	// Ready reports whether the store can serve: the database answers and
+	// holds every migration this relay knows (readiness probes).
+	Ready(ctx context.Context) error
+
 	// Close releases the store; every service made from it stops working.
 	Close() error
 }

@@ -122,6 +122,11 @@ type Config struct {
 	// SweepInterval is how often Run looks for devices silent for three
 	// heartbeat intervals; 0 means 5 s.
 	SweepInterval time.Duration
+	// Leader, when set, tells Run whether this relay sweeps now: relays
+	// sharing a store take turns through a lease, so one evaluates the
+	// timers of every device (the store's unique open alert keeps a device
+	// to one alert whoever sweeps). Nil: always.
+	Leader func(ctx context.Context) bool
 }
 
 // Engine evaluates alert rules. It implements cloud.Observer.
@@ -456,7 +461,9 @@ func (e *Engine) Run(ctx context.Context) {
 	t := time.NewTicker(e.cfg.SweepInterval)
 	defer t.Stop()
 	for {
-		e.sweep(ctx, "")
+		if e.cfg.Leader == nil || e.cfg.Leader(ctx) {
+			e.sweep(ctx, "")
+		}
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -492,4 +499,18 @@ func (e *Engine) sweep(ctx context.Context, deviceID string) {
 			return
 		}
 	}
+}
+
+// EventData is the data of an alert's device event (alert.<rule>): the
+// alert's payload plus alertId, ruleId and rule. Stores record it with the
+// alert.
+func EventData(payload json.RawMessage, alertID string, r Rule) (json.RawMessage, error) {
+	m := map[string]any{}
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, &m); err != nil {
+			m = map[string]any{}
+		}
+	}
+	m["alertId"], m["ruleId"], m["rule"] = alertID, r.ID, r.Name
+	return json.Marshal(m)
 }

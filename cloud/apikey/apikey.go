@@ -186,3 +186,30 @@ func ValidScopes(scopes []string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// New checks a key to create (name, scopes, expiresIn: 0 never expires)
+// and makes it for organization orgID at now: what a store keeps (the
+// bcrypt hash, never the secret) and the full key, to show once.
+func New(orgID, name string, scopes []string, expiresIn time.Duration, now time.Time) (*cloud.APIKey, string, error) {
+	name, err := cloud.ValidName("name", name)
+	if err != nil {
+		return nil, "", err
+	}
+	scopes, err = ValidScopes(scopes)
+	if err != nil {
+		return nil, "", cloud.Errorf(cloud.EINVALID, "scopes: %v", err)
+	}
+	if expiresIn < 0 {
+		return nil, "", cloud.Errorf(cloud.EINVALID, "expiry must not be negative")
+	}
+	g, err := Generate()
+	if err != nil {
+		return nil, "", err
+	}
+	now = now.UTC().Truncate(time.Millisecond)
+	k := &cloud.APIKey{ID: g.ID, OrgID: orgID, Name: name, Hash: g.Hash, Scopes: scopes, CreatedAt: now}
+	if expiresIn > 0 {
+		k.ExpiresAt = now.Add(expiresIn)
+	}
+	return k, g.Key, nil
+}

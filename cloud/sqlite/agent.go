@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,10 +11,8 @@ import (
 
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/hw/catalog"
-	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
-	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // AgentStore is the agent endpoint's store (agentlink.Store) on SQLite. Its
@@ -174,14 +170,6 @@ func (s *AgentStore) insertEvent(t *ingestTx, dev agentlink.Device, ev *resource
 	return nil
 }
 
-func newEvent(typ string, sev resource.Severity, msg string, data any, at time.Time) *resource.Event {
-	b, err := json.Marshal(data)
-	if err != nil || data == nil {
-		b = []byte("{}")
-	}
-	return &resource.Event{ID: ids.New(), Type: typ, Severity: sev, Message: msg, Data: b, CreatedAt: resource.T(at)}
-}
-
 func (s *AgentStore) currentStatus(t *ingestTx, deviceID string) (status resource.DeviceStatus, session string, lastSeq uint64, err error) {
 	var st string
 	var seq int64
@@ -234,7 +222,7 @@ func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink
 		out.LastSeq = lastSeq
 		out.Change = agentlink.StatusChange{Device: in.Device, From: from, To: resource.StatusOnline}
 		if in.OnlineEvent {
-			ev := newEvent(protocol.EventDeviceOnline, resource.SeverityInfo, "device is online",
+			ev := agentlink.NewEvent(protocol.EventDeviceOnline, resource.SeverityInfo, "device is online",
 				map[string]any{"agentVersion": h.AgentVersion, "firmwareVersion": h.FirmwareVersion}, in.At)
 			if err := s.insertEvent(t, in.Device, ev); err != nil {
 				return err
@@ -270,14 +258,6 @@ func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink
 		return rows.Err()
 	})
 	return out, err
-}
-
-// remapEventID derives the id under which an agent event is stored when its
-// own id already belongs to another device's event: deterministic, so a
-// resend is still recognised, and never the other device's row.
-func remapEventID(deviceID, id string) string {
-	sum := sha256.Sum256([]byte(deviceID + "\x00" + id))
-	return "r" + hex.EncodeToString(sum[:])[:ids.Length-1]
 }
 
 // Records implements agentlink.Store.
@@ -354,7 +334,7 @@ func (s *AgentStore) insertAgentEvent(t *ingestTx, dev agentlink.Device, e *prot
 			return ev, false, nil // a resend
 		}
 		s.log.Warn("agent event id collides with another device's event; storing under a derived id", "device", dev.ID, "event", e.ID)
-		ev.ID = remapEventID(dev.ID, e.ID)
+		ev.ID = agentlink.RemapEventID(dev.ID, e.ID)
 	}
 	return ev, false, nil
 }
@@ -388,7 +368,7 @@ func (s *AgentStore) offline(t *ingestTx, dev agentlink.Device, from resource.De
 	}
 	switch from {
 	case resource.StatusOnline, resource.StatusRebooting, resource.StatusUpdating, resource.StatusError:
-		ev := newEvent(protocol.EventDeviceOffline, resource.SeverityWarning, "device is offline: "+reason, map[string]any{"reason": reason}, at)
+		ev := agentlink.NewEvent(protocol.EventDeviceOffline, resource.SeverityWarning, "device is offline: "+reason, map[string]any{"reason": reason}, at)
 		if err := s.insertEvent(t, dev, ev); err != nil {
 			return ch, err
 		}
@@ -518,16 +498,8 @@ func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (p
 	if err := rows.Err(); err != nil {
 		return cfg, false, fmt.Errorf("sqlite: desired config %s: %w", dev.ID, err)
 	}
-	for _, ch := range model.Channels {
-		c := ch.DefaultConfig()
-		if raw, ok := stored[ch.ID]; ok {
-			if v, err := serialcfg.Decode([]byte(raw)); err != nil {
-				s.log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch.ID, "err", err)
-			} else {
-				c = v
-			}
-		}
-		cfg.Channels = append(cfg.Channels, protocol.ChannelConfig{ID: ch.ID, Config: c})
-	}
+	cfg = agentlink.BuildConfig(model, cfg, stored, func(ch string, err error) {
+		s.log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch, "err", err)
+	})
 	return cfg, true, nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -296,7 +295,7 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 		}
 		if j.hb.serial && in.HasChannels {
 			g.serialAt = i
-			g.chans = mergeChannels(g.chans, in.Channels)
+			g.chans = agentlink.MergeChannels(g.chans, in.Channels)
 		}
 	}
 	matched, err := s.updateDevices(t, jobs, groups)
@@ -380,26 +379,6 @@ func (s *AgentStore) clearArgs() {
 		clear(s.hbArgs[i])
 		s.hbArgs[i] = s.hbArgs[i][:0]
 	}
-}
-
-// mergeChannels returns have with the channels of later applied over it:
-// a channel already there takes the later state, a new one is appended.
-func mergeChannels(have, later []protocol.ChannelState) []protocol.ChannelState {
-	if have == nil {
-		return later
-	}
-	have = slices.Clone(have)
-next:
-	for _, c := range later {
-		for k := range have {
-			if have[k].ID == c.ID {
-				have[k] = c
-				continue next
-			}
-		}
-		have = append(have, c)
-	}
-	return have
 }
 
 // devRowids are the rowids of a device's row and of its serial_state row

@@ -170,32 +170,18 @@ func (s *AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (reso
 		if !o.WithEvent {
 			return nil
 		}
-		data, err := eventData(payload, a.ID, o.Rule)
+		data, err := alert.EventData(payload, a.ID, o.Rule)
 		if err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			ids.New(), o.OrgID, o.DeviceID, "alert."+o.Rule.Name, string(o.Rule.Severity), o.Message, data, at.UnixMilli())
+			ids.New(), o.OrgID, o.DeviceID, "alert."+o.Rule.Name, string(o.Rule.Severity), o.Message, string(data), at.UnixMilli())
 		return err
 	})
 	if err != nil {
 		return resource.Alert{}, false, fmt.Errorf("sqlite: open alert: %w", err)
 	}
 	return a, opened, nil
-}
-
-// eventData is the data of an alert's device event: the alert's payload
-// plus alertId, ruleId and rule.
-func eventData(payload json.RawMessage, alertID string, r alert.Rule) (string, error) {
-	m := map[string]any{}
-	if len(payload) > 0 {
-		if err := json.Unmarshal(payload, &m); err != nil {
-			m = map[string]any{}
-		}
-	}
-	m["alertId"], m["ruleId"], m["rule"] = alertID, r.ID, r.Name
-	b, err := json.Marshal(m)
-	return string(b), err
 }
 
 // ResolveAlert resolves the device's open alert of the rule and stores an

@@ -53,13 +53,13 @@ func scanAlert(sc interface{ Scan(...any) error }) (resource.Alert, error) {
 // two pages.
 func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.AlertFilter) (resource.List[resource.Alert], error) {
 	out := resource.List[resource.Alert]{Data: []resource.Alert{}}
-	limit := clampLimit(f.Limit, 25, 100)
+	limit := cloud.ListLimit(f.Limit, 25, 100)
 	state := f.State
 	if state == "" {
 		state = resource.AlertActive
 	}
 	if f.Cursor != "" && !ids.Valid(f.Cursor) {
-		return out, errBadCursor()
+		return out, cloud.ErrCursor()
 	}
 	args := make([]any, 0, 8)
 	args = append(args, orgID, string(state))
@@ -100,7 +100,7 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 			return out, err
 		}
 	}
-	out.Data, out.Pagination = paginate(out.Data, limit, func(a resource.Alert) string { return a.ID })
+	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(a resource.Alert) string { return a.ID })
 	return out, nil
 }
 

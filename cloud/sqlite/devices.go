@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
-	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -48,9 +46,9 @@ func scanDevice(sc interface{ Scan(...any) error }, extra ...any) (resource.Devi
 // status may change between two pages.
 func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.DeviceFilter) (resource.List[resource.Device], error) {
 	out := resource.List[resource.Device]{Data: []resource.Device{}}
-	limit := clampLimit(f.Limit, 25, 100)
+	limit := cloud.ListLimit(f.Limit, 25, 100)
 	if f.Cursor != "" && !ids.Valid(f.Cursor) {
-		return out, errBadCursor()
+		return out, cloud.ErrCursor()
 	}
 	args := make([]any, 0, 6)
 	args = append(args, orgID)
@@ -88,7 +86,7 @@ func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.D
 			return out, err
 		}
 	}
-	out.Data, out.Pagination = paginate(out.Data, limit, func(d resource.Device) string { return d.ID })
+	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(d resource.Device) string { return d.ID })
 	return out, nil
 }
 
@@ -124,7 +122,7 @@ func (s *DeviceService) Metrics(ctx context.Context, orgID, deviceID string, q c
 	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
 		return out, err
 	}
-	limit := clampLimit(q.Limit, 200, 1000)
+	limit := cloud.ListLimit(q.Limit, 200, 1000)
 	st, err := s.db.readStmt(ctx, metricsSQL)
 	if err != nil {
 		return out, err
@@ -168,9 +166,9 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
 		return out, err
 	}
-	limit := clampLimit(f.Limit, 50, 200)
+	limit := cloud.ListLimit(f.Limit, 50, 200)
 	if f.Cursor != "" && !ids.Valid(f.Cursor) {
-		return out, errBadCursor()
+		return out, cloud.ErrCursor()
 	}
 	args := make([]any, 0, 7)
 	args = append(args, deviceID)
@@ -214,7 +212,7 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 			return out, err
 		}
 	}
-	out.Data, out.Pagination = paginate(out.Data, limit, func(e resource.Event) string { return e.ID })
+	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(e resource.Event) string { return e.ID })
 	return out, nil
 }
 
@@ -256,31 +254,11 @@ func listEventsSQL(typ, severity, cursor bool) string {
 	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
 }
 
-func clampLimit(v, def, max int) int {
-	if v <= 0 {
-		return def
-	}
-	if v > max {
-		return max
-	}
-	return v
-}
-
-// paginate trims a limit+1 fetch to limit items and builds the pagination.
-func paginate[T any](items []T, limit int, id func(T) string) ([]T, resource.Pagination) {
-	if len(items) <= limit {
-		return items, resource.Pagination{}
-	}
-	items = items[:limit]
-	next := id(items[limit-1])
-	return items, resource.Pagination{NextCursor: &next, HasMore: true}
-}
-
 // cursorTime returns the created_at of the cursor item that query (taking
 // the cursor and one scope argument) finds, or ECURSOR.
 func (db *DB) cursorTime(ctx context.Context, query, cursor, scope string) (int64, error) {
 	if !ids.Valid(cursor) {
-		return 0, errBadCursor()
+		return 0, cloud.ErrCursor()
 	}
 	st, err := db.readStmt(ctx, query)
 	if err != nil {
@@ -289,16 +267,12 @@ func (db *DB) cursorTime(ctx context.Context, query, cursor, scope string) (int6
 	var at int64
 	err = st.QueryRowContext(ctx, cursor, scope).Scan(&at)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, errBadCursor()
+		return 0, cloud.ErrCursor()
 	}
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: cursor: %w", err)
 	}
 	return at, nil
-}
-
-func errBadCursor() error {
-	return cloud.Errorf(cloud.ECURSOR, "cursor is not an item of this list")
 }
 
 // checkDevice returns ENOTFOUND unless the device exists in the organization.
@@ -334,20 +308,9 @@ func deviceNotFound(id string) error {
 // EINVALID naming the catalog's models; a serial number already used in the
 // organization is ECONFLICT.
 func (db *DB) AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetail, string, error) {
-	var err error
-	if nd.Name, err = cloud.ValidName("name", nd.Name); err != nil {
+	nd, err := nd.Validate()
+	if err != nil {
 		return resource.DeviceDetail{}, "", err
-	}
-	if nd.SerialNumber, err = cloud.ValidName("serial", nd.SerialNumber); err != nil {
-		return resource.DeviceDetail{}, "", err
-	}
-	if nd.Location != "" {
-		if nd.Location, err = cloud.ValidName("location", nd.Location); err != nil {
-			return resource.DeviceDetail{}, "", err
-		}
-	}
-	if _, ok := catalog.Lookup(nd.Model); !ok {
-		return resource.DeviceDetail{}, "", cloud.Errorf(cloud.EINVALID, "unknown model %q (known models: %s)", nd.Model, strings.Join(catalog.Names(), ", "))
 	}
 	if _, err := db.Org(ctx, nd.OrgID); err != nil {
 		return resource.DeviceDetail{}, "", err

@@ -18,33 +18,17 @@ var _ cloud.KeyService = (*DB)(nil)
 // expiresIn 0 means the key never expires. It returns the stored key and the
 // full key string, which exists nowhere else afterwards.
 func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string, expiresIn time.Duration) (*cloud.APIKey, string, error) {
-	name, err := cloud.ValidName("name", name)
+	k, key, err := apikey.New(orgID, name, scopes, expiresIn, db.Now())
 	if err != nil {
 		return nil, "", err
-	}
-	scopes, err = apikey.ValidScopes(scopes)
-	if err != nil {
-		return nil, "", cloud.Errorf(cloud.EINVALID, "scopes: %v", err)
-	}
-	if expiresIn < 0 {
-		return nil, "", cloud.Errorf(cloud.EINVALID, "expiry must not be negative")
 	}
 	if _, err := db.Org(ctx, orgID); err != nil {
 		return nil, "", err
 	}
-	g, err := apikey.Generate()
-	if err != nil {
-		return nil, "", err
-	}
-	now := db.Now().UTC().Truncate(time.Millisecond)
-	k := &cloud.APIKey{ID: g.ID, OrgID: orgID, Name: name, Hash: g.Hash, Scopes: scopes, CreatedAt: now}
-	if expiresIn > 0 {
-		k.ExpiresAt = now.Add(expiresIn)
-	}
 	if err := db.InsertKey(ctx, k); err != nil {
 		return nil, "", err
 	}
-	return k, g.Key, nil
+	return k, key, nil
 }
 
 // InsertKey stores k as given (its hash already made).

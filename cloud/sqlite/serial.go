@@ -36,11 +36,7 @@ func (db *DB) serialModel(ctx context.Context, orgID, deviceID string) (catalog.
 	if err != nil {
 		return catalog.Model{}, err
 	}
-	m, ok := catalog.Lookup(name)
-	if !ok || !m.Has(resource.CapabilitySerialIO) {
-		return catalog.Model{}, cloud.Errorf(cloud.ECAPABILITY, "device model %s does not have the capability %s", name, resource.CapabilitySerialIO)
-	}
-	return m, nil
+	return cloud.SerialModel(name)
 }
 
 type stateRow struct {
@@ -51,15 +47,6 @@ type stateRow struct {
 	desiredVersion int64
 	appliedVersion int64
 	telemetryAt    sql.NullInt64
-}
-
-type channelRow struct {
-	config      sql.NullString
-	available   sql.NullBool
-	live        string
-	txOn        bool
-	err         string
-	passthrough sql.NullString
 }
 
 type querier interface {
@@ -80,49 +67,22 @@ func readState(ctx context.Context, q querier, deviceID string) (stateRow, error
 	return s, nil
 }
 
-func readChannels(ctx context.Context, q querier, deviceID string) (map[string]channelRow, error) {
+func readChannels(ctx context.Context, q querier, deviceID string) (map[string]*cloud.StoredChannel, error) {
 	rows, err := q.QueryContext(ctx, `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ?`, deviceID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: serial channels: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]channelRow{}
+	out := map[string]*cloud.StoredChannel{}
 	for rows.Next() {
 		var id string
-		var c channelRow
-		if err := rows.Scan(&id, &c.config, &c.available, &c.live, &c.txOn, &c.err, &c.passthrough); err != nil {
+		var c cloud.StoredChannel
+		if err := rows.Scan(&id, &c.Config, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.Passthrough); err != nil {
 			return nil, fmt.Errorf("sqlite: serial channels: %w", err)
 		}
-		out[id] = c
+		out[id] = &c
 	}
 	return out, rows.Err()
-}
-
-// channel builds the API view of one catalog channel from its stored row.
-func channel(c catalog.Channel, row channelRow, ok bool) (resource.Channel, error) {
-	ch := resource.Channel{
-		ID: c.ID, Group: c.Group, Label: c.Label, Terminals: append([]string{}, c.Terminals...),
-		Configurable: c.Configurable, Available: true, Config: c.DefaultConfig(),
-	}
-	if !ok {
-		return ch, nil
-	}
-	if row.config.Valid {
-		cfg, err := serialcfg.Decode([]byte(row.config.String))
-		if err != nil {
-			return ch, fmt.Errorf("sqlite: stored config of %s: %w", c.ID, err)
-		}
-		ch.Config = cfg
-	}
-	if row.available.Valid {
-		ch.Available = row.available.Bool
-	}
-	ch.Telemetry = serialcfg.Telemetry{Live: row.live, TxOn: row.txOn, Error: row.err}
-	if row.passthrough.Valid && row.passthrough.String != "" {
-		p := row.passthrough.String
-		ch.PassthroughAddress = &p
-	}
-	return ch, nil
 }
 
 func forwarding(s stateRow) resource.Forwarding {
@@ -148,34 +108,15 @@ func (s *SerialService) Serial(ctx context.Context, orgID, deviceID string) (res
 	if err != nil {
 		return resource.SerialState{}, err
 	}
-	out := resource.SerialState{
-		DeviceID: deviceID, Enabled: st.enabled, Mode: st.mode, Forwarding: forwarding(st),
-		Channels: make([]resource.Channel, 0, len(m.Channels)), TelemetryAt: resource.TP(MsTime(st.telemetryAt)),
-	}
-	for _, c := range m.Channels {
-		row, ok := rows[c.ID]
-		ch, err := channel(c, row, ok)
-		if err != nil {
-			return resource.SerialState{}, err
-		}
-		out.Channels = append(out.Channels, ch)
-	}
-	return out, nil
+	return cloud.SerialView(deviceID, m, resource.SerialState{Enabled: st.enabled, Mode: st.mode, Forwarding: forwarding(st),
+		TelemetryAt: resource.TP(MsTime(st.telemetryAt))}, rows)
 }
 
 // PatchSerial changes the usage mode and the forwarding, bumping the desired
 // version, and tells the Observer after the commit.
 func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string, p cloud.SerialPatch) (resource.SerialPatchResult, error) {
-	if p.Mode == nil && p.WebhookURL == nil && !p.ClearWebhookURL && p.WebhookEnabled == nil {
-		return resource.SerialPatchResult{}, cloud.Errorf(cloud.EINVALID, "at least one of mode, webhookUrl, webhookEnabled is required")
-	}
-	if p.Mode != nil && !resource.ValidMode(*p.Mode) {
-		return resource.SerialPatchResult{}, cloud.Errorf(cloud.EINVALID, "mode must be one of managed, passthrough, both")
-	}
-	if p.WebhookURL != nil && !p.ClearWebhookURL {
-		if err := cloud.ValidateWebhookURL("webhookUrl", *p.WebhookURL); err != nil {
-			return resource.SerialPatchResult{}, err
-		}
+	if err := p.Validate(); err != nil {
+		return resource.SerialPatchResult{}, err
 	}
 	if _, err := s.db.serialModel(ctx, orgID, deviceID); err != nil {
 		return resource.SerialPatchResult{}, err
@@ -232,12 +173,7 @@ func (s *SerialService) Telemetry(ctx context.Context, orgID, deviceID string) (
 	if err != nil {
 		return resource.SerialTelemetry{}, err
 	}
-	out := resource.SerialTelemetry{DeviceID: deviceID, At: resource.TP(MsTime(st.telemetryAt)), Channels: make([]resource.ChannelTelemetry, 0, len(m.Channels))}
-	for _, c := range m.Channels {
-		row := rows[c.ID]
-		out.Channels = append(out.Channels, resource.ChannelTelemetry{ID: c.ID, Live: row.live, TxOn: row.txOn, Error: row.err})
-	}
-	return out, nil
+	return cloud.TelemetryView(deviceID, m, resource.TP(MsTime(st.telemetryAt)), rows), nil
 }
 
 // Channel returns one channel; ENOTFOUND when the model has no such channel.
@@ -248,30 +184,18 @@ func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID 
 	}
 	c, ok := m.Channel(channelID)
 	if !ok {
-		return resource.Channel{}, channelNotFound(channelID)
+		return resource.Channel{}, cloud.ErrChannelNotFound(channelID)
 	}
-	row, found, err := readChannel(ctx, s.db.R, deviceID, channelID)
-	if err != nil {
-		return resource.Channel{}, err
-	}
-	return channel(c, row, found)
-}
-
-func readChannel(ctx context.Context, q querier, deviceID, channelID string) (channelRow, bool, error) {
-	var c channelRow
-	err := q.QueryRowContext(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).
-		Scan(&c.config, &c.available, &c.live, &c.txOn, &c.err, &c.passthrough)
+	var row cloud.StoredChannel
+	err = s.db.R.QueryRowContext(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).
+		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough)
 	if errors.Is(err, sql.ErrNoRows) {
-		return c, false, nil
+		return cloud.ChannelView(c, nil)
 	}
 	if err != nil {
-		return c, false, fmt.Errorf("sqlite: serial channel: %w", err)
+		return resource.Channel{}, fmt.Errorf("sqlite: serial channel: %w", err)
 	}
-	return c, true, nil
-}
-
-func channelNotFound(id string) error {
-	return cloud.Errorf(cloud.ENOTFOUND, "channel %q not found", id)
+	return cloud.ChannelView(c, &row)
 }
 
 // PutChannel stores the channel's desired configuration, bumping the
@@ -281,18 +205,8 @@ func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channel
 	if err != nil {
 		return resource.ChannelPutResult{}, err
 	}
-	c, ok := m.Channel(channelID)
-	if !ok {
-		return resource.ChannelPutResult{}, channelNotFound(channelID)
-	}
-	if !c.Configurable {
-		return resource.ChannelPutResult{}, cloud.Errorf(cloud.ENOTCONFIG, "channel %s is not configurable", channelID)
-	}
-	if cfg.Kind != c.Group {
-		return resource.ChannelPutResult{}, cloud.Errorf(cloud.EKIND, "kind %q does not match the channel's group %q", cfg.Kind, c.Group)
-	}
-	if err := cfg.Validate(); err != nil {
-		return resource.ChannelPutResult{}, cloud.Errorf(cloud.EINVALID, "%v", err)
+	if err := cloud.CheckChannelPut(m, channelID, cfg); err != nil {
+		return resource.ChannelPutResult{}, err
 	}
 	body, err := json.Marshal(cfg)
 	if err != nil {
@@ -398,8 +312,7 @@ func (db *DB) DesiredSerialConfig(ctx context.Context, deviceID string) (Desired
 	}
 	out := DesiredSerial{Version: st.desiredVersion, AppliedVersion: st.appliedVersion, Enabled: st.enabled, Mode: st.mode, Channels: map[string]serialcfg.Config{}}
 	for _, c := range m.Channels {
-		row, ok := rows[c.ID]
-		ch, err := channel(c, row, ok)
+		ch, err := cloud.ChannelView(c, rows[c.ID])
 		if err != nil {
 			return DesiredSerial{}, err
 		}

@@ -1,6 +1,10 @@
 package sqlite
 
-import "github.com/fleet/fleet/cloud"
+import (
+	"context"
+
+	"github.com/fleet/fleet/cloud"
+)
 
 var _ cloud.Store = (*DB)(nil)
 
@@ -25,3 +29,9 @@ func (db *DB) Observe(config cloud.DesiredConfigObserver, alerts cloud.AlertObse
 
 // Versioner returns db: DataVersion follows the WAL index (version.go).
 func (db *DB) Versioner() cloud.Versioner { return db }
+
+// Ready reports whether the database file answers a read.
+func (db *DB) Ready(ctx context.Context) error {
+	var one int
+	return db.R.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
+}

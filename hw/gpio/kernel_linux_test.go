@@ -113,15 +113,29 @@ func TestKernelGPIOInput(t *testing.T) {
 	waitLiveKernel(t, p, "1", 2*time.Second)
 
 	// A glitch: down and straight back up, far shorter than the debounce.
-	if err := c.SetPull(estop, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetPull(estop, true); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(3 * debounce)
-	if got := p.Telemetry().Live; got != "1" {
-		t.Fatalf("a glitch shorter than the debounce reached live: %q", got)
+	// A loaded host can stall the guest between the two writes; such a
+	// glitch proves nothing and is made again.
+	for attempt := 1; ; attempt++ {
+		t0 := time.Now()
+		if err := c.SetPull(estop, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetPull(estop, true); err != nil {
+			t.Fatal(err)
+		}
+		width := time.Since(t0)
+		time.Sleep(3 * debounce)
+		if width < debounce/4 {
+			if got := p.Telemetry().Live; got != "1" {
+				t.Fatalf("a glitch of %s, shorter than the %s debounce, reached live: %q", width, debounce, got)
+			}
+			break
+		}
+		if attempt == 5 {
+			t.Fatalf("no glitch shorter than %s in %d attempts (the last %s): the guest is stalled", debounce/4, attempt, width)
+		}
+		t.Logf("glitch %d took %s, too long to judge; again", attempt, width)
+		waitLiveKernel(t, p, "1", 5*time.Second)
 	}
 
 	// Held low: live follows, after the debounce.
@@ -168,9 +182,12 @@ func TestKernelGPIOOutput(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	waitValue(t, c, relay, "0")
 
-	// Periodic tx: every write reaches the kernel.
+	// Periodic tx: the writes keep reaching the kernel while tx runs, and
+	// stop when it does. (Counts, not gaps: under TCG on a loaded host a
+	// stalled ticker fires late and then at once.)
 	trace := startGPIOTrace(t)
 	const interval = 200 * time.Millisecond
+	start := time.Now()
 	if err := p.Apply(context.Background(), out(serialcfg.GPIOTx{Enabled: true, Value: 1, IntervalMs: int(interval / time.Millisecond)})); err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +197,10 @@ func TestKernelGPIOOutput(t *testing.T) {
 	}
 	time.Sleep(10 * interval)
 	sets := trace.stop()
-	if len(sets) < 6 {
-		t.Fatalf("the kernel traced %d writes in %s of tx every %s: %v", len(sets), 10*interval, interval, sets)
+	elapsed := time.Since(start)
+	// One write at Apply, then one per tick: never more ticks than time.
+	if most := 2 + int(elapsed/interval); len(sets) < 4 || len(sets) > most {
+		t.Fatalf("the kernel traced %d writes in %s of tx every %s, want 4 to %d: %v", len(sets), elapsed.Round(time.Millisecond), interval, most, sets)
 	}
 	var gaps []string
 	for i, s := range sets {
@@ -189,16 +208,20 @@ func TestKernelGPIOOutput(t *testing.T) {
 			t.Errorf("write %d set %d, want 1", i, s.value)
 		}
 		if i > 0 {
-			gap := s.at - sets[i-1].at
-			gaps = append(gaps, gap.Round(time.Millisecond).String())
-			// The kernel's clock, not the test's: TCG may stretch a gap,
-			// never shrink it far below the interval.
-			if gap < interval/2 {
-				t.Errorf("writes %d and %d only %s apart, tx every %s", i-1, i, gap, interval)
-			}
+			gaps = append(gaps, (s.at - sets[i-1].at).Round(time.Millisecond).String())
 		}
 	}
-	t.Logf("kernel traced %d writes of 1, gaps %v", len(sets), gaps)
+	t.Logf("kernel traced %d writes of 1 in %s, gaps %v", len(sets), elapsed.Round(time.Millisecond), gaps)
+
+	// tx off: the one write that holds the level, then none.
+	trace = startGPIOTrace(t)
+	if err := p.Apply(context.Background(), out(serialcfg.GPIOTx{})); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * interval)
+	if sets := trace.stop(); len(sets) > 1 {
+		t.Fatalf("the kernel traced %d writes after tx was turned off: %v", len(sets), sets)
+	}
 	waitValue(t, c, relay, "1")
 }
 

@@ -169,8 +169,16 @@ func TestFaultsReportedAndCleared(t *testing.T) {
 
 func TestSlowSlaveWithinTimeout(t *testing.T) {
 	r := newRig(t, modbustest.Options{IDs: []int{7}})
-	r.sim.SetFault(7, modbustest.Fault{Delay: 40 * time.Millisecond}) // timeout is 80 ms
-	p := open(t, r, rs485(func(c *serialcfg.RS485) { c.Poll = poll("holding", 2, 1) }))
+	r.sim.SetFault(7, modbustest.Fault{Delay: 40 * time.Millisecond})
+	// A timeout far above the delay: a loaded machine's scheduling must
+	// not turn the in-time reply into a timeout.
+	opts := fast
+	opts.ResponseTimeout = 500 * time.Millisecond
+	p, err := modbus.OpenWith(context.Background(), r.link, rs485(func(c *serialcfg.RS485) { c.Poll = poll("holding", 2, 1) }), nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
 	waitFor(t, p, "reading", func(tel serialcfg.Telemetry) bool { return tel.Live == "702" })
 	time.Sleep(300 * time.Millisecond)
 	if tel := p.Telemetry(); tel.Error != "" {

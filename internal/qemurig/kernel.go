@@ -38,7 +38,8 @@ type Kernel struct {
 	// Vmlinux is the uncompressed ELF kernel qemu boots through its PVH
 	// entry, or "" when it could not be extracted (the bzImage is booted).
 	Vmlinux string `json:"-"`
-	// Wanted is the module list the cache entry was extracted for.
+	// Wanted are the image modules asked for (the cache entry may hold
+	// more: it keeps what earlier users wanted).
 	Wanted []string `json:"wanted"`
 	// Modules are the modules to insmod, in load order (dependencies
 	// first): the image package's and those built from source (Built).
@@ -150,9 +151,20 @@ func (k *Kernel) addBuilt(b *BuiltModules) error {
 // the cache, downloading and extracting them on a miss.
 func fetchImage(ctx context.Context, cacheDir, pkg, version string, wanted []string, log *slog.Logger) (*Kernel, error) {
 	dir := filepath.Join(cacheDir, pkg+"_"+strings.ReplaceAll(version, ":", "%3a"))
-	if k, err := readCachedKernel(dir, wanted); err == nil {
+	k, err := readCachedKernel(dir, wanted)
+	if err == nil {
 		log.Info("kernel from cache", "package", pkg, "version", version, "dir", dir)
 		return k, nil
+	}
+	extract := wanted
+	if k != nil && k.Deps != nil {
+		// Keep what the entry had, so users of other modules share it.
+		extract = slices.Clone(wanted)
+		for _, m := range k.Wanted {
+			if !slices.Contains(extract, m) {
+				extract = append(extract, m)
+			}
+		}
 	}
 	log.Info("downloading kernel", "package", pkg, "version", version)
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
@@ -167,7 +179,7 @@ func fetchImage(ctx context.Context, cacheDir, pkg, version string, wanted []str
 	if err != nil {
 		return nil, err
 	}
-	k, err := extractKernel(ctx, deb, filepath.Join(tmp, "kernel"), wanted)
+	k, err = extractKernel(ctx, deb, filepath.Join(tmp, "kernel"), extract)
 	if err != nil {
 		return nil, fmt.Errorf("extract %s: %w", filepath.Base(deb), err)
 	}
@@ -231,6 +243,9 @@ func withVmlinux(ctx context.Context, k *Kernel, log *slog.Logger) *Kernel {
 	return k
 }
 
+// readCachedKernel returns the cache entry in dir when it holds every
+// wanted module, with the load order of those alone: the rig's tests and
+// fleet-loadgen guest want different modules of one entry.
 func readCachedKernel(dir string, wanted []string) (*Kernel, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "kernel.json"))
 	if err != nil {
@@ -240,12 +255,14 @@ func readCachedKernel(dir string, wanted []string) (*Kernel, error) {
 	if err := json.Unmarshal(data, &k); err != nil {
 		return nil, fmt.Errorf("kernel cache %s: %w", dir, err)
 	}
-	if !slices.Equal(k.Wanted, wanted) {
-		return nil, errors.New("kernel cache was extracted for other modules")
-	}
 	if k.Vermagic == "" || k.Deps == nil {
-		return nil, errors.New("kernel cache written by an older rig (no vermagic or dependencies)")
+		return &k, errors.New("kernel cache written by an older rig (no vermagic or dependencies)")
 	}
+	order, err := LoadOrder(wanted, k.Deps, nil)
+	if err != nil {
+		return &k, fmt.Errorf("kernel cache was extracted for other modules: %w", err)
+	}
+	k.Wanted, k.Modules = wanted, order
 	k.Dir = dir
 	k.Vmlinuz = filepath.Join(dir, "vmlinuz")
 	for _, p := range append([]string{k.Vmlinuz}, mapSlice(k.Modules, k.ModulePath)...) {

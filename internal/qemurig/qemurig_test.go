@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -561,5 +562,38 @@ func TestAddBuiltModules(t *testing.T) {
 	b.Modules[1].Vermagic = "6.1.0-55-amd64 SMP preempt mod_unload modversions "
 	if err := newKernel().addBuilt(b); err == nil || !strings.Contains(err.Error(), "vermagic") {
 		t.Errorf("a module of another kernel release was accepted: %v", err)
+	}
+}
+
+// One cache entry serves every subset of the modules it holds (the rig's
+// tests and fleet-loadgen guest want different ones) and names what it
+// was extracted for when it does not.
+func TestCacheEntryServesSubsets(t *testing.T) {
+	dir := t.TempDir()
+	entry := Kernel{Wanted: []string{"vcan", "configfs"}, Modules: []string{"can_dev", "vcan", "configfs"},
+		Deps: map[string][]string{"can_dev": nil, "vcan": {"can_dev"}, "configfs": nil}, Vermagic: "6.1.0-56-amd64 SMP "}
+	meta, err := json.Marshal(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "modules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"kernel.json", "vmlinuz", "modules/can_dev.ko", "modules/vcan.ko", "modules/configfs.ko"} {
+		data := []byte("x")
+		if f == "kernel.json" {
+			data = meta
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := readCachedKernel(dir, []string{"vcan"})
+	if err != nil || !reflect.DeepEqual(k.Modules, []string{"can_dev", "vcan"}) {
+		t.Fatalf("subset: %+v, %v", k, err)
+	}
+	k, err = readCachedKernel(dir, []string{"vcan", "wireguard"})
+	if err == nil || k == nil || !reflect.DeepEqual(k.Wanted, entry.Wanted) {
+		t.Fatalf("a module the entry lacks: %+v, %v; want a miss naming the entry's modules", k, err)
 	}
 }

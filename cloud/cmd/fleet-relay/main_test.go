@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/pgtest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -48,7 +49,7 @@ func startMain(t *testing.T, db string, exts ...extension) *Main {
 	t.Helper()
 	m := NewMain(io.Discard)
 	m.exts = append(m.exts, exts...)
-	if err := m.ParseFlags([]string{"--db", db, "--listen", "127.0.0.1:0", "--rate-limit", "100000"}); err != nil {
+	if err := m.ParseFlags([]string{"--db", db, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--rate-limit", "100000"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Run(context.Background()); err != nil {
@@ -60,8 +61,18 @@ func startMain(t *testing.T, db string, exts ...extension) *Main {
 
 func get(t *testing.T, url, key string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
+	return apiCall(t, "GET", url, key, "")
+}
+
+// apiCall makes a request with key (and a JSON body unless "") and returns
+// the status and body.
+func apiCall(t *testing.T, method, url, key, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -77,10 +88,34 @@ func errorCode(b []byte) string {
 	return e.Error.Code
 }
 
+// pg is the PostgreSQL server of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pg.Close()
+	os.Exit(code)
+}
+
+// databases returns a fresh database of each dialect: a SQLite file path
+// and a PostgreSQL URL.
+func databases(t *testing.T) map[string]string {
+	return map[string]string{
+		"sqlite":   filepath.Join(t.TempDir(), "relay.db"),
+		"postgres": pg.Get(t).CreateDB(t),
+	}
+}
+
 // TestAdminWhileServing runs the admin commands against the database of a
-// running relay and checks their effect through the API.
+// running relay and checks their effect through the API, on each store.
 func TestAdminWhileServing(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "relay.db")
+	for name, db := range databases(t) {
+		t.Run(name, func(t *testing.T) { testAdminWhileServing(t, db) })
+	}
+}
+
+func testAdminWhileServing(t *testing.T, db string) {
 	m := startMain(t, db)
 	base := "http://" + m.Addr() + "/api/v1/public"
 

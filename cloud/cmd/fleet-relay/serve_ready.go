@@ -132,22 +132,11 @@ func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*s.h.Load()).ServeHTTP(w, r)
 }
 
-// storePinger returns the store's own Ping when it has one, else a round
-// trip through its data version, else nil (nothing to ask: always ready).
-func storePinger(s cloud.Store) pinger {
-	if p, ok := s.(pinger); ok {
-		return p
-	}
-	if v := s.Versioner(); v != nil {
-		return versionPing{v}
-	}
-	return nil
-}
+// storePinger asks the store whether it can serve (cloud.Store.Ready: the
+// database answers and holds every migration this relay knows).
+func storePinger(s cloud.Store) pinger { return readyPing{s} }
 
-// versionPing asks the store for its data version.
-type versionPing struct{ v cloud.Versioner }
+// readyPing is the store's Ready as a pinger.
+type readyPing struct{ s cloud.Store }
 
-func (p versionPing) Ping(ctx context.Context) error {
-	_, err := p.v.DataVersion(ctx)
-	return err
-}
+func (p readyPing) Ping(ctx context.Context) error { return p.s.Ready(ctx) }

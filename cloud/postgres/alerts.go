@@ -1,0 +1,368 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// AlertService implements cloud.AlertService on the store.
+type AlertService struct {
+	db *DB
+	// Observer, when set before use, hears of every acknowledge or resolve
+	// that changed an alert's state.
+	Observer cloud.AlertObserver
+}
+
+var _ cloud.AlertService = (*AlertService)(nil)
+
+const alertColumns = `id, state, severity, message, payload, device_id, rule_id, acknowledged_at, resolved_at, created_at`
+
+func scanAlert(row pgx.Row) (resource.Alert, error) {
+	var a resource.Alert
+	var state, sev, payload string
+	var acked, resolved *int64
+	var created int64
+	if err := row.Scan(&a.ID, &state, &sev, &a.Message, &payload, &a.DeviceID, &a.RuleID, &acked, &resolved, &created); err != nil {
+		return a, err
+	}
+	a.State, a.Severity, a.Payload = resource.AlertState(state), resource.Severity(sev), json.RawMessage(payload)
+	a.AcknowledgedAt, a.ResolvedAt = resource.TP(msTime(acked)), resource.TP(msTime(resolved))
+	a.CreatedAt = resource.T(time.UnixMilli(created))
+	return a, nil
+}
+
+// ListAlerts lists the organization's alerts in f.State (ACTIVE when
+// empty), newest first, keyset-paginated.
+func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.AlertFilter) (resource.List[resource.Alert], error) {
+	out := resource.List[resource.Alert]{Data: []resource.Alert{}}
+	limit := cloud.ListLimit(f.Limit, 25, 100)
+	state := f.State
+	if state == "" {
+		state = resource.AlertActive
+	}
+	if f.Cursor != "" && !ids.Valid(f.Cursor) {
+		return out, cloud.ErrCursor()
+	}
+	q := `SELECT ` + alertColumns + ` FROM alerts WHERE org_id = $1 AND state = $2`
+	args := []any{orgID, string(state)}
+	if f.Severity != "" {
+		args = append(args, string(f.Severity))
+		q += fmt.Sprintf(` AND severity = $%d`, len(args))
+	}
+	if f.DeviceID != "" {
+		args = append(args, f.DeviceID)
+		q += fmt.Sprintf(` AND device_id = $%d`, len(args))
+	}
+	if f.Cursor != "" {
+		args = append(args, f.Cursor)
+		n := len(args)
+		q += fmt.Sprintf(` AND (created_at, id) < ((SELECT c.created_at FROM alerts c WHERE c.id = $%d AND c.org_id = $1), $%d)`, n, n)
+	}
+	args = append(args, limit+1)
+	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
+	list, err := query(ctx, s.db, "list alerts", scanAlert, q, args...)
+	if err != nil {
+		return out, err
+	}
+	if len(list) == 0 && f.Cursor != "" {
+		if err := s.db.checkCursor(ctx, `SELECT 1 FROM alerts WHERE id = $1 AND org_id = $2`, f.Cursor, orgID); err != nil {
+			return out, err
+		}
+	}
+	if list != nil {
+		out.Data = list
+	}
+	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(a resource.Alert) string { return a.ID })
+	return out, nil
+}
+
+func alertNotFound(id string) error {
+	return cloud.Errorf(cloud.ENOTFOUND, "alert %q not found", id)
+}
+
+// Acknowledge moves an ACTIVE alert to ACKNOWLEDGED; an ACKNOWLEDGED one is
+// returned unchanged, a RESOLVED one is ERESOLVED.
+func (s *AlertService) Acknowledge(ctx context.Context, orgID, id string) (resource.Alert, error) {
+	return s.transition(ctx, orgID, id, "alert.acknowledged",
+		`UPDATE alerts SET state = 'ACKNOWLEDGED', acknowledged_at = $1 WHERE id = $2 AND org_id = $3 AND state = 'ACTIVE'`,
+		func(a resource.Alert) error {
+			if a.State == resource.AlertResolved {
+				return cloud.Errorf(cloud.ERESOLVED, "alert %q is already resolved", id)
+			}
+			return nil
+		})
+}
+
+// Resolve moves an open alert to RESOLVED with an alert.resolved event; a
+// RESOLVED one is returned unchanged.
+func (s *AlertService) Resolve(ctx context.Context, orgID, id string) (resource.Alert, error) {
+	return s.transition(ctx, orgID, id, "alert.resolved",
+		`UPDATE alerts SET state = 'RESOLVED', resolved_at = $1 WHERE id = $2 AND org_id = $3 AND state <> 'RESOLVED'`, nil)
+}
+
+// transition runs one conditional UPDATE and reads the row back in one
+// transaction; the row lock of the UPDATE orders concurrent calls (another
+// relay's too), so only one of them changes the row.
+func (s *AlertService) transition(ctx context.Context, orgID, id, event, update string, check func(resource.Alert) error) (resource.Alert, error) {
+	var a resource.Alert
+	var changed bool
+	now := s.db.NowMs()
+	if err := s.db.ensureDays(ctx, "events", now); err != nil {
+		return resource.Alert{}, err
+	}
+	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, update, now, id, orgID)
+		if err != nil {
+			return err
+		}
+		changed = tag.RowsAffected() == 1
+		a, err = scanAlert(tx.QueryRow(ctx, `SELECT `+alertColumns+` FROM alerts WHERE id = $1 AND org_id = $2`, id, orgID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return alertNotFound(id)
+		}
+		if err != nil {
+			return err
+		}
+		if changed && a.State == resource.AlertResolved {
+			return s.db.resolvedEvent(ctx, tx, orgID, a)
+		}
+		return nil
+	})
+	if err != nil {
+		if cloud.ErrorCode(err) != cloud.EINTERNAL {
+			return resource.Alert{}, err
+		}
+		return resource.Alert{}, fmt.Errorf("postgres: %s: %w", event, err)
+	}
+	if check != nil {
+		if err := check(a); err != nil {
+			return resource.Alert{}, err
+		}
+	}
+	if changed && s.Observer != nil {
+		s.Observer.AlertChanged(ctx, event, a)
+	}
+	return a, nil
+}
+
+// resolvedEvent stores the alert.resolved event of an alert resolved
+// through the API, in the transaction that resolved it.
+func (db *DB) resolvedEvent(ctx context.Context, tx pgx.Tx, orgID string, a resource.Alert) error {
+	var rule string
+	if err := tx.QueryRow(ctx, `SELECT name FROM alert_rules WHERE id = $1`, a.RuleID).Scan(&rule); err != nil {
+		return err
+	}
+	data, err := json.Marshal(map[string]any{"alertId": a.ID, "ruleId": a.RuleID, "rule": rule, "resolvedBy": "api"})
+	if err != nil {
+		return err
+	}
+	return db.insertEvents(ctx, tx, orgID, a.DeviceID, []resource.Event{{ID: ids.New(), Type: alert.EventResolved, Severity: resource.SeverityInfo,
+		Message: rule + " alert resolved through the API", Data: data, CreatedAt: *a.ResolvedAt}})
+}
+
+// insertEvents stores relay-made events (fresh ids) of one device in tx.
+// The caller made sure of their partitions (ensureDays) before it began tx:
+// creating one takes a lock on the table that a transaction which already
+// wrote to it would wait for.
+func (db *DB) insertEvents(ctx context.Context, tx pgx.Tx, orgID, deviceID string, evs []resource.Event) error {
+	_, err := insertEventRows(ctx, tx, repeat(orgID, len(evs)), repeat(deviceID, len(evs)), evs)
+	return err
+}
+
+// repeat returns n copies of s.
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// AlertEngineStore is what the alert engine (alert.Store) needs.
+type AlertEngineStore struct{ db *DB }
+
+var _ alert.Store = (*AlertEngineStore)(nil)
+
+// NewAlertEngineStore returns the alert engine's store on db.
+func NewAlertEngineStore(db *DB) *AlertEngineStore { return &AlertEngineStore{db: db} }
+
+// Rules returns the organization's rules, first inserting any default rule
+// it lacks.
+func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rule, error) {
+	rules, err := s.readRules(ctx, orgID)
+	if err != nil || len(rules) >= len(cloud.DefaultRules()) {
+		return rules, err
+	}
+	err = s.db.writeTx(ctx, func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM orgs WHERE id = $1`, orgID).Scan(&n); err != nil || n == 0 {
+			return err
+		}
+		return insertDefaultRules(ctx, tx, orgID, s.db.NowMs())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: default rules: %w", err)
+	}
+	return s.readRules(ctx, orgID)
+}
+
+func (s *AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert.Rule, error) {
+	return query(ctx, s.db, "rules", func(r pgx.Row) (alert.Rule, error) {
+		var x alert.Rule
+		var sev string
+		err := r.Scan(&x.ID, &x.OrgID, &x.Name, &sev, &x.Metric, &x.Threshold, &x.Clear, &x.Consecutive, &x.Enabled)
+		x.Severity = resource.Severity(sev)
+		return x, err
+	}, `SELECT id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled FROM alert_rules WHERE org_id = $1 ORDER BY name`, orgID)
+}
+
+// RecentMetrics returns the newest n samples captured at or before until,
+// ascending.
+func (s *AlertEngineStore) RecentMetrics(ctx context.Context, deviceID string, until time.Time, n int) ([]resource.MetricSample, error) {
+	out, err := query(ctx, s.db, "recent metrics", scanSample, `SELECT captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1 FROM metrics
+		WHERE device_id = $1 AND captured_at <= $2 ORDER BY captured_at DESC LIMIT $3`, deviceID, until.UnixMilli(), n)
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, err
+}
+
+// RuleStates returns, per rule id, the device's open alert and when its
+// last alert resolved.
+func (s *AlertEngineStore) RuleStates(ctx context.Context, orgID, deviceID string) (map[string]alert.RuleState, error) {
+	out := map[string]alert.RuleState{}
+	type row struct {
+		rule, open string
+		resolved   *int64
+	}
+	rows, err := query(ctx, s.db, "rule states", func(r pgx.Row) (row, error) {
+		var x row
+		err := r.Scan(&x.rule, &x.open, &x.resolved)
+		return x, err
+	}, `SELECT rule_id, COALESCE(MAX(id) FILTER (WHERE state <> 'RESOLVED'), ''), MAX(resolved_at) FILTER (WHERE state = 'RESOLVED')
+		FROM alerts WHERE org_id = $1 AND device_id = $2 GROUP BY rule_id`, orgID, deviceID)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.rule] = alert.RuleState{OpenID: r.open, LastResolved: msTime(r.resolved)}
+	}
+	return out, nil
+}
+
+// OpenAlert stores an ACTIVE alert and, with o.WithEvent, its alert.<rule>
+// event, in one transaction; opened is false when the device already has
+// an open alert of the rule (the unique partial index decides, across
+// relays).
+func (s *AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (resource.Alert, bool, error) {
+	at := o.At.UTC().Truncate(time.Millisecond)
+	payload := o.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage(`{}`)
+	}
+	a := resource.Alert{ID: ids.New(), State: resource.AlertActive, Severity: o.Rule.Severity, Message: o.Message, Payload: payload,
+		DeviceID: o.DeviceID, RuleID: o.Rule.ID, CreatedAt: resource.T(at)}
+	opened := false
+	if err := s.db.ensureDays(ctx, "events", at.UnixMilli()); err != nil {
+		return resource.Alert{}, false, err
+	}
+	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
+			VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8) ON CONFLICT (device_id, rule_id) WHERE state <> 'RESOLVED' DO NOTHING`,
+			a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(payload), at.UnixMilli())
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		opened = true
+		if !o.WithEvent {
+			return nil
+		}
+		data, err := alert.EventData(payload, a.ID, o.Rule)
+		if err != nil {
+			return err
+		}
+		return s.db.insertEvents(ctx, tx, o.OrgID, o.DeviceID, []resource.Event{{ID: ids.New(), Type: "alert." + o.Rule.Name,
+			Severity: o.Rule.Severity, Message: o.Message, Data: data, CreatedAt: resource.T(at)}})
+	})
+	if err != nil {
+		return resource.Alert{}, false, fmt.Errorf("postgres: open alert: %w", err)
+	}
+	return a, opened, nil
+}
+
+// ResolveAlert resolves the device's open alert of the rule and stores an
+// alert.resolved event, in one transaction.
+func (s *AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID string, r alert.Rule, message string, at time.Time) (resource.Alert, bool, error) {
+	at = at.UTC().Truncate(time.Millisecond)
+	var a resource.Alert
+	resolved := false
+	if err := s.db.ensureDays(ctx, "events", at.UnixMilli()); err != nil {
+		return resource.Alert{}, false, err
+	}
+	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAlert(tx.QueryRow(ctx, `UPDATE alerts SET state = 'RESOLVED', resolved_at = $1
+			WHERE org_id = $2 AND device_id = $3 AND rule_id = $4 AND state IN ('ACTIVE', 'ACKNOWLEDGED') RETURNING `+alertColumns,
+			at.UnixMilli(), orgID, deviceID, r.ID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resolved = true
+		data, err := json.Marshal(map[string]any{"alertId": a.ID, "ruleId": r.ID, "rule": r.Name})
+		if err != nil {
+			return err
+		}
+		return s.db.insertEvents(ctx, tx, orgID, deviceID, []resource.Event{{ID: ids.New(), Type: alert.EventResolved, Severity: resource.SeverityInfo,
+			Message: message, Data: data, CreatedAt: resource.T(at)}})
+	})
+	if err != nil {
+		return resource.Alert{}, false, fmt.Errorf("postgres: resolve alert: %w", err)
+	}
+	return a, resolved, nil
+}
+
+// OpenAlertID returns the id of the device's open alert of the rule, or "".
+func (s *AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID string) (string, error) {
+	var id string
+	err := s.db.Pool.QueryRow(ctx, `SELECT id FROM alerts WHERE device_id = $1 AND rule_id = $2 AND state <> 'RESOLVED'`, deviceID, ruleID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("postgres: open alert: %w", err)
+	}
+	return id, nil
+}
+
+// OfflineDevices returns up to limit devices (all, or only deviceID when
+// not "") that are OFFLINE with no heartbeat for three of their heartbeat
+// intervals at now, and that have no device_offline alert created since
+// their last heartbeat.
+func (s *AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID string, limit int) ([]alert.Offline, error) {
+	return query(ctx, s.db, "offline devices", func(r pgx.Row) (alert.Offline, error) {
+		var o alert.Offline
+		var seen, hb int64
+		err := r.Scan(&o.Device.ID, &o.Device.OrgID, &o.Device.Model, &seen, &hb)
+		o.LastSeen, o.Heartbeat = time.UnixMilli(seen).UTC(), time.Duration(hb)*time.Millisecond
+		return o, err
+	}, `SELECT d.id, d.org_id, d.model, d.last_seen, d.agent_heartbeat_ms FROM devices d
+		WHERE d.status = 'OFFLINE' AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= $1
+		  AND ($2 = '' OR d.id = $2)
+		  AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.device_id = d.id
+		        AND a.rule_id = (SELECT r.id FROM alert_rules r WHERE r.org_id = d.org_id AND r.name = $3)
+		        AND a.created_at >= d.last_seen)
+		LIMIT $4`, now.UnixMilli(), deviceID, alert.RuleDeviceOffline, limit)
+}

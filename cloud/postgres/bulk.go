@@ -1,0 +1,208 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/hw/catalog"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// hbJob is a queued heartbeat.
+type hbJob struct {
+	in     agentlink.HeartbeatIn
+	serial bool // the model has serial I/O
+	out    agentlink.HeartbeatOut
+	done   func(agentlink.HeartbeatOut, error)
+}
+
+// Heartbeat implements agentlink.Store: the heartbeat is queued and stored
+// with the others of its transaction (applyHeartbeats); done hears the
+// outcome after the commit, in queue order.
+func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, done func(agentlink.HeartbeatOut, error)) error {
+	model, _ := catalog.Lookup(in.Device.Model)
+	hb := &hbJob{in: in, serial: model.Has(resource.CapabilitySerialIO), done: done}
+	return s.w.enqueue(ctx, &ingestJob{hb: hb})
+}
+
+// hbGroup is the heartbeats of one session in one transaction, applied as
+// one: the device row and the serial telemetry time get the values of the
+// last of them, each channel the state of the last that reported it.
+type hbGroup struct {
+	id, session string
+	jobs        []int // indexes in the transaction's heartbeats, in order
+	last        int
+	deadline    time.Time
+	serialAt    int // the last job with serial telemetry, -1: none
+	chans       []protocol.ChannelState
+}
+
+// applyHeartbeats stores a transaction's heartbeats: a heartbeat that
+// changes the status updates its device row on its own first; then the
+// heartbeats of each session are merged and written with one statement
+// per table (rows given as arrays, unnest), devices in id order so that
+// relays writing the same rows lock them in the same order.
+func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJob, errs []error) error {
+	byKey := map[[2]string]*hbGroup{}
+	var groups []*hbGroup
+	for i, hb := range hbs {
+		in := &hb.in
+		hb.out = agentlink.HeartbeatOut{}
+		if in.Status != in.PrevStatus {
+			if in.Deadline.IsZero() {
+				errs[i] = fmt.Errorf("postgres: heartbeat %s: status change without a deadline", in.Device.ID)
+				continue
+			}
+			tag, err := tx.Exec(ctx, `UPDATE devices SET last_seen = $1, ip_address = $2, agent_deadline = $3, status = $4 WHERE id = $5 AND agent_session = $6`,
+				in.At.UnixMilli(), in.IPAddress, in.Deadline.UnixMilli(), string(in.Status), in.Device.ID, in.Session)
+			if err != nil {
+				return fmt.Errorf("postgres: heartbeat %s: %w", in.Device.ID, err)
+			}
+			if tag.RowsAffected() == 0 {
+				errs[i] = agentlink.ErrSessionGone
+				continue
+			}
+		}
+		k := [2]string{in.Device.ID, in.Session}
+		g := byKey[k]
+		if g == nil {
+			g = &hbGroup{id: in.Device.ID, session: in.Session, serialAt: -1}
+			byKey[k] = g
+			groups = append(groups, g)
+		}
+		g.jobs = append(g.jobs, i)
+		g.last = i
+		if !in.Deadline.IsZero() {
+			g.deadline = in.Deadline
+		}
+		if hb.serial && in.HasChannels {
+			g.serialAt = i
+			g.chans = agentlink.MergeChannels(g.chans, in.Channels)
+		}
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	sort.Slice(groups, func(a, b int) bool { return groups[a].id < groups[b].id })
+
+	// Device rows: last seen, address, deadline; RETURNING names the
+	// sessions that still own their device.
+	n := len(groups)
+	id, session, ip := make([]string, n), make([]string, n), make([]string, n)
+	seen, deadline := make([]int64, n), make([]*int64, n)
+	for i, g := range groups {
+		in := &hbs[g.last].in
+		id[i], session[i], ip[i], seen[i], deadline[i] = g.id, g.session, in.IPAddress, in.At.UnixMilli(), timeMs(g.deadline)
+	}
+	rows, err := tx.Query(ctx, `UPDATE devices d SET last_seen = v.seen, ip_address = v.ip, agent_deadline = COALESCE(v.deadline, d.agent_deadline)
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS v(id, session, seen, ip, deadline)
+		WHERE d.id = v.id AND d.agent_session = v.session RETURNING v.id, v.session`, id, session, seen, ip, deadline)
+	if err != nil {
+		return fmt.Errorf("postgres: heartbeats: %w", err)
+	}
+	matched := map[[2]string]bool{}
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: heartbeats: %w", err)
+		}
+		matched[k] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: heartbeats: %w", err)
+	}
+
+	var serialID []string
+	var serialAt, applied []int64
+	var chDev, chID, chLive, chErr, chPass []string
+	var chAvail, chTx []bool
+	var evOrg, evDev []string
+	var evs []resource.Event
+	for _, g := range groups {
+		if !matched[[2]string{g.id, g.session}] {
+			for _, i := range g.jobs {
+				if errs[i] == nil {
+					errs[i] = agentlink.ErrSessionGone
+				}
+			}
+			continue
+		}
+		if g.serialAt >= 0 {
+			in := &hbs[g.serialAt].in
+			serialID, serialAt, applied = append(serialID, g.id), append(serialAt, in.At.UnixMilli()), append(applied, in.AppliedVersion)
+			for _, c := range g.chans {
+				chDev, chID, chAvail, chLive = append(chDev, g.id), append(chID, c.ID), append(chAvail, c.Available), append(chLive, c.Live)
+				chTx, chErr, chPass = append(chTx, c.TxOn), append(chErr, c.Error), append(chPass, c.PassthroughAddress)
+			}
+		}
+		for _, i := range g.jobs {
+			hb := hbs[i]
+			in := &hb.in
+			hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
+			if e := in.Event; e != nil && errs[i] == nil {
+				evOrg, evDev, evs = append(evOrg, in.Device.OrgID), append(evDev, in.Device.ID), append(evs, *e)
+			}
+		}
+	}
+	if len(serialID) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE serial_state s SET telemetry_at = v.at, applied_version = v.applied
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(id, at, applied) WHERE s.device_id = v.id`, serialID, serialAt, applied); err != nil {
+			return fmt.Errorf("postgres: heartbeats (serial): %w", err)
+		}
+	}
+	if len(chDev) > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address)
+			SELECT v.d, v.c, v.a, v.l, v.t, v.e, NULLIF(v.p, '')
+			FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bool[], $6::text[], $7::text[]) AS v(d, c, a, l, t, e, p)
+			ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
+			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`,
+			chDev, chID, chAvail, chLive, chTx, chErr, chPass); err != nil {
+			return fmt.Errorf("postgres: heartbeats (channels): %w", err)
+		}
+	}
+	if len(evs) > 0 {
+		if _, err := insertEventRows(ctx, tx, evOrg, evDev, evs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertEventRows inserts events (of the devices devs[i], organizations
+// orgs[i]) in one statement, resends ignored, and returns the ids it
+// inserted.
+func insertEventRows(ctx context.Context, tx pgx.Tx, orgs, devs []string, evs []resource.Event) (map[string]bool, error) {
+	n := len(evs)
+	id, typ, sev, msg, data := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	at := make([]int64, n)
+	for i, e := range evs {
+		d := string(e.Data)
+		if d == "" {
+			d = "{}"
+		}
+		id[i], typ[i], sev[i], msg[i], data[i], at[i] = e.ID, e.Type, string(e.Severity), e.Message, d, e.CreatedAt.UnixMilli()
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
+		ON CONFLICT DO NOTHING RETURNING id`, id, orgs, devs, typ, sev, msg, data, at)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: insert events: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: insert events: %w", err)
+	}
+	out := make(map[string]bool, len(got))
+	for _, g := range got {
+		out[g] = true
+	}
+	return out, nil
+}

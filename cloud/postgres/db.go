@@ -1,0 +1,248 @@
+// Package postgres is the relay's store on PostgreSQL (jackc/pgx, a
+// pgxpool pool): the same contract as cloud/sqlite (cloud.Store and the
+// agent endpoint's, alert engine's and outbox's stores), for any number of
+// relays sharing one database. Embedded SQL migrations are applied at open
+// under an advisory lock, so relays started together migrate once; metrics
+// and events live in tables partitioned by day, created ahead and on
+// demand, and retention drops whole partitions.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fleet/fleet/cloud"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Advisory lock keys (pg_advisory_lock): one for migrations, one for
+// partition changes. Arbitrary constants, "fleet" in their high bytes.
+const (
+	lockMigrate    int64 = 0x666c656574_0001
+	lockPartitions int64 = 0x666c656574_0002
+)
+
+// DB is an open store.
+type DB struct {
+	// Pool is the connection pool.
+	Pool *pgxpool.Pool
+	// Now is the clock.
+	Now cloud.Now
+
+	url      string // with the password, for the listener's own connection
+	password string // redacted from every error (see redact)
+
+	partMu sync.Mutex
+	parts  map[string]bool // partitions known to exist, by name
+
+	devices *DeviceService
+	serial  *SerialService
+	alerts  *AlertService
+}
+
+// Open connects to the database named by url (any URL or keyword/value
+// string pgx accepts, e.g. postgres://user:pw@host:5432/db?sslmode=require
+// &pool_max_conns=20) and applies pending migrations. A wrong password or
+// an unreachable server fails here with a message that names the host,
+// database and user, never the password.
+func Open(ctx context.Context, url string) (*DB, error) {
+	pw := passwordOf(url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, redact(fmt.Errorf("postgres: %w", err), pw)
+	}
+	if pw == "" {
+		pw = cfg.ConnConfig.Password
+	}
+	if !hasParam(url, "pool_max_conns") {
+		cfg.MaxConns = 16
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, redact(fmt.Errorf("postgres: %w", err), pw)
+	}
+	db := &DB{Pool: pool, Now: time.Now, url: url, password: pw, parts: map[string]bool{}}
+	db.devices, db.serial, db.alerts = &DeviceService{db: db}, &SerialService{db: db}, &AlertService{db: db}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, redact(fmt.Errorf("postgres: connect to %s: %w", describe(cfg), err), pw)
+	}
+	if err := db.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, redact(err, pw)
+	}
+	if err := db.ensureAhead(ctx); err != nil {
+		pool.Close()
+		return nil, redact(err, pw)
+	}
+	return db, nil
+}
+
+// describe names where cfg connects, without the password.
+func describe(cfg *pgxpool.Config) string {
+	c := cfg.ConnConfig
+	return fmt.Sprintf("%s:%d database %q as user %q", c.Host, c.Port, c.Database, c.User)
+}
+
+// passwordOf returns the password of a postgres:// URL, or "".
+func passwordOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return ""
+	}
+	p, _ := u.User.Password()
+	return p
+}
+
+func hasParam(raw, name string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return strings.Contains(raw, name+"=")
+	}
+	return u.Query().Has(name)
+}
+
+// redactedError hides a password in the text of an error it wraps.
+type redactedError struct {
+	err error
+	pw  string
+}
+
+func (e *redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.pw, "xxxxx") }
+func (e *redactedError) Unwrap() error { return e.err }
+
+func redact(err error, pw string) error {
+	if err == nil || pw == "" {
+		return err
+	}
+	return &redactedError{err: err, pw: pw}
+}
+
+// Close closes the pool.
+func (db *DB) Close() error {
+	db.Pool.Close()
+	return nil
+}
+
+// NowMs returns the clock's time in Unix milliseconds.
+func (db *DB) NowMs() int64 { return db.Now().UnixMilli() }
+
+// migrate applies every embedded migration not yet recorded, each in its
+// own transaction, in file-name order, holding the migration lock: a relay
+// that starts while another migrates waits for it and then finds nothing
+// left to do.
+func (db *DB) migrate(ctx context.Context) error {
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: migrations: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockMigrate); err != nil {
+		return fmt.Errorf("postgres: migration lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockMigrate)
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
+		return fmt.Errorf("postgres: migrations table: %w", err)
+	}
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := migrateFile(ctx, conn.Conn(), name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func migrateFile(ctx context.Context, conn *pgx.Conn, name string) error {
+	short := strings.TrimPrefix(name, "migrations/")
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE name = $1`, short).Scan(&n); err != nil {
+			return fmt.Errorf("postgres: migration %s: %w", short, err)
+		}
+		if n > 0 {
+			return nil
+		}
+		body, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, string(body)); err != nil {
+			return fmt.Errorf("postgres: migration %s: %w", short, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name, applied_at) VALUES ($1, $2)`, short, time.Now().UnixMilli()); err != nil {
+			return fmt.Errorf("postgres: migration %s: %w", short, err)
+		}
+		return nil
+	})
+}
+
+// migrationsPending reports whether embedded migrations are not applied
+// yet.
+func (db *DB) migrationsPending(ctx context.Context) (bool, error) {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return false, err
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+		return false, err
+	}
+	return n < len(names), nil
+}
+
+// writeTx runs fn in a transaction (read committed).
+func (db *DB) writeTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, db.Pool, fn)
+}
+
+// msTime converts nullable Unix milliseconds to a UTC time; NULL or 0 gives
+// zero.
+func msTime(ms *int64) time.Time {
+	if ms == nil || *ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(*ms).UTC()
+}
+
+// timeMs converts t to nullable Unix milliseconds.
+func timeMs(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	ms := t.UnixMilli()
+	return &ms
+}
+
+// isUnique reports a unique-constraint violation.
+func isUnique(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// isNoPartition reports a row whose time has no partition.
+func isNoPartition(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23514" && strings.Contains(pe.Message, "no partition")
+}

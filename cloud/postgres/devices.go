@@ -1,0 +1,291 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// DeviceService implements cloud.DeviceService on the store.
+type DeviceService struct{ db *DB }
+
+var _ cloud.DeviceService = (*DeviceService)(nil)
+
+const deviceColumns = `id, name, serial_number, status, model, firmware_version, last_seen, ip_address, location, created_at`
+
+func scanDevice(row pgx.Row, extra ...any) (resource.Device, error) {
+	var d resource.Device
+	var status string
+	var lastSeen *int64
+	var created int64
+	dest := append([]any{&d.ID, &d.Name, &d.SerialNumber, &status, &d.Model, &d.FirmwareVersion, &lastSeen, &d.IPAddress, &d.Location, &created}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return d, err
+	}
+	d.Status = resource.DeviceStatus(status)
+	d.LastSeen = resource.TP(msTime(lastSeen))
+	d.CreatedAt = resource.T(time.UnixMilli(created))
+	return d, nil
+}
+
+// query runs q and collects its rows with scan.
+func query[T any](ctx context.Context, db *DB, what string, scan func(pgx.Row) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := db.Pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// ListDevices lists the organization's devices oldest first (created_at,
+// then id), keyset-paginated; the cursor must be a device of the
+// organization, and the status filter is not applied to it.
+func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.DeviceFilter) (resource.List[resource.Device], error) {
+	out := resource.List[resource.Device]{Data: []resource.Device{}}
+	limit := cloud.ListLimit(f.Limit, 25, 100)
+	if f.Cursor != "" && !ids.Valid(f.Cursor) {
+		return out, cloud.ErrCursor()
+	}
+	q := `SELECT ` + deviceColumns + ` FROM devices WHERE org_id = $1`
+	args := []any{orgID}
+	if f.Status != "" {
+		args = append(args, string(f.Status))
+		q += fmt.Sprintf(` AND status = $%d`, len(args))
+	}
+	if f.Cursor != "" {
+		args = append(args, f.Cursor)
+		n := len(args)
+		q += fmt.Sprintf(` AND (created_at, id) > ((SELECT c.created_at FROM devices c WHERE c.id = $%d AND c.org_id = $1), $%d)`, n, n)
+	}
+	args = append(args, limit+1)
+	q += fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d`, len(args))
+	list, err := query(ctx, s.db, "list devices", func(r pgx.Row) (resource.Device, error) { return scanDevice(r) }, q, args...)
+	if err != nil {
+		return out, err
+	}
+	if len(list) == 0 && f.Cursor != "" {
+		if err := s.db.checkCursor(ctx, `SELECT 1 FROM devices WHERE id = $1 AND org_id = $2`, f.Cursor, orgID); err != nil {
+			return out, err
+		}
+	}
+	if list != nil {
+		out.Data = list
+	}
+	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(d resource.Device) string { return d.ID })
+	return out, nil
+}
+
+// Device returns the organization's device id, or ENOTFOUND.
+func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
+	var dd resource.DeviceDetail
+	var err error
+	dd.Device, err = scanDevice(s.db.Pool.QueryRow(ctx, `SELECT `+deviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone
+		FROM devices WHERE id = $1 AND org_id = $2`, id, orgID), &dd.Notes, &dd.AgentDeviceName, &dd.AgentDeviceLocation, &dd.AgentTimezone)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return resource.DeviceDetail{}, deviceNotFound(id)
+	}
+	if err != nil {
+		return resource.DeviceDetail{}, fmt.Errorf("postgres: device: %w", err)
+	}
+	return dd, nil
+}
+
+func scanSample(r pgx.Row) (resource.MetricSample, error) {
+	var m resource.MetricSample
+	var at int64
+	err := r.Scan(&at, &m.CPUPct, &m.MemPct, &m.DiskUsedPct, &m.TempCPU, &m.LoadAvg1)
+	m.CapturedAt = resource.T(time.UnixMilli(at))
+	return m, err
+}
+
+const metricsSQL = `SELECT captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1 FROM metrics
+	WHERE device_id = $1 AND captured_at >= $2 AND captured_at <= $3 ORDER BY captured_at DESC LIMIT $4`
+
+// Metrics returns the device's samples in [q.From, q.To], ascending; the
+// newest q.Limit when more fall in the window.
+func (s *DeviceService) Metrics(ctx context.Context, orgID, deviceID string, q cloud.MetricsQuery) (resource.MetricsResponse, error) {
+	out := resource.MetricsResponse{Data: []resource.MetricSample{}}
+	if q.From.After(q.To) {
+		return out, cloud.Errorf(cloud.EINVALID, "from must not be after to")
+	}
+	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
+		return out, err
+	}
+	limit := cloud.ListLimit(q.Limit, 200, 1000)
+	data, err := query(ctx, s.db, "metrics", scanSample, metricsSQL, deviceID, q.From.UnixMilli(), q.To.UnixMilli(), limit+1)
+	if err != nil {
+		return out, err
+	}
+	truncated := len(data) > limit
+	if truncated {
+		data = data[:limit]
+	}
+	for i, j := 0, len(data)-1; i < j; i, j = i+1, j-1 {
+		data[i], data[j] = data[j], data[i]
+	}
+	if data != nil {
+		out.Data = data
+	}
+	out.Window = resource.Window{From: resource.T(q.From), To: resource.T(q.To)}
+	if truncated {
+		out.Window.From = out.Data[0].CapturedAt
+	}
+	return out, nil
+}
+
+func scanEvent(r pgx.Row) (resource.Event, error) {
+	var e resource.Event
+	var sev, data string
+	var at int64
+	err := r.Scan(&e.ID, &e.Type, &sev, &e.Message, &data, &at)
+	e.Severity, e.Data, e.CreatedAt = resource.Severity(sev), json.RawMessage(data), resource.T(time.UnixMilli(at))
+	return e, err
+}
+
+// Events lists the device's events newest first (created_at, then id),
+// keyset-paginated; the cursor must be an event of this device.
+func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cloud.EventFilter) (resource.List[resource.Event], error) {
+	out := resource.List[resource.Event]{Data: []resource.Event{}}
+	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
+		return out, err
+	}
+	limit := cloud.ListLimit(f.Limit, 50, 200)
+	if f.Cursor != "" && !ids.Valid(f.Cursor) {
+		return out, cloud.ErrCursor()
+	}
+	q := `SELECT id, type, severity, message, data, created_at FROM events WHERE device_id = $1`
+	args := []any{deviceID}
+	if f.Type != "" {
+		args = append(args, f.Type)
+		q += fmt.Sprintf(` AND type = $%d`, len(args))
+	}
+	if f.Severity != "" {
+		args = append(args, string(f.Severity))
+		q += fmt.Sprintf(` AND severity = $%d`, len(args))
+	}
+	if f.Cursor != "" {
+		args = append(args, f.Cursor)
+		n := len(args)
+		q += fmt.Sprintf(` AND (created_at, id) < ((SELECT max(c.created_at) FROM events c WHERE c.id = $%d AND c.device_id = $1), $%d)`, n, n)
+	}
+	args = append(args, limit+1)
+	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
+	list, err := query(ctx, s.db, "events", scanEvent, q, args...)
+	if err != nil {
+		return out, err
+	}
+	if len(list) == 0 && f.Cursor != "" {
+		if err := s.db.checkCursor(ctx, `SELECT 1 FROM events WHERE id = $1 AND device_id = $2`, f.Cursor, deviceID); err != nil {
+			return out, err
+		}
+	}
+	if list != nil {
+		out.Data = list
+	}
+	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(e resource.Event) string { return e.ID })
+	return out, nil
+}
+
+// checkCursor returns ECURSOR unless query (cursor, scope) finds a row.
+func (db *DB) checkCursor(ctx context.Context, query, cursor, scope string) error {
+	var one int
+	err := db.Pool.QueryRow(ctx, query+` LIMIT 1`, cursor, scope).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cloud.ErrCursor()
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: cursor: %w", err)
+	}
+	return nil
+}
+
+// checkDevice returns ENOTFOUND unless the device exists in the organization.
+func (db *DB) checkDevice(ctx context.Context, orgID, deviceID string) error {
+	_, err := db.deviceModel(ctx, orgID, deviceID)
+	return err
+}
+
+// deviceModel returns the model of the organization's device, or ENOTFOUND.
+func (db *DB) deviceModel(ctx context.Context, orgID, deviceID string) (string, error) {
+	var model string
+	err := db.Pool.QueryRow(ctx, `SELECT model FROM devices WHERE id = $1 AND org_id = $2`, deviceID, orgID).Scan(&model)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", deviceNotFound(deviceID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("postgres: device: %w", err)
+	}
+	return model, nil
+}
+
+func deviceNotFound(id string) error {
+	return cloud.Errorf(cloud.ENOTFOUND, "device %q not found", id)
+}
+
+// AddDevice registers a device in PROVISIONING state with a fresh token.
+func (db *DB) AddDevice(ctx context.Context, nd cloud.NewDevice) (resource.DeviceDetail, string, error) {
+	nd, err := nd.Validate()
+	if err != nil {
+		return resource.DeviceDetail{}, "", err
+	}
+	if _, err := db.Org(ctx, nd.OrgID); err != nil {
+		return resource.DeviceDetail{}, "", err
+	}
+	token, sum, err := apikey.NewDeviceToken()
+	if err != nil {
+		return resource.DeviceDetail{}, "", err
+	}
+	now := db.Now().UTC().Truncate(time.Millisecond)
+	d := resource.DeviceDetail{
+		Device: resource.Device{ID: ids.New(), Name: nd.Name, SerialNumber: nd.SerialNumber, Status: resource.StatusProvisioning,
+			Model: nd.Model, Location: nd.Location, CreatedAt: resource.T(now)},
+		Notes: nd.Notes,
+	}
+	err = db.writeTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO devices (id, org_id, name, serial_number, model, location, notes, status, token_hash, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			d.ID, nd.OrgID, d.Name, d.SerialNumber, d.Model, d.Location, nd.Notes, string(d.Status), sum, now.UnixMilli()); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES ($1)`, d.ID)
+		return err
+	})
+	if isUnique(err) {
+		return resource.DeviceDetail{}, "", cloud.Errorf(cloud.ECONFLICT, "a device with serial number %q already exists in the organization", nd.SerialNumber)
+	}
+	if err != nil {
+		return resource.DeviceDetail{}, "", fmt.Errorf("postgres: add device: %w", err)
+	}
+	return d, token, nil
+}
+
+// RevokeDevice revokes the device's token (the first time is kept).
+func (db *DB) RevokeDevice(ctx context.Context, id string) (time.Time, error) {
+	var at *int64
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `UPDATE devices SET token_revoked_at = COALESCE(token_revoked_at, $1) WHERE id = $2 RETURNING token_revoked_at`, db.NowMs(), id).Scan(&at); err != nil {
+			return err
+		}
+		return notify(ctx, tx, channelRevoked, id) // every relay closes the device's connection at once
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, deviceNotFound(id)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("postgres: revoke device: %w", err)
+	}
+	return msTime(at), nil
+}

@@ -1,0 +1,282 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrIngestClosed is returned by writes queued after the writer stopped.
+var ErrIngestClosed = errors.New("postgres: ingest writer closed")
+
+// The agent endpoint's writes go through one writer goroutine per relay
+// process, as on SQLite: it takes every job queued while the previous
+// transaction ran (up to maxJobsPerTx) and applies them in one transaction,
+// each job inside a savepoint so that a failing one rolls back alone, the
+// heartbeats of the batch together with one statement per table (bulk.go);
+// then it completes each job. Many connections' heartbeats thus share one
+// commit, and the writes of one connection keep their order.
+const (
+	maxJobsPerTx = 4000
+	lingerBelow  = 256
+	lingerTime   = 2 * time.Millisecond
+)
+
+type ingestJob struct {
+	apply func(ctx context.Context, tx pgx.Tx) error
+	// days are the partitions the job writes to (table -> Unix ms times),
+	// made sure of before its transaction begins.
+	metrics, events []int64
+	done            chan error
+	hb              *hbJob // a heartbeat: applied in bulk, completed through hb.done
+}
+
+type ingestWriter struct {
+	db   *DB
+	log  *slog.Logger
+	jobs chan *ingestJob
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+	// completions carries the heartbeats of each finished transaction to
+	// the completion goroutine, which calls their callbacks in order.
+	completions chan []completion
+	finished    chan struct{}
+	// bulk applies the heartbeats of a transaction, setting errs[i] for
+	// hbs[i]; an error it returns fails the whole transaction.
+	bulk func(ctx context.Context, tx pgx.Tx, hbs []*hbJob, errs []error) error
+}
+
+type completion struct {
+	hb  *hbJob
+	err error
+}
+
+func newIngestWriter(db *DB, log *slog.Logger) *ingestWriter {
+	w := &ingestWriter{db: db, log: log, jobs: make(chan *ingestJob, 16384), quit: make(chan struct{}), done: make(chan struct{}),
+		completions: make(chan []completion, 64), finished: make(chan struct{})}
+	go w.loop()
+	go w.complete()
+	return w
+}
+
+// do queues apply and waits until its transaction committed or failed.
+func (w *ingestWriter) do(ctx context.Context, j *ingestJob) error {
+	j.done = make(chan error, 1)
+	if err := w.enqueue(ctx, j); err != nil {
+		return err
+	}
+	// Once queued, the job is waited for: apply may write to the caller's
+	// variables.
+	select {
+	case err := <-j.done:
+		return err
+	case <-w.done:
+		select {
+		case err := <-j.done:
+			return err
+		default:
+			return ErrIngestClosed
+		}
+	}
+}
+
+func (w *ingestWriter) enqueue(ctx context.Context, j *ingestJob) error {
+	select {
+	case w.jobs <- j:
+		return nil
+	case <-w.done:
+		return ErrIngestClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *ingestWriter) complete() {
+	defer close(w.finished)
+	for cs := range w.completions {
+		for _, c := range cs {
+			c.hb.done(c.hb.out, c.err)
+		}
+	}
+}
+
+func (w *ingestWriter) close() {
+	w.once.Do(func() { close(w.quit) })
+	<-w.done
+	<-w.finished
+}
+
+func (w *ingestWriter) loop() {
+	defer close(w.done)
+	defer close(w.completions)
+	for {
+		var batch []*ingestJob
+		select {
+		case j := <-w.jobs:
+			batch = append(batch, j)
+		case <-w.quit:
+			for {
+				select {
+				case j := <-w.jobs:
+					batch = append(batch, j)
+					if len(batch) < maxJobsPerTx {
+						continue
+					}
+				default:
+				}
+				break
+			}
+			if len(batch) > 0 {
+				w.run(batch)
+			}
+			return
+		}
+		w.fill(&batch)
+		w.run(batch)
+	}
+}
+
+// fill takes what is queued; a small batch waits up to lingerTime for more.
+func (w *ingestWriter) fill(batch *[]*ingestJob) {
+	var linger <-chan time.Time
+	for len(*batch) < maxJobsPerTx {
+		select {
+		case j := <-w.jobs:
+			*batch = append(*batch, j)
+			continue
+		default:
+		}
+		if len(*batch) >= lingerBelow {
+			return
+		}
+		if linger == nil {
+			linger = time.After(lingerTime)
+		}
+		select {
+		case j := <-w.jobs:
+			*batch = append(*batch, j)
+		case <-linger:
+			return
+		case <-w.quit:
+			return
+		}
+	}
+}
+
+// run applies batch, trying the whole transaction again after a deadlock,
+// a serialization failure or a partition another relay dropped meanwhile.
+func (w *ingestWriter) run(batch []*ingestJob) {
+	errs := make([]error, len(batch))
+	var err error
+	for try := 0; try < 3; try++ {
+		clear(errs)
+		if err = w.ensurePartitions(batch); err != nil {
+			break
+		}
+		err = w.runTx(batch, errs)
+		if err == nil || !retryable(err) {
+			break
+		}
+		if isNoPartition(err) {
+			w.db.forgetPartitions("metrics")
+			w.db.forgetPartitions("events")
+		}
+	}
+	var cs []completion
+	for i, j := range batch {
+		e := errs[i]
+		if err != nil {
+			e = err
+		}
+		if j.hb != nil {
+			cs = append(cs, completion{hb: j.hb, err: e})
+		} else {
+			j.done <- e
+		}
+	}
+	if len(cs) > 0 {
+		w.completions <- cs
+	}
+}
+
+// retryable errors are worth running the same transaction again for.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40P01", "40001": // deadlock_detected, serialization_failure
+			return true
+		}
+	}
+	return isNoPartition(err)
+}
+
+func (w *ingestWriter) ensurePartitions(batch []*ingestJob) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var metrics, events []int64
+	for _, j := range batch {
+		metrics = append(metrics, j.metrics...)
+		events = append(events, j.events...)
+		if j.hb != nil && j.hb.in.Event != nil {
+			events = append(events, j.hb.in.Event.CreatedAt.UnixMilli())
+		}
+	}
+	if err := w.db.ensureDays(ctx, "metrics", metrics...); err != nil {
+		return err
+	}
+	return w.db.ensureDays(ctx, "events", events...)
+}
+
+func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tx, err := w.db.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: ingest begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var hbs []*hbJob
+	var hbIdx []int
+	for i, j := range batch {
+		if j.hb != nil {
+			hbs = append(hbs, j.hb)
+			hbIdx = append(hbIdx, i)
+			continue
+		}
+		if _, err := tx.Exec(ctx, "SAVEPOINT j"); err != nil {
+			return fmt.Errorf("postgres: ingest savepoint: %w", err)
+		}
+		if errs[i] = j.apply(ctx, tx); errs[i] != nil {
+			if retryable(errs[i]) {
+				return errs[i]
+			}
+			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT j"); err != nil {
+				return fmt.Errorf("postgres: ingest rollback to savepoint: %w", err)
+			}
+		}
+		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT j"); err != nil {
+			return fmt.Errorf("postgres: ingest release savepoint: %w", err)
+		}
+	}
+	if len(hbs) > 0 {
+		herrs := make([]error, len(hbs))
+		if err := w.bulk(ctx, tx, hbs, herrs); err != nil {
+			return err
+		}
+		for k, i := range hbIdx {
+			errs[i] = herrs[k]
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: ingest commit: %w", err)
+	}
+	return nil
+}

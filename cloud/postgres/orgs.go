@@ -1,0 +1,203 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/ids"
+)
+
+// CreateOrg creates an organization with a fresh webhook signing secret and
+// the default alert rules.
+func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
+	name, err := cloud.ValidName("name", name)
+	if err != nil {
+		return cloud.Org{}, err
+	}
+	now := db.Now().UTC().Truncate(time.Millisecond)
+	org := cloud.Org{ID: ids.New(), Name: name, WebhookSecret: webhook.NewSecret(), CreatedAt: now}
+	err = db.writeTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES ($1, $2, $3, $4)`,
+			org.ID, org.Name, org.WebhookSecret, now.UnixMilli()); err != nil {
+			return err
+		}
+		return insertDefaultRules(ctx, tx, org.ID, now.UnixMilli())
+	})
+	if err != nil {
+		return cloud.Org{}, fmt.Errorf("postgres: create org: %w", err)
+	}
+	return org, nil
+}
+
+// insertDefaultRules adds the default rules the organization lacks.
+func insertDefaultRules(ctx context.Context, tx pgx.Tx, orgID string, at int64) error {
+	for _, r := range cloud.DefaultRules() {
+		if _, err := tx.Exec(ctx, `INSERT INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, true, $9) ON CONFLICT (org_id, name) DO NOTHING`,
+			ids.New(), orgID, r.Name, string(r.Severity), r.Metric, r.Threshold, r.ClearThreshold, r.Consecutive, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const orgColumns = `id, name, webhook_secret, alert_webhook_url, created_at`
+
+func scanOrg(row pgx.Row) (cloud.Org, error) {
+	var o cloud.Org
+	var created int64
+	err := row.Scan(&o.ID, &o.Name, &o.WebhookSecret, &o.AlertWebhookURL, &created)
+	o.CreatedAt = time.UnixMilli(created).UTC()
+	return o, err
+}
+
+// Org returns the organization with id, or ENOTFOUND.
+func (db *DB) Org(ctx context.Context, id string) (cloud.Org, error) {
+	o, err := scanOrg(db.Pool.QueryRow(ctx, `SELECT `+orgColumns+` FROM orgs WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cloud.Org{}, orgNotFound(id)
+	}
+	if err != nil {
+		return cloud.Org{}, fmt.Errorf("postgres: org: %w", err)
+	}
+	return o, nil
+}
+
+func orgNotFound(id string) error {
+	return cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", id)
+}
+
+// ListOrgs returns every organization, oldest first.
+func (db *DB) ListOrgs(ctx context.Context) ([]cloud.Org, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+orgColumns+` FROM orgs ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list orgs: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cloud.Org, error) { return scanOrg(r) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list orgs: %w", err)
+	}
+	if out == nil {
+		out = []cloud.Org{}
+	}
+	return out, nil
+}
+
+// SetOrgAlertWebhook sets (or, with "", clears) the organization's alert
+// webhook URL, after webhook.ValidateURL.
+func (db *DB) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
+	url = strings.TrimSpace(url)
+	if url != "" {
+		if err := webhook.ValidateURL("url", url); err != nil {
+			return err
+		}
+	}
+	tag, err := db.Pool.Exec(ctx, `UPDATE orgs SET alert_webhook_url = $1 WHERE id = $2`, url, orgID)
+	if err != nil {
+		return fmt.Errorf("postgres: set alert webhook: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return orgNotFound(orgID)
+	}
+	return nil
+}
+
+// RotateOrgSecret gives the organization a fresh signing secret; during
+// grace the previous one also signs the Standard Webhooks header.
+func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
+	if grace < 0 || grace > cloud.MaxSecretGrace {
+		return "", cloud.Errorf(cloud.EINVALID, "grace must be between 0 and %s", cloud.MaxSecretGrace)
+	}
+	secret := webhook.NewSecret()
+	tag, err := db.Pool.Exec(ctx, `UPDATE orgs SET previous_webhook_secret = CASE WHEN $1::bigint > 0 THEN webhook_secret ELSE '' END,
+		previous_secret_until = $2, webhook_secret = $3 WHERE id = $4`, grace.Milliseconds(), db.Now().Add(grace).UnixMilli(), secret, orgID)
+	if err != nil {
+		return "", fmt.Errorf("postgres: rotate secret: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return "", orgNotFound(orgID)
+	}
+	return secret, nil
+}
+
+// CreateKey makes a key for the organization and stores its bcrypt hash.
+func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string, expiresIn time.Duration) (*cloud.APIKey, string, error) {
+	k, key, err := apikey.New(orgID, name, scopes, expiresIn, db.Now())
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := db.Org(ctx, orgID); err != nil {
+		return nil, "", err
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), timeMs(k.ExpiresAt), timeMs(k.RevokedAt), k.CreatedAt.UnixMilli()); err != nil {
+		return nil, "", fmt.Errorf("postgres: insert key: %w", err)
+	}
+	return k, key, nil
+}
+
+const keyColumns = `id, org_id, name, hash, scopes, expires_at, revoked_at, created_at`
+
+func scanKey(row pgx.Row) (*cloud.APIKey, error) {
+	var k cloud.APIKey
+	var scopes string
+	var expires, revoked *int64
+	var created int64
+	if err := row.Scan(&k.ID, &k.OrgID, &k.Name, &k.Hash, &scopes, &expires, &revoked, &created); err != nil {
+		return nil, err
+	}
+	if scopes != "" {
+		k.Scopes = strings.Split(scopes, ",")
+	}
+	k.ExpiresAt, k.RevokedAt, k.CreatedAt = msTime(expires), msTime(revoked), time.UnixMilli(created).UTC()
+	return &k, nil
+}
+
+// KeyByID returns the key with id, in any organization, or ENOTFOUND. It is
+// read on every authenticated request.
+func (db *DB) KeyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
+	k, err := scanKey(db.Pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: key: %w", err)
+	}
+	return k, nil
+}
+
+// ListKeys returns the organization's keys, oldest first.
+func (db *DB) ListKeys(ctx context.Context, orgID string) ([]*cloud.APIKey, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE org_id = $1 ORDER BY created_at, id`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list keys: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*cloud.APIKey, error) { return scanKey(r) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list keys: %w", err)
+	}
+	if out == nil {
+		out = []*cloud.APIKey{}
+	}
+	return out, nil
+}
+
+// RevokeKey revokes the key (the first revocation time is kept).
+func (db *DB) RevokeKey(ctx context.Context, id string) (*cloud.APIKey, error) {
+	k, err := scanKey(db.Pool.QueryRow(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 RETURNING `+keyColumns, db.NowMs(), id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: revoke key: %w", err)
+	}
+	return k, nil
+}

@@ -1,0 +1,396 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/ids"
+)
+
+// WebhookStore is the webhook outbox on PostgreSQL, shared by the relays
+// of a cluster (webhook.Shared): each ordering queue (a device's signals,
+// a device's alerts) is leased to one relay at a time, which attempts its
+// deliveries in order and renews the leases while it lives; claims are
+// serialized by an advisory lock and skip rows being written (FOR UPDATE
+// SKIP LOCKED). Leases are timed by the database server's clock.
+type WebhookStore struct {
+	db    *DB
+	relay string
+	lease atomic.Int64 // of inserts claimed, in ms
+}
+
+var _ webhook.Shared = (*WebhookStore)(nil)
+
+// NewWebhookStore returns the outbox of db as relay sees it.
+func NewWebhookStore(db *DB, relay string) *WebhookStore {
+	s := &WebhookStore{db: db, relay: relay}
+	s.SetLease(webhook.MaxLease)
+	return s
+}
+
+// SetLease implements webhook.Shared.
+func (s *WebhookStore) SetLease(lease time.Duration) { s.lease.Store(lease.Milliseconds()) }
+
+// lockOutbox serializes claims of the shared outbox.
+const lockOutbox int64 = 0x666c656574_0003
+
+// sameQueue is true when webhook_deliveries rows o and d are of one
+// ordering queue: one device, and both alerts or both signals.
+const sameQueue = `o.device_id = d.device_id AND (o.event LIKE 'alert.%') = (d.event LIKE 'alert.%')`
+
+// WriteOutbox inserts deliveries (setting their Seq) and records attempts
+// with their delivery's new state, in one transaction: inserts as one
+// multi-row statement, attempts as one per table.
+func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Delivery, attempts []webhook.Attempt) error {
+	if len(inserts) == 0 && len(attempts) == 0 {
+		return nil
+	}
+	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
+		if len(inserts) > 0 {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockOutbox); err != nil {
+				return err
+			}
+			n := len(inserts)
+			id, org, dev, ev, url, state := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			body := make([][]byte, n)
+			att := make([]int32, n)
+			next, created := make([]int64, n), make([]int64, n)
+			for i, d := range inserts {
+				st := d.State
+				if st == "" {
+					st = webhook.StatePending
+				}
+				id[i], org[i], dev[i], ev[i], url[i], state[i] = d.ID, d.OrgID, d.DeviceID, d.Event, d.URL, string(st)
+				body[i], att[i], next[i], created[i] = d.Body, int32(d.Attempts), d.NextAttemptAt.UnixMilli(), d.CreatedAt.UnixMilli()
+			}
+			// WITH ORDINALITY keeps the slice's order in seq.
+			rows, err := tx.Query(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at)
+				SELECT id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at
+				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::int[], $9::bigint[], $10::bigint[])
+				  WITH ORDINALITY AS v(id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at, n)
+				ORDER BY n RETURNING id, seq`, id, org, dev, ev, url, body, state, att, next, created)
+			if err != nil {
+				return err
+			}
+			seqs := map[string]int64{}
+			for rows.Next() {
+				var i string
+				var q int64
+				if err := rows.Scan(&i, &q); err != nil {
+					rows.Close()
+					return err
+				}
+				seqs[i] = q
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			for _, d := range inserts {
+				d.Seq = seqs[d.ID]
+			}
+			if err := s.claimInserted(ctx, tx, inserts, id); err != nil {
+				return err
+			}
+		}
+		if len(attempts) > 0 {
+			for _, a := range attempts {
+				if a.Number > 0 { // 0: a state change without an attempt (a dropped delivery)
+					if _, err := tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5, $6)
+						ON CONFLICT (delivery_id, attempt) DO UPDATE SET at = excluded.at, status_code = excluded.status_code, error = excluded.error, duration_ms = excluded.duration_ms`,
+						a.DeliveryID, a.Number, a.At.UnixMilli(), nullStatus(a.StatusCode), a.Error, a.Duration.Milliseconds()); err != nil {
+						return err
+					}
+				}
+				next := a.NextAttemptAt
+				var ended *int64
+				if a.State != webhook.StatePending {
+					next = a.At
+					ended = timeMs(a.At.Add(a.Duration))
+				}
+				if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET state = $1, attempts = GREATEST(attempts, $2), next_attempt_at = $3, last_status = $4,
+					last_error = $5, ended_at = $6, lease_owner = NULL, lease_until = NULL WHERE id = $7 AND state = 'pending'`,
+					string(a.State), a.Number, next.UnixMilli(), nullStatus(a.StatusCode), a.Error, ended, a.DeliveryID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: webhook outbox: %w", err)
+	}
+	return nil
+}
+
+// claimInserted leases to this relay the inserted deliveries whose queue
+// holds no other pending delivery that this relay does not hold (another
+// relay's, or one nobody took yet), marking them Claimed; when some stay
+// unclaimed it tells the other relays (NOTIFY), one of which holds or takes
+// their queue.
+func (s *WebhookStore) claimInserted(ctx context.Context, tx pgx.Tx, inserts []*webhook.Delivery, ids []string) error {
+	rows, err := tx.Query(ctx, `UPDATE webhook_deliveries d SET lease_owner = $1, lease_until = `+serverMs+` + $2
+		WHERE d.id = ANY($3) AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.state = 'pending' AND `+sameQueue+`
+		  AND NOT (o.id = ANY($3)) AND (o.lease_owner IS DISTINCT FROM $1 OR o.lease_until < `+serverMs+`))
+		RETURNING d.id`, s.relay, s.lease.Load(), ids)
+	if err != nil {
+		return err
+	}
+	claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	set := make(map[string]bool, len(claimed))
+	for _, id := range claimed {
+		set[id] = true
+	}
+	for _, d := range inserts {
+		d.Claimed = set[d.ID]
+	}
+	if len(claimed) < len(inserts) {
+		return notify(ctx, tx, channelOutbox, "")
+	}
+	return nil
+}
+
+// Claim implements webhook.Shared.
+func (s *WebhookStore) Claim(ctx context.Context, limit int, lease time.Duration) ([]*webhook.Delivery, error) {
+	var out []*webhook.Delivery
+	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockOutbox); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `WITH free AS (
+			SELECT d.seq FROM webhook_deliveries d
+			WHERE d.state = 'pending' AND (d.lease_owner IS NULL OR d.lease_until < `+serverMs+`)
+			  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.state = 'pending' AND `+sameQueue+`
+			    AND o.lease_owner <> $1 AND o.lease_until >= `+serverMs+`)
+			ORDER BY d.seq LIMIT $3 FOR UPDATE SKIP LOCKED)
+			UPDATE webhook_deliveries d SET lease_owner = $1, lease_until = `+serverMs+` + $2
+			FROM free WHERE d.seq = free.seq
+			RETURNING d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at`,
+			s.relay, lease.Milliseconds(), limit)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*webhook.Delivery, error) { return scanDelivery(r) })
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim deliveries: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	for _, d := range out {
+		d.Claimed = true
+	}
+	return out, nil
+}
+
+// Renew implements webhook.Shared.
+func (s *WebhookStore) Renew(ctx context.Context, lease time.Duration) ([]string, error) {
+	rows, err := s.db.Pool.Query(ctx, `UPDATE webhook_deliveries SET lease_until = `+serverMs+` + $2
+		WHERE lease_owner = $1 AND state = 'pending' RETURNING id`, s.relay, lease.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: renew leases: %w", err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: renew leases: %w", err)
+	}
+	return held, nil
+}
+
+func nullStatus(code int) *int32 {
+	if code == 0 {
+		return nil
+	}
+	c := int32(code)
+	return &c
+}
+
+const deliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
+
+func scanDelivery(r pgx.Row) (*webhook.Delivery, error) {
+	var d webhook.Delivery
+	var state string
+	var next, created int64
+	err := r.Scan(&d.Seq, &d.ID, &d.OrgID, &d.DeviceID, &d.Event, &d.URL, &d.Body, &state, &d.Attempts, &next, &created)
+	d.State, d.NextAttemptAt, d.CreatedAt = webhook.State(state), time.UnixMilli(next).UTC(), time.UnixMilli(created).UTC()
+	return &d, err
+}
+
+// Pending returns up to limit pending deliveries with seq > after, in
+// order, and the outbox's highest seq, from one snapshot (one transaction
+// at repeatable read).
+func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, int64, error) {
+	var out []*webhook.Delivery
+	var maxSeq int64
+	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM webhook_deliveries`).Scan(&maxSeq); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > $1 ORDER BY seq LIMIT $2`, after, limit)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*webhook.Delivery, error) { return scanDelivery(r) })
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: pending deliveries: %w", err)
+	}
+	return out, maxSeq, nil
+}
+
+// OrgSecrets returns the organization's signing secret and, until its
+// grace period ends, the previous one.
+func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
+	var sec webhook.Secrets
+	var until int64
+	err := s.db.Pool.QueryRow(ctx, `SELECT webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = $1`, orgID).
+		Scan(&sec.Current, &sec.Previous, &until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return webhook.Secrets{}, orgNotFound(orgID)
+	}
+	if err != nil {
+		return webhook.Secrets{}, fmt.Errorf("postgres: org secret: %w", err)
+	}
+	if until <= s.db.NowMs() {
+		sec.Previous = ""
+	}
+	return sec, nil
+}
+
+// Forwarding returns the device's organization and its forwarding URL when
+// forwarding is enabled.
+func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string, string, error) {
+	var orgID string
+	var url *string
+	var enabled *bool
+	err := s.db.Pool.QueryRow(ctx, `SELECT d.org_id, s.webhook_url, s.webhook_enabled FROM devices d
+		LEFT JOIN serial_state s ON s.device_id = d.id WHERE d.id = $1`, deviceID).Scan(&orgID, &url, &enabled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", deviceNotFound(deviceID)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("postgres: forwarding: %w", err)
+	}
+	if enabled == nil || !*enabled || url == nil {
+		return orgID, "", nil
+	}
+	return orgID, *url, nil
+}
+
+// AlertTarget returns the device's organization and its alert webhook URL.
+func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string, string, error) {
+	var orgID, url string
+	err := s.db.Pool.QueryRow(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = $1`, deviceID).Scan(&orgID, &url)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", deviceNotFound(deviceID)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("postgres: alert target: %w", err)
+	}
+	return orgID, url, nil
+}
+
+// Prune deletes deliveries that ended before t, with their attempts, 2,000
+// at a time.
+func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `DELETE FROM webhook_deliveries WHERE seq IN
+				(SELECT seq FROM webhook_deliveries WHERE ended_at IS NOT NULL AND ended_at < $1 LIMIT 2000) RETURNING id`, before.UnixMilli())
+			if err != nil {
+				return err
+			}
+			gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			n = int64(len(gone))
+			_, err = tx.Exec(ctx, `DELETE FROM webhook_attempts WHERE delivery_id = ANY($1)`, gone)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("postgres: prune deliveries: %w", err)
+		}
+		total += n
+		if n < 2000 {
+			return total, nil
+		}
+	}
+}
+
+// WebhookDeliveries returns the organization's most recent deliveries,
+// newest first, each with its attempts.
+func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliveryInfo, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 50
+	}
+	out, err := query(ctx, db, "deliveries", func(r pgx.Row) (cloud.DeliveryInfo, error) {
+		var d cloud.DeliveryInfo
+		var next, created int64
+		err := r.Scan(&d.ID, &d.DeviceID, &d.Event, &d.URL, &d.State, &next, &d.LastError, &d.RedeliveryOf, &created)
+		d.CreatedAt = time.UnixMilli(created).UTC()
+		if d.State == string(webhook.StatePending) {
+			t := time.UnixMilli(next).UTC()
+			d.NextAttemptAt = &t
+		}
+		d.Attempts = []cloud.DeliveryAttempt{}
+		return d, err
+	}, `SELECT id, device_id, event, url, state, next_attempt_at, last_error, COALESCE(redelivery_of, ''), created_at
+		FROM webhook_deliveries WHERE org_id = $1 ORDER BY seq DESC LIMIT $2`, orgID, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		atts, err := query(ctx, db, "attempts", func(r pgx.Row) (cloud.DeliveryAttempt, error) {
+			var a cloud.DeliveryAttempt
+			var at int64
+			err := r.Scan(&a.Attempt, &at, &a.StatusCode, &a.Error, &a.DurationMs)
+			a.At = time.UnixMilli(at).UTC()
+			return a, err
+		}, `SELECT attempt, at, COALESCE(status_code, 0), error, duration_ms FROM webhook_attempts WHERE delivery_id = $1 ORDER BY attempt`, out[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Attempts = append(out[i].Attempts, atts...)
+	}
+	return out, nil
+}
+
+// RedeliverWebhook queues a new delivery with the body, URL and event of
+// delivery id and returns the new delivery's id.
+func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
+	newID := ids.New()
+	now := db.NowMs()
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
+			SELECT $1, org_id, device_id, event, url, body, 'pending', 0, $2, id, $2 FROM webhook_deliveries WHERE id = $3`, newID, now, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
+		}
+		return notify(ctx, tx, channelOutbox, "") // a relay takes it now rather than at its next poll
+	})
+	if err != nil {
+		if cloud.ErrorCode(err) != cloud.EINTERNAL {
+			return "", err
+		}
+		return "", fmt.Errorf("postgres: redeliver: %w", err)
+	}
+	return newID, nil
+}

@@ -295,13 +295,17 @@ func sameSet(t *testing.T, what string, have, documented []string) {
 // otherToolsFlags are the long options of other programs the README's
 // commands use.
 var otherToolsFlags = map[string]string{
-	"now":        "systemctl enable --now",
-	"reload":     "udevadm control --reload",
-	"system":     "groupadd/useradd --system",
-	"user-group": "useradd --user-group",
-	"groups":     "useradd --groups",
-	"home-dir":   "useradd --home-dir",
-	"shell":      "useradd --shell",
+	"now":             "systemctl enable --now",
+	"reload":          "udevadm control --reload",
+	"reload-rules":    "udevadm control --reload-rules",
+	"subsystem-match": "udevadm trigger --subsystem-match",
+	"action":          "udevadm trigger --action",
+	"strict":          "tsc --strict",
+	"system":          "groupadd/useradd --system",
+	"user-group":      "useradd --user-group",
+	"groups":          "useradd --groups",
+	"home-dir":        "useradd --home-dir",
+	"shell":           "useradd --shell",
 }
 
 // unitVariables returns the variables the systemd units of deploy/systemd

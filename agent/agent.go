@@ -90,6 +90,11 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 	if cfg.Timezone == "" {
 		cfg.Timezone = detectTimezone("/etc")
 	}
+	if cfg.VPNInterface == VPNAuto {
+		if cfg.VPNInterface = defaultVPN("/etc"); cfg.VPNInterface == "" {
+			log.Info("no WireGuard interface wg0 (nor /etc/wireguard/wg0.conf): the VPN is not watched; set vpn-interface to watch one")
+		}
+	}
 	if cfg.FirmwareVersion == "" {
 		cfg.FirmwareVersion = osReleaseVersion(cfg.OSRelease)
 	}

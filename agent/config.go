@@ -102,6 +102,12 @@ func (p portFlag) Set(s string) error {
 	return nil
 }
 
+// VPNAuto as Config.VPNInterface watches wg0 when the gateway has WireGuard
+// set up for it (the interface exists, or /etc/wireguard/wg0.conf does) and
+// nothing otherwise, so that a gateway without WireGuard raises no
+// alert.vpn_down. It is --vpn-interface's default with --hw linux.
+const VPNAuto = "auto"
+
 // relayFlag collects repeated --relay URL (a comma-separated list is
 // accepted too, for the environment variable; in the YAML file, a list).
 type relayFlag []string
@@ -143,7 +149,7 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	fs.DurationVar(&c.RecheckInterval, "recheck-interval", 5*time.Second, "how often missing channel devices are looked for")
 	fs.DurationVar(&c.BackoffMin, "backoff-min", time.Second, "first reconnect delay bound; doubles per failed attempt (full jitter)")
 	fs.DurationVar(&c.BackoffMax, "backoff-max", 60*time.Second, "reconnect delay cap")
-	fs.StringVar(&vpn, "vpn-interface", "", "WireGuard interface to watch (default wg0 with --hw linux, none with --hw sim; none disables)")
+	fs.StringVar(&vpn, "vpn-interface", "", "WireGuard interface to watch (default with --hw linux: wg0 when it exists or /etc/wireguard/wg0.conf does, else none; none with --hw sim; none disables)")
 	fs.StringVar(&pt, "passthrough-listen", ":4001", "HOST:BASEPORT for raw channel access in passthrough mode; empty HOST is the VPN address; none disables")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "HOST:PORT serving the agent's own Prometheus metrics at /metrics, plain HTTP, on a local address (127.0.0.1 or the VPN address; an empty host, 0.0.0.0 or :: is refused); empty disables")
 	fs.StringVar(&c.Name, "name", "", "device name reported to the relay (default: host name)")
@@ -169,7 +175,7 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	switch vpn {
 	case "":
 		if c.HW == "linux" {
-			c.VPNInterface = "wg0"
+			c.VPNInterface = VPNAuto
 		}
 	case "none":
 	default:

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.HW != "linux" || c.Model != "IG-500" || c.Heartbeat != 30*time.Second || c.MetricsInterval != 5*time.Minute ||
-		c.StateDir != "/var/lib/fleet-agent" || c.VPNInterface != "wg0" || c.ProcRoot != "/proc" || c.SysRoot != "/sys" ||
+		c.StateDir != "/var/lib/fleet-agent" || c.VPNInterface != VPNAuto || c.ProcRoot != "/proc" || c.SysRoot != "/sys" ||
 		c.DiskPath != "/" || c.DevRoot != "/dev" {
 		t.Fatalf("defaults = %+v", c)
 	}
@@ -195,6 +196,23 @@ func TestExampleConfigParses(t *testing.T) {
 	}
 	if c.HW != "linux" || c.Ports["rs485-1"] != "/dev/ttyUSB0" || c.VPNInterface != "wg0" || c.Location != "Plant 3, Line 2" {
 		t.Fatalf("example config = %+v", c)
+	}
+}
+
+// The VPN is watched by default only on a gateway with WireGuard set up for
+// wg0: the interface exists, or wg-quick's /etc/wireguard/wg0.conf does.
+func TestDefaultVPN(t *testing.T) {
+	if _, err := net.InterfaceByName("wg0"); err == nil {
+		t.Skip("this machine has a wg0 interface")
+	}
+	etc := t.TempDir()
+	if got := defaultVPN(etc); got != "" {
+		t.Errorf("without WireGuard: %q, want none", got)
+	}
+	os.MkdirAll(filepath.Join(etc, "wireguard"), 0o700)
+	os.WriteFile(filepath.Join(etc, "wireguard", "wg0.conf"), []byte("[Interface]\n"), 0o600)
+	if got := defaultVPN(etc); got != "wg0" {
+		t.Errorf("with /etc/wireguard/wg0.conf: %q, want wg0", got)
 	}
 }
 

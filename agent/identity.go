@@ -33,6 +33,18 @@ func detectTimezone(etc string) string {
 	return "UTC"
 }
 
+// defaultVPN resolves VPNAuto: "wg0" when the interface exists or
+// etc/wireguard/wg0.conf does (wg-quick's configuration), else "".
+func defaultVPN(etc string) string {
+	if _, err := net.InterfaceByName("wg0"); err == nil {
+		return "wg0"
+	}
+	if _, err := os.Stat(filepath.Join(etc, "wireguard", "wg0.conf")); err == nil {
+		return "wg0"
+	}
+	return ""
+}
+
 // osReleaseVersion returns PRETTY_NAME of an os-release file (falling back
 // to NAME VERSION_ID), or "" when it cannot be read.
 func osReleaseVersion(path string) string {

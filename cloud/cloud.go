@@ -8,6 +8,8 @@ package cloud
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -27,6 +29,9 @@ const (
 	ERESOLVED     = "alert_already_resolved"
 	ENOTCONFIG    = "channel_not_configurable"
 	EUNAVAILABLE  = "channel_unavailable"
+	// ESERVICEUNAVAILABLE: the store cannot take the request now (its disk
+	// is full, or it is unreachable); retrying later can succeed.
+	ESERVICEUNAVAILABLE = "service_unavailable"
 )
 
 // Error is a domain error with a code and a message safe to show a customer.
@@ -50,6 +55,21 @@ func ErrorCode(err error) string {
 		return e.Code
 	}
 	return EINTERNAL
+}
+
+// StorageFull reports whether err says the store's disk is full. The
+// stores' drivers say so only in their messages: SQLite's SQLITE_FULL
+// ("database or disk is full"), the kernel's ENOSPC ("no space left on
+// device"), which PostgreSQL repeats in its disk_full errors.
+func StorageFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return true
+	}
+	m := strings.ToLower(err.Error())
+	return strings.Contains(m, "database or disk is full") || strings.Contains(m, "no space left on device")
 }
 
 // ErrorMessage returns the customer-safe message of err; internal errors get

@@ -35,7 +35,7 @@ func TestAgentAsServiceUser(t *testing.T) {
 	addr := freeAddr(t)
 	relay := exec.Command(relayPath, "serve", "--db", db, "--listen", addr)
 	relayLogs := startProcess(t, relay)
-	waitHealthy(t, "http://"+addr+"/healthz", relayLogs)
+	waitHealthy(t, "http://"+addr+"/readyz", relayLogs)
 	cli := func(v any, args ...string) {
 		t.Helper()
 		out, err := exec.Command(relayPath, append(args, "--db", db, "--json")...).Output()

@@ -320,7 +320,7 @@ func TestContainerImage(t *testing.T) {
 			relay.Wait()
 		}
 	}()
-	waitHealthy(t, "http://"+addr+"/healthz", logs)
+	waitHealthy(t, "http://"+addr+"/readyz", logs)
 
 	hc := append([]string{}, img.healthcheck...)
 	for i, a := range hc {

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,31 @@ import (
 
 	"github.com/fleet/fleet/agent"
 )
+
+// TestAgentInstalledConfig parses deploy/agent.yaml, the file the package
+// installs as the live configuration: only relay and token are in it (empty
+// until the operator sets them, so the agent refuses to start before), and
+// everything else keeps the agent's defaults (host name, system time zone,
+// catalog ports, WireGuard watched only when set up), none of the example's
+// sample values.
+func TestAgentInstalledConfig(t *testing.T) {
+	keys := yamlKeys(t, "agent.yaml")
+	slices.Sort(keys)
+	if fmt.Sprint(keys) != "[relay token]" {
+		t.Errorf("deploy/agent.yaml sets %v, want only relay and token", keys)
+	}
+	if _, err := agent.ParseConfig([]string{"--config", "agent.yaml"}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "--relay is required") || !strings.Contains(err.Error(), "--token is required") {
+		t.Errorf("the installed config as shipped: %v, want relay and token required", err)
+	}
+	c, err := agent.ParseConfig([]string{"--config", "agent.yaml", "--relay", "https://relay.example.com", "--token", "fleet_dt_x"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "" || c.Location != "" || c.Timezone != "" || len(c.Ports) != 0 || c.VPNInterface != agent.VPNAuto || c.HW != "linux" || c.Model != "IG-500" {
+		t.Errorf("defaults overridden by the installed config: %+v", c)
+	}
+}
 
 // TestAgentExample parses deploy/agent.example.yaml with the agent's own
 // configuration parser: every key must be a flag of fleet-agent (ff refuses
@@ -170,7 +196,7 @@ func TestRelayExample(t *testing.T) {
 	cmd := exec.Command(relay, "serve")
 	cmd.Env = env
 	logs := startProcess(t, cmd)
-	waitHealthy(t, "http://"+addr+"/healthz", logs)
+	waitHealthy(t, "http://"+addr+"/readyz", logs)
 	if _, err := os.Stat(filepath.Join(dir, "relay.db")); err != nil {
 		t.Fatalf("FLEET_DB not used: %v", err)
 	}

@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,14 +203,20 @@ func TestUnitsUnderSystemd(t *testing.T) {
 
 	addr := freeAddr(t)
 	editFile(t, filepath.Join(root, "etc/fleet-relay/relay.env"), map[string]string{`(?m)^FLEET_LISTEN=.*$`: "FLEET_LISTEN=" + addr})
-	editFile(t, filepath.Join(root, "etc/fleet-agent/agent.yaml"), map[string]string{
+	// The installed agent.yaml holds relay and token only (the rest are the
+	// agent's defaults); hw: sim is added because the container has none
+	// of the gateway's devices.
+	agentConf := filepath.Join(root, "etc/fleet-agent/agent.yaml")
+	editFile(t, agentConf, map[string]string{
 		`(?m)^relay: .*$`: "relay: http://" + addr,
 		`(?m)^token: .*$`: "token: " + dev.Token,
-		`(?m)^hw: .*$`:    "hw: sim",
 	})
+	appendFile(t, agentConf, "hw: sim\n")
+	var key struct{ Key string }
+	relayCLI(&key, "key", "create", "--org", org.ID, "--name", "test", "--scopes", "devices:read")
 
 	c := boot(t, root)
-	waitHealthy(t, "http://"+addr+"/healthz", c.logs)
+	waitHealthy(t, "http://"+addr+"/readyz", c.logs)
 	if out := c.must("systemctl", "is-active", "fleet-relay", "fleet-agent"); out != "active\nactive\n" {
 		t.Fatalf("is-active: %q\n%s", out, c.journal())
 	}
@@ -237,6 +244,26 @@ func TestUnitsUnderSystemd(t *testing.T) {
 		}
 	}
 	waitStatus("ONLINE")
+
+	// The identity the installed configuration reports: the container's
+	// host name and time zone, none of the example's sample values.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/api/v1/public/devices/"+dev.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+key.Key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Data struct{ AgentDeviceName, AgentDeviceLocation, AgentTimezone string }
+	}
+	json.NewDecoder(res.Body).Decode(&got)
+	res.Body.Close()
+	host := strings.TrimSpace(c.must("cat", "/proc/sys/kernel/hostname"))
+	tz := strings.TrimSpace(c.must("sh", "-c", `cat /etc/timezone 2>/dev/null || readlink /etc/localtime | sed 's|.*zoneinfo/||' | grep . || echo UTC`))
+	if d := got.Data; d.AgentDeviceName != host || d.AgentTimezone != tz || d.AgentDeviceLocation != "" {
+		t.Errorf("the installed agent reports name %q, location %q, time zone %q; want the host's %q, none, the system's %q",
+			d.AgentDeviceName, d.AgentDeviceLocation, d.AgentTimezone, host, tz)
+	}
 
 	// The processes as the units made them.
 	for _, tt := range []struct {
@@ -314,6 +341,18 @@ func editFile(t *testing.T, path string, edits map[string]string) {
 		s = r.ReplaceAllLiteralString(s, repl)
 	}
 	if err := os.WriteFile(path, []byte(s), 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -221,7 +221,7 @@ func TestBackupUnitCommands(t *testing.T) {
 	env["FLEET_DB"] = db // as a drop-in would
 	addr := freeAddr(t)
 	logs := startProcess(t, exec.Command(relay, "serve", "--db", db, "--listen", addr))
-	waitHealthy(t, "http://"+addr+"/healthz", logs)
+	waitHealthy(t, "http://"+addr+"/readyz", logs)
 	run(t, relay, "org", "create", "--db", db, "--name", "Acme")
 
 	old := filepath.Join(backups, "relay-20200101T000000Z.db")

@@ -372,6 +372,26 @@ func (s *Server) DesiredConfigChanged(deviceID string) {
 	go c.pushConfig(0)
 }
 
+// Superseded closes this relay's connection of deviceID unless it is
+// session: another relay (a store shared by several) reports that session
+// took the device. Without it, the old connection ends at its next write,
+// which the store refuses (ErrSessionGone).
+func (s *Server) Superseded(deviceID, session string) {
+	if c := s.lookup(deviceID); c != nil && c.session != session {
+		c.log.Info("device connected elsewhere; closing this connection")
+		c.kill(protocol.CloseReplaced, "replaced by a newer connection of the same device")
+	}
+}
+
+// Revoked closes this relay's connection of deviceID, whose token was
+// revoked (the periodic check, RevocationCheck, does the same later).
+func (s *Server) Revoked(deviceID string) {
+	if c := s.lookup(deviceID); c != nil {
+		c.log.Warn("device token revoked; closing its connection")
+		c.kill(protocol.CloseUnauthorized, "device token revoked")
+	}
+}
+
 // Run sweeps devices whose heartbeats stopped to OFFLINE and pings idle
 // connections, until ctx ends. At start it gives devices that a previous
 // relay process left connected OrphanWindow to come back.

@@ -122,6 +122,11 @@ type Config struct {
 	// SweepInterval is how often Run looks for devices silent for three
 	// heartbeat intervals; 0 means 5 s.
 	SweepInterval time.Duration
+	// Leader, when set, tells Run whether this relay sweeps now: relays
+	// sharing a store take turns through a lease, so one evaluates the
+	// timers of every device (the store's unique open alert keeps a device
+	// to one alert whoever sweeps). Nil: always.
+	Leader func(ctx context.Context) bool
 }
 
 // Engine evaluates alert rules. It implements cloud.Observer.
@@ -456,7 +461,9 @@ func (e *Engine) Run(ctx context.Context) {
 	t := time.NewTicker(e.cfg.SweepInterval)
 	defer t.Stop()
 	for {
-		e.sweep(ctx, "")
+		if e.cfg.Leader == nil || e.cfg.Leader(ctx) {
+			e.sweep(ctx, "")
+		}
 		select {
 		case <-t.C:
 		case <-ctx.Done():

@@ -84,6 +84,8 @@ type Server struct {
 
 	reqPrefix string
 	reqSeq    atomic.Uint64
+	// fullLogged is when a storage-full refusal was last logged (unix ns).
+	fullLogged atomic.Int64
 
 	routeLabels routeLabels // the route label of each chi pattern list
 

@@ -64,8 +64,14 @@ func withRateLimit(n int) envOption { return func(c *api.Config) { c.RateLimit =
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
+	return newEnvAt(t, filepath.Join(t.TempDir(), "fleet.db"), opts...)
+}
+
+// newEnvAt is newEnv on the database file at path.
+func newEnvAt(t *testing.T, path string, opts ...envOption) *env {
+	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}

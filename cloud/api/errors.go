@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/jsonstrict"
@@ -44,6 +45,8 @@ func statusOf(code string) int {
 		return http.StatusUnsupportedMediaType
 	case codeRateLimited:
 		return http.StatusTooManyRequests
+	case cloud.ESERVICEUNAVAILABLE:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
@@ -76,6 +79,13 @@ func tooLarge() error {
 // writeError answers with the error envelope. Internal errors are logged
 // with the request id and never shown.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if cloud.ErrorCode(err) == cloud.EINTERNAL && cloud.StorageFull(err) {
+		// Not a bug of ours: the store's disk is full. Logged (rarely
+		// more than once a second) so the operator sees why.
+		s.logStorageFull(r, err)
+		w.Header().Set("Retry-After", "30")
+		err = cloud.Errorf(cloud.ESERVICEUNAVAILABLE, "the relay's storage is full; retry later")
+	}
 	code := cloud.ErrorCode(err)
 	status := statusOf(code)
 	msg := cloud.ErrorMessage(err)
@@ -172,4 +182,16 @@ func (s *Server) putBuf(b *bytes.Buffer) {
 	if b.Cap() <= 256<<10 {
 		s.bufs.Put(b)
 	}
+}
+
+// logStorageFull logs a request refused because the store's disk is full,
+// at most one line a second.
+func (s *Server) logStorageFull(r *http.Request, err error) {
+	now := time.Now().UnixNano()
+	last := s.fullLogged.Load()
+	if now-last < int64(time.Second) || !s.fullLogged.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelError, "storage full: request refused with 503",
+		slog.String("method", r.Method), slog.String("path", safePath(r.URL.Path)), slog.String("error", err.Error()))
 }

@@ -2,6 +2,9 @@ package api_test
 
 import (
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -94,4 +97,45 @@ func TestLenientInputRefused(t *testing.T) {
 	if !strings.Contains(string(r.body), `"window":{"from":"0001-01-01T00:00:00.000Z","to":"0001-01-01T00:30:00.000Z"}`) {
 		t.Errorf("window near year 1: %s", r.body)
 	}
+}
+
+// TestStorageFullAnswers503: a write refused because the store's disk is
+// full (SQLite's SQLITE_FULL on a real database on a full filesystem) is a
+// 503 service_unavailable in the error envelope, with Retry-After.
+func TestStorageFullAnswers503(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting a size-limited tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	e := newEnvAt(t, filepath.Join(dir, "relay.db"))
+	d := e.device(e.orgA.ID, "IG-500")
+	// Fill the filesystem the database is on.
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	var r resp
+	for i := 0; i < 20; i++ { // each PATCH grows the WAL until it cannot
+		r = e.req(http.MethodPatch, api.Prefix+"/devices/"+d.ID+"/serial", e.keyA, `{"webhookUrl":"https://hooks.example.com/`+strings.Repeat("x", 1500)+`"}`)
+		if r.status != http.StatusOK {
+			break
+		}
+	}
+	r.want(t, http.StatusServiceUnavailable, "service_unavailable")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	os.Remove(filepath.Join(dir, "filler"))
+	e.req(http.MethodPatch, api.Prefix+"/devices/"+d.ID+"/serial", e.keyA, `{"mode":"both"}`).want(t, http.StatusOK, "")
 }

@@ -69,6 +69,9 @@ type Authenticator struct {
 	// rows holds key rows by id with the data version they were read at
 	// (key services that are a cloud.Versioner only).
 	rows map[string]keyRow
+	// used holds when each key's use was last recorded (key services that
+	// are cloud.KeyUseRecorders only).
+	used map[string]time.Time
 	// failures counts failed verifications per key id (fixed windows of
 	// FailureWindow), bounded like the caches.
 	failures map[string]failureCount
@@ -114,6 +117,7 @@ func NewAuthenticator(keys cloud.KeyService, now cloud.Now, cacheSize int) *Auth
 		inflight:  make(map[[32]byte]*verifyCall),
 		rows:      make(map[string]keyRow),
 		failures:  make(map[string]failureCount),
+		used:      make(map[string]time.Time),
 		hashSlots: make(chan struct{}, MaxHashChecks()),
 	}
 }
@@ -157,7 +161,41 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.AP
 	if !k.ExpiresAt.IsZero() && !a.now().Before(k.ExpiresAt) {
 		return nil, cloud.Errorf(cloud.EEXPIRED, "the API key expired at %s", k.ExpiresAt.UTC().Format(time.RFC3339))
 	}
+	a.recordUse(k.ID)
 	return k, nil
+}
+
+// recordUse tells a cloud.KeyUseRecorder key service that key id was used,
+// at most once per cloud.KeyUseResolution per key and in the background:
+// the request does not wait for the store's writer.
+func (a *Authenticator) recordUse(id string) {
+	rec, ok := a.keys.(cloud.KeyUseRecorder)
+	if !ok {
+		return
+	}
+	now := a.now()
+	a.mu.Lock()
+	if last, seen := a.used[id]; seen && now.Sub(last) < cloud.KeyUseResolution {
+		a.mu.Unlock()
+		return
+	}
+	if len(a.used) >= a.max {
+		for victim := range a.used {
+			delete(a.used, victim)
+			break
+		}
+	}
+	a.used[id] = now
+	a.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if rec.RecordKeyUse(ctx, id, now) != nil {
+			a.mu.Lock()
+			delete(a.used, id) // try again on the next request
+			a.mu.Unlock()
+		}
+	}()
 }
 
 // keyByID returns the key's row: from the row cache when the store's data

@@ -90,9 +90,13 @@ func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session 
 			return err
 		}
 		ch.From = from
-		_, err = tx.Exec(ctx, `UPDATE devices SET status = 'CONNECTING', agent_session = $1, agent_deadline = $2, agent_relay = $3, agent_epoch = agent_epoch + 1
-			WHERE id = $4`, session, deadline.UnixMilli(), s.relay, dev.ID)
-		return err
+		if _, err = tx.Exec(ctx, `UPDATE devices SET status = 'CONNECTING', agent_session = $1, agent_deadline = $2, agent_relay = $3, agent_epoch = agent_epoch + 1
+			WHERE id = $4`, session, deadline.UnixMilli(), s.relay, dev.ID); err != nil {
+			return err
+		}
+		// The relay holding an older session of the device closes it at
+		// once (Listen's Presence); its next write would be refused anyway.
+		return notify(ctx, tx, channelPresence, dev.ID+" "+session)
 	}})
 	return ch, err
 }

@@ -275,7 +275,12 @@ func (db *DB) AddDevice(ctx context.Context, nd cloud.NewDevice) (resource.Devic
 // RevokeDevice revokes the device's token (the first time is kept).
 func (db *DB) RevokeDevice(ctx context.Context, id string) (time.Time, error) {
 	var at *int64
-	err := db.Pool.QueryRow(ctx, `UPDATE devices SET token_revoked_at = COALESCE(token_revoked_at, $1) WHERE id = $2 RETURNING token_revoked_at`, db.NowMs(), id).Scan(&at)
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `UPDATE devices SET token_revoked_at = COALESCE(token_revoked_at, $1) WHERE id = $2 RETURNING token_revoked_at`, db.NowMs(), id).Scan(&at); err != nil {
+			return err
+		}
+		return notify(ctx, tx, channelRevoked, id) // every relay closes the device's connection at once
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, deviceNotFound(id)
 	}

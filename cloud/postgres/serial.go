@@ -239,12 +239,11 @@ func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channel
 	return resource.ChannelPutResult{DeviceID: deviceID, ChannelID: channelID, Config: cfg}, nil
 }
 
-// notifyConfig tells every relay listening (LISTEN fleet_config, see
-// listen.go) that deviceID's desired configuration changed; PostgreSQL
-// delivers it when tx commits, and not at all when it rolls back.
+// notifyConfig tells every relay listening (Listen) that deviceID's
+// desired configuration changed; PostgreSQL delivers it when tx commits,
+// and not at all when it rolls back.
 func notifyConfig(ctx context.Context, tx pgx.Tx, deviceID string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify('`+channelConfig+`', $1)`, deviceID)
-	return err
+	return notify(ctx, tx, channelConfig, deviceID)
 }
 
 // channelConfig is the NOTIFY channel of desired-configuration changes.

@@ -70,7 +70,8 @@ func openStores(t testing.TB, url string, now cloud.Now, relay string) storetest
 		Store:  db,
 		Agent:  agent,
 		Engine: postgres.NewAlertEngineStore(db),
-		Outbox: postgres.NewWebhookStore(db),
+		Outbox: postgres.NewWebhookStore(db, relay),
+		Panel:  postgres.NewPanelStore(db),
 		Reopen: func(t testing.TB) storetest.Stores {
 			n++
 			return openStores(t, url, now, relay+"-"+string(rune('a'+n)))

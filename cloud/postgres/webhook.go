@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,13 +15,36 @@ import (
 	"github.com/fleet/fleet/shared/ids"
 )
 
-// WebhookStore is the webhook outbox (webhook.Store) on PostgreSQL.
-type WebhookStore struct{ db *DB }
+// WebhookStore is the webhook outbox on PostgreSQL, shared by the relays
+// of a cluster (webhook.Shared): each ordering queue (a device's signals,
+// a device's alerts) is leased to one relay at a time, which attempts its
+// deliveries in order and renews the leases while it lives; claims are
+// serialized by an advisory lock and skip rows being written (FOR UPDATE
+// SKIP LOCKED). Leases are timed by the database server's clock.
+type WebhookStore struct {
+	db    *DB
+	relay string
+	lease atomic.Int64 // of inserts claimed, in ms
+}
 
-var _ webhook.Store = (*WebhookStore)(nil)
+var _ webhook.Shared = (*WebhookStore)(nil)
 
-// NewWebhookStore returns the outbox of db.
-func NewWebhookStore(db *DB) *WebhookStore { return &WebhookStore{db: db} }
+// NewWebhookStore returns the outbox of db as relay sees it.
+func NewWebhookStore(db *DB, relay string) *WebhookStore {
+	s := &WebhookStore{db: db, relay: relay}
+	s.SetLease(webhook.MaxLease)
+	return s
+}
+
+// SetLease implements webhook.Shared.
+func (s *WebhookStore) SetLease(lease time.Duration) { s.lease.Store(lease.Milliseconds()) }
+
+// lockOutbox serializes claims of the shared outbox.
+const lockOutbox int64 = 0x666c656574_0003
+
+// sameQueue is true when webhook_deliveries rows o and d are of one
+// ordering queue: one device, and both alerts or both signals.
+const sameQueue = `o.device_id = d.device_id AND (o.event LIKE 'alert.%') = (d.event LIKE 'alert.%')`
 
 // WriteOutbox inserts deliveries (setting their Seq) and records attempts
 // with their delivery's new state, in one transaction: inserts as one
@@ -30,6 +55,9 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 	}
 	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
 		if len(inserts) > 0 {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockOutbox); err != nil {
+				return err
+			}
 			n := len(inserts)
 			id, org, dev, ev, url, state := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 			body := make([][]byte, n)
@@ -69,6 +97,9 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 			for _, d := range inserts {
 				d.Seq = seqs[d.ID]
 			}
+			if err := s.claimInserted(ctx, tx, inserts, id); err != nil {
+				return err
+			}
 		}
 		if len(attempts) > 0 {
 			for _, a := range attempts {
@@ -98,6 +129,83 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 		return fmt.Errorf("postgres: webhook outbox: %w", err)
 	}
 	return nil
+}
+
+// claimInserted leases to this relay the inserted deliveries whose queue
+// holds no other pending delivery that this relay does not hold (another
+// relay's, or one nobody took yet), marking them Claimed; when some stay
+// unclaimed it tells the other relays (NOTIFY), one of which holds or takes
+// their queue.
+func (s *WebhookStore) claimInserted(ctx context.Context, tx pgx.Tx, inserts []*webhook.Delivery, ids []string) error {
+	rows, err := tx.Query(ctx, `UPDATE webhook_deliveries d SET lease_owner = $1, lease_until = `+serverMs+` + $2
+		WHERE d.id = ANY($3) AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.state = 'pending' AND `+sameQueue+`
+		  AND NOT (o.id = ANY($3)) AND (o.lease_owner IS DISTINCT FROM $1 OR o.lease_until < `+serverMs+`))
+		RETURNING d.id`, s.relay, s.lease.Load(), ids)
+	if err != nil {
+		return err
+	}
+	claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	set := make(map[string]bool, len(claimed))
+	for _, id := range claimed {
+		set[id] = true
+	}
+	for _, d := range inserts {
+		d.Claimed = set[d.ID]
+	}
+	if len(claimed) < len(inserts) {
+		return notify(ctx, tx, channelOutbox, "")
+	}
+	return nil
+}
+
+// Claim implements webhook.Shared.
+func (s *WebhookStore) Claim(ctx context.Context, limit int, lease time.Duration) ([]*webhook.Delivery, error) {
+	var out []*webhook.Delivery
+	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockOutbox); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `WITH free AS (
+			SELECT d.seq FROM webhook_deliveries d
+			WHERE d.state = 'pending' AND (d.lease_owner IS NULL OR d.lease_until < `+serverMs+`)
+			  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.state = 'pending' AND `+sameQueue+`
+			    AND o.lease_owner <> $1 AND o.lease_until >= `+serverMs+`)
+			ORDER BY d.seq LIMIT $3 FOR UPDATE SKIP LOCKED)
+			UPDATE webhook_deliveries d SET lease_owner = $1, lease_until = `+serverMs+` + $2
+			FROM free WHERE d.seq = free.seq
+			RETURNING d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at`,
+			s.relay, lease.Milliseconds(), limit)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*webhook.Delivery, error) { return scanDelivery(r) })
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim deliveries: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	for _, d := range out {
+		d.Claimed = true
+	}
+	return out, nil
+}
+
+// Renew implements webhook.Shared.
+func (s *WebhookStore) Renew(ctx context.Context, lease time.Duration) ([]string, error) {
+	rows, err := s.db.Pool.Query(ctx, `UPDATE webhook_deliveries SET lease_until = `+serverMs+` + $2
+		WHERE lease_owner = $1 AND state = 'pending' RETURNING id`, s.relay, lease.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: renew leases: %w", err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: renew leases: %w", err)
+	}
+	return held, nil
 }
 
 func nullStatus(code int) *int32 {
@@ -267,13 +375,22 @@ func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([
 func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
 	newID := ids.New()
 	now := db.NowMs()
-	tag, err := db.Pool.Exec(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
-		SELECT $1, org_id, device_id, event, url, body, 'pending', 0, $2, id, $2 FROM webhook_deliveries WHERE id = $3`, newID, now, id)
+	err := db.writeTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
+			SELECT $1, org_id, device_id, event, url, body, 'pending', 0, $2, id, $2 FROM webhook_deliveries WHERE id = $3`, newID, now, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
+		}
+		return notify(ctx, tx, channelOutbox, "") // a relay takes it now rather than at its next poll
+	})
 	if err != nil {
+		if cloud.ErrorCode(err) != cloud.EINTERNAL {
+			return "", err
+		}
 		return "", fmt.Errorf("postgres: redeliver: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return "", cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
 	}
 	return newID, nil
 }

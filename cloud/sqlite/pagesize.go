@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 )
 
@@ -23,6 +25,14 @@ const pageSize = 2048
 func initPageSize(path string) error {
 	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
 		return nil
+	}
+	// A new database is created 0600: it holds key and token hashes and
+	// webhook signing secrets. SQLite gives its -wal and -shm files the
+	// database's mode.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("sqlite: create %s: %w", path, err)
 	}
 	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=10000")
 	if err != nil {

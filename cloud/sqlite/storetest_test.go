@@ -35,6 +35,7 @@ func openStores(t testing.TB, path string, now cloud.Now) storetest.Stores {
 		Agent:  agent,
 		Engine: sqlite.NewAlertEngineStore(db),
 		Outbox: sqlite.NewWebhookStore(db),
+		Panel:  sqlite.NewPanelStore(db),
 		Reopen: func(t testing.TB) storetest.Stores { return openStores(t, path, now) },
 		Close:  func() { agent.Close(); db.Close() },
 	}

@@ -33,6 +33,9 @@ type Stores struct {
 	Agent  agentlink.Store
 	Engine alert.Store
 	Outbox webhook.Store
+	// Panel is the panel's store (users, sessions, fleet page, keys with
+	// creator and last use, webhook settings).
+	Panel cloud.PanelStore
 	// Reopen opens another handle on the same database with the same clock,
 	// as a second relay process (or the admin CLI) would; the suite closes
 	// it.
@@ -81,6 +84,12 @@ func Run(t *testing.T, open Opener) {
 		{"WebhookAdmin", testWebhookAdmin},
 		{"Retention", testRetention},
 		{"DataVersion", testDataVersion},
+		{"Users", testUsers},
+		{"LastOwnerUnderConcurrency", testLastOwnerConcurrent},
+		{"PanelSessions", testPanelSessions},
+		{"FleetView", testFleetView},
+		{"PanelKeys", testPanelKeys},
+		{"PanelWebhooks", testPanelWebhooks},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

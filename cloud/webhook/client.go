@@ -76,6 +76,19 @@ func addressAllowed(blocked []netip.Prefix, ip netip.Addr) bool {
 	return true
 }
 
+// dialAllowed is the dial-time check: address is the "ip:port" (or
+// "[ip%zone]:port") the dialer is about to connect to, after resolution.
+func dialAllowed(blocked []netip.Prefix, address string) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: %s", ErrAddressNotAllowed, address)
+	}
+	if !addressAllowed(blocked, ap.Addr()) {
+		return fmt.Errorf("%w: %s", ErrAddressNotAllowed, ap.Addr())
+	}
+	return nil
+}
+
 // NewClient returns the HTTP client deliveries use: TLS verified (system
 // roots plus CAFile), redirects never followed, no proxy, and the resolved
 // address checked at dial time against the address policy.
@@ -100,16 +113,7 @@ func NewClient(cfg ClientConfig) (*http.Client, error) {
 	d := &net.Dialer{Timeout: DefaultTimeout, KeepAlive: 30 * time.Second}
 	if !cfg.AllowPrivate {
 		blocked := blockedPrefixes()
-		d.Control = func(network, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fmt.Errorf("%w: %s", ErrAddressNotAllowed, address)
-			}
-			if !addressAllowed(blocked, ap.Addr()) {
-				return fmt.Errorf("%w: %s", ErrAddressNotAllowed, ap.Addr())
-			}
-			return nil
-		}
+		d.Control = func(_, address string, _ syscall.RawConn) error { return dialAllowed(blocked, address) }
 	}
 	tr := &http.Transport{
 		Proxy: nil,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,10 @@ type Config struct {
 	// SecretTTL is how long an organization's secrets are cached; a rotated
 	// secret signs every attempt made after it. 0 means 5 s.
 	SecretTTL time.Duration
+	// Lease is how long a shared outbox (Shared) leases this relay's
+	// deliveries, renewed every PollInterval; 0 means MaxLease, and it is
+	// at most MaxLease.
+	Lease time.Duration
 	// PollInterval is how often the outbox is read for deliveries added by
 	// another process (webhook redeliver); 0 means 1 s.
 	PollInterval time.Duration
@@ -91,6 +96,12 @@ type Dispatcher struct {
 	ended  map[string]int64
 	timers timerHeap
 	cursor int64 // highest outbox Seq seen by the poller
+	// shared is the outbox as several relays share it (nil: this relay's
+	// alone); lost holds ids of deliveries whose lease another relay took,
+	// dropped from the queues instead of attempted.
+	shared Shared
+	lost   map[string]bool
+	poke   chan struct{}
 
 	smu     sync.Mutex
 	secrets map[string]cachedSecret
@@ -151,6 +162,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second
 	}
+	if cfg.Lease <= 0 || cfg.Lease > MaxLease {
+		cfg.Lease = MaxLease
+	}
 	if cfg.SecretTTL <= 0 {
 		cfg.SecretTTL = 5 * time.Second
 	}
@@ -168,7 +182,14 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	loops, stopLoop := context.WithCancel(ctx)
+	shared, _ := cfg.Store.(Shared)
+	if shared != nil {
+		shared.SetLease(cfg.Lease)
+	}
 	return &Dispatcher{
+		shared:   shared,
+		lost:     map[string]bool{},
+		poke:     make(chan struct{}, 1),
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "webhook"),
 		ctx:      ctx,
@@ -395,7 +416,11 @@ func (d *Dispatcher) commit(batch []op) (again, follow []op) {
 	d.mu.Lock()
 	for _, o := range batch {
 		switch {
+		case o.ins != nil && insErr == nil && d.shared != nil && !o.ins.Claimed:
+			// Its queue is another relay's: that relay sends it.
+			delete(d.known, o.ins.ID)
 		case o.ins != nil && insErr == nil:
+			delete(d.lost, o.ins.ID)
 			if dropped := d.add(o.ins); dropped != nil {
 				follow = append(follow, *dropped)
 			}
@@ -481,7 +506,14 @@ func (d *Dispatcher) add(dl *Delivery) *op {
 		dropped = &op{seq: old.Seq, att: &Attempt{DeliveryID: old.ID, Number: 0, At: d.cfg.Now(), State: StateFailed,
 			Error: fmt.Sprintf("dropped: more than %d deliveries waiting for this device at this endpoint", d.cfg.MaxQueue)}}
 	}
-	q.items = append(q.items, dl)
+	// Seq order: a shared outbox may hand over an earlier delivery of the
+	// queue after a later one (never before the head, which may be in
+	// flight).
+	i := len(q.items)
+	for i > 1 && dl.Seq != 0 && q.items[i-1].Seq > dl.Seq {
+		i--
+	}
+	q.items = slices.Insert(q.items, i, dl)
 	if len(q.items) == 1 {
 		d.arm(q)
 	}
@@ -503,6 +535,41 @@ func (d *Dispatcher) arm(q *queue) {
 	}
 }
 
+// dropLost removes the deliveries at the head of q that another relay
+// took over (a shared outbox) and reports whether it removed any; q then
+// waits again for its new head (if any); d.mu is held.
+func (d *Dispatcher) dropLost(q *queue) bool {
+	if len(d.lost) == 0 {
+		return false
+	}
+	dropped := false
+	for len(q.items) > 0 && d.lost[q.items[0].ID] {
+		delete(d.lost, q.items[0].ID)
+		delete(d.known, q.items[0].ID)
+		q.items[0] = nil
+		q.items = q.items[1:]
+		dropped = true
+	}
+	if !dropped {
+		return false
+	}
+	if len(q.items) == 0 {
+		delete(d.queues, q.key)
+		q.ep.queues--
+		return true
+	}
+	if h := q.items[0]; h.NextAttemptAt.After(d.cfg.Now()) {
+		q.due = h.NextAttemptAt
+		heap.Push(&d.timers, q)
+		if q.index == 0 {
+			d.kick()
+		}
+	} else {
+		q.ep.ready = append(q.ep.ready, q) // the pump loop that called this takes it
+	}
+	return true
+}
+
 // kick wakes the scheduler.
 func (d *Dispatcher) kick() {
 	select {
@@ -521,6 +588,9 @@ func (d *Dispatcher) pump(ep *endpoint) {
 		q := ep.ready[0]
 		ep.ready[0] = nil
 		ep.ready = ep.ready[1:]
+		if d.dropLost(q) {
+			continue
+		}
 		ep.inflight++
 		d.sends.Add(1)
 		go d.attempt(q, q.items[0])
@@ -562,6 +632,10 @@ func (d *Dispatcher) pollLoop() {
 	for {
 		select {
 		case <-tick.C:
+			if err := d.renew(d.loops); err != nil && d.loops.Err() == nil {
+				d.log.Error("outbox lease renewal failed", "err", err)
+			}
+		case <-d.poke:
 		case <-d.loops.Done():
 			return
 		}
@@ -579,10 +653,23 @@ func (d *Dispatcher) pollLoop() {
 	}
 }
 
+// Poke makes the dispatcher read the outbox now rather than at its next
+// poll: another relay queued deliveries this one may hold.
+func (d *Dispatcher) Poke() {
+	select {
+	case d.poke <- struct{}{}:
+	default:
+	}
+}
+
 // poll queues the pending deliveries of the outbox that are not in memory:
 // at Start, those left by a previous run; later, those another process
-// added (webhook redeliver).
+// added (webhook redeliver). A shared outbox hands over what this relay
+// may take (Claim) instead.
 func (d *Dispatcher) poll(ctx context.Context) error {
+	if d.shared != nil {
+		return d.claim(ctx)
+	}
 	for {
 		d.mu.Lock()
 		after := d.cursor
@@ -625,6 +712,63 @@ func (d *Dispatcher) poll(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// claim takes the deliveries a shared outbox leases to this relay and
+// queues those not in memory.
+func (d *Dispatcher) claim(ctx context.Context) error {
+	for {
+		page, err := d.shared.Claim(ctx, 1000, d.cfg.Lease)
+		if err != nil {
+			return err
+		}
+		var drops []op
+		d.mu.Lock()
+		for _, dl := range page {
+			delete(d.lost, dl.ID)
+			if d.known[dl.ID] {
+				continue
+			}
+			d.known[dl.ID] = true
+			if dropped := d.add(dl); dropped != nil {
+				drops = append(drops, *dropped)
+			}
+		}
+		d.mu.Unlock()
+		for _, o := range drops {
+			d.ops <- o
+		}
+		if len(page) < 1000 {
+			return nil
+		}
+	}
+}
+
+// renew extends a shared outbox's leases of this relay; deliveries whose
+// lease another relay took meanwhile (this relay could not renew in time)
+// are dropped from memory, not attempted again here.
+func (d *Dispatcher) renew(ctx context.Context) error {
+	if d.shared == nil {
+		return nil
+	}
+	held, err := d.shared.Renew(ctx, d.cfg.Lease)
+	if err != nil {
+		return err
+	}
+	h := make(map[string]bool, len(held))
+	for _, id := range held {
+		h[id] = true
+	}
+	d.mu.Lock()
+	for _, q := range d.queues {
+		for _, dl := range q.items {
+			if !h[dl.ID] {
+				d.lost[dl.ID] = true
+			}
+		}
+	}
+	d.mu.Unlock()
+	return nil
 }
 
 func (d *Dispatcher) secret(ctx context.Context, orgID string) (Secrets, error) {

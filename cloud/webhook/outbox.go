@@ -38,6 +38,10 @@ type Delivery struct {
 	Attempts      int // attempts made so far
 	NextAttemptAt time.Time
 	CreatedAt     time.Time
+	// Claimed is set by a Shared outbox's WriteOutbox on an inserted
+	// delivery that this relay holds (its ordering queue is this relay's);
+	// an unclaimed one is sent by the relay holding its queue.
+	Claimed bool
 }
 
 // Attempt is the record of one attempt and of the delivery's state after it.
@@ -81,3 +85,30 @@ type Store interface {
 	// Prune deletes deliveries that ended before t, with their attempts.
 	Prune(ctx context.Context, before time.Time) (int64, error)
 }
+
+// Shared is implemented by an outbox that several relays share
+// (cloud/postgres). Deliveries are leased to one relay at a time, a whole
+// ordering queue (device and kind) together, so that each delivery is
+// attempted by one relay and a device's deliveries keep their order; a
+// relay renews its leases while it lives, and when it dies another relay
+// takes its queues once the leases ran out, under the same delivery ids.
+// Such a Dispatcher sends only what it holds: the deliveries WriteOutbox
+// marks Claimed, and those Claim hands it.
+type Shared interface {
+	Store
+	// Claim leases to this relay, for lease, up to limit pending
+	// deliveries of the ordering queues that no other relay holds (rows
+	// other relays are writing are skipped), in Seq order, and returns
+	// them.
+	Claim(ctx context.Context, limit int, lease time.Duration) ([]*Delivery, error)
+	// Renew extends every lease this relay holds by lease from now and
+	// returns the ids of the pending deliveries it still holds.
+	Renew(ctx context.Context, lease time.Duration) (held []string, err error)
+	// SetLease sets the lease of the deliveries WriteOutbox claims
+	// (MaxLease until set); the Dispatcher sets its Config.Lease.
+	SetLease(lease time.Duration)
+}
+
+// MaxLease bounds the lease of a shared outbox's delivery: a relay that
+// died mid-attempt leaves its deliveries to another within this time.
+const MaxLease = 30 * time.Second

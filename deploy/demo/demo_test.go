@@ -12,6 +12,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -29,7 +31,12 @@ import (
 // startTimeout covers a cold build of the relay (cgo SQLite) in the clone.
 const startTimeout = 5 * time.Minute
 
-var keyLine = regexp.MustCompile(`API key: (svc_sk_\S+)`)
+var (
+	keyLine      = regexp.MustCompile(`API key: (svc_sk_\S+)`)
+	panelLine    = regexp.MustCompile(`^  Panel: (http://\S+/panel/)$`)
+	emailLine    = regexp.MustCompile(`^    email: +(\S+@\S+)$`)
+	passwordLine = regexp.MustCompile(`^    password: +([A-Za-z0-9]{12,})$`)
+)
 
 // demo is one `make run` in its own process group, its output collected line
 // by line.
@@ -340,7 +347,7 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 	args := []string{fmt.Sprintf("LISTEN=127.0.0.1:%d", port), fmt.Sprintf("SINK_LISTEN=127.0.0.1:%d", sinkPort)}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 
-	var key string
+	var key, email, password string
 	var ids []string
 	t.Run("first run", func(t *testing.T) {
 		d := startDemo(t, dir, args...)
@@ -348,6 +355,12 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 		if !strings.Contains(d.output(), "older demo") {
 			t.Errorf("no message about starting the old demo folder over:\n%s", d.output())
 		}
+		panelURL := d.waitLine(panelLine, time.Second)[1]
+		email, password = d.waitLine(emailLine, time.Second)[1], d.waitLine(passwordLine, time.Second)[1]
+		if panelURL != base+"/panel/" {
+			t.Errorf("panel URL %s, want %s/panel/", panelURL, base)
+		}
+		signInToPanel(t, base, email, password, "Press line 1", "Packaging line", "Gatehouse")
 		devs := onlineDevices(t, base, key)
 		var first string
 		for _, dv := range devs {
@@ -384,6 +397,10 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 		if !strings.Contains(d.output(), "fleet demo: stopped") {
 			t.Errorf("no stop message after SIGINT:\n%s", d.output())
 		}
+		// Ctrl-C is how the demo stops: make reports no error for it.
+		if strings.Contains(d.output(), "make: ***") {
+			t.Errorf("make reports an error after Ctrl-C:\n%s", d.output())
+		}
 		assertNothingLeft(t, dir)
 	})
 	if t.Failed() {
@@ -411,6 +428,9 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 		if again := d.waitLine(keyLine, startTimeout)[1]; again != key {
 			t.Errorf("second run printed key %s, want the first run's %s", again, key)
 		}
+		if again := d.waitLine(passwordLine, time.Second)[1]; again != password {
+			t.Errorf("second run printed panel password %s, want the first run's %s", again, password)
+		}
 		devs := onlineDevices(t, base, key)
 		for _, dv := range devs {
 			if !slices.Contains(ids, dv.ID) {
@@ -424,4 +444,27 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 		d.interrupt()
 		assertNothingLeft(t, dir)
 	})
+}
+
+// signInToPanel signs in to the panel at base with email and password, as
+// a browser would post the form, and checks the fleet page names each of
+// devices.
+func signInToPanel(t *testing.T, base, email, password string, devices ...string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := c.PostForm(base+"/panel/login", url.Values{"email": {email}, "password": {password}})
+	if err != nil {
+		t.Fatalf("panel sign-in: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/panel/" {
+		t.Fatalf("panel sign-in as %s: %d at %s", email, resp.StatusCode, resp.Request.URL)
+	}
+	for _, d := range devices {
+		if !strings.Contains(string(body), d) {
+			t.Errorf("the panel's fleet page does not show %q", d)
+		}
+	}
 }

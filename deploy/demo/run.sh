@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fleet demo (`make run`, see docs/demo.md): a relay on a SQLite file with a
-# demo organization and an API key holding every scope; three simulated
+# demo organization, an OWNER who signs in to the panel and an API key
+# holding every scope; three simulated
 # gateways (two IG-500 whose Modbus, CAN-FD and GPIO channels are configured
 # through the public API, one IG-100); a local HTTPS webhook sink that
 # verifies and prints every webhook; forwarding on for the first IG-500 and
@@ -103,6 +104,16 @@ fi
 # shellcheck disable=SC1090
 source "$CREDS"
 
+# The panel's OWNER (added to demo folders made before the panel too).
+PANEL_EMAIL=${PANEL_EMAIL:-owner@demo.example}
+if [[ -z ${PANEL_PASSWORD:-} ]]; then
+	PANEL_PASSWORD=$(head -c 512 /dev/urandom | LC_ALL=C tr -dc 'A-Za-z0-9')
+	PANEL_PASSWORD=${PANEL_PASSWORD:0:20}
+	printf '%s\n' "$PANEL_PASSWORD" | "$RELAY" user create --db "$DB" --org "$ORG" --email "$PANEL_EMAIL" \
+		--role OWNER --password-stdin --json >/dev/null || die "could not create the panel's OWNER"
+	printf 'PANEL_EMAIL=%s\nPANEL_PASSWORD=%s\n' "$PANEL_EMAIL" "$PANEL_PASSWORD" >>"$CREDS"
+fi
+
 # Children get SIGTERM if this script dies without cleaning up (kill -9).
 guard=()
 if command -v setpriv >/dev/null && setpriv --pdeathsig TERM true 2>/dev/null; then
@@ -130,7 +141,7 @@ cleanup() {
 	exit "$code"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
+trap 'exit 0' INT # Ctrl-C is how the demo is stopped: a clean exit for make
 trap 'exit 143' TERM
 
 # wait_for WHAT PID CHECK...: run CHECK until it succeeds, for up to 60 s
@@ -155,7 +166,7 @@ wait_for "webhook sink" "$sink_pid" sink_up
 "${guard[@]}" "$RELAY" serve --db "$DB" --listen "$LISTEN" --shutdown-timeout 5s \
 	--webhook-ca "$DATA/sink-cert.pem" --webhook-allow-private >>"$DATA/relay.log" 2>&1 &
 relay_pid=$!
-relay_up() { curl -fsS -o /dev/null --max-time 2 "http://$LISTEN/healthz" 2>/dev/null; }
+relay_up() { curl -fsS -o /dev/null --max-time 2 "http://$LISTEN/readyz" 2>/dev/null; }
 wait_for "relay (log: $DATA/relay.log)" "$relay_pid" relay_up
 
 "$RELAY" org set-alert-webhook --db "$DB" --org "$ORG" --url "$ALERTS_URL" >/dev/null
@@ -212,6 +223,11 @@ wait_for "gateways (logs: $DATA/agent-N.log) or the relay" "$relay_pid" online
 cat <<MSG
 
   Fleet demo: relay on http://$LISTEN, ${#GATEWAYS[@]} simulated gateways online
+
+  Panel: http://$LISTEN/panel/
+    email:    $PANEL_EMAIL
+    password: $PANEL_PASSWORD
+
     ${ids[0]}  IG-500 "Press line 1"    forwarding its signals to the sink
     ${ids[1]}  IG-500 "Packaging line"
     ${ids[2]}  IG-100 "Gatehouse"       (agent pid ${agent_pids[2]}: kill it and a device_offline alert reaches the sink in about 20 s)

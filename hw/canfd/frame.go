@@ -174,7 +174,7 @@ func Unmarshal(b []byte) (Frame, error) {
 		f.ID = raw & maskEFF
 	default:
 		f.ID = raw & maskSFF
-		f.RTR = raw&flagRTR != 0
+		f.RTR = !f.FD && raw&flagRTR != 0 // CAN-FD has no remote frames
 	}
 	return f, nil
 }

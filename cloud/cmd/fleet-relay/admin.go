@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,6 +44,10 @@ type keyJSON struct {
 	ExpiresAt *string  `json:"expiresAt"`
 	RevokedAt *string  `json:"revokedAt"`
 	CreatedAt *string  `json:"createdAt"`
+	// Set by key list: who made it in the panel ("" for the CLI) and
+	// when it last authenticated a request (to within a minute).
+	CreatedBy  string  `json:"createdBy,omitempty"`
+	LastUsedAt *string `json:"lastUsedAt,omitempty"`
 }
 
 func runKeyCreate(ctx context.Context, args []string, stdout io.Writer) error {
@@ -82,18 +87,20 @@ func runKeyList(ctx context.Context, args []string, stdout io.Writer) error {
 		if _, err := st.Org(ctx, *org); err != nil {
 			return output{}, err
 		}
-		keys, err := st.ListKeys(ctx, *org)
+		keys, err := st.Panel.OrgKeys(ctx, *org)
 		if err != nil {
 			return output{}, err
 		}
+		slices.Reverse(keys) // oldest first
 		out := make([]keyJSON, 0, len(keys))
 		for _, k := range keys {
-			out = append(out, keyJSON{ID: k.ID, OrgID: k.OrgID, Name: k.Name, Scopes: k.Scopes, ExpiresAt: jsonTime(k.ExpiresAt), RevokedAt: jsonTime(k.RevokedAt), CreatedAt: jsonTime(k.CreatedAt)})
+			out = append(out, keyJSON{ID: k.ID, OrgID: k.OrgID, Name: k.Name, Scopes: k.Scopes, ExpiresAt: jsonTime(k.ExpiresAt), RevokedAt: jsonTime(k.RevokedAt),
+				CreatedAt: jsonTime(k.CreatedAt), CreatedBy: k.CreatedByEmail, LastUsedAt: jsonTime(k.LastUsedAt)})
 		}
 		now := st.Now()
 		return output{out, func(w io.Writer) {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSCOPES\tSTATUS\tEXPIRES\tCREATED")
+			fmt.Fprintln(tw, "ID\tNAME\tSCOPES\tSTATUS\tEXPIRES\tCREATED\tLAST USED")
 			for _, k := range keys {
 				status := "active"
 				switch {
@@ -102,7 +109,7 @@ func runKeyList(ctx context.Context, args []string, stdout io.Writer) error {
 				case !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt):
 					status = "expired"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Scopes, ","), status, humanTime(k.ExpiresAt, "never"), humanTime(k.CreatedAt, ""))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Scopes, ","), status, humanTime(k.ExpiresAt, "never"), humanTime(k.CreatedAt, ""), humanTime(k.LastUsedAt, "never"))
 			}
 			tw.Flush()
 		}}, nil

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -43,11 +44,17 @@ func (a *app) commands() []command {
 		{path: "backup", usage: "write a consistent copy of the database (safe while serve runs)", run: runBackup},
 		{path: "healthcheck", usage: "exit 0 when a running relay answers its health URL (container HEALTHCHECK)", run: runHealthcheck},
 		{path: "webhook redeliver", usage: "send a webhook delivery again (new delivery id)", run: runWebhookRedeliver},
+		{path: "user create", usage: "add a panel user to an organization (password read from stdin)", run: a.runUserCreate},
+		{path: "user list", usage: "list an organization's panel users", run: runUserList},
+		{path: "user set-role", usage: "change a panel user's role", run: runUserSetRole},
+		{path: "user disable", usage: "disable a panel user (signed out on their next request)", run: runUserDisable},
+		{path: "user reset-password", usage: "set a panel user's password (read from stdin); ends their sessions", run: a.runUserResetPassword},
 	}
 }
 
-// app is the process: where output goes.
+// app is the process: where input comes from and output goes.
 type app struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 }
 
@@ -57,7 +64,12 @@ var errUsage = errors.New("usage")
 // run dispatches args to the longest matching command and returns the exit
 // status: 0 success, 1 failure, 2 usage error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr}
+	return runIO(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// runIO is run with standard input from stdin.
+func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	cmds := a.commands()
 	var match *command
 	n := 0

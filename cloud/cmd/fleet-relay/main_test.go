@@ -49,7 +49,7 @@ func startMain(t *testing.T, db string, exts ...extension) *Main {
 	t.Helper()
 	m := NewMain(io.Discard)
 	m.exts = append(m.exts, exts...)
-	if err := m.ParseFlags([]string{"--db", db, "--listen", "127.0.0.1:0", "--rate-limit", "100000"}); err != nil {
+	if err := m.ParseFlags([]string{"--db", db, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--rate-limit", "100000"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Run(context.Background()); err != nil {
@@ -61,8 +61,18 @@ func startMain(t *testing.T, db string, exts ...extension) *Main {
 
 func get(t *testing.T, url, key string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
+	return apiCall(t, "GET", url, key, "")
+}
+
+// apiCall makes a request with key (and a JSON body unless "") and returns
+// the status and body.
+func apiCall(t *testing.T, method, url, key, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -62,6 +62,7 @@ func extensions() []extension {
 		redisExtension(),
 		webhookExtension(), // before the agent endpoint: stops after it
 		agentLinkExtension(),
+		panelExtension(),
 	}
 }
 
@@ -84,6 +85,9 @@ type Main struct {
 	Observers       observerList
 	AlertObservers  alertObserverList
 	ConfigObservers configObserverList
+	// Cluster holds what the relay's parts do with other relays' changes
+	// (a store several relays share); extensions append to it in start.
+	Cluster clusterHandlers
 
 	// rateCounter holds the API's rate-limit counts when they are shared
 	// (set by the redis extension); nil counts in memory.
@@ -221,7 +225,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.front.set(mux)
 	m.ready.serving(storePinger(m.DB.Store))
 
-	go runRetention(bg, m.DB, c.Retention, c.RetentionInterval, m.Logger.With("component", "retention"))
+	if m.DB.Listen != nil {
+		go m.DB.Listen(bg, &m.Cluster, m.Logger.With("component", "cluster"))
+	}
+	rlog := m.Logger.With("component", "retention")
+	go runRetention(bg, m.DB, leaseHolder(m.DB, "retention", 2*c.RetentionInterval+time.Minute, rlog), c.Retention, c.RetentionInterval, rlog)
 	scheme := "http"
 	if c.TLSCert != "" {
 		scheme = "https"
@@ -325,11 +333,20 @@ func (m *Main) Close() error {
 }
 
 // runRetention sweeps metrics and events older than keep every interval
-// until ctx ends, logging what it removed and any failure.
-func runRetention(ctx context.Context, st cloud.Store, keep, interval time.Duration, log *slog.Logger) {
+// while this relay is the leader (one relay of a cluster at a time), until
+// ctx ends, logging what it removed and any failure.
+func runRetention(ctx context.Context, st cloud.Store, leader func(context.Context) bool, keep, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		if !leader(ctx) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				continue
+			}
+		}
 		m, e, err := st.SweepRetention(ctx, keep)
 		switch {
 		case err != nil && ctx.Err() == nil:

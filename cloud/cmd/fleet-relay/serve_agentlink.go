@@ -41,6 +41,23 @@ func agentLinkExtension() extension {
 			}
 			mux.Handle(protocol.Path, srv.Handler())
 			m.ConfigObservers = append(m.ConfigObservers, srv)
+			// Other relays' changes: a config changed through another
+			// relay reaches the agent here; a newer connection elsewhere or
+			// a revocation closes this one at once; after the listener
+			// reconnects, devices here whose desired configuration is
+			// newer than what they applied get it again.
+			m.Cluster.Config = append(m.Cluster.Config, srv.DesiredConfigChanged)
+			m.Cluster.Presence = append(m.Cluster.Presence, srv.Superseded)
+			m.Cluster.Revoked = append(m.Cluster.Revoked, srv.Revoked)
+			if m.DB.StaleConfigs != nil {
+				m.Cluster.Resync = append(m.Cluster.Resync, func(ctx context.Context) error {
+					ids, err := m.DB.StaleConfigs(ctx)
+					for _, id := range ids {
+						srv.DesiredConfigChanged(id)
+					}
+					return err
+				})
+			}
 			// Draining tells agents to reconnect elsewhere (1012) before
 			// the listener closes; stop below finds nobody left.
 			m.drains = append(m.drains, srv.Shutdown)

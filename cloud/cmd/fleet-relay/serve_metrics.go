@@ -12,25 +12,42 @@ import (
 	"github.com/fleet/fleet/cloud/relaymetrics"
 )
 
+// DefaultMetricsListen is where the Prometheus metrics are served unless
+// --metrics-listen says otherwise: loopback only, apart from the API, so
+// that a relay whose listener faces the internet does not publish them.
+const DefaultMetricsListen = "127.0.0.1:9464"
+
 // metricsExtension serves the Prometheus metrics (Main.Metrics) at
-// relaymetrics.Path: on the relay's listener, beside the public API but
-// outside it (no API key, no rate limit, not in the OpenAPI document), or
-// with --metrics-listen on an address of their own, plain HTTP, and then
-// the main listener answers 404 there.
+// relaymetrics.Path, plain HTTP, without an API key or rate limit: by
+// default on DefaultMetricsListen, an address of their own (the relay's
+// listener answers 404 there); with --metrics-listen ADDR on ADDR; with
+// --metrics-listen api on the relay's listener beside the public API (but
+// outside it: not in the OpenAPI document); with none nowhere. When the
+// default address is taken (another relay on the same host), the relay
+// says so in its log and runs without serving them; an address given
+// explicitly that cannot be listened on stops the relay.
 func metricsExtension() extension {
 	var addr string
 	return extension{
 		name: "metrics",
 		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&addr, "metrics-listen", "", "serve /metrics (Prometheus, plain HTTP) on this address instead of the relay's listener (host:port; port 0 picks one)")
+			fs.StringVar(&addr, "metrics-listen", DefaultMetricsListen, "where /metrics (Prometheus, plain HTTP, no key) is served: host:port (port 0 picks one), api (on the relay's listener, public with the API), or none")
 		},
 		start: func(ctx context.Context, m *Main, mux *http.ServeMux) (func(context.Context) error, error) {
 			h := m.Metrics.Handler()
-			if addr == "" {
+			switch addr {
+			case "api":
 				mux.Handle(relaymetrics.Path, h)
+				return nil, nil
+			case "none", "":
 				return nil, nil
 			}
 			ln, err := net.Listen("tcp", addr)
+			if err != nil && addr == DefaultMetricsListen {
+				m.Logger.Warn("metrics not served: the default metrics address is taken (another relay on this host?); set --metrics-listen",
+					"addr", addr, "err", err)
+				return nil, nil
+			}
 			if err != nil {
 				return nil, fmt.Errorf("metrics listen: %w", err)
 			}
@@ -57,6 +74,6 @@ func metricsExtension() extension {
 	}
 }
 
-// MetricsAddr returns the address of the --metrics-listen listener (after
-// Run), or "" when the metrics are served on the relay's listener.
+// MetricsAddr returns the address of the metrics listener (after Run), or
+// "" when the metrics are served on the relay's listener or nowhere.
 func (m *Main) MetricsAddr() string { return m.metricsAddr }

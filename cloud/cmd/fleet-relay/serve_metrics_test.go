@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -157,7 +158,7 @@ func TestMetrics(t *testing.T) {
 	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600)
 
 	m := NewMain(io.Discard)
-	if err := m.ParseFlags([]string{"--db", filepath.Join(dir, "relay.db"), "--listen", "127.0.0.1:0", "--rate-limit", "100000",
+	if err := m.ParseFlags([]string{"--db", filepath.Join(dir, "relay.db"), "--listen", "127.0.0.1:0", "--metrics-listen", "api", "--rate-limit", "100000",
 		"--webhook-allow-private", "--webhook-ca", ca, "--webhook-backoff", "200ms"}); err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ func TestMetrics(t *testing.T) {
 // the rate limit, and is not in the OpenAPI document.
 func TestMetricsOutsideTheAPI(t *testing.T) {
 	m := NewMain(io.Discard)
-	if err := m.ParseFlags([]string{"--db", filepath.Join(t.TempDir(), "relay.db"), "--listen", "127.0.0.1:0", "--rate-limit", "2"}); err != nil {
+	if err := m.ParseFlags([]string{"--db", filepath.Join(t.TempDir(), "relay.db"), "--listen", "127.0.0.1:0", "--metrics-listen", "api", "--rate-limit", "2"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Run(context.Background()); err != nil {
@@ -439,7 +440,7 @@ func TestAgentMetricsWithTheRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relayMetrics := "http://" + m.Addr() + "/metrics"
+	relayMetrics := "http://" + m.MetricsAddr() + "/metrics"
 
 	proc := newFakeProc(t)
 	cmd := exec.Command(agentBin, "--relay", "http://"+m.Addr(), "--token", token, "--hw", "sim", "--model", "IG-500",
@@ -500,4 +501,65 @@ func TestAgentMetricsWithTheRelay(t *testing.T) {
 	if v := mustScrape(t, relayMetrics).value("fleet_relay_agent_connections_total"); v != 1 {
 		t.Errorf("relay accepted %v agent sessions, want 1", v)
 	}
+}
+
+// TestMetricsNotOnTheAPIByDefault: without --metrics-listen the relay's
+// listener answers 404 at /metrics; the metrics are on 127.0.0.1:9464 (or,
+// when another process holds that address, not served, with a warning);
+// --metrics-listen none serves them nowhere.
+func TestMetricsNotOnTheAPIByDefault(t *testing.T) {
+	var logs lockedLog
+	m := NewMain(&logs)
+	if err := m.ParseFlags([]string{"--db", filepath.Join(t.TempDir(), "relay.db"), "--listen", "127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if code, b := get(t, "http://"+m.Addr()+"/metrics", ""); code != 404 {
+		t.Errorf("/metrics on the relay's listener by default: %d %s, want 404", code, b)
+	}
+	switch m.MetricsAddr() {
+	case DefaultMetricsListen:
+		if v := mustScrape(t, "http://"+m.MetricsAddr()+"/metrics").value("fleet_relay_build_info"); v != 1 {
+			t.Errorf("fleet_relay_build_info = %v on %s", v, DefaultMetricsListen)
+		}
+	case "":
+		if !strings.Contains(logs.String(), "default metrics address is taken") {
+			t.Errorf("%s taken, and no warning:\n%s", DefaultMetricsListen, logs.String())
+		}
+	default:
+		t.Errorf("metrics on %s by default, want %s", m.MetricsAddr(), DefaultMetricsListen)
+	}
+
+	n := NewMain(io.Discard)
+	if err := n.ParseFlags([]string{"--db", filepath.Join(t.TempDir(), "relay.db"), "--listen", "127.0.0.1:0", "--metrics-listen", "none"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	if code, _ := get(t, "http://"+n.Addr()+"/metrics", ""); code != 404 || n.MetricsAddr() != "" {
+		t.Errorf("--metrics-listen none: /metrics %d, metrics address %q", code, n.MetricsAddr())
+	}
+}
+
+// lockedLog is a log sink safe for concurrent writes.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -36,6 +36,19 @@ type relayStore struct {
 	// Engine is the alert engine's store, Outbox the webhook outbox.
 	Engine alert.Store
 	Outbox webhook.Store
+
+	// Set when several relays may share the store (PostgreSQL), nil on
+	// SQLite: Listen hears what other relays change until ctx ends,
+	// StaleConfigs lists the devices connected here whose agent has not
+	// applied their desired configuration, Lease takes or renews a
+	// cluster-wide lease for this relay.
+	Listen       func(ctx context.Context, h *clusterHandlers, log *slog.Logger) error
+	StaleConfigs func(ctx context.Context) ([]string, error)
+	Lease        func(ctx context.Context, name string, ttl time.Duration) (bool, error)
+	// Relay names this relay process in the cluster.
+	Relay string
+	// Panel is the panel's and the user subcommands' store.
+	Panel cloud.PanelStore
 }
 
 // agentStore is an agent endpoint store that holds resources of its own.
@@ -83,6 +96,7 @@ func openStore(ctx context.Context, db string, o storeOptions) (*relayStore, err
 		},
 		Engine: sqlite.NewAlertEngineStore(s),
 		Outbox: sqlite.NewWebhookStore(s),
+		Panel:  sqlite.NewPanelStore(s),
 	}, nil
 }
 
@@ -101,7 +115,16 @@ func openPostgres(ctx context.Context, url string) (*relayStore, error) {
 			return postgres.NewAgentStore(s, log, relay), nil
 		},
 		Engine: postgres.NewAlertEngineStore(s),
-		Outbox: postgres.NewWebhookStore(s),
+		Outbox: postgres.NewWebhookStore(s, relay),
+		Listen: func(ctx context.Context, h *clusterHandlers, log *slog.Logger) error {
+			return s.Listen(ctx, h.postgresHandlers(), log)
+		},
+		StaleConfigs: func(ctx context.Context) ([]string, error) { return s.StaleConfigs(ctx, relay) },
+		Lease: func(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+			return s.TryLease(ctx, name, relay, ttl)
+		},
+		Relay: relay,
+		Panel: postgres.NewPanelStore(s),
 	}, nil
 }
 

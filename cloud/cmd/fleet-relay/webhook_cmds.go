@@ -154,6 +154,7 @@ func webhookExtension() extension {
 	perEndpoint := 16
 	retention := 7 * 24 * time.Hour
 	maxQueue := 1000
+	lease := webhook.MaxLease
 	return extension{
 		name: "webhooks",
 		flags: func(fs *flag.FlagSet) {
@@ -170,6 +171,7 @@ func webhookExtension() extension {
 			fs.StringVar(&client.CAFile, "webhook-ca", "", "PEM file of extra CA certificates trusted for webhook receivers")
 			fs.IntVar(&perEndpoint, "webhook-concurrency", perEndpoint, "concurrent webhook attempts per endpoint (URL host)")
 			fs.DurationVar(&retention, "webhook-retention", retention, "how long ended webhook deliveries (and their attempts) are kept")
+			fs.DurationVar(&lease, "webhook-lease", lease, "on a store shared by several relays (PostgreSQL): how long a relay holds the deliveries it sends before another may take them (1s to 30s; renewed while it runs)")
 			fs.IntVar(&maxQueue, "webhook-queue-limit", maxQueue, "deliveries held per device and kind behind a failing endpoint; beyond it the oldest waiting are dropped")
 		},
 		start: func(ctx context.Context, m *Main, _ *http.ServeMux) (func(context.Context) error, error) {
@@ -182,6 +184,9 @@ func webhookExtension() extension {
 			if maxQueue < 2 || maxQueue > 1000000 {
 				return nil, fmt.Errorf("%w: --webhook-queue-limit must be 2..1000000", errUsage)
 			}
+			if lease < time.Second || lease > webhook.MaxLease {
+				return nil, fmt.Errorf("%w: --webhook-lease must be 1s to %s", errUsage, webhook.MaxLease)
+			}
 			if retention < time.Hour {
 				return nil, fmt.Errorf("%w: --webhook-retention must be at least 1h", errUsage)
 			}
@@ -192,7 +197,7 @@ func webhookExtension() extension {
 			}
 			log := m.Logger.With("component", "webhook")
 			disp, err := webhook.New(webhook.Config{Store: m.DB.Outbox, Client: hc, Backoff: backoff, Timeout: timeout,
-				PerEndpoint: perEndpoint, MaxQueue: maxQueue, Retention: retention, Logger: log, Now: m.DB.Now,
+				PerEndpoint: perEndpoint, MaxQueue: maxQueue, Retention: retention, Lease: lease, PollInterval: min(time.Second, lease/3), Logger: log, Now: m.DB.Now,
 				Observer: m.Metrics.Webhooks()})
 			if err != nil {
 				return nil, err
@@ -204,8 +209,10 @@ func webhookExtension() extension {
 				return nil, err
 			}
 			notifier := webhook.NewNotifier(disp)
+			m.Cluster.Outbox = append(m.Cluster.Outbox, disp.Poke)
 			engine := alert.New(alert.Config{Store: m.DB.Engine, Observer: &m.AlertObservers,
-				Logger: m.Logger.With("component", "alert"), Now: m.DB.Now})
+				Logger: m.Logger.With("component", "alert"), Now: m.DB.Now,
+				Leader: leaseHolder(m.DB, "alert-sweep", 15*time.Second, log)})
 			m.Observers = append(m.Observers, engine, notifier)
 			m.AlertObservers = append(m.AlertObservers, notifier)
 			sweepCtx, stopSweep := context.WithCancel(ctx)

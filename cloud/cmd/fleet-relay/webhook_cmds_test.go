@@ -126,20 +126,7 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 	flags := []string{"--db", db, "--webhook-allow-private", "--webhook-ca", ca, "--webhook-backoff", "400ms,400ms,400ms,400ms,400ms"}
 	relay, addr := startRelayBinary(t, bin, flags...)
 	api := "http://" + addr + "/api/v1/public"
-	call := func(method, path, body string) (int, []byte) {
-		req, _ := http.NewRequest(method, api+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key.Key)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
+	call := func(method, path, body string) (int, []byte) { return apiCall(t, method, api+path, key.Key, body) }
 	if code, b := call("PATCH", "/devices/"+dev.ID+"/serial", `{"webhookUrl":"http://example.com/x"}`); code != 400 || errorCode(b) != "validation_error" {
 		t.Errorf("PATCH with an http URL: %d %s", code, b)
 	}

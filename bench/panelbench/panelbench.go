@@ -1,0 +1,241 @@
+// Package panelbench measures how fast the relay renders the panel's two
+// heaviest pages (DESIGN.md's target: p99 under 50 ms each): the fleet page
+// of an organization with 10,000 devices, and a device page with 7 days of
+// metrics (2,016 samples of each of the five series). It prepares a SQLite
+// file through the store's interfaces, starts the real fleet-relay binary
+// on it, signs in as a panel user over HTTP and times sequential page loads
+// on loopback.
+package panelbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/password"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Config is one run.
+type Config struct {
+	Relay    string // path of the fleet-relay binary
+	Devices  int    // devices in the organization
+	Samples  int    // metric samples of the charted device, 5 minutes apart
+	Requests int    // measured loads of each page
+	Warmup   int    // unmeasured loads of each page first
+	Dir      string // where the database goes ("" for a temporary folder)
+	Log      *slog.Logger
+}
+
+// Result is one page's figures.
+type Result struct {
+	Name     string
+	Requests int
+	P50, P99 time.Duration
+	Bytes    int // size of one page
+}
+
+const pw = "panel bench password"
+
+// Run prepares the data, starts the relay and measures both pages.
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "fleet-panelbench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	path := filepath.Join(dir, "bench.db")
+	start := time.Now()
+	email, charted, err := prepare(ctx, path, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	cfg.Log.Info("data ready", "devices", cfg.Devices, "samples", cfg.Samples, "took", time.Since(start).Round(time.Millisecond))
+
+	addr, stop, err := startRelay(ctx, cfg.Relay, path, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	base := "http://" + addr
+	c, err := signIn(base, email)
+	if err != nil {
+		return nil, err
+	}
+	pages := []struct {
+		name, path, want string
+	}{
+		{fmt.Sprintf("fleet page, %s devices", thousands(cfg.Devices)), "/panel/", fmt.Sprintf("Devices 1–50 of %d", cfg.Devices)},
+		{fmt.Sprintf("device page, 7 days of metrics (%s samples × 5 series)", thousands(cfg.Samples)), "/panel/devices/" + charted + "?range=7d", fmt.Sprintf("%d samples in the last 7d.", cfg.Samples)},
+	}
+	var out []Result
+	for _, p := range pages {
+		r, err := measure(c, base+p.path, p.want, cfg.Warmup, cfg.Requests)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		r.Name = p.name
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// prepare makes the organization, its devices, the charted device's
+// samples and a VIEWER, through the store.
+func prepare(ctx context.Context, path string, cfg Config) (email, charted string, err error) {
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return "", "", err
+	}
+	defer db.Close()
+	org, err := db.CreateOrg(ctx, "Bench Industries")
+	if err != nil {
+		return "", "", err
+	}
+	for i := 0; i < cfg.Devices; i++ {
+		d, _, err := db.AddDevice(ctx, cloud.NewDevice{OrgID: org.ID, Name: fmt.Sprintf("gateway-%05d", i), SerialNumber: fmt.Sprintf("SN-%06d", i), Model: "IG-500", Location: "Plant 3, hall B"})
+		if err != nil {
+			return "", "", err
+		}
+		if i == 0 {
+			charted = d.ID
+		}
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	samples := make([]resource.MetricSample, cfg.Samples)
+	for i := range samples {
+		at := now.Add(-time.Duration(cfg.Samples-1-i) * 5 * time.Minute)
+		f := float64(i % 100)
+		samples[i] = resource.MetricSample{CapturedAt: resource.T(at), CPUPct: 20 + f/2, MemPct: 40 + f/5, DiskUsedPct: 61.5, TempCPU: 45 + f/10, LoadAvg1: 0.5 + f/100}
+	}
+	if _, err := db.InsertMetrics(ctx, charted, samples); err != nil {
+		return "", "", err
+	}
+	hash, err := password.NewHasher(password.Default, 1).Hash(ctx, pw)
+	if err != nil {
+		return "", "", err
+	}
+	email = "viewer@bench.example"
+	_, err = sqlite.NewPanelStore(db).CreateUser(ctx, cloud.NewUser{OrgID: org.ID, Email: email, Role: cloud.RoleViewer, PasswordHash: hash})
+	return email, charted, err
+}
+
+func startRelay(ctx context.Context, relay, db, dir string) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	logf, err := os.Create(filepath.Join(dir, "relay.log"))
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.CommandContext(ctx, relay, "serve", "--db", db, "--listen", addr, "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", nil, fmt.Errorf("start %s: %w", relay, err)
+	}
+	stop := func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return addr, stop, nil
+			}
+		}
+		if time.Now().After(end) {
+			stop()
+			return "", nil, errors.New("the relay did not answer /healthz within 30 s")
+		}
+	}
+}
+
+func signIn(base, email string) (*http.Client, error) {
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := c.PostForm(base+"/panel/login", url.Values{"email": {email}, "password": {pw}})
+	if err != nil {
+		return nil, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/panel/" {
+		return nil, fmt.Errorf("sign in: %d at %s", resp.StatusCode, resp.Request.URL)
+	}
+	return c, nil
+}
+
+// measure loads url warmup times, checks the page holds want, then times n
+// sequential loads (request sent to body read).
+func measure(c *http.Client, url, want string, warmup, n int) (Result, error) {
+	var r Result
+	times := make([]time.Duration, 0, n)
+	for i := 0; i < warmup+n; i++ {
+		t := time.Now()
+		resp, err := c.Get(url)
+		if err != nil {
+			return r, err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		d := time.Since(t)
+		if err != nil {
+			return r, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return r, fmt.Errorf("status %d", resp.StatusCode)
+		}
+		if i == 0 && !strings.Contains(string(body), want) {
+			return r, fmt.Errorf("the page does not say %q", want)
+		}
+		r.Bytes = len(body)
+		if i >= warmup {
+			times = append(times, d)
+		}
+	}
+	slices.Sort(times)
+	r.Requests = n
+	r.P50 = times[n/2]
+	r.P99 = times[min(n-1, n*99/100)]
+	return r, nil
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/fleet/fleet/cloud/postgres"
+)
+
+// clusterHandlers are what the relay's parts do with the changes other
+// relays make on a store several relays share (PostgreSQL): extensions
+// append to Main.Cluster in start, and Run starts the store's listener with
+// them once every extension started. On SQLite (one relay) nothing calls
+// them.
+type clusterHandlers struct {
+	// Config: a device's desired serial configuration changed.
+	Config []func(deviceID string)
+	// Presence: session took the device, on some relay.
+	Presence []func(deviceID, session string)
+	// Revoked: a device token was revoked.
+	Revoked []func(deviceID string)
+	// Outbox: webhook deliveries were queued for another relay to take.
+	Outbox []func()
+	// Resync: the listener (re)connected; catch up on what it may have
+	// missed while it was not listening.
+	Resync []func(ctx context.Context) error
+}
+
+// postgresHandlers turns h into the PostgreSQL store's handlers.
+func (h *clusterHandlers) postgresHandlers() postgres.Handlers {
+	return postgres.Handlers{
+		Config: func(id string) {
+			for _, f := range h.Config {
+				f(id)
+			}
+		},
+		Presence: func(id, session string) {
+			for _, f := range h.Presence {
+				f(id, session)
+			}
+		},
+		Revoked: func(id string) {
+			for _, f := range h.Revoked {
+				f(id)
+			}
+		},
+		Outbox: func() {
+			for _, f := range h.Outbox {
+				f()
+			}
+		},
+		Resync: func(ctx context.Context) error {
+			for _, f := range h.Resync {
+				if err := f(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// leaseHolder returns a test of whether this relay holds the cluster-wide
+// lease name (taking or renewing it for ttl), so that one relay at a time
+// runs a job and another takes over within ttl when it dies; on a store
+// without leases (one relay) the answer is always yes.
+func leaseHolder(st *relayStore, name string, ttl time.Duration, log *slog.Logger) func(ctx context.Context) bool {
+	if st.Lease == nil {
+		return func(context.Context) bool { return true }
+	}
+	return func(ctx context.Context) bool {
+		ok, err := st.Lease(ctx, name, ttl)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("lease not taken", "lease", name, "err", err)
+		}
+		return ok
+	}
+}

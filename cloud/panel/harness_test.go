@@ -1,0 +1,198 @@
+package panel_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/panel"
+	"github.com/fleet/fleet/cloud/password"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// The tests run the panel on a real SQLite file behind a real HTTP server
+// on loopback, signed in as people of each role.
+
+const testPassword = "correct horse battery staple"
+
+// fastHasher keeps argon2id cheap in tests.
+var fastHasher = password.NewHasher(password.Params{MemoryKiB: 64, Time: 1, Threads: 1}, 4)
+
+type harness struct {
+	t        *testing.T
+	ctx      context.Context
+	db       *sqlite.DB
+	ps       *sqlite.PanelStore
+	srv      *panel.Server
+	ts       *httptest.Server
+	org      cloud.Org
+	other    cloud.Org
+	users    map[cloud.Role]cloud.User
+	device   resource.DeviceDetail // an IG-500 of org
+	gate     resource.DeviceDetail // an IG-100 of org (no serial I/O)
+	foreign  resource.DeviceDetail // a device of the other organization
+	alerts   []resource.Alert      // one ACTIVE alert per alert action route
+	key      *cloud.APIKey
+	delivery string // an alert webhook delivery that failed with 503
+}
+
+func newHarness(t *testing.T, tweak ...func(*panel.Config)) *harness {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h := &harness{t: t, ctx: ctx, db: db, ps: sqlite.NewPanelStore(db), users: map[cloud.Role]cloud.User{}}
+	h.org = must(db.CreateOrg(ctx, "Acme"))
+	h.other = must(db.CreateOrg(ctx, "Other"))
+	for _, r := range cloud.Roles {
+		h.users[r] = h.mustUser(h.org.ID, strings.ToLower(string(r))+"@acme.example", r)
+	}
+	h.mustUser(h.other.ID, "owner@other.example", cloud.RoleOwner)
+	h.device, _ = must2(db.AddDevice(ctx, cloud.NewDevice{OrgID: h.org.ID, Name: "Press line 1", SerialNumber: "SN-1", Model: "IG-500", Location: "Hall A"}))
+	h.gate, _ = must2(db.AddDevice(ctx, cloud.NewDevice{OrgID: h.org.ID, Name: "Gatehouse", SerialNumber: "SN-2", Model: "IG-100"}))
+	h.foreign, _ = must2(db.AddDevice(ctx, cloud.NewDevice{OrgID: h.other.ID, Name: "Not yours", SerialNumber: "SN-9", Model: "IG-500"}))
+	for _, rule := range []string{"high_cpu", "high_mem", "disk_full", "high_temp"} {
+		h.alerts = append(h.alerts, must(db.InsertAlert(ctx, sqlite.NewAlert{DeviceID: h.device.ID, RuleName: rule, Message: rule + " over its threshold"})))
+	}
+	h.delivery = ids.New()
+	now := time.Now()
+	if err := sqlite.NewWebhookStore(db).WriteOutbox(ctx, []*webhook.Delivery{{ID: h.delivery, OrgID: h.org.ID, DeviceID: h.device.ID,
+		Event: "alert.opened", URL: "https://example.com/alerts", Body: []byte(`{}`), NextAttemptAt: now, CreatedAt: now}},
+		[]webhook.Attempt{{DeliveryID: h.delivery, Number: 1, At: now, StatusCode: 503, State: webhook.StateFailed}}); err != nil {
+		t.Fatal(err)
+	}
+	h.key, _ = must2(db.CreateKey(ctx, h.org.ID, "ERP", []string{cloud.ScopeDevicesRead}, 0))
+	cfg := panel.Config{
+		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(),
+		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps,
+		Hasher: fastHasher, Now: db.Now,
+	}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	h.srv, err = panel.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ts = httptest.NewServer(h.srv)
+	t.Cleanup(h.ts.Close)
+	return h
+}
+
+func (h *harness) mustUser(org, email string, r cloud.Role) cloud.User {
+	h.t.Helper()
+	hash, err := fastHasher.Hash(h.ctx, testPassword)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return must(h.ps.CreateUser(h.ctx, cloud.NewUser{OrgID: org, Email: email, Role: r, PasswordHash: hash}))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func must2[T, U any](v T, u U, err error) (T, U) {
+	if err != nil {
+		panic(err)
+	}
+	return v, u
+}
+
+// client is a browser stand-in: a cookie jar, no redirects followed.
+type client struct {
+	t    *testing.T
+	hc   *http.Client
+	base string
+	// header is added to every request.
+	header http.Header
+}
+
+func (h *harness) anon() *client {
+	jar, _ := cookiejar.New(nil)
+	return &client{t: h.t, base: h.ts.URL, header: http.Header{}, hc: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}}
+}
+
+// signIn returns a client signed in as the user of role r.
+func (h *harness) signIn(r cloud.Role) *client {
+	h.t.Helper()
+	c := h.anon()
+	resp := c.post("/panel/login", url.Values{"email": {h.users[r].Email}, "password": {testPassword}})
+	if resp.status != http.StatusSeeOther || resp.header.Get("Location") != "/panel/" {
+		h.t.Fatalf("sign in as %s: %d %s", r, resp.status, resp.body)
+	}
+	return c
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (c *client) do(req *http.Request) response {
+	c.t.Helper()
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, string(b)}
+}
+
+func (c *client) get(path string) response {
+	c.t.Helper()
+	req, _ := http.NewRequest("GET", c.base+path, nil)
+	return c.do(req)
+}
+
+func (c *client) post(path string, form url.Values) response {
+	c.t.Helper()
+	req, _ := http.NewRequest("POST", c.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return c.do(req)
+}
+
+// state is everything a panel action could change in the organization, as
+// JSON, to prove that a refused action changed nothing.
+func (h *harness) state() string {
+	h.t.Helper()
+	ctx := h.ctx
+	var v []any
+	v = append(v, must(h.ps.OrgKeys(ctx, h.org.ID)), must(h.ps.ListUsers(ctx, h.org.ID)))
+	for _, s := range []resource.AlertState{resource.AlertActive, resource.AlertAcknowledged, resource.AlertResolved} {
+		v = append(v, must(h.db.Alerts().ListAlerts(ctx, h.org.ID, cloud.AlertFilter{State: s, Page: cloud.Page{Limit: 100}})))
+	}
+	v = append(v, must(h.db.Serial().Serial(ctx, h.org.ID, h.device.ID)))
+	v = append(v, must(h.ps.WebhookSettings(ctx, h.org.ID)))
+	v = append(v, must(h.ps.RecentDeliveries(ctx, h.org.ID, 100)))
+	b, err := json.Marshal(v)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return string(b)
+}

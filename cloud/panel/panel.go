@@ -1,0 +1,297 @@
+// Package panel is the relay's web panel under /panel/: people of an
+// organization sign in with email and password and see the fleet, a
+// device's charts, events and channels, and the alerts; by role they change
+// channel configuration, act on alerts, and manage API keys, webhooks and
+// members (docs/panel.md). Pages are rendered on the server with
+// html/template; htmx refreshes live parts and uPlot draws charts, both
+// built from npm into static/vendor and embedded. Sessions live in the store
+// (alexedwards/scs over cloud.SessionStore); every route checks the user's
+// role on the server, on every request.
+package panel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/password"
+)
+
+// Prefix is the path under which the panel is served.
+const Prefix = "/panel/"
+
+// MaxFormBytes bounds a form's body; a larger one is refused with 413.
+const MaxFormBytes = 64 << 10
+
+// Defaults of Config.
+const (
+	DefaultIdleTimeout = 30 * time.Minute
+	DefaultLifetime    = 12 * time.Hour
+)
+
+// Config is what New needs.
+type Config struct {
+	Devices  cloud.DeviceService
+	Fleet    cloud.FleetView
+	Serial   cloud.SerialService
+	Alerts   cloud.AlertService
+	Users    cloud.UserService
+	Sessions cloud.SessionStore
+	Keys     cloud.KeyAdmin
+	// Webhooks backs Settings → Webhooks; nil hides that page.
+	Webhooks cloud.WebhookAdmin
+	// Hasher checks and makes passwords; nil means password.Default.
+	Hasher *password.Hasher
+	// IdleTimeout ends a session unused for that long; Lifetime ends any
+	// session that long after sign-in.
+	IdleTimeout, Lifetime time.Duration
+	// Secure marks the session cookie Secure (the relay serves TLS).
+	Secure bool
+	// Throttle bounds failed sign-ins.
+	Throttle Throttle
+	// Logger receives internal errors and sign-in events; nil discards.
+	Logger *slog.Logger
+	// Now is the clock of pages and the store's sweeps; nil means time.Now.
+	Now cloud.Now
+}
+
+// Server is the panel as an http.Handler for Prefix.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	now      cloud.Now
+	hasher   *password.Hasher
+	sessions *scs.SessionManager
+	throttle *throttle
+	pages    *pages
+	static   fs.FS
+	built    bool // the npm front end is in static/vendor
+	routes   []route
+	handler  http.Handler
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns the panel for cfg.
+func New(cfg Config) (*Server, error) {
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, hasher: cfg.Hasher}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.hasher == nil {
+		s.hasher = password.NewHasher(password.Default, 0)
+	}
+	if cfg.IdleTimeout <= 0 {
+		s.cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.Lifetime <= 0 {
+		s.cfg.Lifetime = DefaultLifetime
+	}
+	s.throttle = newThrottle(cfg.Throttle)
+	s.sessions = newSessionManager(s.cfg, s.log)
+	var err error
+	if s.static, s.built, err = staticFiles(); err != nil {
+		return nil, err
+	}
+	if s.pages, err = parsePages(s.static, s.now); err != nil {
+		return nil, err
+	}
+	s.routes = s.routeTable()
+	s.handler = s.mux()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Run removes expired sessions from the store every interval until ctx
+// ends.
+func (s *Server) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := s.cfg.Sessions.DeleteExpiredSessions(ctx, s.now()); err != nil && ctx.Err() == nil {
+				s.log.Warn("expired sessions sweep failed", "err", err)
+			} else if n > 0 {
+				s.log.Debug("expired sessions removed", "count", n)
+			}
+		}
+	}
+}
+
+// route is one page or action: who may use it and what serves it. perm ""
+// is public (sign-in, static files).
+type route struct {
+	Method, Pattern string
+	Perm            cloud.Permission
+	h               func(w http.ResponseWriter, r *http.Request, rq *request)
+}
+
+// RouteInfo describes a route for the role-matrix tests and docs.
+type RouteInfo struct {
+	Method, Pattern string
+	Perm            cloud.Permission
+}
+
+// Routes lists every route with the permission it needs ("" public).
+func (s *Server) Routes() []RouteInfo {
+	out := make([]RouteInfo, 0, len(s.routes))
+	for _, rt := range s.routes {
+		out = append(out, RouteInfo{rt.Method, rt.Pattern, rt.Perm})
+	}
+	return out
+}
+
+func (s *Server) routeTable() []route {
+	rs := []route{
+		{"GET", "/panel/login", "", s.loginPage},
+		{"POST", "/panel/login", "", s.login},
+		{"POST", "/panel/logout", cloud.PermView, s.logout},
+		{"GET", "/panel/{$}", cloud.PermView, s.fleetPage},
+		{"GET", "/panel/devices/{id}", cloud.PermView, s.devicePage},
+		{"GET", "/panel/devices/{id}/channels", cloud.PermView, s.channelsFragment},
+		{"POST", "/panel/devices/{id}/channels/{ch}", cloud.PermConfigure, s.putChannel},
+		{"POST", "/panel/devices/{id}/serial", cloud.PermConfigure, s.patchSerial},
+		{"GET", "/panel/alerts", cloud.PermView, s.alertsPage},
+		{"POST", "/panel/alerts/acknowledge", cloud.PermAlerts, s.alertsAction},
+		{"POST", "/panel/alerts/resolve", cloud.PermAlerts, s.alertsAction},
+		{"POST", "/panel/alerts/{id}/acknowledge", cloud.PermAlerts, s.alertsAction},
+		{"POST", "/panel/alerts/{id}/resolve", cloud.PermAlerts, s.alertsAction},
+		{"GET", "/panel/settings/api-keys", cloud.PermKeys, s.keysPage},
+		{"POST", "/panel/settings/api-keys", cloud.PermKeys, s.createKey},
+		{"POST", "/panel/settings/api-keys/{id}/revoke", cloud.PermKeys, s.revokeKey},
+		{"GET", "/panel/settings/members", cloud.PermMembers, s.membersPage},
+		{"POST", "/panel/settings/members", cloud.PermMembers, s.addMember},
+		{"POST", "/panel/settings/members/{id}/role", cloud.PermMembers, s.setMemberRole},
+		{"POST", "/panel/settings/members/{id}/disable", cloud.PermMembers, s.disableMember},
+	}
+	if s.cfg.Webhooks != nil {
+		rs = append(rs,
+			route{"GET", "/panel/settings/webhooks", cloud.PermWebhooks, s.webhooksPage},
+			route{"POST", "/panel/settings/webhooks/url", cloud.PermWebhooks, s.setAlertURL},
+			route{"POST", "/panel/settings/webhooks/rotate", cloud.PermWebhooks, s.rotateSecret},
+			route{"POST", "/panel/settings/webhooks/deliveries/{id}/redeliver", cloud.PermWebhooks, s.redeliver},
+		)
+	}
+	return rs
+}
+
+// mux wires the routes: static files outside sessions; every other route
+// behind cross-origin protection, security headers, the session manager and
+// the route's permission check.
+func (s *Server) mux() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /panel/static/", s.staticHandler())
+	for _, rt := range s.routes {
+		mux.Handle(rt.Method+" "+rt.Pattern, s.sessions.LoadAndSave(s.guard(rt)))
+	}
+	mux.Handle("/panel/", s.sessions.LoadAndSave(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.renderError(w, r, nil, http.StatusNotFound, "There is no such page.")
+	})))
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.renderError(w, r, nil, http.StatusForbidden, "This request came from another site and was refused; nothing was changed.")
+	}))
+	return securityHeaders(cop.Handler(mux))
+}
+
+// csp allows scripts, styles and connections only from the relay itself:
+// no inline script, no framing.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// request is what a handler knows about the signed-in user.
+type request struct {
+	User cloud.User
+}
+
+// guard signs the user in from the session, refuses roles without the
+// route's permission (403, before anything changes), bounds form bodies and
+// calls the route.
+func (s *Server) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
+			if err := r.ParseForm(); err != nil {
+				var tooBig *http.MaxBytesError
+				if errors.As(err, &tooBig) {
+					s.renderError(w, r, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form was larger than %d KiB and was refused; nothing was changed.", MaxFormBytes>>10))
+					return
+				}
+				s.renderError(w, r, nil, http.StatusBadRequest, "The form could not be read; nothing was changed.")
+				return
+			}
+		}
+		if rt.Perm == "" {
+			rt.h(w, r, nil)
+			return
+		}
+		u, ok := s.signedIn(w, r)
+		if !ok {
+			return
+		}
+		rq := &request{User: u}
+		if !u.Role.Can(rt.Perm) {
+			s.renderError(w, r, rq, http.StatusForbidden, fmt.Sprintf("Your role (%s) does not allow this; nothing was changed.", u.Role))
+			return
+		}
+		rt.h(w, r, rq)
+	})
+}
+
+// fail renders err: a domain error with its status and message, an internal
+// one logged and shown as a generic 500.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, rq *request, err error) {
+	status := http.StatusInternalServerError
+	msg := "Something went wrong on the relay; it has been logged."
+	switch cloud.ErrorCode(err) {
+	case cloud.ENOTFOUND:
+		status, msg = http.StatusNotFound, "There is no such page."
+	case cloud.EINTERNAL:
+		if errors.Is(err, context.Canceled) {
+			return
+		}
+		s.log.Error("panel request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	case cloud.ECONFLICT, cloud.ERESOLVED, cloud.ECAPABILITY, cloud.ENOTCONFIG, cloud.EUNAVAILABLE:
+		status, msg = http.StatusConflict, cloud.ErrorMessage(err)
+	default:
+		status, msg = http.StatusBadRequest, cloud.ErrorMessage(err)
+	}
+	s.renderError(w, r, rq, status, msg)
+}
+
+// safeNext returns next when it is a path inside the panel, else the fleet
+// page: sign-in never redirects off the relay.
+func safeNext(next string) string {
+	if strings.HasPrefix(next, Prefix) && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\r\n") && next != "/panel/login" {
+		return next
+	}
+	return Prefix
+}

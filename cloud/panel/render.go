@@ -1,0 +1,190 @@
+package panel
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+)
+
+// The templates and the panel's own CSS and JavaScript are in the
+// repository; static/vendor holds htmx and uPlot, copied from npm by `make
+// build` (mk/panel.mk) and ignored by git.
+//
+//go:embed templates static
+var embedded embed.FS
+
+// vendorFiles are the npm files the pages load.
+var vendorFiles = []string{"vendor/htmx.min.js", "vendor/uPlot.iife.min.js", "vendor/uPlot.min.css"}
+
+// staticFiles returns the static tree and whether the npm front end was
+// built into it.
+func staticFiles() (fs.FS, bool, error) {
+	st, err := fs.Sub(embedded, "static")
+	if err != nil {
+		return nil, false, err
+	}
+	for _, f := range vendorFiles {
+		if _, err := fs.Stat(st, f); err != nil {
+			return st, false, nil
+		}
+	}
+	return st, true, nil
+}
+
+// staticHandler serves /panel/static/ with long caching: page URLs carry
+// each file's content hash (asset), so a new build is fetched anew.
+func (s *Server) staticHandler() http.Handler {
+	files := http.StripPrefix("/panel/static/", http.FileServerFS(s.static))
+	return securityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		files.ServeHTTP(w, r)
+	}))
+}
+
+// pages holds one template set per page, each the layout plus the page.
+type pages struct {
+	sets map[string]*template.Template
+}
+
+func parsePages(static fs.FS, now cloud.Now) (*pages, error) {
+	versions := map[string]string{}
+	err := fs.WalkDir(static, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(static, p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		versions[p] = hex.EncodeToString(sum[:6])
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	funcs := template.FuncMap{
+		"asset": func(name string) string { return "/panel/static/" + name + "?v=" + versions[name] },
+		"can":   func(u *cloud.User, p string) bool { return u != nil && u.Role.Can(cloud.Permission(p)) },
+		"when":  when,
+		"ago":   func(t time.Time) string { return ago(now(), t) },
+		"join":  strings.Join,
+		"lower": strings.ToLower,
+	}
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/parts.html")
+	if err != nil {
+		return nil, err
+	}
+	names, err := fs.Glob(embedded, "templates/page_*.html")
+	if err != nil {
+		return nil, err
+	}
+	p := &pages{sets: map[string]*template.Template{}}
+	for _, n := range names {
+		t, err := template.Must(base.Clone()).ParseFS(embedded, n)
+		if err != nil {
+			return nil, err
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(path.Base(n), "page_"), ".html")
+		p.sets[name] = t
+	}
+	return p, nil
+}
+
+// view is what the layout gets: the page's data under Data.
+type view struct {
+	Title string
+	User  *cloud.User
+	Flash string
+	Built bool // the npm front end is embedded
+	Path  string
+	Data  any
+}
+
+// render writes page name in the layout with status.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, rq *request, status int, name, title string, data any) {
+	v := view{Title: title, Built: s.built, Path: r.URL.Path, Data: data}
+	if rq != nil {
+		v.User = &rq.User
+		v.Flash = s.sessions.PopString(r.Context(), sessFlash)
+	}
+	s.write(w, status, s.pages.sets[name], "layout.html", v)
+}
+
+// renderPart writes one named template of page name without the layout
+// (htmx fragments).
+func (s *Server) renderPart(w http.ResponseWriter, page, part string, data any) {
+	s.write(w, http.StatusOK, s.pages.sets[page], part, data)
+}
+
+func (s *Server) write(w http.ResponseWriter, status int, t *template.Template, name string, v any) {
+	var buf bytes.Buffer
+	if t == nil {
+		http.Error(w, "panel: missing page template", http.StatusInternalServerError)
+		return
+	}
+	if err := t.ExecuteTemplate(&buf, name, v); err != nil {
+		s.log.Error("panel template failed", "template", name, "err", err)
+		http.Error(w, "The page could not be rendered; it has been logged.", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+type errorData struct {
+	Status  int
+	Heading string
+	Message string
+}
+
+// renderError writes the error page with status and message.
+func (s *Server) renderError(w http.ResponseWriter, r *http.Request, rq *request, status int, msg string) {
+	if r.Header.Get("HX-Request") != "" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(status)
+		fmt.Fprintln(w, msg)
+		return
+	}
+	s.render(w, r, rq, status, "error", http.StatusText(status), errorData{Status: status, Heading: http.StatusText(status), Message: msg})
+}
+
+// when formats t for a page: UTC to the minute, "—" for zero.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04 UTC")
+}
+
+// ago says how long before now t was, roughly.
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%d days ago", int(d/(24*time.Hour)))
+}

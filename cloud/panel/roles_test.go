@@ -1,0 +1,177 @@
+package panel_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/fleet/fleet/cloud"
+)
+
+// TestRoleMatrix requests every route as every role: a role without the
+// route's permission gets 403 and, for actions, the organization's state
+// is unchanged even though the form would have worked; a role with it is
+// served (never 403, never sent to sign in).
+func TestRoleMatrix(t *testing.T) {
+	h := newHarness(t)
+	routes := h.srv.Routes()
+	if len(routes) < 20 {
+		t.Fatalf("only %d routes", len(routes))
+	}
+	effective := h.effectiveForms()
+	for _, role := range cloud.Roles {
+		c := h.signIn(role)
+		for _, rt := range routes {
+			if rt.Perm == "" || rt.Pattern == "/panel/logout" {
+				continue
+			}
+			path := h.fill(rt.Pattern)
+			name := fmt.Sprintf("%s %s %s", role, rt.Method, rt.Pattern)
+			allowed := role.Can(rt.Perm)
+			if rt.Method == "GET" {
+				resp := c.get(path)
+				if allowed != (resp.status != http.StatusForbidden) || isSignIn(resp) {
+					t.Errorf("%s: status %d, want %s", name, resp.status, want(allowed))
+				}
+				continue
+			}
+			if allowed {
+				resp := c.post(path, harmlessForm(rt.Pattern, h))
+				if resp.status == http.StatusForbidden || isSignIn(resp) {
+					t.Errorf("%s: status %d, want it served", name, resp.status)
+				}
+				continue
+			}
+			form, ok := effective[rt.Pattern]
+			if !ok {
+				t.Fatalf("no effective form for %s", rt.Pattern)
+			}
+			before := h.state()
+			resp := c.post(path, form)
+			if resp.status != http.StatusForbidden {
+				t.Errorf("%s: status %d, want 403", name, resp.status)
+			}
+			if !strings.Contains(resp.body, "does not allow this; nothing was changed") {
+				t.Errorf("%s: the 403 page does not say why: %s", name, resp.body)
+			}
+			if after := h.state(); after != before {
+				t.Errorf("%s: refused, yet the organization changed:\nbefore %s\nafter  %s", name, before, after)
+			}
+		}
+		if resp := c.post("/panel/logout", nil); resp.status != http.StatusSeeOther {
+			t.Errorf("%s logout: %d", role, resp.status)
+		}
+	}
+}
+
+// TestEffectiveFormsWork proves that the forms the matrix sends to refused
+// roles do change things when an OWNER sends them: the 403s above refused
+// real changes.
+func TestEffectiveFormsWork(t *testing.T) {
+	h := newHarness(t)
+	c := h.signIn(cloud.RoleOwner)
+	for pattern, form := range h.effectiveForms() {
+		before := h.state()
+		resp := c.post(h.fill(pattern), form)
+		if resp.status >= 400 {
+			t.Errorf("%s: %d %s", pattern, resp.status, resp.body)
+			continue
+		}
+		if h.state() == before {
+			t.Errorf("%s: the OWNER's form changed nothing", pattern)
+		}
+	}
+}
+
+func want(allowed bool) string {
+	if allowed {
+		return "served"
+	}
+	return "403"
+}
+
+func isSignIn(r response) bool {
+	return r.status == http.StatusSeeOther && strings.HasPrefix(r.header.Get("Location"), "/panel/login")
+}
+
+// fill puts the harness's ids into a route pattern.
+func (h *harness) fill(pattern string) string {
+	r := strings.NewReplacer(
+		"/devices/{id}", "/devices/"+h.device.ID,
+		"{ch}", "rs485-1",
+		"/alerts/{id}/acknowledge", "/alerts/"+h.alerts[0].ID+"/acknowledge",
+		"/alerts/{id}/resolve", "/alerts/"+h.alerts[1].ID+"/resolve",
+		"/api-keys/{id}", "/api-keys/"+h.key.ID,
+		"/members/{id}", "/members/"+h.users[cloud.RoleViewer].ID,
+		"/deliveries/{id}", "/deliveries/"+h.delivery,
+		"{$}", "",
+	)
+	return r.Replace(pattern)
+}
+
+// harmlessForm is a form that a permitted role may send without changing
+// what later requests of the matrix need: no confirmation, empty or
+// unchanged values.
+func harmlessForm(pattern string, h *harness) url.Values {
+	switch pattern {
+	case "/panel/settings/members/{id}/role":
+		return url.Values{"role": {string(cloud.RoleViewer)}}
+	case "/panel/settings/webhooks/url":
+		return url.Values{"url": {""}}
+	}
+	return url.Values{}
+}
+
+// effectiveForms are forms that change the organization when an OWNER
+// sends them, by route pattern.
+func (h *harness) effectiveForms() map[string]url.Values {
+	ch := must(h.db.Serial().Channel(h.ctx, h.org.ID, h.device.ID, "rs485-1"))
+	raw := must(json.Marshal(ch.Config))
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		h.t.Fatal(err)
+	}
+	chForm := url.Values{}
+	flatten("", doc, chForm)
+	chForm.Set("baudRate", "19200")
+	return map[string]url.Values{
+		"/panel/devices/{id}/channels/{ch}":                  chForm,
+		"/panel/devices/{id}/serial":                         {"mode": {"both"}, "webhookUrl": {"https://example.com/signals"}, "webhookEnabled": {"true"}},
+		"/panel/alerts/acknowledge":                          {"id": {h.alerts[2].ID}},
+		"/panel/alerts/resolve":                              {"id": {h.alerts[3].ID}},
+		"/panel/alerts/{id}/acknowledge":                     {},
+		"/panel/alerts/{id}/resolve":                         {},
+		"/panel/settings/api-keys":                           {"name": {"Replayed"}, "scope": {cloud.ScopeDevicesRead}, "expires": {"30"}},
+		"/panel/settings/api-keys/{id}/revoke":               {"confirm": {"yes"}},
+		"/panel/settings/members":                            {"email": {"new@acme.example"}, "role": {"MEMBER"}},
+		"/panel/settings/members/{id}/role":                  {"role": {"ADMIN"}},
+		"/panel/settings/members/{id}/disable":               {"confirm": {"yes"}},
+		"/panel/settings/webhooks/url":                       {"url": {"https://example.com/alerts"}},
+		"/panel/settings/webhooks/rotate":                    {"grace": {"0"}},
+		"/panel/settings/webhooks/deliveries/{id}/redeliver": {},
+	}
+}
+
+func flatten(prefix string, v any, out url.Values) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			flatten(p, x, out)
+		}
+	case bool:
+		if v {
+			out.Set(prefix, "true")
+		}
+	case float64:
+		out.Set(prefix, fmt.Sprint(v))
+	case string:
+		out.Set(prefix, v)
+	}
+}

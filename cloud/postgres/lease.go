@@ -1,0 +1,34 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// serverMs is the database server's clock in Unix milliseconds: leases are
+// timed by it, so relays whose clocks differ still agree on them.
+const serverMs = `(extract(epoch from clock_timestamp()) * 1000)::bigint`
+
+// TryLease takes or renews the cluster-wide lease name for owner until ttl
+// from now, unless another owner holds it and it has not run out; it
+// reports whether owner holds it. A job that one relay at a time should run
+// (the device_offline sweep, retention) runs while its relay holds the
+// lease; when that relay dies, another takes the lease within ttl.
+func (db *DB) TryLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	var got string
+	err := db.Pool.QueryRow(ctx, `INSERT INTO leases (name, owner, lease_until) VALUES ($1, $2, `+serverMs+` + $3)
+		ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
+		WHERE leases.owner = excluded.owner OR leases.lease_until < `+serverMs+`
+		RETURNING owner`, name, owner, ttl.Milliseconds()).Scan(&got)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("postgres: lease %s: %w", name, err)
+	}
+	return got == owner, nil
+}

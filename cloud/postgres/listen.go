@@ -1,0 +1,122 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgxlisten"
+)
+
+// What one relay changes, the others hear through LISTEN/NOTIFY: the store
+// sends a notification in the transaction that makes the change, so it is
+// delivered at commit (and never for a rollback), to every relay listening.
+const (
+	channelPresence = "fleet_presence" // payload "<device id> <session>": the session took the device
+	channelRevoked  = "fleet_revoked"  // payload: the device whose token was revoked
+	channelOutbox   = "fleet_outbox"   // webhook deliveries this relay did not take were queued
+)
+
+// Handlers are what a relay does with the cluster's notifications; nil
+// fields are ignored. Each is called on the listener's goroutine and must
+// not block for long.
+type Handlers struct {
+	// Config: the device's desired serial configuration changed.
+	Config func(deviceID string)
+	// Presence: session took the device (on any relay).
+	Presence func(deviceID, session string)
+	// Revoked: the device's token was revoked.
+	Revoked func(deviceID string)
+	// Outbox: webhook deliveries were queued for another relay to take.
+	Outbox func()
+	// Resync runs after every (re)connection of the listener, once it
+	// listens: notifications sent while it was not listening are lost, so
+	// it catches up on what they would have said.
+	Resync func(ctx context.Context) error
+}
+
+// ListenReconnect is how long the listener waits before it connects again
+// after losing its connection.
+var ListenReconnect = time.Second
+
+// Listen listens on a connection of its own (not the pool's) until ctx
+// ends, reconnecting after ListenReconnect when the connection is lost,
+// and calls h.
+func (db *DB) Listen(ctx context.Context, h Handlers, log *slog.Logger) error {
+	l := &pgxlisten.Listener{
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			cfg := db.Pool.Config().ConnConfig.Copy()
+			c, err := pgx.ConnectConfig(ctx, cfg)
+			return c, redact(err, db.password)
+		},
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() == nil {
+				log.Warn("cluster listener", "err", redact(err, db.password))
+			}
+		},
+		ReconnectDelay: ListenReconnect,
+	}
+	call := func(f func(string)) pgxlisten.HandlerFunc {
+		return func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+			if f != nil {
+				f(n.Payload)
+			}
+			return nil
+		}
+	}
+	l.Handle(channelConfig, resync{call(h.Config), h.Resync})
+	l.Handle(channelPresence, call(func(p string) {
+		if id, session, ok := strings.Cut(p, " "); ok && h.Presence != nil {
+			h.Presence(id, session)
+		}
+	}))
+	l.Handle(channelRevoked, call(h.Revoked))
+	l.Handle(channelOutbox, call(func(string) {
+		if h.Outbox != nil {
+			h.Outbox()
+		}
+	}))
+	err := l.Listen(ctx)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// resync is the config channel's handler: its backlog (what was missed
+// while not listening) is h.Resync.
+type resync struct {
+	pgxlisten.HandlerFunc
+	fn func(ctx context.Context) error
+}
+
+func (r resync) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) error {
+	if r.fn == nil {
+		return nil
+	}
+	return r.fn(ctx)
+}
+
+// StaleConfigs returns the devices whose socket relay holds and whose
+// desired serial configuration is newer than what their agent applied:
+// after a listener reconnects, these may have missed a push.
+func (db *DB) StaleConfigs(ctx context.Context, relay string) ([]string, error) {
+	return query(ctx, db, "stale configs", func(r pgx.Row) (string, error) {
+		var id string
+		return id, r.Scan(&id)
+	}, `SELECT d.id FROM devices d JOIN serial_state s ON s.device_id = d.id
+		WHERE d.agent_relay = $1 AND d.agent_session IS NOT NULL AND s.desired_version > s.applied_version`, relay)
+}
+
+// notify sends a notification on channel in tx.
+func notify(ctx context.Context, tx pgx.Tx, channel, payload string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		return fmt.Errorf("postgres: notify %s: %w", channel, err)
+	}
+	return nil
+}

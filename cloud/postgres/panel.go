@@ -1,0 +1,417 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// PanelStore implements cloud.PanelStore on PostgreSQL: users, sessions,
+// the fleet page's reads, keys with their creator and last use, and the
+// webhook settings, for any number of relays.
+type PanelStore struct{ db *DB }
+
+var (
+	_ cloud.PanelStore     = (*PanelStore)(nil)
+	_ cloud.KeyUseRecorder = (*DB)(nil)
+)
+
+// NewPanelStore returns the panel's store of db.
+func NewPanelStore(db *DB) *PanelStore { return &PanelStore{db: db} }
+
+const userColumns = `id, org_id, email, role, password_hash, disabled_at, password_changed_at, created_at`
+
+func scanUser(row pgx.Row) (cloud.User, error) {
+	var u cloud.User
+	var role string
+	var disabled, changed *int64
+	var created int64
+	if err := row.Scan(&u.ID, &u.OrgID, &u.Email, &role, &u.PasswordHash, &disabled, &changed, &created); err != nil {
+		return u, err
+	}
+	u.Role = cloud.Role(role)
+	u.DisabledAt, u.PasswordChangedAt = msTime(disabled), msTime(changed)
+	u.CreatedAt = time.UnixMilli(created).UTC()
+	return u, nil
+}
+
+func userNotFound(id string) error { return cloud.Errorf(cloud.ENOTFOUND, "user %q not found", id) }
+
+// wrapErr passes domain errors through and wraps the others as internal.
+func wrapErr(what string, err error) error {
+	if cloud.ErrorCode(err) != cloud.EINTERNAL {
+		return err
+	}
+	return fmt.Errorf("postgres: %s: %w", what, err)
+}
+
+// CreateUser adds a user; an email in use in any organization (the
+// unique index decides, whichever relay races) is ECONFLICT.
+func (s *PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.User, error) {
+	email, err := cloud.NormalizeEmail(nu.Email)
+	if err != nil {
+		return cloud.User{}, err
+	}
+	if _, err := cloud.ParseRole(string(nu.Role)); err != nil {
+		return cloud.User{}, err
+	}
+	if nu.PasswordHash == "" {
+		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
+	}
+	if _, err := s.db.Org(ctx, nu.OrgID); err != nil {
+		return cloud.User{}, err
+	}
+	now := s.db.Now().UTC().Truncate(time.Millisecond)
+	u := cloud.User{ID: ids.New(), OrgID: nu.OrgID, Email: email, Role: nu.Role, PasswordHash: nu.PasswordHash, CreatedAt: now}
+	_, err = s.db.Pool.Exec(ctx, `INSERT INTO users (`+userColumns+`) VALUES ($1, $2, $3, $4, $5, NULL, NULL, $6)`,
+		u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, now.UnixMilli())
+	if isUnique(err) {
+		return cloud.User{}, cloud.Errorf(cloud.ECONFLICT, "a user with email %q already exists", email)
+	}
+	if err != nil {
+		return cloud.User{}, fmt.Errorf("postgres: create user: %w", err)
+	}
+	return u, nil
+}
+
+func (s *PanelStore) oneUser(ctx context.Context, notFound error, q string, args ...any) (cloud.User, error) {
+	u, err := scanUser(s.db.Pool.QueryRow(ctx, q, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cloud.User{}, notFound
+	}
+	if err != nil {
+		return cloud.User{}, fmt.Errorf("postgres: user: %w", err)
+	}
+	return u, nil
+}
+
+// UserByID returns the user with id in any organization, or ENOTFOUND.
+func (s *PanelStore) UserByID(ctx context.Context, id string) (cloud.User, error) {
+	return s.oneUser(ctx, userNotFound(id), `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
+}
+
+// UserByEmail returns the user with email (any case), or ENOTFOUND.
+func (s *PanelStore) UserByEmail(ctx context.Context, email string) (cloud.User, error) {
+	notFound := cloud.Errorf(cloud.ENOTFOUND, "no user with that email")
+	e, err := cloud.NormalizeEmail(email)
+	if err != nil {
+		return cloud.User{}, notFound
+	}
+	return s.oneUser(ctx, notFound, `SELECT `+userColumns+` FROM users WHERE email = $1`, e)
+}
+
+// ListUsers returns the organization's users, oldest first.
+func (s *PanelStore) ListUsers(ctx context.Context, orgID string) ([]cloud.User, error) {
+	out, err := query(ctx, s.db, "list users", scanUser, `SELECT `+userColumns+` FROM users WHERE org_id = $1 ORDER BY created_at, id`, orgID)
+	if out == nil && err == nil {
+		out = []cloud.User{}
+	}
+	return out, err
+}
+
+// SetUserRole changes a role; demoting the last active OWNER is ECONFLICT.
+func (s *PanelStore) SetUserRole(ctx context.Context, orgID, id string, role cloud.Role) (cloud.User, error) {
+	if _, err := cloud.ParseRole(string(role)); err != nil {
+		return cloud.User{}, err
+	}
+	return s.change(ctx, orgID, id, "set role", func(tx pgx.Tx, u *cloud.User) error {
+		if role != cloud.RoleOwner {
+			if err := keepAnOwner(ctx, tx, *u, "demoted"); err != nil {
+				return err
+			}
+		}
+		u.Role = role
+		_, err := tx.Exec(ctx, `UPDATE users SET role = $1 WHERE id = $2`, string(role), id)
+		return err
+	})
+}
+
+// DisableUser disables a user (idempotent); the last active OWNER is
+// ECONFLICT.
+func (s *PanelStore) DisableUser(ctx context.Context, orgID, id string) (cloud.User, error) {
+	return s.change(ctx, orgID, id, "disable user", func(tx pgx.Tx, u *cloud.User) error {
+		if u.Disabled() {
+			return nil
+		}
+		if err := keepAnOwner(ctx, tx, *u, "disabled"); err != nil {
+			return err
+		}
+		u.DisabledAt = s.db.Now().UTC().Truncate(time.Millisecond)
+		_, err := tx.Exec(ctx, `UPDATE users SET disabled_at = $1 WHERE id = $2`, u.DisabledAt.UnixMilli(), id)
+		return err
+	})
+}
+
+// SetUserPassword stores a new hash; sessions signed in before now end.
+func (s *PanelStore) SetUserPassword(ctx context.Context, orgID, id, hash string) (cloud.User, error) {
+	if hash == "" {
+		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
+	}
+	return s.change(ctx, orgID, id, "set password", func(tx pgx.Tx, u *cloud.User) error {
+		u.PasswordHash = hash
+		u.PasswordChangedAt = s.db.Now().UTC().Truncate(time.Millisecond)
+		_, err := tx.Exec(ctx, `UPDATE users SET password_hash = $1, password_changed_at = $2 WHERE id = $3`, hash, u.PasswordChangedAt.UnixMilli(), id)
+		return err
+	})
+}
+
+// change locks the organization's row (so that changes to its users, from
+// any relay, happen one at a time), reads user id and lets fn change it.
+func (s *PanelStore) change(ctx context.Context, orgID, id, what string, fn func(tx pgx.Tx, u *cloud.User) error) (cloud.User, error) {
+	var u cloud.User
+	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE`, orgID); err != nil {
+			return err
+		}
+		var err error
+		u, err = scanUser(tx.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 AND org_id = $2`, id, orgID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return userNotFound(id)
+		}
+		if err != nil {
+			return err
+		}
+		return fn(tx, &u)
+	})
+	if err != nil {
+		return cloud.User{}, wrapErr(what, err)
+	}
+	return u, nil
+}
+
+// keepAnOwner refuses a change that would leave u's organization without
+// an active OWNER.
+func keepAnOwner(ctx context.Context, tx pgx.Tx, u cloud.User, verb string) error {
+	if u.Role != cloud.RoleOwner || u.Disabled() {
+		return nil
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM users WHERE org_id = $1 AND role = 'OWNER' AND disabled_at IS NULL AND id <> $2`, u.OrgID, u.ID).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return cloud.Errorf(cloud.ECONFLICT, "%s is the organization's last OWNER and cannot be %s", u.Email, verb)
+	}
+	return nil
+}
+
+// FindSession returns the data of an unexpired session.
+func (s *PanelStore) FindSession(ctx context.Context, tokenHash string) ([]byte, bool, error) {
+	var data []byte
+	err := s.db.Pool.QueryRow(ctx, `SELECT data FROM sessions WHERE token_hash = $1 AND expires_at > $2`, tokenHash, s.db.NowMs()).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: find session: %w", err)
+	}
+	return data, true, nil
+}
+
+// CommitSession inserts or replaces a session.
+func (s *PanelStore) CommitSession(ctx context.Context, tokenHash string, data []byte, expiry time.Time) error {
+	_, err := s.db.Pool.Exec(ctx, `INSERT INTO sessions (token_hash, data, expires_at) VALUES ($1, $2, $3)
+		ON CONFLICT (token_hash) DO UPDATE SET data = excluded.data, expires_at = excluded.expires_at`, tokenHash, data, expiry.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("postgres: commit session: %w", err)
+	}
+	return nil
+}
+
+// DeleteSession removes a session (no error when there is none).
+func (s *PanelStore) DeleteSession(ctx context.Context, tokenHash string) error {
+	if _, err := s.db.Pool.Exec(ctx, `DELETE FROM sessions WHERE token_hash = $1`, tokenHash); err != nil {
+		return fmt.Errorf("postgres: delete session: %w", err)
+	}
+	return nil
+}
+
+// DeleteExpiredSessions removes sessions expired before now.
+func (s *PanelStore) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
+	tag, err := s.db.Pool.Exec(ctx, `DELETE FROM sessions WHERE expires_at <= $1`, now.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("postgres: delete expired sessions: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// StatusCounts counts the organization's devices by status.
+func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resource.DeviceStatus]int, error) {
+	rows, err := s.db.Pool.Query(ctx, `SELECT status, COUNT(*) FROM devices WHERE org_id = $1 GROUP BY status`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: status counts: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[resource.DeviceStatus]int, len(resource.DeviceStatuses))
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("postgres: status counts: %w", err)
+		}
+		out[resource.DeviceStatus(status)] = n
+	}
+	return out, rows.Err()
+}
+
+// SearchDevices returns one page of the organization's devices, oldest
+// first, filtered by status and a case-insensitive substring, with the
+// number of matches.
+func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
+	out := cloud.DevicePage{Devices: []resource.Device{}}
+	where := ` FROM devices WHERE org_id = $1`
+	args := []any{orgID}
+	if q.Status != "" {
+		args = append(args, string(q.Status))
+		where += fmt.Sprintf(` AND status = $%d`, len(args))
+	}
+	if pat := cloud.LikePattern(q.Query); pat != "" {
+		args = append(args, pat)
+		n := len(args)
+		where += fmt.Sprintf(` AND (lower(name) LIKE $%[1]d ESCAPE '\' OR lower(serial_number) LIKE $%[1]d ESCAPE '\' OR lower(location) LIKE $%[1]d ESCAPE '\' OR lower(model) LIKE $%[1]d ESCAPE '\')`, n)
+	}
+	if err := s.db.Pool.QueryRow(ctx, `SELECT COUNT(*)`+where, args...).Scan(&out.Total); err != nil {
+		return out, fmt.Errorf("postgres: search devices: %w", err)
+	}
+	limit := cloud.ListLimit(q.Limit, 50, 200)
+	n := len(args)
+	devs, err := query(ctx, s.db, "search devices", func(r pgx.Row) (resource.Device, error) { return scanDevice(r) },
+		`SELECT `+deviceColumns+where+fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d OFFSET $%d`, n+1, n+2), append(args, limit, max(q.Offset, 0))...)
+	if err != nil {
+		return out, err
+	}
+	if devs != nil {
+		out.Devices = devs
+	}
+	return out, nil
+}
+
+// CreateOrgKey makes a key on behalf of nk.CreatedBy ("" for the CLI).
+func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
+	k, key, err := apikey.New(nk.OrgID, nk.Name, nk.Scopes, nk.ExpiresIn, s.db.Now())
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := s.db.Org(ctx, nk.OrgID); err != nil {
+		return nil, "", err
+	}
+	var createdBy *string
+	if nk.CreatedBy != "" {
+		createdBy = &nk.CreatedBy
+	}
+	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at, created_by) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)`,
+		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), timeMs(k.ExpiresAt), k.CreatedAt.UnixMilli(), createdBy); err != nil {
+		return nil, "", fmt.Errorf("postgres: insert key: %w", err)
+	}
+	return k, key, nil
+}
+
+// OrgKeys lists the organization's keys newest first, with their creator's
+// email and last use.
+func (s *PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
+	out, err := query(ctx, s.db, "org keys", func(r pgx.Row) (cloud.KeyInfo, error) {
+		var ki cloud.KeyInfo
+		var used *int64
+		k, err := scanKey(scanAlso{r, []any{&ki.CreatedByEmail, &used}})
+		if err != nil {
+			return ki, err
+		}
+		ki.APIKey, ki.LastUsedAt = *k, msTime(used)
+		return ki, nil
+	}, `SELECT k.id, k.org_id, k.name, k.hash, k.scopes, k.expires_at, k.revoked_at, k.created_at, COALESCE(u.email, ''), k.last_used_at
+		FROM api_keys k LEFT JOIN users u ON u.id = k.created_by WHERE k.org_id = $1 ORDER BY k.created_at DESC, k.id DESC`, orgID)
+	if out == nil && err == nil {
+		out = []cloud.KeyInfo{}
+	}
+	return out, err
+}
+
+// scanAlso scans extra columns after those its caller names.
+type scanAlso struct {
+	row   pgx.Row
+	extra []any
+}
+
+func (s scanAlso) Scan(dest ...any) error { return s.row.Scan(append(dest, s.extra...)...) }
+
+// RevokeOrgKey revokes the organization's key (the first time is kept).
+func (s *PanelStore) RevokeOrgKey(ctx context.Context, orgID, id string) (*cloud.APIKey, error) {
+	k, err := scanKey(s.db.Pool.QueryRow(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND org_id = $3 RETURNING `+keyColumns, s.db.NowMs(), id, orgID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: revoke key: %w", err)
+	}
+	return k, nil
+}
+
+// RecordKeyUse sets the key's last use to at, unless one within
+// cloud.KeyUseResolution is already recorded.
+func (db *DB) RecordKeyUse(ctx context.Context, id string, at time.Time) error {
+	_, err := db.Pool.Exec(ctx, `UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at <= $3)`,
+		at.UnixMilli(), id, at.Add(-cloud.KeyUseResolution).UnixMilli())
+	if err != nil {
+		return fmt.Errorf("postgres: record key use: %w", err)
+	}
+	return nil
+}
+
+// WebhookSettings returns the organization's alert URL and signing secrets.
+func (s *PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
+	var out cloud.WebhookSettings
+	var prev string
+	var until int64
+	err := s.db.Pool.QueryRow(ctx, `SELECT alert_webhook_url, webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = $1`, orgID).
+		Scan(&out.AlertURL, &out.Secret, &prev, &until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, orgNotFound(orgID)
+	}
+	if err != nil {
+		return out, fmt.Errorf("postgres: webhook settings: %w", err)
+	}
+	if prev != "" && until > s.db.NowMs() {
+		out.PreviousValidUntil = time.UnixMilli(until).UTC()
+	}
+	return out, nil
+}
+
+// SetOrgAlertWebhook sets or clears the organization's alert webhook URL.
+func (s *PanelStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
+	return s.db.SetOrgAlertWebhook(ctx, orgID, url)
+}
+
+// RotateOrgSecret gives the organization a new signing secret.
+func (s *PanelStore) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
+	return s.db.RotateOrgSecret(ctx, orgID, grace)
+}
+
+// RecentDeliveries summarizes the organization's newest deliveries.
+func (s *PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliverySummary, error) {
+	ds, err := s.db.WebhookDeliveries(ctx, orgID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return cloud.SummarizeDeliveries(ds), nil
+}
+
+// RedeliverOrgWebhook queues a copy of the organization's delivery id.
+func (s *PanelStore) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
+	var n int
+	if err := s.db.Pool.QueryRow(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE id = $1 AND org_id = $2`, id, orgID).Scan(&n); err != nil {
+		return "", fmt.Errorf("postgres: redeliver: %w", err)
+	}
+	if n == 0 {
+		return "", cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
+	}
+	return s.db.RedeliverWebhook(ctx, id)
+}

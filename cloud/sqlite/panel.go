@@ -1,0 +1,213 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// What the panel reads and changes beyond the public API's services: the
+// fleet page's counts and search, and API keys with their creator and last
+// use.
+
+var _ cloud.KeyUseRecorder = (*DB)(nil)
+
+// StatusCounts counts the organization's devices by status.
+func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resource.DeviceStatus]int, error) {
+	st, err := s.db.readStmt(ctx, `SELECT status, COUNT(*) FROM devices WHERE org_id = ? GROUP BY status`)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: status counts: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[resource.DeviceStatus]int, len(resource.DeviceStatuses))
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: status counts: %w", err)
+		}
+		out[resource.DeviceStatus(status)] = n
+	}
+	return out, rows.Err()
+}
+
+// SearchDevices returns one page of the organization's devices, oldest
+// first, filtered by status and by a case-insensitive substring of name,
+// serial number, location or model, with the number of matches.
+func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
+	out := cloud.DevicePage{Devices: []resource.Device{}}
+	where := ` FROM devices WHERE org_id = ?`
+	args := []any{orgID}
+	if q.Status != "" {
+		where += ` AND status = ?`
+		args = append(args, string(q.Status))
+	}
+	if pat := cloud.LikePattern(q.Query); pat != "" {
+		where += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(serial_number) LIKE ? ESCAPE '\' OR lower(location) LIKE ? ESCAPE '\' OR lower(model) LIKE ? ESCAPE '\')`
+		args = append(args, pat, pat, pat, pat)
+	}
+	if err := s.db.R.QueryRowContext(ctx, `SELECT COUNT(*)`+where, args...).Scan(&out.Total); err != nil {
+		return out, fmt.Errorf("sqlite: search devices: %w", err)
+	}
+	limit := cloud.ListLimit(q.Limit, 50, 200)
+	offset := max(q.Offset, 0)
+	rows, err := s.db.R.QueryContext(ctx, `SELECT `+deviceColumns+where+` ORDER BY created_at, id LIMIT ? OFFSET ?`, append(args, limit, offset)...)
+	if err != nil {
+		return out, fmt.Errorf("sqlite: search devices: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		d, err := scanDevice(rows)
+		if err != nil {
+			return out, fmt.Errorf("sqlite: search devices: %w", err)
+		}
+		out.Devices = append(out.Devices, d)
+	}
+	return out, rows.Err()
+}
+
+// CreateOrgKey makes a key for the organization on behalf of k.CreatedBy
+// ("" for the admin CLI) and stores its bcrypt hash. It returns the stored
+// key and the full key string, which exists nowhere else afterwards.
+func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
+	db := s.db
+	k, key, err := apikey.New(nk.OrgID, nk.Name, nk.Scopes, nk.ExpiresIn, db.Now())
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := db.Org(ctx, nk.OrgID); err != nil {
+		return nil, "", err
+	}
+	var createdBy sql.NullString
+	if nk.CreatedBy != "" {
+		createdBy = sql.NullString{String: nk.CreatedBy, Valid: true}
+	}
+	_, err = db.W.ExecContext(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at, created_by)
+		VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)`,
+		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), TimeMs(k.ExpiresAt), k.CreatedAt.UnixMilli(), createdBy)
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlite: insert key: %w", err)
+	}
+	return k, key, nil
+}
+
+// OrgKeys lists the organization's keys newest first, revoked ones
+// included, with their creator's email and last use.
+func (s *PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
+	db := s.db
+	rows, err := db.R.QueryContext(ctx, `SELECT k.id, k.org_id, k.name, k.hash, k.scopes, k.expires_at, k.revoked_at, k.created_at,
+		COALESCE(u.email, ''), k.last_used_at
+		FROM api_keys k LEFT JOIN users u ON u.id = k.created_by WHERE k.org_id = ? ORDER BY k.created_at DESC, k.id DESC`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: org keys: %w", err)
+	}
+	defer rows.Close()
+	out := []cloud.KeyInfo{}
+	for rows.Next() {
+		var email string
+		var used sql.NullInt64
+		k, err := scanKey(scanAlso{rows, []any{&email, &used}})
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: org keys: %w", err)
+		}
+		out = append(out, cloud.KeyInfo{APIKey: *k, CreatedByEmail: email, LastUsedAt: MsTime(used)})
+	}
+	return out, rows.Err()
+}
+
+// scanAlso scans extra columns after those its caller names.
+type scanAlso struct {
+	sc    interface{ Scan(...any) error }
+	extra []any
+}
+
+func (s scanAlso) Scan(dest ...any) error { return s.sc.Scan(append(dest, s.extra...)...) }
+
+// RevokeOrgKey revokes the organization's key id (idempotent: the first
+// revocation time is kept); another organization's key is ENOTFOUND.
+func (s *PanelStore) RevokeOrgKey(ctx context.Context, orgID, id string) (*cloud.APIKey, error) {
+	db := s.db
+	k, err := db.KeyByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if k.OrgID != orgID { // a key never changes organization
+		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
+	}
+	return db.RevokeKey(ctx, id)
+}
+
+// RecordKeyUse sets the key's last use to at, unless a later one within
+// cloud.KeyUseResolution is already recorded.
+func (db *DB) RecordKeyUse(ctx context.Context, id string, at time.Time) error {
+	_, err := db.W.ExecContext(ctx, `UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`,
+		at.UnixMilli(), id, at.Add(-cloud.KeyUseResolution).UnixMilli())
+	if err != nil {
+		return fmt.Errorf("sqlite: record key use: %w", err)
+	}
+	return nil
+}
+
+// WebhookSettings returns the organization's alert URL and signing secrets.
+func (s *PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
+	db := s.db
+	var out cloud.WebhookSettings
+	var prev string
+	var until int64
+	err := db.R.QueryRowContext(ctx, `SELECT alert_webhook_url, webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
+		Scan(&out.AlertURL, &out.Secret, &prev, &until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return out, cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
+	}
+	if err != nil {
+		return out, fmt.Errorf("sqlite: webhook settings: %w", err)
+	}
+	if prev != "" && until > db.NowMs() {
+		out.PreviousValidUntil = time.UnixMilli(until).UTC()
+	}
+	return out, nil
+}
+
+// RecentDeliveries summarizes the organization's newest deliveries.
+func (s *PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliverySummary, error) {
+	db := s.db
+	ds, err := db.WebhookDeliveries(ctx, orgID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return cloud.SummarizeDeliveries(ds), nil
+}
+
+// RedeliverOrgWebhook queues a copy of the organization's delivery id.
+func (s *PanelStore) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
+	db := s.db
+	var n int
+	if err := db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE id = ? AND org_id = ?`, id, orgID).Scan(&n); err != nil {
+		return "", fmt.Errorf("sqlite: redeliver: %w", err)
+	}
+	if n == 0 {
+		return "", cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
+	}
+	return db.RedeliverWebhook(ctx, id)
+}
+
+// SetOrgAlertWebhook sets or clears the organization's alert webhook URL.
+func (s *PanelStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
+	return s.db.SetOrgAlertWebhook(ctx, orgID, url)
+}
+
+// RotateOrgSecret gives the organization a new signing secret.
+func (s *PanelStore) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
+	return s.db.RotateOrgSecret(ctx, orgID, grace)
+}

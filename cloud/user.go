@@ -1,0 +1,294 @@
+package cloud
+
+import (
+	"context"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Role is a panel user's role in their organization.
+type Role string
+
+// Roles, most powerful first. docs/panel.md has the matrix.
+const (
+	RoleOwner  Role = "OWNER"  // everything, members and roles included
+	RoleAdmin  Role = "ADMIN"  // API keys, webhooks, channel config, alerts
+	RoleMember Role = "MEMBER" // channel config, alerts
+	RoleViewer Role = "VIEWER" // read only
+)
+
+// Roles lists every role, most powerful first.
+var Roles = []Role{RoleOwner, RoleAdmin, RoleMember, RoleViewer}
+
+// ParseRole returns the role named s (case-insensitive), or EINVALID.
+func ParseRole(s string) (Role, error) {
+	r := Role(strings.ToUpper(strings.TrimSpace(s)))
+	for _, v := range Roles {
+		if r == v {
+			return r, nil
+		}
+	}
+	return "", Errorf(EINVALID, "role must be one of OWNER, ADMIN, MEMBER, VIEWER (got %q)", s)
+}
+
+// Permission is something a role may do in the panel.
+type Permission string
+
+// Permissions, one per kind of page or action.
+const (
+	PermView      Permission = "view"      // fleet, devices, events, channels, alerts
+	PermConfigure Permission = "configure" // channel config, mode, forwarding
+	PermAlerts    Permission = "alerts"    // acknowledge and resolve alerts
+	PermKeys      Permission = "keys"      // create, list and revoke API keys
+	PermWebhooks  Permission = "webhooks"  // alert URL, secret rotation, deliveries
+	PermMembers   Permission = "members"   // add members, change roles, disable
+)
+
+// Permissions lists every permission in the order docs/panel.md shows them.
+var Permissions = []Permission{PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers}
+
+// rolePermissions is the matrix of docs/panel.md.
+var rolePermissions = map[Role][]Permission{
+	RoleOwner:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers},
+	RoleAdmin:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks},
+	RoleMember: {PermView, PermConfigure, PermAlerts},
+	RoleViewer: {PermView},
+}
+
+// Can reports whether role r holds permission p.
+func (r Role) Can(p Permission) bool {
+	for _, q := range rolePermissions[r] {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxEmailLength bounds a user's email address.
+const MaxEmailLength = 254
+
+// User is a person who signs in to the panel. Email is unique across the
+// relay (sign-in asks for nothing else) and stored lower-cased.
+type User struct {
+	ID           string
+	OrgID        string
+	Email        string
+	Role         Role
+	PasswordHash string    // argon2id, PHC string format (package password)
+	DisabledAt   time.Time // zero: active
+	// PasswordChangedAt ends every session signed in before it; zero when
+	// the password was never changed.
+	PasswordChangedAt time.Time
+	CreatedAt         time.Time
+}
+
+// Disabled reports whether the user may no longer sign in.
+func (u User) Disabled() bool { return !u.DisabledAt.IsZero() }
+
+// NewUser is what CreateUser needs; PasswordHash is already made.
+type NewUser struct {
+	OrgID        string
+	Email        string
+	Role         Role
+	PasswordHash string
+}
+
+// UserService stores the panel's users. Methods that take an orgID act only
+// on that organization's users: another organization's user is ENOTFOUND.
+// The last active OWNER of an organization can be neither demoted nor
+// disabled (ECONFLICT), checked in the same transaction as the change.
+type UserService interface {
+	CreateUser(ctx context.Context, u NewUser) (User, error)
+	// UserByID returns the user with id in any organization (sessions and
+	// the admin CLI), or ENOTFOUND.
+	UserByID(ctx context.Context, id string) (User, error)
+	// UserByEmail returns the user with email (any case), or ENOTFOUND.
+	UserByEmail(ctx context.Context, email string) (User, error)
+	// ListUsers returns the organization's users, oldest first.
+	ListUsers(ctx context.Context, orgID string) ([]User, error)
+	SetUserRole(ctx context.Context, orgID, id string, role Role) (User, error)
+	DisableUser(ctx context.Context, orgID, id string) (User, error)
+	// SetUserPassword stores a new hash and sets PasswordChangedAt, which
+	// ends the user's other sessions.
+	SetUserPassword(ctx context.Context, orgID, id, hash string) (User, error)
+}
+
+// SessionStore keeps the panel's sessions (opaque data under the SHA-256 of
+// the session token, with an expiry). Find does not return an expired
+// session. It is the store behind the panel's session manager.
+type SessionStore interface {
+	FindSession(ctx context.Context, tokenHash string) (data []byte, found bool, err error)
+	// CommitSession inserts or replaces the session.
+	CommitSession(ctx context.Context, tokenHash string, data []byte, expiry time.Time) error
+	DeleteSession(ctx context.Context, tokenHash string) error
+	// DeleteExpiredSessions removes sessions expired before now.
+	DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error)
+}
+
+// NewKey is a key to create on behalf of a panel user.
+type NewKey struct {
+	OrgID  string
+	Name   string
+	Scopes []string
+	// ExpiresIn 0 means never.
+	ExpiresIn time.Duration
+	// CreatedBy is the id of the user creating it ("" for the admin CLI).
+	CreatedBy string
+}
+
+// KeyInfo is an API key as its organization's list shows it.
+type KeyInfo struct {
+	APIKey
+	// CreatedByEmail is the creator's email, "" when made with the CLI.
+	CreatedByEmail string
+	// LastUsedAt is when the key last authenticated a request (to within
+	// KeyUseResolution); zero: never.
+	LastUsedAt time.Time
+}
+
+// KeyUseResolution is how stale a key's recorded last use may be: the
+// relay records a key's use at most once per this period.
+const KeyUseResolution = time.Minute
+
+// KeyAdmin is what the panel's API keys page needs. Every method is scoped
+// to orgID.
+type KeyAdmin interface {
+	// CreateOrgKey makes a key and returns it with the full key string,
+	// which exists nowhere else afterwards.
+	CreateOrgKey(ctx context.Context, k NewKey) (*APIKey, string, error)
+	// OrgKeys lists the organization's keys, newest first, revoked ones
+	// included.
+	OrgKeys(ctx context.Context, orgID string) ([]KeyInfo, error)
+	// RevokeOrgKey revokes the organization's key id (idempotent).
+	RevokeOrgKey(ctx context.Context, orgID, id string) (*APIKey, error)
+}
+
+// KeyUseRecorder records that a key authenticated a request at a time.
+// The apikey Authenticator calls it at most once per KeyUseResolution per
+// key.
+type KeyUseRecorder interface {
+	RecordKeyUse(ctx context.Context, id string, at time.Time) error
+}
+
+// DeviceSearch selects a page of the panel's device table: Query matches
+// name, serial number, location or model (case-insensitive substring);
+// Offset counts devices skipped, oldest first.
+type DeviceSearch struct {
+	Status resource.DeviceStatus // "" for any
+	Query  string
+	Offset int
+	Limit  int
+}
+
+// DevicePage is one page of the panel's device table.
+type DevicePage struct {
+	Devices []resource.Device
+	// Total counts the devices matching the search, on every page.
+	Total int
+}
+
+// FleetView is what the panel's fleet page reads.
+type FleetView interface {
+	// StatusCounts counts the organization's devices by status.
+	StatusCounts(ctx context.Context, orgID string) (map[resource.DeviceStatus]int, error)
+	SearchDevices(ctx context.Context, orgID string, s DeviceSearch) (DevicePage, error)
+}
+
+// NormalizeEmail returns email trimmed and lower-cased, or EINVALID when it
+// is not a plain address (local@domain, no name, no spaces).
+func NormalizeEmail(email string) (string, error) {
+	e := strings.ToLower(strings.TrimSpace(email))
+	if e == "" {
+		return "", Errorf(EINVALID, "email is required")
+	}
+	if len(e) > MaxEmailLength {
+		return "", Errorf(EINVALID, "email is longer than %d bytes", MaxEmailLength)
+	}
+	a, err := mail.ParseAddress(e)
+	if err != nil || a.Address != e || a.Name != "" || strings.ContainsAny(e, " \t\r\n\"<>") {
+		return "", Errorf(EINVALID, "email %q is not an address like name@example.com", email)
+	}
+	return e, nil
+}
+
+// WebhookSettings is an organization's alert webhook as Settings → Webhooks
+// shows it.
+type WebhookSettings struct {
+	AlertURL string
+	Secret   string // the current signing secret (whsec_...)
+	// PreviousValidUntil is when the secret before the last rotation stops
+	// signing; zero when it no longer does.
+	PreviousValidUntil time.Time
+}
+
+// DeliverySummary is one webhook delivery in the panel's delivery log.
+type DeliverySummary struct {
+	ID, DeviceID, Event, URL, State string
+	Attempts                        int
+	LastStatus                      int    // the last attempt's HTTP status, 0 for none
+	LastError                       string // the last attempt's error, or why it was dropped
+	RedeliveryOf                    string
+	CreatedAt                       time.Time
+}
+
+// WebhookAdmin is what Settings → Webhooks reads and changes. Every method
+// is scoped to orgID: another organization's delivery is ENOTFOUND.
+type WebhookAdmin interface {
+	WebhookSettings(ctx context.Context, orgID string) (WebhookSettings, error)
+	// SetOrgAlertWebhook sets or, with "", clears the alert webhook URL.
+	SetOrgAlertWebhook(ctx context.Context, orgID, url string) error
+	// RotateOrgSecret makes a new signing secret and returns it; the old
+	// one also signs for grace.
+	RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error)
+	// RecentDeliveries returns the newest deliveries first.
+	RecentDeliveries(ctx context.Context, orgID string, limit int) ([]DeliverySummary, error)
+	// RedeliverOrgWebhook queues a copy of delivery id and returns its id.
+	RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error)
+}
+
+// PanelStore is what the panel and the user subcommands need from a store
+// beside Store: users, sessions, the fleet page's reads, API keys with
+// their creator and last use, and the webhook settings. Each store package
+// provides one for its open store (the shared suite in cloud/storetest
+// holds its behaviour).
+type PanelStore interface {
+	UserService
+	SessionStore
+	FleetView
+	KeyAdmin
+	WebhookAdmin
+}
+
+// SummarizeDeliveries turns the admin log's deliveries into the panel's
+// summaries: attempts counted, the last attempt's status and error.
+func SummarizeDeliveries(ds []DeliveryInfo) []DeliverySummary {
+	out := make([]DeliverySummary, 0, len(ds))
+	for _, d := range ds {
+		sum := DeliverySummary{ID: d.ID, DeviceID: d.DeviceID, Event: d.Event, URL: d.URL, State: d.State,
+			Attempts: len(d.Attempts), LastError: d.LastError, RedeliveryOf: d.RedeliveryOf, CreatedAt: d.CreatedAt}
+		if n := len(d.Attempts); n > 0 {
+			sum.LastStatus = d.Attempts[n-1].StatusCode
+			if d.Attempts[n-1].Error != "" {
+				sum.LastError = d.Attempts[n-1].Error
+			}
+		}
+		out = append(out, sum)
+	}
+	return out
+}
+
+// LikePattern turns a device search into a lower-cased SQL LIKE pattern
+// matching it anywhere ("" for an empty search), with \ escaping % and _
+// (both stores use it with ESCAPE '\').
+func LikePattern(q string) string {
+	q = strings.ToLower(strings.TrimSpace(q))
+	if q == "" {
+		return ""
+	}
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return "%" + r.Replace(q) + "%"
+}

@@ -1,0 +1,241 @@
+// Package browser_test is the panel's browser suite (docs/panel.md): it
+// builds the relay, the agent and the webhook sink, starts the demo
+// (deploy/demo/run.sh: the relay on a SQLite file, three simulated
+// gateways, an OWNER), adds a VIEWER and a device named like markup with the
+// admin CLI, stops one agent so that an alert opens, and runs suite.mjs
+// (playwright-core driving Debian's headless chromium), failing with its
+// output. It runs only with FLEET_BROWSER=1: `make test-browser` sets it
+// after installing chromium and playwright-core, and `make test` runs that.
+// Screenshots go to FLEET_SCREENSHOTS (`make panel-screenshots`:
+// docs/panel/), else to a temporary folder.
+package browser_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const xssName = `<img src=x onerror=window.__xss=1>`
+
+func TestBrowser(t *testing.T) {
+	if os.Getenv("FLEET_BROWSER") != "1" {
+		t.Skip("drives chromium only with FLEET_BROWSER=1: run make test-browser")
+	}
+	top := repoRoot(t)
+	for _, f := range []string{"cloud/panel/static/vendor/htmx.min.js", "test/browser/node_modules/playwright-core/package.json"} {
+		if _, err := os.Stat(filepath.Join(top, f)); err != nil {
+			t.Fatalf("%s is missing: run make test-browser (it installs the front end and playwright-core)", f)
+		}
+	}
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is missing: make test-browser installs it (apt-get install chromium)")
+	}
+	bin := t.TempDir()
+	for _, cmd := range []string{"fleet-relay", "fleet-webhook-sink"} {
+		gobuild(t, top, filepath.Join(bin, cmd), "./cloud/cmd/"+cmd)
+	}
+	gobuild(t, top, filepath.Join(bin, "fleet-agent"), "./agent/cmd/fleet-agent")
+
+	data := t.TempDir()
+	listen, sink := freeAddr(t), freeAddr(t)
+	demo := startDemo(t, top, bin, data, listen, sink)
+	key := demo.wait(t, regexp.MustCompile(`API key: (svc_sk_\S+)`), 3*time.Minute)[1]
+	email := demo.wait(t, regexp.MustCompile(`^    email: +(\S+)$`), time.Second)[1]
+	password := demo.wait(t, regexp.MustCompile(`^    password: +(\S+)$`), time.Second)[1]
+	press := demo.wait(t, regexp.MustCompile(`^    (\S+)  IG-500 "Press line 1"`), time.Second)[1]
+	gate := demo.wait(t, regexp.MustCompile(`^    (\S+)  IG-100 "Gatehouse" +\(agent pid (\d+)`), time.Second)
+
+	db := filepath.Join(data, "relay.db")
+	relay := filepath.Join(bin, "fleet-relay")
+	var org struct{ ID string }
+	orgs := []struct{ ID string }{}
+	cli(t, relay, "", &orgs, "org", "list", "--db", db)
+	org = orgs[0]
+	cli(t, relay, "", nil, "device", "add", "--db", db, "--org", org.ID, "--name", xssName, "--serial", "XSS-1", "--model", "IG-100")
+	viewerPassword := "viewer password 123"
+	cli(t, relay, viewerPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "viewer@demo.example", "--role", "VIEWER", "--password-stdin")
+
+	// The Gatehouse's agent stops: its device_offline alert opens after
+	// three heartbeat intervals, while the suite signs in and looks around.
+	pid, _ := strconv.Atoi(gate[2])
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("stop the Gatehouse agent (pid %d): %v", pid, err)
+	}
+
+	shots := os.Getenv("FLEET_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	node := exec.CommandContext(ctx, "node", "suite.mjs")
+	node.Dir = filepath.Join(top, "test", "browser")
+	node.Env = append(os.Environ(),
+		"FLEET_BASE=http://"+listen, "FLEET_OWNER_EMAIL="+email, "FLEET_OWNER_PASSWORD="+password,
+		"FLEET_VIEWER_EMAIL=viewer@demo.example", "FLEET_VIEWER_PASSWORD="+viewerPassword, "FLEET_API_KEY="+key,
+		"FLEET_DEVICE="+press, "FLEET_OFFLINE_DEVICE="+gate[1], "FLEET_XSS_NAME="+xssName,
+		"FLEET_SCREENSHOTS="+shots, "CHROMIUM="+chromium)
+	var out bytes.Buffer
+	w := io.MultiWriter(&out, testWriter{t}) // one writer for both: exec then copies with one goroutine
+	node.Stdout, node.Stderr = w, w
+	node.WaitDelay = 10 * time.Second
+	if err := node.Run(); err != nil {
+		t.Fatalf("browser suite: %v\n%s\nscreenshots in %s; the relay's log:\n%s", err, out.String(), shots, tail(filepath.Join(data, "relay.log"), 30))
+	}
+	if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).Match(out.Bytes()) {
+		t.Fatalf("browser suite did not report its steps:\n%s", out.String())
+	}
+	t.Logf("screenshots in %s", shots)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func gobuild(t *testing.T, dir, out, pkg string) {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// cli runs an admin command with --json, stdin as given, and decodes its
+// output into v (when not nil).
+func cli(t *testing.T, relay, stdin string, v any, args ...string) {
+	t.Helper()
+	cmd := exec.Command(relay, append(args, "--json")...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("fleet-relay %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	if v != nil {
+		if err := json.Unmarshal(out, v); err != nil {
+			t.Fatalf("fleet-relay %s: %v in %s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// demo is deploy/demo/run.sh in its own process group, its output kept.
+type demo struct {
+	mu    sync.Mutex
+	lines []string
+	more  chan struct{}
+	done  chan struct{}
+}
+
+func startDemo(t *testing.T, top, bin, data, listen, sink string) *demo {
+	t.Helper()
+	d := &demo{more: make(chan struct{}, 1), done: make(chan struct{})}
+	cmd := exec.Command("bash", filepath.Join(top, "deploy", "demo", "run.sh"))
+	cmd.Dir = top
+	cmd.Env = append(os.Environ(), "BIN="+bin, "DATA="+data, "LISTEN="+listen, "SINK_LISTEN="+sink, fmt.Sprintf("WATCH_PID=%d", os.Getpid()))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("run.sh: %v", err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.lines = append(d.lines, sc.Text())
+			d.mu.Unlock()
+			select {
+			case d.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	go func() {
+		cmd.Wait()
+		pw.Close()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-d.done:
+		case <-time.After(20 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-d.done
+		}
+	})
+	return d
+}
+
+// wait returns the submatches of the first output line matching re.
+func (d *demo) wait(t *testing.T, re *regexp.Regexp, timeout time.Duration) []string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		d.mu.Lock()
+		for _, l := range d.lines {
+			if m := re.FindStringSubmatch(l); m != nil {
+				d.mu.Unlock()
+				return m
+			}
+		}
+		out := strings.Join(d.lines, "\n")
+		d.mu.Unlock()
+		select {
+		case <-d.more:
+		case <-d.done:
+			t.Fatalf("the demo stopped before printing %q:\n%s", re, out)
+		case <-deadline:
+			t.Fatalf("the demo printed no line matching %q within %s:\n%s", re, timeout, out)
+		}
+	}
+}

@@ -1,0 +1,277 @@
+// The panel's browser suite: Debian's chromium, headless, driven by
+// playwright-core against a running relay (the demo of deploy/demo/run.sh,
+// started by browser_test.go, which passes everything below in FLEET_*
+// variables). Each step prints "ok" or "not ok" with its name; the last line
+// is "N passed, M failed", and the exit status is 1 when any failed.
+import { chromium } from "playwright-core";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set (browser_test.go sets it)`);
+  return v;
+};
+const BASE = env("FLEET_BASE");
+const API = BASE + "/api/v1/public";
+const OWNER = { email: env("FLEET_OWNER_EMAIL"), password: env("FLEET_OWNER_PASSWORD") };
+const VIEWER = { email: env("FLEET_VIEWER_EMAIL"), password: env("FLEET_VIEWER_PASSWORD") };
+const KEY = env("FLEET_API_KEY");
+const DEVICE = env("FLEET_DEVICE"); // an ONLINE IG-500 with configured channels
+const OFFLINE = env("FLEET_OFFLINE_DEVICE"); // its agent was stopped: a device_offline alert opens
+const XSS_NAME = env("FLEET_XSS_NAME");
+const SHOTS = env("FLEET_SCREENSHOTS");
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"];
+
+mkdirSync(SHOTS, { recursive: true });
+const profiles = [];
+
+async function browserContext() {
+  const dir = mkdtempSync(join(tmpdir(), "fleet-chromium-"));
+  profiles.push(dir);
+  const ctx = await chromium.launchPersistentContext(dir, {
+    executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1280, height: 800 }, timeout: 60_000,
+  });
+  ctx.setDefaultTimeout(15_000);
+  return ctx;
+}
+
+function assert(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+// shoot saves the page at desktop width and at 360 px.
+async function shoot(page, name) {
+  for (const [w, suffix] of [[1280, "desktop"], [360, "360"]]) {
+    await page.setViewportSize({ width: w, height: 800 });
+    await page.waitForTimeout(400); // charts redraw after a resize
+    await page.screenshot({ path: join(SHOTS, `${name}-${suffix}.png`), fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+}
+
+// curl calls the public API with a key over real HTTP and returns
+// [status, body].
+function curl(key, path) {
+  const out = execFileSync("curl", ["-sS", "--max-time", "10", "-w", "\n%{http_code}", "-H", `Authorization: Bearer ${key}`, API + path], { encoding: "utf8" });
+  const i = out.lastIndexOf("\n");
+  return [Number(out.slice(i + 1)), out.slice(0, i)];
+}
+
+async function signIn(page, who) {
+  await page.goto(BASE + "/panel/login");
+  await page.getByLabel("Email").fill(who.email);
+  await page.getByLabel("Password").fill(who.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(BASE + "/panel/");
+}
+
+async function until(what, fn, ms = 60_000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+const steps = [];
+const step = (name, fn) => steps.push({ name, fn });
+
+let owner, page;
+
+step("sign-in refuses a wrong password", async () => {
+  owner = await browserContext();
+  page = owner.pages()[0] || (await owner.newPage());
+  await page.goto(BASE + "/panel/");
+  assert(page.url().startsWith(BASE + "/panel/login"), `signed out, /panel/ went to ${page.url()}`);
+  await shoot(page, "login");
+  await page.getByLabel("Email").fill(OWNER.email);
+  await page.getByLabel("Password").fill("not the password");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByText("Wrong email or password.").waitFor();
+  assert(page.url().startsWith(BASE + "/panel/login"), "a wrong password left the sign-in page");
+});
+
+step("sign-in with the right password lands on the fleet", async () => {
+  await page.getByLabel("Password").fill(OWNER.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(BASE + "/panel/");
+  await page.getByRole("heading", { name: "Fleet" }).waitFor();
+});
+
+step("the fleet page shows the demo devices", async () => {
+  for (const name of ["Press line 1", "Packaging line", "Gatehouse"]) {
+    await page.getByRole("link", { name, exact: true }).waitFor();
+  }
+  await shoot(page, "fleet");
+});
+
+step("a device named like markup renders as text", async () => {
+  await page.getByRole("link", { name: XSS_NAME, exact: true }).waitFor();
+  const imgs = await page.locator("table.devices img").count();
+  const fired = await page.evaluate(() => window.__xss);
+  assert(imgs === 0, `${imgs} <img> elements in the device table`);
+  assert(fired === undefined, "the device name's onerror ran");
+  await page.getByRole("link", { name: XSS_NAME, exact: true }).click();
+  await page.getByRole("heading", { level: 1 }).filter({ hasText: XSS_NAME }).waitFor();
+  assert((await page.evaluate(() => window.__xss)) === undefined, "the device page ran the name's onerror");
+});
+
+step("a device page's charts hold data points", async () => {
+  // The demo's agents send metrics every 30 s: wait for the first.
+  await until("the device's first metric samples", async () => {
+    await page.goto(`${BASE}/panel/devices/${DEVICE}?range=1h`);
+    await page.locator(".chart[data-points]").nth(4).waitFor();
+    return Number(await page.locator('.chart[data-series="cpuPct"]').getAttribute("data-points")) > 0;
+  }, 90_000);
+  assert((await page.locator(".chart[data-series]").count()) === 5, "want five charts");
+  for (const series of ["cpuPct", "memPct", "diskUsedPct", "tempCpu", "loadAvg1"]) {
+    const n = Number(await page.locator(`.chart[data-series="${series}"]`).getAttribute("data-points"));
+    assert(n >= 1, `chart ${series} holds ${n} points`);
+    assert((await page.locator(`.chart[data-series="${series}"] canvas`).count()) === 1, `chart ${series} drew no canvas`);
+  }
+  await shoot(page, "device");
+});
+
+step("channels refresh by themselves", async () => {
+  const live = page.locator("#channels tr", { hasText: "rs485-1" }).locator("code.live");
+  const first = await live.textContent();
+  await page.waitForResponse((r) => r.url().endsWith(`/panel/devices/${DEVICE}/channels`) && r.status() === 200, { timeout: 10_000 });
+  await until("rs485-1's live value to change on the page", async () => {
+    const now = await page.locator("#channels tr", { hasText: "rs485-1" }).locator("code.live").textContent();
+    return now !== first;
+  }, 20_000);
+});
+
+step("acknowledging an alert changes its state in the API", async () => {
+  const row = await until("the Gatehouse's device_offline alert on the alerts page", async () => {
+    await page.goto(BASE + "/panel/alerts");
+    const r = page.locator("tr[data-alert-id]", { hasText: "Gatehouse" });
+    return (await r.count()) > 0 ? r.first() : null;
+  }, 90_000);
+  const id = await row.getAttribute("data-alert-id");
+  await shoot(page, "alerts");
+  await row.getByRole("button", { name: "Acknowledge" }).click();
+  await page.getByText("1 alert acknowledged.").waitFor();
+  const [status, body] = curl(KEY, "/alerts?state=ACKNOWLEDGED&limit=100");
+  assert(status === 200, `GET /alerts: ${status}`);
+  const a = JSON.parse(body).data.find((x) => x.id === id);
+  assert(a && a.state === "ACKNOWLEDGED" && a.deviceId === OFFLINE, `alert ${id} through the API: ${JSON.stringify(a)}`);
+});
+
+let newKey;
+step("a new key is shown once and works with curl with exactly its scopes", async () => {
+  await page.goto(BASE + "/panel/settings/api-keys");
+  await page.getByLabel("Name").fill("Browser test key");
+  await page.getByLabel("devices:read", { exact: true }).check();
+  await page.getByLabel("Expires").selectOption({ label: "7 days" });
+  await page.getByRole("button", { name: "Create key" }).click();
+  newKey = await page.locator("#new-key").inputValue();
+  assert(/^svc_sk_\w+$/.test(newKey), `created key ${newKey}`);
+  await page.getByText("shown only this once").waitFor();
+  await shoot(page, "api-keys");
+  let [status] = curl(newKey, "/devices");
+  assert(status === 200, `GET /devices with devices:read: ${status}`);
+  let body;
+  [status, body] = curl(newKey, "/alerts");
+  assert(status === 403 && JSON.parse(body).error.code === "insufficient_scope", `GET /alerts without alerts:read: ${status} ${body}`);
+  [status] = curl(newKey, `/devices/${DEVICE}/metrics`);
+  assert(status === 403, `GET metrics without metrics:read: ${status}`);
+  await page.goto(BASE + "/panel/settings/api-keys");
+  assert(!(await page.content()).includes(newKey), "the key is shown again after a reload");
+  const row = page.locator("tr", { hasText: "Browser test key" });
+  await until("the key's last use in the list", async () => {
+    await page.reload();
+    return (await row.locator("td.last-used").textContent()).trim() !== "never";
+  }, 15_000);
+});
+
+step("a revoked key gets 401 on its next request", async () => {
+  const row = page.locator("tr", { hasText: "Browser test key" });
+  await row.getByRole("button", { name: "Revoke" }).click();
+  await page.getByRole("heading", { name: /Revoke the API key/ }).waitFor();
+  await shoot(page, "revoke-confirm");
+  let [status] = curl(newKey, "/devices");
+  assert(status === 200, `before the confirmation: ${status}`);
+  await page.getByRole("button", { name: "Revoke key" }).click();
+  await page.getByText("revoked.").first().waitFor();
+  [status] = curl(newKey, "/devices");
+  assert(status === 401, `after revoke: ${status}`);
+});
+
+step("webhooks and members pages", async () => {
+  await page.goto(BASE + "/panel/settings/webhooks");
+  await page.getByLabel("Alert webhook URL").waitFor();
+  await shoot(page, "webhooks");
+  await page.goto(BASE + "/panel/settings/members");
+  await page.getByRole("cell", { name: OWNER.email }).first().waitFor();
+  await shoot(page, "members");
+});
+
+step("a VIEWER cannot create a key, in the page or by a replayed POST", async () => {
+  const viewer = await browserContext();
+  const vp = viewer.pages()[0] || (await viewer.newPage());
+  await signIn(vp, VIEWER);
+  assert((await vp.getByRole("link", { name: "API keys" }).count()) === 0, "a VIEWER sees the API keys link");
+  const resp = await vp.goto(BASE + "/panel/settings/api-keys");
+  assert(resp.status() === 403, `VIEWER on API keys: ${resp.status()}`);
+  await shoot(vp, "forbidden");
+  const replay = await viewer.request.post(BASE + "/panel/settings/api-keys", {
+    form: { name: "Replayed by viewer", scope: "devices:read", expires: "7" }, maxRedirects: 0,
+  });
+  assert(replay.status() === 403, `replayed POST as VIEWER: ${replay.status()}`);
+  await viewer.close();
+  await page.goto(BASE + "/panel/settings/api-keys");
+  assert(!(await page.content()).includes("Replayed by viewer"), "the VIEWER's replayed POST created a key");
+});
+
+step("a cross-origin POST is refused", async () => {
+  const evil = createServer((req, res) => {
+    res.setHeader("Content-Type", "text/html");
+    res.end(`<!doctype html><form id=f method=post action="${BASE}/panel/settings/api-keys">
+      <input name=name value="CSRF key"><input name=scope value="devices:read"><input name=expires value=never></form>
+      <script>document.getElementById("f").submit()</script>`);
+  });
+  await new Promise((r) => evil.listen(0, "127.0.0.1", r));
+  try {
+    const refused = page.waitForResponse((r) => r.url() === BASE + "/panel/settings/api-keys" && r.request().method() === "POST");
+    await page.goto(`http://127.0.0.1:${evil.address().port}/`);
+    const resp = await refused;
+    assert(resp.status() === 403, `cross-origin POST: ${resp.status()}`);
+    await page.getByText("came from another site").waitFor();
+  } finally {
+    evil.close();
+  }
+  await page.goto(BASE + "/panel/settings/api-keys");
+  assert(!(await page.content()).includes("CSRF key"), "the cross-origin POST created a key");
+});
+
+step("sign out", async () => {
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByText("You are signed out.").waitFor();
+  const resp = await page.goto(BASE + "/panel/alerts");
+  assert(page.url().startsWith(BASE + "/panel/login"), `after sign-out /panel/alerts is ${resp.status()} at ${page.url()}`);
+});
+
+let passed = 0, failed = 0;
+for (const [i, s] of steps.entries()) {
+  try {
+    await s.fn();
+    passed++;
+    console.log(`ok ${i + 1} - ${s.name}`);
+  } catch (e) {
+    failed++;
+    console.log(`not ok ${i + 1} - ${s.name}\n  ${String(e.stack || e).split("\n").join("\n  ")}`);
+    if (page) await page.screenshot({ path: join(SHOTS, `failed-${i + 1}.png`), fullPage: true }).catch(() => {});
+  }
+}
+await owner?.close();
+for (const d of profiles) rmSync(d, { recursive: true, force: true });
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

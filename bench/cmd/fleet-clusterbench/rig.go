@@ -140,7 +140,8 @@ func getJSON(ctx context.Context, url, key string, v any) error {
 // relay is one fleet-relay serve process.
 type relay struct {
 	*fleetproc.Proc
-	addr string
+	addr    string
+	metrics string // its /metrics listener (host:port)
 	env  []string
 	args []string
 	bin  string
@@ -156,8 +157,12 @@ func startRelay(bin, dir, name, db string, extra ...string) (*relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &relay{addr: fmt.Sprintf("127.0.0.1:%d", port), env: []string{"FLEET_DB=" + db}, bin: bin}
-	r.args = append([]string{"serve", "--listen", r.addr, "--rate-limit", "1000000000"}, extra...)
+	mport, err := testnet.Port()
+	if err != nil {
+		return nil, err
+	}
+	r := &relay{addr: fmt.Sprintf("127.0.0.1:%d", port), metrics: fmt.Sprintf("127.0.0.1:%d", mport), env: []string{"FLEET_DB=" + db}, bin: bin}
+	r.args = append([]string{"serve", "--listen", r.addr, "--metrics-listen", r.metrics, "--rate-limit", "1000000000"}, extra...)
 	r.Proc = &fleetproc.Proc{Name: name, Log: filepath.Join(dir, name+".log")}
 	return r, r.restart()
 }
@@ -199,7 +204,7 @@ func scrape(relays ...*relay) (linkCounters, error) {
 	c := linkCounters{latency: map[float64]uint64{}}
 	hc := http.Client{Timeout: 10 * time.Second}
 	for _, r := range relays {
-		resp, err := hc.Get(r.url() + "/metrics")
+		resp, err := hc.Get("http://" + r.metrics + "/metrics")
 		if err != nil {
 			return c, fmt.Errorf("%s /metrics: %w", r.Name, err)
 		}

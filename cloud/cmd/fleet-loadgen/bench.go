@@ -186,6 +186,7 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	cpu0, self0 := relay.cpuTime(), selfCPUTime()
+	mem0, _ := relay.memStats()
 	w0 := time.Now()
 	time.Sleep(f.duration)
 	if err := stopProf(); err != nil {
@@ -195,6 +196,7 @@ func runBench(ctx context.Context, args []string) error {
 	g1 := b.sendStats()
 	window := time.Since(w0)
 	relayCPU, selfCPU := relay.cpuTime()-cpu0, selfCPUTime()-self0
+	mem1, _ := relay.memStats()
 	probes := b.probeQuantiles()
 	hbStop()
 	wg.Wait()
@@ -275,6 +277,8 @@ func runBench(ctx context.Context, args []string) error {
 		ms(agentlink.Quantile(lag, 0.99)), ms(agentlink.Quantile(lag, 0.50)))
 	fmt.Printf("  relay CPU per heartbeat      %8.1f µs |            (relay process CPU over the window / heartbeats stored; load generator %.1f µs)\n",
 		us(relayPerHB), us(genPerHB))
+	fmt.Printf("  relay allocation per heartbeat %6.0f B  |            (%d GC cycles in the window)\n",
+		float64(mem1.totalAlloc-mem0.totalAlloc)/float64(max(stored, 1)), mem1.numGC-mem0.numGC)
 	fmt.Printf("  relay writer busy            %8.0f %%  |            (of which commit %.0f %%; %s)\n", 100*busy, 100*commit, raisedThreads)
 	if psi, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
 		fmt.Printf("  box CPU pressure (PSI)       %s\n", strings.SplitN(string(psi), "\n", 2)[0])
@@ -478,6 +482,34 @@ func (p *relayProc) rss() (int64, error) {
 		return 0, err
 	}
 	return int64(st.ResidentMemory()), nil
+}
+
+// memStats are the relay's allocation counters.
+type memStats struct {
+	totalAlloc uint64 // bytes allocated so far
+	numGC      uint32 // GC cycles so far
+}
+
+// memStats reads the relay's runtime.MemStats from the end of its heap
+// profile in text form (/debug/pprof/heap?debug=1).
+func (p *relayProc) memStats() (memStats, error) {
+	var m memStats
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + p.addr + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# TotalAlloc = "); ok {
+			fmt.Sscan(v, &m.totalAlloc)
+		} else if v, ok := strings.CutPrefix(sc.Text(), "# NumGC = "); ok {
+			fmt.Sscan(v, &m.numGC)
+		}
+	}
+	return m, sc.Err()
 }
 
 // cpuTime is the user and system CPU time the relay process used so far

@@ -933,3 +933,35 @@ func TestRefusalsRateLimitedAndLogsAggregated(t *testing.T) {
 		t.Errorf("%d summary lines for one burst", lines)
 	}
 }
+
+// TestObserversKeepWhatTheyAreGiven: an Observer may keep a heartbeat's
+// tunnel state and changed channels; later heartbeats of the connection,
+// decoded into the same memory, do not change them.
+func TestObserversKeepWhatTheyAreGiven(t *testing.T) { forCodecs(t, testObserversKeepWhatTheyAreGiven) }
+
+func testObserversKeepWhatTheyAreGiven(t *testing.T, e *env) {
+	id, tok := e.addDevice("IG-500")
+	a, _ := e.connect(tok, hello())
+	for i, up := range []bool{true, true, false, true} {
+		a.heartbeat(protocol.Heartbeat{VPN: &protocol.VPN{Up: up, InterfaceName: "wg0", PeerCount: 1},
+			Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: fmt.Sprint(i)}}})
+	}
+	eventually(t, 2*time.Second, func() string {
+		e.obs.mu.Lock()
+		defer e.obs.mu.Unlock()
+		if n := len(e.obs.heartbeats[id]); n != 4 {
+			return fmt.Sprintf("%d heartbeats observed", n)
+		}
+		return ""
+	})
+	e.obs.mu.Lock()
+	defer e.obs.mu.Unlock()
+	for i, hb := range e.obs.heartbeats[id] {
+		if hb.VPN == nil || hb.VPN.InterfaceName != "wg0" || hb.VPN.PeerCount != 1 || hb.VPN.Up != (i != 2) {
+			t.Errorf("heartbeat %d: observed tunnel %+v", i, hb.VPN)
+		}
+		if len(hb.Changed) != 1 || hb.Changed[0].Live != fmt.Sprint(i) {
+			t.Errorf("heartbeat %d: observed changes %+v", i, hb.Changed)
+		}
+	}
+}

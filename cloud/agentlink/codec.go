@@ -3,6 +3,7 @@ package agentlink
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/coder/websocket"
 
@@ -25,56 +26,43 @@ func frameName(t websocket.MessageType) string {
 }
 
 // decoder decodes one connection's messages (its reader goroutine's). A
-// CBOR heartbeat is decoded into hb and its channel array,
-// reused from one message to the next, so that the commonest message
-// allocates little more than its strings: what outlives the next decode
-// must be copied out (conn.heartbeat does). The memory reuse stays here;
-// nothing outside this package sees it.
+// heartbeat is decoded into hb and its channel array, reused from one
+// message to the next, so that the commonest message allocates little more
+// than its strings: what outlives the next decode must be copied out
+// (conn.heartbeat does). The memory reuse stays here; nothing outside this
+// package sees it.
 type decoder struct {
-	hb protocol.Heartbeat
+	hb  protocol.Heartbeat
+	msg protocol.Message // decoded into (a local one would escape)
 }
 
 // decode decodes b in codec; any error is a protocol error.
 func (d *decoder) decode(codec protocol.Codec, b []byte) (protocol.Message, error) {
-	if codec != protocol.CBOR {
-		var m protocol.Message
-		if err := protocol.JSON.Unmarshal(b, &m); err != nil {
-			return protocol.Message{}, protoErr("malformed JSON: %v", err)
-		}
-		return m, nil
-	}
 	chans := d.hb.Channels
 	if cap(chans) > protocol.MaxChannels {
 		chans = nil // a refused heartbeat's large array is not kept
 	}
-	clear(chans[:cap(chans)]) // the decoder leaves absent fields as they are
+	clear(chans[:cap(chans)]) // both decoders leave absent fields as they are
 	d.hb = protocol.Heartbeat{Channels: chans[:0]}
-	m := protocol.Message{Heartbeat: &d.hb}
-	if err := protocol.CBOR.Unmarshal(b, &m); err != nil {
-		return protocol.Message{}, protoErr("malformed CBOR: %v", err)
+	d.msg = protocol.Message{Heartbeat: &d.hb}
+	if err := codec.Unmarshal(b, &d.msg); err != nil {
+		return protocol.Message{}, protoErr("malformed %s: %v", strings.ToUpper(codec.String()), err)
 	}
+	m := d.msg
 	if m.Type != protocol.TypeHeartbeat {
 		m.Heartbeat = nil
 	}
 	return m, nil
 }
 
-// encode encodes m in codec, with the frame type it travels in.
-func encode(codec protocol.Codec, m *protocol.Message) ([]byte, websocket.MessageType, error) {
+// write sends m in codec, in the frame type of codec, within the write
+// timeout.
+func (c *conn) write(codec protocol.Codec, m *protocol.Message) error {
 	b, err := codec.Marshal(m)
 	if err != nil {
-		return nil, 0, fmt.Errorf("agentlink: encode %s as %s: %w", m.Type, codec, err)
-	}
-	return b, frameType(codec), nil
-}
-
-// write sends m in codec, within the write timeout.
-func (c *conn) write(codec protocol.Codec, m *protocol.Message) error {
-	b, typ, err := encode(codec, m)
-	if err != nil {
-		return err
+		return fmt.Errorf("agentlink: encode %s as %s: %w", m.Type, codec, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.WriteTimeout)
 	defer cancel()
-	return c.ws.Write(ctx, typ, b)
+	return c.ws.Write(ctx, frameType(codec), b)
 }

@@ -60,6 +60,9 @@ type conn struct {
 	// is sent); set before welcomed, read by config pushes after it.
 	codec protocol.Codec
 	dec   decoder // reader goroutine only
+	// lastVPN is the tunnel state of the last heartbeat, as given to the
+	// Observers (never changed once given); reader goroutine only.
+	lastVPN *cloud.VPNState
 }
 
 // closeErr ends a session with a close code and a reason.
@@ -274,7 +277,7 @@ func (c *conn) hello(h *protocol.Hello) error {
 	s.statusChanged(out.Change)
 	w := &protocol.Welcome{DeviceID: c.dev.ID, ServerTime: resource.T(s.now()), LastSeq: out.LastSeq}
 	if codec != protocol.JSON {
-		w.Codec = codec // an agent that offered nothing gets the welcome of a relay from before codecs
+		w.Codec = codec // JSON goes unnamed, as in the welcome of a relay from before codecs
 	}
 	if err := c.write(protocol.JSON, &protocol.Message{Type: protocol.TypeWelcome, Welcome: w}); err != nil {
 		return err
@@ -393,11 +396,16 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	}
 	p.chb = cloud.Heartbeat{At: now, Status: h.Status, Changed: changed}
 	if h.VPN != nil {
-		vpn := &cloud.VPNState{Up: h.VPN.Up, InterfaceName: h.VPN.InterfaceName, Endpoint: h.VPN.Endpoint, PeerCount: h.VPN.PeerCount}
+		vpn := cloud.VPNState{Up: h.VPN.Up, InterfaceName: h.VPN.InterfaceName, Endpoint: h.VPN.Endpoint, PeerCount: h.VPN.PeerCount}
 		if h.VPN.LastHandshake != nil {
 			vpn.LastHandshake = h.VPN.LastHandshake.Time
 		}
-		p.chb.VPN = vpn
+		// The state given to the Observers is never changed afterwards, so
+		// an unchanged tunnel shares the previous heartbeat's.
+		if c.lastVPN == nil || *c.lastVPN != vpn {
+			c.lastVPN = &vpn
+		}
+		p.chb.VPN = c.lastVPN
 	}
 	ev := in.Event
 	p.ev = ev

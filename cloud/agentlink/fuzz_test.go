@@ -15,8 +15,10 @@ import (
 
 // The agent protocol's decoding is fuzzed here (FuzzAgentMessage: every
 // message type through a connection's decoder, in each codec, then the
-// relay's validation) and in codec_test.go (FuzzConnDecoder: a reused CBOR
-// decoder against a fresh one). Seed corpora: testdata/fuzz/<target>.
+// relay's validation) and in codec_test.go (FuzzConnDecoder: a reused
+// decoder against a fresh one, in each codec); the CBOR decoder itself and
+// its agreement with encoding/json in shared/protocol (FuzzCBORDecode).
+// Seed corpora: testdata/fuzz/<target>.
 
 // decodeForFuzz is the decoder FuzzAgentMessage drives: a connection's own.
 var decodeForFuzz = func(d *decoder, codec protocol.Codec, b []byte) (protocol.Message, error) {

@@ -107,37 +107,3 @@ func (d Duration) MarshalCBOR() ([]byte, error) { return cborEnc.Marshal(d.Strin
 
 // UnmarshalCBOR implements cbor.Unmarshaler.
 func (d *Duration) UnmarshalCBOR(b []byte) error { return d.unmarshal(cborDec.Unmarshal, b) }
-
-// channelConfigCBOR is a ChannelConfig in CBOR: the configuration is the
-// JSON object serialcfg defines and validates, embedded.
-type channelConfigCBOR struct {
-	ID     string          `cbor:"1,keyasint"`
-	Config json.RawMessage `cbor:"2,keyasint,omitempty"`
-}
-
-// MarshalCBOR implements cbor.Marshaler; a zero configuration is left out.
-func (c ChannelConfig) MarshalCBOR() ([]byte, error) {
-	v := channelConfigCBOR{ID: c.ID}
-	if !c.Config.IsZero() {
-		cfg, err := json.Marshal(c.Config)
-		if err != nil {
-			return nil, err
-		}
-		v.Config = cfg
-	}
-	return cborEnc.Marshal(v)
-}
-
-// UnmarshalCBOR implements cbor.Unmarshaler; the configuration is decoded
-// as strictly as from JSON.
-func (c *ChannelConfig) UnmarshalCBOR(b []byte) error {
-	var v channelConfigCBOR
-	if err := cborDec.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	c.ID = v.ID
-	if v.Config == nil {
-		return nil
-	}
-	return json.Unmarshal(v.Config, &c.Config)
-}

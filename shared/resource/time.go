@@ -101,14 +101,15 @@ func (t Time) MarshalCBOR() ([]byte, error) {
 // UnmarshalCBOR implements cbor.Unmarshaler: tag 0 or 1 (or null), rounded
 // to the millisecond, in UTC, within years 0001 to 9999 as ParseTime.
 func (t *Time) UnmarshalCBOR(b []byte) error {
-	var v time.Time
-	if err := timeDec.Unmarshal(b, &v); err != nil {
+	// Decoded in place: a local time.Time would escape to the heap.
+	if err := timeDec.Unmarshal(b, &t.Time); err != nil {
 		return err
 	}
-	v = v.Round(time.Millisecond).UTC()
-	if v.Before(MinTime) || v.After(MaxTime) {
-		return fmt.Errorf("timestamp %s is outside years 0001 to 9999 (UTC)", v.Format(time.RFC3339))
+	t.Time = t.Round(time.Millisecond).UTC()
+	if t.Before(MinTime) || t.After(MaxTime) {
+		err := fmt.Errorf("timestamp %s is outside years 0001 to 9999 (UTC)", t.Format(time.RFC3339))
+		t.Time = time.Time{}
+		return err
 	}
-	t.Time = v
 	return nil
 }

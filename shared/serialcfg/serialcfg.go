@@ -13,6 +13,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/fleet/fleet/shared/jsonstrict"
 )
 
@@ -190,6 +192,34 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	}
 	*c = v
 	return nil
+}
+
+// MarshalCBOR implements cbor.Marshaler: in CBOR (the agent link's binary
+// codec) a Config is a byte string holding its JSON object, so that it is
+// validated by the same strict decoding (Decode) either way; the zero
+// Config is null.
+func (c Config) MarshalCBOR() ([]byte, error) {
+	if c.IsZero() {
+		return cbor.Marshal(nil)
+	}
+	b, err := c.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return cbor.Marshal(b)
+}
+
+// UnmarshalCBOR implements cbor.Unmarshaler (see MarshalCBOR); null leaves
+// c as it is, as in JSON.
+func (c *Config) UnmarshalCBOR(b []byte) error {
+	var js []byte
+	if err := cbor.Unmarshal(b, &js); err != nil {
+		return err
+	}
+	if js == nil {
+		return nil
+	}
+	return c.UnmarshalJSON(js)
 }
 
 // IsZero reports whether no kind is set.

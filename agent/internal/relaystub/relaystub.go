@@ -2,7 +2,9 @@
 // websocket server on loopback that speaks shared/protocol, checks the
 // bearer token and subprotocol, stores records by seq (idempotently, like
 // the real relay), acknowledges every batch, and can push a Config or cut
-// every connection. The real relay's end-to-end tests live with the relay.
+// every connection. It answers as a relay from before CBOR (its welcome
+// names no codec), so agents speak JSON with it. The real relay's
+// end-to-end tests live with the relay.
 package relaystub
 
 import (

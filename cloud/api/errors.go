@@ -150,28 +150,23 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// writeAppended renders a body built by fn into a pooled buffer; an error
-// from fn becomes a clean 500.
-func (s *Server) writeAppended(w http.ResponseWriter, r *http.Request, fn func([]byte) ([]byte, error)) {
+// writeAppended renders a 200 body built by fn into a pooled buffer; an
+// error from fn is returned before anything is written.
+func (s *Server) writeAppended(w http.ResponseWriter, fn func([]byte) ([]byte, error)) error {
 	buf := s.getBuf()
 	defer s.putBuf(buf)
 	out, err := fn(buf.Bytes()[:0])
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(out)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(out)
+	s.writeBody(w, out)
 	if cap(out) > buf.Cap() {
 		*buf = *bytes.NewBuffer(out[:0])
 	}
+	return nil
 }
 
-// writeBody sends a 200 JSON body as writeAppended does.
+// writeBody sends a 200 JSON body.
 func (s *Server) writeBody(w http.ResponseWriter, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -36,34 +38,39 @@ func FuzzQuery(f *testing.F) {
 	}
 	now := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, raw string) {
-		q, err := parseQuery(raw, "limit", "cursor", "status", "severity", "type", "state", "deviceId", "from", "to")
-		if err != nil {
-			inputError(t, "parseQuery", err)
+		q := params{r: &http.Request{URL: &url.URL{RawQuery: raw}}}
+		q.query("limit", "cursor", "status", "severity", "type", "state", "deviceId", "from", "to")
+		if q.err != nil {
+			inputError(t, "parseQuery", q.err)
 			return
 		}
-		if n, err := q.limit(25, 100); err != nil {
+		// read reads one parameter as a handler would, on its own.
+		read := func(f func(p *params)) error { p := q; f(&p); return p.err }
+		var n int
+		if err := read(func(p *params) { n = p.limit(25, 100) }); err != nil {
 			inputError(t, "limit", err)
 		} else if n < 1 || n > 100 {
 			t.Fatalf("limit %d accepted", n)
 		}
-		if c, err := q.cursor(); err != nil {
+		var c string
+		if err := read(func(p *params) { c = p.cursor() }); err != nil {
 			inputError(t, "cursor", err)
 		} else if c != "" && !ids.Valid(c) {
 			t.Fatalf("cursor %q accepted", c)
 		}
-		for name, get := range map[string]func() error{
-			"status":   func() error { _, err := q.status(); return err },
-			"severity": func() error { _, err := q.severity(); return err },
-			"state":    func() error { _, err := q.state(); return err },
-			"type":     func() error { _, err := q.eventType(); return err },
-			"deviceId": func() error { _, err := q.deviceID(); return err },
+		for name, get := range map[string]func(p *params){
+			"status":   func(p *params) { p.status() },
+			"severity": func(p *params) { p.severity() },
+			"state":    func(p *params) { p.state() },
+			"type":     func(p *params) { p.eventType() },
+			"deviceId": func(p *params) { p.deviceID() },
 		} {
-			if err := get(); err != nil {
+			if err := read(get); err != nil {
 				inputError(t, name, err)
 			}
 		}
-		from, to, err := q.metricsWindow(now)
-		if err != nil {
+		var from, to time.Time
+		if err := read(func(p *params) { from, to = p.metricsWindow(now) }); err != nil {
 			inputError(t, "metrics window", err)
 			return
 		}

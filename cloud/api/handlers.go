@@ -6,14 +6,15 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/jsonstrict"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
+
+// Every handler has one shape: read its parameters (params keeps the first
+// problem), check once, ask the service, answer (reply for {"data": ...},
+// cachedList for the two hot lists), returning the error to answer with.
 
 // Limits of the list endpoints: default and maximum page sizes.
 const (
@@ -26,163 +27,154 @@ const (
 // emptyObject is what an absent data or payload object renders as.
 func emptyObject() json.RawMessage { return json.RawMessage(`{}`) }
 
-// pathID returns the {id} path parameter, or a not_found error when it
-// cannot be an id (so garbage never reaches the store).
-func pathID(r *http.Request, what string) (string, error) {
-	id := chi.URLParam(r, "id")
-	if !ids.Valid(id) {
-		return "", cloud.Errorf(cloud.ENOTFOUND, "%s not found", what)
+// reply answers 200 {"data": v}, or returns err when there is one.
+func reply[T any](s *Server, w http.ResponseWriter, v T, err error) error {
+	if err == nil {
+		s.writeJSON(w, http.StatusOK, resource.One[T]{Data: v})
 	}
-	return id, nil
+	return err
 }
 
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) { s.writeError(w, r, err) }
-
-func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	q, err := parseQuery(r.URL.RawQuery, "limit", "cursor", "status")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var f cloud.DeviceFilter
-	if f.Page, err = q.page(devicesDefault, devicesMax); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if f.Status, err = q.status(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
+// cachedList answers a hot list (GET /devices, GET /alerts): from its page
+// cache while the store's data version allows, else from the store, encoded
+// by appendList and kept in the cache.
+func cachedList[F comparable, L any](s *Server, w http.ResponseWriter, r *http.Request, org string, pages *pageCache[F], f F,
+	list func(ctx context.Context, orgID string, f F) (L, error), appendList func([]byte, *L) ([]byte, error)) error {
 	ver, cached := s.dataVersion(r.Context())
 	if cached {
-		if body := s.pages.devices.get(ver, key.OrgID, f); body != nil {
+		if body := pages.get(ver, org, f); body != nil {
 			s.writeBody(w, body)
-			return
+			return nil
 		}
 	}
-	list, err := s.cfg.Devices.ListDevices(r.Context(), key.OrgID, f)
+	l, err := list(r.Context(), org, f)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
-	s.writeAppended(w, r, func(b []byte) ([]byte, error) {
-		b = appendDeviceList(b, &list)
-		if cached {
-			s.pages.devices.put(ver, key.OrgID, f, b)
+	return s.writeAppended(w, func(b []byte) ([]byte, error) {
+		b, err := appendList(b, &l)
+		if err == nil && cached {
+			pages.put(ver, org, f, b)
 		}
-		return b, nil
+		return b, err
 	})
 }
 
-func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	id, err := pathID(r, "device")
-	if err == nil {
-		_, err = parseQuery(r.URL.RawQuery)
+// dataVersion returns the store's data version; ok is false when pages
+// cannot be cached (no Config.Versioner, or it failed).
+func (s *Server) dataVersion(ctx context.Context) (v uint64, ok bool) {
+	if s.cfg.Versioner == nil {
+		return 0, false
 	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	d, err := s.cfg.Devices.Device(r.Context(), key.OrgID, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.writeJSON(w, http.StatusOK, resource.One[resource.DeviceDetail]{Data: d})
+	v, err := s.cfg.Versioner.DataVersion(ctx)
+	return v, err == nil
 }
 
-func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	id, err := pathID(r, "device")
-	if err != nil {
-		s.fail(w, r, err)
-		return
+func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	p := params{r: r}
+	p.query("limit", "cursor", "status")
+	var f cloud.DeviceFilter
+	f.Page = p.page(devicesDefault, devicesMax)
+	f.Status = p.status()
+	if p.err != nil {
+		return p.err
 	}
-	q, err := parseQuery(r.URL.RawQuery, "from", "to", "limit")
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	return cachedList(s, w, r, key.OrgID, &s.pages.devices, f, s.cfg.Devices.ListDevices,
+		func(b []byte, l *resource.List[resource.Device]) ([]byte, error) { return appendDeviceList(b, l), nil })
+}
+
+func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	p := params{r: r}
+	p.query("state", "severity", "deviceId", "limit", "cursor")
+	var f cloud.AlertFilter
+	f.Page = p.page(alertsDefault, alertsMax)
+	f.State = p.state()
+	f.Severity = p.severity()
+	f.DeviceID = p.deviceID()
+	if p.err != nil {
+		return p.err
 	}
+	return cachedList(s, w, r, key.OrgID, &s.pages.alerts, f, s.cfg.Alerts.ListAlerts,
+		func(b []byte, l *resource.List[resource.Alert]) ([]byte, error) {
+			for i := range l.Data {
+				fixAlert(&l.Data[i])
+			}
+			return appendAlertList(b, l)
+		})
+}
+
+func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	p := params{r: r}
+	id := p.pathID("device")
+	if p.query(); p.err != nil {
+		return p.err
+	}
+	d, err := s.cfg.Devices.Device(r.Context(), key.OrgID, id)
+	return reply(s, w, d, err)
+}
+
+func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	p := params{r: r}
+	id := p.pathID("device")
+	p.query("from", "to", "limit")
 	var mq cloud.MetricsQuery
-	if mq.From, mq.To, err = q.metricsWindow(s.now()); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if mq.Limit, err = q.limit(metricsDefault, metricsMax); err != nil {
-		s.fail(w, r, err)
-		return
+	mq.From, mq.To = p.metricsWindow(s.now())
+	mq.Limit = p.limit(metricsDefault, metricsMax)
+	if p.err != nil {
+		return p.err
 	}
 	m, err := s.cfg.Devices.Metrics(r.Context(), key.OrgID, id, mq)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if m.Data == nil {
 		m.Data = []resource.MetricSample{}
 	}
 	s.writeJSON(w, http.StatusOK, m)
+	return nil
 }
 
-func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	id, err := pathID(r, "device")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	q, err := parseQuery(r.URL.RawQuery, "limit", "cursor", "severity", "type")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	p := params{r: r}
+	id := p.pathID("device")
+	p.query("limit", "cursor", "severity", "type")
 	var f cloud.EventFilter
-	if f.Page, err = q.page(eventsDefault, eventsMax); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if f.Severity, err = q.severity(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if f.Type, err = q.eventType(); err != nil {
-		s.fail(w, r, err)
-		return
+	f.Page = p.page(eventsDefault, eventsMax)
+	f.Severity = p.severity()
+	f.Type = p.eventType()
+	if p.err != nil {
+		return p.err
 	}
 	list, err := s.cfg.Devices.Events(r.Context(), key.OrgID, id, f)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if list.Data == nil {
 		list.Data = []resource.Event{}
 	}
 	for i := range list.Data {
-		if len(list.Data[i].Data) == 0 || string(list.Data[i].Data) == "null" {
+		if len(list.Data[i].Data) == 0 || isNull(list.Data[i].Data) {
 			list.Data[i].Data = emptyObject()
 		}
 	}
 	s.writeJSON(w, http.StatusOK, list)
+	return nil
 }
 
-func (s *Server) getSerial(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	id, err := pathID(r, "device")
-	if err == nil {
-		_, err = parseQuery(r.URL.RawQuery)
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
+func (s *Server) getSerial(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	p := params{r: r}
+	id := p.pathID("device")
+	if p.query(); p.err != nil {
+		return p.err
 	}
 	st, err := s.cfg.Serial.Serial(r.Context(), key.OrgID, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	if st.Channels == nil {
 		st.Channels = []resource.Channel{}
 	}
 	for i := range st.Channels {
 		fixChannel(&st.Channels[i])
 	}
-	s.writeJSON(w, http.StatusOK, resource.One[resource.SerialState]{Data: st})
+	return reply(s, w, st, err)
 }
 
 func fixChannel(c *resource.Channel) {
@@ -245,83 +237,46 @@ func decodeSerialPatch(body []byte) (cloud.SerialPatch, error) {
 
 func isNull(b json.RawMessage) bool { return string(b) == "null" }
 
-func (s *Server) patchSerial(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	id, err := pathID(r, "device")
-	if err == nil {
-		_, err = parseQuery(r.URL.RawQuery)
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
+func (s *Server) patchSerial(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	p := params{r: r}
+	id := p.pathID("device")
+	if p.query(); p.err != nil {
+		return p.err
 	}
 	body, err := readJSONBody(w, r)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
-	p, err := decodeSerialPatch(body)
+	patch, err := decodeSerialPatch(body)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
-	res, err := s.cfg.Serial.PatchSerial(r.Context(), key.OrgID, id, p)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.writeJSON(w, http.StatusOK, resource.One[resource.SerialPatchResult]{Data: res})
+	res, err := s.cfg.Serial.PatchSerial(r.Context(), key.OrgID, id, patch)
+	return reply(s, w, res, err)
 }
 
-func (s *Server) getTelemetry(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	id, err := pathID(r, "device")
-	if err == nil {
-		_, err = parseQuery(r.URL.RawQuery)
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
+func (s *Server) getTelemetry(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	p := params{r: r}
+	id := p.pathID("device")
+	if p.query(); p.err != nil {
+		return p.err
 	}
 	t, err := s.cfg.Serial.Telemetry(r.Context(), key.OrgID, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	if t.Channels == nil {
 		t.Channels = []resource.ChannelTelemetry{}
 	}
-	s.writeJSON(w, http.StatusOK, resource.One[resource.SerialTelemetry]{Data: t})
+	return reply(s, w, t, err)
 }
 
-// channelID returns {channelId}; anything longer than a channel id can be
-// is not_found without asking the store.
-func channelID(r *http.Request) (string, error) {
-	c := chi.URLParam(r, "channelId")
-	if c == "" || len(c) > 32 {
-		return "", cloud.Errorf(cloud.ENOTFOUND, "channel not found")
+func (s *Server) getChannel(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	p := params{r: r}
+	id, chID := p.pathID("device"), p.channelID()
+	if p.query(); p.err != nil {
+		return p.err
 	}
-	return c, nil
-}
-
-func (s *Server) getChannel(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	id, err := pathID(r, "device")
-	var ch string
-	if err == nil {
-		ch, err = channelID(r)
-	}
-	if err == nil {
-		_, err = parseQuery(r.URL.RawQuery)
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	c, err := s.cfg.Serial.Channel(r.Context(), key.OrgID, id, ch)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	c, err := s.cfg.Serial.Channel(r.Context(), key.OrgID, id, chID)
 	fixChannel(&c)
-	s.writeJSON(w, http.StatusOK, resource.One[resource.Channel]{Data: c})
+	return reply(s, w, c, err)
 }
 
 // putChannel configures one channel. Order of checks: authentication and
@@ -330,109 +285,33 @@ func (s *Server) getChannel(w http.ResponseWriter, r *http.Request, key *cloud.A
 // capability_unavailable, 404 channel, 409 channel_not_configurable, 409
 // channel_unavailable; then the body: 400 invalid_json, 400 kind_mismatch,
 // 400 validation_error naming the field.
-func (s *Server) putChannel(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	id, err := pathID(r, "device")
-	var chID string
-	if err == nil {
-		chID, err = channelID(r)
-	}
-	if err == nil {
-		_, err = parseQuery(r.URL.RawQuery)
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
+func (s *Server) putChannel(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	p := params{r: r}
+	id, chID := p.pathID("device"), p.channelID()
+	if p.query(); p.err != nil {
+		return p.err
 	}
 	body, err := readJSONBody(w, r)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	ch, err := s.cfg.Serial.Channel(r.Context(), key.OrgID, id, chID)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !ch.Configurable {
-		s.fail(w, r, cloud.Errorf(cloud.ENOTCONFIG, "channel %s is not configurable", ch.ID))
-		return
-	}
-	if !ch.Available {
-		s.fail(w, r, cloud.Errorf(cloud.EUNAVAILABLE, "channel %s is not available on this device", ch.ID))
-		return
+	switch {
+	case err != nil:
+		return err
+	case !ch.Configurable:
+		return cloud.Errorf(cloud.ENOTCONFIG, "channel %s is not configurable", ch.ID)
+	case !ch.Available:
+		return cloud.Errorf(cloud.EUNAVAILABLE, "channel %s is not available on this device", ch.ID)
 	}
 	cfg, err := serialcfg.DecodeFor(ch.Group, body)
-	if err != nil {
-		if errors.Is(err, serialcfg.ErrKindMismatch) {
-			s.fail(w, r, cloud.Errorf(cloud.EKIND, "kind: must be %q, the group of channel %s", ch.Group, ch.ID))
-			return
-		}
-		s.fail(w, r, bodyError(err))
-		return
+	if errors.Is(err, serialcfg.ErrKindMismatch) {
+		return cloud.Errorf(cloud.EKIND, "kind: must be %q, the group of channel %s", ch.Group, ch.ID)
+	} else if err != nil {
+		return bodyError(err)
 	}
 	res, err := s.cfg.Serial.PutChannel(r.Context(), key.OrgID, id, chID, cfg)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.writeJSON(w, http.StatusOK, resource.One[resource.ChannelPutResult]{Data: res})
-}
-
-func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	q, err := parseQuery(r.URL.RawQuery, "state", "severity", "deviceId", "limit", "cursor")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var f cloud.AlertFilter
-	if f.Page, err = q.page(alertsDefault, alertsMax); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if f.State, err = q.state(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if f.Severity, err = q.severity(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if f.DeviceID, err = q.deviceID(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	ver, cached := s.dataVersion(r.Context())
-	if cached {
-		if body := s.pages.alerts.get(ver, key.OrgID, f); body != nil {
-			s.writeBody(w, body)
-			return
-		}
-	}
-	list, err := s.cfg.Alerts.ListAlerts(r.Context(), key.OrgID, f)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	for i := range list.Data {
-		fixAlert(&list.Data[i])
-	}
-	s.writeAppended(w, r, func(b []byte) ([]byte, error) {
-		b, err := appendAlertList(b, &list)
-		if err == nil && cached {
-			s.pages.alerts.put(ver, key.OrgID, f, b)
-		}
-		return b, err
-	})
-}
-
-// dataVersion returns the store's data version; ok is false when pages
-// cannot be cached (no Config.Versioner, or it failed).
-func (s *Server) dataVersion(ctx context.Context) (v uint64, ok bool) {
-	if s.cfg.Versioner == nil {
-		return 0, false
-	}
-	v, err := s.cfg.Versioner.DataVersion(ctx)
-	return v, err == nil
+	return reply(s, w, res, err)
 }
 
 func fixAlert(a *resource.Alert) {
@@ -441,34 +320,27 @@ func fixAlert(a *resource.Alert) {
 	}
 }
 
-func (s *Server) acknowledge(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	s.alertAction(w, r, key, s.cfg.Alerts.Acknowledge)
+func (s *Server) acknowledge(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	return s.alertAction(w, r, key, s.cfg.Alerts.Acknowledge)
 }
 
-func (s *Server) resolve(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) {
-	s.alertAction(w, r, key, s.cfg.Alerts.Resolve)
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	return s.alertAction(w, r, key, s.cfg.Alerts.Resolve)
 }
 
 // alertAction runs acknowledge or resolve. These take no body; one that is
 // sent is ignored (up to MaxBodyBytes, like every body).
 func (s *Server) alertAction(w http.ResponseWriter, r *http.Request, key *cloud.APIKey,
-	act func(ctx context.Context, orgID, id string) (resource.Alert, error)) {
-	id, err := pathID(r, "alert")
-	if err == nil {
-		_, err = parseQuery(r.URL.RawQuery)
+	act func(ctx context.Context, orgID, id string) (resource.Alert, error)) error {
+	p := params{r: r}
+	id := p.pathID("alert")
+	if p.query(); p.err != nil {
+		return p.err
 	}
-	if err == nil && r.ContentLength > MaxBodyBytes {
-		err = tooLarge()
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	if r.ContentLength > MaxBodyBytes {
+		return tooLarge()
 	}
 	a, err := act(r.Context(), key.OrgID, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	fixAlert(&a)
-	s.writeJSON(w, http.StatusOK, resource.One[resource.Alert]{Data: a})
+	return reply(s, w, a, err)
 }

@@ -345,8 +345,9 @@ func (s *Server) rememberKey(header string) {
 	s.knownMu.Unlock()
 }
 
-// keyHandler is an endpoint handler that runs with an authenticated key.
-type keyHandler func(w http.ResponseWriter, r *http.Request, key *cloud.APIKey)
+// keyHandler is an endpoint handler that runs with an authenticated key. It
+// returns the error to answer with, or nil once it has answered.
+type keyHandler func(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error
 
 // scoped requires an authenticated key holding scope: 401 otherwise (with
 // the authenticator's code: unauthorized, api_key_expired, api_key_revoked),
@@ -367,7 +368,9 @@ func (s *Server) scoped(scope string, h keyHandler) http.HandlerFunc {
 			s.writeError(w, r, cloud.Errorf(cloud.EFORBIDDEN, "this endpoint needs the scope %s, which the API key does not hold", scope))
 			return
 		}
-		h(w, r, info.key)
+		if err := h(w, r, info.key); err != nil {
+			s.writeError(w, r, err)
+		}
 	}
 }
 

@@ -1,29 +1,74 @@
 package api
 
 import (
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// query holds a request's query parameters after the strict checks: every
-// name must be one the endpoint knows and appear at most once (400
-// validation_error naming the parameter otherwise).
-type query struct{ v url.Values }
+// params reads one request's parameters, path first, then the query, in
+// the order its handler asks for them: the order in which the contract
+// answers their problems. The first problem is kept in err and every later
+// read answers its zero value, so a handler reads all it needs and then
+// checks err once.
+type params struct {
+	r   *http.Request
+	v   url.Values
+	err error
+}
 
-func parseQuery(raw string, allowed ...string) (query, error) {
-	if raw == "" {
-		return query{}, nil
+// fail keeps err unless an earlier problem is already kept.
+func (p *params) fail(err error) {
+	if p.err == nil {
+		p.err = err
 	}
+}
+
+// pathID returns the {id} path parameter; one that cannot be an id is
+// not_found (so garbage never reaches the store).
+func (p *params) pathID(what string) string {
+	id := chi.URLParam(p.r, "id")
+	if p.err == nil && !ids.Valid(id) {
+		p.fail(cloud.Errorf(cloud.ENOTFOUND, "%s not found", what))
+	}
+	return id
+}
+
+// channelID returns {channelId}; anything longer than a channel id can be
+// is not_found without asking the store.
+func (p *params) channelID() string {
+	c := chi.URLParam(p.r, "channelId")
+	if p.err == nil && (c == "" || len(c) > 32) {
+		p.fail(cloud.Errorf(cloud.ENOTFOUND, "channel not found"))
+	}
+	return c
+}
+
+// query reads the query string strictly: every name must be one the
+// endpoint allows and appear at most once (400 validation_error naming the
+// parameter otherwise).
+func (p *params) query(allowed ...string) {
+	if p.err != nil || p.r.URL.RawQuery == "" {
+		return
+	}
+	v, err := parseQuery(p.r.URL.RawQuery, allowed...)
+	p.v = v
+	p.fail(err)
+}
+
+func parseQuery(raw string, allowed ...string) (url.Values, error) {
 	v, err := url.ParseQuery(raw)
 	if err != nil {
-		return query{}, cloud.Errorf(cloud.EINVALID, "the query string is malformed")
+		return nil, cloud.Errorf(cloud.EINVALID, "the query string is malformed")
 	}
 	var unknown, repeated []string
 	for name, vals := range v {
@@ -42,13 +87,13 @@ func parseQuery(raw string, allowed ...string) (query, error) {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return query{}, cloud.Errorf(cloud.EINVALID, "%s: unknown query parameter (this endpoint accepts: %s)", bounded(unknown[0]), strings.Join(allowed, ", "))
+		return nil, cloud.Errorf(cloud.EINVALID, "%s: unknown query parameter (this endpoint accepts: %s)", bounded(unknown[0]), strings.Join(allowed, ", "))
 	}
 	if len(repeated) > 0 {
 		sort.Strings(repeated)
-		return query{}, cloud.Errorf(cloud.EINVALID, "%s: must be given at most once", repeated[0])
+		return nil, cloud.Errorf(cloud.EINVALID, "%s: must be given at most once", repeated[0])
 	}
-	return query{v}, nil
+	return v, nil
 }
 
 func bounded(s string) string {
@@ -58,153 +103,129 @@ func bounded(s string) string {
 	return strconv.Quote(s)
 }
 
-// get returns the parameter's value and whether it was present.
-func (q query) get(name string) (string, bool) {
-	if q.v == nil {
-		return "", false
+// param returns the query parameter name read by parse, or def when it is
+// absent or a problem came first.
+func param[T any](p *params, name string, def T, parse func(string) (T, error)) T {
+	if p.err != nil || p.v == nil {
+		return def
 	}
-	vs, ok := q.v[name]
+	vs, ok := p.v[name]
 	if !ok || len(vs) == 0 {
-		return "", false
+		return def
 	}
-	return vs[0], true
+	v, err := parse(vs[0])
+	if err != nil {
+		p.fail(err)
+		return def
+	}
+	return v
 }
 
-// limit parses "limit" in [1, max], default def.
-func (q query) limit(def, max int) (int, error) {
-	s, ok := q.get("limit")
-	if !ok {
-		return def, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > max {
-		return 0, cloud.Errorf(cloud.EINVALID, "limit: must be an integer between 1 and %d (got %s)", max, bounded(s))
-	}
-	return n, nil
+// enum returns the query parameter name when valid says it is one of
+// oneOf, or def when it is absent.
+func enum[T ~string](p *params, name string, def T, valid func(T) bool, oneOf string) T {
+	return param(p, name, def, func(s string) (T, error) {
+		if v := T(s); valid(v) {
+			return v, nil
+		}
+		return def, cloud.Errorf(cloud.EINVALID, "%s: must be one of %s (got %s)", name, oneOf, bounded(s))
+	})
 }
 
-// cursor returns the cursor; a value that cannot be an id is invalid_cursor
+// limit reads "limit" in [1, max], default def.
+func (p *params) limit(def, max int) int {
+	return param(p, "limit", def, func(s string) (int, error) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > max {
+			return 0, cloud.Errorf(cloud.EINVALID, "limit: must be an integer between 1 and %d (got %s)", max, bounded(s))
+		}
+		return n, nil
+	})
+}
+
+// cursor reads the cursor; a value that cannot be an id is invalid_cursor
 // at once, one that is not an item of the list is left to the store.
-func (q query) cursor() (string, error) {
-	s, ok := q.get("cursor")
-	if !ok {
-		return "", nil
-	}
-	if !ids.Valid(s) {
-		return "", cloud.Errorf(cloud.ECURSOR, "cursor: not a cursor of this list")
-	}
-	return s, nil
+func (p *params) cursor() string {
+	return param(p, "cursor", "", func(s string) (string, error) {
+		if !ids.Valid(s) {
+			return "", cloud.Errorf(cloud.ECURSOR, "cursor: not a cursor of this list")
+		}
+		return s, nil
+	})
 }
 
-func (q query) page(def, max int) (cloud.Page, error) {
-	n, err := q.limit(def, max)
-	if err != nil {
-		return cloud.Page{}, err
-	}
-	c, err := q.cursor()
-	if err != nil {
-		return cloud.Page{}, err
-	}
-	return cloud.Page{Limit: n, Cursor: c}, nil
+// page reads limit (in [1, max], default def) and cursor.
+func (p *params) page(def, max int) cloud.Page {
+	n := p.limit(def, max)
+	return cloud.Page{Limit: n, Cursor: p.cursor()}
 }
 
-func (q query) severity() (resource.Severity, error) {
-	s, ok := q.get("severity")
-	if !ok {
-		return "", nil
-	}
-	if v := resource.Severity(s); v.Valid() {
-		return v, nil
-	}
-	return "", cloud.Errorf(cloud.EINVALID, "severity: must be one of INFO, WARNING, ERROR, CRITICAL (got %s)", bounded(s))
+func (p *params) severity() resource.Severity {
+	return enum(p, "severity", "", resource.Severity.Valid, "INFO, WARNING, ERROR, CRITICAL")
 }
 
-func (q query) status() (resource.DeviceStatus, error) {
-	s, ok := q.get("status")
-	if !ok {
-		return "", nil
-	}
-	if v := resource.DeviceStatus(s); v.Valid() {
-		return v, nil
-	}
-	return "", cloud.Errorf(cloud.EINVALID, "status: must be one of ONLINE, OFFLINE, CONNECTING, ERROR, PROVISIONING, REBOOTING, UPDATING (got %s)", bounded(s))
+func (p *params) status() resource.DeviceStatus {
+	return enum(p, "status", "", resource.DeviceStatus.Valid, "ONLINE, OFFLINE, CONNECTING, ERROR, PROVISIONING, REBOOTING, UPDATING")
 }
 
-func (q query) state() (resource.AlertState, error) {
-	s, ok := q.get("state")
-	if !ok {
-		return resource.AlertActive, nil
-	}
-	if v := resource.AlertState(s); v.Valid() {
-		return v, nil
-	}
-	return "", cloud.Errorf(cloud.EINVALID, "state: must be one of ACTIVE, ACKNOWLEDGED, RESOLVED (got %s)", bounded(s))
+func (p *params) state() resource.AlertState {
+	return enum(p, "state", resource.AlertActive, resource.AlertState.Valid, "ACTIVE, ACKNOWLEDGED, RESOLVED")
 }
 
 // eventType is the exact-match filter of GET /events: 1..100 characters of
 // letters, digits, '.', '_' and '-'.
-func (q query) eventType() (string, error) {
-	s, ok := q.get("type")
-	if !ok {
-		return "", nil
-	}
-	if len(s) == 0 || len(s) > 100 {
-		return "", cloud.Errorf(cloud.EINVALID, "type: must be 1 to 100 characters")
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return "", cloud.Errorf(cloud.EINVALID, "type: may hold only letters, digits, '.', '_' and '-' (got %s)", bounded(s))
+func (p *params) eventType() string {
+	return param(p, "type", "", func(s string) (string, error) {
+		if len(s) == 0 || len(s) > 100 {
+			return "", cloud.Errorf(cloud.EINVALID, "type: must be 1 to 100 characters")
 		}
-	}
-	return s, nil
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+				return "", cloud.Errorf(cloud.EINVALID, "type: may hold only letters, digits, '.', '_' and '-' (got %s)", bounded(s))
+			}
+		}
+		return s, nil
+	})
 }
 
-func (q query) deviceID() (string, error) {
-	s, ok := q.get("deviceId")
-	if !ok {
-		return "", nil
-	}
-	if !ids.Valid(s) {
-		return "", cloud.Errorf(cloud.EINVALID, "deviceId: not a device id (got %s)", bounded(s))
-	}
-	return s, nil
+func (p *params) deviceID() string {
+	return param(p, "deviceId", "", func(s string) (string, error) {
+		if !ids.Valid(s) {
+			return "", cloud.Errorf(cloud.EINVALID, "deviceId: not a device id (got %s)", bounded(s))
+		}
+		return s, nil
+	})
 }
 
-func (q query) timestamp(name string) (time.Time, bool, error) {
-	s, ok := q.get(name)
-	if !ok {
-		return time.Time{}, false, nil
-	}
-	t, err := resource.ParseTime(s)
-	if err != nil {
-		return time.Time{}, false, cloud.Errorf(cloud.EINVALID, "%s: must be an RFC 3339 timestamp in years 0001 to 9999, such as 2026-01-02T15:04:05.000Z (got %s)", name, bounded(s))
-	}
-	return t, true, nil
+// timestamp reads an RFC 3339 timestamp; nil when absent.
+func (p *params) timestamp(name string) *time.Time {
+	return param(p, name, nil, func(s string) (*time.Time, error) {
+		t, err := resource.ParseTime(s)
+		if err != nil {
+			return nil, cloud.Errorf(cloud.EINVALID, "%s: must be an RFC 3339 timestamp in years 0001 to 9999, such as 2026-01-02T15:04:05.000Z (got %s)", name, bounded(s))
+		}
+		return &t, nil
+	})
 }
 
-// metricsWindow resolves from/to: to defaults to now, from to one hour
-// before to; from after to is a validation error.
-func (q query) metricsWindow(now time.Time) (from, to time.Time, err error) {
-	from, hasFrom, err := q.timestamp("from")
-	if err != nil {
+// metricsWindow reads from/to: to defaults to now, from to one hour before
+// to; from after to is a validation error.
+func (p *params) metricsWindow(now time.Time) (from, to time.Time) {
+	f, t := p.timestamp("from"), p.timestamp("to")
+	if p.err != nil {
 		return
 	}
-	to, hasTo, err := q.timestamp("to")
-	if err != nil {
-		return
+	if to = now.UTC(); t != nil {
+		to = *t
 	}
-	if !hasTo {
-		to = now.UTC()
-	}
-	if !hasFrom {
-		from = to.Add(-time.Hour)
-		if from.Before(resource.MinTime) {
-			from = resource.MinTime
-		}
+	if f != nil {
+		from = *f
+	} else if from = to.Add(-time.Hour); from.Before(resource.MinTime) {
+		from = resource.MinTime
 	}
 	if from.After(to) {
-		err = cloud.Errorf(cloud.EINVALID, "from: must not be after to (from %s, to %s)", resource.FormatTime(from), resource.FormatTime(to))
+		p.fail(cloud.Errorf(cloud.EINVALID, "from: must not be after to (from %s, to %s)", resource.FormatTime(from), resource.FormatTime(to)))
 	}
 	return
 }

@@ -63,7 +63,7 @@ func FuzzAgentMessage(f *testing.F) {
 		switch m.Type {
 		case protocol.TypeHello:
 			if m.Hello != nil && validateHello(m.Hello) == nil {
-				if m.Hello.AppliedVersion < 0 || len(m.Hello.DeviceName) > maxTextField {
+				if m.Hello.AppliedVersion < 0 || len(m.Hello.DeviceName) > protocol.MaxTextField {
 					t.Fatalf("hello out of bounds passed: %+v", m.Hello)
 				}
 			}

@@ -12,19 +12,9 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// Bounds on what agents report, beyond the protocol's limits.
-const (
-	maxTextField    = 200  // hello strings, ip address
-	maxLive         = 1024 // channel live value
-	maxChannelError = 512
-	maxEventMessage = 2048
-	maxEventType    = 64
-)
-
-// earliestRecord is the oldest capturedAt/createdAt accepted; records may be
-// at most maxFutureSkew ahead of the relay's clock.
-var earliestRecord = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
-
+// Bounds on what agents report are shared/protocol's (bounds.go), which the
+// agent keeps within too. Records may be at most maxFutureSkew ahead of the
+// relay's clock.
 const maxFutureSkew = 24 * time.Hour
 
 // storedDeadlineBeats is how many heartbeat intervals ahead the stored
@@ -41,8 +31,8 @@ func validateHello(h *protocol.Hello) error {
 		{"agentVersion", h.AgentVersion}, {"firmwareVersion", h.FirmwareVersion}, {"model", h.Model},
 		{"deviceName", h.DeviceName}, {"deviceLocation", h.DeviceLocation}, {"timezone", h.Timezone},
 	} {
-		if len(f.v) > maxTextField {
-			return protoErr("hello.%s longer than %d bytes", f.name, maxTextField)
+		if len(f.v) > protocol.MaxTextField {
+			return protoErr("hello.%s longer than %d bytes", f.name, protocol.MaxTextField)
 		}
 	}
 	if h.AppliedVersion < 0 {
@@ -60,8 +50,8 @@ func validateHeartbeat(h *protocol.Heartbeat) error {
 	default:
 		return protoErr("heartbeat.status %q is not ONLINE, REBOOTING, UPDATING or ERROR", h.Status)
 	}
-	if len(h.IPAddress) > maxTextField {
-		return protoErr("heartbeat.ipAddress longer than %d bytes", maxTextField)
+	if len(h.IPAddress) > protocol.MaxTextField {
+		return protoErr("heartbeat.ipAddress longer than %d bytes", protocol.MaxTextField)
 	}
 	if h.IPAddress != "" {
 		ip, err := netip.ParseAddr(h.IPAddress)
@@ -87,16 +77,16 @@ func validateHeartbeat(h *protocol.Heartbeat) error {
 			return protoErr("heartbeat.channels[%d].id missing or too long", i)
 		case seen[c.ID]:
 			return protoErr("heartbeat.channels[%d].id %q repeated", i, c.ID)
-		case len(c.Live) > maxLive:
-			return protoErr("heartbeat.channels[%d].live longer than %d bytes", i, maxLive)
-		case len(c.Error) > maxChannelError:
-			return protoErr("heartbeat.channels[%d].error longer than %d bytes", i, maxChannelError)
-		case len(c.PassthroughAddress) > maxTextField:
+		case len(c.Live) > protocol.MaxLive:
+			return protoErr("heartbeat.channels[%d].live longer than %d bytes", i, protocol.MaxLive)
+		case len(c.Error) > protocol.MaxChannelError:
+			return protoErr("heartbeat.channels[%d].error longer than %d bytes", i, protocol.MaxChannelError)
+		case len(c.PassthroughAddress) > protocol.MaxTextField:
 			return protoErr("heartbeat.channels[%d].passthroughAddress too long", i)
 		}
 		seen[c.ID] = true
 	}
-	if v := h.VPN; v != nil && (len(v.InterfaceName) > maxTextField || len(v.Endpoint) > maxTextField || v.PeerCount < 0) {
+	if v := h.VPN; v != nil && (len(v.InterfaceName) > protocol.MaxTextField || len(v.Endpoint) > protocol.MaxTextField || v.PeerCount < 0) {
 		return protoErr("heartbeat.vpn fields out of bounds")
 	}
 	return nil
@@ -110,39 +100,18 @@ var reservedEventTypes = map[string]bool{
 	protocol.EventAlertResolved: true,
 }
 
-// validEventType: lowercase dotted words, such as "usb.attached".
-func validEventType(t string) bool {
-	if t == "" || len(t) > maxEventType {
-		return false
-	}
-	word := false
-	for i := 0; i < len(t); i++ {
-		ch := t[i]
-		switch {
-		case ch >= 'a' && ch <= 'z':
-			word = true
-		case (ch >= '0' && ch <= '9') || ch == '_':
-			if !word {
-				return false
-			}
-		case ch == '.':
-			if !word {
-				return false
-			}
-			word = false
-		default:
-			return false
+func saneTime(t time.Time, now time.Time) bool {
+	return !protocol.ClockNotSet(t) && !t.After(now.Add(maxFutureSkew))
+}
+
+// metricOutOfRange returns the first field of m out of its range, if any.
+func metricOutOfRange(m *resource.MetricSample) (protocol.MetricRange, bool) {
+	for _, b := range protocol.MetricRanges() {
+		if v := *b.Value(m); math.IsNaN(v) || math.IsInf(v, 0) || v < b.Lo || v > b.Hi {
+			return b, true
 		}
 	}
-	return word
-}
-
-func saneTime(t time.Time, now time.Time) bool {
-	return !t.Before(earliestRecord) && !t.After(now.Add(maxFutureSkew))
-}
-
-func finiteIn(v, lo, hi float64) bool {
-	return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= lo && v <= hi
+	return protocol.MetricRange{}, false
 }
 
 func validateRecords(items []protocol.Record, now time.Time) error {
@@ -160,33 +129,25 @@ func validateRecords(items []protocol.Record, now time.Time) error {
 			return protoErr("records.items[%d] holds both a metric and an event", i)
 		case r.Metric != nil:
 			m := r.Metric
-			switch {
-			case !saneTime(m.CapturedAt.Time, now):
+			if !saneTime(m.CapturedAt.Time, now) {
 				return protoErr("records.items[%d].metric.capturedAt %s out of range", i, resource.FormatTime(m.CapturedAt.Time))
-			case !finiteIn(m.CPUPct, 0, 100):
-				return protoErr("records.items[%d].metric.cpuPct out of 0..100", i)
-			case !finiteIn(m.MemPct, 0, 100):
-				return protoErr("records.items[%d].metric.memPct out of 0..100", i)
-			case !finiteIn(m.DiskUsedPct, 0, 100):
-				return protoErr("records.items[%d].metric.diskUsedPct out of 0..100", i)
-			case !finiteIn(m.TempCPU, -100, 300):
-				return protoErr("records.items[%d].metric.tempCpu out of -100..300", i)
-			case !finiteIn(m.LoadAvg1, 0, 100000):
-				return protoErr("records.items[%d].metric.loadAvg1 out of 0..100000", i)
+			}
+			if b, out := metricOutOfRange(m); out {
+				return protoErr("records.items[%d].metric.%s out of %g..%g", i, b.Name, b.Lo, b.Hi)
 			}
 		case r.Event != nil:
 			e := r.Event
 			switch {
 			case !ids.Valid(e.ID):
 				return protoErr("records.items[%d].event.id is not an id", i)
-			case !validEventType(e.Type):
+			case !protocol.ValidEventType(e.Type):
 				return protoErr("records.items[%d].event.type %q is not a valid type", i, truncate(e.Type, 40))
 			case reservedEventTypes[e.Type]:
 				return protoErr("records.items[%d].event.type %q is recorded by the relay only", i, e.Type)
 			case !e.Severity.Valid():
 				return protoErr("records.items[%d].event.severity %q is not INFO, WARNING, ERROR or CRITICAL", i, truncate(string(e.Severity), 20))
-			case len(e.Message) > maxEventMessage:
-				return protoErr("records.items[%d].event.message longer than %d bytes", i, maxEventMessage)
+			case len(e.Message) > protocol.MaxEventMessage:
+				return protoErr("records.items[%d].event.message longer than %d bytes", i, protocol.MaxEventMessage)
 			case len(e.Data) > protocol.MaxEventDataBytes:
 				return protoErr("records.items[%d].event.data over %d bytes", i, protocol.MaxEventDataBytes)
 			case !saneTime(e.CreatedAt.Time, now):
@@ -196,7 +157,7 @@ func validateRecords(items []protocol.Record, now time.Time) error {
 				d := bytes.TrimSpace(e.Data)
 				if bytes.Equal(d, []byte("null")) {
 					e.Data = nil
-				} else if len(d) == 0 || d[0] != '{' || !json.Valid(d) {
+				} else if !protocol.IsJSONObject(d) {
 					return protoErr("records.items[%d].event.data must be a JSON object", i)
 				} else {
 					var buf bytes.Buffer

@@ -47,12 +47,6 @@ func (o Options) withDefaults() Options {
 	if o.OwnerGap <= 0 {
 		o.OwnerGap = 5 * time.Millisecond
 	}
-	if o.ReopenMin <= 0 {
-		o.ReopenMin = 100 * time.Millisecond
-	}
-	if o.ReopenMax <= 0 {
-		o.ReopenMax = 5 * time.Second
-	}
 	return o
 }
 
@@ -242,22 +236,17 @@ func (p *Port) poke() {
 
 func (p *Port) run(ctx context.Context) {
 	defer close(p.done)
-	backoff := p.opts.ReopenMin
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for ctx.Err() == nil {
 		if !p.bus.hasPort() {
 			p.setPortErr("port closed")
-			if err := p.reopen(); err != nil {
-				p.log.Debug("reopen failed", "err", err, "retry", backoff)
-				if !sleepCtx(ctx, backoff) {
-					return
-				}
-				backoff = min(2*backoff, p.opts.ReopenMax)
-				continue
+			sp := serialport.Reopen(ctx, p.device, p.bus.currentSettings, p.opts.ReopenMin, p.opts.ReopenMax, p.log)
+			if sp == nil {
+				return
 			}
-			p.log.Info("port reopened")
-			backoff = p.opts.ReopenMin
+			p.bus.setPort(sp)
+			p.noteRS485(sp)
 			p.setPortErr("")
 		}
 		job, wait := p.next(time.Now())
@@ -280,17 +269,6 @@ func (p *Port) run(ctx context.Context) {
 			}
 		}
 	}
-}
-
-func (p *Port) reopen() error {
-	s := p.bus.currentSettings()
-	sp, err := serialport.Open(p.device, s, p.log)
-	if err != nil {
-		return err
-	}
-	p.bus.setPort(sp)
-	p.noteRS485(sp)
-	return nil
 }
 
 // noteRS485 logs once per Port that the tty has no RS485 mode.
@@ -434,17 +412,6 @@ func (p *Port) setPortErr(s string) {
 			p.log.Warn("serial port lost")
 		}
 		p.portErr = s
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

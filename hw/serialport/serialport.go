@@ -7,6 +7,7 @@
 package serialport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -121,6 +122,34 @@ func OpenDevice(device string, s Settings, log *slog.Logger) (*Port, *slog.Logge
 		return nil, nil, err
 	}
 	return p, log.With("device", device), nil
+}
+
+// Reopen opens device again, for a driver whose tty went away, with the
+// settings that settings returns at each attempt, until it succeeds or ctx
+// ends (nil). Between attempts it waits lo (100 ms when 0), then twice as
+// long each time, up to hi (5 s when 0).
+func Reopen(ctx context.Context, device string, settings func() Settings, lo, hi time.Duration, log *slog.Logger) *Port {
+	if lo <= 0 {
+		lo = 100 * time.Millisecond
+	}
+	if hi <= 0 {
+		hi = 5 * time.Second
+	}
+	for backoff := lo; ctx.Err() == nil; backoff = min(2*backoff, hi) {
+		p, err := Open(device, settings(), log)
+		if err == nil {
+			log.Info("port reopened")
+			return p
+		}
+		log.Debug("reopen failed", "err", err, "retry", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	return nil
 }
 
 // Open opens device with s. The returned error wraps ErrClosed when the

@@ -82,12 +82,6 @@ func OpenWith(ctx context.Context, device string, cfg serialcfg.Config, log *slo
 	if err := hw.CheckConfig("uart "+device, serialcfg.KindUART, cfg); err != nil {
 		return nil, err
 	}
-	if opts.ReopenMin <= 0 {
-		opts.ReopenMin = 100 * time.Millisecond
-	}
-	if opts.ReopenMax <= 0 {
-		opts.ReopenMax = 5 * time.Second
-	}
 	s := settingsFor(cfg.UART)
 	sp, log, err := serialport.OpenDevice(device, s, log)
 	if err != nil {
@@ -240,31 +234,19 @@ func (p *Port) poke() {
 // reopens the tty when it goes away.
 func (p *Port) run(ctx context.Context) {
 	defer close(p.done)
-	backoff := p.opts.ReopenMin
 	for ctx.Err() == nil {
 		p.wmu.Lock()
 		sp := p.sp
 		p.wmu.Unlock()
 		if sp == nil {
 			p.setPortErr("port closed")
-			p.mu.Lock()
-			s := p.settings
-			p.mu.Unlock()
-			np, err := serialport.Open(p.device, s, p.log)
-			if err != nil {
-				if !sleepCtx(ctx, backoff) {
-					return
-				}
-				backoff = min(2*backoff, p.opts.ReopenMax)
-				continue
+			if sp = serialport.Reopen(ctx, p.device, p.SerialSettings, p.opts.ReopenMin, p.opts.ReopenMax, p.log); sp == nil {
+				return
 			}
-			p.log.Info("port reopened")
-			backoff = p.opts.ReopenMin
 			p.wmu.Lock()
-			p.sp = np
+			p.sp = sp
 			p.wmu.Unlock()
 			p.setPortErr("")
-			sp = np
 		}
 		lost := make(chan struct{})
 		go p.read(ctx, sp, lost)
@@ -403,15 +385,4 @@ func (p *Port) setPortErr(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.portErr = s
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/orgcache"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -135,14 +136,10 @@ type Engine struct {
 	log   *slog.Logger
 	locks [256]sync.Mutex // per-device serialization, striped
 
-	mu    sync.Mutex
-	rules map[string]cachedRules
-	vpn   map[string]bool // device -> a vpn_down alert may be open (lazily loaded)
-}
+	rules orgcache.Cache[[]Rule]
 
-type cachedRules struct {
-	rules []Rule
-	at    time.Time
+	mu  sync.Mutex
+	vpn map[string]bool // device -> a vpn_down alert may be open (lazily loaded)
 }
 
 var _ cloud.Observer = (*Engine)(nil)
@@ -161,7 +158,8 @@ func New(cfg Config) *Engine {
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = 5 * time.Second
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "alert"), rules: map[string]cachedRules{}, vpn: map[string]bool{}}
+	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "alert"), vpn: map[string]bool{},
+		rules: orgcache.Cache[[]Rule]{TTL: cfg.RulesTTL, Now: cfg.Now, Load: cfg.Store.Rules}}
 }
 
 func (e *Engine) lock(deviceID string) func() {
@@ -172,26 +170,8 @@ func (e *Engine) lock(deviceID string) func() {
 	return m.Unlock
 }
 
-func (e *Engine) orgRules(ctx context.Context, orgID string) ([]Rule, error) {
-	now := e.cfg.Now()
-	e.mu.Lock()
-	c, ok := e.rules[orgID]
-	e.mu.Unlock()
-	if ok && now.Sub(c.at) < e.cfg.RulesTTL {
-		return c.rules, nil
-	}
-	rs, err := e.cfg.Store.Rules(ctx, orgID)
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	e.rules[orgID] = cachedRules{rules: rs, at: now}
-	e.mu.Unlock()
-	return rs, nil
-}
-
 func (e *Engine) rule(ctx context.Context, orgID, name string) (Rule, bool) {
-	rs, err := e.orgRules(ctx, orgID)
+	rs, err := e.rules.Get(ctx, orgID)
 	if err != nil {
 		e.log.Error("alert rules", "org", orgID, "err", err)
 		return Rule{}, false
@@ -250,7 +230,7 @@ func (e *Engine) MetricsStored(ctx context.Context, dev cloud.DeviceRef, samples
 	if len(samples) == 0 {
 		return
 	}
-	rs, err := e.orgRules(ctx, dev.OrgID)
+	rs, err := e.rules.Get(ctx, dev.OrgID)
 	if err != nil {
 		e.log.Error("alert rules", "org", dev.OrgID, "err", err)
 		return

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fleet/fleet/cloud/internal/orgcache"
 	"github.com/fleet/fleet/shared/ids"
 )
 
@@ -103,15 +104,9 @@ type Dispatcher struct {
 	lost   map[string]bool
 	poke   chan struct{}
 
-	smu     sync.Mutex
-	secrets map[string]cachedSecret
+	secrets orgcache.Cache[Secrets]
 
 	stats struct{ enq, att, ok, fail, exh, drop atomic.Int64 }
-}
-
-type cachedSecret struct {
-	secrets Secrets
-	at      time.Time
 }
 
 type op struct {
@@ -203,7 +198,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		queues:   map[string]*queue{},
 		known:    map[string]bool{},
 		ended:    map[string]int64{},
-		secrets:  map[string]cachedSecret{},
+		secrets:  orgcache.Cache[Secrets]{TTL: cfg.SecretTTL, Now: cfg.Now, Load: cfg.Store.OrgSecrets},
 	}, nil
 }
 
@@ -771,24 +766,6 @@ func (d *Dispatcher) renew(ctx context.Context) error {
 	return nil
 }
 
-func (d *Dispatcher) secret(ctx context.Context, orgID string) (Secrets, error) {
-	now := d.cfg.Now()
-	d.smu.Lock()
-	c, ok := d.secrets[orgID]
-	d.smu.Unlock()
-	if ok && now.Sub(c.at) < d.cfg.SecretTTL {
-		return c.secrets, nil
-	}
-	s, err := d.cfg.Store.OrgSecrets(ctx, orgID)
-	if err != nil {
-		return Secrets{}, err
-	}
-	d.smu.Lock()
-	d.secrets[orgID] = cachedSecret{secrets: s, at: now}
-	d.smu.Unlock()
-	return s, nil
-}
-
 // attempt makes one attempt of dl, the head of q, and moves q on.
 func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
 	defer d.sends.Done()
@@ -874,7 +851,7 @@ func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
 func (d *Dispatcher) send(dl *Delivery, n int) (int, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.Timeout)
 	defer cancel()
-	secrets, err := d.secret(ctx, dl.OrgID)
+	secrets, err := d.secrets.Get(ctx, dl.OrgID)
 	if err != nil {
 		return 0, 0, fmt.Errorf("signing secret: %w", err)
 	}

@@ -38,9 +38,25 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// Err is the cause, for logs (never shown to a customer); may be nil.
+	Err error
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Unavailable is the ESERVICEUNAVAILABLE error of a store that cannot reach its
+// database; cause is kept for the logs.
+func Unavailable(cause error) error {
+	return &Error{Code: ESERVICEUNAVAILABLE, Message: "the service is temporarily unavailable (its database cannot be reached); retry shortly", Err: cause}
+}
 
 // Errorf returns an *Error with code and a formatted message.
 func Errorf(code, format string, args ...any) *Error {

@@ -39,9 +39,7 @@ type Store interface {
 	Versioner() Versioner
 
 	// SweepRetention deletes metrics and events captured before now minus
-	// keep and returns how many of each it deleted (stores that drop whole
-	// partitions may count rows approximately, never as zero when they
-	// deleted some).
+	// keep and returns how many of each it deleted.
 	SweepRetention(ctx context.Context, keep time.Duration) (metrics, events int64, err error)
 
 	// Ready reports whether the store can serve: the database answers and

@@ -104,6 +104,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	h := w.Header()
 	switch status {
+	case http.StatusServiceUnavailable:
+		if h.Get("Retry-After") != "" {
+			break // storage full: logged above
+		}
+		// The store cannot reach its database.
+		h.Set("Retry-After", "5")
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "service unavailable",
+			slog.String("request_id", requestID(info)),
+			slog.String("method", r.Method),
+			slog.String("path", safePath(r.URL.Path)),
+			slog.String("error", err.Error()))
 	case http.StatusUnauthorized:
 		v := `Bearer realm="fleet"`
 		if r.Header.Get("Authorization") != "" {

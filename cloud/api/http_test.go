@@ -278,6 +278,8 @@ func (f failingDevices) ListDevices(ctx context.Context, orgID string, flt cloud
 		panic("boom: secret internals")
 	case "error":
 		return resource.List[resource.Device]{}, errors.New("sqlite: disk I/O error at /var/lib/secret/path")
+	case "unavailable":
+		return resource.List[resource.Device]{}, cloud.Unavailable(errors.New("postgres: dial tcp 10.0.0.5:5432: connection refused (secret host)"))
 	}
 	return f.DeviceService.ListDevices(ctx, orgID, flt)
 }
@@ -301,6 +303,23 @@ func TestInternalErrors(t *testing.T) {
 			}
 			e.get("/devices/"+e.device(e.orgA.ID, "IG-500").ID, e.keyA).want(t, http.StatusOK, "")
 		})
+	}
+}
+
+// TestStoreUnavailable: a store that cannot reach its database answers
+// 503 service_unavailable in the error envelope, with Retry-After, as the
+// OpenAPI document says (the spec transport checks it), without the cause,
+// which is logged.
+func TestStoreUnavailable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *api.Config) { c.Devices = failingDevices{c.Devices, "unavailable"} })
+	r := e.get("/devices", e.keyA)
+	r.want(t, http.StatusServiceUnavailable, cloud.ESERVICEUNAVAILABLE)
+	if r.header.Get("Retry-After") == "" || strings.Contains(string(r.body), "secret") {
+		t.Errorf("503: Retry-After %q, body %s", r.header.Get("Retry-After"), r.body)
+	}
+	if !strings.Contains(e.logs.String(), "secret host") {
+		t.Errorf("cause not logged: %s", e.logs.String())
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -63,7 +62,7 @@ func (s *AgentStore) AuthDevice(ctx context.Context, tokenHash [32]byte) (agentl
 		return agentlink.Device{}, agentlink.ErrUnauthorized
 	}
 	if err != nil {
-		return agentlink.Device{}, fmt.Errorf("postgres: auth device: %w", err)
+		return agentlink.Device{}, storeError("postgres: auth device: %w", err)
 	}
 	d.Status = resource.DeviceStatus(status)
 	return d, nil
@@ -75,7 +74,7 @@ func lockDevice(ctx context.Context, tx pgx.Tx, id string) (status resource.Devi
 	var st string
 	var seq int64
 	if err := tx.QueryRow(ctx, `SELECT status, COALESCE(agent_session, ''), agent_last_seq FROM devices WHERE id = $1 FOR UPDATE`, id).Scan(&st, &session, &seq); err != nil {
-		return "", "", 0, fmt.Errorf("postgres: device %s status: %w", id, err)
+		return "", "", 0, storeError("postgres: device %s status: %w", id, err)
 	}
 	return resource.DeviceStatus(st), session, uint64(seq), nil
 }
@@ -124,7 +123,7 @@ func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink
 			agent_timezone = $4, agent_version = $5, agent_heartbeat_ms = $6, last_seen = $7, agent_deadline = $8 WHERE id = $9`,
 			h.FirmwareVersion, h.DeviceName, h.DeviceLocation, h.Timezone, h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(),
 			deadline.UnixMilli(), in.Device.ID); err != nil {
-			return fmt.Errorf("postgres: hello %s: %w", in.Device.ID, err)
+			return storeError("postgres: hello %s: %w", in.Device.ID, err)
 		}
 		out.LastSeq = lastSeq
 		out.Change = agentlink.StatusChange{Device: in.Device, From: from, To: resource.StatusOnline}
@@ -141,12 +140,12 @@ func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink
 		}
 		if err := tx.QueryRow(ctx, `INSERT INTO serial_state (device_id) VALUES ($1) ON CONFLICT (device_id) DO UPDATE SET device_id = excluded.device_id
 			RETURNING desired_version`, in.Device.ID).Scan(&out.DesiredVersion); err != nil {
-			return fmt.Errorf("postgres: desired version %s: %w", in.Device.ID, err)
+			return storeError("postgres: desired version %s: %w", in.Device.ID, err)
 		}
 		rows, err := tx.Query(ctx, `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, '') FROM serial_channels
 			WHERE device_id = $1 AND available IS NOT NULL`, in.Device.ID)
 		if err != nil {
-			return fmt.Errorf("postgres: channels %s: %w", in.Device.ID, err)
+			return storeError("postgres: channels %s: %w", in.Device.ID, err)
 		}
 		out.Channels, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.ChannelState, error) {
 			var c protocol.ChannelState
@@ -194,7 +193,7 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 		var last int64
 		if err := tx.QueryRow(ctx, `UPDATE devices SET agent_last_seq = GREATEST(agent_last_seq, $1) WHERE id = $2 RETURNING agent_last_seq`,
 			int64(maxSeq), dev.ID).Scan(&last); err != nil {
-			return fmt.Errorf("postgres: last seq of %s: %w", dev.ID, err)
+			return storeError("postgres: last seq of %s: %w", dev.ID, err)
 		}
 		out.LastSeq = uint64(last)
 		return nil
@@ -220,11 +219,11 @@ func insertMetrics(ctx context.Context, tx pgx.Tx, deviceID string, ms []*resour
 		SELECT $1, * FROM unnest($2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::float8[], $7::float8[])
 		ON CONFLICT DO NOTHING RETURNING captured_at`, deviceID, at, cpu, mem, disk, temp, load)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: insert metrics of %s: %w", deviceID, err)
+		return nil, storeError("postgres: insert metrics of %s: %w", deviceID, err)
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return nil, fmt.Errorf("postgres: insert metrics of %s: %w", deviceID, err)
+		return nil, storeError("postgres: insert metrics of %s: %w", deviceID, err)
 	}
 	inserted := make(map[int64]bool, len(got))
 	for _, t := range got {
@@ -269,7 +268,7 @@ func (s *AgentStore) insertAgentEvents(ctx context.Context, tx pgx.Tx, dev agent
 			}
 			var owner string
 			if err := tx.QueryRow(ctx, `SELECT device_id FROM events WHERE id = $1 AND created_at = $2`, ev.ID, ev.CreatedAt.UnixMilli()).Scan(&owner); err != nil {
-				return nil, fmt.Errorf("postgres: event owner: %w", err)
+				return nil, storeError("postgres: event owner: %w", err)
 			}
 			if owner == dev.ID {
 				continue // a resend
@@ -310,7 +309,7 @@ func owns(ctx context.Context, tx pgx.Tx, deviceID, session string) (bool, error
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("postgres: session of %s: %w", deviceID, err)
+		return false, storeError("postgres: session of %s: %w", deviceID, err)
 	}
 	return true, nil
 }
@@ -320,7 +319,7 @@ func owns(ctx context.Context, tx pgx.Tx, deviceID, session string) (bool, error
 func (s *AgentStore) offline(ctx context.Context, tx pgx.Tx, dev agentlink.Device, from resource.DeviceStatus, at time.Time, reason string) (agentlink.StatusChange, error) {
 	ch := agentlink.StatusChange{Device: dev, From: from, To: resource.StatusOffline}
 	if _, err := tx.Exec(ctx, `UPDATE devices SET status = 'OFFLINE', agent_session = NULL, agent_deadline = NULL, agent_relay = NULL WHERE id = $1`, dev.ID); err != nil {
-		return ch, fmt.Errorf("postgres: offline %s: %w", dev.ID, err)
+		return ch, storeError("postgres: offline %s: %w", dev.ID, err)
 	}
 	switch from {
 	case resource.StatusOnline, resource.StatusRebooting, resource.StatusUpdating, resource.StatusError:
@@ -345,7 +344,7 @@ func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, sessi
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("postgres: disconnect %s: %w", dev.ID, err)
+			return storeError("postgres: disconnect %s: %w", dev.ID, err)
 		}
 		ch, err = s.offline(ctx, tx, dev, resource.DeviceStatus(st), at, reason)
 		ok = err == nil
@@ -363,7 +362,7 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 		rows, err := tx.Query(ctx, `SELECT id, org_id, model, status FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < $1
 			ORDER BY agent_deadline LIMIT 2000 FOR UPDATE SKIP LOCKED`, now.UnixMilli())
 		if err != nil {
-			return fmt.Errorf("postgres: sweep: %w", err)
+			return storeError("postgres: sweep: %w", err)
 		}
 		due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agentlink.Device, error) {
 			var d agentlink.Device
@@ -373,7 +372,7 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 			return d, err
 		})
 		if err != nil {
-			return fmt.Errorf("postgres: sweep: %w", err)
+			return storeError("postgres: sweep: %w", err)
 		}
 		for _, d := range due {
 			ch, err := s.offline(ctx, tx, d, d.Status, now, "no heartbeat (relay deadline passed)")
@@ -399,7 +398,7 @@ func (s *AgentStore) Revoked(ctx context.Context) ([]string, error) {
 func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Duration) (int, error) {
 	tag, err := s.db.Pool.Exec(ctx, `UPDATE devices SET agent_deadline = $1 WHERE agent_deadline IS NULL AND status IN `+onlineish, now.Add(window).UnixMilli())
 	if err != nil {
-		return 0, fmt.Errorf("postgres: orphans: %w", err)
+		return 0, storeError("postgres: orphans: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -413,7 +412,7 @@ func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (p
 	cfg := protocol.Config{Enabled: true, Mode: resource.ModeManaged}
 	err := s.db.Pool.QueryRow(ctx, `SELECT enabled, mode, desired_version FROM serial_state WHERE device_id = $1`, dev.ID).Scan(&cfg.Enabled, &cfg.Mode, &cfg.Version)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return cfg, false, fmt.Errorf("postgres: desired config %s: %w", dev.ID, err)
+		return cfg, false, storeError("postgres: desired config %s: %w", dev.ID, err)
 	}
 	type stored struct{ id, cfg string }
 	rows, err := query(ctx, s.db, "desired config", func(r pgx.Row) (stored, error) {

@@ -142,7 +142,7 @@ func (s *AlertService) transition(ctx context.Context, orgID, id, event, update 
 		if cloud.ErrorCode(err) != cloud.EINTERNAL {
 			return resource.Alert{}, err
 		}
-		return resource.Alert{}, fmt.Errorf("postgres: %s: %w", event, err)
+		return resource.Alert{}, storeError("postgres: %s: %w", event, err)
 	}
 	if check != nil {
 		if err := check(a); err != nil {
@@ -211,7 +211,7 @@ func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rul
 		return insertDefaultRules(ctx, tx, orgID, s.db.NowMs())
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: default rules: %w", err)
+		return nil, storeError("postgres: default rules: %w", err)
 	}
 	return s.readRules(ctx, orgID)
 }
@@ -295,7 +295,7 @@ func (s *AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (reso
 			Severity: o.Rule.Severity, Message: o.Message, Data: data, CreatedAt: resource.T(at)}})
 	})
 	if err != nil {
-		return resource.Alert{}, false, fmt.Errorf("postgres: open alert: %w", err)
+		return resource.Alert{}, false, storeError("postgres: open alert: %w", err)
 	}
 	return a, opened, nil
 }
@@ -329,7 +329,7 @@ func (s *AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID str
 			Message: message, Data: data, CreatedAt: resource.T(at)}})
 	})
 	if err != nil {
-		return resource.Alert{}, false, fmt.Errorf("postgres: resolve alert: %w", err)
+		return resource.Alert{}, false, storeError("postgres: resolve alert: %w", err)
 	}
 	return a, resolved, nil
 }
@@ -342,7 +342,7 @@ func (s *AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID str
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("postgres: open alert: %w", err)
+		return "", storeError("postgres: open alert: %w", err)
 	}
 	return id, nil
 }

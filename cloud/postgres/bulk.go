@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"time"
 
@@ -56,13 +55,13 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 		hb.out = agentlink.HeartbeatOut{}
 		if in.Status != in.PrevStatus {
 			if in.Deadline.IsZero() {
-				errs[i] = fmt.Errorf("postgres: heartbeat %s: status change without a deadline", in.Device.ID)
+				errs[i] = storeError("postgres: heartbeat %s: status change without a deadline", in.Device.ID)
 				continue
 			}
 			tag, err := tx.Exec(ctx, `UPDATE devices SET last_seen = $1, ip_address = $2, agent_deadline = $3, status = $4 WHERE id = $5 AND agent_session = $6`,
 				in.At.UnixMilli(), in.IPAddress, in.Deadline.UnixMilli(), string(in.Status), in.Device.ID, in.Session)
 			if err != nil {
-				return fmt.Errorf("postgres: heartbeat %s: %w", in.Device.ID, err)
+				return storeError("postgres: heartbeat %s: %w", in.Device.ID, err)
 			}
 			if tag.RowsAffected() == 0 {
 				errs[i] = agentlink.ErrSessionGone
@@ -104,20 +103,20 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS v(id, session, seen, ip, deadline)
 		WHERE d.id = v.id AND d.agent_session = v.session RETURNING v.id, v.session`, id, session, seen, ip, deadline)
 	if err != nil {
-		return fmt.Errorf("postgres: heartbeats: %w", err)
+		return storeError("postgres: heartbeats: %w", err)
 	}
 	matched := map[[2]string]bool{}
 	for rows.Next() {
 		var k [2]string
 		if err := rows.Scan(&k[0], &k[1]); err != nil {
 			rows.Close()
-			return fmt.Errorf("postgres: heartbeats: %w", err)
+			return storeError("postgres: heartbeats: %w", err)
 		}
 		matched[k] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("postgres: heartbeats: %w", err)
+		return storeError("postgres: heartbeats: %w", err)
 	}
 
 	var serialID []string
@@ -155,7 +154,7 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 	if len(serialID) > 0 {
 		if _, err := tx.Exec(ctx, `UPDATE serial_state s SET telemetry_at = v.at, applied_version = v.applied
 			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(id, at, applied) WHERE s.device_id = v.id`, serialID, serialAt, applied); err != nil {
-			return fmt.Errorf("postgres: heartbeats (serial): %w", err)
+			return storeError("postgres: heartbeats (serial): %w", err)
 		}
 	}
 	if len(chDev) > 0 {
@@ -165,7 +164,7 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 			ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
 			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`,
 			chDev, chID, chAvail, chLive, chTx, chErr, chPass); err != nil {
-			return fmt.Errorf("postgres: heartbeats (channels): %w", err)
+			return storeError("postgres: heartbeats (channels): %w", err)
 		}
 	}
 	if len(evs) > 0 {
@@ -194,11 +193,11 @@ func insertEventRows(ctx context.Context, tx pgx.Tx, orgs, devs []string, evs []
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
 		ON CONFLICT DO NOTHING RETURNING id`, id, orgs, devs, typ, sev, msg, data, at)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: insert events: %w", err)
+		return nil, storeError("postgres: insert events: %w", err)
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("postgres: insert events: %w", err)
+		return nil, storeError("postgres: insert events: %w", err)
 	}
 	out := make(map[string]bool, len(got))
 	for _, g := range got {

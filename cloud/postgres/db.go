@@ -12,7 +12,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"sort"
 	"strings"
@@ -151,15 +153,15 @@ func (db *DB) NowMs() int64 { return db.Now().UnixMilli() }
 func (db *DB) migrate(ctx context.Context) error {
 	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: migrations: %w", err)
+		return storeError("postgres: migrations: %w", err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockMigrate); err != nil {
-		return fmt.Errorf("postgres: migration lock: %w", err)
+		return storeError("postgres: migration lock: %w", err)
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockMigrate)
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
-		return fmt.Errorf("postgres: migrations table: %w", err)
+		return storeError("postgres: migrations table: %w", err)
 	}
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
@@ -179,7 +181,7 @@ func migrateFile(ctx context.Context, conn *pgx.Conn, name string) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE name = $1`, short).Scan(&n); err != nil {
-			return fmt.Errorf("postgres: migration %s: %w", short, err)
+			return storeError("postgres: migration %s: %w", short, err)
 		}
 		if n > 0 {
 			return nil
@@ -189,10 +191,10 @@ func migrateFile(ctx context.Context, conn *pgx.Conn, name string) error {
 			return err
 		}
 		if _, err := tx.Exec(ctx, string(body)); err != nil {
-			return fmt.Errorf("postgres: migration %s: %w", short, err)
+			return storeError("postgres: migration %s: %w", short, err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name, applied_at) VALUES ($1, $2)`, short, time.Now().UnixMilli()); err != nil {
-			return fmt.Errorf("postgres: migration %s: %w", short, err)
+			return storeError("postgres: migration %s: %w", short, err)
 		}
 		return nil
 	})
@@ -233,6 +235,33 @@ func timeMs(t time.Time) *int64 {
 	}
 	ms := t.UnixMilli()
 	return &ms
+}
+
+// storeError formats an error of the store (as fmt.Errorf); one caused by
+// the database being unreachable (refused or lost connections, a server
+// shutting down or starting, a network timeout) becomes cloud.ESERVICEUNAVAILABLE,
+// which the API answers with 503 and clients retry.
+func storeError(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	if unreachable(err) {
+		return cloud.Unavailable(err)
+	}
+	return err
+}
+
+// unreachable reports an error of a database that cannot be reached, as
+// opposed to one that answered with an error.
+func unreachable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// 08: connection exception; 57P: operator intervention (shutdown,
+		// crash, starting up).
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed")
 }
 
 // isUnique reports a unique-constraint violation.

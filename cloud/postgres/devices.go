@@ -41,11 +41,11 @@ func scanDevice(row pgx.Row, extra ...any) (resource.Device, error) {
 func query[T any](ctx context.Context, db *DB, what string, scan func(pgx.Row) (T, error), q string, args ...any) ([]T, error) {
 	rows, err := db.Pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %s: %w", what, err)
+		return nil, storeError("postgres: %s: %w", what, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %s: %w", what, err)
+		return nil, storeError("postgres: %s: %w", what, err)
 	}
 	return out, nil
 }
@@ -98,7 +98,7 @@ func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.
 		return resource.DeviceDetail{}, deviceNotFound(id)
 	}
 	if err != nil {
-		return resource.DeviceDetail{}, fmt.Errorf("postgres: device: %w", err)
+		return resource.DeviceDetail{}, storeError("postgres: device: %w", err)
 	}
 	return dd, nil
 }
@@ -207,7 +207,7 @@ func (db *DB) checkCursor(ctx context.Context, query, cursor, scope string) erro
 		return cloud.ErrCursor()
 	}
 	if err != nil {
-		return fmt.Errorf("postgres: cursor: %w", err)
+		return storeError("postgres: cursor: %w", err)
 	}
 	return nil
 }
@@ -226,7 +226,7 @@ func (db *DB) deviceModel(ctx context.Context, orgID, deviceID string) (string, 
 		return "", deviceNotFound(deviceID)
 	}
 	if err != nil {
-		return "", fmt.Errorf("postgres: device: %w", err)
+		return "", storeError("postgres: device: %w", err)
 	}
 	return model, nil
 }
@@ -267,7 +267,7 @@ func (db *DB) AddDevice(ctx context.Context, nd cloud.NewDevice) (resource.Devic
 		return resource.DeviceDetail{}, "", cloud.Errorf(cloud.ECONFLICT, "a device with serial number %q already exists in the organization", nd.SerialNumber)
 	}
 	if err != nil {
-		return resource.DeviceDetail{}, "", fmt.Errorf("postgres: add device: %w", err)
+		return resource.DeviceDetail{}, "", storeError("postgres: add device: %w", err)
 	}
 	return d, token, nil
 }
@@ -285,7 +285,7 @@ func (db *DB) RevokeDevice(ctx context.Context, id string) (time.Time, error) {
 		return time.Time{}, deviceNotFound(id)
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("postgres: revoke device: %w", err)
+		return time.Time{}, storeError("postgres: revoke device: %w", err)
 	}
 	return msTime(at), nil
 }

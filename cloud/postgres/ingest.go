@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -240,7 +239,7 @@ func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) error {
 	defer cancel()
 	tx, err := w.db.Pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: ingest begin: %w", err)
+		return storeError("postgres: ingest begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var hbs []*hbJob
@@ -252,18 +251,18 @@ func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) error {
 			continue
 		}
 		if _, err := tx.Exec(ctx, "SAVEPOINT j"); err != nil {
-			return fmt.Errorf("postgres: ingest savepoint: %w", err)
+			return storeError("postgres: ingest savepoint: %w", err)
 		}
 		if errs[i] = j.apply(ctx, tx); errs[i] != nil {
 			if retryable(errs[i]) {
 				return errs[i]
 			}
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT j"); err != nil {
-				return fmt.Errorf("postgres: ingest rollback to savepoint: %w", err)
+				return storeError("postgres: ingest rollback to savepoint: %w", err)
 			}
 		}
 		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT j"); err != nil {
-			return fmt.Errorf("postgres: ingest release savepoint: %w", err)
+			return storeError("postgres: ingest release savepoint: %w", err)
 		}
 	}
 	if len(hbs) > 0 {
@@ -276,7 +275,7 @@ func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) error {
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: ingest commit: %w", err)
+		return storeError("postgres: ingest commit: %w", err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,7 +27,7 @@ func (db *DB) TryLease(ctx context.Context, name, owner string, ttl time.Duratio
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("postgres: lease %s: %w", name, err)
+		return false, storeError("postgres: lease %s: %w", name, err)
 	}
 	return got == owner, nil
 }

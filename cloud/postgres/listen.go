@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -116,7 +115,7 @@ func (db *DB) StaleConfigs(ctx context.Context, relay string) ([]string, error) 
 // notify sends a notification on channel in tx.
 func notify(ctx context.Context, tx pgx.Tx, channel, payload string) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
-		return fmt.Errorf("postgres: notify %s: %w", channel, err)
+		return storeError("postgres: notify %s: %w", channel, err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -32,7 +31,7 @@ func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
 		return insertDefaultRules(ctx, tx, org.ID, now.UnixMilli())
 	})
 	if err != nil {
-		return cloud.Org{}, fmt.Errorf("postgres: create org: %w", err)
+		return cloud.Org{}, storeError("postgres: create org: %w", err)
 	}
 	return org, nil
 }
@@ -66,7 +65,7 @@ func (db *DB) Org(ctx context.Context, id string) (cloud.Org, error) {
 		return cloud.Org{}, orgNotFound(id)
 	}
 	if err != nil {
-		return cloud.Org{}, fmt.Errorf("postgres: org: %w", err)
+		return cloud.Org{}, storeError("postgres: org: %w", err)
 	}
 	return o, nil
 }
@@ -79,11 +78,11 @@ func orgNotFound(id string) error {
 func (db *DB) ListOrgs(ctx context.Context) ([]cloud.Org, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT `+orgColumns+` FROM orgs ORDER BY created_at, id`)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list orgs: %w", err)
+		return nil, storeError("postgres: list orgs: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cloud.Org, error) { return scanOrg(r) })
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list orgs: %w", err)
+		return nil, storeError("postgres: list orgs: %w", err)
 	}
 	if out == nil {
 		out = []cloud.Org{}
@@ -102,7 +101,7 @@ func (db *DB) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
 	}
 	tag, err := db.Pool.Exec(ctx, `UPDATE orgs SET alert_webhook_url = $1 WHERE id = $2`, url, orgID)
 	if err != nil {
-		return fmt.Errorf("postgres: set alert webhook: %w", err)
+		return storeError("postgres: set alert webhook: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return orgNotFound(orgID)
@@ -120,7 +119,7 @@ func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Dura
 	tag, err := db.Pool.Exec(ctx, `UPDATE orgs SET previous_webhook_secret = CASE WHEN $1::bigint > 0 THEN webhook_secret ELSE '' END,
 		previous_secret_until = $2, webhook_secret = $3 WHERE id = $4`, grace.Milliseconds(), db.Now().Add(grace).UnixMilli(), secret, orgID)
 	if err != nil {
-		return "", fmt.Errorf("postgres: rotate secret: %w", err)
+		return "", storeError("postgres: rotate secret: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return "", orgNotFound(orgID)
@@ -139,7 +138,7 @@ func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string
 	}
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), timeMs(k.ExpiresAt), timeMs(k.RevokedAt), k.CreatedAt.UnixMilli()); err != nil {
-		return nil, "", fmt.Errorf("postgres: insert key: %w", err)
+		return nil, "", storeError("postgres: insert key: %w", err)
 	}
 	return k, key, nil
 }
@@ -169,7 +168,7 @@ func (db *DB) KeyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
 		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: key: %w", err)
+		return nil, storeError("postgres: key: %w", err)
 	}
 	return k, nil
 }
@@ -178,11 +177,11 @@ func (db *DB) KeyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
 func (db *DB) ListKeys(ctx context.Context, orgID string) ([]*cloud.APIKey, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE org_id = $1 ORDER BY created_at, id`, orgID)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list keys: %w", err)
+		return nil, storeError("postgres: list keys: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*cloud.APIKey, error) { return scanKey(r) })
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list keys: %w", err)
+		return nil, storeError("postgres: list keys: %w", err)
 	}
 	if out == nil {
 		out = []*cloud.APIKey{}
@@ -197,7 +196,7 @@ func (db *DB) RevokeKey(ctx context.Context, id string) (*cloud.APIKey, error) {
 		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: revoke key: %w", err)
+		return nil, storeError("postgres: revoke key: %w", err)
 	}
 	return k, nil
 }

@@ -51,7 +51,7 @@ func wrapErr(what string, err error) error {
 	if cloud.ErrorCode(err) != cloud.EINTERNAL {
 		return err
 	}
-	return fmt.Errorf("postgres: %s: %w", what, err)
+	return storeError("postgres: %s: %w", what, err)
 }
 
 // CreateUser adds a user; an email in use in any organization (the
@@ -78,7 +78,7 @@ func (s *PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.Us
 		return cloud.User{}, cloud.Errorf(cloud.ECONFLICT, "a user with email %q already exists", email)
 	}
 	if err != nil {
-		return cloud.User{}, fmt.Errorf("postgres: create user: %w", err)
+		return cloud.User{}, storeError("postgres: create user: %w", err)
 	}
 	return u, nil
 }
@@ -89,7 +89,7 @@ func (s *PanelStore) oneUser(ctx context.Context, notFound error, q string, args
 		return cloud.User{}, notFound
 	}
 	if err != nil {
-		return cloud.User{}, fmt.Errorf("postgres: user: %w", err)
+		return cloud.User{}, storeError("postgres: user: %w", err)
 	}
 	return u, nil
 }
@@ -212,7 +212,7 @@ func (s *PanelStore) FindSession(ctx context.Context, tokenHash string) ([]byte,
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("postgres: find session: %w", err)
+		return nil, false, storeError("postgres: find session: %w", err)
 	}
 	return data, true, nil
 }
@@ -222,7 +222,7 @@ func (s *PanelStore) CommitSession(ctx context.Context, tokenHash string, data [
 	_, err := s.db.Pool.Exec(ctx, `INSERT INTO sessions (token_hash, data, expires_at) VALUES ($1, $2, $3)
 		ON CONFLICT (token_hash) DO UPDATE SET data = excluded.data, expires_at = excluded.expires_at`, tokenHash, data, expiry.UnixMilli())
 	if err != nil {
-		return fmt.Errorf("postgres: commit session: %w", err)
+		return storeError("postgres: commit session: %w", err)
 	}
 	return nil
 }
@@ -230,7 +230,7 @@ func (s *PanelStore) CommitSession(ctx context.Context, tokenHash string, data [
 // DeleteSession removes a session (no error when there is none).
 func (s *PanelStore) DeleteSession(ctx context.Context, tokenHash string) error {
 	if _, err := s.db.Pool.Exec(ctx, `DELETE FROM sessions WHERE token_hash = $1`, tokenHash); err != nil {
-		return fmt.Errorf("postgres: delete session: %w", err)
+		return storeError("postgres: delete session: %w", err)
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func (s *PanelStore) DeleteSession(ctx context.Context, tokenHash string) error 
 func (s *PanelStore) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
 	tag, err := s.db.Pool.Exec(ctx, `DELETE FROM sessions WHERE expires_at <= $1`, now.UnixMilli())
 	if err != nil {
-		return 0, fmt.Errorf("postgres: delete expired sessions: %w", err)
+		return 0, storeError("postgres: delete expired sessions: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }
@@ -248,7 +248,7 @@ func (s *PanelStore) DeleteExpiredSessions(ctx context.Context, now time.Time) (
 func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resource.DeviceStatus]int, error) {
 	rows, err := s.db.Pool.Query(ctx, `SELECT status, COUNT(*) FROM devices WHERE org_id = $1 GROUP BY status`, orgID)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: status counts: %w", err)
+		return nil, storeError("postgres: status counts: %w", err)
 	}
 	defer rows.Close()
 	out := make(map[resource.DeviceStatus]int, len(resource.DeviceStatuses))
@@ -256,7 +256,7 @@ func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resour
 		var status string
 		var n int
 		if err := rows.Scan(&status, &n); err != nil {
-			return nil, fmt.Errorf("postgres: status counts: %w", err)
+			return nil, storeError("postgres: status counts: %w", err)
 		}
 		out[resource.DeviceStatus(status)] = n
 	}
@@ -280,7 +280,7 @@ func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.De
 		where += fmt.Sprintf(` AND (lower(name) LIKE $%[1]d ESCAPE '\' OR lower(serial_number) LIKE $%[1]d ESCAPE '\' OR lower(location) LIKE $%[1]d ESCAPE '\' OR lower(model) LIKE $%[1]d ESCAPE '\')`, n)
 	}
 	if err := s.db.Pool.QueryRow(ctx, `SELECT COUNT(*)`+where, args...).Scan(&out.Total); err != nil {
-		return out, fmt.Errorf("postgres: search devices: %w", err)
+		return out, storeError("postgres: search devices: %w", err)
 	}
 	limit := cloud.ListLimit(q.Limit, 50, 200)
 	n := len(args)
@@ -310,7 +310,7 @@ func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.
 	}
 	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at, created_by) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)`,
 		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), timeMs(k.ExpiresAt), k.CreatedAt.UnixMilli(), createdBy); err != nil {
-		return nil, "", fmt.Errorf("postgres: insert key: %w", err)
+		return nil, "", storeError("postgres: insert key: %w", err)
 	}
 	return k, key, nil
 }
@@ -350,7 +350,7 @@ func (s *PanelStore) RevokeOrgKey(ctx context.Context, orgID, id string) (*cloud
 		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: revoke key: %w", err)
+		return nil, storeError("postgres: revoke key: %w", err)
 	}
 	return k, nil
 }
@@ -361,7 +361,7 @@ func (db *DB) RecordKeyUse(ctx context.Context, id string, at time.Time) error {
 	_, err := db.Pool.Exec(ctx, `UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at <= $3)`,
 		at.UnixMilli(), id, at.Add(-cloud.KeyUseResolution).UnixMilli())
 	if err != nil {
-		return fmt.Errorf("postgres: record key use: %w", err)
+		return storeError("postgres: record key use: %w", err)
 	}
 	return nil
 }
@@ -377,7 +377,7 @@ func (s *PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.W
 		return out, orgNotFound(orgID)
 	}
 	if err != nil {
-		return out, fmt.Errorf("postgres: webhook settings: %w", err)
+		return out, storeError("postgres: webhook settings: %w", err)
 	}
 	if prev != "" && until > s.db.NowMs() {
 		out.PreviousValidUntil = time.UnixMilli(until).UTC()
@@ -408,7 +408,7 @@ func (s *PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit i
 func (s *PanelStore) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
 	var n int
 	if err := s.db.Pool.QueryRow(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE id = $1 AND org_id = $2`, id, orgID).Scan(&n); err != nil {
-		return "", fmt.Errorf("postgres: redeliver: %w", err)
+		return "", storeError("postgres: redeliver: %w", err)
 	}
 	if n == 0 {
 		return "", cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)

@@ -103,7 +103,7 @@ func (db *DB) createPartitions(ctx context.Context, table string, days []int64) 
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("postgres: create partitions of %s: %w", table, err)
+		return storeError("postgres: create partitions of %s: %w", table, err)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,7 +14,7 @@ import (
 // the days ahead. It returns how many rows of each it removed.
 func (db *DB) SweepRetention(ctx context.Context, keep time.Duration) (metrics, events int64, err error) {
 	if keep <= 0 {
-		return 0, 0, fmt.Errorf("postgres: retention must be positive")
+		return 0, 0, storeError("postgres: retention must be positive")
 	}
 	if err := db.ensureAhead(ctx); err != nil {
 		return 0, 0, err
@@ -36,7 +35,7 @@ var timeColumn = map[string]string{"metrics": "captured_at", "events": "created_
 func (db *DB) sweepTable(ctx context.Context, table string, cut int64) (int64, error) {
 	days, err := db.partitionsOf(ctx, table)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: retention of %s: %w", table, err)
+		return 0, storeError("postgres: retention of %s: %w", table, err)
 	}
 	var total int64
 	for _, d := range days {
@@ -62,7 +61,7 @@ func (db *DB) sweepTable(ctx context.Context, table string, cut int64) (int64, e
 				return nil
 			})
 			if err != nil {
-				return total, fmt.Errorf("postgres: retention: drop %s: %w", name, err)
+				return total, storeError("postgres: retention: drop %s: %w", name, err)
 			}
 			db.partMu.Lock()
 			delete(db.parts, name)
@@ -71,7 +70,7 @@ func (db *DB) sweepTable(ctx context.Context, table string, cut int64) (int64, e
 		}
 		tag, err := db.Pool.Exec(ctx, `DELETE FROM `+name+` WHERE `+timeColumn[table]+` < $1`, cut)
 		if err != nil {
-			return total, fmt.Errorf("postgres: retention of %s: %w", name, err)
+			return total, storeError("postgres: retention of %s: %w", name, err)
 		}
 		total += tag.RowsAffected()
 	}

@@ -60,7 +60,7 @@ func readState(ctx context.Context, q querier, deviceID string) (stateRow, error
 		return stateRow{enabled: true, mode: resource.ModeManaged}, nil
 	}
 	if err != nil {
-		return s, fmt.Errorf("postgres: serial state: %w", err)
+		return s, storeError("postgres: serial state: %w", err)
 	}
 	return s, nil
 }
@@ -68,7 +68,7 @@ func readState(ctx context.Context, q querier, deviceID string) (stateRow, error
 func readChannels(ctx context.Context, q querier, deviceID string) (map[string]*cloud.StoredChannel, error) {
 	rows, err := q.Query(ctx, `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = $1`, deviceID)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: serial channels: %w", err)
+		return nil, storeError("postgres: serial channels: %w", err)
 	}
 	defer rows.Close()
 	out := map[string]*cloud.StoredChannel{}
@@ -76,7 +76,7 @@ func readChannels(ctx context.Context, q querier, deviceID string) (map[string]*
 		var id string
 		var c cloud.StoredChannel
 		if err := rows.Scan(&id, &c.Config, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.Passthrough); err != nil {
-			return nil, fmt.Errorf("postgres: serial channels: %w", err)
+			return nil, storeError("postgres: serial channels: %w", err)
 		}
 		out[id] = &c
 	}
@@ -146,7 +146,7 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 		return err
 	})
 	if err != nil {
-		return resource.SerialPatchResult{}, fmt.Errorf("postgres: patch serial: %w", err)
+		return resource.SerialPatchResult{}, storeError("postgres: patch serial: %w", err)
 	}
 	if s.Observer != nil {
 		s.Observer.DesiredConfigChanged(deviceID)
@@ -189,7 +189,7 @@ func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID 
 		return cloud.ChannelView(c, nil)
 	}
 	if err != nil {
-		return resource.Channel{}, fmt.Errorf("postgres: serial channel: %w", err)
+		return resource.Channel{}, storeError("postgres: serial channel: %w", err)
 	}
 	return cloud.ChannelView(c, &row)
 }
@@ -206,7 +206,7 @@ func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channel
 	}
 	body, err := json.Marshal(cfg)
 	if err != nil {
-		return resource.ChannelPutResult{}, fmt.Errorf("postgres: put channel: %w", err)
+		return resource.ChannelPutResult{}, storeError("postgres: put channel: %w", err)
 	}
 	err = s.db.writeTx(ctx, func(tx pgx.Tx) error {
 		var avail *bool
@@ -231,7 +231,7 @@ func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channel
 		if cloud.ErrorCode(err) != cloud.EINTERNAL {
 			return resource.ChannelPutResult{}, err
 		}
-		return resource.ChannelPutResult{}, fmt.Errorf("postgres: put channel: %w", err)
+		return resource.ChannelPutResult{}, storeError("postgres: put channel: %w", err)
 	}
 	if s.Observer != nil {
 		s.Observer.DesiredConfigChanged(deviceID)

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -126,7 +125,7 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("postgres: webhook outbox: %w", err)
+		return storeError("postgres: webhook outbox: %w", err)
 	}
 	return nil
 }
@@ -185,7 +184,7 @@ func (s *WebhookStore) Claim(ctx context.Context, limit int, lease time.Duration
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim deliveries: %w", err)
+		return nil, storeError("postgres: claim deliveries: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	for _, d := range out {
@@ -199,11 +198,11 @@ func (s *WebhookStore) Renew(ctx context.Context, lease time.Duration) ([]string
 	rows, err := s.db.Pool.Query(ctx, `UPDATE webhook_deliveries SET lease_until = `+serverMs+` + $2
 		WHERE lease_owner = $1 AND state = 'pending' RETURNING id`, s.relay, lease.Milliseconds())
 	if err != nil {
-		return nil, fmt.Errorf("postgres: renew leases: %w", err)
+		return nil, storeError("postgres: renew leases: %w", err)
 	}
 	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("postgres: renew leases: %w", err)
+		return nil, storeError("postgres: renew leases: %w", err)
 	}
 	return held, nil
 }
@@ -245,7 +244,7 @@ func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: pending deliveries: %w", err)
+		return nil, 0, storeError("postgres: pending deliveries: %w", err)
 	}
 	return out, maxSeq, nil
 }
@@ -261,7 +260,7 @@ func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Se
 		return webhook.Secrets{}, orgNotFound(orgID)
 	}
 	if err != nil {
-		return webhook.Secrets{}, fmt.Errorf("postgres: org secret: %w", err)
+		return webhook.Secrets{}, storeError("postgres: org secret: %w", err)
 	}
 	if until <= s.db.NowMs() {
 		sec.Previous = ""
@@ -281,7 +280,7 @@ func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string,
 		return "", "", deviceNotFound(deviceID)
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("postgres: forwarding: %w", err)
+		return "", "", storeError("postgres: forwarding: %w", err)
 	}
 	if enabled == nil || !*enabled || url == nil {
 		return orgID, "", nil
@@ -297,7 +296,7 @@ func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string
 		return "", "", deviceNotFound(deviceID)
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("postgres: alert target: %w", err)
+		return "", "", storeError("postgres: alert target: %w", err)
 	}
 	return orgID, url, nil
 }
@@ -323,7 +322,7 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 			return err
 		})
 		if err != nil {
-			return total, fmt.Errorf("postgres: prune deliveries: %w", err)
+			return total, storeError("postgres: prune deliveries: %w", err)
 		}
 		total += n
 		if n < 2000 {
@@ -390,7 +389,7 @@ func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
 		if cloud.ErrorCode(err) != cloud.EINTERNAL {
 			return "", err
 		}
-		return "", fmt.Errorf("postgres: redeliver: %w", err)
+		return "", storeError("postgres: redeliver: %w", err)
 	}
 	return newID, nil
 }

@@ -19,19 +19,29 @@ var mu sync.Mutex // one apt-get at a time within a test binary
 // the test when that is impossible (not root, no apt-get).
 func Need(tb testing.TB, program, pkg string) string {
 	tb.Helper()
+	p, err := Find(program, pkg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// Find is Need for a program that is not a test (a benchmark): it returns
+// an error where Need fails the test.
+func Find(program, pkg string) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if p := find(program); p != "" {
-		return p
+		return p, nil
 	}
 	if err := install(pkg); err != nil {
-		tb.Fatalf("%s is missing and could not be installed: %v", program, err)
+		return "", fmt.Errorf("%s is missing and could not be installed: %v", program, err)
 	}
 	p := find(program)
 	if p == "" {
-		tb.Fatalf("%s still missing after installing %s", program, pkg)
+		return "", fmt.Errorf("%s still missing after installing %s", program, pkg)
 	}
-	return p
+	return p, nil
 }
 
 func find(program string) string {

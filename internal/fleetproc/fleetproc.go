@@ -68,9 +68,20 @@ type Proc struct {
 // it is killed when the test ends.
 func Start(tb testing.TB, name, logPath string, env []string, bin string, args ...string) *Proc {
 	tb.Helper()
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	p, err := Run(name, logPath, env, bin, args...)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Kill)
+	return p
+}
+
+// Run is Start for a program that is not a test (a benchmark): the caller
+// kills the process (it also dies with the caller).
+func Run(name, logPath string, env []string, bin string, args ...string) (*Proc, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -78,7 +89,7 @@ func Start(tb testing.TB, name, logPath string, env []string, bin string, args .
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		tb.Fatalf("start %s: %v", name, err)
+		return nil, fmt.Errorf("start %s: %v", name, err)
 	}
 	p := &Proc{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
@@ -86,8 +97,7 @@ func Start(tb testing.TB, name, logPath string, env []string, bin string, args .
 		f.Close()
 		close(p.done)
 	}()
-	tb.Cleanup(p.Kill)
-	return p
+	return p, nil
 }
 
 // Pid is the process id.

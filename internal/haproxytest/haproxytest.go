@@ -46,56 +46,77 @@ type Proxy struct {
 // frontend accepts connections and stops haproxy when the test ends.
 func Start(tb testing.TB, cfgPath string, servers []string) *Proxy {
 	tb.Helper()
-	bin := debpkg.Need(tb, "haproxy", "haproxy")
-	src, err := os.ReadFile(cfgPath)
+	p, err := Run(cfgPath, servers, tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	dir := tb.TempDir()
-	p := &Proxy{Addr: testnet.FreeAddr(tb), socket: filepath.Join(dir, "admin.sock"), Log: filepath.Join(dir, "haproxy.log")}
+	tb.Cleanup(p.Stop)
+	return p
+}
+
+// Run is Start for a program that is not a test (a benchmark): its files
+// go to dir, and the caller stops it.
+func Run(cfgPath string, servers []string, dir string) (*Proxy, error) {
+	bin, err := debpkg.Find("haproxy", "haproxy")
+	if err != nil {
+		return nil, err
+	}
+	src, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	port, err := testnet.Port()
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{Addr: fmt.Sprintf("127.0.0.1:%d", port), socket: filepath.Join(dir, "admin.sock"), Log: filepath.Join(dir, "haproxy.log")}
 	cfg, err := rewrite(string(src), p.Addr, p.socket, servers)
 	if err != nil {
-		tb.Fatalf("%s: %v", cfgPath, err)
+		return nil, fmt.Errorf("%s: %v", cfgPath, err)
 	}
 	p.Config = filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	if out, err := exec.Command(bin, "-c", "-f", p.Config).CombinedOutput(); err != nil {
-		tb.Fatalf("haproxy -c: %v\n%s\n%s", err, out, cfg)
+		return nil, fmt.Errorf("haproxy -c: %v\n%s\n%s", err, out, cfg)
 	}
 	logf, err := os.Create(p.Log)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	p.cmd = exec.Command(bin, "-db", "-f", p.Config)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
-		tb.Fatal(err)
+		logf.Close()
+		return nil, err
 	}
 	p.done = make(chan struct{})
 	go func() { p.cmd.Wait(); logf.Close(); close(p.done) }()
-	tb.Cleanup(p.Stop)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", p.Addr, time.Second)
 		if err == nil {
 			c.Close()
-			return p
+			return p, nil
 		}
 		select {
 		case <-p.done:
 			b, _ := os.ReadFile(p.Log)
-			tb.Fatalf("haproxy exited: %s", b)
+			return nil, fmt.Errorf("haproxy exited: %s", b)
 		default:
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("haproxy not listening on %s", p.Addr)
+			p.Stop()
+			return nil, fmt.Errorf("haproxy not listening on %s", p.Addr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Pid is haproxy's process id.
+func (p *Proxy) Pid() int { return p.cmd.Process.Pid }
 
 // rewrite adapts a shipped configuration to a test: see the package doc.
 func rewrite(cfg, bind, socket string, servers []string) (string, error) {
@@ -167,12 +188,24 @@ func (p *Proxy) Stop() {
 // it ("UP", "DOWN", "UP 1/2", "MAINT", ...), by server name.
 func (p *Proxy) States(tb testing.TB) map[string]string {
 	tb.Helper()
-	rows := p.command(tb, "show stat")
+	st, err := p.Status()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
+// Status is States for a program that is not a test.
+func (p *Proxy) Status() (map[string]string, error) {
+	rows, err := p.command("show stat")
+	if err != nil {
+		return nil, err
+	}
 	r := csv.NewReader(strings.NewReader(strings.TrimPrefix(rows, "# ")))
 	r.FieldsPerRecord = -1
 	recs, err := r.ReadAll()
 	if err != nil || len(recs) < 1 {
-		tb.Fatalf("show stat: %v: %q", err, rows)
+		return nil, fmt.Errorf("show stat: %v: %q", err, rows)
 	}
 	col := map[string]int{}
 	for i, h := range recs[0] {
@@ -189,20 +222,19 @@ func (p *Proxy) States(tb testing.TB) map[string]string {
 		}
 		out[name] = rec[col["status"]]
 	}
-	return out
+	return out, nil
 }
 
 // command sends one command to the stats socket and returns the answer.
-func (p *Proxy) command(tb testing.TB, cmd string) string {
-	tb.Helper()
+func (p *Proxy) command(cmd string) (string, error) {
 	c, err := net.DialTimeout("unix", p.socket, 2*time.Second)
 	if err != nil {
-		tb.Fatalf("stats socket: %v", err)
+		return "", fmt.Errorf("stats socket: %v", err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write([]byte(cmd + "\n")); err != nil {
-		tb.Fatal(err)
+		return "", err
 	}
 	var b strings.Builder
 	sc := bufio.NewScanner(c)
@@ -211,5 +243,5 @@ func (p *Proxy) command(tb testing.TB, cmd string) string {
 		b.WriteString(sc.Text())
 		b.WriteByte('\n')
 	}
-	return b.String()
+	return b.String(), nil
 }

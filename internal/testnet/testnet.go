@@ -17,6 +17,15 @@ import (
 // source port of some outgoing connection).
 func FreePort(tb testing.TB) int {
 	tb.Helper()
+	port, err := Port()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return port
+}
+
+// Port is FreePort for a program that is not a test (a benchmark).
+func Port() (int, error) {
 	low := 32768
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		if f := strings.Fields(string(b)); len(f) == 2 {
@@ -32,10 +41,9 @@ func FreePort(tb testing.TB) int {
 			continue
 		}
 		ln.Close()
-		return port
+		return port, nil
 	}
-	tb.Fatalf("no free port below %d", low)
-	return 0
+	return 0, fmt.Errorf("no free port below %d", low)
 }
 
 // FreeAddr is "127.0.0.1:<FreePort>".

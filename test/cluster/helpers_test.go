@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -8,13 +9,21 @@ import (
 
 // readyz returns the status of GET base/readyz (0 when unreachable).
 func readyz(base string) int {
-	c := http.Client{Timeout: 2 * time.Second}
+	code, _ := readyzBody(base)
+	return code
+}
+
+// readyzBody returns the status and body of GET base/readyz (0 when
+// unreachable).
+func readyzBody(base string) (int, string) {
+	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(base + "/readyz")
 	if err != nil {
-		return 0
+		return 0, err.Error()
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -8,10 +8,15 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/internal/fleetproc"
+	"github.com/fleet/fleet/internal/pgtest"
 	"github.com/fleet/fleet/internal/testnet"
 )
 
 var bins fleetproc.Bins
+
+// pg is the PostgreSQL server of the tests that need one (started on first
+// use; each test makes its own database).
+var pg pgtest.Shared
 
 func TestMain(m *testing.M) {
 	b, err := fleetproc.Build()
@@ -21,6 +26,7 @@ func TestMain(m *testing.M) {
 	}
 	bins = b
 	code := m.Run()
+	pg.Close()
 	os.RemoveAll(b.Dir)
 	os.Exit(code)
 }
@@ -41,10 +47,19 @@ func (r *relay) URL() string { return "http://" + r.Addr }
 // ...) and extra flags, and waits until it listens.
 func startRelay(t *testing.T, dir, name string, env []string, args ...string) *relay {
 	t.Helper()
+	r := newRelay(t, dir, name, env, args...)
+	r.waitListening(t)
+	return r
+}
+
+// newRelay starts `fleet-relay serve` like startRelay without waiting:
+// several relays start at once this way (then waitListening each).
+func newRelay(t *testing.T, dir, name string, env []string, args ...string) *relay {
+	t.Helper()
 	r := &relay{Addr: testnet.FreeAddr(t), env: env}
 	r.args = append([]string{"serve", "--listen", r.Addr, "--rate-limit", "1000000", "--agent-orphan-window", "5s"}, args...)
 	r.Proc = &fleetproc.Proc{Name: name, Log: filepath.Join(dir, name+".log")}
-	r.restart(t)
+	r.start(t)
 	return r
 }
 
@@ -52,10 +67,22 @@ func startRelay(t *testing.T, dir, name string, env []string, args ...string) *r
 // listens.
 func (r *relay) restart(t *testing.T) {
 	t.Helper()
+	r.start(t)
+	r.waitListening(t)
+}
+
+func (r *relay) start(t *testing.T) {
+	t.Helper()
 	r.n++
 	r.Proc = fleetproc.Start(t, r.Name, r.Log, r.env, bins.Relay, r.args...)
+}
+
+// waitListening waits until the relay's latest start logged "relay
+// listening": its store is open and it serves (/readyz answers 200).
+func (r *relay) waitListening(t *testing.T) {
+	t.Helper()
 	want := r.n
-	fleetproc.Eventually(t, 30*time.Second, func() string {
+	fleetproc.Eventually(t, 60*time.Second, func() string {
 		if r.Exited() {
 			t.Fatalf("%s exited; see %s", r.Name, r.Log)
 		}
@@ -74,12 +101,21 @@ func (r *relay) onlineCount(t *testing.T) int {
 // agent is one fleet-agent process.
 type agent struct {
 	*fleetproc.Proc
-	dev fleetproc.Device
+	dev  fleetproc.Device
+	args []string
 }
 
 func startAgent(t *testing.T, dir string, i int, dev fleetproc.Device, relays ...string) *agent {
 	t.Helper()
 	name := fmt.Sprintf("agent-%d", i)
-	args := append(fleetproc.AgentArgs(dev.Token, filepath.Join(dir, name), relays...), "--name", name)
-	return &agent{Proc: fleetproc.Start(t, name, filepath.Join(dir, name+".log"), nil, bins.Agent, args...), dev: dev}
+	a := &agent{Proc: &fleetproc.Proc{Name: name, Log: filepath.Join(dir, name+".log")}, dev: dev,
+		args: append(fleetproc.AgentArgs(dev.Token, filepath.Join(dir, name), relays...), "--name", name)}
+	a.restart(t)
+	return a
+}
+
+// restart starts the agent (again: same state directory, same log).
+func (a *agent) restart(t *testing.T) {
+	t.Helper()
+	a.Proc = fleetproc.Start(t, a.Name, a.Log, nil, bins.Agent, a.args...)
 }

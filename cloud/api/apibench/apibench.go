@@ -204,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		} else {
 			writerDone <- nil
 		}
-		r := load(ctx, ln.Addr().String(), ep.urls, key, cfg.Clients, cfg.Warmup, cfg.Duration)
+		r := Load(ctx, ln.Addr().String(), ep.urls, key, cfg.Clients, cfg.Warmup, cfg.Duration)
 		stopWriter()
 		if err := <-writerDone; err != nil {
 			return rep, fmt.Errorf("writer: %w", err)
@@ -338,13 +338,16 @@ func timeOne(c *http.Client, url, key string) (time.Duration, error) {
 	return d, err
 }
 
-// load runs clients goroutines, each on its own keep-alive connection,
-// issuing requests back to back for warmup + dur, and measures the requests
-// that started within dur. The clients speak HTTP/1.1 directly (prebuilt
+// Load runs clients goroutines, each on its own keep-alive connection to
+// addr (host:port: this package's own server, or any other, such as a load
+// balancer in front of relays), issuing GET requests for urls (paths with
+// their query, taken in turn) with the API key back to back for warmup +
+// dur, and measures the requests that started within dur. A request
+// answered other than 200 counts as an error. The clients speak HTTP/1.1 directly (prebuilt
 // request bytes, responses read by Content-Length): on a 2-core machine the
 // load generator shares the CPU with the server, and net/http's client
 // would cost about as much as the server it measures.
-func load(ctx context.Context, addr string, urls []string, key string, clients int, warmup, dur time.Duration) Result {
+func Load(ctx context.Context, addr string, urls []string, key string, clients int, warmup, dur time.Duration) Result {
 	var mu sync.Mutex
 	var all []time.Duration
 	errs := 0

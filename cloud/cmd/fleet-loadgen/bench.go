@@ -590,18 +590,24 @@ type bench struct {
 }
 
 func (b *bench) connectAll(ctx context.Context, storm bool) error {
-	sem := make(chan struct{}, b.f.dialConc)
+	return connectEach(len(b.agents), b.f.dialConc, func(i int) error { return b.connect(ctx, b.agents[i], storm) })
+}
+
+// connectEach calls connect(i) for each of n agents, conc at a time, each
+// up to five times, and reports how many never succeeded.
+func connectEach(n, conc int, connect func(i int) error) error {
+	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	var firstErr atomic.Value
-	for _, a := range b.agents {
+	for i := range n {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			var err error
 			for attempt := 0; attempt < 5; attempt++ {
-				if err = b.connect(ctx, a, storm); err == nil {
+				if err = connect(i); err == nil {
 					return
 				}
 				time.Sleep(time.Duration(100*(attempt+1)) * time.Millisecond)
@@ -627,35 +633,12 @@ var channelsTemplate = []protocol.ChannelState{
 func (b *bench) connect(ctx context.Context, a *lagent, storm bool) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(dctx, b.url, &websocket.DialOptions{
-		HTTPClient:   b.clients[a.idx%len(b.clients)],
-		HTTPHeader:   http.Header{"Authorization": {"Bearer " + a.token}},
-		Subprotocols: []string{protocol.Subprotocol},
-	})
+	ws, welcome, err := handshake(dctx, b.clients[a.idx%len(b.clients)], b.url, a.token, b.f.codec, a.idx)
 	if err != nil {
 		return err
 	}
-	ws.SetReadLimit(protocol.MaxMessageBytes)
-	hello := protocol.Hello{AgentVersion: "loadgen", FirmwareVersion: "fw-1", Model: "IG-500", DeviceName: fmt.Sprintf("gw-%05d", a.idx),
-		Timezone: "UTC", HeartbeatInterval: protocol.Duration{Duration: 2 * time.Minute}, MetricsInterval: protocol.Duration{Duration: 5 * time.Minute}}
-	if b.f.codec != protocol.JSON {
-		hello.Codecs = []protocol.Codec{b.f.codec}
-	}
-	if err := writeMsg(dctx, ws, protocol.JSON, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
-		ws.CloseNow()
-		return err
-	}
-	m, err := readMsg(dctx, ws)
-	if err != nil || m.Type != protocol.TypeWelcome {
-		ws.CloseNow()
-		return fmt.Errorf("no welcome: %v %v", m.Type, err)
-	}
-	if m.Welcome.Codec.String() != string(b.f.codec) {
-		ws.CloseNow()
-		return fmt.Errorf("the relay chose codec %s, not %s", m.Welcome.Codec, b.f.codec)
-	}
-	if a.seq < m.Welcome.LastSeq {
-		a.seq = m.Welcome.LastSeq
+	if a.seq < welcome.LastSeq {
+		a.seq = welcome.LastSeq
 	}
 	if storm {
 		items := make([]protocol.Record, spooledPerAgent)
@@ -684,6 +667,40 @@ func (b *bench) connect(ctx context.Context, a *lagent, storm bool) error {
 	a.ws = ws
 	go b.read(a, ws)
 	return nil
+}
+
+// handshake opens an agent's websocket to url with token, says hello as
+// agent number idx offering codec, and returns the connection with the
+// relay's welcome.
+func handshake(ctx context.Context, client *http.Client, url, token string, codec protocol.Codec, idx int) (*websocket.Conn, protocol.Welcome, error) {
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+		HTTPClient:   client,
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + token}},
+		Subprotocols: []string{protocol.Subprotocol},
+	})
+	if err != nil {
+		return nil, protocol.Welcome{}, err
+	}
+	ws.SetReadLimit(protocol.MaxMessageBytes)
+	hello := protocol.Hello{AgentVersion: "loadgen", FirmwareVersion: "fw-1", Model: "IG-500", DeviceName: fmt.Sprintf("gw-%05d", idx),
+		Timezone: "UTC", HeartbeatInterval: protocol.Duration{Duration: 2 * time.Minute}, MetricsInterval: protocol.Duration{Duration: 5 * time.Minute}}
+	if codec != protocol.JSON {
+		hello.Codecs = []protocol.Codec{codec}
+	}
+	if err := writeMsg(ctx, ws, protocol.JSON, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
+		ws.CloseNow()
+		return nil, protocol.Welcome{}, err
+	}
+	m, err := readMsg(ctx, ws)
+	if err != nil || m.Type != protocol.TypeWelcome {
+		ws.CloseNow()
+		return nil, protocol.Welcome{}, fmt.Errorf("no welcome: %v %v", m.Type, err)
+	}
+	if m.Welcome.Codec.String() != string(codec) {
+		ws.CloseNow()
+		return nil, protocol.Welcome{}, fmt.Errorf("the relay chose codec %s, not %s", m.Welcome.Codec, codec)
+	}
+	return ws, *m.Welcome, nil
 }
 
 // read consumes what the relay sends: acks time the probes.
@@ -716,21 +733,28 @@ func (b *bench) closeAll() {
 // startHeartbeats spreads every agent's heartbeats evenly over the period,
 // from a few sender goroutines.
 func (b *bench) startHeartbeats(ctx context.Context, wg *sync.WaitGroup) {
+	spreadBeats(ctx, wg, len(b.agents), b.f.interval, func(i int, due time.Time) { b.beat(ctx, b.agents[i], due) })
+}
+
+// spreadBeats calls beat(i, due) for each of n agents once per interval
+// until ctx ends, the calls spread evenly over the interval from a few
+// sender goroutines (each holding a slice of the agents); due is when the
+// call was scheduled.
+func spreadBeats(ctx context.Context, wg *sync.WaitGroup, n int, interval time.Duration, beat func(i int, due time.Time)) {
 	senders := 4 * runtime.GOMAXPROCS(0)
-	per := (len(b.agents) + senders - 1) / senders
+	per := (n + senders - 1) / senders
 	for s := 0; s < senders; s++ {
-		lo, hi := s*per, min((s+1)*per, len(b.agents))
+		lo, hi := s*per, min((s+1)*per, n)
 		if lo >= hi {
 			break
 		}
-		group := b.agents[lo:hi]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gap := b.f.interval / time.Duration(len(group))
-			next := time.Now().Add(time.Duration(lo%len(group)) * gap / time.Duration(senders))
+			gap := interval / time.Duration(hi-lo)
+			next := time.Now().Add(time.Duration(lo%(hi-lo)) * gap / time.Duration(senders))
 			for {
-				for _, a := range group {
+				for i := lo; i < hi; i++ {
 					if d := time.Until(next); d > 0 {
 						select {
 						case <-ctx.Done():
@@ -743,7 +767,7 @@ func (b *bench) startHeartbeats(ctx context.Context, wg *sync.WaitGroup) {
 					if ctx.Err() != nil {
 						return
 					}
-					b.beat(ctx, a, due)
+					beat(i, due)
 				}
 			}
 		}()
@@ -781,6 +805,18 @@ func newHBTemplate(codec protocol.Codec) hbTemplate {
 		t.prefix, t.parts[v] = string(b[:i]), string(b[i+len(atBytes):])
 	}
 	return t
+}
+
+// heartbeatMsg returns an agent's n-th heartbeat in codec, sent now. It is
+// spliced from pre-encoded parts (the generator must stay cheap: it shares
+// the CPU with the relay); gpio-1 toggles, so every heartbeat changes one
+// channel.
+func heartbeatMsg(codec protocol.Codec, n int) []byte {
+	tmpl := hbTemplates[codec]
+	msg := make([]byte, 0, len(tmpl.prefix)+len(resource.TimeLayout)+2+len(tmpl.parts[1]))
+	msg = append(msg, tmpl.prefix...)
+	msg = appendAt(msg, codec, time.Now())
+	return append(msg, tmpl.parts[n%2]...)
 }
 
 // appendAt appends the encoding of a heartbeat's "at" in codec.
@@ -856,14 +892,7 @@ func (b *bench) beat(ctx context.Context, a *lagent, due time.Time) {
 		return
 	}
 	a.beats++
-	// The heartbeat is spliced from pre-encoded parts (the generator must
-	// stay cheap: it shares the CPU with the relay); gpio-1 toggles, so
-	// every heartbeat changes one channel.
-	tmpl := hbTemplates[b.f.codec]
-	msg := make([]byte, 0, len(tmpl.prefix)+len(resource.TimeLayout)+2+len(tmpl.parts[1]))
-	msg = append(msg, tmpl.prefix...)
-	msg = appendAt(msg, b.f.codec, time.Now())
-	msg = append(msg, tmpl.parts[a.beats%2]...)
+	msg := heartbeatMsg(b.f.codec, a.beats)
 	// No deadline: a context per write costs a timer, and one derived from
 	// a shared parent makes every writer contend for its lock.
 	wctx := context.Background()

@@ -10,6 +10,7 @@
 //	fleet-loadgen [bench] [--agents 20000] [--duration 20s] ...
 //	fleet-loadgen relay --db PATH --listen ADDR   (the relay process the bench starts)
 //	fleet-loadgen guest --binary STATIC [--agents 20000]   (the capacity figures in a qemu guest, where RLIMIT_NOFILE can be raised)
+//	fleet-loadgen agents --url WS --tokens FILE [--rate 10100]   (agents against relays run by someone else, driven through stdin: bench/cluster)
 package main
 
 import (
@@ -25,7 +26,7 @@ func main() {
 	defer stop()
 	args := os.Args[1:]
 	cmd := "bench"
-	if len(args) > 0 && (args[0] == "bench" || args[0] == "relay" || args[0] == "guest") {
+	if len(args) > 0 && (args[0] == "bench" || args[0] == "relay" || args[0] == "guest" || args[0] == "agents") {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
@@ -34,6 +35,8 @@ func main() {
 		err = runRelay(ctx, args)
 	case "guest":
 		err = runGuest(ctx, args)
+	case "agents":
+		err = runAgents(ctx, args)
 	default:
 		err = runBench(ctx, args)
 	}

@@ -41,6 +41,7 @@ func (a *app) commands() []command {
 		{path: "org set-alert-webhook", usage: "set an organization's alert webhook URL", run: runOrgSetAlertWebhook},
 		{path: "org rotate-secret", usage: "give an organization a new webhook signing secret", run: runOrgRotateSecret},
 		{path: "webhook deliveries", usage: "list recent webhook deliveries with each attempt", run: runWebhookDeliveries},
+		{path: "store copy", usage: "copy a whole SQLite deployment into an empty PostgreSQL database (--from FILE --to URL)", run: runStoreCopy},
 		{path: "backup", usage: "write a consistent copy of the database (safe while serve runs)", run: runBackup},
 		{path: "healthcheck", usage: "exit 0 when a running relay answers its health URL (container HEALTHCHECK)", run: runHealthcheck},
 		{path: "webhook redeliver", usage: "send a webhook delivery again (new delivery id)", run: runWebhookRedeliver},
@@ -128,6 +129,9 @@ func (e *helpError) Unwrap() error { return flag.ErrHelp }
 func errorText(err error) string {
 	var e *cloud.Error
 	if errors.As(err, &e) {
+		if e.Err != nil {
+			return e.Message + ": " + e.Err.Error()
+		}
 		return e.Message
 	}
 	return err.Error()

@@ -28,8 +28,6 @@ type relayStore struct {
 	cloud.Store
 	// Now is the store's clock.
 	Now cloud.Now
-	// Dialect is "sqlite" or "postgres".
-	Dialect string
 	// NewAgentStore makes the agent endpoint's store; close it before
 	// the store.
 	NewAgentStore func(log *slog.Logger) (agentStore, error)
@@ -88,9 +86,8 @@ func openStore(ctx context.Context, db string, o storeOptions) (*relayStore, err
 		return nil, err
 	}
 	return &relayStore{
-		Store:   s,
-		Now:     s.Now,
-		Dialect: "sqlite",
+		Store: s,
+		Now:   s.Now,
 		NewAgentStore: func(log *slog.Logger) (agentStore, error) {
 			return sqlite.NewAgentStore(s, log)
 		},
@@ -108,9 +105,8 @@ func openPostgres(ctx context.Context, url string) (*relayStore, error) {
 	}
 	relay := relayID()
 	return &relayStore{
-		Store:   s,
-		Now:     func() time.Time { return s.Now() },
-		Dialect: "postgres",
+		Store: s,
+		Now:   func() time.Time { return s.Now() },
 		NewAgentStore: func(log *slog.Logger) (agentStore, error) {
 			return postgres.NewAgentStore(s, log, relay), nil
 		},

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// TestStoreCopy moves a SQLite deployment with every kind of data
+// (organizations, keys, devices and tokens, metrics, events, alerts and
+// rules, serial desired and reported state, the webhook outbox and
+// secrets, panel users and sessions) into an empty PostgreSQL database and
+// compares, answer by answer, what the API and the admin commands say
+// before and after; agents keep their tokens, receivers their secrets; a
+// second copy into the now full database is refused and writes nothing.
+func TestStoreCopy(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	url := pg.Get(t).CreateDB(t)
+
+	// The SQLite deployment.
+	var org, other struct{ ID, WebhookSecret string }
+	mustJSON(t, &org, "org", "create", "--db", path, "--name", "Acme")
+	mustJSON(t, &other, "org", "create", "--db", path, "--name", "Other")
+	var key struct{ ID, Key string }
+	mustJSON(t, &key, "key", "create", "--db", path, "--org", org.ID, "--name", "ops", "--expires", "never",
+		"--scopes", "devices:read,devices:write,metrics:read,logs:read,alerts:read,alerts:write")
+	var gone struct{ ID, Key string }
+	mustJSON(t, &gone, "key", "create", "--db", path, "--org", org.ID, "--name", "old", "--scopes", "devices:read")
+	mustJSON(t, &struct{}{}, "key", "revoke", "--db", path, "--id", gone.ID)
+	var devs []struct{ ID, Token string }
+	for i, model := range []string{"IG-500", "IG-500", "IG-100", "IG-300"} {
+		var d struct{ ID, Token string }
+		mustJSON(t, &d, "device", "add", "--db", path, "--org", org.ID, "--name", fmt.Sprint("gw-", i), "--serial", fmt.Sprint("SN-", i), "--model", model, "--location", "Hall "+fmt.Sprint(i))
+		devs = append(devs, d)
+	}
+	mustJSON(t, &struct{}{}, "device", "revoke", "--db", path, "--id", devs[3].ID)
+	mustJSON(t, &struct{}{}, "org", "set-alert-webhook", "--db", path, "--org", org.ID, "--url", "https://hooks.example.com/alerts")
+	mustJSON(t, &struct{}{}, "org", "rotate-secret", "--db", path, "--org", org.ID, "--grace", "48h")
+
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for i, d := range devs[:3] {
+		var samples []resource.MetricSample
+		var events []resource.Event
+		for k := 0; k < 300; k++ {
+			at := now.Add(-time.Duration(k) * 5 * time.Minute) // a day and more, across partitions
+			samples = append(samples, resource.MetricSample{CapturedAt: resource.T(at), CPUPct: float64(k%97) + 0.25, MemPct: 41.5, DiskUsedPct: float64(i), TempCPU: 55.125, LoadAvg1: 0.07})
+			if k%7 == 0 {
+				events = append(events, resource.Event{Type: "heartbeat", Severity: resource.SeverityInfo, Message: "hb", CreatedAt: resource.T(at),
+					Data: json.RawMessage(`{"uptime":` + fmt.Sprint(k) + `,"note":"ünïcode ✓"}`)})
+			}
+		}
+		if _, err := db.InsertMetrics(ctx, d.ID, samples); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.InsertEvents(ctx, d.ID, events); err != nil {
+			t.Fatal(err)
+		}
+		// Seen just now: no device_offline alert opens while the test runs.
+		if _, err := db.SetDeviceStatus(ctx, d.ID, resource.StatusOffline, now.Add(time.Duration(i)*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, st := range []resource.AlertState{resource.AlertActive, resource.AlertAcknowledged, resource.AlertResolved} {
+		if _, err := db.InsertAlert(ctx, sqlite.NewAlert{DeviceID: devs[i].ID, RuleName: "high_cpu", State: st, Message: "CPU high",
+			Payload: json.RawMessage(`{"value":97.5}`), CreatedAt: now.Add(-time.Duration(i) * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.SetChannelTelemetry(ctx, devs[0].ID, now, []resource.ChannelTelemetry{{ID: "rs485-1", Live: "17 42", TxOn: true}, {ID: "canfd-1", Error: "bus-off"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetChannelAvailable(ctx, devs[0].ID, "rs485-2", false); err != nil {
+		t.Fatal(err)
+	}
+	outbox := sqlite.NewWebhookStore(db)
+	dl := &webhook.Delivery{ID: "dlvcopy1", OrgID: org.ID, DeviceID: devs[0].ID, Event: webhook.EventSignal, URL: "https://hooks.example.com/s",
+		Body: []byte(`{"event":"serial.signal"}`), NextAttemptAt: now, CreatedAt: now}
+	if err := outbox.WriteOutbox(ctx, []*webhook.Delivery{dl, {ID: "dlvcopy2", OrgID: org.ID, DeviceID: devs[1].ID, Event: webhook.EventAlertOpened,
+		URL: "https://hooks.example.com/alerts", Body: []byte(`{}`), NextAttemptAt: now, CreatedAt: now}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.WriteOutbox(ctx, nil, []webhook.Attempt{{DeliveryID: dl.ID, Number: 1, At: now, StatusCode: 503, Duration: 12 * time.Millisecond,
+		State: webhook.StatePending, NextAttemptAt: now.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	m := startServe(t, path, "--rate-limit", "100000")
+	base := "http://" + m.Addr() + "/api/v1/public"
+	put := `{"kind":"rs485","baudRate":19200,"dataBits":8,"parity":"even","stopBits":1,"mode":"modbus_rtu_master","slaveId":7,"tx":{"enabled":false,"intervalMs":0,"register":0,"value":0}}`
+	for _, r := range []struct{ method, path, body string }{
+		{"PUT", "/devices/" + devs[0].ID + "/serial/channels/rs485-1", put},
+		{"PATCH", "/devices/" + devs[0].ID + "/serial", `{"mode":"both","webhookUrl":"https://hooks.example.com/fwd","webhookEnabled":true}`},
+	} {
+		if code, body := apiCall(t, r.method, base+r.path, key.Key, r.body); code != 200 {
+			t.Fatalf("%s %s: %d %s", r.method, r.path, code, body)
+		}
+	}
+	user, err := m.DB.Panel.CreateUser(ctx, cloud.NewUser{OrgID: org.ID, Email: "ada@example.com", Role: cloud.RoleOwner, PasswordHash: "$argon2id$v=19$m=65536,t=1,p=2$c2FsdA$aGFzaA"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DB.Panel.CommitSession(ctx, "sessionhash1", []byte("session-bytes\x00\x01"), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := m.DB.Outbox.OrgSecrets(ctx, org.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := func(base string) map[string]string {
+		out := map[string]string{}
+		from, to := now.Add(-30*time.Hour).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)
+		paths := []string{"/devices", "/devices?limit=1", "/devices?status=OFFLINE", "/devices?status=PROVISIONING",
+			"/alerts", "/alerts?state=ACKNOWLEDGED", "/alerts?state=RESOLVED", "/alerts?state=ACTIVE&deviceId=" + devs[0].ID}
+		for _, d := range devs {
+			p := "/devices/" + d.ID
+			paths = append(paths, p, p+"/metrics?from="+from+"&to="+to, p+"/metrics?limit=1000&from="+from+"&to="+to,
+				p+"/events", p+"/events?limit=7", p+"/events?type=heartbeat&limit=3", p+"/serial", p+"/serial/telemetry", p+"/serial/channels/rs485-1")
+		}
+		// Follow cursors: pages after the first.
+		for len(paths) > 0 {
+			p := paths[0]
+			paths = paths[1:]
+			code, body := apiCall(t, "GET", base+p, key.Key, "")
+			out[p] = fmt.Sprintf("%d %s", code, body)
+			var page struct{ Pagination resource.Pagination }
+			if json.Unmarshal(body, &page) == nil && page.Pagination.HasMore && !strings.Contains(p, "cursor=") {
+				sep := "?"
+				if strings.Contains(p, "?") {
+					sep = "&"
+				}
+				paths = append(paths, p+sep+"cursor="+*page.Pagination.NextCursor)
+			}
+		}
+		return out
+	}
+	cliAnswers := func(db string) map[string]string {
+		out := map[string]string{}
+		for _, args := range [][]string{{"org", "list"}, {"key", "list", "--org", org.ID}, {"device", "list", "--org", org.ID},
+			{"webhook", "deliveries", "--org", org.ID}, {"user", "list", "--org", org.ID}} {
+			o, e, code := cli(t, append(args, "--db", db, "--json")...)
+			out[strings.Join(args, " ")] = fmt.Sprintf("%d %s %s", code, o, e)
+		}
+		return out
+	}
+	before, beforeCLI := answers(base), cliAnswers(path)
+	m.Close()
+
+	var res struct {
+		Tables map[string]int64
+		Rows   int64
+	}
+	mustJSON(t, &res, "store", "copy", "--from", path, "--to", url)
+	if res.Tables["metrics"] != 900 || res.Tables["events"] < 129 || res.Tables["users"] != 1 || res.Tables["sessions"] != 1 || res.Tables["webhook_attempts"] < 1 || res.Tables["alert_rules"] != 12 {
+		t.Errorf("copied %+v", res)
+	}
+
+	m2 := startServe(t, url, "--rate-limit", "100000")
+	after, afterCLI := answers("http://"+m2.Addr()+"/api/v1/public"), cliAnswers(url)
+	if len(after) != len(before) || len(before) < 50 {
+		t.Errorf("%d answers before, %d after", len(before), len(after))
+	}
+	for p, b := range before {
+		if after[p] != b {
+			t.Errorf("GET %s:\n  SQLite:     %.300s\n  PostgreSQL: %.300s", p, b, after[p])
+		}
+	}
+	for c, b := range beforeCLI {
+		if afterCLI[c] != b {
+			t.Errorf("%s:\n  SQLite:     %.300s\n  PostgreSQL: %.300s", c, b, afterCLI[c])
+		}
+	}
+	// Tokens and secrets still hold.
+	connectAgent(t, m2.Addr(), devs[0].Token, time.Minute)
+	if code, _ := apiCall(t, "GET", "http://"+m2.Addr()+"/api/v1/public/devices", gone.Key, ""); code != 401 {
+		t.Errorf("the revoked key answers %d", code)
+	}
+	if s2, err := m2.DB.Outbox.OrgSecrets(ctx, org.ID); err != nil || s2 != secrets || s2.Previous == "" {
+		t.Errorf("secrets after the copy %+v, before %+v (%v)", s2, secrets, err)
+	}
+	if data, ok, err := m2.DB.Panel.FindSession(ctx, "sessionhash1"); err != nil || !ok || string(data) != "session-bytes\x00\x01" {
+		t.Errorf("session after the copy: %q %v %v", data, ok, err)
+	}
+	if u, err := m2.DB.Panel.UserByEmail(ctx, "ada@example.com"); err != nil || u.ID != user.ID || u.PasswordHash != user.PasswordHash {
+		t.Errorf("user after the copy: %+v %v", u, err)
+	}
+	// New deliveries follow the copied ones in the outbox.
+	if id, err := m2.DB.RedeliverWebhook(ctx, dl.ID); err != nil {
+		t.Errorf("redeliver after the copy: %v", err)
+	} else if ds, _ := m2.DB.WebhookDeliveries(ctx, org.ID, 10); len(ds) != 3 || ds[0].ID != id {
+		t.Errorf("deliveries after a redelivery: %+v", ds)
+	}
+
+	// A second copy into the full database is refused; nothing is written.
+	count := func() (n int64) {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		conn.QueryRow(ctx, `SELECT (SELECT COUNT(*) FROM metrics) + (SELECT COUNT(*) FROM devices) + (SELECT COUNT(*) FROM orgs)`).Scan(&n)
+		return n
+	}
+	n := count()
+	_, errOut, code := cli(t, "store", "copy", "--from", path, "--to", url)
+	if code != 1 || !strings.Contains(errOut, "not empty") {
+		t.Errorf("copy into a full database: exit %d, %s", code, errOut)
+	}
+	if count() != n {
+		t.Errorf("the refused copy wrote rows")
+	}
+}

@@ -45,8 +45,9 @@ fuzz-run:
 # Soak under faults (bench/soak, bench/cmd/fleet-soak; docs/reliability.md):
 #   make soak SOAK_DURATION=30m   a relay and SOAK_AGENTS (2,000) simulated
 #                                 agents through toxiproxy faults, kill -9 of
-#                                 the relay every 3 minutes in the first half,
-#                                 a full disk, a flapping webhook receiver;
+#                                 the relay every 2 minutes, a full disk and a
+#                                 flapping webhook receiver in the first 60 %,
+#                                 then a steady window;
 #                                 exits non-zero on any loss or RSS growth
 #                                 over 5 % once steady.
 #   make bench                    bench-soak: the same for 10 minutes, as

@@ -121,6 +121,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		diskC = time.After(cfg.DiskFullAt)
 	}
 	end := time.After(cfg.Duration)
+	steady := time.After(time.Duration(float64(cfg.Duration) * cfg.FaultPhase))
 	nextFault := 0
 	var lastKill time.Duration
 	var faultOn bool
@@ -136,8 +137,17 @@ loop:
 			if gen, rss, g, ok := rl.sample(); ok {
 				rep.Samples = append(rep.Samples, Sample{At: time.Since(start), Generation: gen, RSS: rss, Goroutines: g})
 			}
+		case <-steady:
+			// From here on nothing is done to the relay: the steady window.
+			faultT.Stop()
+			px.clear()
+			faultOn, faultOff = false, nil
+			close(stopFlap)
+			stopFlap = nil
+			rep.SteadyFrom = time.Since(start)
+			logf("soak: steady: no more faults, kills or flapping")
 		case <-faultT.C:
-			if faultOn {
+			if faultOn || stopFlap == nil {
 				continue
 			}
 			f := faults[nextFault%len(faults)]
@@ -153,7 +163,7 @@ loop:
 			px.clear()
 			faultOn, faultOff = false, nil
 		case <-killC:
-			if time.Since(start) > time.Duration(float64(cfg.Duration)*cfg.KillPhase) {
+			if stopFlap == nil {
 				continue
 			}
 			logf("soak: kill -9 of the relay")
@@ -166,8 +176,10 @@ loop:
 	faultT.Stop()
 	sampleT.Stop()
 	px.clear()
-	close(stopFlap)
-	rep.SteadyFrom = lastKill + cfg.WarmUp
+	if stopFlap != nil {
+		close(stopFlap)
+	}
+	rep.SteadyFrom = max(rep.SteadyFrom, lastKill) + cfg.WarmUp
 
 	// Drain: nothing new is offered; everything spooled reaches the relay
 	// and every recorded delivery the receiver.

@@ -38,10 +38,11 @@ type Config struct {
 	Heartbeat, MetricsEvery time.Duration
 	// FaultEvery starts a fault that lasts FaultFor.
 	FaultEvery, FaultFor time.Duration
-	// KillEvery kill -9's the relay (restarted at once) during the first
-	// KillPhase of Duration (a fraction; the rest is the steady window).
-	KillEvery time.Duration
-	KillPhase float64
+	// KillEvery kill -9's the relay (restarted at once). Kills, faults and
+	// the receiver's flapping happen during the first FaultPhase of
+	// Duration (a fraction); the rest is the steady window.
+	KillEvery  time.Duration
+	FaultPhase float64
 	// DiskFullAt fills the database's filesystem DiskFullAt into the run
 	// for DiskFullFor (0: never). DBSize is the tmpfs size in bytes.
 	DiskFullAt, DiskFullFor time.Duration
@@ -65,7 +66,7 @@ func Short(relay string) Config {
 		Relay: relay, Agents: 100, Forwarding: 10, Duration: 75 * time.Second,
 		Heartbeat: 2 * time.Second, MetricsEvery: 2 * time.Second,
 		FaultEvery: 8 * time.Second, FaultFor: 5 * time.Second,
-		KillEvery: 25 * time.Second, KillPhase: 0.7,
+		KillEvery: 25 * time.Second, FaultPhase: 0.7,
 		DiskFullAt: 30 * time.Second, DiskFullFor: 8 * time.Second, DBSize: 64 << 20,
 		FlapEvery: 7 * time.Second, FlapDown: 2 * time.Second,
 		SampleEvery: 2 * time.Second, WarmUp: 5 * time.Second,
@@ -78,7 +79,7 @@ func Long(relay string, duration time.Duration) Config {
 		Relay: relay, Agents: 2000, Forwarding: 50, Duration: duration,
 		Heartbeat: 10 * time.Second, MetricsEvery: 10 * time.Second,
 		FaultEvery: 30 * time.Second, FaultFor: 15 * time.Second,
-		KillEvery: 3 * time.Minute, KillPhase: 0.5,
+		KillEvery: 2 * time.Minute, FaultPhase: 0.6,
 		DiskFullAt: duration / 4, DiskFullFor: 30 * time.Second, DBSize: 512 << 20,
 		FlapEvery: 20 * time.Second, FlapDown: 4 * time.Second,
 		SampleEvery: 5 * time.Second, WarmUp: 60 * time.Second, MaxRSSGrowth: 0.05,

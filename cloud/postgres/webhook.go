@@ -101,26 +101,7 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 			}
 		}
 		if len(attempts) > 0 {
-			for _, a := range attempts {
-				if a.Number > 0 { // 0: a state change without an attempt (a dropped delivery)
-					if _, err := tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5, $6)
-						ON CONFLICT (delivery_id, attempt) DO UPDATE SET at = excluded.at, status_code = excluded.status_code, error = excluded.error, duration_ms = excluded.duration_ms`,
-						a.DeliveryID, a.Number, a.At.UnixMilli(), nullStatus(a.StatusCode), a.Error, a.Duration.Milliseconds()); err != nil {
-						return err
-					}
-				}
-				next := a.NextAttemptAt
-				var ended *int64
-				if a.State != webhook.StatePending {
-					next = a.At
-					ended = timeMs(a.At.Add(a.Duration))
-				}
-				if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET state = $1, attempts = GREATEST(attempts, $2), next_attempt_at = $3, last_status = $4,
-					last_error = $5, ended_at = $6, lease_owner = NULL, lease_until = NULL WHERE id = $7 AND state = 'pending'`,
-					string(a.State), a.Number, next.UnixMilli(), nullStatus(a.StatusCode), a.Error, ended, a.DeliveryID); err != nil {
-					return err
-				}
-			}
+			return recordAttempts(ctx, tx, attempts)
 		}
 		return nil
 	})
@@ -128,6 +109,63 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 		return storeError("postgres: webhook outbox: %w", err)
 	}
 	return nil
+}
+
+// recordAttempts stores attempts and their deliveries' new states with
+// one statement per table (unnest), not two round trips per attempt: the
+// dispatcher records every attempt, so at a few thousand deliveries a
+// second the round trips were most of the outbox's cost in the database.
+// A batch holding two attempts of one delivery (a retry recorded with its
+// failed predecessor) keeps the later one's state, as one statement per
+// attempt in order did.
+func recordAttempts(ctx context.Context, tx pgx.Tx, attempts []webhook.Attempt) error {
+	var aID []string
+	var aNum, aDur []int64
+	var aAt []int64
+	var aStatus []*int32
+	var aErr []string
+	last := map[string]int{} // delivery id -> index of its last attempt in attempts
+	for i, a := range attempts {
+		last[a.DeliveryID] = i
+		if a.Number > 0 { // 0: a state change without an attempt (a dropped delivery)
+			aID, aNum, aAt = append(aID, a.DeliveryID), append(aNum, int64(a.Number)), append(aAt, a.At.UnixMilli())
+			aStatus, aErr, aDur = append(aStatus, nullStatus(a.StatusCode)), append(aErr, a.Error), append(aDur, a.Duration.Milliseconds())
+		}
+	}
+	if len(aID) > 0 {
+		// DISTINCT ON keeps one row per (delivery, attempt), the last given.
+		if _, err := tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms)
+			SELECT DISTINCT ON (id, num) id, num, at, status, err, dur
+			FROM unnest($1::text[], $2::int[], $3::bigint[], $4::int[], $5::text[], $6::bigint[]) WITH ORDINALITY AS v(id, num, at, status, err, dur, n)
+			ORDER BY id, num, n DESC
+			ON CONFLICT (delivery_id, attempt) DO UPDATE SET at = excluded.at, status_code = excluded.status_code, error = excluded.error, duration_ms = excluded.duration_ms`,
+			aID, aNum, aAt, aStatus, aErr, aDur); err != nil {
+			return err
+		}
+	}
+	n := len(last)
+	dID, dState, dErr := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	dNum, dNext := make([]int64, 0, n), make([]int64, 0, n)
+	dStatus, dEnded := make([]*int32, 0, n), make([]*int64, 0, n)
+	for i, a := range attempts {
+		if last[a.DeliveryID] != i {
+			continue
+		}
+		next := a.NextAttemptAt
+		var ended *int64
+		if a.State != webhook.StatePending {
+			next = a.At
+			ended = timeMs(a.At.Add(a.Duration))
+		}
+		dID, dState, dErr = append(dID, a.DeliveryID), append(dState, string(a.State)), append(dErr, a.Error)
+		dNum, dNext = append(dNum, int64(a.Number)), append(dNext, next.UnixMilli())
+		dStatus, dEnded = append(dStatus, nullStatus(a.StatusCode)), append(dEnded, ended)
+	}
+	_, err := tx.Exec(ctx, `UPDATE webhook_deliveries d SET state = v.state, attempts = GREATEST(d.attempts, v.num), next_attempt_at = v.next,
+		last_status = v.status, last_error = v.err, ended_at = v.ended, lease_owner = NULL, lease_until = NULL
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::int[], $6::text[], $7::bigint[]) AS v(id, state, num, next, status, err, ended)
+		WHERE d.id = v.id AND d.state = 'pending'`, dID, dState, dNum, dNext, dStatus, dErr, dEnded)
+	return err
 }
 
 // claimInserted leases to this relay the inserted deliveries whose queue
@@ -167,12 +205,17 @@ func (s *WebhookStore) Claim(ctx context.Context, limit int, lease time.Duration
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockOutbox); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `WITH free AS (
-			SELECT d.seq FROM webhook_deliveries d
-			WHERE d.state = 'pending' AND (d.lease_owner IS NULL OR d.lease_until < `+serverMs+`)
-			  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.state = 'pending' AND `+sameQueue+`
-			    AND o.lease_owner <> $1 AND o.lease_until >= `+serverMs+`)
-			ORDER BY d.seq LIMIT $3 FOR UPDATE SKIP LOCKED)
+		// The queues other relays hold are found once (not once per
+		// pending delivery: with a backlog of thousands that was most of
+		// the outbox's cost), with the clock read once.
+		rows, err := tx.Query(ctx, `WITH now AS (SELECT `+serverMs+` AS ms),
+			held AS (SELECT DISTINCT o.device_id, o.event LIKE 'alert.%' AS alert FROM webhook_deliveries o, now
+			  WHERE o.state = 'pending' AND o.lease_owner <> $1 AND o.lease_until >= now.ms),
+			free AS (
+			SELECT d.seq FROM webhook_deliveries d, now
+			WHERE d.state = 'pending' AND (d.lease_owner IS NULL OR d.lease_until < now.ms)
+			  AND NOT EXISTS (SELECT 1 FROM held h WHERE h.device_id = d.device_id AND h.alert = (d.event LIKE 'alert.%'))
+			ORDER BY d.seq LIMIT $3 FOR UPDATE OF d SKIP LOCKED)
 			UPDATE webhook_deliveries d SET lease_owner = $1, lease_until = `+serverMs+` + $2
 			FROM free WHERE d.seq = free.seq
 			RETURNING d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at`,

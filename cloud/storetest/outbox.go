@@ -95,6 +95,26 @@ func testWebhookOutbox(t *testing.T, open Opener) {
 	if page, _, _ := e.Outbox.Pending(e.ctx, 0, 100); len(page) != 4 {
 		t.Errorf("%d pending after one ended", len(page))
 	}
+	// One write holding a failed attempt and its successful retry: the
+	// later one's state is the delivery's, both attempts are recorded.
+	if err := e.Outbox.WriteOutbox(e.ctx, nil, []webhook.Attempt{
+		{DeliveryID: "d02511", Number: 2, At: now, StatusCode: 503, State: webhook.StatePending, NextAttemptAt: now.Add(time.Second)},
+		{DeliveryID: "d02511", Number: 3, At: now.Add(time.Second), StatusCode: 204, State: webhook.StateDelivered},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if page, _, _ := e.Outbox.Pending(e.ctx, 0, 100); len(page) != 3 || page[0].ID != "d02512" {
+		t.Errorf("pending after a retry delivered in the same write: %d, first %+v", len(page), page[0])
+	}
+	infos, err = e.Store.WebhookDeliveries(e.ctx, org.ID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		if in.ID == "d02511" && (in.State != string(webhook.StateDelivered) || len(in.Attempts) != 3 || in.Attempts[2].StatusCode != 204) {
+			t.Errorf("delivery with a retry in one write: %s, attempts %+v", in.State, in.Attempts)
+		}
+	}
 }
 
 // testWebhookAdmin: the delivery log and redelivery under a new id.

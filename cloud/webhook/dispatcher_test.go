@@ -65,6 +65,67 @@ func TestNoSignalWhenForwardingDisabled(t *testing.T) {
 	}
 }
 
+// TestForwardingReadOnceUntilItChanges: a device's forwarding is read from
+// the store at its first changed heartbeat, not at every one (on a shared
+// store each read is a round trip to the database), and a PATCH /serial
+// (the serial service tells the notifier) takes effect at the very next
+// heartbeat: forwarding off, then on to another URL.
+func TestForwardingReadOnceUntilItChanges(t *testing.T) {
+	e := newEnv(t)
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
+	e.forward(t, e.device, rcv.URL("/a"))
+	reads := &countingStore{Store: e.store}
+	n := webhook.NewNotifier(newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile, store: reads}))
+	serial := sqlite.NewSerialService(e.db)
+	serial.Observer = n
+	ctx := context.Background()
+	beat := func(live string) {
+		n.HeartbeatStored(ctx, cloud.DeviceRef{ID: e.device, OrgID: e.org.ID, Model: "IG-500"},
+			cloud.Heartbeat{At: time.Now(), Status: resource.StatusOnline, Changed: []resource.ChannelTelemetry{{ID: "gpio-1", Live: live}}})
+	}
+	for i := range 5 {
+		beat(strconv.Itoa(i % 2))
+	}
+	for _, h := range rcv.wait(t, 5, 5*time.Second) {
+		if h.Path != "/a" {
+			t.Errorf("signal went to %s, want /a", h.Path)
+		}
+	}
+	if got := reads.n.Load(); got != 1 {
+		t.Errorf("5 changed heartbeats read the forwarding %d times, want once", got)
+	}
+
+	off := false
+	if _, err := serial.PatchSerial(ctx, e.org.ID, e.device, cloud.SerialPatch{WebhookEnabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	beat("1")
+	rcv.quiet(t, 300*time.Millisecond)
+
+	on, url := true, rcv.URL("/b")
+	if _, err := serial.PatchSerial(ctx, e.org.ID, e.device, cloud.SerialPatch{WebhookURL: &url, WebhookEnabled: &on}); err != nil {
+		t.Fatal(err)
+	}
+	beat("0")
+	if h := rcv.wait(t, 1, 5*time.Second)[0]; h.Path != "/b" {
+		t.Errorf("signal after the URL changed went to %s, want /b", h.Path)
+	}
+	if got := reads.n.Load(); got != 3 {
+		t.Errorf("forwarding read %d times over two changes, want 3", got)
+	}
+}
+
+// countingStore counts the forwarding reads of the store it wraps.
+type countingStore struct {
+	webhook.Store
+	n atomic.Int64
+}
+
+func (s *countingStore) Forwarding(ctx context.Context, deviceID string) (string, string, error) {
+	s.n.Add(1)
+	return s.Store.Forwarding(ctx, deviceID)
+}
+
 // TestRetryPolicy scripts the receiver's first answer and checks whether the
 // delivery is retried (and then delivered) or ends failed after one attempt.
 func TestRetryPolicy(t *testing.T) {

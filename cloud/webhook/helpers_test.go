@@ -183,6 +183,7 @@ type dispOpts struct {
 	caFile       string
 	perEndpoint  int
 	maxQueue     int
+	store        webhook.Store // instead of the env's
 }
 
 func newDispatcher(t testing.TB, e *env, o dispOpts) *webhook.Dispatcher {
@@ -194,8 +195,12 @@ func newDispatcher(t testing.TB, e *env, o dispOpts) *webhook.Dispatcher {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var store webhook.Store = e.store
+	if o.store != nil {
+		store = o.store
+	}
 	d, err := webhook.New(webhook.Config{
-		Store: e.store, Client: client, Backoff: o.backoff, Timeout: o.timeout, PerEndpoint: o.perEndpoint, MaxQueue: o.maxQueue,
+		Store: store, Client: client, Backoff: o.backoff, Timeout: o.timeout, PerEndpoint: o.perEndpoint, MaxQueue: o.maxQueue,
 		PollInterval: 50 * time.Millisecond, SecretTTL: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

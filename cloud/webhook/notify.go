@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -14,21 +15,79 @@ import (
 // cloud.Observer of signal forwarding (a heartbeat with changed channels
 // becomes one serial.signal delivery to the device's forwarding URL) and the
 // cloud.AlertObserver of alert webhooks (to the organization's alert URL).
+//
+// A device's forwarding (its organization and URL) is read from the store
+// at its first changed heartbeat and kept: heartbeats with changes come
+// from every connected agent, and on a shared store each read is a round
+// trip to the database. What changes forwarding (PATCH /serial) also
+// changes the device's desired configuration, so DesiredConfigChanged
+// forgets the device's entry; a relay of a cluster calls it for changes
+// made through any relay, and ForgetForwarding when it may have missed
+// some.
 type Notifier struct {
 	d     *Dispatcher
 	store Store
 	log   *slog.Logger
 	now   func() time.Time
+
+	fmu sync.Mutex
+	fwd map[string]forwarding // by device
+	gen uint64                // raised by every forgetting: a read begun before is not kept
 }
 
+// forwarding is a device's signal forwarding as the store last said.
+type forwarding struct{ orgID, url string }
+
 var (
-	_ cloud.Observer      = (*Notifier)(nil)
-	_ cloud.AlertObserver = (*Notifier)(nil)
+	_ cloud.Observer              = (*Notifier)(nil)
+	_ cloud.AlertObserver         = (*Notifier)(nil)
+	_ cloud.DesiredConfigObserver = (*Notifier)(nil)
 )
 
 // NewNotifier returns a Notifier that enqueues on d.
 func NewNotifier(d *Dispatcher) *Notifier {
-	return &Notifier{d: d, store: d.cfg.Store, log: d.log, now: d.cfg.Now}
+	return &Notifier{d: d, store: d.cfg.Store, log: d.log, now: d.cfg.Now, fwd: map[string]forwarding{}}
+}
+
+// DesiredConfigChanged implements cloud.DesiredConfigObserver: the
+// device's forwarding may have changed with it, so its next signal reads
+// it again.
+func (n *Notifier) DesiredConfigChanged(deviceID string) {
+	n.fmu.Lock()
+	delete(n.fwd, deviceID)
+	n.gen++
+	n.fmu.Unlock()
+}
+
+// ForgetForwarding forgets every device's forwarding: after a relay missed
+// other relays' changes (its listener was disconnected).
+func (n *Notifier) ForgetForwarding() {
+	n.fmu.Lock()
+	clear(n.fwd)
+	n.gen++
+	n.fmu.Unlock()
+}
+
+// forwardingOf returns the device's organization and forwarding URL ("" when
+// it does not forward), from what was kept or from the store.
+func (n *Notifier) forwardingOf(ctx context.Context, deviceID string) (string, string, error) {
+	n.fmu.Lock()
+	f, ok := n.fwd[deviceID]
+	gen := n.gen
+	n.fmu.Unlock()
+	if ok {
+		return f.orgID, f.url, nil
+	}
+	orgID, url, err := n.store.Forwarding(ctx, deviceID)
+	if err != nil {
+		return "", "", err
+	}
+	n.fmu.Lock()
+	if n.gen == gen {
+		n.fwd[deviceID] = forwarding{orgID, url}
+	}
+	n.fmu.Unlock()
+	return orgID, url, nil
 }
 
 // HeartbeatStored enqueues one serial.signal delivery carrying hb.Changed
@@ -37,7 +96,7 @@ func (n *Notifier) HeartbeatStored(ctx context.Context, dev cloud.DeviceRef, hb 
 	if len(hb.Changed) == 0 {
 		return
 	}
-	orgID, url, err := n.store.Forwarding(ctx, dev.ID)
+	orgID, url, err := n.forwardingOf(ctx, dev.ID)
 	if err != nil {
 		n.log.Error("signal webhook: forwarding lookup", "device", dev.ID, "err", err)
 		return

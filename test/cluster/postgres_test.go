@@ -122,6 +122,41 @@ func TestPostgresCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("forwarding switched through another relay takes effect within a second", func(t *testing.T) {
+		f := tenant.Devices[0]
+		via := direct[(held[f.ID].relay+1)%3]
+		patch := func(on bool) time.Time {
+			if code := via.Do("PATCH", "/devices/"+f.ID+"/serial", map[string]any{"webhookEnabled": on}, nil); code != 200 {
+				t.Fatalf("PATCH serial: %d", code)
+			}
+			return time.Now()
+		}
+		signals := func(after time.Time) int {
+			hooks, _ := rc.got()
+			n := 0
+			for _, h := range hooks {
+				if h.Event == "serial.signal" && h.Device == f.ID && h.At.After(after) {
+					n++
+				}
+			}
+			return n
+		}
+		// The bound is the product's (a PATCH /serial through any relay
+		// applies within 1 s wherever the agent is), not this machine's.
+		off := patch(false)
+		time.Sleep(4 * time.Second)
+		if n := signals(off.Add(time.Second)); n > 0 {
+			t.Errorf("%d signals of %s from heartbeats over a second after forwarding was switched off through another relay", n, f.ID)
+		}
+		on := patch(true)
+		fleetproc.Eventually(t, 10*time.Second, func() string {
+			if signals(on) == 0 {
+				return "no signal since forwarding was switched on again through another relay"
+			}
+			return ""
+		})
+	})
+
 	t.Run("a revoked API key is refused by every relay at its next request", func(t *testing.T) {
 		var k struct{ ID, Key string }
 		fleetproc.Admin(t, bins.Relay, env, &k, "key", "create", "--org", tenant.OrgID, "--name", "to-revoke", "--scopes", "devices:read")

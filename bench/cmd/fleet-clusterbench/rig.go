@@ -142,9 +142,9 @@ type relay struct {
 	*fleetproc.Proc
 	addr    string
 	metrics string // its /metrics listener (host:port)
-	env  []string
-	args []string
-	bin  string
+	env     []string
+	args    []string
+	bin     string
 }
 
 func (r *relay) url() string { return "http://" + r.addr }
@@ -354,10 +354,11 @@ type (
 		LagP99Ms       float64 `json:"lagP99Ms"`
 	}
 	swarmStatus struct {
-		Agents       int   `json:"agents"`
-		Up           int64 `json:"up"`
-		Reconnects   int64 `json:"reconnects"`
-		LastUpUnixNs int64 `json:"lastUpUnixNs"`
+		Agents         int   `json:"agents"`
+		Up             int64 `json:"up"`
+		Reconnects     int64 `json:"reconnects"`
+		LastUpUnixNs   int64 `json:"lastUpUnixNs"`
+		HeartbeatsSent int64 `json:"heartbeatsSent"`
 	}
 	swarmFinal struct {
 		Samples []int `json:"samples"`

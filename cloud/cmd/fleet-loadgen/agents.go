@@ -41,7 +41,8 @@ import (
 //
 //	mark     start a measured window ({"event":"mark"})
 //	report   what happened since the mark (heartbeats sent, probe quantiles)
-//	status   agents connected now, reconnections so far, the last one's time
+//	status   agents connected now, reconnections so far, the last one's time,
+//	         heartbeats sent since the start
 //	stop     stop the heartbeats, wait until every sample is acknowledged,
 //	         close, and print {"event":"final"} with each agent's sample count
 //
@@ -338,15 +339,17 @@ func (s *swarm) report() windowReport {
 
 // swarmStatus is what `status` prints.
 type swarmStatus struct {
-	Event        string `json:"event"`
-	Agents       int    `json:"agents"`
-	Up           int64  `json:"up"`
-	Reconnects   int64  `json:"reconnects"`
-	LastUpUnixNs int64  `json:"lastUpUnixNs"`
+	Event          string `json:"event"`
+	Agents         int    `json:"agents"`
+	Up             int64  `json:"up"`
+	Reconnects     int64  `json:"reconnects"`
+	LastUpUnixNs   int64  `json:"lastUpUnixNs"`
+	HeartbeatsSent int64  `json:"heartbeatsSent"` // since the start
 }
 
 func (s *swarm) status() swarmStatus {
-	return swarmStatus{Event: "status", Agents: len(s.agents), Up: s.up.Load(), Reconnects: s.reconnects.Load(), LastUpUnixNs: s.lastUp.Load()}
+	return swarmStatus{Event: "status", Agents: len(s.agents), Up: s.up.Load(), Reconnects: s.reconnects.Load(), LastUpUnixNs: s.lastUp.Load(),
+		HeartbeatsSent: s.sent.Load()}
 }
 
 // finish waits (up to two minutes) until every agent is connected with no

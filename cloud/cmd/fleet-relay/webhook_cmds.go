@@ -210,6 +210,11 @@ func webhookExtension() extension {
 			}
 			notifier := webhook.NewNotifier(disp)
 			m.Cluster.Outbox = append(m.Cluster.Outbox, disp.Poke)
+			// The notifier keeps each device's forwarding: changes through
+			// this relay and through the others make it read it again.
+			m.ConfigObservers = append(m.ConfigObservers, notifier)
+			m.Cluster.Config = append(m.Cluster.Config, notifier.DesiredConfigChanged)
+			m.Cluster.Resync = append(m.Cluster.Resync, func(context.Context) error { notifier.ForgetForwarding(); return nil })
 			engine := alert.New(alert.Config{Store: m.DB.Engine, Observer: &m.AlertObservers,
 				Logger: m.Logger.With("component", "alert"), Now: m.DB.Now,
 				Leader: leaseHolder(m.DB, "alert-sweep", 15*time.Second, log)})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/agent/internal/relaystub"
+	"github.com/fleet/fleet/internal/logbuf"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -54,19 +55,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-func start(t *testing.T, bin string, args []string, logs *lockedBuffer) *exec.Cmd {
+func start(t *testing.T, bin string, args []string, logs *logbuf.Buffer) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = logs
@@ -101,7 +90,7 @@ func TestBinary(t *testing.T) {
 		"--heartbeat", "1h", "--metrics-interval", "1s", "--backoff-min", "20ms", "--backoff-max", "200ms",
 		"--proc-root", "../../metrics/testdata/normal/proc", "--sys-root", "../../metrics/testdata/normal/sys",
 		"--dev-root", "none", "--passthrough-listen", "none", "--log-level", "debug"}
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	cmd := start(t, bin, args, logs)
 
 	waitFor(t, "first heartbeat", func() bool { return r.LastHeartbeat().Status == resource.StatusOnline })

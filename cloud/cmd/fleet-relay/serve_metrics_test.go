@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/logbuf"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -508,7 +508,7 @@ func TestAgentMetricsWithTheRelay(t *testing.T) {
 // when another process holds that address, not served, with a warning);
 // --metrics-listen none serves them nowhere.
 func TestMetricsNotOnTheAPIByDefault(t *testing.T) {
-	var logs lockedLog
+	var logs logbuf.Buffer
 	m := NewMain(&logs)
 	if err := m.ParseFlags([]string{"--db", filepath.Join(t.TempDir(), "relay.db"), "--listen", "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
@@ -544,22 +544,4 @@ func TestMetricsNotOnTheAPIByDefault(t *testing.T) {
 	if code, _ := get(t, "http://"+n.Addr()+"/metrics", ""); code != 404 || n.MetricsAddr() != "" {
 		t.Errorf("--metrics-listen none: /metrics %d, metrics address %q", code, n.MetricsAddr())
 	}
-}
-
-// lockedLog is a log sink safe for concurrent writes.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -2,7 +2,6 @@ package vpnwatch_test
 
 import (
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/fleet/fleet/agent/vpnwatch"
+	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -21,9 +21,7 @@ import (
 // interfaces that handshake with each other over loopback. It needs the
 // qemu rig (root, wireguard module): FLEET_KERNEL_TEST=1.
 func TestKernelWireGuard(t *testing.T) {
-	if os.Getenv("FLEET_KERNEL_TEST") != "1" {
-		t.Skip("needs the qemu rig: make test-kernel")
-	}
+	kerneltest.Require(t)
 	lo, err := netlink.LinkByName("lo")
 	if err != nil {
 		t.Fatal(err)

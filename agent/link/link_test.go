@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleet/fleet/agent/spool"
 	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -224,13 +225,7 @@ func (r *relay) storedCount() int {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, what, 10*time.Second, cond)
 }
 
 func fillSpool(t *testing.T, sp *spool.Spool, from, n int) {

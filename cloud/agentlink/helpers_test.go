@@ -20,6 +20,7 @@ import (
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -373,15 +374,5 @@ func (e *env) count(q string, args ...any) int {
 // eventually retries f until it returns "" or d passes.
 func eventually(t *testing.T, d time.Duration, f func() string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		msg := f()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, d, f)
 }

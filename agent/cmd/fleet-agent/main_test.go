@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleet/fleet/agent/internal/relaystub"
 	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -69,13 +70,7 @@ func start(t *testing.T, bin string, args []string, logs *logbuf.Buffer) *exec.C
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, what, 20*time.Second, cond)
 }
 
 // TestBinary runs the real fleet-agent process against a loopback relay

@@ -23,6 +23,6 @@ bench-agent-size: bench-tool
 # Builds only the agent (bench already ran build); uses bin/fleet-relay when present.
 bench-agent-footprint:
 	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/fleet-agent ./agent/cmd/fleet-agent
-	@$(GO) run ./agent/internal/agentbench --agent $(BIN)/fleet-agent --relay $(BIN)/fleet-relay --period $(AGENT_BENCH_PERIOD)
+	@$(GO) run ./bench/cmd/fleet-agentbench --agent $(BIN)/fleet-agent --relay $(BIN)/fleet-relay --period $(AGENT_BENCH_PERIOD)
 
 BENCH_TARGETS += bench-agent

@@ -36,11 +36,11 @@ LOADGEN_STATIC_TAGS = osusergo netgo sqlite_omit_load_extension
 BENCH_TARGETS += bench-agentlink bench-agentlink-store bench-agentlink-decode
 
 bench-agentlink:
-	$(GO) build -o $(BIN)/fleet-loadgen ./cloud/cmd/fleet-loadgen
+	$(GO) build -o $(BIN)/fleet-loadgen ./bench/cmd/fleet-loadgen
 	$(BIN)/fleet-loadgen --agents $(LOADGEN_AGENTS) --duration $(LOADGEN_DURATION) --codec json $(LOADGEN_FLAGS)
 	$(BIN)/fleet-loadgen --agents $(LOADGEN_AGENTS) --duration $(LOADGEN_DURATION) --codec cbor $(LOADGEN_FLAGS)
 	CGO_ENABLED=1 $(GO) build -tags '$(LOADGEN_STATIC_TAGS)' -ldflags '-s -w -linkmode external -extldflags -static' \
-		-o $(BIN)/fleet-loadgen-static ./cloud/cmd/fleet-loadgen
+		-o $(BIN)/fleet-loadgen-static ./bench/cmd/fleet-loadgen
 	$(BIN)/fleet-loadgen guest --binary $(BIN)/fleet-loadgen-static --agents $(LOADGEN_AGENTS)
 
 bench-agentlink-store: bench-tool

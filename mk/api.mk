@@ -10,7 +10,7 @@ BENCH_TARGETS += bench-api bench-api-micro
 APIBENCH_FLAGS ?=
 
 bench-api:
-	$(GO) build -o $(BIN)/fleet-apibench ./cloud/cmd/fleet-apibench
+	$(GO) build -o $(BIN)/fleet-apibench ./bench/cmd/fleet-apibench
 	$(BIN)/fleet-apibench $(APIBENCH_FLAGS)
 
 bench-api-micro: bench-tool

@@ -21,6 +21,6 @@ BENCH_TARGETS += bench-cluster
 CLUSTERBENCH_FLAGS ?=
 
 bench-cluster: build
-	$(GO) build -o $(BIN)/fleet-loadgen ./cloud/cmd/fleet-loadgen
+	$(GO) build -o $(BIN)/fleet-loadgen ./bench/cmd/fleet-loadgen
 	$(GO) build -o $(BIN)/fleet-clusterbench ./bench/cmd/fleet-clusterbench
 	$(BIN)/fleet-clusterbench --relay $(BIN)/fleet-relay --loadgen $(BIN)/fleet-loadgen $(CLUSTERBENCH_FLAGS)

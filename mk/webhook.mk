@@ -3,6 +3,6 @@
 .PHONY: bench-webhook
 
 bench-webhook:
-	$(GO) run ./cloud/cmd/fleet-webhookbench
+	$(GO) run ./bench/cmd/fleet-webhookbench
 
 BENCH_TARGETS += bench-webhook

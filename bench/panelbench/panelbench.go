@@ -168,7 +168,7 @@ func startRelay(ctx context.Context, relay, db, dir string) (string, func(), err
 		logf.Close()
 	}
 	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get("http://" + addr + "/healthz")
+		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + addr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -177,7 +177,7 @@ func startRelay(ctx context.Context, relay, db, dir string) (string, func(), err
 		}
 		if time.Now().After(end) {
 			stop()
-			return "", nil, errors.New("the relay did not answer /healthz within 30 s")
+			return "", nil, errors.New("the relay was not ready (/readyz) within 30 s")
 		}
 	}
 }

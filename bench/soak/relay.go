@@ -45,7 +45,8 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// start starts the relay and waits until it answers /healthz.
+// start starts the relay and waits until it is ready (/readyz: its store
+// is open and migrated).
 func (r *relay) start(ctx context.Context) error {
 	r.mu.Lock()
 	cmd := exec.Command(r.bin, "serve", "--db", r.db, "--listen", r.listen, "--metrics-listen", r.metrics,
@@ -65,7 +66,7 @@ func (r *relay) start(ctx context.Context) error {
 		cmd.Wait()
 		close(exited)
 	}()
-	return waitHTTP(ctx, "http://"+r.listen+"/healthz", exited)
+	return waitHTTP(ctx, "http://"+r.listen+"/readyz", exited)
 }
 
 // supervise restarts the relay whenever it ends, until ctx ends.

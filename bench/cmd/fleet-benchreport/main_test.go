@@ -163,7 +163,7 @@ func TestGoTestFailingBenchmark(t *testing.T) {
 // TestWebhookBenchRecords runs a real benchmark program in a short mode
 // with FLEET_BENCH_RESULTS set.
 func TestWebhookBenchRecords(t *testing.T) {
-	bin := build(t, t.TempDir(), "cloud/cmd/fleet-webhookbench")
+	bin := build(t, t.TempDir(), "bench/cmd/fleet-webhookbench")
 	rows, out, err := runRecording(t, t.TempDir(), "bench-webhook", bin, "-agents", "2", "-changes", "4", "-every", "20ms", "-deliveries", "100", "-devices", "5")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

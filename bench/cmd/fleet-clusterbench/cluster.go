@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleet/fleet/bench/apibench"
 	"github.com/fleet/fleet/bench/benchreport"
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/api/apibench"
 	"github.com/fleet/fleet/cloud/postgres"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"

@@ -342,7 +342,7 @@ func (s *swarm) do(cmd string, v any) error {
 	return nil
 }
 
-// The load generator's answers (cloud/cmd/fleet-loadgen/agents.go).
+// The load generator's answers (bench/cmd/fleet-loadgen/agents.go).
 type (
 	windowReport struct {
 		Seconds        float64 `json:"seconds"`

@@ -13,8 +13,8 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/fleet/fleet/bench/apibench"
 	"github.com/fleet/fleet/bench/benchreport"
-	"github.com/fleet/fleet/cloud/api/apibench"
 )
 
 func main() {

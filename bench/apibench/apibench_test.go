@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/cloud/api/apibench"
+	"github.com/fleet/fleet/bench/apibench"
 )
 
 // TestRunSmall runs the benchmark on a small workload: every request

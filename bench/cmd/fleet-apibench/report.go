@@ -5,8 +5,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/fleet/fleet/bench/apibench"
 	"github.com/fleet/fleet/bench/benchreport"
-	"github.com/fleet/fleet/cloud/api/apibench"
 )
 
 // rows are the run's figures for the `make bench` report: throughput and

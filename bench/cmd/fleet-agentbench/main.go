@@ -1,4 +1,4 @@
-// Command agentbench measures fleet-agent's footprint at its defaults: it
+// Command fleet-agentbench measures fleet-agent's footprint at its defaults: it
 // runs the real binary (--hw sim, IG-500, default heartbeat and metrics
 // interval) against a relay for a fixed period and reads the process's RSS
 // from /proc/PID/status and its CPU time from /proc/PID/stat. The relay is
@@ -38,7 +38,7 @@ func main() {
 	warmup := flag.Duration("warmup", 5*time.Second, "time before the first reading")
 	flag.Parse()
 	if err := run(*agentBin, *relayBin, *period, *warmup); err != nil {
-		fmt.Fprintln(os.Stderr, "agentbench:", err)
+		fmt.Fprintln(os.Stderr, "fleet-agentbench:", err)
 		os.Exit(1)
 	}
 }

@@ -51,24 +51,7 @@ func TestKernelWireGuard(t *testing.T) {
 	}
 	mk := func(name string, key wgtypes.Key, port int, peer wgtypes.PeerConfig) {
 		t.Helper()
-		if l, err := netlink.LinkByName(name); err == nil {
-			_ = netlink.LinkDel(l)
-		}
-		if err := netlink.LinkAdd(&netlink.Wireguard{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
-			t.Fatalf("create %s: %v (is the wireguard module loaded?)", name, err)
-		}
-		t.Cleanup(func() {
-			if l, err := netlink.LinkByName(name); err == nil {
-				_ = netlink.LinkDel(l)
-			}
-		})
-		l, err := netlink.LinkByName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := netlink.LinkSetUp(l); err != nil {
-			t.Fatal(err)
-		}
+		kerneltest.AddLink(t, &netlink.Wireguard{LinkAttrs: netlink.LinkAttrs{Name: name}}, "wireguard")
 		if err := wg.ConfigureDevice(name, wgtypes.Config{PrivateKey: &key, ListenPort: &port, ReplacePeers: true, Peers: []wgtypes.PeerConfig{peer}}); err != nil {
 			t.Fatalf("configure %s: %v", name, err)
 		}

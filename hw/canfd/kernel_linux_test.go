@@ -24,25 +24,7 @@ import (
 // deletes it when the test ends.
 func makeVcan(t *testing.T, name string, mtu int) {
 	t.Helper()
-	if l, err := netlink.LinkByName(name); err == nil {
-		_ = netlink.LinkDel(l)
-	}
-	link := &netlink.GenericLink{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, LinkType: "vcan"}
-	if err := netlink.LinkAdd(link); err != nil {
-		t.Fatalf("create vcan %s: %v (is the vcan module loaded?)", name, err)
-	}
-	t.Cleanup(func() {
-		if l, err := netlink.LinkByName(name); err == nil {
-			_ = netlink.LinkDel(l)
-		}
-	})
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := netlink.LinkSetUp(l); err != nil {
-		t.Fatalf("%s up: %v", name, err)
-	}
+	kerneltest.AddLink(t, &netlink.GenericLink{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, LinkType: "vcan"}, "vcan")
 }
 
 func dialT(t *testing.T, iface string) *canfd.Socket {

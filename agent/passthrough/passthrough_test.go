@@ -29,8 +29,11 @@ func modbusChannel(t *testing.T, sim *modbustest.Sim, cfg *serialcfg.RS485) *mod
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { defer close(served); sim.Serve(ctx, modbustest.FileLine{F: ctl}) }()
+	// No test here is about a slow slave: a response timeout far above the
+	// simulator's delays keeps a loaded machine's scheduling from turning
+	// an in-time reply into a timeout.
 	p, err := modbus.OpenWith(context.Background(), path, serialcfg.Config{Kind: "rs485", RS485: cfg}, nil,
-		modbus.Options{ResponseTimeout: 100 * time.Millisecond})
+		modbus.Options{ResponseTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +106,13 @@ func readReq(slave byte, fc byte, reg, count uint16) []byte {
 }
 
 // transact sends one request and reads the reply, expecting want bytes.
+// The deadline leaves room for the managed transactions ahead of it on the
+// bus, each up to the response timeout.
 func transact(c net.Conn, req []byte, want int) ([]byte, error) {
 	if _, err := c.Write(req); err != nil {
 		return nil, err
 	}
-	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	reply := make([]byte, want)
 	_, err := io.ReadFull(c, reply)
 	return reply, err
@@ -194,8 +199,9 @@ func TestPassthroughModePausesManagedTraffic(t *testing.T) {
 	if err := s.Apply(passthrough.ModePassthrough, []passthrough.Channel{{ID: "rs485-1", Raw: port}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
-	before := sim.Stats().Requests
+	// A poll already under way when the mode changed may still reach the
+	// slave: wait for the count to settle, then no poll may follow.
+	before := settled(t, sim)
 	time.Sleep(400 * time.Millisecond)
 	if after := sim.Stats().Requests; after != before {
 		t.Fatalf("managed polling ran in mode passthrough: %d -> %d requests", before, after)
@@ -214,9 +220,31 @@ func TestPassthroughModePausesManagedTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	before = sim.Stats().Requests
-	time.Sleep(400 * time.Millisecond)
-	if after := sim.Stats().Requests; after < before+2 {
-		t.Fatalf("managed polling did not resume: %d -> %d requests", before, after)
+	deadline := time.Now().Add(10 * time.Second)
+	for sim.Stats().Requests < before+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("managed polling did not resume: %d -> %d requests", before, sim.Stats().Requests)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// settled returns the slave's request count once it has not moved for
+// 150 ms (a poll interval and a half); polling that goes on fails t.
+func settled(t *testing.T, sim *modbustest.Sim) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	n := sim.Stats().Requests
+	for {
+		time.Sleep(150 * time.Millisecond)
+		m := sim.Stats().Requests
+		if m == n {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("managed polling ran in mode passthrough: %d requests in the last 150 ms", m-n)
+		}
+		n = m
 	}
 }
 
@@ -240,7 +268,7 @@ func TestSecondClientRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	second.SetReadDeadline(time.Now().Add(3 * time.Second))
+	second.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := second.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("second client: read %d, %v; want an immediate close (EOF)", n, err)
 	}
@@ -249,7 +277,7 @@ func TestSecondClientRefused(t *testing.T) {
 
 	// Once the first leaves, a new client gets the port.
 	first.Close()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		third, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -280,14 +308,14 @@ func tryEcho(c net.Conn, ctl *os.File, msg string) bool {
 		return false
 	}
 	buf := make([]byte, len(msg))
-	ctl.SetReadDeadline(time.Now().Add(time.Second))
+	ctl.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadFull(ctl, buf); err != nil || string(buf) != msg {
 		return false
 	}
 	if _, err := ctl.Write([]byte(msg)); err != nil {
 		return false
 	}
-	c.SetReadDeadline(time.Now().Add(time.Second))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
 		return false
 	}
@@ -358,7 +386,7 @@ func TestEmptyHostUsesInterfaceAddress(t *testing.T) {
 }
 
 func TestManagedModeClosesListeners(t *testing.T) {
-	port, _ := uartChannel(t)
+	port, ctl := uartChannel(t)
 	base := freeBase(t, 1)
 	s := newServer(t, passthrough.Config{Listen: "127.0.0.1:" + strconv.Itoa(base)})
 	chs := []passthrough.Channel{{ID: "uart-1", Raw: port}}
@@ -370,6 +398,10 @@ func TestManagedModeClosesListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// Dial returns once the connection is queued; the echo proves the
+	// client is attached (one still queued is reset when the listener
+	// closes, not served and closed).
+	echo(t, c, ctl, "ping")
 	if err := s.Apply(passthrough.ModeManaged, chs); err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +413,7 @@ func TestManagedModeClosesListeners(t *testing.T) {
 		t.Fatal("port still open in mode managed")
 	}
 	// The attached client was disconnected too.
-	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("client after managed: %v, want EOF", err)
 	}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fleet/fleet/cloud/internal/ingestq"
 )
 
 // ErrIngestClosed is returned by writes queued after the writer stopped.
@@ -37,12 +38,9 @@ type ingestJob struct {
 }
 
 type ingestWriter struct {
-	db   *DB
-	log  *slog.Logger
-	jobs chan *ingestJob
-	quit chan struct{}
-	done chan struct{}
-	once sync.Once
+	db  *DB
+	log *slog.Logger
+	q   *ingestq.Queue[*ingestJob]
 	// completions carries the heartbeats of each finished transaction to
 	// the completion goroutine, which calls their callbacks in order.
 	completions chan []completion
@@ -58,8 +56,9 @@ type completion struct {
 }
 
 func newIngestWriter(db *DB, log *slog.Logger) *ingestWriter {
-	w := &ingestWriter{db: db, log: log, jobs: make(chan *ingestJob, 16384), quit: make(chan struct{}), done: make(chan struct{}),
+	w := &ingestWriter{db: db, log: log, q: ingestq.New[*ingestJob](16384, ErrIngestClosed),
 		completions: make(chan []completion, 64), finished: make(chan struct{})}
+	w.q.Max, w.q.LingerBelow, w.q.Linger = maxJobsPerTx, lingerBelow, lingerTime
 	go w.loop()
 	go w.complete()
 	return w
@@ -76,7 +75,7 @@ func (w *ingestWriter) do(ctx context.Context, j *ingestJob) error {
 	select {
 	case err := <-j.done:
 		return err
-	case <-w.done:
+	case <-w.q.Done():
 		select {
 		case err := <-j.done:
 			return err
@@ -87,14 +86,7 @@ func (w *ingestWriter) do(ctx context.Context, j *ingestJob) error {
 }
 
 func (w *ingestWriter) enqueue(ctx context.Context, j *ingestJob) error {
-	select {
-	case w.jobs <- j:
-		return nil
-	case <-w.done:
-		return ErrIngestClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return w.q.Put(ctx, j)
 }
 
 func (w *ingestWriter) complete() {
@@ -107,66 +99,13 @@ func (w *ingestWriter) complete() {
 }
 
 func (w *ingestWriter) close() {
-	w.once.Do(func() { close(w.quit) })
-	<-w.done
+	w.q.Close()
 	<-w.finished
 }
 
 func (w *ingestWriter) loop() {
-	defer close(w.done)
 	defer close(w.completions)
-	for {
-		var batch []*ingestJob
-		select {
-		case j := <-w.jobs:
-			batch = append(batch, j)
-		case <-w.quit:
-			for {
-				select {
-				case j := <-w.jobs:
-					batch = append(batch, j)
-					if len(batch) < maxJobsPerTx {
-						continue
-					}
-				default:
-				}
-				break
-			}
-			if len(batch) > 0 {
-				w.run(batch)
-			}
-			return
-		}
-		w.fill(&batch)
-		w.run(batch)
-	}
-}
-
-// fill takes what is queued; a small batch waits up to lingerTime for more.
-func (w *ingestWriter) fill(batch *[]*ingestJob) {
-	var linger <-chan time.Time
-	for len(*batch) < maxJobsPerTx {
-		select {
-		case j := <-w.jobs:
-			*batch = append(*batch, j)
-			continue
-		default:
-		}
-		if len(*batch) >= lingerBelow {
-			return
-		}
-		if linger == nil {
-			linger = time.After(lingerTime)
-		}
-		select {
-		case j := <-w.jobs:
-			*batch = append(*batch, j)
-		case <-linger:
-			return
-		case <-w.quit:
-			return
-		}
-	}
+	w.q.Run(nil, w.run)
 }
 
 // run applies batch, trying the whole transaction again after a deadlock,

@@ -26,17 +26,15 @@ type AgentStore struct {
 	// bulk holds the multi-row statements for full chunks and the
 	// heartbeat statements, by kind or query text.
 	bulk map[string]*sql.Stmt
-	// hbArgs are the writer's buffers for the heartbeat statements'
-	// arguments (devices, devices with deadline, serial, channels); only
-	// the writer goroutine touches them.
-	hbArgs [4][]any
+	// hbArgs are the writer's buffers for the arguments of each of
+	// hbStmts; only the writer goroutine touches them.
+	hbArgs [len(hbStmts)][]any
 	// rowids holds the rowids of the devices that sent heartbeats, by
 	// device id (writer goroutine only).
 	rowids map[string]*devRowids
-	// hbSQL is the text of each heartbeat statement kind for 1, 2, 4 …
-	// hbMaxRows rows; hb and hbSet are the bulk function's memory (writer
-	// goroutine only).
-	hbSQL map[string][]string
+	// hbSQL is each of hbStmts for 1, 2, 4 … hbMaxRows rows; hb and
+	// hbSet are the bulk function's memory (writer goroutine only).
+	hbSQL [len(hbStmts)][]hbSized
 	hb    hbScratch
 	hbSet []*hbGroup
 }
@@ -81,7 +79,7 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 		{&s.st.desiredVersion, db.W, `SELECT desired_version FROM serial_state WHERE device_id = ?`},
 		{&s.st.channels, db.W, `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, '') FROM serial_channels WHERE device_id = ?`},
 		{&s.st.serialApply, db.W, `UPDATE serial_state SET applied_version = ? WHERE device_id = ?`},
-		{&s.st.event, db.W, `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.st.event, db.W, eventRows.sql(1)},
 		{&s.st.eventOwner, db.W, `SELECT device_id FROM events WHERE id = ?`},
 		{&s.st.lastSeq, db.W, `UPDATE devices SET agent_last_seq = MAX(agent_last_seq, ?) WHERE id = ? RETURNING agent_last_seq`},
 		{&s.st.session, db.W, `SELECT status FROM devices WHERE id = ? AND agent_session = ?`},
@@ -289,7 +287,7 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 		// Samples go in with multi-row statements; RETURNING names the
 		// ones actually inserted (not those a resend already stored).
 		inserted := make(map[string]bool, len(metrics))
-		if err := s.execBulk(t, bulkMetrics, metrics, inserted); err != nil {
+		if err := s.execBulk(t, &metricRows, metrics, inserted); err != nil {
 			return err
 		}
 		for _, r := range in.Items {

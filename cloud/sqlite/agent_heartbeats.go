@@ -73,145 +73,145 @@ func (hb *hbJob) release() {
 	hbJobs.Put(hb)
 }
 
-// Bulk statement kinds and their columns.
-const (
-	// devices: rowid, lastSeen, ip, session; devicesDeadline adds the
-	// deadline (a statement of its own, so that most heartbeats leave the
-	// deadline index alone). The session (unique to a connection) makes
-	// sure the row is still the device's.
-	bulkDevices         = "devices"
-	bulkDevicesDeadline = "devices+deadline"
-	bulkSerial          = "serial"   // rowid, telemetryAt, appliedVersion, deviceID
-	bulkChannels        = "channels" // deviceID, channelID, available, live, txOn, error, passthroughAddress
-	bulkEvents          = "events"
-	bulkMetrics         = "metrics"
-)
-
-// hbKinds are the heartbeat statements, with their columns.
-var hbKinds = [...]struct {
-	kind string
-	cols int
-}{{bulkDevices, 4}, {bulkDevicesDeadline, 5}, {bulkSerial, 4}, {bulkChannels, 7}}
-
-// bulkSQL returns the statement of kind for n rows.
-func bulkSQL(kind string, n int) string {
-	rows := func(cols int) string {
-		row := "(" + strings.Repeat("?, ", cols-1) + "?)"
-		return strings.Repeat(row+", ", n-1) + row
-	}
-	switch kind {
-	case bulkDevices:
-		return `UPDATE devices SET last_seen = v.column2, ip_address = v.column3 FROM (VALUES ` + rows(4) +
-			`) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`
-	case bulkDevicesDeadline:
-		return `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, agent_deadline = v.column5 FROM (VALUES ` + rows(5) +
-			`) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`
-	case bulkSerial:
-		return `UPDATE serial_state SET telemetry_at = v.column2, applied_version = v.column3 FROM (VALUES ` + rows(4) +
-			`) AS v WHERE serial_state.rowid = v.column1 AND +serial_state.device_id = v.column4`
-	case bulkChannels:
-		return `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address) VALUES ` + rows(7) +
-			` ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
-			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`
-	case bulkEvents:
-		return `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES ` + rows(8)
-	case bulkMetrics:
-		return `INSERT OR IGNORE INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1) VALUES ` + rows(7) +
-			` RETURNING captured_at`
-	}
-	panic("sqlite: unknown bulk statement " + kind)
+// bulkStmt is a multi-row statement: each row of values is cols in order
+// (their number is the statement's width), and the statement is head, the
+// rows of placeholders, then tail. The UPDATEs read a row's values as
+// v.column1, v.column2 … in the order of cols.
+type bulkStmt struct {
+	name       string
+	cols       []string
+	head, tail string
 }
 
-// hbStmtKey names the heartbeat statement of kind for 1<<k rows.
-func hbStmtKey(kind string, k int) string { return fmt.Sprintf("%s/%d", kind, 1<<k) }
+// sql returns the statement for n rows.
+func (b *bulkStmt) sql(n int) string {
+	row := "(" + strings.Repeat("?, ", len(b.cols)-1) + "?)"
+	return b.head + strings.Repeat(row+", ", n-1) + row + b.tail
+}
+
+// insertStmt is `verb INTO table (cols) VALUES` the rows, then tail.
+func insertStmt(verb, table string, cols []string, tail string) bulkStmt {
+	return bulkStmt{name: table, cols: cols, head: verb + " INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES ", tail: tail}
+}
+
+// The heartbeat statements, in the order of AgentStore.hbArgs. The device
+// row is written by rowid and session (unique to a connection: the row is
+// still the device's); the deadline has a statement of its own, so that
+// most heartbeats leave the deadline index alone.
+const (
+	hbDevices = iota
+	hbDevicesDeadline
+	hbSerial
+	hbChannels
+)
+
+var hbStmts = [...]bulkStmt{
+	hbDevices: {name: "devices", cols: []string{"rowid", "last_seen", "ip_address", "agent_session"},
+		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3 FROM (VALUES `,
+		tail: `) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`},
+	hbDevicesDeadline: {name: "devices+deadline", cols: []string{"rowid", "last_seen", "ip_address", "agent_session", "agent_deadline"},
+		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, agent_deadline = v.column5 FROM (VALUES `,
+		tail: `) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`},
+	hbSerial: {name: "serial", cols: []string{"rowid", "telemetry_at", "applied_version", "device_id"},
+		head: `UPDATE serial_state SET telemetry_at = v.column2, applied_version = v.column3 FROM (VALUES `,
+		tail: `) AS v WHERE serial_state.rowid = v.column1 AND +serial_state.device_id = v.column4`},
+	hbChannels: insertStmt("INSERT", "serial_channels", []string{"device_id", "channel_id", "available", "live", "tx_on", "error", "passthrough_address"},
+		` ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
+			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`),
+}
+
+// The record statements, run in chunks of up to hbChunk rows (execBulk).
+var (
+	eventRows  = insertStmt("INSERT OR IGNORE", "events", []string{"id", "org_id", "device_id", "type", "severity", "message", "data", "created_at"}, "")
+	metricRows = insertStmt("INSERT OR IGNORE", "metrics", []string{"device_id", "captured_at", "cpu_pct", "mem_pct", "disk_used_pct", "temp_cpu", "load_avg1"}, ` RETURNING captured_at`)
+)
+
+// hbSized is a heartbeat statement for 1<<k rows: its key among the
+// writer's raw statements and its text.
+type hbSized struct{ key, sql string }
 
 // prepareBulk prepares the full-chunk statements of records and events and
-// every heartbeat statement.
+// makes the text of every heartbeat statement.
 func (s *AgentStore) prepareBulk() error {
 	s.bulk = make(map[string]*sql.Stmt)
-	prep := func(key, q string) error {
-		st, err := s.db.W.Prepare(q)
+	for _, b := range []*bulkStmt{&eventRows, &metricRows} {
+		st, err := s.db.W.Prepare(b.sql(hbChunk))
 		if err != nil {
-			return fmt.Errorf("sqlite: prepare bulk %s: %w", key, err)
+			return fmt.Errorf("sqlite: prepare bulk %s: %w", b.name, err)
 		}
-		s.bulk[key] = st
-		return nil
-	}
-	for _, k := range []string{bulkEvents, bulkMetrics} {
-		if err := prep(k, bulkSQL(k, hbChunk)); err != nil {
-			return err
-		}
+		s.bulk[b.name] = st
 	}
 	// The heartbeat statements run at the driver level (rawStmts), each
-	// prepared on its first use; their text is made once here.
-	s.hbSQL = make(map[string][]string, len(hbKinds))
-	for _, hk := range hbKinds {
+	// prepared on its first use.
+	for i := range hbStmts {
 		for k := 0; 1<<k <= hbMaxRows; k++ {
-			s.hbSQL[hk.kind] = append(s.hbSQL[hk.kind], bulkSQL(hk.kind, 1<<k))
+			s.hbSQL[i] = append(s.hbSQL[i], hbSized{key: fmt.Sprintf("%s/%d", hbStmts[i].name, 1<<k), sql: hbStmts[i].sql(1 << k)})
 		}
 	}
 	return nil
 }
 
-// execRows runs the heartbeat statement of kind over args (cols values a
-// row, any number of rows) and returns the rows it changed.
-func (s *AgentStore) execRows(t *ingestTx, kind string, cols int, args []any) (int64, error) {
+// execRows runs heartbeat statement i over args (a row of its columns
+// after another, any number of rows) and returns the rows it changed.
+func (s *AgentStore) execRows(t *ingestTx, i int, args []any) (int64, error) {
+	width := len(hbStmts[i].cols)
 	var changed int64
-	for n := len(args) / cols; n > 0; {
+	for n := len(args) / width; n > 0; {
 		k := min(bits.Len(uint(n))-1, bits.Len(hbMaxRows)-1)
 		rows := 1 << k
-		c, err := s.hb.raw.exec(t, hbStmtKey(kind, k), s.hbSQL[kind][k], args[:rows*cols])
+		st := s.hbSQL[i][k]
+		c, err := s.hb.raw.exec(t, st.key, st.sql, args[:rows*width])
 		if err != nil {
-			return 0, fmt.Errorf("sqlite: heartbeats (%s): %w", kind, err)
+			return 0, fmt.Errorf("sqlite: heartbeats (%s): %w", hbStmts[i].name, err)
 		}
 		changed += c
-		args, n = args[rows*cols:], n-rows
+		args, n = args[rows*width:], n-rows
 	}
 	return changed, nil
 }
 
-// bulkStmt returns the statement of kind for n rows in t: the prepared one
+// bulkStmt returns the statement of b for n rows in t: the prepared one
 // for a full chunk, else one prepared for this transaction.
-func (s *AgentStore) bulkStmt(t *ingestTx, kind string, n int) (*sql.Stmt, error) {
+func (s *AgentStore) bulkStmt(t *ingestTx, b *bulkStmt, n int) (*sql.Stmt, error) {
 	if n == hbChunk {
-		return t.stmt(s.bulk[kind]), nil
+		return t.stmt(s.bulk[b.name]), nil
 	}
-	return t.prepare(bulkSQL(kind, n))
+	return t.prepare(b.sql(n))
 }
 
-// execBulk runs kind over rows in chunks; each row is a slice of arguments.
+// execBulk runs b over rows in chunks; each row is a slice of arguments.
 // With matched, the statement's RETURNING values (as text) are added to it.
-func (s *AgentStore) execBulk(t *ingestTx, kind string, rows [][]any, matched map[string]bool) error {
+func (s *AgentStore) execBulk(t *ingestTx, b *bulkStmt, rows [][]any, matched map[string]bool) error {
 	for len(rows) > 0 {
 		n := min(len(rows), hbChunk)
-		st, err := s.bulkStmt(t, kind, n)
+		st, err := s.bulkStmt(t, b, n)
 		if err != nil {
-			return fmt.Errorf("sqlite: bulk %s: %w", kind, err)
+			return fmt.Errorf("sqlite: bulk %s: %w", b.name, err)
 		}
-		args := make([]any, 0, n*len(rows[0]))
+		args := make([]any, 0, n*len(b.cols))
 		for _, r := range rows[:n] {
 			args = append(args, r...)
 		}
 		if matched == nil {
 			if _, err := st.ExecContext(t.ctx, args...); err != nil {
-				return fmt.Errorf("sqlite: bulk %s: %w", kind, err)
+				return fmt.Errorf("sqlite: bulk %s: %w", b.name, err)
 			}
 		} else {
 			res, err := st.QueryContext(t.ctx, args...)
 			if err != nil {
-				return fmt.Errorf("sqlite: bulk %s: %w", kind, err)
+				return fmt.Errorf("sqlite: bulk %s: %w", b.name, err)
 			}
 			for res.Next() {
 				var id string
 				if err := res.Scan(&id); err != nil {
 					res.Close()
-					return fmt.Errorf("sqlite: bulk %s: %w", kind, err)
+					return fmt.Errorf("sqlite: bulk %s: %w", b.name, err)
 				}
 				matched[id] = true
 			}
 			res.Close()
 			if err := res.Err(); err != nil {
-				return fmt.Errorf("sqlite: bulk %s: %w", kind, err)
+				return fmt.Errorf("sqlite: bulk %s: %w", b.name, err)
 			}
 		}
 		rows = rows[n:]
@@ -302,8 +302,8 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 	if err != nil {
 		return err
 	}
-	serial, chans := s.hbArgs[2][:0], s.hbArgs[3][:0]
-	var eventRows [][]any
+	serial, chans := s.hbArgs[hbSerial][:0], s.hbArgs[hbChannels][:0]
+	var events [][]any
 	for gi := range groups {
 		g := &groups[gi]
 		if matched != nil && !matched[g.key] {
@@ -334,23 +334,23 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 				if data == "" {
 					data = "{}"
 				}
-				eventRows = append(eventRows, []any{e.ID, dev.OrgID, dev.ID, e.Type, string(e.Severity), e.Message, data, e.CreatedAt.UnixMilli()})
+				events = append(events, []any{e.ID, dev.OrgID, dev.ID, e.Type, string(e.Severity), e.Message, data, e.CreatedAt.UnixMilli()})
 			}
 		}
 	}
-	s.hbArgs[2], s.hbArgs[3] = serial, chans
+	s.hbArgs[hbSerial], s.hbArgs[hbChannels] = serial, chans
 	defer s.clearArgs()
-	if n, err := s.execRows(t, bulkSerial, 4, serial); err != nil {
+	if n, err := s.execRows(t, hbSerial, serial); err != nil {
 		return err
-	} else if n < int64(len(serial)/4) {
+	} else if n < int64(len(serial)/len(hbStmts[hbSerial].cols)) {
 		if err := s.rewriteSerial(t, serial); err != nil {
 			return err
 		}
 	}
-	if _, err := s.execRows(t, bulkChannels, 7, chans); err != nil {
+	if _, err := s.execRows(t, hbChannels, chans); err != nil {
 		return err
 	}
-	return s.execBulk(t, bulkEvents, eventRows, nil)
+	return s.execBulk(t, &eventRows, events, nil)
 }
 
 // rewriteSerial repeats the serial rows (rowid, telemetryAt, applied
@@ -359,8 +359,9 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 // process), or a device may have no serial state row (then nothing is
 // written, as before).
 func (s *AgentStore) rewriteSerial(t *ingestTx, serial []any) error {
-	for i := 0; i < len(serial); i += 4 {
-		id := serial[i+3].(string)
+	width := len(hbStmts[hbSerial].cols)
+	for i := 0; i < len(serial); i += width {
+		id := serial[i+width-1].(string)
 		delete(s.rowids, id)
 		r, err := s.rowidsOf(t, id, true)
 		if err != nil {
@@ -368,7 +369,7 @@ func (s *AgentStore) rewriteSerial(t *ingestTx, serial []any) error {
 		}
 		serial[i] = r.serialArg
 	}
-	_, err := s.execRows(t, bulkSerial, 4, serial)
+	_, err := s.execRows(t, hbSerial, serial)
 	return err
 }
 
@@ -510,8 +511,7 @@ func (s *AgentStore) writeDevices(t *ingestTx, jobs []*ingestJob, set []*hbGroup
 		}
 	}
 	s.hbArgs[deadline] = args
-	kind := []string{bulkDevices, bulkDevicesDeadline}[deadline]
-	n, err := s.execRows(t, kind, 4+deadline, args)
+	n, err := s.execRows(t, hbDevices+deadline, args)
 	return n == int64(len(set)), err
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -263,15 +265,15 @@ func TestHeartbeatsOfOneSessionMerged(t *testing.T) {
 // statements: each row is found by rowid or primary key, never by a scan.
 func TestHeartbeatStatementsSearchByKey(t *testing.T) {
 	db, _, _ := newAgentStore(t)
-	want := map[string]string{
-		bulkDevices:         "SEARCH devices USING INTEGER PRIMARY KEY (rowid=?)",
-		bulkDevicesDeadline: "SEARCH devices USING INTEGER PRIMARY KEY (rowid=?)",
-		bulkSerial:          "SEARCH serial_state USING INTEGER PRIMARY KEY (rowid=?)",
-		bulkChannels:        "", // an upsert: a conflict is found through the primary key
+	want := [len(hbStmts)]string{
+		hbDevices:         "SEARCH devices USING INTEGER PRIMARY KEY (rowid=?)",
+		hbDevicesDeadline: "SEARCH devices USING INTEGER PRIMARY KEY (rowid=?)",
+		hbSerial:          "SEARCH serial_state USING INTEGER PRIMARY KEY (rowid=?)",
+		hbChannels:        "", // an upsert: a conflict is found through the primary key
 	}
-	for _, hk := range hbKinds {
-		q := bulkSQL(hk.kind, 4)
-		args := make([]any, 4*hk.cols)
+	for i, hk := range hbStmts {
+		q := hk.sql(4)
+		args := make([]any, 4*len(hk.cols))
 		for i := range args {
 			args[i] = i
 		}
@@ -290,11 +292,11 @@ func TestHeartbeatStatementsSearchByKey(t *testing.T) {
 		all := strings.Join(plan, "\n")
 		for _, step := range plan {
 			if fullScan.MatchString(step) {
-				t.Errorf("%s: full scan in\n%s", hk.kind, all)
+				t.Errorf("%s: full scan in\n%s", hk.name, all)
 			}
 		}
-		if !strings.Contains(all, want[hk.kind]) {
-			t.Errorf("%s: plan\n%s\nlacks %q", hk.kind, all, want[hk.kind])
+		if !strings.Contains(all, want[i]) {
+			t.Errorf("%s: plan\n%s\nlacks %q", hk.name, all, want[i])
 		}
 	}
 }
@@ -411,3 +413,28 @@ func connectDevice(tb testing.TB, db *DB, s *AgentStore, org cloud.Org, session 
 }
 
 func sessionOf(id string) string { return "s-" + id }
+
+// TestHeartbeatStatementsReadEveryColumn checks that each heartbeat UPDATE
+// reads exactly the values of a row as cols lists them: v.column1 to
+// v.column<width>, each at least once, none past.
+func TestHeartbeatStatementsReadEveryColumn(t *testing.T) {
+	ref := regexp.MustCompile(`v\.column(\d+)`)
+	for _, hk := range hbStmts {
+		q := hk.sql(1)
+		if !strings.HasPrefix(q, "UPDATE") {
+			continue
+		}
+		read := map[string]bool{}
+		for _, m := range ref.FindAllStringSubmatch(q, -1) {
+			read[m[1]] = true
+		}
+		for n := 1; n <= len(hk.cols); n++ {
+			if !read[strconv.Itoa(n)] {
+				t.Errorf("%s: v.column%d (%s) is never read", hk.name, n, hk.cols[n-1])
+			}
+		}
+		if len(read) != len(hk.cols) {
+			t.Errorf("%s reads %d values of a row of %d columns", hk.name, len(read), len(hk.cols))
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/fleet/fleet/cloud/internal/ingestq"
 )
 
 // ErrIngestClosed is returned by writes queued after the ingest writer
@@ -26,7 +28,9 @@ var ErrIngestClosed = errors.New("sqlite: ingest writer closed")
 // apart on a shared machine).
 const maxJobsPerTx = 16000
 
-// A batch smaller than lingerBelow waits up to lingerTime for more jobs.
+// A batch smaller than lingerBelow waits up to lingerTime for more jobs,
+// since every transaction writes each page it touched to the WAL once:
+// many heartbeats per transaction share the pages of the device table.
 const (
 	lingerBelow = 512
 	lingerTime  = 5 * time.Millisecond
@@ -38,12 +42,9 @@ const (
 // failing job rolls back alone, then completes each job after the commit.
 // Many connections' heartbeats thus share one commit.
 type ingestWriter struct {
-	db   *DB
-	log  *slog.Logger
-	jobs chan *ingestJob
-	quit chan struct{}
-	done chan struct{}
-	once sync.Once
+	db  *DB
+	log *slog.Logger
+	q   *ingestq.Queue[*ingestJob]
 	// completions carries the callbacks of each committed transaction to
 	// the completion goroutine, which runs them in order; finished is
 	// closed when it has run them all.
@@ -142,16 +143,15 @@ func newIngestWriter(db *DB, log *slog.Logger) (*ingestWriter, error) {
 	}
 	w := &ingestWriter{
 		spBegin: stmts[0], spRollback: stmts[1], spRelease: stmts[2],
-		db:   db,
-		log:  log,
-		jobs: make(chan *ingestJob, 16384),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
+		db:  db,
+		log: log,
+		q:   ingestq.New[*ingestJob](16384, ErrIngestClosed),
 
 		completions: make(chan []completion, 64),
 		spare:       make(chan []completion, 66),
 		finished:    make(chan struct{}),
 	}
+	w.q.Max, w.q.LingerBelow, w.q.Linger = maxJobsPerTx, lingerBelow, lingerTime
 	go w.loop()
 	go w.complete()
 	return w, nil
@@ -161,12 +161,8 @@ func newIngestWriter(db *DB, log *slog.Logger) (*ingestWriter, error) {
 // transaction committed.
 func (w *ingestWriter) do(ctx context.Context, atomic bool, apply func(t *ingestTx) error) error {
 	j := &ingestJob{apply: apply, atomic: atomic, done: make(chan error, 1)}
-	select {
-	case w.jobs <- j:
-	case <-w.done:
-		return ErrIngestClosed
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := w.q.Put(ctx, j); err != nil {
+		return err
 	}
 	// Once queued, the job is waited for even when ctx ends: the writer
 	// runs or fails every job it took, and apply may write to the
@@ -174,7 +170,7 @@ func (w *ingestWriter) do(ctx context.Context, atomic bool, apply func(t *ingest
 	select {
 	case err := <-j.done:
 		return err
-	case <-w.done:
+	case <-w.q.Done():
 		select {
 		case err := <-j.done:
 			return err
@@ -188,14 +184,7 @@ func (w *ingestWriter) do(ctx context.Context, atomic bool, apply func(t *ingest
 // completion goroutine once the transaction committed (or failed), in queue
 // order. It blocks only while the queue is full.
 func (w *ingestWriter) enqueue(ctx context.Context, j *ingestJob) error {
-	select {
-	case w.jobs <- j:
-		return nil
-	case <-w.done:
-		return ErrIngestClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return w.q.Put(ctx, j)
 }
 
 // completion is a job's outcome for the completion goroutine: its after
@@ -227,8 +216,7 @@ func (w *ingestWriter) complete() {
 }
 
 func (w *ingestWriter) close() {
-	w.once.Do(func() { close(w.quit) })
-	<-w.done
+	w.q.Close()
 	<-w.finished
 	w.spBegin.Close()
 	w.spRollback.Close()
@@ -242,64 +230,8 @@ func (w *ingestWriter) loop() {
 	} else if err != nil {
 		w.log.Info("ingest writer runs at normal priority", "err", err)
 	}
-	defer close(w.done)
 	defer close(w.completions)
-	batch := make([]*ingestJob, 0, 256)
-	for {
-		batch = batch[:0]
-		select {
-		case j := <-w.jobs:
-			batch = append(batch, j)
-		case <-w.quit:
-			// Finish what was queued before the close.
-			for {
-				select {
-				case j := <-w.jobs:
-					batch = append(batch, j)
-					if len(batch) < maxJobsPerTx {
-						continue
-					}
-				default:
-				}
-				break
-			}
-			if len(batch) > 0 {
-				w.run(batch)
-			}
-			return
-		}
-		w.fill(&batch)
-		w.run(batch)
-	}
-}
-
-// fill takes what is queued; a small batch waits up to lingerTime for
-// more, since every transaction writes each page it touched to the WAL once:
-// many heartbeats per transaction share the pages of the device table.
-func (w *ingestWriter) fill(batch *[]*ingestJob) {
-	var linger <-chan time.Time
-	for len(*batch) < maxJobsPerTx {
-		select {
-		case j := <-w.jobs:
-			*batch = append(*batch, j)
-			continue
-		default:
-		}
-		if len(*batch) >= lingerBelow {
-			return
-		}
-		if linger == nil {
-			linger = time.After(lingerTime)
-		}
-		select {
-		case j := <-w.jobs:
-			*batch = append(*batch, j)
-		case <-linger:
-			return
-		case <-w.quit:
-			return
-		}
-	}
+	w.q.Run(make([]*ingestJob, 0, 256), w.run)
 }
 
 func (w *ingestWriter) run(batch []*ingestJob) {

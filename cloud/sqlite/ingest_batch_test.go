@@ -28,7 +28,7 @@ func TestIngestSplitsALargeQueue(t *testing.T) {
 	before := w.snapshot()
 
 	// A full queue (enqueue blocks beyond it while the writer is held).
-	n := cap(w.jobs)
+	n := w.q.Size()
 	if n <= maxJobsPerTx {
 		t.Fatalf("the queue (%d) holds no more than one transaction of %d jobs", n, maxJobsPerTx)
 	}

@@ -1,9 +1,12 @@
 package modbus_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -390,5 +393,46 @@ func TestSingleTxWaitsForThePort(t *testing.T) {
 	waitFor(t, p, "single send after reopen", func(tel serialcfg.Telemetry) bool { return !tel.TxOn && tel.Live == "3456" && tel.Error == "" })
 	if v := r.sim.Holding(7, 12); v != 3456 || countWrites(r.sim) != 1 {
 		t.Fatalf("register 12 = %d after %d writes, want 3456 after 1", v, countWrites(r.sim))
+	}
+}
+
+func TestLateReplyNotTakenForTheNextOne(t *testing.T) {
+	// Slave 7 answers after the response timeout: its transaction times
+	// out and frees the bus, and its late reply arrives while a raw
+	// client's request to slave 8 waits for its answer. RTU frames carry no
+	// transaction id; the raw client must get slave 8's reply, not 7's.
+	r := newRig(t, modbustest.Options{IDs: []int{7, 8}})
+	r.sim.SetFault(7, modbustest.Fault{Delay: 1200 * time.Millisecond})
+	opts := fast
+	opts.ResponseTimeout = time.Second
+	p, err := modbus.OpenWith(context.Background(), r.link, rs485(nil), nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var timeout *modbus.TimeoutError
+	if _, err := p.ReadRegisters(context.Background(), 7, false, 0, 1); !errors.As(err, &timeout) {
+		t.Fatalf("slave 7 past the response timeout: err %v, want a timeout", err)
+	}
+
+	client, server := net.Pipe()
+	defer client.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.ServeRaw(ctx, server) }()
+	defer func() { cancel(); server.Close(); <-served }()
+	if _, err := client.Write(modbus.AppendCRC([]byte{8, 3, 0, 4, 0, 2})); err != nil {
+		t.Fatal(err)
+	}
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, 9)
+	if _, err := io.ReadFull(client, got); err != nil {
+		t.Fatalf("raw reply from slave 8: %v", err)
+	}
+	if want := modbus.AppendCRC([]byte{8, 3, 4, 3, 36, 3, 37}); !bytes.Equal(got, want) { // 804, 805
+		t.Fatalf("raw reply % x, want slave 8's % x", got, want)
+	}
+	if st := r.sim.Stats(); st.Replies != 2 {
+		t.Fatalf("slave replies %d, want 2 (the late one and slave 8's)", st.Replies)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/peterbourgon/ff/v3/ffyaml"
 
 	"github.com/fleet/fleet/agent"
+	"github.com/fleet/fleet/internal/logbuf"
 )
 
 // TestAgentInstalledConfig parses deploy/agent.yaml, the file the package
@@ -215,9 +216,9 @@ func freeAddr(t *testing.T) string {
 
 // startProcess starts cmd with its output collected, and stops it with
 // SIGINT (SIGKILL after 10 s) when the test ends.
-func startProcess(t *testing.T, cmd *exec.Cmd) *syncBuffer {
+func startProcess(t *testing.T, cmd *exec.Cmd) *logbuf.Buffer {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", cmd.Args, err)
@@ -237,7 +238,7 @@ func startProcess(t *testing.T, cmd *exec.Cmd) *syncBuffer {
 }
 
 // waitHealthy polls url until it answers 200 (10 s at most).
-func waitHealthy(t *testing.T, url string, logs *syncBuffer) {
+func waitHealthy(t *testing.T, url string, logs *logbuf.Buffer) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(10 * time.Second)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleet/fleet/internal/logbuf"
 )
 
 // container is a Debian root booted with systemd-nspawn.
@@ -21,7 +23,7 @@ type container struct {
 	root string
 	cmd  *exec.Cmd
 	init int // PID 1 of the container, as the host sees it
-	logs *syncBuffer
+	logs *logbuf.Buffer
 }
 
 // exec runs args in the booted container (nsenter into its namespaces).
@@ -62,7 +64,7 @@ func nspawnRoot(t *testing.T) string {
 // boot starts systemd in root and waits for the container's PID 1.
 func boot(t *testing.T, root string) *container {
 	t.Helper()
-	c := &container{t: t, root: root, logs: &syncBuffer{}}
+	c := &container{t: t, root: root, logs: &logbuf.Buffer{}}
 	// The container shares the host's network; nspawn keeps CAP_NET_ADMIN
 	// in its bounding set only when asked (the agent's unit grants it).
 	c.cmd = exec.Command("systemd-nspawn", "-q", "--register=no", "--keep-unit", "--capability=CAP_NET_ADMIN", "-D", root, "-b")

@@ -413,6 +413,26 @@ func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([
 	return out, nil
 }
 
+// WebhookDeliveryCounts counts the organization's deliveries by state.
+func (db *DB) WebhookDeliveryCounts(ctx context.Context, orgID string) (map[string]int, error) {
+	type stateCount struct {
+		state string
+		n     int
+	}
+	rows, err := query(ctx, db, "delivery counts", func(r pgx.Row) (stateCount, error) {
+		var c stateCount
+		return c, r.Scan(&c.state, &c.n)
+	}, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = $1 GROUP BY state`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	counts := make(map[string]int, len(rows))
+	for _, c := range rows {
+		counts[c.state] = c.n
+	}
+	return counts, nil
+}
+
 // RedeliverWebhook queues a new delivery with the body, URL and event of
 // delivery id and returns the new delivery's id.
 func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {

@@ -419,7 +419,7 @@ func (db *DB) WebhookDeliveryCounts(ctx context.Context, orgID string) (map[stri
 		state string
 		n     int
 	}
-	rows, err := query(ctx, db, "delivery counts", func(r pgx.Row) (stateCount, error) {
+	rows, err := query(ctx, db, "delivery counts", func(r sqlstore.Row) (stateCount, error) {
 		var c stateCount
 		return c, r.Scan(&c.state, &c.n)
 	}, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = $1 GROUP BY state`, orgID)

@@ -12,19 +12,14 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/agent/internal/relaystub"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, what, 15*time.Second, cond)
 }
 
 func testConfig(t *testing.T, relayURL, stateDir string) Config {

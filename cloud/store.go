@@ -103,6 +103,10 @@ type Admin interface {
 	// RedeliverWebhook queues a copy of a delivery under a new id and
 	// returns that id.
 	RedeliverWebhook(ctx context.Context, id string) (string, error)
+	// WebhookDeliveryCounts counts the organization's deliveries by state
+	// (pending, delivered, failed, exhausted); states without any are
+	// absent.
+	WebhookDeliveryCounts(ctx context.Context, orgID string) (map[string]int, error)
 }
 
 // NewDevice is what Admin.AddDevice needs.

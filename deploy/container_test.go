@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleet/fleet/internal/logbuf"
 )
 
 // image is the final stage of deploy/container/Dockerfile, as parsed.
@@ -308,7 +310,7 @@ func TestContainerImage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	relay := inImage(ctx, img, root, args...)
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	relay.Stdout, relay.Stderr = logs, logs
 	if err := relay.Start(); err != nil {
 		t.Fatalf("start %v in the image: %v", args, err)

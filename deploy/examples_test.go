@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,8 @@ import (
 	"github.com/peterbourgon/ff/v3/ffyaml"
 
 	"github.com/fleet/fleet/agent"
+	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 // TestAgentInstalledConfig parses deploy/agent.yaml, the file the package
@@ -180,7 +181,7 @@ func TestRelayExample(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := testnet.FreeAddr(t)
 	env := []string{"PATH=/usr/bin:/bin"}
 	for _, e := range entries {
 		switch e.key {
@@ -202,22 +203,11 @@ func TestRelayExample(t *testing.T) {
 	}
 }
 
-// freeAddr returns a free loopback address.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // startProcess starts cmd with its output collected, and stops it with
 // SIGINT (SIGKILL after 10 s) when the test ends.
-func startProcess(t *testing.T, cmd *exec.Cmd) *syncBuffer {
+func startProcess(t *testing.T, cmd *exec.Cmd) *logbuf.Buffer {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", cmd.Args, err)
@@ -237,7 +227,7 @@ func startProcess(t *testing.T, cmd *exec.Cmd) *syncBuffer {
 }
 
 // waitHealthy polls url until it answers 200 (10 s at most).
-func waitHealthy(t *testing.T, url string, logs *syncBuffer) {
+func waitHealthy(t *testing.T, url string, logs *logbuf.Buffer) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(10 * time.Second)

@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 // container is a Debian root booted with systemd-nspawn.
@@ -21,7 +24,7 @@ type container struct {
 	root string
 	cmd  *exec.Cmd
 	init int // PID 1 of the container, as the host sees it
-	logs *syncBuffer
+	logs *logbuf.Buffer
 }
 
 // exec runs args in the booted container (nsenter into its namespaces).
@@ -62,7 +65,7 @@ func nspawnRoot(t *testing.T) string {
 // boot starts systemd in root and waits for the container's PID 1.
 func boot(t *testing.T, root string) *container {
 	t.Helper()
-	c := &container{t: t, root: root, logs: &syncBuffer{}}
+	c := &container{t: t, root: root, logs: &logbuf.Buffer{}}
 	// The container shares the host's network; nspawn keeps CAP_NET_ADMIN
 	// in its bounding set only when asked (the agent's unit grants it).
 	c.cmd = exec.Command("systemd-nspawn", "-q", "--register=no", "--keep-unit", "--capability=CAP_NET_ADMIN", "-D", root, "-b")
@@ -201,7 +204,7 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	relayCLI(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "SN-1", "--model", "IG-500")
 	run(t, "chown", "-R", fmt.Sprintf("%d:%d", relayUID, relayGID), stateDir)
 
-	addr := freeAddr(t)
+	addr := testnet.FreeAddr(t)
 	editFile(t, filepath.Join(root, "etc/fleet-relay/relay.env"), map[string]string{`(?m)^FLEET_LISTEN=.*$`: "FLEET_LISTEN=" + addr})
 	// The installed agent.yaml holds relay and token only (the rest are the
 	// agent's defaults); hw: sim is added because the container has none

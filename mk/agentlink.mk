@@ -1,5 +1,5 @@
 # Agent link (issue 3, relay side): load benchmark of the agents' websocket
-# endpoint. fleet-loadgen registers LOADGEN_AGENTS devices straight in a temp
+# endpoint. fleet-loadgen registers LOADGEN_AGENTS devices in a temp
 # SQLite file, starts a relay process on it and connects that many agents
 # over loopback from several 127.0.0.x addresses; it prints the relay's RSS
 # per connection, heartbeats stored per second with the heartbeat-to-stored

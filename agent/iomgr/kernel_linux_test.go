@@ -2,13 +2,13 @@ package iomgr
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleet/fleet/hw/gpio/gpiosim"
 	"github.com/fleet/fleet/hw/linux"
+	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
@@ -20,13 +20,8 @@ import (
 // CAN FD controller, and a bitrate that controller cannot make shows as
 // the channel's error until a good one applies.
 func TestKernelAgentChannels(t *testing.T) {
-	if os.Getenv("FLEET_KERNEL_TEST") != "1" {
-		t.Skip("needs the qemu rig: make test-kernel")
-	}
-	fd := strings.Fields(os.Getenv("FLEET_CAN_FD"))
-	if len(fd) == 0 {
-		t.Fatal("FLEET_CAN_FD is not set: the rig names the CAN-FD controllers")
-	}
+	kerneltest.Require(t)
+	fd := strings.Fields(kerneltest.Env(t, "FLEET_CAN_FD")) // the rig names the CAN-FD controllers
 	m := mustManager(t, Options{Backend: &linux.Backend{}, Devices: map[string]string{
 		// ttyS1 carries the rig's Modbus line: keep the serial channels off it.
 		"uart-1": "/dev/fleet-none-1", "rs485-1": "/dev/fleet-none-2", "rs485-2": "/dev/fleet-none-3",

@@ -19,6 +19,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/fleet/fleet/agent/spool"
+	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -223,13 +225,7 @@ func (r *relay) storedCount() int {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, what, 10*time.Second, cond)
 }
 
 func fillSpool(t *testing.T, sp *spool.Spool, from, n int) {
@@ -255,22 +251,10 @@ func fillSpool(t *testing.T, sp *spool.Spool, from, n int) {
 type harness struct {
 	sp     *spool.Spool
 	link   *Link
-	logs   *syncBuffer
+	logs   *logbuf.Buffer
 	cancel context.CancelFunc
 	done   chan struct{}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func startLink(t *testing.T, r *relay, sp *spool.Spool, mod func(*Options)) *harness {
 	t.Helper()
@@ -282,7 +266,7 @@ func startLink(t *testing.T, r *relay, sp *spool.Spool, mod func(*Options)) *har
 		}
 		t.Cleanup(func() { sp.Close() })
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	opts := Options{
 		URL:   r.srv.URL,
 		Token: testToken,

@@ -2,7 +2,6 @@ package vpnwatch_test
 
 import (
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/fleet/fleet/agent/vpnwatch"
+	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -21,9 +21,7 @@ import (
 // interfaces that handshake with each other over loopback. It needs the
 // qemu rig (root, wireguard module): FLEET_KERNEL_TEST=1.
 func TestKernelWireGuard(t *testing.T) {
-	if os.Getenv("FLEET_KERNEL_TEST") != "1" {
-		t.Skip("needs the qemu rig: make test-kernel")
-	}
+	kerneltest.Require(t)
 	lo, err := netlink.LinkByName("lo")
 	if err != nil {
 		t.Fatal(err)
@@ -53,24 +51,7 @@ func TestKernelWireGuard(t *testing.T) {
 	}
 	mk := func(name string, key wgtypes.Key, port int, peer wgtypes.PeerConfig) {
 		t.Helper()
-		if l, err := netlink.LinkByName(name); err == nil {
-			_ = netlink.LinkDel(l)
-		}
-		if err := netlink.LinkAdd(&netlink.Wireguard{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
-			t.Fatalf("create %s: %v (is the wireguard module loaded?)", name, err)
-		}
-		t.Cleanup(func() {
-			if l, err := netlink.LinkByName(name); err == nil {
-				_ = netlink.LinkDel(l)
-			}
-		})
-		l, err := netlink.LinkByName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := netlink.LinkSetUp(l); err != nil {
-			t.Fatal(err)
-		}
+		kerneltest.AddLink(t, &netlink.Wireguard{LinkAttrs: netlink.LinkAttrs{Name: name}}, "wireguard")
 		if err := wg.ConfigureDevice(name, wgtypes.Config{PrivateKey: &key, ListenPort: &port, ReplacePeers: true, Peers: []wgtypes.PeerConfig{peer}}); err != nil {
 			t.Fatalf("configure %s: %v", name, err)
 		}

@@ -92,30 +92,17 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "bench.db"))
+	dbPath := filepath.Join(dir, "bench.db")
+	logger.Info("seeding", "devices", cfg.Devices, "alerts", cfg.Alerts)
+	org, devs, key, err := seedFile(ctx, dbPath, cfg.Devices, cfg.Alerts)
+	if err != nil {
+		return rep, err
+	}
+	db, err := sqlite.Open(ctx, dbPath)
 	if err != nil {
 		return rep, err
 	}
 	defer db.Close()
-
-	logger.Info("seeding", "devices", cfg.Devices, "alerts", cfg.Alerts)
-	org, err := db.CreateOrg(ctx, "bench")
-	if err != nil {
-		return rep, err
-	}
-	devs, err := seed(ctx, db, org.ID, cfg.Devices, cfg.Alerts)
-	if err != nil {
-		return rep, err
-	}
-	_, key, err := db.CreateKey(ctx, org.ID, "bench", cloud.AllScopes, 0)
-	if err != nil {
-		return rep, err
-	}
-	// Seeding wrote thousands of transactions into the WAL; fold them into
-	// the database file, as a running relay's checkpoints would have.
-	if _, err := db.W.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		return rep, fmt.Errorf("checkpoint: %w", err)
-	}
 
 	// The server as the relay runs it: the access log is formatted (to a
 	// discarding writer), requests are counted for /metrics, the rate limit
@@ -155,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 
 	// First request of a brand-new key, then its steady state.
-	_, fresh, err := db.CreateKey(ctx, org.ID, "fresh", []string{cloud.ScopeDevicesRead}, 0)
+	_, fresh, err := db.CreateKey(ctx, org, "fresh", []string{cloud.ScopeDevicesRead}, 0)
 	if err != nil {
 		return rep, err
 	}
@@ -255,6 +242,31 @@ func urlsWith(u string, cursors []string) []string {
 		}
 	}
 	return out
+}
+
+// seedFile seeds the store at path (an organization, n devices, alerts
+// ACTIVE alerts and an API key with every scope) and closes it: the last
+// connection's close folds the thousands of seeding transactions from the
+// WAL into the database file, as a running relay's checkpoints would have.
+func seedFile(ctx context.Context, path string, n, alerts int) (org string, devs []string, key string, err error) {
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return "", nil, "", err
+	}
+	defer func() {
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	o, err := db.CreateOrg(ctx, "bench")
+	if err != nil {
+		return "", nil, "", err
+	}
+	if devs, err = seed(ctx, db, o.ID, n, alerts); err != nil {
+		return "", nil, "", err
+	}
+	_, key, err = db.CreateKey(ctx, o.ID, "bench", cloud.AllScopes, 0)
+	return o.ID, devs, key, err
 }
 
 // seed adds n devices (sorted by creation) and alerts ACTIVE alerts spread

@@ -3,7 +3,6 @@ package soak
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // the soak reads the relay's database to count what it stored
-
+	"github.com/fleet/fleet/bench/benchstore"
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/webhook"
 )
 
 type deviceCred struct{ id, token string }
@@ -185,10 +184,19 @@ loop:
 	// and every recorded delivery the receiver.
 	fleet.stopSampling()
 	logf("soak: draining")
+	// The store is read through its contract to the end, even once ctx
+	// is done (the soak was interrupted): the report counts what it has.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	defer cancel()
+	st, err := sqlite.Open(rctx, dbPath)
+	if err != nil {
+		return rep, err
+	}
+	defer st.Close()
 	drainDeadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(drainDeadline) {
 		pending, _ := fleet.pending()
-		waiting, err := deliveriesWaiting(dbPath)
+		waiting, err := deliveriesWaiting(rctx, st, orgID)
 		if pending == 0 && err == nil && waiting == 0 {
 			break
 		}
@@ -206,45 +214,38 @@ loop:
 		rep.Notes = append(rep.Notes, "the relay exited on its own; last log lines:\n"+relayLog.tail(10))
 	}
 
-	if err := count(rep, dbPath, orgID, fleet, rcv); err != nil {
+	if err := count(rctx, rep, st, orgID, fleet, rcv); err != nil {
 		return rep, err
 	}
 	growth(rep)
 	return rep, nil
 }
 
-// provision makes the organization, an API key, the devices (forwarding
-// devices' signals to url) straight in the database, as fleet-loadgen does.
+// provision makes the organization, an API key and the devices through the
+// store contract (cloud.Admin), and turns on forwarding of the first
+// forwarding devices' signals to url (cloud.SerialService, as PATCH
+// /devices/{id}/serial does).
 func provision(ctx context.Context, path string, n, forwarding int, url string) (string, []deviceCred, string, error) {
-	db, err := sqlite.Open(ctx, path)
+	st, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return "", nil, "", err
 	}
-	defer db.Close()
-	org, err := db.CreateOrg(ctx, "Soak")
+	defer st.Close()
+	ten, err := benchstore.Provision(ctx, st, "Soak", n)
 	if err != nil {
 		return "", nil, "", err
 	}
-	_, key, err := db.CreateKey(ctx, org.ID, "soak", cloud.AllScopes, 24*time.Hour)
-	if err != nil {
-		return "", nil, "", err
-	}
-	serial := sqlite.NewSerialService(db)
 	on := true
-	creds := make([]deviceCred, 0, n)
+	creds := make([]deviceCred, n)
 	for i := range n {
-		d, tok, err := db.AddDevice(ctx, sqlite.NewDevice{OrgID: org.ID, Name: fmt.Sprintf("soak-%04d", i), SerialNumber: fmt.Sprintf("SOAK-%04d", i), Model: "IG-500"})
-		if err != nil {
-			return "", nil, "", err
-		}
 		if i < forwarding {
-			if _, err := serial.PatchSerial(ctx, org.ID, d.ID, cloud.SerialPatch{WebhookURL: &url, WebhookEnabled: &on}); err != nil {
+			if _, err := st.Serial().PatchSerial(ctx, ten.Org, ten.Devices[i], cloud.SerialPatch{WebhookURL: &url, WebhookEnabled: &on}); err != nil {
 				return "", nil, "", err
 			}
 		}
-		creds = append(creds, deviceCred{d.ID, tok})
+		creds[i] = deviceCred{ten.Devices[i], ten.Tokens[i]}
 	}
-	return key, creds, org.ID, nil
+	return ten.Key, creds, ten.Org, nil
 }
 
 // diskFull fills the database's filesystem for d, writing through the API
@@ -300,47 +301,31 @@ func diskFull(ctx context.Context, rep *Report, dbDir, listen, key string, creds
 	logf("soak: disk space back; the API took a write again after %s", rep.DiskFull.ResumedAfter.Round(time.Millisecond))
 }
 
-func openRO(path string) (*sql.DB, error) {
-	return sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=10000")
-}
-
-// deliveriesWaiting counts the webhook deliveries not yet ended.
-func deliveriesWaiting(path string) (int, error) {
-	db, err := openRO(path)
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
-	var n int
-	err = db.QueryRow(`SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'pending'`).Scan(&n)
-	return n, err
+// deliveriesWaiting counts the organization's webhook deliveries not yet
+// ended, through the store contract (cloud.Admin).
+func deliveriesWaiting(ctx context.Context, st cloud.Admin, orgID string) (int, error) {
+	counts, err := st.WebhookDeliveryCounts(ctx, orgID)
+	return counts[string(webhook.StatePending)], err
 }
 
 // count compares what the agents offered with what the relay stored, and
-// the deliveries the relay recorded with those the receiver got.
-func count(rep *Report, path, orgID string, fleet *fleetOfAgents, rcv *receiver) error {
-	db, err := openRO(path)
-	if err != nil {
-		return err
+// the deliveries the relay recorded with those the receiver got, reading
+// the store through its contract: each device's samples through the public
+// API's service, the deliveries by state through cloud.Admin. Every
+// delivery the receiver sees is one the outbox recorded first, under the
+// same id, so a recorded delivery is lost when the recorded ones outnumber
+// the distinct ids received.
+func count(ctx context.Context, rep *Report, st cloud.Store, orgID string, fleet *fleetOfAgents, rcv *receiver) error {
+	ids := make([]string, len(fleet.agents))
+	for i, a := range fleet.agents {
+		ids[i] = a.id
 	}
-	defer db.Close()
-	stored := map[string]int64{}
-	rows, err := db.Query(`SELECT device_id, COUNT(*) FROM metrics GROUP BY device_id`)
+	stored, err := benchstore.CountMetrics(ctx, st.Devices(), orgID, ids, time.Unix(0, 0), time.Now().Add(24*time.Hour))
 	if err != nil {
 		return fmt.Errorf("count metrics: %w", err)
 	}
-	for rows.Next() {
-		var id string
-		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			rows.Close()
-			return err
-		}
-		stored[id] = n
-	}
-	rows.Close()
-	for _, a := range fleet.agents {
-		off, got := a.offered.Load(), stored[a.id]
+	for i, a := range fleet.agents {
+		off, got := a.offered.Load(), stored[i]
 		rep.SamplesOffered += off
 		rep.SamplesStored += got
 		if got < off {
@@ -349,26 +334,20 @@ func count(rep *Report, path, orgID string, fleet *fleetOfAgents, rcv *receiver)
 			rep.SamplesDuplicated += got - off
 		}
 	}
-	got := rcv.received()
-	rows, err = db.Query(`SELECT id, state FROM webhook_deliveries WHERE org_id = ?`, orgID)
+	counts, err := st.WebhookDeliveryCounts(ctx, orgID)
 	if err != nil {
 		return fmt.Errorf("count deliveries: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, state string
-		if err := rows.Scan(&id, &state); err != nil {
-			return err
-		}
-		rep.DeliveriesExpected++
-		rep.DeliveriesByState[state]++
-		if got[id] > 0 {
-			rep.DeliveriesReceived++
-		} else {
-			rep.DeliveriesLost++
-		}
+	for state, n := range counts {
+		rep.DeliveriesExpected += n
+		rep.DeliveriesByState[state] += n
 	}
-	return rows.Err()
+	rep.DeliveriesReceived = min(len(rcv.received()), rep.DeliveriesExpected)
+	rep.DeliveriesLost = rep.DeliveriesExpected - rep.DeliveriesReceived
+	if extra := len(rcv.received()) - rep.DeliveriesExpected; extra > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("the receiver got %d delivery ids more than the outbox recorded", extra))
+	}
+	return nil
 }
 
 // growth compares the relay's RSS and goroutines at the start and the end

@@ -1,7 +1,6 @@
 package agentlink_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,8 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -79,24 +80,6 @@ func (r *recorder) eventTypes(id string) []string {
 	return out
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is a relay's agent endpoint on a real SQLite file and a loopback
 // HTTP server.
 type env struct {
@@ -106,7 +89,7 @@ type env struct {
 	srv    *agentlink.Server
 	http   *httptest.Server
 	obs    *recorder
-	logs   *syncBuffer
+	logs   *logbuf.Buffer
 	org    cloud.Org
 	serial *sqlite.SerialService
 	cancel context.CancelFunc
@@ -137,7 +120,7 @@ func newEnv(t *testing.T, tweak func(*agentlink.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	store, err := sqlite.NewAgentStore(db, log)
 	if err != nil {
@@ -391,15 +374,5 @@ func (e *env) count(q string, args ...any) int {
 // eventually retries f until it returns "" or d passes.
 func eventually(t *testing.T, d time.Duration, f func() string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		msg := f()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, d, f)
 }

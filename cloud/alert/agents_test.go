@@ -3,14 +3,11 @@ package alert_test
 import (
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -62,31 +59,12 @@ func newRelay(t *testing.T) *relay {
 	r := &relay{t: t, db: db, org: org, hooks: make(chan received, 1000)}
 	r.hookSv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		ts, _ := strconv.ParseInt(req.Header.Get("webhook-timestamp"), 10, 64)
 		var ev struct{ Event, DeviceID string }
 		json.Unmarshal(body, &ev)
-		r.hooks <- received{Path: req.URL.Path, Event: ev.Event, Device: ev.DeviceID, Body: body,
-			SigOK: webhook.Verify(org.WebhookSecret, body, req.Header.Get(webhook.HeaderSignature)) &&
-				webhook.VerifyStandard(org.WebhookSecret, req.Header.Get("webhook-id"), ts, body, req.Header.Get("webhook-signature"))}
+		r.hooks <- received{Path: req.URL.Path, Event: ev.Event, Device: ev.DeviceID, Body: body, SigOK: signedBoth(org.WebhookSecret, req, body)}
 		w.WriteHeader(http.StatusOK)
 	}))
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.hookSv.Certificate().Raw}), 0o600)
-	ws := sqlite.NewWebhookStore(db)
-	if err := db.SetOrgAlertWebhook(ctx, org.ID, r.hookSv.URL+"/alerts"); err != nil {
-		t.Fatal(err)
-	}
-	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: ca})
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp, err := webhook.New(webhook.Config{Store: ws, Client: client, Backoff: []time.Duration{20 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := disp.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	disp := startDispatcher(t, db, org.ID, r.hookSv, 20*time.Millisecond)
 	notifier := webhook.NewNotifier(disp)
 	engine := alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(db), Observer: notifier, SweepInterval: 50 * time.Millisecond})
 	store, err := sqlite.NewAgentStore(db, nil)

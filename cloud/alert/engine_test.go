@@ -3,14 +3,11 @@ package alert_test
 import (
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -67,9 +64,7 @@ type hookReceiver struct {
 
 func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	ts, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
-	ok := webhook.Verify(h.secret, body, r.Header.Get(webhook.HeaderSignature)) &&
-		webhook.VerifyStandard(h.secret, r.Header.Get("webhook-id"), ts, body, r.Header.Get("webhook-signature"))
+	ok := signedBoth(h.secret, r, body)
 	var aw resource.AlertWebhook
 	json.Unmarshal(body, &aw)
 	h.mu.Lock()
@@ -104,23 +99,7 @@ func newEnv(t *testing.T) *env {
 	e.hooks = &hookReceiver{secret: org.WebhookSecret, ch: make(chan resource.AlertWebhook, 100)}
 	e.hooks.srv = httptest.NewTLSServer(e.hooks)
 	t.Cleanup(e.hooks.srv.Close)
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.hooks.srv.Certificate().Raw}), 0o600)
-	ws := sqlite.NewWebhookStore(db)
-	if err := db.SetOrgAlertWebhook(ctx, org.ID, e.hooks.srv.URL+"/alerts"); err != nil {
-		t.Fatal(err)
-	}
-	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: ca})
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp, err := webhook.New(webhook.Config{Store: ws, Client: client, Backoff: []time.Duration{10 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := disp.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	disp := startDispatcher(t, db, org.ID, e.hooks.srv, 10*time.Millisecond)
 	t.Cleanup(func() { disp.Close() })
 	e.notify = webhook.NewNotifier(disp)
 	e.engine = alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(db), Observer: e.notify, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now})

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,26 +19,9 @@ import (
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/logbuf"
 	"github.com/fleet/fleet/shared/resource"
 )
-
-// lockedBuffer collects log output from concurrent handlers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // env is a relay API on a real SQLite file behind a real HTTP server on
 // loopback, with two organizations and a full-scope key for each.
@@ -49,7 +31,7 @@ type env struct {
 	srv    *httptest.Server
 	client *http.Client
 	tr     *specTransport
-	logs   *lockedBuffer
+	logs   *logbuf.Buffer
 	auth   *apikey.Authenticator
 	alerts *sqlite.AlertService
 
@@ -76,7 +58,7 @@ func newEnvAt(t *testing.T, path string, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &env{t: t, db: db, logs: &lockedBuffer{}}
+	e := &env{t: t, db: db, logs: &logbuf.Buffer{}}
 	e.auth = apikey.NewAuthenticator(db, time.Now, 1000)
 	e.alerts = sqlite.NewAlertService(db)
 	cfg := api.Config{

@@ -13,6 +13,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -180,12 +181,7 @@ func TestKeyLifecycle(t *testing.T) {
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if ok() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	testwait.For(t, what, 5*time.Second, ok)
 }
 
 // TestChannelConfigErrorBesideField: serialcfg's error is shown beside the

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -388,7 +389,7 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 
 // Revoked implements agentlink.Store.
 func (s *AgentStore) Revoked(ctx context.Context) ([]string, error) {
-	return query(ctx, s.db, "revoked devices", func(r pgx.Row) (string, error) {
+	return query(ctx, s.db, "revoked devices", func(r sqlstore.Row) (string, error) {
 		var id string
 		return id, r.Scan(&id)
 	}, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
@@ -415,7 +416,7 @@ func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (p
 		return cfg, false, storeError("postgres: desired config %s: %w", dev.ID, err)
 	}
 	type stored struct{ id, cfg string }
-	rows, err := query(ctx, s.db, "desired config", func(r pgx.Row) (stored, error) {
+	rows, err := query(ctx, s.db, "desired config", func(r sqlstore.Row) (stored, error) {
 		var x stored
 		return x, r.Scan(&x.id, &x.cfg)
 	}, `SELECT channel_id, config FROM serial_channels WHERE device_id = $1 AND config IS NOT NULL`, dev.ID)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -25,22 +26,6 @@ type AlertService struct {
 
 var _ cloud.AlertService = (*AlertService)(nil)
 
-const alertColumns = `id, state, severity, message, payload, device_id, rule_id, acknowledged_at, resolved_at, created_at`
-
-func scanAlert(row pgx.Row) (resource.Alert, error) {
-	var a resource.Alert
-	var state, sev, payload string
-	var acked, resolved *int64
-	var created int64
-	if err := row.Scan(&a.ID, &state, &sev, &a.Message, &payload, &a.DeviceID, &a.RuleID, &acked, &resolved, &created); err != nil {
-		return a, err
-	}
-	a.State, a.Severity, a.Payload = resource.AlertState(state), resource.Severity(sev), json.RawMessage(payload)
-	a.AcknowledgedAt, a.ResolvedAt = resource.TP(msTime(acked)), resource.TP(msTime(resolved))
-	a.CreatedAt = resource.T(time.UnixMilli(created))
-	return a, nil
-}
-
 // ListAlerts lists the organization's alerts in f.State (ACTIVE when
 // empty), newest first, keyset-paginated.
 func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.AlertFilter) (resource.List[resource.Alert], error) {
@@ -53,7 +38,7 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 	if f.Cursor != "" && !ids.Valid(f.Cursor) {
 		return out, cloud.ErrCursor()
 	}
-	q := `SELECT ` + alertColumns + ` FROM alerts WHERE org_id = $1 AND state = $2`
+	q := `SELECT ` + sqlstore.AlertColumns + ` FROM alerts WHERE org_id = $1 AND state = $2`
 	args := []any{orgID, string(state)}
 	if f.Severity != "" {
 		args = append(args, string(f.Severity))
@@ -70,7 +55,7 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 	}
 	args = append(args, limit+1)
 	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
-	list, err := query(ctx, s.db, "list alerts", scanAlert, q, args...)
+	list, err := query(ctx, s.db, "list alerts", sqlstore.ScanAlert, q, args...)
 	if err != nil {
 		return out, err
 	}
@@ -79,11 +64,7 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 			return out, err
 		}
 	}
-	if list != nil {
-		out.Data = list
-	}
-	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(a resource.Alert) string { return a.ID })
-	return out, nil
+	return sqlstore.Page(list, limit, func(a resource.Alert) string { return a.ID }), nil
 }
 
 func alertNotFound(id string) error {
@@ -126,7 +107,7 @@ func (s *AlertService) transition(ctx context.Context, orgID, id, event, update 
 			return err
 		}
 		changed = tag.RowsAffected() == 1
-		a, err = scanAlert(tx.QueryRow(ctx, `SELECT `+alertColumns+` FROM alerts WHERE id = $1 AND org_id = $2`, id, orgID))
+		a, err = sqlstore.ScanAlert(tx.QueryRow(ctx, `SELECT `+sqlstore.AlertColumns+` FROM alerts WHERE id = $1 AND org_id = $2`, id, orgID))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return alertNotFound(id)
 		}
@@ -217,7 +198,7 @@ func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rul
 }
 
 func (s *AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert.Rule, error) {
-	return query(ctx, s.db, "rules", func(r pgx.Row) (alert.Rule, error) {
+	return query(ctx, s.db, "rules", func(r sqlstore.Row) (alert.Rule, error) {
 		var x alert.Rule
 		var sev string
 		err := r.Scan(&x.ID, &x.OrgID, &x.Name, &sev, &x.Metric, &x.Threshold, &x.Clear, &x.Consecutive, &x.Enabled)
@@ -229,7 +210,7 @@ func (s *AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert
 // RecentMetrics returns the newest n samples captured at or before until,
 // ascending.
 func (s *AlertEngineStore) RecentMetrics(ctx context.Context, deviceID string, until time.Time, n int) ([]resource.MetricSample, error) {
-	out, err := query(ctx, s.db, "recent metrics", scanSample, `SELECT captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1 FROM metrics
+	out, err := query(ctx, s.db, "recent metrics", sqlstore.ScanSample, `SELECT `+sqlstore.SampleColumns+` FROM metrics
 		WHERE device_id = $1 AND captured_at <= $2 ORDER BY captured_at DESC LIMIT $3`, deviceID, until.UnixMilli(), n)
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]
@@ -245,7 +226,7 @@ func (s *AlertEngineStore) RuleStates(ctx context.Context, orgID, deviceID strin
 		rule, open string
 		resolved   *int64
 	}
-	rows, err := query(ctx, s.db, "rule states", func(r pgx.Row) (row, error) {
+	rows, err := query(ctx, s.db, "rule states", func(r sqlstore.Row) (row, error) {
 		var x row
 		err := r.Scan(&x.rule, &x.open, &x.resolved)
 		return x, err
@@ -311,8 +292,8 @@ func (s *AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID str
 	}
 	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		a, err = scanAlert(tx.QueryRow(ctx, `UPDATE alerts SET state = 'RESOLVED', resolved_at = $1
-			WHERE org_id = $2 AND device_id = $3 AND rule_id = $4 AND state IN ('ACTIVE', 'ACKNOWLEDGED') RETURNING `+alertColumns,
+		a, err = sqlstore.ScanAlert(tx.QueryRow(ctx, `UPDATE alerts SET state = 'RESOLVED', resolved_at = $1
+			WHERE org_id = $2 AND device_id = $3 AND rule_id = $4 AND state IN ('ACTIVE', 'ACKNOWLEDGED') RETURNING `+sqlstore.AlertColumns,
 			at.UnixMilli(), orgID, deviceID, r.ID))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -352,7 +333,7 @@ func (s *AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID str
 // intervals at now, and that have no device_offline alert created since
 // their last heartbeat.
 func (s *AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID string, limit int) ([]alert.Offline, error) {
-	return query(ctx, s.db, "offline devices", func(r pgx.Row) (alert.Offline, error) {
+	return query(ctx, s.db, "offline devices", func(r sqlstore.Row) (alert.Offline, error) {
 		var o alert.Offline
 		var seen, hb int64
 		err := r.Scan(&o.Device.ID, &o.Device.OrgID, &o.Device.Model, &seen, &hb)

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -20,25 +20,8 @@ type DeviceService struct{ db *DB }
 
 var _ cloud.DeviceService = (*DeviceService)(nil)
 
-const deviceColumns = `id, name, serial_number, status, model, firmware_version, last_seen, ip_address, location, created_at`
-
-func scanDevice(row pgx.Row, extra ...any) (resource.Device, error) {
-	var d resource.Device
-	var status string
-	var lastSeen *int64
-	var created int64
-	dest := append([]any{&d.ID, &d.Name, &d.SerialNumber, &status, &d.Model, &d.FirmwareVersion, &lastSeen, &d.IPAddress, &d.Location, &created}, extra...)
-	if err := row.Scan(dest...); err != nil {
-		return d, err
-	}
-	d.Status = resource.DeviceStatus(status)
-	d.LastSeen = resource.TP(msTime(lastSeen))
-	d.CreatedAt = resource.T(time.UnixMilli(created))
-	return d, nil
-}
-
 // query runs q and collects its rows with scan.
-func query[T any](ctx context.Context, db *DB, what string, scan func(pgx.Row) (T, error), q string, args ...any) ([]T, error) {
+func query[T any](ctx context.Context, db *DB, what string, scan func(sqlstore.Row) (T, error), q string, args ...any) ([]T, error) {
 	rows, err := db.Pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, storeError("postgres: %s: %w", what, err)
@@ -59,7 +42,7 @@ func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.D
 	if f.Cursor != "" && !ids.Valid(f.Cursor) {
 		return out, cloud.ErrCursor()
 	}
-	q := `SELECT ` + deviceColumns + ` FROM devices WHERE org_id = $1`
+	q := `SELECT ` + sqlstore.DeviceColumns + ` FROM devices WHERE org_id = $1`
 	args := []any{orgID}
 	if f.Status != "" {
 		args = append(args, string(f.Status))
@@ -72,7 +55,7 @@ func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.D
 	}
 	args = append(args, limit+1)
 	q += fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d`, len(args))
-	list, err := query(ctx, s.db, "list devices", func(r pgx.Row) (resource.Device, error) { return scanDevice(r) }, q, args...)
+	list, err := query(ctx, s.db, "list devices", func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) }, q, args...)
 	if err != nil {
 		return out, err
 	}
@@ -81,18 +64,14 @@ func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.D
 			return out, err
 		}
 	}
-	if list != nil {
-		out.Data = list
-	}
-	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(d resource.Device) string { return d.ID })
-	return out, nil
+	return sqlstore.Page(list, limit, func(d resource.Device) string { return d.ID }), nil
 }
 
 // Device returns the organization's device id, or ENOTFOUND.
 func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
 	var dd resource.DeviceDetail
 	var err error
-	dd.Device, err = scanDevice(s.db.Pool.QueryRow(ctx, `SELECT `+deviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone
+	dd.Device, err = sqlstore.ScanDevice(s.db.Pool.QueryRow(ctx, `SELECT `+sqlstore.DeviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone
 		FROM devices WHERE id = $1 AND org_id = $2`, id, orgID), &dd.Notes, &dd.AgentDeviceName, &dd.AgentDeviceLocation, &dd.AgentTimezone)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return resource.DeviceDetail{}, deviceNotFound(id)
@@ -103,15 +82,7 @@ func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.
 	return dd, nil
 }
 
-func scanSample(r pgx.Row) (resource.MetricSample, error) {
-	var m resource.MetricSample
-	var at int64
-	err := r.Scan(&at, &m.CPUPct, &m.MemPct, &m.DiskUsedPct, &m.TempCPU, &m.LoadAvg1)
-	m.CapturedAt = resource.T(time.UnixMilli(at))
-	return m, err
-}
-
-const metricsSQL = `SELECT captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1 FROM metrics
+const metricsSQL = `SELECT ` + sqlstore.SampleColumns + ` FROM metrics
 	WHERE device_id = $1 AND captured_at >= $2 AND captured_at <= $3 ORDER BY captured_at DESC LIMIT $4`
 
 // Metrics returns the device's samples in [q.From, q.To], ascending; the
@@ -125,34 +96,11 @@ func (s *DeviceService) Metrics(ctx context.Context, orgID, deviceID string, q c
 		return out, err
 	}
 	limit := cloud.ListLimit(q.Limit, 200, 1000)
-	data, err := query(ctx, s.db, "metrics", scanSample, metricsSQL, deviceID, q.From.UnixMilli(), q.To.UnixMilli(), limit+1)
+	data, err := query(ctx, s.db, "metrics", sqlstore.ScanSample, metricsSQL, deviceID, q.From.UnixMilli(), q.To.UnixMilli(), limit+1)
 	if err != nil {
 		return out, err
 	}
-	truncated := len(data) > limit
-	if truncated {
-		data = data[:limit]
-	}
-	for i, j := 0, len(data)-1; i < j; i, j = i+1, j-1 {
-		data[i], data[j] = data[j], data[i]
-	}
-	if data != nil {
-		out.Data = data
-	}
-	out.Window = resource.Window{From: resource.T(q.From), To: resource.T(q.To)}
-	if truncated {
-		out.Window.From = out.Data[0].CapturedAt
-	}
-	return out, nil
-}
-
-func scanEvent(r pgx.Row) (resource.Event, error) {
-	var e resource.Event
-	var sev, data string
-	var at int64
-	err := r.Scan(&e.ID, &e.Type, &sev, &e.Message, &data, &at)
-	e.Severity, e.Data, e.CreatedAt = resource.Severity(sev), json.RawMessage(data), resource.T(time.UnixMilli(at))
-	return e, err
+	return sqlstore.MetricsResponse(q, limit, data), nil
 }
 
 // Events lists the device's events newest first (created_at, then id),
@@ -166,7 +114,7 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 	if f.Cursor != "" && !ids.Valid(f.Cursor) {
 		return out, cloud.ErrCursor()
 	}
-	q := `SELECT id, type, severity, message, data, created_at FROM events WHERE device_id = $1`
+	q := `SELECT ` + sqlstore.EventColumns + ` FROM events WHERE device_id = $1`
 	args := []any{deviceID}
 	if f.Type != "" {
 		args = append(args, f.Type)
@@ -183,7 +131,7 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 	}
 	args = append(args, limit+1)
 	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
-	list, err := query(ctx, s.db, "events", scanEvent, q, args...)
+	list, err := query(ctx, s.db, "events", sqlstore.ScanEvent, q, args...)
 	if err != nil {
 		return out, err
 	}
@@ -192,11 +140,7 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 			return out, err
 		}
 	}
-	if list != nil {
-		out.Data = list
-	}
-	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(e resource.Event) string { return e.ID })
-	return out, nil
+	return sqlstore.Page(list, limit, func(e resource.Event) string { return e.ID }), nil
 }
 
 // checkCursor returns ECURSOR unless query (cursor, scope) finds a row.

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
+
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
 // What one relay changes, the others hear through LISTEN/NOTIFY: the store
@@ -105,7 +107,7 @@ func (r resync) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) error 
 // desired serial configuration is newer than what their agent applied:
 // after a listener reconnects, these may have missed a push.
 func (db *DB) StaleConfigs(ctx context.Context, relay string) ([]string, error) {
-	return query(ctx, db, "stale configs", func(r pgx.Row) (string, error) {
+	return query(ctx, db, "stale configs", func(r sqlstore.Row) (string, error) {
 		var id string
 		return id, r.Scan(&id)
 	}, `SELECT d.id FROM devices d JOIN serial_state s ON s.device_id = d.id

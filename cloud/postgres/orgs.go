@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 )
@@ -48,19 +49,9 @@ func insertDefaultRules(ctx context.Context, tx pgx.Tx, orgID string, at int64) 
 	return nil
 }
 
-const orgColumns = `id, name, webhook_secret, alert_webhook_url, created_at`
-
-func scanOrg(row pgx.Row) (cloud.Org, error) {
-	var o cloud.Org
-	var created int64
-	err := row.Scan(&o.ID, &o.Name, &o.WebhookSecret, &o.AlertWebhookURL, &created)
-	o.CreatedAt = time.UnixMilli(created).UTC()
-	return o, err
-}
-
 // Org returns the organization with id, or ENOTFOUND.
 func (db *DB) Org(ctx context.Context, id string) (cloud.Org, error) {
-	o, err := scanOrg(db.Pool.QueryRow(ctx, `SELECT `+orgColumns+` FROM orgs WHERE id = $1`, id))
+	o, err := sqlstore.ScanOrg(db.Pool.QueryRow(ctx, `SELECT `+sqlstore.OrgColumns+` FROM orgs WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cloud.Org{}, orgNotFound(id)
 	}
@@ -76,11 +67,11 @@ func orgNotFound(id string) error {
 
 // ListOrgs returns every organization, oldest first.
 func (db *DB) ListOrgs(ctx context.Context) ([]cloud.Org, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT `+orgColumns+` FROM orgs ORDER BY created_at, id`)
+	rows, err := db.Pool.Query(ctx, `SELECT `+sqlstore.OrgColumns+` FROM orgs ORDER BY created_at, id`)
 	if err != nil {
 		return nil, storeError("postgres: list orgs: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cloud.Org, error) { return scanOrg(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cloud.Org, error) { return sqlstore.ScanOrg(r) })
 	if err != nil {
 		return nil, storeError("postgres: list orgs: %w", err)
 	}
@@ -143,27 +134,10 @@ func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string
 	return k, key, nil
 }
 
-const keyColumns = `id, org_id, name, hash, scopes, expires_at, revoked_at, created_at`
-
-func scanKey(row pgx.Row) (*cloud.APIKey, error) {
-	var k cloud.APIKey
-	var scopes string
-	var expires, revoked *int64
-	var created int64
-	if err := row.Scan(&k.ID, &k.OrgID, &k.Name, &k.Hash, &scopes, &expires, &revoked, &created); err != nil {
-		return nil, err
-	}
-	if scopes != "" {
-		k.Scopes = strings.Split(scopes, ",")
-	}
-	k.ExpiresAt, k.RevokedAt, k.CreatedAt = msTime(expires), msTime(revoked), time.UnixMilli(created).UTC()
-	return &k, nil
-}
-
 // KeyByID returns the key with id, in any organization, or ENOTFOUND. It is
 // read on every authenticated request.
 func (db *DB) KeyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
-	k, err := scanKey(db.Pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = $1`, id))
+	k, err := sqlstore.ScanKey(db.Pool.QueryRow(ctx, `SELECT `+sqlstore.KeyColumns+` FROM api_keys WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
 	}
@@ -175,11 +149,11 @@ func (db *DB) KeyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
 
 // ListKeys returns the organization's keys, oldest first.
 func (db *DB) ListKeys(ctx context.Context, orgID string) ([]*cloud.APIKey, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE org_id = $1 ORDER BY created_at, id`, orgID)
+	rows, err := db.Pool.Query(ctx, `SELECT `+sqlstore.KeyColumns+` FROM api_keys WHERE org_id = $1 ORDER BY created_at, id`, orgID)
 	if err != nil {
 		return nil, storeError("postgres: list keys: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*cloud.APIKey, error) { return scanKey(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*cloud.APIKey, error) { return sqlstore.ScanKey(r) })
 	if err != nil {
 		return nil, storeError("postgres: list keys: %w", err)
 	}
@@ -191,7 +165,7 @@ func (db *DB) ListKeys(ctx context.Context, orgID string) ([]*cloud.APIKey, erro
 
 // RevokeKey revokes the key (the first revocation time is kept).
 func (db *DB) RevokeKey(ctx context.Context, id string) (*cloud.APIKey, error) {
-	k, err := scanKey(db.Pool.QueryRow(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 RETURNING `+keyColumns, db.NowMs(), id))
+	k, err := sqlstore.ScanKey(db.Pool.QueryRow(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 RETURNING `+sqlstore.KeyColumns, db.NowMs(), id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -27,22 +28,6 @@ var (
 
 // NewPanelStore returns the panel's store of db.
 func NewPanelStore(db *DB) *PanelStore { return &PanelStore{db: db} }
-
-const userColumns = `id, org_id, email, role, password_hash, disabled_at, password_changed_at, created_at`
-
-func scanUser(row pgx.Row) (cloud.User, error) {
-	var u cloud.User
-	var role string
-	var disabled, changed *int64
-	var created int64
-	if err := row.Scan(&u.ID, &u.OrgID, &u.Email, &role, &u.PasswordHash, &disabled, &changed, &created); err != nil {
-		return u, err
-	}
-	u.Role = cloud.Role(role)
-	u.DisabledAt, u.PasswordChangedAt = msTime(disabled), msTime(changed)
-	u.CreatedAt = time.UnixMilli(created).UTC()
-	return u, nil
-}
 
 func userNotFound(id string) error { return cloud.Errorf(cloud.ENOTFOUND, "user %q not found", id) }
 
@@ -72,7 +57,7 @@ func (s *PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.Us
 	}
 	now := s.db.Now().UTC().Truncate(time.Millisecond)
 	u := cloud.User{ID: ids.New(), OrgID: nu.OrgID, Email: email, Role: nu.Role, PasswordHash: nu.PasswordHash, CreatedAt: now}
-	_, err = s.db.Pool.Exec(ctx, `INSERT INTO users (`+userColumns+`) VALUES ($1, $2, $3, $4, $5, NULL, NULL, $6)`,
+	_, err = s.db.Pool.Exec(ctx, `INSERT INTO users (`+sqlstore.UserColumns+`) VALUES ($1, $2, $3, $4, $5, NULL, NULL, $6)`,
 		u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, now.UnixMilli())
 	if isUnique(err) {
 		return cloud.User{}, cloud.Errorf(cloud.ECONFLICT, "a user with email %q already exists", email)
@@ -84,7 +69,7 @@ func (s *PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.Us
 }
 
 func (s *PanelStore) oneUser(ctx context.Context, notFound error, q string, args ...any) (cloud.User, error) {
-	u, err := scanUser(s.db.Pool.QueryRow(ctx, q, args...))
+	u, err := sqlstore.ScanUser(s.db.Pool.QueryRow(ctx, q, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cloud.User{}, notFound
 	}
@@ -96,7 +81,7 @@ func (s *PanelStore) oneUser(ctx context.Context, notFound error, q string, args
 
 // UserByID returns the user with id in any organization, or ENOTFOUND.
 func (s *PanelStore) UserByID(ctx context.Context, id string) (cloud.User, error) {
-	return s.oneUser(ctx, userNotFound(id), `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
+	return s.oneUser(ctx, userNotFound(id), `SELECT `+sqlstore.UserColumns+` FROM users WHERE id = $1`, id)
 }
 
 // UserByEmail returns the user with email (any case), or ENOTFOUND.
@@ -106,12 +91,12 @@ func (s *PanelStore) UserByEmail(ctx context.Context, email string) (cloud.User,
 	if err != nil {
 		return cloud.User{}, notFound
 	}
-	return s.oneUser(ctx, notFound, `SELECT `+userColumns+` FROM users WHERE email = $1`, e)
+	return s.oneUser(ctx, notFound, `SELECT `+sqlstore.UserColumns+` FROM users WHERE email = $1`, e)
 }
 
 // ListUsers returns the organization's users, oldest first.
 func (s *PanelStore) ListUsers(ctx context.Context, orgID string) ([]cloud.User, error) {
-	out, err := query(ctx, s.db, "list users", scanUser, `SELECT `+userColumns+` FROM users WHERE org_id = $1 ORDER BY created_at, id`, orgID)
+	out, err := query(ctx, s.db, "list users", sqlstore.ScanUser, `SELECT `+sqlstore.UserColumns+` FROM users WHERE org_id = $1 ORDER BY created_at, id`, orgID)
 	if out == nil && err == nil {
 		out = []cloud.User{}
 	}
@@ -173,7 +158,7 @@ func (s *PanelStore) change(ctx context.Context, orgID, id, what string, fn func
 			return err
 		}
 		var err error
-		u, err = scanUser(tx.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 AND org_id = $2`, id, orgID))
+		u, err = sqlstore.ScanUser(tx.QueryRow(ctx, `SELECT `+sqlstore.UserColumns+` FROM users WHERE id = $1 AND org_id = $2`, id, orgID))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return userNotFound(id)
 		}
@@ -284,8 +269,8 @@ func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.De
 	}
 	limit := cloud.ListLimit(q.Limit, 50, 200)
 	n := len(args)
-	devs, err := query(ctx, s.db, "search devices", func(r pgx.Row) (resource.Device, error) { return scanDevice(r) },
-		`SELECT `+deviceColumns+where+fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d OFFSET $%d`, n+1, n+2), append(args, limit, max(q.Offset, 0))...)
+	devs, err := query(ctx, s.db, "search devices", func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) },
+		`SELECT `+sqlstore.DeviceColumns+where+fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d OFFSET $%d`, n+1, n+2), append(args, limit, max(q.Offset, 0))...)
 	if err != nil {
 		return out, err
 	}
@@ -318,10 +303,10 @@ func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.
 // OrgKeys lists the organization's keys newest first, with their creator's
 // email and last use.
 func (s *PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
-	out, err := query(ctx, s.db, "org keys", func(r pgx.Row) (cloud.KeyInfo, error) {
+	out, err := query(ctx, s.db, "org keys", func(r sqlstore.Row) (cloud.KeyInfo, error) {
 		var ki cloud.KeyInfo
 		var used *int64
-		k, err := scanKey(scanAlso{r, []any{&ki.CreatedByEmail, &used}})
+		k, err := sqlstore.ScanKey(scanAlso{r, []any{&ki.CreatedByEmail, &used}})
 		if err != nil {
 			return ki, err
 		}
@@ -345,7 +330,7 @@ func (s scanAlso) Scan(dest ...any) error { return s.row.Scan(append(dest, s.ext
 
 // RevokeOrgKey revokes the organization's key (the first time is kept).
 func (s *PanelStore) RevokeOrgKey(ctx context.Context, orgID, id string) (*cloud.APIKey, error) {
-	k, err := scanKey(s.db.Pool.QueryRow(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND org_id = $3 RETURNING `+keyColumns, s.db.NowMs(), id, orgID))
+	k, err := sqlstore.ScanKey(s.db.Pool.QueryRow(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND org_id = $3 RETURNING `+sqlstore.KeyColumns, s.db.NowMs(), id, orgID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 )
@@ -380,7 +381,7 @@ func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([
 	if limit <= 0 || limit > 1000 {
 		limit = 50
 	}
-	out, err := query(ctx, db, "deliveries", func(r pgx.Row) (cloud.DeliveryInfo, error) {
+	out, err := query(ctx, db, "deliveries", func(r sqlstore.Row) (cloud.DeliveryInfo, error) {
 		var d cloud.DeliveryInfo
 		var next, created int64
 		err := r.Scan(&d.ID, &d.DeviceID, &d.Event, &d.URL, &d.State, &next, &d.LastError, &d.RedeliveryOf, &created)
@@ -397,7 +398,7 @@ func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([
 		return nil, err
 	}
 	for i := range out {
-		atts, err := query(ctx, db, "attempts", func(r pgx.Row) (cloud.DeliveryAttempt, error) {
+		atts, err := query(ctx, db, "attempts", func(r sqlstore.Row) (cloud.DeliveryAttempt, error) {
 			var a cloud.DeliveryAttempt
 			var at int64
 			err := r.Scan(&a.Attempt, &at, &a.StatusCode, &a.Error, &a.DurationMs)
@@ -410,6 +411,27 @@ func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([
 		out[i].Attempts = append(out[i].Attempts, atts...)
 	}
 	return out, nil
+}
+
+// WebhookDeliveryCounts counts the organization's deliveries by state.
+func (db *DB) WebhookDeliveryCounts(ctx context.Context, orgID string) (map[string]int, error) {
+	type stateCount struct {
+		state string
+		n     int
+	}
+	rows, err := query(ctx, db, "delivery counts", func(r sqlstore.Row) (stateCount, error) {
+		var c stateCount
+		err := r.Scan(&c.state, &c.n) // before c is returned: return c, r.Scan(...) may read c first
+		return c, err
+	}, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = $1 GROUP BY state`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	counts := make(map[string]int, len(rows))
+	for _, c := range rows {
+		counts[c.state] = c.n
+	}
+	return counts, nil
 }
 
 // RedeliverWebhook queues a new delivery with the body, URL and event of

@@ -1,32 +1,19 @@
 package redis_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-chi/httprate"
 
 	"github.com/fleet/fleet/cloud/redis"
+	"github.com/fleet/fleet/internal/logbuf"
 	"github.com/fleet/fleet/internal/redistest"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // relay is one relay's limiter: an httprate.RateLimiter on its own
 // Counter, as the API builds it.
@@ -35,7 +22,7 @@ type relay struct {
 	rl *httprate.RateLimiter
 }
 
-func newRelay(t *testing.T, url string, limit int, logs *syncBuffer) relay {
+func newRelay(t *testing.T, url string, limit int, logs *logbuf.Buffer) relay {
 	t.Helper()
 	c, err := redis.New(redis.Options{URL: url, ProbeInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -62,7 +49,7 @@ func (r relay) spend(bucket string, n int) int {
 // TestSharedBudget: three relays on one Redis share one budget per key.
 func TestSharedBudget(t *testing.T) {
 	srv := redistest.Start(t)
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	var relays []relay
 	for range 3 {
 		relays = append(relays, newRelay(t, srv.URL(), 30, logs))
@@ -88,7 +75,7 @@ func TestSharedBudget(t *testing.T) {
 // refused for Redis's sake, and shared counting resumes when Redis is back.
 func TestRedisDownFailsOpenToLocalCounts(t *testing.T) {
 	srv := redistest.Start(t)
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	a, b := newRelay(t, srv.URL(), 10, logs), newRelay(t, srv.URL(), 10, logs)
 	if n := a.spend("k:x", 4); n != 4 {
 		t.Fatalf("allowed %d of 4", n)

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -86,26 +88,11 @@ func (s *AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert
 // RecentMetrics returns the newest n samples captured at or before until,
 // ascending.
 func (s *AlertEngineStore) RecentMetrics(ctx context.Context, deviceID string, until time.Time, n int) ([]resource.MetricSample, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1 FROM metrics
+	rows, err := s.db.R.QueryContext(ctx, `SELECT `+sqlstore.SampleColumns+` FROM metrics
 		WHERE device_id = ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`, deviceID, until.UnixMilli(), n)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: recent metrics: %w", err)
-	}
-	defer rows.Close()
-	var out []resource.MetricSample
-	for rows.Next() {
-		var m resource.MetricSample
-		var at int64
-		if err := rows.Scan(&at, &m.CPUPct, &m.MemPct, &m.DiskUsedPct, &m.TempCPU, &m.LoadAvg1); err != nil {
-			return nil, fmt.Errorf("sqlite: recent metrics: %w", err)
-		}
-		m.CapturedAt = resource.T(time.UnixMilli(at))
-		out = append(out, m)
-	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	return out, rows.Err()
+	out, err := collect(rows, err, "recent metrics", sqlstore.ScanSample)
+	slices.Reverse(out)
+	return out, err
 }
 
 // RuleStates returns, per rule id, the device's open alert and when its

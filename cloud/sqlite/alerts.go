@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -26,25 +27,6 @@ var _ cloud.AlertService = (*AlertService)(nil)
 
 // NewAlertService returns the alert service of db.
 func NewAlertService(db *DB) *AlertService { return &AlertService{db: db} }
-
-const alertColumns = `id, state, severity, message, payload, device_id, rule_id, acknowledged_at, resolved_at, created_at`
-
-func scanAlert(sc interface{ Scan(...any) error }) (resource.Alert, error) {
-	var a resource.Alert
-	var state, sev, payload string
-	var acked, resolved sql.NullInt64
-	var created int64
-	if err := sc.Scan(&a.ID, &state, &sev, &a.Message, &payload, &a.DeviceID, &a.RuleID, &acked, &resolved, &created); err != nil {
-		return a, err
-	}
-	a.State = resource.AlertState(state)
-	a.Severity = resource.Severity(sev)
-	a.Payload = json.RawMessage(payload)
-	a.AcknowledgedAt = resource.TP(MsTime(acked))
-	a.ResolvedAt = resource.TP(MsTime(resolved))
-	a.CreatedAt = resource.T(time.UnixMilli(created))
-	return a, nil
-}
 
 // ListAlerts lists the organization's alerts in f.State (ACTIVE when
 // empty), newest first (created_at, then id, both descending),
@@ -79,35 +61,24 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 		return out, err
 	}
 	rows, err := st.QueryContext(ctx, args...)
+	list, err := collect(rows, err, "list alerts", sqlstore.ScanAlert)
 	if err != nil {
-		return out, fmt.Errorf("sqlite: list alerts: %w", err)
+		return out, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		a, err := scanAlert(rows)
-		if err != nil {
-			return out, fmt.Errorf("sqlite: list alerts: %w", err)
-		}
-		out.Data = append(out.Data, a)
-	}
-	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("sqlite: list alerts: %w", err)
-	}
-	if len(out.Data) == 0 && f.Cursor != "" {
+	if len(list) == 0 && f.Cursor != "" {
 		// An empty page: after the last item, or a cursor that is not an
 		// item of the list (the query cannot tell).
 		if _, err := s.db.cursorTime(ctx, alertCursorSQL, f.Cursor, orgID); err != nil {
 			return out, err
 		}
 	}
-	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(a resource.Alert) string { return a.ID })
-	return out, nil
+	return sqlstore.Page(list, limit, func(a resource.Alert) string { return a.ID }), nil
 }
 
 const alertCursorSQL = `SELECT created_at FROM alerts WHERE id = ? AND org_id = ?`
 
 func listAlertsSQL(severity, device, cursor bool) string {
-	q := `SELECT ` + alertColumns + ` FROM alerts WHERE org_id = ? AND state = ?`
+	q := `SELECT ` + sqlstore.AlertColumns + ` FROM alerts WHERE org_id = ? AND state = ?`
 	if severity {
 		q += ` AND severity = ?`
 	}
@@ -124,7 +95,7 @@ func listAlertsSQL(severity, device, cursor bool) string {
 
 // Alert returns the organization's alert id, or ENOTFOUND.
 func (s *AlertService) Alert(ctx context.Context, orgID, id string) (resource.Alert, error) {
-	a, err := scanAlert(s.db.R.QueryRowContext(ctx, `SELECT `+alertColumns+` FROM alerts WHERE id = ? AND org_id = ?`, id, orgID))
+	a, err := sqlstore.ScanAlert(s.db.R.QueryRowContext(ctx, `SELECT `+sqlstore.AlertColumns+` FROM alerts WHERE id = ? AND org_id = ?`, id, orgID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, alertNotFound(id)
 	}
@@ -196,7 +167,7 @@ func (s *AlertService) transition(ctx context.Context, orgID, id, event, update 
 			return err
 		}
 		changed = n == 1
-		a, err = scanAlert(tx.QueryRowContext(ctx, `SELECT `+alertColumns+` FROM alerts WHERE id = ? AND org_id = ?`, id, orgID))
+		a, err = sqlstore.ScanAlert(tx.QueryRowContext(ctx, `SELECT `+sqlstore.AlertColumns+` FROM alerts WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return alertNotFound(id)
 		}
@@ -294,7 +265,7 @@ func (db *DB) InsertAlert(ctx context.Context, na NewAlert) (resource.Alert, err
 			}
 			return err
 		}
-		a, err = scanAlert(tx.QueryRowContext(ctx, `SELECT `+alertColumns+` FROM alerts WHERE id = ?`, na.ID))
+		a, err = sqlstore.ScanAlert(tx.QueryRowContext(ctx, `SELECT `+sqlstore.AlertColumns+` FROM alerts WHERE id = ?`, na.ID))
 		return err
 	})
 	if err != nil {

@@ -6,8 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/fleet/fleet/cloud/sqlite"
 	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/fleet/fleet/cloud/sqlite"
 )
 
 func TestOpenAppliesMigrationsOnce(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -22,23 +23,6 @@ var _ cloud.DeviceService = (*DeviceService)(nil)
 
 // NewDeviceService returns the device service of db.
 func NewDeviceService(db *DB) *DeviceService { return &DeviceService{db: db} }
-
-const deviceColumns = `id, name, serial_number, status, model, firmware_version, last_seen, ip_address, location, created_at`
-
-func scanDevice(sc interface{ Scan(...any) error }, extra ...any) (resource.Device, error) {
-	var d resource.Device
-	var status string
-	var lastSeen sql.NullInt64
-	var created int64
-	dest := append([]any{&d.ID, &d.Name, &d.SerialNumber, &status, &d.Model, &d.FirmwareVersion, &lastSeen, &d.IPAddress, &d.Location, &created}, extra...)
-	if err := sc.Scan(dest...); err != nil {
-		return d, err
-	}
-	d.Status = resource.DeviceStatus(status)
-	d.LastSeen = resource.TP(MsTime(lastSeen))
-	d.CreatedAt = resource.T(time.UnixMilli(created))
-	return d, nil
-}
 
 // ListDevices lists the organization's devices oldest first (created_at,
 // then id), keyset-paginated. The cursor must be a device of the
@@ -65,40 +49,29 @@ func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.D
 		return out, err
 	}
 	rows, err := st.QueryContext(ctx, args...)
+	list, err := collect(rows, err, "list devices", func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) })
 	if err != nil {
-		return out, fmt.Errorf("sqlite: list devices: %w", err)
+		return out, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		d, err := scanDevice(rows)
-		if err != nil {
-			return out, fmt.Errorf("sqlite: list devices: %w", err)
-		}
-		out.Data = append(out.Data, d)
-	}
-	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("sqlite: list devices: %w", err)
-	}
-	if len(out.Data) == 0 && f.Cursor != "" {
+	if len(list) == 0 && f.Cursor != "" {
 		// An empty page: after the last item, or a cursor that is not an
 		// item of the list (the query cannot tell).
 		if _, err := s.db.cursorTime(ctx, deviceCursorSQL, f.Cursor, orgID); err != nil {
 			return out, err
 		}
 	}
-	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(d resource.Device) string { return d.ID })
-	return out, nil
+	return sqlstore.Page(list, limit, func(d resource.Device) string { return d.ID }), nil
 }
 
 // Device returns the organization's device id, or ENOTFOUND.
 func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
-	st, err := s.db.readStmt(ctx, `SELECT `+deviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone FROM devices WHERE id = ? AND org_id = ?`)
+	st, err := s.db.readStmt(ctx, `SELECT `+sqlstore.DeviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone FROM devices WHERE id = ? AND org_id = ?`)
 	if err != nil {
 		return resource.DeviceDetail{}, err
 	}
 	var dd resource.DeviceDetail
 	var notes sql.NullString
-	dd.Device, err = scanDevice(st.QueryRowContext(ctx, id, orgID), &notes, &dd.AgentDeviceName, &dd.AgentDeviceLocation, &dd.AgentTimezone)
+	dd.Device, err = sqlstore.ScanDevice(st.QueryRowContext(ctx, id, orgID), &notes, &dd.AgentDeviceName, &dd.AgentDeviceLocation, &dd.AgentTimezone)
 	if errors.Is(err, sql.ErrNoRows) {
 		return resource.DeviceDetail{}, deviceNotFound(id)
 	}
@@ -128,34 +101,11 @@ func (s *DeviceService) Metrics(ctx context.Context, orgID, deviceID string, q c
 		return out, err
 	}
 	rows, err := st.QueryContext(ctx, deviceID, q.From.UnixMilli(), q.To.UnixMilli(), limit+1)
+	data, err := collect(rows, err, "metrics", sqlstore.ScanSample)
 	if err != nil {
-		return out, fmt.Errorf("sqlite: metrics: %w", err)
+		return out, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var m resource.MetricSample
-		var at int64
-		if err := rows.Scan(&at, &m.CPUPct, &m.MemPct, &m.DiskUsedPct, &m.TempCPU, &m.LoadAvg1); err != nil {
-			return out, fmt.Errorf("sqlite: metrics: %w", err)
-		}
-		m.CapturedAt = resource.T(time.UnixMilli(at))
-		out.Data = append(out.Data, m)
-	}
-	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("sqlite: metrics: %w", err)
-	}
-	truncated := len(out.Data) > limit
-	if truncated {
-		out.Data = out.Data[:limit]
-	}
-	for i, j := 0, len(out.Data)-1; i < j; i, j = i+1, j-1 {
-		out.Data[i], out.Data[j] = out.Data[j], out.Data[i]
-	}
-	out.Window = resource.Window{From: resource.T(q.From), To: resource.T(q.To)}
-	if truncated {
-		out.Window.From = out.Data[0].CapturedAt
-	}
-	return out, nil
+	return sqlstore.MetricsResponse(q, limit, data), nil
 }
 
 // Events lists the device's events newest first (created_at, then id, both
@@ -188,32 +138,16 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 		return out, err
 	}
 	rows, err := st.QueryContext(ctx, args...)
+	list, err := collect(rows, err, "events", sqlstore.ScanEvent)
 	if err != nil {
-		return out, fmt.Errorf("sqlite: events: %w", err)
+		return out, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var e resource.Event
-		var sev, data string
-		var at int64
-		if err := rows.Scan(&e.ID, &e.Type, &sev, &e.Message, &data, &at); err != nil {
-			return out, fmt.Errorf("sqlite: events: %w", err)
-		}
-		e.Severity = resource.Severity(sev)
-		e.Data = json.RawMessage(data)
-		e.CreatedAt = resource.T(time.UnixMilli(at))
-		out.Data = append(out.Data, e)
-	}
-	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("sqlite: events: %w", err)
-	}
-	if len(out.Data) == 0 && f.Cursor != "" {
+	if len(list) == 0 && f.Cursor != "" {
 		if _, err := s.db.cursorTime(ctx, eventCursorSQL, f.Cursor, deviceID); err != nil {
 			return out, err
 		}
 	}
-	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, func(e resource.Event) string { return e.ID })
-	return out, nil
+	return sqlstore.Page(list, limit, func(e resource.Event) string { return e.ID }), nil
 }
 
 // The list queries, built from the filters in use (explain_test.go checks
@@ -223,12 +157,12 @@ const (
 	eventCursorSQL   = `SELECT created_at FROM events WHERE id = ? AND device_id = ?`
 	deviceByTokenSQL = `SELECT id, org_id, model FROM devices WHERE token_hash = ? AND token_revoked_at IS NULL`
 	deviceModelSQL   = `SELECT model FROM devices WHERE id = ? AND org_id = ?`
-	metricsSQL       = `SELECT captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1 FROM metrics
+	metricsSQL       = `SELECT ` + sqlstore.SampleColumns + ` FROM metrics
 		WHERE device_id = ? AND captured_at >= ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`
 )
 
 func listDevicesSQL(status, cursor bool) string {
-	q := `SELECT ` + deviceColumns + ` FROM devices WHERE org_id = ?`
+	q := `SELECT ` + sqlstore.DeviceColumns + ` FROM devices WHERE org_id = ?`
 	if status {
 		q += ` AND status = ?`
 	}
@@ -241,7 +175,7 @@ func listDevicesSQL(status, cursor bool) string {
 }
 
 func listEventsSQL(typ, severity, cursor bool) string {
-	q := `SELECT id, type, severity, message, data, created_at FROM events WHERE device_id = ?`
+	q := `SELECT ` + sqlstore.EventColumns + ` FROM events WHERE device_id = ?`
 	if typ {
 		q += ` AND type = ?`
 	}

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
 // fullScan matches a plan step that reads a whole table: "SCAN devices"
@@ -58,7 +60,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		query{"device cursor", deviceCursorSQL},
 		query{"event cursor", eventCursorSQL},
 		query{"alert cursor", alertCursorSQL},
-		query{"key by id", `SELECT ` + keyColumns + ` FROM api_keys WHERE id = ?`},
+		query{"key by id", `SELECT ` + sqlstore.KeyColumns + ` FROM api_keys WHERE id = ?`},
 		query{"keys of org", listKeysSQL},
 		query{"device by token", deviceByTokenSQL},
 		query{"device model", deviceModelSQL},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
 var _ cloud.KeyService = (*DB)(nil)
@@ -42,36 +43,18 @@ func (db *DB) InsertKey(ctx context.Context, k *cloud.APIKey) error {
 }
 
 const (
-	keyColumns  = `id, org_id, name, hash, scopes, expires_at, revoked_at, created_at`
-	listKeysSQL = `SELECT ` + keyColumns + ` FROM api_keys WHERE org_id = ? ORDER BY created_at, id`
+	listKeysSQL = `SELECT ` + sqlstore.KeyColumns + ` FROM api_keys WHERE org_id = ? ORDER BY created_at, id`
 )
-
-func scanKey(sc interface{ Scan(...any) error }) (*cloud.APIKey, error) {
-	var k cloud.APIKey
-	var scopes string
-	var expires, revoked sql.NullInt64
-	var created int64
-	if err := sc.Scan(&k.ID, &k.OrgID, &k.Name, &k.Hash, &scopes, &expires, &revoked, &created); err != nil {
-		return nil, err
-	}
-	if scopes != "" {
-		k.Scopes = strings.Split(scopes, ",")
-	}
-	k.ExpiresAt = MsTime(expires)
-	k.RevokedAt = MsTime(revoked)
-	k.CreatedAt = MsTime(sql.NullInt64{Int64: created, Valid: true})
-	return &k, nil
-}
 
 // KeyByID returns the key with id, in any organization, or ENOTFOUND. It is
 // read on every authenticated request (a primary-key lookup through a
 // prepared statement).
 func (db *DB) KeyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
-	st, err := db.readStmt(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`)
+	st, err := db.readStmt(ctx, `SELECT `+sqlstore.KeyColumns+` FROM api_keys WHERE id = ?`)
 	if err != nil {
 		return nil, err
 	}
-	k, err := scanKey(st.QueryRowContext(ctx, id))
+	k, err := sqlstore.ScanKey(st.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, cloud.Errorf(cloud.ENOTFOUND, "API key %q not found", id)
 	}
@@ -85,19 +68,7 @@ func (db *DB) KeyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
 // included.
 func (db *DB) ListKeys(ctx context.Context, orgID string) ([]*cloud.APIKey, error) {
 	rows, err := db.R.QueryContext(ctx, listKeysSQL, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list keys: %w", err)
-	}
-	defer rows.Close()
-	out := []*cloud.APIKey{}
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return collect(rows, err, "list keys", sqlstore.ScanKey)
 }
 
 // RevokeKey revokes the key with id (idempotent: the first revocation time
@@ -109,7 +80,7 @@ func (db *DB) RevokeKey(ctx context.Context, id string) (*cloud.APIKey, error) {
 			return err
 		}
 		var err error
-		k, err = scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`, id))
+		k, err = sqlstore.ScanKey(tx.QueryRowContext(ctx, `SELECT `+sqlstore.KeyColumns+` FROM api_keys WHERE id = ?`, id))
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {

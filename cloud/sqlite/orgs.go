@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 )
@@ -44,17 +45,13 @@ func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
 
 // Org returns the organization with id, or ENOTFOUND.
 func (db *DB) Org(ctx context.Context, id string) (cloud.Org, error) {
-	var o cloud.Org
-	var created int64
-	err := db.R.QueryRowContext(ctx, `SELECT id, name, webhook_secret, alert_webhook_url, created_at FROM orgs WHERE id = ?`, id).
-		Scan(&o.ID, &o.Name, &o.WebhookSecret, &o.AlertWebhookURL, &created)
+	o, err := sqlstore.ScanOrg(db.R.QueryRowContext(ctx, `SELECT `+sqlstore.OrgColumns+` FROM orgs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return cloud.Org{}, cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", id)
 	}
 	if err != nil {
 		return cloud.Org{}, fmt.Errorf("sqlite: org: %w", err)
 	}
-	o.CreatedAt = MsTime(sql.NullInt64{Int64: created, Valid: true})
 	return o, nil
 }
 
@@ -74,20 +71,6 @@ func (db *DB) RuleID(ctx context.Context, orgID, name string) (string, error) {
 
 // ListOrgs returns every organization, oldest first (admin use).
 func (db *DB) ListOrgs(ctx context.Context) ([]cloud.Org, error) {
-	rows, err := db.R.QueryContext(ctx, `SELECT id, name, webhook_secret, alert_webhook_url, created_at FROM orgs ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list orgs: %w", err)
-	}
-	defer rows.Close()
-	out := []cloud.Org{}
-	for rows.Next() {
-		var o cloud.Org
-		var created int64
-		if err := rows.Scan(&o.ID, &o.Name, &o.WebhookSecret, &o.AlertWebhookURL, &created); err != nil {
-			return nil, fmt.Errorf("sqlite: list orgs: %w", err)
-		}
-		o.CreatedAt = MsTime(sql.NullInt64{Int64: created, Valid: true})
-		out = append(out, o)
-	}
-	return out, rows.Err()
+	rows, err := db.R.QueryContext(ctx, `SELECT `+sqlstore.OrgColumns+` FROM orgs ORDER BY created_at, id`)
+	return collect(rows, err, "list orgs", sqlstore.ScanOrg)
 }

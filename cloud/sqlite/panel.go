@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -62,19 +63,10 @@ func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.De
 	}
 	limit := cloud.ListLimit(q.Limit, 50, 200)
 	offset := max(q.Offset, 0)
-	rows, err := s.db.R.QueryContext(ctx, `SELECT `+deviceColumns+where+` ORDER BY created_at, id LIMIT ? OFFSET ?`, append(args, limit, offset)...)
-	if err != nil {
-		return out, fmt.Errorf("sqlite: search devices: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		d, err := scanDevice(rows)
-		if err != nil {
-			return out, fmt.Errorf("sqlite: search devices: %w", err)
-		}
-		out.Devices = append(out.Devices, d)
-	}
-	return out, rows.Err()
+	rows, err := s.db.R.QueryContext(ctx, `SELECT `+sqlstore.DeviceColumns+where+` ORDER BY created_at, id LIMIT ? OFFSET ?`, append(args, limit, offset)...)
+	devs, err := collect(rows, err, "search devices", func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) })
+	out.Devices = append(out.Devices, devs...)
+	return out, err
 }
 
 // CreateOrgKey makes a key for the organization on behalf of k.CreatedBy
@@ -117,7 +109,7 @@ func (s *PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo
 	for rows.Next() {
 		var email string
 		var used sql.NullInt64
-		k, err := scanKey(scanAlso{rows, []any{&email, &used}})
+		k, err := sqlstore.ScanKey(scanAlso{rows, []any{&email, &used}})
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: org keys: %w", err)
 		}

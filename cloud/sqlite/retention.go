@@ -3,8 +3,9 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"github.com/fleet/fleet/cloud"
 	"time"
+
+	"github.com/fleet/fleet/cloud"
 )
 
 // DefaultRetention is how long metrics and events are kept by default.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/ids"
 )
 
@@ -19,23 +20,6 @@ var _ cloud.PanelStore = (*PanelStore)(nil)
 
 // NewPanelStore returns the panel's store of db.
 func NewPanelStore(db *DB) *PanelStore { return &PanelStore{db: db} }
-
-const userColumns = `id, org_id, email, role, password_hash, disabled_at, password_changed_at, created_at`
-
-func scanUser(sc interface{ Scan(...any) error }) (cloud.User, error) {
-	var u cloud.User
-	var role string
-	var disabled, changed sql.NullInt64
-	var created int64
-	if err := sc.Scan(&u.ID, &u.OrgID, &u.Email, &role, &u.PasswordHash, &disabled, &changed, &created); err != nil {
-		return u, err
-	}
-	u.Role = cloud.Role(role)
-	u.DisabledAt = MsTime(disabled)
-	u.PasswordChangedAt = MsTime(changed)
-	u.CreatedAt = time.UnixMilli(created).UTC()
-	return u, nil
-}
 
 func userNotFound(id string) error { return cloud.Errorf(cloud.ENOTFOUND, "user %q not found", id) }
 
@@ -68,7 +52,7 @@ func (s *PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.Us
 		if n > 0 {
 			return cloud.Errorf(cloud.ECONFLICT, "a user with email %q already exists", email)
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO users (`+userColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO users (`+sqlstore.UserColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)`,
 			u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, now.UnixMilli())
 		return err
 	})
@@ -89,11 +73,11 @@ func wrapErr(what string, err error) error {
 // UserByID returns the user with id in any organization, or ENOTFOUND. The
 // panel reads it on every request (a primary-key lookup).
 func (s *PanelStore) UserByID(ctx context.Context, id string) (cloud.User, error) {
-	st, err := s.db.readStmt(ctx, `SELECT `+userColumns+` FROM users WHERE id = ?`)
+	st, err := s.db.readStmt(ctx, `SELECT `+sqlstore.UserColumns+` FROM users WHERE id = ?`)
 	if err != nil {
 		return cloud.User{}, err
 	}
-	u, err := scanUser(st.QueryRowContext(ctx, id))
+	u, err := sqlstore.ScanUser(st.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return cloud.User{}, userNotFound(id)
 	}
@@ -109,7 +93,7 @@ func (s *PanelStore) UserByEmail(ctx context.Context, email string) (cloud.User,
 	if err != nil {
 		return cloud.User{}, cloud.Errorf(cloud.ENOTFOUND, "no user with that email")
 	}
-	u, err := scanUser(s.db.R.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE email = ?`, e))
+	u, err := sqlstore.ScanUser(s.db.R.QueryRowContext(ctx, `SELECT `+sqlstore.UserColumns+` FROM users WHERE email = ?`, e))
 	if errors.Is(err, sql.ErrNoRows) {
 		return cloud.User{}, cloud.Errorf(cloud.ENOTFOUND, "no user with that email")
 	}
@@ -121,20 +105,8 @@ func (s *PanelStore) UserByEmail(ctx context.Context, email string) (cloud.User,
 
 // ListUsers returns the organization's users, oldest first.
 func (s *PanelStore) ListUsers(ctx context.Context, orgID string) ([]cloud.User, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT `+userColumns+` FROM users WHERE org_id = ? ORDER BY created_at, id`, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list users: %w", err)
-	}
-	defer rows.Close()
-	out := []cloud.User{}
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list users: %w", err)
-		}
-		out = append(out, u)
-	}
-	return out, rows.Err()
+	rows, err := s.db.R.QueryContext(ctx, `SELECT `+sqlstore.UserColumns+` FROM users WHERE org_id = ? ORDER BY created_at, id`, orgID)
+	return collect(rows, err, "list users", sqlstore.ScanUser)
 }
 
 // SetUserRole changes the role of the organization's user id. Demoting the
@@ -192,7 +164,7 @@ func (s *PanelStore) change(ctx context.Context, orgID, id, what string, fn func
 	var u cloud.User
 	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		u, err = scanUser(tx.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = ? AND org_id = ?`, id, orgID))
+		u, err = sqlstore.ScanUser(tx.QueryRowContext(ctx, `SELECT `+sqlstore.UserColumns+` FROM users WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return userNotFound(id)
 		}

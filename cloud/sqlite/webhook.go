@@ -289,6 +289,25 @@ func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([
 	return out, nil
 }
 
+// WebhookDeliveryCounts counts the organization's deliveries by state.
+func (db *DB) WebhookDeliveryCounts(ctx context.Context, orgID string) (map[string]int, error) {
+	rows, err := db.R.QueryContext(ctx, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = ? GROUP BY state`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: delivery counts: %w", err)
+	}
+	defer rows.Close()
+	counts := map[string]int{}
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: delivery counts: %w", err)
+		}
+		counts[state] = n
+	}
+	return counts, rows.Err()
+}
+
 // RedeliverWebhook queues a new delivery with the body, URL and event of
 // delivery id (in any state) and returns the new delivery's id. A running
 // relay picks it up from the outbox within its poll interval.

@@ -115,6 +115,16 @@ func testWebhookOutbox(t *testing.T, open Opener) {
 			t.Errorf("delivery with a retry in one write: %s, attempts %+v", in.State, in.Attempts)
 		}
 	}
+	// The counts by state: the 10 recent delivered ones and the retried
+	// one, one exhausted, three still pending; nothing of another
+	// organization.
+	counts, err := e.Store.WebhookDeliveryCounts(e.ctx, org.ID)
+	if err != nil || len(counts) != 3 || counts["delivered"] != 11 || counts["exhausted"] != 1 || counts["pending"] != 3 {
+		t.Errorf("WebhookDeliveryCounts = %v, %v; want 11 delivered, 1 exhausted, 3 pending", counts, err)
+	}
+	if counts, err := e.Store.WebhookDeliveryCounts(e.ctx, e.org("other").ID); err != nil || len(counts) != 0 {
+		t.Errorf("WebhookDeliveryCounts of an organization without deliveries = %v, %v", counts, err)
+	}
 }
 
 // testWebhookAdmin: the delivery log and redelivery under a new id.

@@ -5,7 +5,6 @@
 package demo_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,10 +21,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleet/fleet/internal/linewatch"
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 // startTimeout covers a cold build of the relay (cgo SQLite) in the clone.
@@ -44,43 +45,20 @@ type demo struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	done chan struct{} // closed when make has exited
-
-	mu      sync.Mutex
-	lines   []string
-	partial []byte
-	more    chan struct{} // signalled on each new line
-}
-
-// Write collects make's output (stdout and stderr) into lines.
-func (d *demo) Write(p []byte) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.partial = append(d.partial, p...)
-	for {
-		i := bytes.IndexByte(d.partial, '\n')
-		if i < 0 {
-			break
-		}
-		d.lines = append(d.lines, string(d.partial[:i]))
-		d.partial = d.partial[i+1:]
-		select {
-		case d.more <- struct{}{}:
-		default:
-		}
-	}
-	return len(p), nil
+	out  *linewatch.Lines
 }
 
 // startDemo runs `make run` with args in dir, with this environment's Go
 // caches (GOCACHE, GOMODCACHE, GOFLAGS are inherited as they are).
 func startDemo(t *testing.T, dir string, args ...string) *demo {
 	t.Helper()
-	d := &demo{t: t, done: make(chan struct{}), more: make(chan struct{}, 1)}
+	d := &demo{t: t, done: make(chan struct{})}
+	d.out = linewatch.New("make run", d.done)
 	cmd := exec.Command("make", append([]string{"run"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = demoEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stdout, cmd.Stderr = d, d
+	cmd.Stdout, cmd.Stderr = d.out, d.out
 	// A process left behind would keep the output pipe open: Wait gives up
 	// on it 5 s after make exits (and the test reports the process).
 	cmd.WaitDelay = 5 * time.Second
@@ -123,34 +101,13 @@ func demoEnv() []string {
 	})
 }
 
-func (d *demo) output() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return strings.Join(d.lines, "\n")
-}
+func (d *demo) output() string { return d.out.String() }
 
 // waitLine returns the first submatches of re in a line of output, waiting
 // up to timeout; it fails the test if make exits or time runs out first.
 func (d *demo) waitLine(re *regexp.Regexp, timeout time.Duration) []string {
 	d.t.Helper()
-	deadline := time.After(timeout)
-	for {
-		d.mu.Lock()
-		for _, l := range d.lines {
-			if m := re.FindStringSubmatch(l); m != nil {
-				d.mu.Unlock()
-				return m
-			}
-		}
-		d.mu.Unlock()
-		select {
-		case <-d.more:
-		case <-d.done:
-			d.t.Fatalf("make run exited before printing a line matching %q:\n%s", re, d.output())
-		case <-deadline:
-			d.t.Fatalf("no line matching %q within %s:\n%s", re, timeout, d.output())
-		}
-	}
+	return d.out.Wait(d.t, re, timeout)
 }
 
 // interrupt sends SIGINT to make's process group, as Ctrl-C does, and waits
@@ -293,16 +250,6 @@ func assertNothingLeft(t *testing.T, dir string) {
 	t.Errorf("processes left behind after make exited:\n%s", strings.Join(desc, "\n"))
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // cloneRepo clones the repository this test runs in (its HEAD) into a
 // temporary folder.
 func cloneRepo(t *testing.T) string {
@@ -343,7 +290,7 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	port, sinkPort := freePort(t), freePort(t)
+	port, sinkPort := testnet.FreePort(t), testnet.FreePort(t)
 	args := []string{fmt.Sprintf("LISTEN=127.0.0.1:%d", port), fmt.Sprintf("SINK_LISTEN=127.0.0.1:%d", sinkPort)}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 

@@ -3,11 +3,12 @@ package canfd
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/fleet/fleet/internal/kerneltest"
 )
 
 // TestKernelClassicController runs the netlink bit-timing path on a
@@ -19,13 +20,8 @@ import (
 // names the interface in FLEET_CAN_CLASSIC when it adds the card
 // (qemurig.Config.CAN).
 func TestKernelClassicController(t *testing.T) {
-	if os.Getenv("FLEET_KERNEL_TEST") != "1" {
-		t.Skip("needs the qemu rig: make test-kernel")
-	}
-	iface := os.Getenv("FLEET_CAN_CLASSIC")
-	if iface == "" {
-		t.Fatal("FLEET_CAN_CLASSIC is not set: the rig names qemu's Kvaser card there")
-	}
+	kerneltest.Require(t)
+	iface := kerneltest.Env(t, "FLEET_CAN_CLASSIC") // the rig names qemu's Kvaser card there
 	link, err := netlink.LinkByName(iface)
 	if err != nil {
 		t.Fatalf("%s: %v", iface, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fleet/fleet/hw/canfd"
+	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -65,7 +66,7 @@ func txStats(t *testing.T, iface string) (packets, dropped uint64) {
 // shows that controller's frames in live, reports a bitrate the
 // controller's clock cannot make, and honours listen-only.
 func TestKernelCTUCANFD(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	can0, can1 := fdControllers(t)
 	ctx := context.Background()
 	const nominal, data, sp = 500000, 2000000, 0.8

@@ -3,7 +3,6 @@ package canfd_test
 import (
 	"context"
 	"errors"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fleet/fleet/hw/canfd"
+	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -20,36 +20,11 @@ import (
 // and root: the qemu rig runs them with FLEET_KERNEL_TEST=1. There they
 // fail, never skip, when something is missing.
 
-func requireKernel(t *testing.T) {
-	t.Helper()
-	if os.Getenv("FLEET_KERNEL_TEST") != "1" {
-		t.Skip("needs the qemu rig: make test-kernel")
-	}
-}
-
 // makeVcan creates a vcan interface with the given MTU, brings it up and
 // deletes it when the test ends.
 func makeVcan(t *testing.T, name string, mtu int) {
 	t.Helper()
-	if l, err := netlink.LinkByName(name); err == nil {
-		_ = netlink.LinkDel(l)
-	}
-	link := &netlink.GenericLink{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, LinkType: "vcan"}
-	if err := netlink.LinkAdd(link); err != nil {
-		t.Fatalf("create vcan %s: %v (is the vcan module loaded?)", name, err)
-	}
-	t.Cleanup(func() {
-		if l, err := netlink.LinkByName(name); err == nil {
-			_ = netlink.LinkDel(l)
-		}
-	})
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := netlink.LinkSetUp(l); err != nil {
-		t.Fatalf("%s up: %v", name, err)
-	}
+	kerneltest.AddLink(t, &netlink.GenericLink{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, LinkType: "vcan"}, "vcan")
 }
 
 func dialT(t *testing.T, iface string) *canfd.Socket {
@@ -91,7 +66,7 @@ func recvData(t *testing.T, s *canfd.Socket, d time.Duration) (canfd.Frame, bool
 }
 
 func TestKernelVcanHasFDMTU(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	makeVcan(t, "kvcan0", canfd.FDMTU)
 	l, err := netlink.LinkByName("kvcan0")
 	if err != nil {
@@ -103,7 +78,7 @@ func TestKernelVcanHasFDMTU(t *testing.T) {
 }
 
 func TestKernelBitrateRefusedOnVcan(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	// A classic vcan (MTU 16): Configure runs the bitrate path, gets the
 	// kernel's refusal, and still leaves the link up with the FD MTU.
 	makeVcan(t, "kvcan1", canfd.ClassicMTU)
@@ -123,7 +98,7 @@ func TestKernelBitrateRefusedOnVcan(t *testing.T) {
 }
 
 func TestKernelMissingInterface(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	if _, err := canfd.Dial("nosuchcan9"); err == nil {
 		t.Fatal("Dial on a missing interface succeeded")
 	}
@@ -146,7 +121,7 @@ func TestKernelMissingInterface(t *testing.T) {
 }
 
 func TestKernelDriverOnVcan(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	makeVcan(t, "kvcan2", canfd.FDMTU)
 	data := strings.Repeat("5A", 64)
 	p, err := canfd.OpenSocketCAN(context.Background(), "canfd-1", "kvcan2", cfg(func(c *serialcfg.CANFD) {
@@ -211,7 +186,7 @@ func TestKernelDriverOnVcan(t *testing.T) {
 }
 
 func TestKernelListenOnlyOnVcan(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	makeVcan(t, "kvcan3", canfd.FDMTU)
 	p, err := canfd.OpenSocketCAN(context.Background(), "canfd-1", "kvcan3", cfg(func(c *serialcfg.CANFD) { c.ListenOnly = true }), nil)
 	if err != nil {
@@ -234,7 +209,7 @@ func TestKernelListenOnlyOnVcan(t *testing.T) {
 }
 
 func TestKernelErrorFramesOnVcan(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	makeVcan(t, "kvcan4", canfd.FDMTU)
 	p, err := canfd.OpenSocketCAN(context.Background(), "canfd-1", "kvcan4", cfg(nil), nil)
 	if err != nil {
@@ -266,7 +241,7 @@ func TestKernelErrorFramesOnVcan(t *testing.T) {
 }
 
 func TestKernelLinkDownReportsSendError(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	makeVcan(t, "kvcan5", canfd.FDMTU)
 	p, err := canfd.OpenSocketCAN(context.Background(), "canfd-1", "kvcan5", cfg(func(c *serialcfg.CANFD) {
 		c.Tx = serialcfg.CANFDTx{Enabled: true, IntervalMs: 100, CanID: "0x10", DataHex: "01"}
@@ -290,7 +265,7 @@ func TestKernelLinkDownReportsSendError(t *testing.T) {
 }
 
 func TestKernelInterfaceRemovedAndRecreated(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	const name = "kvcan6"
 	makeVcan(t, name, canfd.FDMTU)
 	p, err := canfd.OpenSocketCAN(context.Background(), "canfd-1", name, cfg(func(c *serialcfg.CANFD) {
@@ -349,7 +324,7 @@ func withoutNetAdmin(t *testing.T, f func()) {
 }
 
 func TestKernelConfigureWithoutPermission(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	makeVcan(t, "kvcan7", canfd.FDMTU)
 	var err error
 	withoutNetAdmin(t, func() {

@@ -14,19 +14,13 @@ import (
 
 	"github.com/fleet/fleet/hw/gpio"
 	"github.com/fleet/fleet/hw/gpio/gpiosim"
+	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // The TestKernel* tests run the GPIO driver on the kernel's GPIO character
 // device, on chips of the GPIO simulator (gpio-sim, built by the qemu rig
 // from Debian's kernel source). They need the rig: make test-kernel.
-
-func requireKernel(t *testing.T) {
-	t.Helper()
-	if os.Getenv("FLEET_KERNEL_TEST") != "1" {
-		t.Skip("needs the qemu rig: make test-kernel")
-	}
-}
 
 func simChip(t *testing.T, dir string, lines int, names map[int]string) *gpiosim.Chip {
 	t.Helper()
@@ -88,7 +82,7 @@ func waitLiveKernel(t *testing.T, p *gpio.Port, want string, d time.Duration) {
 // glitch shorter than the debounce never reaches live, and a held change
 // of the pull reaches it no sooner than the debounce.
 func TestKernelGPIOInput(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	c := simChip(t, "fleet-in", 8, map[int]string{0: "door", 3: "estop", 5: "lamp"})
 	for off, want := range map[int]string{0: "door", 3: "estop", 5: "lamp"} {
 		line, err := gpio.OpenLine(c.Line(off))
@@ -160,7 +154,7 @@ func TestKernelGPIOInput(t *testing.T) {
 // whose writes the kernel's gpio_value trace events record one interval
 // apart.
 func TestKernelGPIOOutput(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	c := simChip(t, "fleet-out", 4, map[int]string{1: "relay"})
 	const relay = 1
 	p := openPort(t, "gpio-2", c.Line(relay), out(serialcfg.GPIOTx{Enabled: true, Value: 1}))
@@ -229,7 +223,7 @@ func TestKernelGPIOOutput(t *testing.T) {
 // created after the process had enumerated the chips there were, and
 // after a chip went away and another took its place.
 func TestKernelGPIOChipAppearsAfterStart(t *testing.T) {
-	requireKernel(t)
+	kerneltest.Require(t)
 	first := simChip(t, "fleet-first", 2, nil)
 	p := openPort(t, "gpio-1", first.Line(0), out(serialcfg.GPIOTx{Enabled: true, Value: 1}))
 	waitValue(t, first, 0, "1")

@@ -2,7 +2,6 @@ package linux_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -10,15 +9,14 @@ import (
 
 	"github.com/fleet/fleet/hw/canfd"
 	"github.com/fleet/fleet/hw/linux"
+	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // TestKernelBackendCANFD opens canfd-1 through the Linux backend on a vcan
 // interface that appears and disappears. Needs the qemu rig.
 func TestKernelBackendCANFD(t *testing.T) {
-	if os.Getenv("FLEET_KERNEL_TEST") != "1" {
-		t.Skip("needs the qemu rig: make test-kernel")
-	}
+	kerneltest.Require(t)
 	const iface = "kbcan0"
 	b := &linux.Backend{}
 	ch := channel(t, "canfd-1")

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -179,25 +180,22 @@ func LogLines(tb testing.TB, path, msg string) []map[string]any {
 // test with f's last message.
 func Eventually(tb testing.TB, d time.Duration, f func() string) {
 	tb.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		msg := f()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("after %s: %s", d, msg)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.UntilEvery(tb, d, 50*time.Millisecond, f)
 }
 
 // Admin runs an admin command of relay with --json (and env, e.g.
-// FLEET_DB) and decodes its output into v.
+// FLEET_DB) and decodes its output into v (when not nil).
 func Admin(tb testing.TB, relay string, env []string, v any, args ...string) {
+	tb.Helper()
+	AdminInput(tb, relay, env, "", v, args...)
+}
+
+// AdminInput is Admin with stdin (a password for --password-stdin).
+func AdminInput(tb testing.TB, relay string, env []string, stdin string, v any, args ...string) {
 	tb.Helper()
 	cmd := exec.Command(relay, append(args, "--json")...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -94,12 +94,21 @@ func Run(cfgPath string, servers []string, dir string) (*Proxy, error) {
 	}
 	p.done = make(chan struct{})
 	go func() { p.cmd.Wait(); logf.Close(); close(p.done) }()
+	// Ready: the frontend listens and the stats socket (when configured)
+	// answers: haproxy makes them one after the other, and States reads
+	// the socket at once.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", p.Addr, time.Second)
 		if err == nil {
 			c.Close()
-			return p, nil
+			if !strings.Contains(cfg, "stats socket "+p.socket) {
+				return p, nil
+			}
+			if c, err = net.DialTimeout("unix", p.socket, time.Second); err == nil {
+				c.Close()
+				return p, nil
+			}
 		}
 		select {
 		case <-p.done:

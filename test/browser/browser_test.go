@@ -11,23 +11,23 @@
 package browser_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleet/fleet/internal/fleetproc"
+	"github.com/fleet/fleet/internal/linewatch"
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 const xssName = `<img src=x onerror=window.__xss=1>`
@@ -53,23 +53,23 @@ func TestBrowser(t *testing.T) {
 	gobuild(t, top, filepath.Join(bin, "fleet-agent"), "./agent/cmd/fleet-agent")
 
 	data := t.TempDir()
-	listen, sink := freeAddr(t), freeAddr(t)
+	listen, sink := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	demo := startDemo(t, top, bin, data, listen, sink)
-	key := demo.wait(t, regexp.MustCompile(`API key: (svc_sk_\S+)`), 3*time.Minute)[1]
-	email := demo.wait(t, regexp.MustCompile(`^    email: +(\S+)$`), time.Second)[1]
-	password := demo.wait(t, regexp.MustCompile(`^    password: +(\S+)$`), time.Second)[1]
-	press := demo.wait(t, regexp.MustCompile(`^    (\S+)  IG-500 "Press line 1"`), time.Second)[1]
-	gate := demo.wait(t, regexp.MustCompile(`^    (\S+)  IG-100 "Gatehouse" +\(agent pid (\d+)`), time.Second)
+	key := demo.Wait(t, regexp.MustCompile(`API key: (svc_sk_\S+)`), 3*time.Minute)[1]
+	email := demo.Wait(t, regexp.MustCompile(`^    email: +(\S+)$`), time.Second)[1]
+	password := demo.Wait(t, regexp.MustCompile(`^    password: +(\S+)$`), time.Second)[1]
+	press := demo.Wait(t, regexp.MustCompile(`^    (\S+)  IG-500 "Press line 1"`), time.Second)[1]
+	gate := demo.Wait(t, regexp.MustCompile(`^    (\S+)  IG-100 "Gatehouse" +\(agent pid (\d+)`), time.Second)
 
 	db := filepath.Join(data, "relay.db")
 	relay := filepath.Join(bin, "fleet-relay")
 	var org struct{ ID string }
 	orgs := []struct{ ID string }{}
-	cli(t, relay, "", &orgs, "org", "list", "--db", db)
+	fleetproc.Admin(t, relay, nil, &orgs, "org", "list", "--db", db)
 	org = orgs[0]
-	cli(t, relay, "", nil, "device", "add", "--db", db, "--org", org.ID, "--name", xssName, "--serial", "XSS-1", "--model", "IG-100")
+	fleetproc.Admin(t, relay, nil, nil, "device", "add", "--db", db, "--org", org.ID, "--name", xssName, "--serial", "XSS-1", "--model", "IG-100")
 	viewerPassword := "viewer password 123"
-	cli(t, relay, viewerPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "viewer@demo.example", "--role", "VIEWER", "--password-stdin")
+	fleetproc.AdminInput(t, relay, nil, viewerPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "viewer@demo.example", "--role", "VIEWER", "--password-stdin")
 
 	// The Gatehouse's agent stops: its device_offline alert opens after
 	// three heartbeat intervals, while the suite signs in and looks around.
@@ -129,35 +129,6 @@ func gobuild(t *testing.T, dir, out, pkg string) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// cli runs an admin command with --json, stdin as given, and decodes its
-// output into v (when not nil).
-func cli(t *testing.T, relay, stdin string, v any, args ...string) {
-	t.Helper()
-	cmd := exec.Command(relay, append(args, "--json")...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("fleet-relay %s: %v: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	if v != nil {
-		if err := json.Unmarshal(out, v); err != nil {
-			t.Fatalf("fleet-relay %s: %v in %s", strings.Join(args, " "), err, out)
-		}
-	}
-}
-
 func tail(path string, n int) string {
 	b, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
@@ -169,39 +140,24 @@ func tail(path string, n int) string {
 
 // demo is deploy/demo/run.sh in its own process group, its output kept.
 type demo struct {
-	mu    sync.Mutex
-	lines []string
-	more  chan struct{}
-	done  chan struct{}
+	*linewatch.Lines
+	done chan struct{}
 }
 
 func startDemo(t *testing.T, top, bin, data, listen, sink string) *demo {
 	t.Helper()
-	d := &demo{more: make(chan struct{}, 1), done: make(chan struct{})}
+	d := &demo{done: make(chan struct{})}
+	d.Lines = linewatch.New("the demo", d.done)
 	cmd := exec.Command("bash", filepath.Join(top, "deploy", "demo", "run.sh"))
 	cmd.Dir = top
 	cmd.Env = append(os.Environ(), "BIN="+bin, "DATA="+data, "LISTEN="+listen, "SINK_LISTEN="+sink, fmt.Sprintf("WATCH_PID=%d", os.Getpid()))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.Stdout, cmd.Stderr = d, d
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("run.sh: %v", err)
 	}
 	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			d.mu.Lock()
-			d.lines = append(d.lines, sc.Text())
-			d.mu.Unlock()
-			select {
-			case d.more <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	go func() {
 		cmd.Wait()
-		pw.Close()
 		close(d.done)
 	}()
 	t.Cleanup(func() {
@@ -214,28 +170,4 @@ func startDemo(t *testing.T, top, bin, data, listen, sink string) *demo {
 		}
 	})
 	return d
-}
-
-// wait returns the submatches of the first output line matching re.
-func (d *demo) wait(t *testing.T, re *regexp.Regexp, timeout time.Duration) []string {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		d.mu.Lock()
-		for _, l := range d.lines {
-			if m := re.FindStringSubmatch(l); m != nil {
-				d.mu.Unlock()
-				return m
-			}
-		}
-		out := strings.Join(d.lines, "\n")
-		d.mu.Unlock()
-		select {
-		case <-d.more:
-		case <-d.done:
-			t.Fatalf("the demo stopped before printing %q:\n%s", re, out)
-		case <-deadline:
-			t.Fatalf("the demo printed no line matching %q within %s:\n%s", re, timeout, out)
-		}
-	}
 }

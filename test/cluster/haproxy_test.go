@@ -4,8 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,27 +64,7 @@ func TestHAProxy(t *testing.T) {
 	}
 
 	// A client polling the API through HAProxy all along.
-	var polls, failures atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		poller := fleetproc.NewAPI(t, lb, tenant.Key)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			polls.Add(1)
-			if code := poller.Do("GET", "/devices?limit=25", nil, nil); code != 200 {
-				failures.Add(1)
-				t.Logf("GET /devices through HAProxy answered %d", code)
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	poll := startPoller(t, lb, tenant.Key, 20*time.Millisecond)
 	time.Sleep(2 * time.Second)
 
 	// SIGTERM: HAProxy sees /readyz turn 503 and takes relay1 out while it
@@ -122,10 +100,7 @@ func TestHAProxy(t *testing.T) {
 	r1.restart(t)
 	waitStates(t, hp, map[string]string{"relay1": "UP"}, 10*time.Second)
 	time.Sleep(3 * time.Second)
-	if f := failures.Load(); f > 0 {
-		t.Errorf("%d of %d API requests through HAProxy failed during the drain and the kill", f, polls.Load())
-	}
-	t.Logf("%d API requests through HAProxy during the drain and the kill, %d failed", polls.Load(), failures.Load())
+	poll.check(t, "during the drain and the kill")
 
 	cutoff := time.Now().Add(-time.Second)
 	for _, ag := range agents {

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,28 +172,7 @@ func TestPostgresCluster(t *testing.T) {
 	})
 
 	// An API client polling through HAProxy all along.
-	var polls, failures atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		poller := fleetproc.NewAPI(t, lb, tenant.Key)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			polls.Add(1)
-			if code := poller.Do("GET", "/devices?limit=25", nil, nil); code != 200 {
-				failures.Add(1)
-				t.Logf("GET /devices through HAProxy answered %d", code)
-			}
-		}
-	}()
-	stopPoller := sync.OnceFunc(func() { close(stop); wg.Wait() })
-	defer stopPoller()
+	poll := startPoller(t, lb, tenant.Key, 50*time.Millisecond)
 	time.Sleep(5 * time.Second)
 
 	// kill -9 of relay1 under load: HAProxy takes it out, its agents come
@@ -261,11 +238,7 @@ func TestPostgresCluster(t *testing.T) {
 			t.Fatalf("PATCH serial: %d", code)
 		}
 	}
-	stopPoller()
-	if f := failures.Load(); f > 0 {
-		t.Errorf("%d of %d API requests through HAProxy failed while relays were killed", f, polls.Load())
-	}
-	t.Logf("%d API requests through HAProxy while two relays were killed, %d failed", polls.Load(), failures.Load())
+	poll.check(t, "while two relays were killed")
 
 	// Relays that only lost their agents raised no alarm.
 	for _, id := range others {

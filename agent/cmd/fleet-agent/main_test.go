@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/agent/internal/relaystub"
+	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -54,19 +56,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-func start(t *testing.T, bin string, args []string, logs *lockedBuffer) *exec.Cmd {
+func start(t *testing.T, bin string, args []string, logs *logbuf.Buffer) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = logs
@@ -80,13 +70,7 @@ func start(t *testing.T, bin string, args []string, logs *lockedBuffer) *exec.Cm
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, what, 20*time.Second, cond)
 }
 
 // TestBinary runs the real fleet-agent process against a loopback relay
@@ -101,7 +85,7 @@ func TestBinary(t *testing.T) {
 		"--heartbeat", "1h", "--metrics-interval", "1s", "--backoff-min", "20ms", "--backoff-max", "200ms",
 		"--proc-root", "../../metrics/testdata/normal/proc", "--sys-root", "../../metrics/testdata/normal/sys",
 		"--dev-root", "none", "--passthrough-listen", "none", "--log-level", "debug"}
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	cmd := start(t, bin, args, logs)
 
 	waitFor(t, "first heartbeat", func() bool { return r.LastHeartbeat().Status == resource.StatusOnline })

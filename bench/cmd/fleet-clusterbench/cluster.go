@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleet/fleet/bench/apibench"
 	"github.com/fleet/fleet/bench/benchreport"
+	"github.com/fleet/fleet/bench/benchstore"
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/postgres"
 	"github.com/fleet/fleet/cloud/sqlite"
@@ -71,7 +72,7 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	fmt.Printf("prepared %d devices in PostgreSQL through the store contract in %s\n", c.devices, time.Since(t0).Round(time.Second))
-	tokens, err := writeTokens(dir, "tokens-pg", ten.tokens[:c.agents])
+	tokens, err := writeTokens(dir, "tokens-pg", ten.Tokens[:c.agents])
 	if err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func run(ctx context.Context, c config) error {
 	if db, _, err = srv.NewDatabase(ctx, tmpl); err != nil {
 		return err
 	}
-	onPG, err := b.single(ctx, "relay-pg", db, ten.key, urls, tokens)
+	onPG, err := b.single(ctx, "relay-pg", db, ten.Key, urls, tokens)
 	if err != nil {
 		return err
 	}
@@ -100,11 +101,11 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	fmt.Printf("prepared %d devices in SQLite through the store contract in %s\n", c.devices, time.Since(t0).Round(time.Second))
-	ltokens, err := writeTokens(dir, "tokens-sqlite", lten.tokens[:c.agents])
+	ltokens, err := writeTokens(dir, "tokens-sqlite", lten.Tokens[:c.agents])
 	if err != nil {
 		return err
 	}
-	onSQLite, err := b.single(ctx, "relay-sqlite", path, lten.key, lurls, ltokens)
+	onSQLite, err := b.single(ctx, "relay-sqlite", path, lten.Key, lurls, ltokens)
 	if err != nil {
 		return err
 	}
@@ -117,17 +118,17 @@ func run(ctx context.Context, c config) error {
 
 // prepare opens a store, fills it with the benchmark's organization and
 // closes it.
-func (b *bench) prepare(ctx context.Context, open func() (cloud.Store, error)) (tenant, []string, error) {
+func (b *bench) prepare(ctx context.Context, open func() (cloud.Store, error)) (benchstore.Tenant, []string, error) {
 	st, err := open()
 	if err != nil {
-		return tenant{}, nil, err
+		return benchstore.Tenant{}, nil, err
 	}
 	defer st.Close()
-	ten, err := prepare(ctx, st, "Bench", b.devices)
+	ten, err := benchstore.Provision(ctx, st, "Bench", b.devices)
 	if err != nil {
-		return tenant{}, nil, err
+		return benchstore.Tenant{}, nil, err
 	}
-	urls, err := listURLs(ctx, st, ten.org)
+	urls, err := listURLs(ctx, st, ten.Org)
 	return ten, urls, err
 }
 
@@ -149,7 +150,7 @@ func record(rows ...benchreport.Row) error {
 }
 
 // cluster runs steps 1 to 4 on db, a copy of the prepared database.
-func (b *bench) cluster(ctx context.Context, db string, ten tenant, urls []string, tokens string) error {
+func (b *bench) cluster(ctx context.Context, db string, ten benchstore.Tenant, urls []string, tokens string) error {
 	rc, err := startReceiver(b.dir)
 	if err != nil {
 		return err
@@ -203,7 +204,7 @@ func (b *bench) cluster(ctx context.Context, db string, ten tenant, urls []strin
 	// 1. GET /devices through HAProxy.
 	fmt.Println("GET /devices through HAProxy ...")
 	c0 := cpuNow(roots())
-	api := apibench.Load(ctx, hp.Addr, urls, ten.key, b.clients, time.Second, b.apiWindow)
+	api := apibench.Load(ctx, hp.Addr, urls, ten.Key, b.clients, time.Second, b.apiWindow)
 	apiNotes := fmt.Sprintf("%s devices, %d clients, %v measured, p50 %.2f ms; %s; %s", num(float64(b.devices), ""), b.clients, b.apiWindow, ms(api.P50), cond, cpuNow(roots()).since(c0))
 	if err := record(
 		benchreport.Row{Area: "cluster", Figure: "GET /devices (limit 25) through HAProxy, throughput", Unit: "req/s", Measured: api.RPS(),
@@ -255,7 +256,7 @@ func (b *bench) cluster(ctx context.Context, db string, ten tenant, urls []strin
 	// deliveries queued.
 	if err := waitFor(2*time.Minute, func() error {
 		var l resource.List[resource.Device]
-		if err := getJSON(ctx, "http://"+hp.Addr+"/api/v1/public/devices?limit=1&status=ONLINE", ten.key, &l); err != nil {
+		if err := getJSON(ctx, "http://"+hp.Addr+"/api/v1/public/devices?limit=1&status=ONLINE", ten.Key, &l); err != nil {
 			return err
 		}
 		if len(l.Data) > 0 {
@@ -359,7 +360,7 @@ func (b *bench) window(sw *swarm, roots func() map[int]string, relays ...*relay)
 // every agent is connected again, checks through HAProxy that every device
 // is ONLINE, stops the agents once every sample they made is acknowledged
 // and checks each device holds every sample once.
-func (b *bench) killOne(ctx context.Context, sw *swarm, relays []*relay, lb, db string, ten tenant) (benchreport.Row, error) {
+func (b *bench) killOne(ctx context.Context, sw *swarm, relays []*relay, lb, db string, ten benchstore.Tenant) (benchreport.Row, error) {
 	row := benchreport.Row{Area: "cluster", Figure: "kill -9 of one relay under load: every agent connected again", Unit: "s",
 		Target: &benchreport.Target{Op: benchreport.Below, Value: targetRecovery.Seconds()}}
 	c, err := scrape(relays[0])
@@ -387,7 +388,7 @@ func (b *bench) killOne(ctx context.Context, sw *swarm, relays []*relay, lb, db 
 		return row, err
 	}
 	row.Measured = time.Unix(0, s.LastUpUnixNs).Sub(killed).Seconds()
-	notOnline, err := notOnline(ctx, lb, ten.key)
+	notOnline, err := notOnline(ctx, lb, ten.Key)
 	if err != nil {
 		return row, err
 	}
@@ -430,20 +431,20 @@ func notOnline(ctx context.Context, lb, key string) (int, error) {
 // countSamples counts the samples stored for each agent's device (through
 // the store contract) against how many it made, and how many devices
 // differ.
-func countSamples(ctx context.Context, db string, ten tenant, made []int) (total, stored, bad int, err error) {
+func countSamples(ctx context.Context, db string, ten benchstore.Tenant, made []int) (total, stored, bad int, err error) {
 	st, err := postgres.Open(ctx, db)
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	defer st.Close()
+	counts, err := benchstore.CountMetrics(ctx, st.Devices(), ten.Org, ten.Devices[:len(made)], time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
+	if err != nil {
+		return 0, 0, 0, err
+	}
 	for i, want := range made {
-		m, err := st.Devices().Metrics(ctx, ten.org, ten.devices[i], cloud.MetricsQuery{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Minute), Limit: 1000})
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		stored += len(m.Data)
+		stored += int(counts[i])
 		total += want
-		if len(m.Data) != want {
+		if int(counts[i]) != want {
 			bad++
 		}
 	}
@@ -452,7 +453,7 @@ func countSamples(ctx context.Context, db string, ten tenant, made []int) (total
 
 // outbox puts deliveries in the shared outbox through the store contract
 // (webhook.Store) and times their delivery by the running relays.
-func (b *bench) outbox(ctx context.Context, db string, ten tenant, rc *receiver, cond string, roots func() map[int]string) (benchreport.Row, error) {
+func (b *bench) outbox(ctx context.Context, db string, ten benchstore.Tenant, rc *receiver, cond string, roots func() map[int]string) (benchreport.Row, error) {
 	row := benchreport.Row{Area: "cluster", Figure: "webhook deliveries from the shared outbox, 3 relays", Unit: "deliveries/s",
 		Target: &benchreport.Target{Op: benchreport.AtLeast, Value: targetDeliveries}}
 	fmt.Printf("%d deliveries in the shared outbox ...\n", b.deliveries)
@@ -473,7 +474,7 @@ func (b *bench) outbox(ctx context.Context, db string, ten tenant, rc *receiver,
 		batch := make([]*webhook.Delivery, 0, 1000)
 		for j := i; j < min(i+1000, b.deliveries); j++ {
 			now := time.Now()
-			batch = append(batch, &webhook.Delivery{ID: ids.New(), OrgID: ten.org, DeviceID: ten.devices[j%b.outboxDevices], Event: webhook.EventSignal,
+			batch = append(batch, &webhook.Delivery{ID: ids.New(), OrgID: ten.Org, DeviceID: ten.Devices[j%b.outboxDevices], Event: webhook.EventSignal,
 				URL: rc.srv.URL + "/", Body: body, State: webhook.StatePending, NextAttemptAt: now, CreatedAt: now})
 		}
 		if err := outbox.WriteOutbox(ctx, batch, nil); err != nil {

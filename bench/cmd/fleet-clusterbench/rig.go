@@ -33,51 +33,6 @@ import (
 	"github.com/fleet/fleet/shared/protocol"
 )
 
-// tenant is the benchmark's organization: an API key holding every scope
-// and its devices (ids and agent tokens in creation order).
-type tenant struct {
-	org, key string
-	devices  []string
-	tokens   []string
-}
-
-// prepare creates an organization, a key and n IG-500 devices through the
-// store contract (cloud.Admin), from a few goroutines.
-func prepare(ctx context.Context, st cloud.Store, name string, n int) (tenant, error) {
-	org, err := st.CreateOrg(ctx, name)
-	if err != nil {
-		return tenant{}, err
-	}
-	_, key, err := st.CreateKey(ctx, org.ID, "bench", cloud.AllScopes, 0)
-	if err != nil {
-		return tenant{}, err
-	}
-	t := tenant{org: org.ID, key: key, devices: make([]string, n), tokens: make([]string, n)}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += 8 {
-				d, tok, err := st.AddDevice(ctx, cloud.NewDevice{OrgID: org.ID, Name: fmt.Sprintf("gateway-%05d", i),
-					SerialNumber: fmt.Sprintf("SN-%06d", i), Model: "IG-500", Location: "Plant 3, hall B"})
-				if err != nil {
-					errs <- err
-					return
-				}
-				t.devices[i], t.tokens[i] = d.ID, tok
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return tenant{}, err
-	}
-	return t, nil
-}
-
 // listURLs returns the GET /devices paths apibench's clients take in turn:
 // the first 40 pages of 25, so that cursors are read too.
 func listURLs(ctx context.Context, st cloud.Store, org string) ([]string, error) {

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -27,9 +25,9 @@ import (
 	"github.com/coder/websocket"
 	"github.com/prometheus/procfs"
 
+	"github.com/fleet/fleet/bench/benchstore"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -117,7 +115,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	dbPath := filepath.Join(dir, "fleet.db")
 	t0 := time.Now()
-	tokens, err := createDevices(ctx, dbPath, n)
+	ten, err := createDevices(ctx, dbPath, n)
 	if err != nil {
 		return err
 	}
@@ -134,7 +132,7 @@ func runBench(ctx context.Context, args []string) error {
 	b := &bench{f: f, url: "ws://" + relay.addr + protocol.Path, relay: relay}
 	b.agents = make([]*lagent, n)
 	for i := range b.agents {
-		b.agents[i] = &lagent{idx: i, token: tokens[i]}
+		b.agents[i] = &lagent{idx: i, token: ten.Tokens[i]}
 	}
 	b.clients = makeClients(f.sources)
 
@@ -253,7 +251,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	drain := time.Since(t0)
 	relay2.stop()
-	stored12, err := countSpooled(ctx, dbPath)
+	stored12, err := countSpooled(ctx, dbPath, ten)
 	if err != nil {
 		return err
 	}
@@ -364,55 +362,30 @@ func selfCPUTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// createDevices registers n IG-500 devices in one transaction and returns
-// their tokens.
-func createDevices(ctx context.Context, path string, n int) ([]string, error) {
-	db, err := sqlite.Open(ctx, path)
+// createDevices registers an organization and n IG-500 devices through the
+// store contract (cloud.Admin, as fleet-relay device add does).
+func createDevices(ctx context.Context, path string, n int) (benchstore.Tenant, error) {
+	st, err := sqlite.Open(ctx, path)
 	if err != nil {
-		return nil, err
+		return benchstore.Tenant{}, err
 	}
-	defer db.Close()
-	org, err := db.CreateOrg(ctx, "Loadgen")
-	if err != nil {
-		return nil, err
-	}
-	tokens := make([]string, n)
-	now := time.Now().UnixMilli()
-	err = db.WriteTx(ctx, func(tx *sql.Tx) error {
-		dev, err := tx.PrepareContext(ctx, `INSERT INTO devices (id, org_id, name, serial_number, model, status, token_hash, created_at) VALUES (?, ?, ?, ?, 'IG-500', 'PROVISIONING', ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer dev.Close()
-		ser, err := tx.PrepareContext(ctx, `INSERT INTO serial_state (device_id) VALUES (?)`)
-		if err != nil {
-			return err
-		}
-		defer ser.Close()
-		for i := range n {
-			id := ids.New()
-			tokens[i] = fmt.Sprintf("fdt_loadgen_%d_%s", i, ids.New())
-			sum := sha256.Sum256([]byte(tokens[i]))
-			if _, err := dev.ExecContext(ctx, id, org.ID, fmt.Sprintf("gw-%05d", i), fmt.Sprintf("LG-%05d", i), sum[:], now+int64(i)); err != nil {
-				return err
-			}
-			if _, err := ser.ExecContext(ctx, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return tokens, err
+	defer st.Close()
+	return benchstore.Provision(ctx, st, "Loadgen", n)
 }
 
-func countSpooled(ctx context.Context, path string) (int64, error) {
-	db, err := sqlite.Open(ctx, path)
+// countSpooled counts the samples of the storm (captured in the hour from
+// spoolBase) the devices stored, through the public API's service.
+func countSpooled(ctx context.Context, path string, ten benchstore.Tenant) (int64, error) {
+	st, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
+	defer st.Close()
+	counts, err := benchstore.CountMetrics(ctx, st.Devices(), ten.Org, ten.Devices, spoolBase(), spoolBase().Add(time.Hour-time.Millisecond))
 	var n int64
-	err = db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM metrics WHERE captured_at < ?`, spoolBase().Add(time.Hour).UnixMilli()).Scan(&n)
+	for _, c := range counts {
+		n += c
+	}
 	return n, err
 }
 

@@ -1,5 +1,5 @@
 // Command fleet-loadgen is the agent-link benchmark: it registers many
-// devices straight in a temporary SQLite store, starts a relay process on it
+// devices in a temporary SQLite store through the store contract, starts a relay process on it
 // (the agent endpoint and its store, as fleet-relay serve wires them), and
 // connects thousands of simulated agents speaking shared/protocol over
 // loopback from several 127.x source addresses. It prints, each beside its

@@ -371,11 +371,11 @@ func throughput(dir string, n, devices int) (float64, error) {
 	}
 	disp.Close() // writes the last attempt records
 	elapsed := time.Since(start)
-	var recorded int64
-	if err := db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'delivered'`).Scan(&recorded); err != nil {
+	counts, err := db.WebhookDeliveryCounts(ctx, org.ID)
+	if err != nil {
 		return 0, err
 	}
-	if recorded != total {
+	if recorded := int64(counts[string(webhook.StateDelivered)]); recorded != total {
 		return 0, fmt.Errorf("%d of %d deliveries recorded delivered", recorded, total)
 	}
 	if hits.Load() < total {

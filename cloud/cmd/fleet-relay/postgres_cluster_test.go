@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -74,12 +71,7 @@ type simAgent struct {
 func connectAgent(t *testing.T, addr, token string, heartbeat time.Duration) *simAgent {
 	t.Helper()
 	ctx := context.Background()
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+protocol.Path, &websocket.DialOptions{
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}, Subprotocols: []string{protocol.Subprotocol}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.CloseNow() })
+	ws := dialRelay(t, addr, token)
 	a := &simAgent{t: t, ws: ws, msgs: make(chan protocol.Message, 64), closed: make(chan websocket.StatusCode, 1)}
 	go func() {
 		for {
@@ -329,8 +321,7 @@ func newReceiver(t *testing.T) *receiver {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(func() { close(r.block); r.srv.Close() })
-	r.ca = filepath.Join(t.TempDir(), "ca.pem")
-	os.WriteFile(r.ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw}), 0o600)
+	r.ca = caFile(t, r.srv)
 	return r
 }
 

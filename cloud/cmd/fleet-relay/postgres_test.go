@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fleet/fleet/internal/logbuf"
 )
 
 // TestPostgresRelaysStartTogether starts three relays at once on an empty
@@ -116,7 +118,7 @@ func TestPostgresURLParameters(t *testing.T) {
 	ctx := context.Background()
 	srv := pg.Get(t)
 	url := srv.CreateDB(t) + "&connect_timeout=5&application_name=fleet-url-test&pool_max_conns=3"
-	log := &lockedWriter{w: &strings.Builder{}}
+	log := &logbuf.Buffer{}
 	m := NewMain(log)
 	if err := m.ParseFlags([]string{"--db", url, "--listen", "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
@@ -138,22 +140,4 @@ func TestPostgresURLParameters(t *testing.T) {
 	if strings.Contains(text, srv.Password) || !strings.Contains(text, "fleet-url-test") {
 		t.Errorf("relay log: %s", text)
 	}
-}
-
-// lockedWriter serializes writes of concurrent loggers.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.(*strings.Builder).String()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleet/fleet/internal/redistest"
 	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 )
 
@@ -87,12 +88,7 @@ func TestDrain(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	ws, _, err := websocket.Dial(ctx, "ws://"+m.Addr()+protocol.Path, &websocket.DialOptions{
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}, Subprotocols: []string{protocol.Subprotocol}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
+	ws := dialRelay(t, m.Addr(), token)
 	b, _ := json.Marshal(protocol.Message{Type: protocol.TypeHello, Hello: &protocol.Hello{AgentVersion: "t", Model: "IG-500"}})
 	ws.Write(ctx, websocket.MessageText, b)
 	closed := make(chan error, 1)
@@ -167,13 +163,7 @@ func TestDrain(t *testing.T) {
 
 func eventually(t *testing.T, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, "the condition", d, cond)
 }
 
 // TestReadyzWhileStarting: a relay that is still starting (its store

@@ -4,16 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -26,6 +23,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/logbuf"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -117,12 +115,7 @@ func waitMetric(t *testing.T, url string, want float64, name string, labels ...s
 func dialAgent(t *testing.T, addr, token string) (*websocket.Conn, func(protocol.Message)) {
 	t.Helper()
 	ctx := context.Background()
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+protocol.Path, &websocket.DialOptions{
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}, Subprotocols: []string{protocol.Subprotocol}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.CloseNow() })
+	ws := dialRelay(t, addr, token)
 	go func() {
 		for {
 			if _, _, err := ws.Read(ctx); err != nil {
@@ -154,8 +147,7 @@ func TestMetrics(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer rcv.Close()
-	ca := filepath.Join(dir, "ca.pem")
-	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600)
+	ca := caFile(t, rcv)
 
 	m := NewMain(io.Discard)
 	if err := m.ParseFlags([]string{"--db", filepath.Join(dir, "relay.db"), "--listen", "127.0.0.1:0", "--metrics-listen", "api", "--rate-limit", "100000",
@@ -184,20 +176,8 @@ func TestMetrics(t *testing.T) {
 	api := base + "/api/v1/public"
 	call := func(method, path, key, body string) int {
 		t.Helper()
-		req, _ := http.NewRequest(method, api+path, strings.NewReader(body))
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		code, _ := apiCall(t, method, api+path, key, body)
+		return code
 	}
 
 	before := mustScrape(t, metricsURL)
@@ -508,7 +488,7 @@ func TestAgentMetricsWithTheRelay(t *testing.T) {
 // when another process holds that address, not served, with a warning);
 // --metrics-listen none serves them nowhere.
 func TestMetricsNotOnTheAPIByDefault(t *testing.T) {
-	var logs lockedLog
+	var logs logbuf.Buffer
 	m := NewMain(&logs)
 	if err := m.ParseFlags([]string{"--db", filepath.Join(t.TempDir(), "relay.db"), "--listen", "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
@@ -544,22 +524,4 @@ func TestMetricsNotOnTheAPIByDefault(t *testing.T) {
 	if code, _ := get(t, "http://"+n.Addr()+"/metrics", ""); code != 404 || n.MetricsAddr() != "" {
 		t.Errorf("--metrics-listen none: /metrics %d, metrics address %q", code, n.MetricsAddr())
 	}
-}
-
-// lockedLog is a log sink safe for concurrent writes.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

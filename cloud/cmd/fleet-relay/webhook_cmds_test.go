@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -119,8 +118,7 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer rcv.Close()
-	ca := filepath.Join(dir, "ca.pem")
-	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600)
+	ca := caFile(t, rcv)
 	admin(nil, "org", "set-alert-webhook", "--org", org.ID, "--url", rcv.URL+"/alerts")
 
 	flags := []string{"--db", db, "--webhook-allow-private", "--webhook-ca", ca, "--webhook-backoff", "400ms,400ms,400ms,400ms,400ms"}
@@ -455,8 +453,7 @@ func TestRealAgentSignalsAndAlerts(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer rcv.Close()
-	ca := filepath.Join(dir, "ca.pem")
-	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600)
+	ca := caFile(t, rcv)
 	admin(nil, "org", "set-alert-webhook", "--org", org.ID, "--url", rcv.URL+"/alerts")
 	_, addr := startRelayBinary(t, relayBin, "--db", db, "--webhook-allow-private", "--webhook-ca", ca, "--webhook-backoff", "200ms")
 

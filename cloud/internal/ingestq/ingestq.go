@@ -34,8 +34,14 @@ func New[T any](size int, closed error) *Queue[T] {
 	return &Queue[T]{closed: closed, jobs: make(chan T, size), quit: make(chan struct{}), done: make(chan struct{})}
 }
 
-// Put queues j; it blocks only while the queue is full.
+// Put queues j; it blocks only while the queue is full. After Close it
+// fails with the queue's closed error (a job queued then would never run).
 func (q *Queue[T]) Put(ctx context.Context, j T) error {
+	select {
+	case <-q.done:
+		return q.closed
+	default:
+	}
 	select {
 	case q.jobs <- j:
 		return nil

@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/fleet/fleet/internal/kerneltest"
 )
 
 // From linux/can.h: the size of struct canfd_frame and its BRS flag.
@@ -80,7 +82,7 @@ func fdFrame(id uint32, flags byte, data []byte) []byte {
 // unchanged on another, while a frame longer than 64 bytes is refused by
 // the kernel.
 func TestKernelCANFDLoopback(t *testing.T) {
-	inGuest(t)
+	kerneltest.Require(t)
 	for _, m := range []string{"can", "can_raw", "can_dev", "vcan"} {
 		if _, err := os.Stat("/sys/module/" + m); err != nil {
 			t.Errorf("module %s not loaded: %v", m, err)

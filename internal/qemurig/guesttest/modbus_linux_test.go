@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/hw/modbus"
+	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -38,7 +39,7 @@ func uartCounters(t *testing.T, n int) (tx, rx int) {
 
 func envInt(t *testing.T, key string) int {
 	t.Helper()
-	v, err := strconv.Atoi(mustEnv(t, key))
+	v, err := strconv.Atoi(kerneltest.Env(t, key))
 	if err != nil {
 		t.Fatalf("%s: %v", key, err)
 	}
@@ -52,12 +53,12 @@ func envInt(t *testing.T, key string) int {
 // checks after the run that its simulator holds the written value. The
 // register numbers and values are the host's random choice for this run.
 func TestKernelModbusOverUART(t *testing.T) {
-	inGuest(t)
-	dev := mustEnv(t, "FLEET_MODBUS_DEVICE")
+	kerneltest.Require(t)
+	dev := kerneltest.Env(t, "FLEET_MODBUS_DEVICE")
 	baud := envInt(t, "FLEET_MODBUS_BAUD")
 	slave := envInt(t, "FLEET_MODBUS_SLAVE")
 	pollReg := envInt(t, "FLEET_MODBUS_POLL_REGISTER")
-	pollValues := mustEnv(t, "FLEET_MODBUS_POLL_VALUES")
+	pollValues := kerneltest.Env(t, "FLEET_MODBUS_POLL_VALUES")
 	writeReg := envInt(t, "FLEET_MODBUS_WRITE_REGISTER")
 	writeBefore := envInt(t, "FLEET_MODBUS_WRITE_BEFORE")
 	writeValue := envInt(t, "FLEET_MODBUS_WRITE_VALUE")

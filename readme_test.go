@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/cloud/webhooksink"
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 // readmeSection returns the text of the README's "## <title>" section, up to
@@ -778,17 +778,6 @@ func sameShape(where string, sample, actual any) []string {
 	return diffs
 }
 
-// freePort returns a loopback TCP port nobody listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startProcess runs bin with args, output to logFile, and stops it at the
 // end of the test.
 func startProcess(t *testing.T, logFile, bin string, args ...string) *exec.Cmd {
@@ -932,7 +921,7 @@ func TestREADMECurlExamples(t *testing.T) {
 	adminJSON(t, relay, &gw, "device", "add", "--db", db, "--org", org.ID, "--name", "Press 4", "--serial", "SN-0004", "--model", "IG-500", "--location", "Hall B")
 	adminJSON(t, relay, &gate, "device", "add", "--db", db, "--org", org.ID, "--name", "Gatehouse", "--serial", "SN-0005", "--model", "IG-100")
 
-	port := freePort(t)
+	port := testnet.FreePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	startProcess(t, filepath.Join(dir, "relay.log"), relay, "serve", "--db", db, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--rate-limit", "100000") // the waits below poll; the examples do not depend on the limit

@@ -15,18 +15,9 @@ import (
 	"github.com/fleet/fleet/agent/internal/relaystub"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 	"github.com/fleet/fleet/hw/serialport"
+	"github.com/fleet/fleet/internal/testnet"
 	"github.com/fleet/fleet/shared/protocol"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 func channel(hb protocol.Heartbeat, id string) protocol.ChannelState {
 	for _, c := range hb.Channels {
@@ -60,7 +51,7 @@ func TestAgentLinuxHardware(t *testing.T) {
 
 	dir := t.TempDir()
 	rsLink := filepath.Join(dir, "ttyRS485")
-	base := freePort(t)
+	base := testnet.FreePort(t)
 	r := relaystub.Start("tok-123")
 	defer r.Close()
 	c, err := ParseConfig([]string{

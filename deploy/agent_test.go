@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 // agentUID is the numeric user the agent runs as in TestAgentAsServiceUser
@@ -32,7 +34,7 @@ func TestAgentAsServiceUser(t *testing.T) {
 
 	dir := t.TempDir()
 	db := filepath.Join(dir, "relay.db")
-	addr := freeAddr(t)
+	addr := testnet.FreeAddr(t)
 	relay := exec.Command(relayPath, "serve", "--db", db, "--listen", addr)
 	relayLogs := startProcess(t, relay)
 	waitHealthy(t, "http://"+addr+"/readyz", relayLogs)

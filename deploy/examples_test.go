@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/fleet/fleet/agent"
 	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 // TestAgentInstalledConfig parses deploy/agent.yaml, the file the package
@@ -181,7 +181,7 @@ func TestRelayExample(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := testnet.FreeAddr(t)
 	env := []string{"PATH=/usr/bin:/bin"}
 	for _, e := range entries {
 		switch e.key {
@@ -201,17 +201,6 @@ func TestRelayExample(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "relay.db")); err != nil {
 		t.Fatalf("FLEET_DB not used: %v", err)
 	}
-}
-
-// freeAddr returns a free loopback address.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startProcess starts cmd with its output collected, and stops it with

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 // container is a Debian root booted with systemd-nspawn.
@@ -203,7 +204,7 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	relayCLI(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "SN-1", "--model", "IG-500")
 	run(t, "chown", "-R", fmt.Sprintf("%d:%d", relayUID, relayGID), stateDir)
 
-	addr := freeAddr(t)
+	addr := testnet.FreeAddr(t)
 	editFile(t, filepath.Join(root, "etc/fleet-relay/relay.env"), map[string]string{`(?m)^FLEET_LISTEN=.*$`: "FLEET_LISTEN=" + addr})
 	// The installed agent.yaml holds relay and token only (the rest are the
 	// agent's defaults); hw: sim is added because the container has none

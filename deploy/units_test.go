@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 // Exposure thresholds of `systemd-analyze security` (0 safest, 10 unsafe;
@@ -219,7 +221,7 @@ func TestBackupUnitCommands(t *testing.T) {
 	}
 	db := filepath.Join(dir, "relay.db")
 	env["FLEET_DB"] = db // as a drop-in would
-	addr := freeAddr(t)
+	addr := testnet.FreeAddr(t)
 	logs := startProcess(t, exec.Command(relay, "serve", "--db", db, "--listen", addr))
 	waitHealthy(t, "http://"+addr+"/readyz", logs)
 	run(t, relay, "org", "create", "--db", db, "--name", "Acme")

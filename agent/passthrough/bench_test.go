@@ -19,6 +19,7 @@ import (
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 	"github.com/fleet/fleet/hw/serialport"
 	"github.com/fleet/fleet/hw/uart"
+	"github.com/fleet/fleet/internal/testnet"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -119,7 +120,7 @@ func measureOurs(b *testing.B, path, kind string, measure func(net.Conn) result)
 		defer p.Close()
 		raw = p
 	}
-	s, err := passthrough.New(passthrough.Config{Listen: "127.0.0.1:" + strconv.Itoa(freePort(b))}, nil)
+	s, err := passthrough.New(passthrough.Config{Listen: "127.0.0.1:" + strconv.Itoa(testnet.FreePort(b))}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func measureSer2net(b *testing.B, bin, path string, measure func(net.Conn) resul
 }
 
 func measureSer2netWith(b *testing.B, bin, path, chardelay string, measure func(net.Conn) result) result {
-	port := freePort(b)
+	port := testnet.FreePort(b)
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "ser2net.yaml")
 	conf := fmt.Sprintf(`connection: &bench
@@ -289,13 +290,4 @@ func report(b *testing.B, name string, ours, theirs result, target bool) {
 		line += "\n            (for information: ours keeps the 3.5-character silence between frames and holds the bus per transaction)"
 	}
 	fmt.Println(line)
-}
-
-func freePort(b *testing.B) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

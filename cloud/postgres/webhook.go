@@ -421,7 +421,8 @@ func (db *DB) WebhookDeliveryCounts(ctx context.Context, orgID string) (map[stri
 	}
 	rows, err := query(ctx, db, "delivery counts", func(r sqlstore.Row) (stateCount, error) {
 		var c stateCount
-		return c, r.Scan(&c.state, &c.n)
+		err := r.Scan(&c.state, &c.n) // before c is returned: return c, r.Scan(...) may read c first
+		return c, err
 	}, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = $1 GROUP BY state`, orgID)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/internal/linewatch"
+	"github.com/fleet/fleet/internal/testnet"
 )
 
 // startTimeout covers a cold build of the relay (cgo SQLite) in the clone.
@@ -249,16 +250,6 @@ func assertNothingLeft(t *testing.T, dir string) {
 	t.Errorf("processes left behind after make exited:\n%s", strings.Join(desc, "\n"))
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // cloneRepo clones the repository this test runs in (its HEAD) into a
 // temporary folder.
 func cloneRepo(t *testing.T) string {
@@ -299,7 +290,7 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	port, sinkPort := freePort(t), freePort(t)
+	port, sinkPort := testnet.FreePort(t), testnet.FreePort(t)
 	args := []string{fmt.Sprintf("LISTEN=127.0.0.1:%d", port), fmt.Sprintf("SINK_LISTEN=127.0.0.1:%d", sinkPort)}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 

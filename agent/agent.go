@@ -277,7 +277,7 @@ func (a *Agent) metricsLoop(ctx context.Context) {
 		}
 		a.record(protocol.Record{Metric: &s})
 		// The end-to-end tests compare what the relay stored against these
-		// lines (cloud/e2e).
+		// lines (test/e2e).
 		a.log.Debug("metric captured", "capturedAt", resource.FormatTime(s.CapturedAt.Time))
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/agent/internal/relaystub"
+	"github.com/fleet/fleet/internal/relaystub"
 	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"

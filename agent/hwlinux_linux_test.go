@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/agent/internal/relaystub"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 	"github.com/fleet/fleet/hw/serialport"
+	"github.com/fleet/fleet/internal/relaystub"
 	"github.com/fleet/fleet/internal/testnet"
 	"github.com/fleet/fleet/shared/protocol"
 )

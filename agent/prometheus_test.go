@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/fleet/fleet/agent/internal/relaystub"
+	"github.com/fleet/fleet/internal/relaystub"
 	"github.com/fleet/fleet/shared/protocol"
 )
 

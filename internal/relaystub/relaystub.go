@@ -3,8 +3,8 @@
 // bearer token and subprotocol, stores records by seq (idempotently, like
 // the real relay), acknowledges every batch, and can push a Config or cut
 // every connection. It answers as a relay from before CBOR (its welcome
-// names no codec), so agents speak JSON with it. The real relay's
-// end-to-end tests live with the relay.
+// names no codec), so agents speak JSON with it. The real relay and the
+// real agent meet in test/e2e.
 package relaystub
 
 import (

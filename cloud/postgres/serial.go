@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -97,23 +96,8 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 		if _, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES ($1) ON CONFLICT DO NOTHING`, deviceID); err != nil {
 			return err
 		}
-		q := `UPDATE serial_state SET desired_version = desired_version + 1`
-		args := []any{deviceID}
-		if p.Mode != nil {
-			args = append(args, *p.Mode)
-			q += fmt.Sprintf(`, mode = $%d`, len(args))
-		}
-		if p.ClearWebhookURL {
-			q += `, webhook_url = NULL`
-		} else if p.WebhookURL != nil {
-			args = append(args, *p.WebhookURL)
-			q += fmt.Sprintf(`, webhook_url = $%d`, len(args))
-		}
-		if p.WebhookEnabled != nil {
-			args = append(args, *p.WebhookEnabled)
-			q += fmt.Sprintf(`, webhook_enabled = $%d`, len(args))
-		}
-		if _, err := tx.Exec(ctx, q+` WHERE device_id = $1`, args...); err != nil {
+		q, args := sqlstore.SerialPatchSQL(p, deviceID, sqlstore.Dollar)
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return err
 		}
 		if err := notifyConfig(ctx, tx, deviceID); err != nil {

@@ -96,23 +96,8 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
 			return err
 		}
-		q := `UPDATE serial_state SET desired_version = desired_version + 1`
-		var args []any
-		if p.Mode != nil {
-			q += `, mode = ?`
-			args = append(args, *p.Mode)
-		}
-		if p.ClearWebhookURL {
-			q += `, webhook_url = NULL`
-		} else if p.WebhookURL != nil {
-			q += `, webhook_url = ?`
-			args = append(args, *p.WebhookURL)
-		}
-		if p.WebhookEnabled != nil {
-			q += `, webhook_enabled = ?`
-			args = append(args, *p.WebhookEnabled)
-		}
-		if _, err := tx.ExecContext(ctx, q+` WHERE device_id = ?`, append(args, deviceID)...); err != nil {
+		q, args := sqlstore.SerialPatchSQL(p, deviceID, sqlstore.Question)
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}
 		var err error

@@ -1,6 +1,8 @@
 package sqlstore
 
 import (
+	"strconv"
+
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -69,4 +71,38 @@ func ChannelsByID(chans []Channel) map[string]*cloud.StoredChannel {
 		out[chans[i].ID] = &chans[i].StoredChannel
 	}
 	return out
+}
+
+// Placeholder is a dialect's n-th (from 1) statement parameter.
+type Placeholder func(n int) string
+
+// The stores' placeholders: SQLite's ?, PostgreSQL's $n.
+var (
+	Question Placeholder = func(int) string { return "?" }
+	Dollar   Placeholder = func(n int) string { return "$" + strconv.Itoa(n) }
+)
+
+// SerialPatchSQL is the UPDATE that applies p to deviceID's serial_state
+// row and bumps its desired version, with its arguments, in the dialect of
+// ph.
+func SerialPatchSQL(p cloud.SerialPatch, deviceID string, ph Placeholder) (string, []any) {
+	q := `UPDATE serial_state SET desired_version = desired_version + 1`
+	var args []any
+	set := func(col string, v any) {
+		args = append(args, v)
+		q += `, ` + col + ` = ` + ph(len(args))
+	}
+	if p.Mode != nil {
+		set("mode", *p.Mode)
+	}
+	if p.ClearWebhookURL {
+		q += `, webhook_url = NULL`
+	} else if p.WebhookURL != nil {
+		set("webhook_url", *p.WebhookURL)
+	}
+	if p.WebhookEnabled != nil {
+		set("webhook_enabled", *p.WebhookEnabled)
+	}
+	args = append(args, deviceID)
+	return q + ` WHERE device_id = ` + ph(len(args)), args
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,7 +151,7 @@ func TestDeviceDetailAndIsolation(t *testing.T) {
 
 // TestDevicePaginationUnderInserts walks every page while another goroutine
 // keeps adding devices: each device that existed before the walk is seen
-// exactly once.
+// exactly once, and no device twice.
 func TestDevicePaginationUnderInserts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -158,12 +159,18 @@ func TestDevicePaginationUnderInserts(t *testing.T) {
 	for i := 0; i < 60; i++ {
 		before[e.device(e.orgA.ID, "IG-100").ID] = true
 	}
+	// The inserter adds at most maxLate devices: unbounded, a loaded
+	// machine's slow page requests let it add more than any walk can
+	// finish. Each of the first pages waits until a few more were added,
+	// so inserts land between and during the page requests.
+	const maxLate, perPage, insertPages = 100, 5, 4
+	var late atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for i := 0; ; i++ {
+		for i := 0; i < maxLate; i++ {
 			select {
 			case <-stop:
 				return
@@ -174,13 +181,20 @@ func TestDevicePaginationUnderInserts(t *testing.T) {
 				t.Error(err)
 				return
 			}
+			late.Add(1)
 		}
 	}()
 	seen := map[string]int{}
 	cursor := ""
 	for pages := 0; ; pages++ {
-		if pages > 200 {
+		if pages > (60+maxLate)/7+2 {
 			t.Fatal("pagination does not end")
+		}
+		for deadline := time.Now().Add(time.Minute); pages < insertPages && late.Load() < int64(perPage*(pages+1)); {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d devices added in a minute", late.Load())
+			}
+			time.Sleep(time.Millisecond)
 		}
 		path := "/devices?limit=7"
 		if cursor != "" {
@@ -193,7 +207,7 @@ func TestDevicePaginationUnderInserts(t *testing.T) {
 		for _, d := range page.Data {
 			seen[d.ID]++
 		}
-		if pages == 3 {
+		if pages == insertPages-1 {
 			close(stop)
 			wg.Wait()
 		}

@@ -55,16 +55,10 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 	}
 	args = append(args, limit+1)
 	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
-	list, err := query(ctx, s.db, "list alerts", sqlstore.ScanAlert, q, args...)
-	if err != nil {
-		return out, err
-	}
-	if len(list) == 0 && f.Cursor != "" {
-		if err := s.db.checkCursor(ctx, `SELECT 1 FROM alerts WHERE id = $1 AND org_id = $2`, f.Cursor, orgID); err != nil {
-			return out, err
-		}
-	}
-	return sqlstore.Page(list, limit, func(a resource.Alert) string { return a.ID }), nil
+	return listPage(ctx, s.db, sqlstore.ListQuery{
+		What: "list alerts", SQL: q, Args: args, Limit: limit,
+		Cursor: f.Cursor, CursorSQL: `SELECT 1 FROM alerts WHERE id = $1 AND org_id = $2`, Scope: orgID,
+	}, sqlstore.ScanAlert, func(a resource.Alert) string { return a.ID })
 }
 
 func alertNotFound(id string) error {
@@ -246,21 +240,15 @@ func (s *AlertEngineStore) RuleStates(ctx context.Context, orgID, deviceID strin
 // an open alert of the rule (the unique partial index decides, across
 // relays).
 func (s *AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (resource.Alert, bool, error) {
-	at := o.At.UTC().Truncate(time.Millisecond)
-	payload := o.Payload
-	if len(payload) == 0 {
-		payload = json.RawMessage(`{}`)
-	}
-	a := resource.Alert{ID: ids.New(), State: resource.AlertActive, Severity: o.Rule.Severity, Message: o.Message, Payload: payload,
-		DeviceID: o.DeviceID, RuleID: o.Rule.ID, CreatedAt: resource.T(at)}
+	a := sqlstore.NewAlert(o)
 	opened := false
-	if err := s.db.ensureDays(ctx, "events", at.UnixMilli()); err != nil {
+	if err := s.db.ensureDays(ctx, "events", a.CreatedAt.UnixMilli()); err != nil {
 		return resource.Alert{}, false, err
 	}
 	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
 			VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8) ON CONFLICT (device_id, rule_id) WHERE state <> 'RESOLVED' DO NOTHING`,
-			a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(payload), at.UnixMilli())
+			a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(a.Payload), a.CreatedAt.UnixMilli())
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
@@ -268,12 +256,11 @@ func (s *AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (reso
 		if !o.WithEvent {
 			return nil
 		}
-		data, err := alert.EventData(payload, a.ID, o.Rule)
+		e, err := sqlstore.OpenedEvent(o, a)
 		if err != nil {
 			return err
 		}
-		return s.db.insertEvents(ctx, tx, o.OrgID, o.DeviceID, []resource.Event{{ID: ids.New(), Type: "alert." + o.Rule.Name,
-			Severity: o.Rule.Severity, Message: o.Message, Data: data, CreatedAt: resource.T(at)}})
+		return s.db.insertEvents(ctx, tx, o.OrgID, o.DeviceID, []resource.Event{e})
 	})
 	if err != nil {
 		return resource.Alert{}, false, storeError("postgres: open alert: %w", err)
@@ -302,12 +289,11 @@ func (s *AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID str
 			return err
 		}
 		resolved = true
-		data, err := json.Marshal(map[string]any{"alertId": a.ID, "ruleId": r.ID, "rule": r.Name})
+		e, err := sqlstore.ResolvedEvent(a, r, message, at)
 		if err != nil {
 			return err
 		}
-		return s.db.insertEvents(ctx, tx, orgID, deviceID, []resource.Event{{ID: ids.New(), Type: alert.EventResolved, Severity: resource.SeverityInfo,
-			Message: message, Data: data, CreatedAt: resource.T(at)}})
+		return s.db.insertEvents(ctx, tx, orgID, deviceID, []resource.Event{e})
 	})
 	if err != nil {
 		return resource.Alert{}, false, storeError("postgres: resolve alert: %w", err)

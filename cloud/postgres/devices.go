@@ -55,16 +55,10 @@ func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.D
 	}
 	args = append(args, limit+1)
 	q += fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d`, len(args))
-	list, err := query(ctx, s.db, "list devices", func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) }, q, args...)
-	if err != nil {
-		return out, err
-	}
-	if len(list) == 0 && f.Cursor != "" {
-		if err := s.db.checkCursor(ctx, `SELECT 1 FROM devices WHERE id = $1 AND org_id = $2`, f.Cursor, orgID); err != nil {
-			return out, err
-		}
-	}
-	return sqlstore.Page(list, limit, func(d resource.Device) string { return d.ID }), nil
+	return listPage(ctx, s.db, sqlstore.ListQuery{
+		What: "list devices", SQL: q, Args: args, Limit: limit,
+		Cursor: f.Cursor, CursorSQL: `SELECT 1 FROM devices WHERE id = $1 AND org_id = $2`, Scope: orgID,
+	}, func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) }, func(d resource.Device) string { return d.ID })
 }
 
 // Device returns the organization's device id, or ENOTFOUND.
@@ -131,16 +125,10 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 	}
 	args = append(args, limit+1)
 	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
-	list, err := query(ctx, s.db, "events", sqlstore.ScanEvent, q, args...)
-	if err != nil {
-		return out, err
-	}
-	if len(list) == 0 && f.Cursor != "" {
-		if err := s.db.checkCursor(ctx, `SELECT 1 FROM events WHERE id = $1 AND device_id = $2`, f.Cursor, deviceID); err != nil {
-			return out, err
-		}
-	}
-	return sqlstore.Page(list, limit, func(e resource.Event) string { return e.ID }), nil
+	return listPage(ctx, s.db, sqlstore.ListQuery{
+		What: "events", SQL: q, Args: args, Limit: limit,
+		Cursor: f.Cursor, CursorSQL: `SELECT 1 FROM events WHERE id = $1 AND device_id = $2`, Scope: deviceID,
+	}, sqlstore.ScanEvent, func(e resource.Event) string { return e.ID })
 }
 
 // checkCursor returns ECURSOR unless query (cursor, scope) finds a row.
@@ -154,6 +142,12 @@ func (db *DB) checkCursor(ctx context.Context, query, cursor, scope string) erro
 		return storeError("postgres: cursor: %w", err)
 	}
 	return nil
+}
+
+// listPage runs l and answers its page, reading each row with scan.
+func listPage[T any](ctx context.Context, db *DB, l sqlstore.ListQuery, scan func(sqlstore.Row) (T, error), id func(T) string) (resource.List[T], error) {
+	list, err := query(ctx, db, l.What, scan, l.SQL, l.Args...)
+	return sqlstore.ListPage(l, list, err, func() error { return db.checkCursor(ctx, l.CursorSQL, l.Cursor, l.Scope) }, id)
 }
 
 // checkDevice returns ENOTFOUND unless the device exists in the organization.

@@ -67,22 +67,7 @@ func newIngestWriter(db *DB, log *slog.Logger) *ingestWriter {
 // do queues apply and waits until its transaction committed or failed.
 func (w *ingestWriter) do(ctx context.Context, j *ingestJob) error {
 	j.done = make(chan error, 1)
-	if err := w.enqueue(ctx, j); err != nil {
-		return err
-	}
-	// Once queued, the job is waited for: apply may write to the caller's
-	// variables.
-	select {
-	case err := <-j.done:
-		return err
-	case <-w.q.Done():
-		select {
-		case err := <-j.done:
-			return err
-		default:
-			return ErrIngestClosed
-		}
-	}
+	return w.q.PutWait(ctx, j, j.done)
 }
 
 func (w *ingestWriter) enqueue(ctx context.Context, j *ingestJob) error {

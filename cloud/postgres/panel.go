@@ -231,21 +231,11 @@ func (s *PanelStore) DeleteExpiredSessions(ctx context.Context, now time.Time) (
 
 // StatusCounts counts the organization's devices by status.
 func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resource.DeviceStatus]int, error) {
-	rows, err := s.db.Pool.Query(ctx, `SELECT status, COUNT(*) FROM devices WHERE org_id = $1 GROUP BY status`, orgID)
+	counts, err := query(ctx, s.db, "status counts", sqlstore.ScanStatusCount, `SELECT status, COUNT(*) FROM devices WHERE org_id = $1 GROUP BY status`, orgID)
 	if err != nil {
-		return nil, storeError("postgres: status counts: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	out := make(map[resource.DeviceStatus]int, len(resource.DeviceStatuses))
-	for rows.Next() {
-		var status string
-		var n int
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, storeError("postgres: status counts: %w", err)
-		}
-		out[resource.DeviceStatus(status)] = n
-	}
-	return out, rows.Err()
+	return sqlstore.CountsByStatus(counts), nil
 }
 
 // SearchDevices returns one page of the organization's devices, oldest

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -136,17 +135,11 @@ func (s *AlertEngineStore) RuleStates(ctx context.Context, orgID, deviceID strin
 // event, in one transaction; opened is false when the device already has an
 // open alert of the rule.
 func (s *AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (resource.Alert, bool, error) {
-	at := o.At.UTC().Truncate(time.Millisecond)
-	payload := o.Payload
-	if len(payload) == 0 {
-		payload = json.RawMessage(`{}`)
-	}
-	a := resource.Alert{ID: ids.New(), State: resource.AlertActive, Severity: o.Rule.Severity, Message: o.Message, Payload: payload,
-		DeviceID: o.DeviceID, RuleID: o.Rule.ID, CreatedAt: resource.T(at)}
+	a := sqlstore.NewAlert(o)
 	opened := false
 	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
-			VALUES (?, ?, ?, ?, 'ACTIVE', ?, ?, ?, ?)`, a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(payload), at.UnixMilli())
+			VALUES (?, ?, ?, ?, 'ACTIVE', ?, ?, ?, ?)`, a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(a.Payload), a.CreatedAt.UnixMilli())
 		if err != nil {
 			return err
 		}
@@ -157,13 +150,11 @@ func (s *AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (reso
 		if !o.WithEvent {
 			return nil
 		}
-		data, err := alert.EventData(payload, a.ID, o.Rule)
+		e, err := sqlstore.OpenedEvent(o, a)
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			ids.New(), o.OrgID, o.DeviceID, "alert."+o.Rule.Name, string(o.Rule.Severity), o.Message, string(data), at.UnixMilli())
-		return err
+		return insertEvent(ctx, tx, o.OrgID, o.DeviceID, e)
 	})
 	if err != nil {
 		return resource.Alert{}, false, fmt.Errorf("sqlite: open alert: %w", err)
@@ -178,13 +169,10 @@ func (s *AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID str
 	var a resource.Alert
 	resolved := false
 	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		var state, sev, payload string
-		var acked, res sql.NullInt64
-		var created int64
-		err := tx.QueryRowContext(ctx, `UPDATE alerts SET state = 'RESOLVED', resolved_at = ?
-			WHERE org_id = ? AND device_id = ? AND rule_id = ? AND state IN ('ACTIVE', 'ACKNOWLEDGED')
-			RETURNING id, state, severity, message, payload, acknowledged_at, resolved_at, created_at`,
-			at.UnixMilli(), orgID, deviceID, r.ID).Scan(&a.ID, &state, &sev, &a.Message, &payload, &acked, &res, &created)
+		var err error
+		a, err = sqlstore.ScanAlert(tx.QueryRowContext(ctx, `UPDATE alerts SET state = 'RESOLVED', resolved_at = ?
+			WHERE org_id = ? AND device_id = ? AND rule_id = ? AND state IN ('ACTIVE', 'ACKNOWLEDGED') RETURNING `+sqlstore.AlertColumns,
+			at.UnixMilli(), orgID, deviceID, r.ID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -192,17 +180,11 @@ func (s *AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID str
 			return err
 		}
 		resolved = true
-		a.State, a.Severity, a.Payload = resource.AlertState(state), resource.Severity(sev), json.RawMessage(payload)
-		a.DeviceID, a.RuleID = deviceID, r.ID
-		a.AcknowledgedAt, a.ResolvedAt = resource.TP(MsTime(acked)), resource.TP(MsTime(res))
-		a.CreatedAt = resource.T(time.UnixMilli(created))
-		data, err := json.Marshal(map[string]any{"alertId": a.ID, "ruleId": r.ID, "rule": r.Name})
+		e, err := sqlstore.ResolvedEvent(a, r, message, at)
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			ids.New(), orgID, deviceID, alert.EventResolved, string(resource.SeverityInfo), message, string(data), at.UnixMilli())
-		return err
+		return insertEvent(ctx, tx, orgID, deviceID, e)
 	})
 	if err != nil {
 		return resource.Alert{}, false, fmt.Errorf("sqlite: resolve alert: %w", err)
@@ -251,4 +233,11 @@ func (s *AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, de
 		out = append(out, o)
 	}
 	return out, rows.Err()
+}
+
+// insertEvent stores e as the device's event in tx.
+func insertEvent(ctx context.Context, tx *sql.Tx, orgID, deviceID string, e resource.Event) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID, orgID, deviceID, e.Type, string(e.Severity), e.Message, string(e.Data), e.CreatedAt.UnixMilli())
+	return err
 }

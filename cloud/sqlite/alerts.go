@@ -55,24 +55,10 @@ func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.Ale
 		args = append(args, f.Cursor, orgID, f.Cursor)
 	}
 	args = append(args, limit+1)
-	q := listAlertsSQL(f.Severity != "", f.DeviceID != "", f.Cursor != "")
-	st, err := s.db.readStmt(ctx, q)
-	if err != nil {
-		return out, err
-	}
-	rows, err := st.QueryContext(ctx, args...)
-	list, err := collect(rows, err, "list alerts", sqlstore.ScanAlert)
-	if err != nil {
-		return out, err
-	}
-	if len(list) == 0 && f.Cursor != "" {
-		// An empty page: after the last item, or a cursor that is not an
-		// item of the list (the query cannot tell).
-		if _, err := s.db.cursorTime(ctx, alertCursorSQL, f.Cursor, orgID); err != nil {
-			return out, err
-		}
-	}
-	return sqlstore.Page(list, limit, func(a resource.Alert) string { return a.ID }), nil
+	return listPage(ctx, s.db, sqlstore.ListQuery{
+		What: "list alerts", SQL: listAlertsSQL(f.Severity != "", f.DeviceID != "", f.Cursor != ""), Args: args, Limit: limit,
+		Cursor: f.Cursor, CursorSQL: alertCursorSQL, Scope: orgID,
+	}, sqlstore.ScanAlert, func(a resource.Alert) string { return a.ID })
 }
 
 const alertCursorSQL = `SELECT created_at FROM alerts WHERE id = ? AND org_id = ?`
@@ -142,9 +128,8 @@ func resolvedEvent(ctx context.Context, tx *sql.Tx, orgID string, a resource.Ale
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		ids.New(), orgID, a.DeviceID, EventAlertResolved, string(resource.SeverityInfo), rule+" alert resolved through the API", string(data), a.ResolvedAt.UnixMilli())
-	return err
+	return insertEvent(ctx, tx, orgID, a.DeviceID, resource.Event{ID: ids.New(), Type: EventAlertResolved, Severity: resource.SeverityInfo,
+		Message: rule + " alert resolved through the API", Data: data, CreatedAt: *a.ResolvedAt})
 }
 
 // EventAlertResolved is the type of the device event recorded when an alert

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
+	"github.com/fleet/fleet/shared/resource"
 )
 
 //go:embed migrations/*.sql
@@ -280,4 +281,19 @@ func collect[T any](rows *sql.Rows, err error, what string, scan func(sqlstore.R
 		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	return out, nil
+}
+
+// listPage runs l on the readers and answers its page, reading each row
+// with scan.
+func listPage[T any](ctx context.Context, db *DB, l sqlstore.ListQuery, scan func(sqlstore.Row) (T, error), id func(T) string) (resource.List[T], error) {
+	st, err := db.readStmt(ctx, l.SQL)
+	if err != nil {
+		return resource.List[T]{Data: []T{}}, err
+	}
+	rows, err := st.QueryContext(ctx, l.Args...)
+	list, err := collect(rows, err, l.What, scan)
+	return sqlstore.ListPage(l, list, err, func() error {
+		_, err := db.cursorTime(ctx, l.CursorSQL, l.Cursor, l.Scope)
+		return err
+	}, id)
 }

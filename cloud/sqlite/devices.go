@@ -43,24 +43,10 @@ func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.D
 		args = append(args, f.Cursor, orgID, f.Cursor)
 	}
 	args = append(args, limit+1)
-	q := listDevicesSQL(f.Status != "", f.Cursor != "")
-	st, err := s.db.readStmt(ctx, q)
-	if err != nil {
-		return out, err
-	}
-	rows, err := st.QueryContext(ctx, args...)
-	list, err := collect(rows, err, "list devices", func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) })
-	if err != nil {
-		return out, err
-	}
-	if len(list) == 0 && f.Cursor != "" {
-		// An empty page: after the last item, or a cursor that is not an
-		// item of the list (the query cannot tell).
-		if _, err := s.db.cursorTime(ctx, deviceCursorSQL, f.Cursor, orgID); err != nil {
-			return out, err
-		}
-	}
-	return sqlstore.Page(list, limit, func(d resource.Device) string { return d.ID }), nil
+	return listPage(ctx, s.db, sqlstore.ListQuery{
+		What: "list devices", SQL: listDevicesSQL(f.Status != "", f.Cursor != ""), Args: args, Limit: limit,
+		Cursor: f.Cursor, CursorSQL: deviceCursorSQL, Scope: orgID,
+	}, func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) }, func(d resource.Device) string { return d.ID })
 }
 
 // Device returns the organization's device id, or ENOTFOUND.
@@ -132,22 +118,10 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 		args = append(args, f.Cursor, deviceID, f.Cursor)
 	}
 	args = append(args, limit+1)
-	q := listEventsSQL(f.Type != "", f.Severity != "", f.Cursor != "")
-	st, err := s.db.readStmt(ctx, q)
-	if err != nil {
-		return out, err
-	}
-	rows, err := st.QueryContext(ctx, args...)
-	list, err := collect(rows, err, "events", sqlstore.ScanEvent)
-	if err != nil {
-		return out, err
-	}
-	if len(list) == 0 && f.Cursor != "" {
-		if _, err := s.db.cursorTime(ctx, eventCursorSQL, f.Cursor, deviceID); err != nil {
-			return out, err
-		}
-	}
-	return sqlstore.Page(list, limit, func(e resource.Event) string { return e.ID }), nil
+	return listPage(ctx, s.db, sqlstore.ListQuery{
+		What: "events", SQL: listEventsSQL(f.Type != "", f.Severity != "", f.Cursor != ""), Args: args, Limit: limit,
+		Cursor: f.Cursor, CursorSQL: eventCursorSQL, Scope: deviceID,
+	}, sqlstore.ScanEvent, func(e resource.Event) string { return e.ID })
 }
 
 // The list queries, built from the filters in use (explain_test.go checks

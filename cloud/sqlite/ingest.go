@@ -161,23 +161,7 @@ func newIngestWriter(db *DB, log *slog.Logger) (*ingestWriter, error) {
 // transaction committed.
 func (w *ingestWriter) do(ctx context.Context, atomic bool, apply func(t *ingestTx) error) error {
 	j := &ingestJob{apply: apply, atomic: atomic, done: make(chan error, 1)}
-	if err := w.q.Put(ctx, j); err != nil {
-		return err
-	}
-	// Once queued, the job is waited for even when ctx ends: the writer
-	// runs or fails every job it took, and apply may write to the
-	// caller's variables.
-	select {
-	case err := <-j.done:
-		return err
-	case <-w.q.Done():
-		select {
-		case err := <-j.done:
-			return err
-		default:
-			return ErrIngestClosed
-		}
-	}
+	return w.q.PutWait(ctx, j, j.done)
 }
 
 // enqueue queues apply without waiting; after runs with the outcome on the

@@ -27,20 +27,11 @@ func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resour
 		return nil, err
 	}
 	rows, err := st.QueryContext(ctx, orgID)
+	counts, err := collect(rows, err, "status counts", sqlstore.ScanStatusCount)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: status counts: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	out := make(map[resource.DeviceStatus]int, len(resource.DeviceStatuses))
-	for rows.Next() {
-		var status string
-		var n int
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, fmt.Errorf("sqlite: status counts: %w", err)
-		}
-		out[resource.DeviceStatus(status)] = n
-	}
-	return out, rows.Err()
+	return sqlstore.CountsByStatus(counts), nil
 }
 
 // SearchDevices returns one page of the organization's devices, oldest

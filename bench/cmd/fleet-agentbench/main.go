@@ -22,12 +22,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/fleet/fleet/bench/benchreport"
+	"github.com/fleet/fleet/internal/logbuf"
 	"github.com/fleet/fleet/shared/protocol"
 )
 
@@ -65,7 +65,7 @@ func run(agentBin, relayBin string, period, warmup time.Duration) error {
 
 	cmd := exec.Command(agentBin, "--relay", url, "--token", token, "--hw", "sim", "--model", "IG-500",
 		"--state-dir", filepath.Join(dir, "agent"), "--log-level", "warn")
-	agentLog := &lockedBuffer{}
+	agentLog := &logbuf.Buffer{} // the agent's stderr while it runs
 	cmd.Stderr = agentLog
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start agent: %w", err)
@@ -118,19 +118,6 @@ func run(agentBin, relayBin string, period, warmup time.Duration) error {
 		benchreport.Row{Area: "agent", Figure: "fleet-agent CPU at defaults", Unit: "% of a core", Measured: cpuPct,
 			Target: &benchreport.Target{Op: benchreport.Below, Value: 0.5}, Notes: notes})
 }
-
-// lockedBuffer collects the agent's stderr while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 

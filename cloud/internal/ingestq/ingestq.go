@@ -52,6 +52,28 @@ func (q *Queue[T]) Put(ctx context.Context, j T) error {
 	}
 }
 
+// PutWait queues j and waits for its outcome on done, which the writer
+// sends once it ran j (or failed its batch). Once queued, j is waited for
+// even when ctx ends: the writer runs or fails every job it took, and j may
+// write to the caller's variables. After Close, a job that got no outcome
+// fails with the queue's closed error.
+func (q *Queue[T]) PutWait(ctx context.Context, j T, done <-chan error) error {
+	if err := q.Put(ctx, j); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-q.done:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return q.closed
+		}
+	}
+}
+
 // Size is how many jobs the queue holds.
 func (q *Queue[T]) Size() int { return cap(q.jobs) }
 

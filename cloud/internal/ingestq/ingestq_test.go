@@ -3,6 +3,7 @@ package ingestq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -71,5 +72,38 @@ func TestFillLingers(t *testing.T) {
 	}
 	if b := <-batches; !slices.Equal(b, []int{0, 1, 2, 3}) {
 		t.Errorf("first batch %v, want the 4 jobs put one by one while it lingered", b)
+	}
+}
+
+// TestPutWait: the caller gets the outcome the writer sent for its job,
+// and after Close the queue's closed error.
+func TestPutWait(t *testing.T) {
+	type job struct {
+		n    int
+		done chan error
+	}
+	q := New[job](4, errClosed)
+	q.Max, q.LingerBelow, q.Linger = 4, 1, time.Millisecond
+	go q.Run(nil, func(b []job) {
+		for _, j := range b {
+			if j.n%2 == 1 {
+				j.done <- fmt.Errorf("job %d failed", j.n)
+			} else {
+				j.done <- nil
+			}
+		}
+	})
+	ctx := context.Background()
+	for n := range 4 {
+		j := job{n, make(chan error, 1)}
+		err := q.PutWait(ctx, j, j.done)
+		if (err != nil) != (n%2 == 1) {
+			t.Errorf("job %d: %v", n, err)
+		}
+	}
+	q.Close()
+	j := job{4, make(chan error, 1)}
+	if err := q.PutWait(ctx, j, j.done); !errors.Is(err, errClosed) {
+		t.Errorf("after Close: %v, want %v", err, errClosed)
 	}
 }

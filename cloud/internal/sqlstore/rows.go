@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -172,4 +174,84 @@ func Page[T any](rows []T, limit int, id func(T) string) resource.List[T] {
 	}
 	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, id)
 	return out
+}
+
+// StatusCount is a row of `SELECT status, COUNT(*) … GROUP BY status` over
+// devices.
+type StatusCount struct {
+	Status resource.DeviceStatus
+	N      int
+}
+
+// ScanStatusCount reads a StatusCount.
+func ScanStatusCount(row Row) (StatusCount, error) {
+	var c StatusCount
+	var status string
+	err := row.Scan(&status, &c.N)
+	c.Status = resource.DeviceStatus(status)
+	return c, err
+}
+
+// CountsByStatus is the map of counts.
+func CountsByStatus(counts []StatusCount) map[resource.DeviceStatus]int {
+	out := make(map[resource.DeviceStatus]int, len(resource.DeviceStatuses))
+	for _, c := range counts {
+		out[c.Status] = c.N
+	}
+	return out
+}
+
+// NewAlert is the ACTIVE alert that o opens, created at o.At to the
+// millisecond (as stored), with an empty object for no payload.
+func NewAlert(o alert.Opening) resource.Alert {
+	payload := o.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage(`{}`)
+	}
+	return resource.Alert{ID: ids.New(), State: resource.AlertActive, Severity: o.Rule.Severity, Message: o.Message, Payload: payload,
+		DeviceID: o.DeviceID, RuleID: o.Rule.ID, CreatedAt: resource.T(o.At.UTC().Truncate(time.Millisecond))}
+}
+
+// OpenedEvent is the alert.<rule> event stored with alert a that o opened.
+func OpenedEvent(o alert.Opening, a resource.Alert) (resource.Event, error) {
+	data, err := alert.EventData(a.Payload, a.ID, o.Rule)
+	if err != nil {
+		return resource.Event{}, err
+	}
+	return resource.Event{ID: ids.New(), Type: "alert." + o.Rule.Name, Severity: o.Rule.Severity, Message: o.Message, Data: data, CreatedAt: a.CreatedAt}, nil
+}
+
+// ResolvedEvent is the alert.resolved event stored when alert a of rule r
+// is resolved at at.
+func ResolvedEvent(a resource.Alert, r alert.Rule, message string, at time.Time) (resource.Event, error) {
+	data, err := json.Marshal(map[string]any{"alertId": a.ID, "ruleId": r.ID, "rule": r.Name})
+	if err != nil {
+		return resource.Event{}, err
+	}
+	return resource.Event{ID: ids.New(), Type: alert.EventResolved, Severity: resource.SeverityInfo, Message: message, Data: data, CreatedAt: resource.T(at)}, nil
+}
+
+// ListQuery is a keyset-paginated list query: SQL asks with Args for
+// Limit+1 rows after Cursor ("" on the first page); CursorSQL finds the
+// cursor among the list's items in Scope (arguments: cursor, scope).
+type ListQuery struct {
+	What, SQL        string
+	Args             []any
+	Limit            int
+	Cursor           string
+	CursorSQL, Scope string
+}
+
+// ListPage answers the page of l from its rows, as the store's query
+// returns them; an empty page after a cursor that findCursor does not find
+// (the query cannot tell it from the end of the list) is its error,
+// ECURSOR.
+func ListPage[T any](l ListQuery, rows []T, err error, findCursor func() error, id func(T) string) (resource.List[T], error) {
+	if err == nil && len(rows) == 0 && l.Cursor != "" {
+		err = findCursor()
+	}
+	if err != nil {
+		return resource.List[T]{Data: []T{}}, err
+	}
+	return Page(rows, l.Limit, id), nil
 }

@@ -15,7 +15,9 @@ import (
 // arrives, and the bus is released when the reply is complete (its length
 // known and CRC valid) or the line has been silent for t3.5. A request
 // without a reply in time ends its transaction; the client gets nothing,
-// as on the wire. ServeRaw returns nil when the client closes.
+// as on the wire. A frame that does not answer the client's request (a
+// slave's late reply to an earlier, timed-out request) is not forwarded.
+// ServeRaw returns nil when the client closes.
 func (p *Port) ServeRaw(ctx context.Context, rw io.ReadWriter) error {
 	return serveRTU(ctx, p.bus, rw, func(err error) { p.log.Debug("raw transaction", "err", err) })
 }

@@ -26,11 +26,13 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s: %+v", r.Name, r)
 		}
 	}
-	if c := rep.Results[2].Commits; c < 5 {
-		t.Errorf("the writer committed %d times in 300 ms at 50/s", c)
+	// Counts, not speeds: a loaded machine slows the writer and can make
+	// any request slower than the first.
+	if c := rep.Results[2].Commits; c < 1 {
+		t.Errorf("the writer committed %d times during the measurement", c)
 	}
-	if rep.FirstRequest <= rep.Steady {
-		t.Errorf("first request %s not slower than steady state %s: bcrypt on every request?", rep.FirstRequest, rep.Steady)
+	if rep.FirstBcrypts != 1 || rep.SteadyBcrypts != 0 {
+		t.Errorf("a new key's first request ran bcrypt %d times, its next 200 %d times; want 1 and 0", rep.FirstBcrypts, rep.SteadyBcrypts)
 	}
 	var out bytes.Buffer
 	apibench.Print(&out, cfg, rep)

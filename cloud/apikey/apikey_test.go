@@ -13,6 +13,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/shared/ids"
 )
 
 func TestGenerateAndParse(t *testing.T) {
@@ -109,6 +110,17 @@ func TestDeviceToken(t *testing.T) {
 	}
 }
 
+// wrongSecret returns key with the last character of its secret changed.
+// (Overwriting it with fixed characters fails the test whenever the
+// random secret already ends with them.)
+func wrongSecret(key string) string {
+	c := byte('z')
+	if key[len(key)-1] == c {
+		c = 'y'
+	}
+	return key[:len(key)-1] + string(c)
+}
+
 // fixture is a store on a temp file with one organization.
 type fixture struct {
 	path string
@@ -172,7 +184,7 @@ func TestAuthenticate(t *testing.T) {
 	for _, tc := range []struct{ name, key string }{
 		{"empty", ""},
 		{"malformed", "hello"},
-		{"unknown id", "svc_sk_zz" + id[2:] + "_" + secret},
+		{"unknown id", "svc_sk_" + ids.New() + "_" + secret},
 		{"wrong secret", "svc_sk_" + id + "_" + string(flipped)},
 		{"other key's secret", "svc_sk_" + id + "_" + strings.TrimPrefix(other, "svc_sk_"+otherID+"_")},
 		{"truncated secret", key[:len(key)-1]},
@@ -214,7 +226,7 @@ func TestExpiry(t *testing.T) {
 		t.Errorf("at expiry: err = %v, want api_key_expired", err)
 	}
 	// The secret is checked before expiry is revealed.
-	if _, err := auth.Authenticate(ctx, key[:len(key)-2]+"xx"); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
+	if _, err := auth.Authenticate(ctx, wrongSecret(key)); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
 		t.Errorf("expired key, wrong secret: err = %v, want unauthorized", err)
 	}
 	f.now = f.now.Add(10 * 365 * 24 * time.Hour)
@@ -250,7 +262,7 @@ func TestRevocationFromAnotherHandle(t *testing.T) {
 	if _, err := auth.Authenticate(ctx, key); cloud.ErrorCode(err) != cloud.EREVOKED {
 		t.Fatalf("after revocation: err = %v, want api_key_revoked", err)
 	}
-	if _, err := auth.Authenticate(ctx, key[:len(key)-2]+"zz"); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
+	if _, err := auth.Authenticate(ctx, wrongSecret(key)); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
 		t.Errorf("revoked key, wrong secret: err = %v, want unauthorized", err)
 	}
 }
@@ -346,10 +358,13 @@ func TestKeyRowReadOnlyAfterCommit(t *testing.T) {
 	if _, err := auth.Authenticate(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		keys, err := sqlite.NewPanelStore(f.db).OrgKeys(ctx, k.OrgID)
-		if err == nil && len(keys) == 1 && !keys[0].LastUsedAt.IsZero() || time.Now().After(end) {
+		if err == nil && len(keys) == 1 && !keys[0].LastUsedAt.IsZero() {
 			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the key's first use was not recorded: %+v, %v", keys, err)
 		}
 	}
 	store.reads.Store(0)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
@@ -36,28 +36,16 @@ func (db *DB) serialModel(ctx context.Context, orgID, deviceID string) (catalog.
 	return cloud.SerialModel(name)
 }
 
-type stateRow struct {
-	enabled        bool
-	mode           string
-	webhookURL     *string
-	webhookEnabled bool
-	desiredVersion int64
-	appliedVersion int64
-	telemetryAt    *int64
-}
-
 // querier is a pool or a transaction.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func readState(ctx context.Context, q querier, deviceID string) (stateRow, error) {
-	var s stateRow
-	err := q.QueryRow(ctx, `SELECT enabled, mode, webhook_url, webhook_enabled, desired_version, applied_version, telemetry_at FROM serial_state WHERE device_id = $1`, deviceID).
-		Scan(&s.enabled, &s.mode, &s.webhookURL, &s.webhookEnabled, &s.desiredVersion, &s.appliedVersion, &s.telemetryAt)
+func readState(ctx context.Context, q querier, deviceID string) (sqlstore.SerialState, error) {
+	s, err := sqlstore.ScanSerialState(q.QueryRow(ctx, `SELECT `+sqlstore.SerialStateColumns+` FROM serial_state WHERE device_id = $1`, deviceID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return stateRow{enabled: true, mode: resource.ModeManaged}, nil
+		return sqlstore.DefaultSerialState(), nil
 	}
 	if err != nil {
 		return s, storeError("postgres: serial state: %w", err)
@@ -66,25 +54,15 @@ func readState(ctx context.Context, q querier, deviceID string) (stateRow, error
 }
 
 func readChannels(ctx context.Context, q querier, deviceID string) (map[string]*cloud.StoredChannel, error) {
-	rows, err := q.Query(ctx, `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = $1`, deviceID)
+	rows, err := q.Query(ctx, `SELECT `+sqlstore.ChannelColumns+` FROM serial_channels WHERE device_id = $1`, deviceID)
 	if err != nil {
 		return nil, storeError("postgres: serial channels: %w", err)
 	}
-	defer rows.Close()
-	out := map[string]*cloud.StoredChannel{}
-	for rows.Next() {
-		var id string
-		var c cloud.StoredChannel
-		if err := rows.Scan(&id, &c.Config, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.Passthrough); err != nil {
-			return nil, storeError("postgres: serial channels: %w", err)
-		}
-		out[id] = &c
+	chans, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sqlstore.Channel, error) { return sqlstore.ScanChannel(r) })
+	if err != nil {
+		return nil, storeError("postgres: serial channels: %w", err)
 	}
-	return out, rows.Err()
-}
-
-func forwarding(s stateRow) resource.Forwarding {
-	return resource.Forwarding{WebhookEnabled: s.webhookEnabled, WebhookURL: s.webhookURL}
+	return sqlstore.ChannelsByID(chans), nil
 }
 
 // Serial returns the device's full industrial I/O state.
@@ -101,8 +79,7 @@ func (s *SerialService) Serial(ctx context.Context, orgID, deviceID string) (res
 	if err != nil {
 		return resource.SerialState{}, err
 	}
-	return cloud.SerialView(deviceID, m, resource.SerialState{Enabled: st.enabled, Mode: st.mode, Forwarding: forwarding(st),
-		TelemetryAt: resource.TP(msTime(st.telemetryAt))}, rows)
+	return cloud.SerialView(deviceID, m, st.View(), rows)
 }
 
 // PatchSerial changes the usage mode and the forwarding, bumping the desired
@@ -114,28 +91,13 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 	if _, err := s.db.serialModel(ctx, orgID, deviceID); err != nil {
 		return resource.SerialPatchResult{}, err
 	}
-	var st stateRow
+	var st sqlstore.SerialState
 	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES ($1) ON CONFLICT DO NOTHING`, deviceID); err != nil {
 			return err
 		}
-		q := `UPDATE serial_state SET desired_version = desired_version + 1`
-		args := []any{deviceID}
-		if p.Mode != nil {
-			args = append(args, *p.Mode)
-			q += fmt.Sprintf(`, mode = $%d`, len(args))
-		}
-		if p.ClearWebhookURL {
-			q += `, webhook_url = NULL`
-		} else if p.WebhookURL != nil {
-			args = append(args, *p.WebhookURL)
-			q += fmt.Sprintf(`, webhook_url = $%d`, len(args))
-		}
-		if p.WebhookEnabled != nil {
-			args = append(args, *p.WebhookEnabled)
-			q += fmt.Sprintf(`, webhook_enabled = $%d`, len(args))
-		}
-		if _, err := tx.Exec(ctx, q+` WHERE device_id = $1`, args...); err != nil {
+		q, args := sqlstore.SerialPatchSQL(p, deviceID, sqlstore.Dollar)
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return err
 		}
 		if err := notifyConfig(ctx, tx, deviceID); err != nil {
@@ -151,7 +113,7 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 	if s.Observer != nil {
 		s.Observer.DesiredConfigChanged(deviceID)
 	}
-	return resource.SerialPatchResult{DeviceID: deviceID, Mode: st.mode, Forwarding: forwarding(st)}, nil
+	return resource.SerialPatchResult{DeviceID: deviceID, Mode: st.Mode, Forwarding: st.Forwarding()}, nil
 }
 
 // Telemetry returns the last values the device reported, one entry per
@@ -169,7 +131,7 @@ func (s *SerialService) Telemetry(ctx context.Context, orgID, deviceID string) (
 	if err != nil {
 		return resource.SerialTelemetry{}, err
 	}
-	return cloud.TelemetryView(deviceID, m, resource.TP(msTime(st.telemetryAt)), rows), nil
+	return cloud.TelemetryView(deviceID, m, resource.TP(sqlstore.MsTime(st.TelemetryAt)), rows), nil
 }
 
 // Channel returns one channel; ENOTFOUND when the model has no such channel.

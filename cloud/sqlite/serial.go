@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
@@ -39,27 +40,15 @@ func (db *DB) serialModel(ctx context.Context, orgID, deviceID string) (catalog.
 	return cloud.SerialModel(name)
 }
 
-type stateRow struct {
-	enabled        bool
-	mode           string
-	webhookURL     sql.NullString
-	webhookEnabled bool
-	desiredVersion int64
-	appliedVersion int64
-	telemetryAt    sql.NullInt64
-}
-
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func readState(ctx context.Context, q querier, deviceID string) (stateRow, error) {
-	var s stateRow
-	err := q.QueryRowContext(ctx, `SELECT enabled, mode, webhook_url, webhook_enabled, desired_version, applied_version, telemetry_at FROM serial_state WHERE device_id = ?`, deviceID).
-		Scan(&s.enabled, &s.mode, &s.webhookURL, &s.webhookEnabled, &s.desiredVersion, &s.appliedVersion, &s.telemetryAt)
+func readState(ctx context.Context, q querier, deviceID string) (sqlstore.SerialState, error) {
+	s, err := sqlstore.ScanSerialState(q.QueryRowContext(ctx, `SELECT `+sqlstore.SerialStateColumns+` FROM serial_state WHERE device_id = ?`, deviceID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return stateRow{enabled: true, mode: resource.ModeManaged}, nil
+		return sqlstore.DefaultSerialState(), nil
 	}
 	if err != nil {
 		return s, fmt.Errorf("sqlite: serial state: %w", err)
@@ -68,30 +57,12 @@ func readState(ctx context.Context, q querier, deviceID string) (stateRow, error
 }
 
 func readChannels(ctx context.Context, q querier, deviceID string) (map[string]*cloud.StoredChannel, error) {
-	rows, err := q.QueryContext(ctx, `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ?`, deviceID)
+	rows, err := q.QueryContext(ctx, `SELECT `+sqlstore.ChannelColumns+` FROM serial_channels WHERE device_id = ?`, deviceID)
+	chans, err := collect(rows, err, "serial channels", sqlstore.ScanChannel)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: serial channels: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	out := map[string]*cloud.StoredChannel{}
-	for rows.Next() {
-		var id string
-		var c cloud.StoredChannel
-		if err := rows.Scan(&id, &c.Config, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.Passthrough); err != nil {
-			return nil, fmt.Errorf("sqlite: serial channels: %w", err)
-		}
-		out[id] = &c
-	}
-	return out, rows.Err()
-}
-
-func forwarding(s stateRow) resource.Forwarding {
-	f := resource.Forwarding{WebhookEnabled: s.webhookEnabled}
-	if s.webhookURL.Valid {
-		u := s.webhookURL.String
-		f.WebhookURL = &u
-	}
-	return f
+	return sqlstore.ChannelsByID(chans), nil
 }
 
 // Serial returns the device's full industrial I/O state.
@@ -108,8 +79,7 @@ func (s *SerialService) Serial(ctx context.Context, orgID, deviceID string) (res
 	if err != nil {
 		return resource.SerialState{}, err
 	}
-	return cloud.SerialView(deviceID, m, resource.SerialState{Enabled: st.enabled, Mode: st.mode, Forwarding: forwarding(st),
-		TelemetryAt: resource.TP(MsTime(st.telemetryAt))}, rows)
+	return cloud.SerialView(deviceID, m, st.View(), rows)
 }
 
 // PatchSerial changes the usage mode and the forwarding, bumping the desired
@@ -121,28 +91,13 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 	if _, err := s.db.serialModel(ctx, orgID, deviceID); err != nil {
 		return resource.SerialPatchResult{}, err
 	}
-	var st stateRow
+	var st sqlstore.SerialState
 	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
 			return err
 		}
-		q := `UPDATE serial_state SET desired_version = desired_version + 1`
-		var args []any
-		if p.Mode != nil {
-			q += `, mode = ?`
-			args = append(args, *p.Mode)
-		}
-		if p.ClearWebhookURL {
-			q += `, webhook_url = NULL`
-		} else if p.WebhookURL != nil {
-			q += `, webhook_url = ?`
-			args = append(args, *p.WebhookURL)
-		}
-		if p.WebhookEnabled != nil {
-			q += `, webhook_enabled = ?`
-			args = append(args, *p.WebhookEnabled)
-		}
-		if _, err := tx.ExecContext(ctx, q+` WHERE device_id = ?`, append(args, deviceID)...); err != nil {
+		q, args := sqlstore.SerialPatchSQL(p, deviceID, sqlstore.Question)
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}
 		var err error
@@ -155,7 +110,7 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 	if s.Observer != nil {
 		s.Observer.DesiredConfigChanged(deviceID)
 	}
-	return resource.SerialPatchResult{DeviceID: deviceID, Mode: st.mode, Forwarding: forwarding(st)}, nil
+	return resource.SerialPatchResult{DeviceID: deviceID, Mode: st.Mode, Forwarding: st.Forwarding()}, nil
 }
 
 // Telemetry returns the last values the device reported, one entry per
@@ -173,7 +128,7 @@ func (s *SerialService) Telemetry(ctx context.Context, orgID, deviceID string) (
 	if err != nil {
 		return resource.SerialTelemetry{}, err
 	}
-	return cloud.TelemetryView(deviceID, m, resource.TP(MsTime(st.telemetryAt)), rows), nil
+	return cloud.TelemetryView(deviceID, m, resource.TP(sqlstore.MsTime(st.TelemetryAt)), rows), nil
 }
 
 // Channel returns one channel; ENOTFOUND when the model has no such channel.
@@ -310,7 +265,7 @@ func (db *DB) DesiredSerialConfig(ctx context.Context, deviceID string) (Desired
 	if err != nil {
 		return DesiredSerial{}, err
 	}
-	out := DesiredSerial{Version: st.desiredVersion, AppliedVersion: st.appliedVersion, Enabled: st.enabled, Mode: st.mode, Channels: map[string]serialcfg.Config{}}
+	out := DesiredSerial{Version: st.DesiredVersion, AppliedVersion: st.AppliedVersion, Enabled: st.Enabled, Mode: st.Mode, Channels: map[string]serialcfg.Config{}}
 	for _, c := range m.Channels {
 		ch, err := cloud.ChannelView(c, rows[c.ID])
 		if err != nil {

@@ -61,6 +61,39 @@ type Versioner interface {
 	DataVersion(ctx context.Context) (uint64, error)
 }
 
+// VersionMemo holds the data version read for one request. A store whose
+// DataVersion costs a round trip (PostgreSQL) reads it once per memo, so
+// the caches one API request consults (its key row, then its list page)
+// share one read: taken before either of them reads, it tags both (the rule
+// of Versioner). A memo serves one request's sequential reads, never two
+// requests, and is not safe for concurrent use.
+type VersionMemo struct {
+	v    uint64
+	err  error
+	read bool
+}
+
+type versionMemoKey struct{}
+
+// WithVersionMemo returns ctx carrying m for the stores' DataVersion.
+func WithVersionMemo(ctx context.Context, m *VersionMemo) context.Context {
+	return context.WithValue(ctx, versionMemoKey{}, m)
+}
+
+// MemoVersion returns read's version: the one the memo in ctx holds, or a
+// fresh read (kept in that memo when ctx has one).
+func MemoVersion(ctx context.Context, read func(context.Context) (uint64, error)) (uint64, error) {
+	m, _ := ctx.Value(versionMemoKey{}).(*VersionMemo)
+	if m == nil {
+		return read(ctx)
+	}
+	if !m.read {
+		m.v, m.err = read(ctx)
+		m.read = true
+	}
+	return m.v, m.err
+}
+
 // Admin is what the admin subcommands (org, key, device, webhook ...) do
 // to a store. Methods that take an id of an organization, key, device or
 // delivery answer ENOTFOUND for an unknown one.

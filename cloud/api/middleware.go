@@ -47,6 +47,7 @@ type reqInfo struct {
 	status    int
 	bytes     int64
 	remote    string // clientAddr, computed once
+	version   cloud.VersionMemo
 }
 
 type ctxKey struct{}
@@ -121,6 +122,9 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 		}
 		w.Header().Set(hdrRequestID, rec.info.id)
 		ctx := context.WithValue(r.Context(), ctxKey{}, &rec.info)
+		// One read of the store's data version serves the request's key
+		// cache and page cache (a round trip on PostgreSQL).
+		ctx = cloud.WithVersionMemo(ctx, &rec.info.version)
 		r = r.WithContext(ctx)
 		next.ServeHTTP(rec, r)
 		status := rec.info.status

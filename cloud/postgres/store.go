@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 
 	"github.com/fleet/fleet/cloud"
 )
@@ -18,9 +19,9 @@ func (db *DB) Serial() cloud.SerialService { return db.serial }
 // Alerts returns the alert service of db.
 func (db *DB) Alerts() cloud.AlertService { return db.alerts }
 
-// Keys returns db, whose KeyByID finds API keys: read on every request, so
-// that a revocation by any relay or the admin CLI shows at once (db offers
-// no data version; see Versioner).
+// Keys returns db, whose KeyByID finds API keys. The API's key cache keeps
+// a row only while DataVersion holds still, so a revocation by any relay or
+// the admin CLI shows at the next request.
 func (db *DB) Keys() cloud.KeyService { return db }
 
 // Observe sets the observers of the services returned by Serial and
@@ -30,13 +31,36 @@ func (db *DB) Observe(config cloud.DesiredConfigObserver, alerts cloud.AlertObse
 	db.alerts.Observer = alerts
 }
 
-// Versioner returns nil: PostgreSQL has no cheap, exact "nothing was
-// committed by anyone since" that could spare a request its queries (a
-// change feed over LISTEN/NOTIFY arrives after the commit, so a cache fed by
-// it could answer a request on another relay with a revoked key), so the
-// request-path caches are off on this store and each request reads its key
-// row and its page.
-func (db *DB) Versioner() cloud.Versioner { return nil }
+// Versioner returns db: DataVersion is the server's transaction snapshot.
+func (db *DB) Versioner() cloud.Versioner { return db }
+
+// DataVersion is a hash of the server's current transaction snapshot
+// (pg_current_snapshot(): the oldest running transaction, the next to
+// start and those running between). A transaction that commits or rolls
+// back after one snapshot is taken leaves every later snapshot different,
+// whichever relay or admin command ran it, and a transaction's changes are
+// visible to exactly the snapshots that no longer list it as running: so
+// two equal versions mean nothing was committed in between, and what was
+// read after the first is still what a read now would see. (A log position
+// such as pg_current_wal_insert_lsn() would not do: a commit's record is in
+// the log before the commit is visible, so a read between the two could be
+// kept at the new position without the change.) Transactions of any
+// database on the server move it, which costs cache hits, never
+// correctness. It is one round trip, read once per API request
+// (cloud.MemoVersion), instead of the request's key row and list page.
+func (db *DB) DataVersion(ctx context.Context) (uint64, error) {
+	return cloud.MemoVersion(ctx, db.snapshotVersion)
+}
+
+func (db *DB) snapshotVersion(ctx context.Context) (uint64, error) {
+	var snap string
+	if err := db.Pool.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
+		return 0, err
+	}
+	h := fnv.New64a()
+	h.Write([]byte(snap))
+	return h.Sum64(), nil
+}
 
 // Ready reports whether the database answers and holds every migration
 // this relay knows.

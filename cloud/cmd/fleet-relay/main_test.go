@@ -403,17 +403,17 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("GET device = %d %s", code, body)
 	}
 	serve.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- serve.Wait() }()
+	// The log is read to its end (the process closed it by exiting) before
+	// Wait, which closes the pipe and would lose the last lines.
+	var logText string
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve exited with %v after SIGTERM", err)
-		}
+	case logText = <-rest:
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not exit after SIGTERM")
 	}
-	logText := <-rest
+	if err := serve.Wait(); err != nil {
+		t.Errorf("serve exited with %v after SIGTERM", err)
+	}
 	if !strings.Contains(logText, `"relay stopped"`) {
 		t.Errorf("no 'relay stopped' in logs:\n%s", logText)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/ids"
 )
 
@@ -126,18 +127,18 @@ type fixture struct {
 	path string
 	db   *sqlite.DB
 	org  cloud.Org
-	now  time.Time
+	now  *storetest.Clock // shared with the store and the authenticator
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{path: filepath.Join(t.TempDir(), "fleet.db"), now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	f := &fixture{path: filepath.Join(t.TempDir(), "fleet.db"), now: storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 	db, err := sqlite.Open(context.Background(), f.path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	db.Now = func() time.Time { return f.now }
+	db.Now = f.now.Now
 	f.db = db
 	if f.org, err = db.CreateOrg(context.Background(), "acme"); err != nil {
 		t.Fatal(err)
@@ -157,7 +158,7 @@ func (f *fixture) key(t *testing.T, ttl time.Duration) (*cloud.APIKey, string) {
 func TestAuthenticate(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	auth := apikey.NewAuthenticator(f.db, func() time.Time { return f.now }, 0)
+	auth := apikey.NewAuthenticator(f.db, f.now.Now, 0)
 	k, key := f.key(t, 90*24*time.Hour)
 
 	got, err := auth.Authenticate(ctx, key)
@@ -211,17 +212,17 @@ func TestAuthenticate(t *testing.T) {
 func TestExpiry(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	auth := apikey.NewAuthenticator(f.db, func() time.Time { return f.now }, 0)
+	auth := apikey.NewAuthenticator(f.db, f.now.Now, 0)
 	_, key := f.key(t, 24*time.Hour)
 	_, never := f.key(t, 0)
 	if _, err := auth.Authenticate(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	f.now = f.now.Add(24*time.Hour - time.Millisecond)
+	f.now.Add(24*time.Hour - time.Millisecond)
 	if _, err := auth.Authenticate(ctx, key); err != nil {
 		t.Fatalf("a millisecond before expiry: %v", err)
 	}
-	f.now = f.now.Add(time.Millisecond)
+	f.now.Add(time.Millisecond)
 	if _, err := auth.Authenticate(ctx, key); cloud.ErrorCode(err) != cloud.EEXPIRED {
 		t.Errorf("at expiry: err = %v, want api_key_expired", err)
 	}
@@ -229,7 +230,7 @@ func TestExpiry(t *testing.T) {
 	if _, err := auth.Authenticate(ctx, wrongSecret(key)); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
 		t.Errorf("expired key, wrong secret: err = %v, want unauthorized", err)
 	}
-	f.now = f.now.Add(10 * 365 * 24 * time.Hour)
+	f.now.Add(10 * 365 * 24 * time.Hour)
 	if _, err := auth.Authenticate(ctx, never); err != nil {
 		t.Errorf("never-expiring key after ten years: %v", err)
 	}

@@ -22,7 +22,7 @@ func wrongKey(id string, i int) string { return fmt.Sprintf("svc_sk_%s_Wrong%dSe
 func TestUnknownIDCostsWhatAWrongSecretCosts(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	auth := apikey.NewAuthenticator(f.db, func() time.Time { return f.now }, 0)
+	auth := apikey.NewAuthenticator(f.db, f.now.Now, 0)
 	_, key := f.key(t, 0)
 	known, _, _ := apikey.Parse(key)
 	unknown := ids.New()
@@ -53,7 +53,7 @@ func TestUnknownIDCostsWhatAWrongSecretCosts(t *testing.T) {
 func TestFailureLimitPerKeyID(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	auth := apikey.NewAuthenticator(f.db, func() time.Time { return f.now }, 0)
+	auth := apikey.NewAuthenticator(f.db, f.now.Now, 0)
 	_, cached := f.key(t, 0)
 	if _, err := auth.Authenticate(ctx, cached); err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestFailureLimitPerKeyID(t *testing.T) {
 	if _, err := auth.Authenticate(ctx, fresh); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
 		t.Errorf("right secret of a locked id: err = %v, want unauthorized", err)
 	}
-	f.now = f.now.Add(apikey.FailureWindow)
+	f.now.Add(apikey.FailureWindow)
 	if _, err := auth.Authenticate(ctx, "svc_sk_"+freshID+"_"+freshSecret); err != nil {
 		t.Errorf("after the window: %v", err)
 	}

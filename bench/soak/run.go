@@ -293,7 +293,7 @@ func diskFull(ctx context.Context, rep *Report, dbDir, listen, key string, creds
 	freed := time.Now()
 	for i := 0; time.Since(freed) < time.Minute; i++ {
 		if write(1000+i) == http.StatusOK {
-			rep.DiskFull.ResumedAfter = time.Since(freed)
+			rep.DiskFull.Resumed, rep.DiskFull.ResumedAfter = true, time.Since(freed)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)

@@ -19,6 +19,8 @@
 package soak
 
 import (
+	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -115,11 +117,14 @@ type DiskFull struct {
 	How string
 	// API503 is the number of API writes answered 503 service_unavailable
 	// in the error envelope while the disk was full; APIOther counts other
-	// answers (status: count).
+	// answers (status: count; 0: no answer). A write may also succeed (200):
+	// SQLite reuses the space its write-ahead log already holds, so a full
+	// filesystem refuses only the writes that need more.
 	API503   int
 	APIOther map[int]int
-	// ResumedAfter is how long after space returned the API accepted a
-	// write again.
+	// Resumed: the API accepted a write within a minute of space returning,
+	// ResumedAfter after it.
+	Resumed      bool
 	ResumedAfter time.Duration
 }
 
@@ -144,8 +149,17 @@ func (r *Report) Failed(limit float64) []string {
 	if r.DeliveriesLost > 0 {
 		why = append(why, "webhook deliveries lost")
 	}
-	if r.DiskFull.Ran && r.DiskFull.API503 == 0 {
-		why = append(why, "no 503 service_unavailable while the disk was full")
+	if r.DiskFull.Ran {
+		// Stored (200) or refused in the error envelope (503
+		// service_unavailable): nothing else while the disk is full.
+		for status, n := range r.DiskFull.APIOther {
+			if status != http.StatusOK {
+				why = append(why, fmt.Sprintf("%d API writes answered %d, not 503 service_unavailable, while the disk was full", n, status))
+			}
+		}
+		if !r.DiskFull.Resumed {
+			why = append(why, "the API took no write within a minute of disk space returning")
+		}
 	}
 	if limit > 0 && r.RSSGrowth > limit {
 		why = append(why, "relay RSS grew once steady")

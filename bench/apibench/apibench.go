@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fleet/fleet/bench/benchstore"
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
@@ -86,15 +87,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	dir := cfg.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "fleet-apibench-")
-		if err != nil {
-			return rep, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := benchstore.WorkDir(cfg.Dir, "fleet-apibench-")
+	if err != nil {
+		return rep, err
 	}
+	defer cleanup()
 	dbPath := filepath.Join(dir, "bench.db")
 	logger.Info("seeding", "devices", cfg.Devices, "alerts", cfg.Alerts)
 	org, devs, key, err := seedFile(ctx, dbPath, cfg.Devices, cfg.Alerts)

@@ -8,6 +8,7 @@ package benchstore
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -90,4 +91,17 @@ func CountMetrics(ctx context.Context, devs cloud.DeviceService, org string, dev
 		}
 	}
 	return counts, nil
+}
+
+// WorkDir returns dir, or when it is empty a new temporary directory named
+// after prefix; cleanup removes what WorkDir made (and nothing given).
+func WorkDir(dir, prefix string) (path string, cleanup func(), err error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
 }

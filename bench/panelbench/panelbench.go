@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleet/fleet/bench/benchstore"
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/password"
 	"github.com/fleet/fleet/cloud/sqlite"
@@ -53,15 +54,11 @@ const pw = "panel bench password"
 
 // Run prepares the data, starts the relay and measures both pages.
 func Run(ctx context.Context, cfg Config) ([]Result, error) {
-	dir := cfg.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "fleet-panelbench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := benchstore.WorkDir(cfg.Dir, "fleet-panelbench-")
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	path := filepath.Join(dir, "bench.db")
 	start := time.Now()
 	email, charted, err := prepare(ctx, path, cfg)

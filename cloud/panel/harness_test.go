@@ -129,6 +129,20 @@ func (h *harness) anon() *client {
 	}}}
 }
 
+// withSession returns a client that sends token as its session cookie
+// (one a browser kept, replayed, or forged).
+func (h *harness) withSession(token string) *client {
+	c := h.anon()
+	c.header.Set("Cookie", panel.SessionCookie+"="+token)
+	return c
+}
+
+// session is the session token in c's cookie jar.
+func (c *client) session() string {
+	u, _ := url.Parse(c.base + "/panel/")
+	return c.hc.Jar.Cookies(u)[0].Value
+}
+
 // signIn returns a client signed in as the user of role r.
 func (h *harness) signIn(r cloud.Role) *client {
 	h.t.Helper()

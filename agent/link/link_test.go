@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleet/fleet/agent/spool"
 	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/relaystub"
 	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -90,21 +91,15 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 	r.authSeen = append(r.authSeen, req.Header.Get("Authorization"))
 	refuse := r.refuse
 	r.mu.Unlock()
-	if req.URL.Path != protocol.Path {
-		http.NotFound(w, req)
-		return
+	accepted := testToken
+	if refuse {
+		accepted = "" // the relay no longer knows the device's token
 	}
-	if refuse || req.Header.Get("Authorization") != "Bearer "+testToken {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
-		return
-	}
-	c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
-	if err != nil {
+	c := relaystub.Accept(w, req, accepted)
+	if c == nil {
 		return
 	}
 	defer c.CloseNow()
-	c.SetReadLimit(protocol.MaxMessageBytes)
 	ctx := req.Context()
 	codec := protocol.JSON // until the welcome
 	read := func() (protocol.Message, error) {
@@ -587,10 +582,11 @@ func TestPingTimeoutReconnects(t *testing.T) {
 // refused token.
 func TestCloseUnauthorized(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
-		if err != nil {
+		c := relaystub.Accept(w, req, testToken)
+		if c == nil {
 			return
 		}
+		defer c.CloseNow()
 		c.Read(req.Context()) // hello
 		c.Close(protocol.CloseUnauthorized, "token revoked")
 	}))
@@ -646,8 +642,8 @@ func TestPoisonRecordDropped(t *testing.T) {
 func TestWelcomeWithACodecNotOffered(t *testing.T) {
 	var conns atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
-		if err != nil {
+		c := relaystub.Accept(w, req, testToken)
+		if c == nil {
 			return
 		}
 		defer c.CloseNow()
@@ -656,7 +652,7 @@ func TestWelcomeWithACodecNotOffered(t *testing.T) {
 			return
 		}
 		c.Write(req.Context(), websocket.MessageText, []byte(`{"type":"welcome","welcome":{"deviceId":"dev1","codec":"msgpack"}}`))
-		_, _, err = c.Read(req.Context())
+		_, _, err := c.Read(req.Context())
 		if websocket.CloseStatus(err) != protocol.CloseProtocolError {
 			t.Errorf("agent ended with %v, want a protocol-error close", err)
 		}

@@ -111,15 +111,6 @@ func (r *relay) hook(device, event string) received {
 	}
 }
 
-func (r *relay) alerts(state resource.AlertState) []resource.Alert {
-	r.t.Helper()
-	l, err := sqlite.NewAlertService(r.db).ListAlerts(context.Background(), r.org.ID, cloud.AlertFilter{Page: cloud.Page{Limit: 100}, State: state})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return l.Data
-}
-
 // waitAlert waits until the device has an alert of rule in state.
 func (r *relay) waitAlert(device, rule string, state resource.AlertState) resource.Alert {
 	r.t.Helper()
@@ -129,7 +120,7 @@ func (r *relay) waitAlert(device, rule string, state resource.AlertState) resour
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		for _, a := range r.alerts(state) {
+		for _, a := range listAlerts(r.t, r.db, r.org.ID, state) {
 			if a.DeviceID == device && a.RuleID == ruleID {
 				return a
 			}
@@ -282,7 +273,7 @@ func TestAgentsEndToEnd(t *testing.T) {
 			a.heartbeat(nil)
 			time.Sleep(100 * time.Millisecond)
 		}
-		for _, al := range r.alerts(resource.AlertActive) {
+		for _, al := range listAlerts(r.t, r.db, r.org.ID, resource.AlertActive) {
 			if al.DeviceID == dev {
 				t.Fatalf("device_offline opened for a quick reconnect: %s", al.Message)
 			}

@@ -124,9 +124,16 @@ func disk(v float64) resource.MetricSample {
 
 func (e *env) alerts(state resource.AlertState) []resource.Alert {
 	e.t.Helper()
-	l, err := sqlite.NewAlertService(e.db).ListAlerts(context.Background(), e.org.ID, cloud.AlertFilter{Page: cloud.Page{Limit: 100}, State: state})
+	return listAlerts(e.t, e.db, e.org.ID, state)
+}
+
+// listAlerts returns the organization's alerts in state (the first 100),
+// as the API lists them.
+func listAlerts(t *testing.T, db *sqlite.DB, orgID string, state resource.AlertState) []resource.Alert {
+	t.Helper()
+	l, err := sqlite.NewAlertService(db).ListAlerts(context.Background(), orgID, cloud.AlertFilter{Page: cloud.Page{Limit: 100}, State: state})
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return l.Data
 }

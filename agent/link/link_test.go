@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleet/fleet/agent/spool"
 	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/relaystub"
 	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -90,21 +91,15 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 	r.authSeen = append(r.authSeen, req.Header.Get("Authorization"))
 	refuse := r.refuse
 	r.mu.Unlock()
-	if req.URL.Path != protocol.Path {
-		http.NotFound(w, req)
-		return
+	accepted := testToken
+	if refuse {
+		accepted = "" // the relay no longer knows the device's token
 	}
-	if refuse || req.Header.Get("Authorization") != "Bearer "+testToken {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
-		return
-	}
-	c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
-	if err != nil {
+	c := relaystub.Accept(w, req, accepted)
+	if c == nil {
 		return
 	}
 	defer c.CloseNow()
-	c.SetReadLimit(protocol.MaxMessageBytes)
 	ctx := req.Context()
 	codec := protocol.JSON // until the welcome
 	read := func() (protocol.Message, error) {
@@ -228,6 +223,37 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	testwait.For(t, what, 10*time.Second, cond)
 }
 
+// calls keeps the values a callback of the link was given (from the
+// link's goroutine) for the test to read.
+type calls[T any] struct {
+	mu  sync.Mutex
+	got []T
+}
+
+func (c *calls[T]) add(v T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, v)
+}
+
+func (c *calls[T]) list() []T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.got)
+}
+
+// openSpool opens a spool in a temporary directory, closed when the test
+// ends (after the link the test started).
+func openSpool(t *testing.T) *spool.Spool {
+	t.Helper()
+	sp, err := spool.Open(spool.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	return sp
+}
+
 func fillSpool(t *testing.T, sp *spool.Spool, from, n int) {
 	t.Helper()
 	for i := from; i < from+n; i++ {
@@ -259,12 +285,7 @@ type harness struct {
 func startLink(t *testing.T, r *relay, sp *spool.Spool, mod func(*Options)) *harness {
 	t.Helper()
 	if sp == nil {
-		var err error
-		sp, err = spool.Open(spool.Options{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sp.Close() })
+		sp = openSpool(t)
 	}
 	logs := &logbuf.Buffer{}
 	opts := Options{
@@ -329,11 +350,7 @@ func TestHandshakeHeartbeatAndRecords(t *testing.T) {
 }
 
 func testHandshakeHeartbeatAndRecords(t *testing.T, r *relay, mod func(*Options)) {
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.Close()
+	sp := openSpool(t)
 	fillSpool(t, sp, 1, 1234)
 	h := startLink(t, r, sp, mod)
 	eventually(t, "all records stored", func() bool { return r.storedCount() == 1234 })
@@ -381,8 +398,7 @@ func TestStreamsNewRecordsAndHeartbeats(t *testing.T) {
 func TestWindowBoundsUnackedBatches(t *testing.T) {
 	r := newRelay(t)
 	r.noAck = true
-	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
-	defer sp.Close()
+	sp := openSpool(t)
 	fillSpool(t, sp, 1, 50)
 	startLink(t, r, sp, func(o *Options) { o.BatchSize = 5; o.Window = 3 })
 	eventually(t, "window filled", func() bool { return r.storedCount() == 15 })
@@ -402,8 +418,7 @@ func TestWindowBoundsUnackedBatches(t *testing.T) {
 func TestReconnectAfterLostAck(t *testing.T) {
 	r := newRelay(t)
 	r.dropAfter = 2
-	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
-	defer sp.Close()
+	sp := openSpool(t)
 	fillSpool(t, sp, 1, 40)
 	startLink(t, r, sp, func(o *Options) { o.BatchSize = 10; o.Window = 1 })
 	eventually(t, "all stored", func() bool { return r.storedCount() == 40 })
@@ -424,8 +439,7 @@ func TestReconnectAfterLostAck(t *testing.T) {
 func TestUnackedResentAfterDrop(t *testing.T) {
 	r := newRelay(t)
 	r.noAck = true
-	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
-	defer sp.Close()
+	sp := openSpool(t)
 	fillSpool(t, sp, 1, 10)
 	h := startLink(t, r, sp, nil)
 	eventually(t, "sent", func() bool { return r.storedCount() == 10 })
@@ -442,13 +456,10 @@ func TestUnackedResentAfterDrop(t *testing.T) {
 func TestConfigApplied(t *testing.T) {
 	r := newRelay(t)
 	r.sendConfig = &protocol.Config{Version: 7, Enabled: true, Mode: "managed"}
-	var got []int64
-	var mu sync.Mutex
+	var got calls[int64]
 	startLink(t, r, nil, func(o *Options) {
 		o.OnConfig = func(ctx context.Context, c protocol.Config) protocol.ConfigApplied {
-			mu.Lock()
-			got = append(got, c.Version)
-			mu.Unlock()
+			got.add(c.Version)
 			return protocol.ConfigApplied{Version: c.Version, Error: "rs485-1: crc error"}
 		}
 	})
@@ -460,10 +471,8 @@ func TestConfigApplied(t *testing.T) {
 	if r.applied[0].Version != 7 || r.applied[0].Error != "rs485-1: crc error" {
 		t.Fatalf("applied = %+v", r.applied)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != 1 || got[0] != 7 {
-		t.Fatalf("OnConfig got %v", got)
+	if l := got.list(); !slices.Equal(l, []int64{7}) {
+		t.Fatalf("OnConfig got %v", l)
 	}
 }
 
@@ -573,10 +582,11 @@ func TestPingTimeoutReconnects(t *testing.T) {
 // refused token.
 func TestCloseUnauthorized(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
-		if err != nil {
+		c := relaystub.Accept(w, req, testToken)
+		if c == nil {
 			return
 		}
+		defer c.CloseNow()
 		c.Read(req.Context()) // hello
 		c.Close(protocol.CloseUnauthorized, "token revoked")
 	}))
@@ -607,14 +617,10 @@ func TestFinalAttemptWhenDisconnected(t *testing.T) {
 func TestPoisonRecordDropped(t *testing.T) {
 	r := newRelay(t)
 	r.poison = 7
-	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
-	defer sp.Close()
+	sp := openSpool(t)
 	fillSpool(t, sp, 1, 20)
-	var refused []uint64
-	var mu sync.Mutex
-	startLink(t, r, sp, func(o *Options) {
-		o.OnRefused = func(seq uint64) { mu.Lock(); refused = append(refused, seq); mu.Unlock() }
-	})
+	var refused calls[uint64]
+	startLink(t, r, sp, func(o *Options) { o.OnRefused = refused.add })
 	eventually(t, "the other 19 stored", func() bool { return r.storedCount() == 19 })
 	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
 	r.mu.Lock()
@@ -625,10 +631,8 @@ func TestPoisonRecordDropped(t *testing.T) {
 	if r.refusals != 3 { // the first batch, then record 7 alone twice
 		t.Fatalf("%d refusals, want 3", r.refusals)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(refused) != 1 || refused[0] != 7 {
-		t.Fatalf("OnRefused got %v", refused)
+	if l := refused.list(); !slices.Equal(l, []uint64{7}) {
+		t.Fatalf("OnRefused got %v", l)
 	}
 }
 
@@ -638,8 +642,8 @@ func TestPoisonRecordDropped(t *testing.T) {
 func TestWelcomeWithACodecNotOffered(t *testing.T) {
 	var conns atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
-		if err != nil {
+		c := relaystub.Accept(w, req, testToken)
+		if c == nil {
 			return
 		}
 		defer c.CloseNow()
@@ -648,7 +652,7 @@ func TestWelcomeWithACodecNotOffered(t *testing.T) {
 			return
 		}
 		c.Write(req.Context(), websocket.MessageText, []byte(`{"type":"welcome","welcome":{"deviceId":"dev1","codec":"msgpack"}}`))
-		_, _, err = c.Read(req.Context())
+		_, _, err := c.Read(req.Context())
 		if websocket.CloseStatus(err) != protocol.CloseProtocolError {
 			t.Errorf("agent ended with %v, want a protocol-error close", err)
 		}
@@ -667,26 +671,20 @@ func TestWelcomeWithACodecNotOffered(t *testing.T) {
 // it, and the poison-record handling drops it alone, as with JSON.
 func TestUndecodableSpoolRecordDroppedInCBOR(t *testing.T) {
 	r := newRelay(t)
-	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
-	defer sp.Close()
+	sp := openSpool(t)
 	fillSpool(t, sp, 1, 4)
 	if _, err := sp.Append([]byte(`{"metric":`)); err != nil {
 		t.Fatal(err)
 	}
 	fillSpool(t, sp, 6, 4)
-	var refused []uint64
-	var mu sync.Mutex
-	startLink(t, r, sp, func(o *Options) {
-		o.OnRefused = func(seq uint64) { mu.Lock(); refused = append(refused, seq); mu.Unlock() }
-	})
+	var refused calls[uint64]
+	startLink(t, r, sp, func(o *Options) { o.OnRefused = refused.add })
 	eventually(t, "the other 8 stored", func() bool { return r.storedCount() == 8 })
 	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
-	mu.Lock()
-	defer mu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.stored[5]; ok || len(refused) != 1 || refused[0] != 5 || !slices.Equal(r.codecs[:1], []protocol.Codec{protocol.CBOR}) {
-		t.Fatalf("refused %v, codecs %v", refused, r.codecs)
+	if _, ok := r.stored[5]; ok || !slices.Equal(refused.list(), []uint64{5}) || !slices.Equal(r.codecs[:1], []protocol.Codec{protocol.CBOR}) {
+		t.Fatalf("refused %v, codecs %v", refused.list(), r.codecs)
 	}
 }
 
@@ -751,8 +749,7 @@ func (r *relay) closeAll(code websocket.StatusCode) {
 // list, and every spooled record reaches the store exactly once.
 func TestFailoverToNextRelay(t *testing.T) {
 	c := newCluster(t)
-	sp, _ := spool.Open(spool.Options{Dir: t.TempDir()})
-	defer sp.Close()
+	sp := openSpool(t)
 	fillSpool(t, sp, 1, 20)
 	h := startLink(t, c.r, sp, func(o *Options) {
 		o.URL = ""

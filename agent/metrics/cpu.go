@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/prometheus/procfs"
@@ -34,15 +33,8 @@ func (c *CPU) Prime() error {
 }
 
 func (c *CPU) read() (procfs.CPUStat, error) {
-	fs, err := procfs.NewFS(c.root)
-	if err != nil {
-		return procfs.CPUStat{}, fmt.Errorf("procfs: %w", err)
-	}
-	st, err := fs.Stat()
-	if err != nil {
-		return procfs.CPUStat{}, fmt.Errorf("read stat: %w", err)
-	}
-	return st.CPUTotal, nil
+	st, err := readProc(c.root, "stat", procfs.FS.Stat)
+	return st.CPUTotal, err
 }
 
 // Update sets CPUPct. Without a previous reading (first call after a failed

@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"fmt"
-
 	"github.com/prometheus/procfs"
 
 	"github.com/fleet/fleet/shared/resource"
@@ -16,13 +14,9 @@ func NewLoad(procRoot string) *Load { return &Load{root: procRoot} }
 
 // Update sets LoadAvg1.
 func (l *Load) Update(s *resource.MetricSample) error {
-	fs, err := procfs.NewFS(l.root)
+	la, err := readProc(l.root, "loadavg", procfs.FS.LoadAvg)
 	if err != nil {
-		return fmt.Errorf("procfs: %w", err)
-	}
-	la, err := fs.LoadAvg()
-	if err != nil {
-		return fmt.Errorf("read loadavg: %w", err)
+		return err
 	}
 	s.LoadAvg1 = la.Load1
 	return nil

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/prometheus/procfs"
 
@@ -19,13 +18,9 @@ func NewMem(procRoot string) *Mem { return &Mem{root: procRoot} }
 
 // Update sets MemPct.
 func (m *Mem) Update(s *resource.MetricSample) error {
-	fs, err := procfs.NewFS(m.root)
+	mi, err := readProc(m.root, "meminfo", procfs.FS.Meminfo)
 	if err != nil {
-		return fmt.Errorf("procfs: %w", err)
-	}
-	mi, err := fs.Meminfo()
-	if err != nil {
-		return fmt.Errorf("read meminfo: %w", err)
+		return err
 	}
 	if mi.MemTotal == nil || *mi.MemTotal == 0 {
 		return errors.New("meminfo: no MemTotal")

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -128,4 +130,18 @@ func round2(v float64) float64 {
 		return -float64(int64(-v*100+0.5)) / 100
 	}
 	return float64(int64(v*100+0.5)) / 100
+}
+
+// readProc reads the file name of the procfs at root with read (a method of
+// procfs.FS, such as procfs.FS.LoadAvg).
+func readProc[T any](root, name string, read func(procfs.FS) (T, error)) (T, error) {
+	var v T
+	fs, err := procfs.NewFS(root)
+	if err != nil {
+		return v, fmt.Errorf("procfs: %w", err)
+	}
+	if v, err = read(fs); err != nil {
+		return v, fmt.Errorf("read %s: %w", name, err)
+	}
+	return v, nil
 }

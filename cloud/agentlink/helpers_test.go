@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -116,20 +116,14 @@ func forCodecs(t *testing.T, test func(t *testing.T, e *env)) {
 func newEnv(t *testing.T, tweak func(*agentlink.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := sqlitetest.Open(t) // closed last, after the cleanup below
 	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	store, err := sqlite.NewAgentStore(db, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	org, err := db.CreateOrg(ctx, "Acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	org := sqlitetest.Org(t, db, "Acme")
 	obs := newRecorder()
 	cfg := agentlink.Config{Store: store, Observers: []cloud.Observer{obs}, Logger: log, SweepInterval: 20 * time.Millisecond}
 	if tweak != nil {
@@ -151,7 +145,6 @@ func newEnv(t *testing.T, tweak func(*agentlink.Config)) *env {
 		cancel()
 		hs.Close()
 		store.Close()
-		db.Close()
 	})
 	return e
 }
@@ -159,10 +152,7 @@ func newEnv(t *testing.T, tweak func(*agentlink.Config)) *env {
 // addDevice registers a device and returns its id and token.
 func (e *env) addDevice(model string) (string, string) {
 	e.t.Helper()
-	d, tok, err := e.db.AddDevice(context.Background(), sqlite.NewDevice{OrgID: e.org.ID, Name: "gw", SerialNumber: "SN-" + time.Now().Format("150405.000000000"), Model: model})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	d, tok := sqlitetest.Device(e.t, e.db, cloud.NewDevice{OrgID: e.org.ID, Name: "gw", SerialNumber: "SN-" + time.Now().Format("150405.000000000"), Model: model})
 	return d.ID, tok
 }
 

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -48,14 +48,8 @@ type received struct {
 func newRelay(t *testing.T) *relay {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	org, err := db.CreateOrg(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := sqlitetest.Open(t) // closed last, after the cleanup below
+	org := sqlitetest.Org(t, db, "acme")
 	r := &relay{t: t, db: db, org: org, hooks: make(chan received, 1000)}
 	r.hookSv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
@@ -88,17 +82,13 @@ func newRelay(t *testing.T) *relay {
 		disp.Close() // then the dispatcher
 		store.Close()
 		r.hookSv.Close()
-		db.Close()
 	})
 	return r
 }
 
 func (r *relay) addDevice(serial string) (string, string) {
 	r.t.Helper()
-	d, tok, err := r.db.AddDevice(context.Background(), sqlite.NewDevice{OrgID: r.org.ID, Name: serial, SerialNumber: serial, Model: "IG-500"})
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	d, tok := sqlitetest.Device(r.t, r.db, cloud.NewDevice{OrgID: r.org.ID, Name: serial, SerialNumber: serial, Model: "IG-500"})
 	return d.ID, tok
 }
 
@@ -121,15 +111,6 @@ func (r *relay) hook(device, event string) received {
 	}
 }
 
-func (r *relay) alerts(state resource.AlertState) []resource.Alert {
-	r.t.Helper()
-	l, err := sqlite.NewAlertService(r.db).ListAlerts(context.Background(), r.org.ID, cloud.AlertFilter{Page: cloud.Page{Limit: 100}, State: state})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return l.Data
-}
-
 // waitAlert waits until the device has an alert of rule in state.
 func (r *relay) waitAlert(device, rule string, state resource.AlertState) resource.Alert {
 	r.t.Helper()
@@ -139,7 +120,7 @@ func (r *relay) waitAlert(device, rule string, state resource.AlertState) resour
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		for _, a := range r.alerts(state) {
+		for _, a := range listAlerts(r.t, r.db, r.org.ID, state) {
 			if a.DeviceID == device && a.RuleID == ruleID {
 				return a
 			}
@@ -292,7 +273,7 @@ func TestAgentsEndToEnd(t *testing.T) {
 			a.heartbeat(nil)
 			time.Sleep(100 * time.Millisecond)
 		}
-		for _, al := range r.alerts(resource.AlertActive) {
+		for _, al := range listAlerts(r.t, r.db, r.org.ID, resource.AlertActive) {
 			if al.DeviceID == dev {
 				t.Fatalf("device_offline opened for a quick reconnect: %s", al.Message)
 			}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -79,20 +79,9 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	org, err := db.CreateOrg(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, _, err := db.AddDevice(ctx, sqlite.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: "SN1", Model: "IG-500"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := sqlitetest.Open(t)
+	org := sqlitetest.Org(t, db, "acme")
+	d, _ := sqlitetest.Device(t, db, cloud.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: "SN1", Model: "IG-500"})
 	e := &env{t: t, db: db, org: org, dev: cloud.DeviceRef{ID: d.ID, OrgID: org.ID, Model: "IG-500"}, now: time.Now().UTC().Truncate(time.Second)}
 	e.clock = &clock{t: e.now}
 	db.Now = e.clock.Now
@@ -135,9 +124,16 @@ func disk(v float64) resource.MetricSample {
 
 func (e *env) alerts(state resource.AlertState) []resource.Alert {
 	e.t.Helper()
-	l, err := sqlite.NewAlertService(e.db).ListAlerts(context.Background(), e.org.ID, cloud.AlertFilter{Page: cloud.Page{Limit: 100}, State: state})
+	return listAlerts(e.t, e.db, e.org.ID, state)
+}
+
+// listAlerts returns the organization's alerts in state (the first 100),
+// as the API lists them.
+func listAlerts(t *testing.T, db *sqlite.DB, orgID string, state resource.AlertState) []resource.Alert {
+	t.Helper()
+	l, err := sqlite.NewAlertService(db).ListAlerts(context.Background(), orgID, cloud.AlertFilter{Page: cloud.Page{Limit: 100}, State: state})
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return l.Data
 }

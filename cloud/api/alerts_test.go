@@ -90,26 +90,38 @@ func TestAlertStateTable(t *testing.T) {
 		return e.alert(d.ID, rules[n%len(rules)], state, time.Now().Add(-time.Minute))
 	}
 
-	t.Run("ACTIVE acknowledge -> ACKNOWLEDGED, acknowledgedAt set", func(t *testing.T) {
-		a := fresh(resource.AlertActive)
-		r := act(a.ID, "acknowledge")
-		r.want(t, http.StatusOK, "")
-		got := decode(r)
-		if got.State != resource.AlertAcknowledged || got.AcknowledgedAt == nil || got.ResolvedAt != nil {
-			t.Fatalf("%s", r.body)
-		}
-	})
-	t.Run("ACKNOWLEDGED acknowledge -> unchanged row", func(t *testing.T) {
-		a := fresh(resource.AlertActive)
-		first := decode(act(a.ID, "acknowledge"))
-		time.Sleep(5 * time.Millisecond)
-		r := act(a.ID, "acknowledge")
-		r.want(t, http.StatusOK, "")
-		again := decode(r)
-		if again.State != resource.AlertAcknowledged || !again.AcknowledgedAt.Equal(first.AcknowledgedAt.Time) {
-			t.Fatalf("idempotent acknowledge changed the row: %s", r.body)
-		}
-	})
+	// Each action on an ACTIVE alert moves it to its state and sets its
+	// timestamp (resolve skips ACKNOWLEDGED: no acknowledgedAt); the same
+	// action again answers the unchanged row (the first timestamp kept).
+	for _, c := range []struct {
+		action       string
+		state        resource.AlertState
+		stamp, other func(resource.Alert) *resource.Time
+	}{
+		{"acknowledge", resource.AlertAcknowledged, acknowledgedAt, resolvedAt},
+		{"resolve", resource.AlertResolved, resolvedAt, acknowledgedAt},
+	} {
+		t.Run("ACTIVE "+c.action+" -> "+string(c.state), func(t *testing.T) {
+			a := fresh(resource.AlertActive)
+			r := act(a.ID, c.action)
+			r.want(t, http.StatusOK, "")
+			got := decode(r)
+			if got.State != c.state || c.stamp(got) == nil || c.other(got) != nil {
+				t.Fatalf("%s", r.body)
+			}
+		})
+		t.Run(string(c.state)+" "+c.action+" -> unchanged row", func(t *testing.T) {
+			a := fresh(resource.AlertActive)
+			first := decode(act(a.ID, c.action))
+			time.Sleep(5 * time.Millisecond)
+			r := act(a.ID, c.action)
+			r.want(t, http.StatusOK, "")
+			again := decode(r)
+			if again.State != c.state || !c.stamp(again).Equal(c.stamp(first).Time) {
+				t.Fatalf("idempotent %s changed the row: %v then %v", c.action, c.stamp(first), c.stamp(again))
+			}
+		})
+	}
 	t.Run("RESOLVED acknowledge -> 409 alert_already_resolved", func(t *testing.T) {
 		a := fresh(resource.AlertActive)
 		res := decode(act(a.ID, "resolve"))
@@ -121,15 +133,6 @@ func TestAlertStateTable(t *testing.T) {
 			t.Fatalf("resolved alert changed: %+v", l.Data)
 		}
 	})
-	t.Run("ACTIVE resolve -> RESOLVED, skipping ACKNOWLEDGED", func(t *testing.T) {
-		a := fresh(resource.AlertActive)
-		r := act(a.ID, "resolve")
-		r.want(t, http.StatusOK, "")
-		got := decode(r)
-		if got.State != resource.AlertResolved || got.ResolvedAt == nil || got.AcknowledgedAt != nil {
-			t.Fatalf("%s", r.body)
-		}
-	})
 	t.Run("ACKNOWLEDGED resolve -> RESOLVED, acknowledgedAt kept", func(t *testing.T) {
 		a := fresh(resource.AlertActive)
 		ack := decode(act(a.ID, "acknowledge"))
@@ -139,22 +142,14 @@ func TestAlertStateTable(t *testing.T) {
 			t.Fatalf("%+v", got)
 		}
 	})
-	t.Run("RESOLVED resolve -> unchanged, first resolvedAt preserved", func(t *testing.T) {
-		a := fresh(resource.AlertActive)
-		first := decode(act(a.ID, "resolve"))
-		time.Sleep(5 * time.Millisecond)
-		r := act(a.ID, "resolve")
-		r.want(t, http.StatusOK, "")
-		again := decode(r)
-		if again.State != resource.AlertResolved || !again.ResolvedAt.Equal(first.ResolvedAt.Time) {
-			t.Fatalf("resolvedAt overwritten: %v then %v", first.ResolvedAt, again.ResolvedAt)
-		}
-	})
 	t.Run("unknown alert -> 404", func(t *testing.T) {
 		act("nosuchalert0000000000000", "acknowledge").want(t, http.StatusNotFound, cloud.ENOTFOUND)
 		act("nosuchalert0000000000000", "resolve").want(t, http.StatusNotFound, cloud.ENOTFOUND)
 	})
 }
+
+func acknowledgedAt(a resource.Alert) *resource.Time { return a.AcknowledgedAt }
+func resolvedAt(a resource.Alert) *resource.Time     { return a.ResolvedAt }
 
 // TestConcurrentAckResolve fires 50 concurrent acknowledge and resolve calls
 // at one alert: every call answers 200 or 409 alert_already_resolved, the

@@ -216,16 +216,7 @@ func TestDevicePaginationUnderInserts(t *testing.T) {
 		}
 		cursor = *page.Pagination.NextCursor
 	}
-	for id := range before {
-		if seen[id] != 1 {
-			t.Errorf("device %s seen %d times", id, seen[id])
-		}
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Errorf("device %s seen %d times", id, n)
-		}
-	}
+	seenOnce(t, "device", before, seen)
 }
 
 func TestMetrics(t *testing.T) {
@@ -397,14 +388,22 @@ func TestEventPaginationUnderInserts(t *testing.T) {
 	if !started {
 		t.Fatal("the walk ended before inserts began")
 	}
+	seenOnce(t, "event", before, seen)
+}
+
+// seenOnce checks a walk through every page that ran while new items were
+// inserted: each item there before the walk was seen exactly once, and no
+// item (old or new) twice.
+func seenOnce(t *testing.T, what string, before map[string]bool, seen map[string]int) {
+	t.Helper()
 	for id := range before {
 		if seen[id] != 1 {
-			t.Errorf("event %s seen %d times", id, seen[id])
+			t.Errorf("%s %s seen %d times", what, id, seen[id])
 		}
 	}
 	for id, n := range seen {
 		if n != 1 {
-			t.Errorf("event %s seen %d times", id, n)
+			t.Errorf("%s %s seen %d times", what, id, n)
 		}
 	}
 }

@@ -15,51 +15,16 @@ import (
 // The output is byte-for-byte what encoding/json (SetEscapeHTML(false))
 // produces; encode_test.go proves it on tricky data.
 
-func appendDeviceList(b []byte, l *resource.List[resource.Device]) []byte {
-	b = append(b, `{"data":[`...)
-	for i := range l.Data {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendDevice(b, &l.Data[i])
-	}
-	b = append(b, `],`...)
-	b = appendPagination(b, &l.Pagination)
-	return append(b, "}\n"...)
-}
-
-func appendDevice(b []byte, d *resource.Device) []byte {
-	b = append(b, `{"id":`...)
-	b = appendString(b, d.ID)
-	b = append(b, `,"name":`...)
-	b = appendString(b, d.Name)
-	b = append(b, `,"serialNumber":`...)
-	b = appendString(b, d.SerialNumber)
-	b = append(b, `,"status":`...)
-	b = appendString(b, string(d.Status))
-	b = append(b, `,"model":`...)
-	b = appendString(b, d.Model)
-	b = append(b, `,"firmwareVersion":`...)
-	b = appendString(b, d.FirmwareVersion)
-	b = append(b, `,"lastSeen":`...)
-	b = appendTimePtr(b, d.LastSeen)
-	b = append(b, `,"ipAddress":`...)
-	b = appendString(b, d.IPAddress)
-	b = append(b, `,"location":`...)
-	b = appendString(b, d.Location)
-	b = append(b, `,"createdAt":`...)
-	b = appendTime(b, d.CreatedAt)
-	return append(b, '}')
-}
-
-func appendAlertList(b []byte, l *resource.List[resource.Alert]) ([]byte, error) {
+// appendList appends {"data":[...],"pagination":{...}} and a newline, each
+// item by appendItem.
+func appendList[T any](b []byte, l *resource.List[T], appendItem func([]byte, *T) ([]byte, error)) ([]byte, error) {
 	b = append(b, `{"data":[`...)
 	for i := range l.Data {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = appendAlert(b, &l.Data[i]); err != nil {
+		if b, err = appendItem(b, &l.Data[i]); err != nil {
 			return b, err
 		}
 	}
@@ -68,30 +33,44 @@ func appendAlertList(b []byte, l *resource.List[resource.Alert]) ([]byte, error)
 	return append(b, "}\n"...), nil
 }
 
+func appendDeviceList(b []byte, l *resource.List[resource.Device]) []byte {
+	b, _ = appendList(b, l, func(b []byte, d *resource.Device) ([]byte, error) { return appendDevice(b, d), nil })
+	return b
+}
+
+func appendDevice(b []byte, d *resource.Device) []byte {
+	b = appendStringField(b, `{"id":`, d.ID)
+	b = appendStringField(b, `,"name":`, d.Name)
+	b = appendStringField(b, `,"serialNumber":`, d.SerialNumber)
+	b = appendStringField(b, `,"status":`, string(d.Status))
+	b = appendStringField(b, `,"model":`, d.Model)
+	b = appendStringField(b, `,"firmwareVersion":`, d.FirmwareVersion)
+	b = appendTimePtrField(b, `,"lastSeen":`, d.LastSeen)
+	b = appendStringField(b, `,"ipAddress":`, d.IPAddress)
+	b = appendStringField(b, `,"location":`, d.Location)
+	b = appendTimeField(b, `,"createdAt":`, d.CreatedAt)
+	return append(b, '}')
+}
+
+func appendAlertList(b []byte, l *resource.List[resource.Alert]) ([]byte, error) {
+	return appendList(b, l, appendAlert)
+}
+
 func appendAlert(b []byte, a *resource.Alert) ([]byte, error) {
-	b = append(b, `{"id":`...)
-	b = appendString(b, a.ID)
-	b = append(b, `,"state":`...)
-	b = appendString(b, string(a.State))
-	b = append(b, `,"severity":`...)
-	b = appendString(b, string(a.Severity))
-	b = append(b, `,"message":`...)
-	b = appendString(b, a.Message)
+	b = appendStringField(b, `{"id":`, a.ID)
+	b = appendStringField(b, `,"state":`, string(a.State))
+	b = appendStringField(b, `,"severity":`, string(a.Severity))
+	b = appendStringField(b, `,"message":`, a.Message)
 	b = append(b, `,"payload":`...)
 	var err error
 	if b, err = appendRaw(b, a.Payload); err != nil {
 		return b, err
 	}
-	b = append(b, `,"deviceId":`...)
-	b = appendString(b, a.DeviceID)
-	b = append(b, `,"ruleId":`...)
-	b = appendString(b, a.RuleID)
-	b = append(b, `,"acknowledgedAt":`...)
-	b = appendTimePtr(b, a.AcknowledgedAt)
-	b = append(b, `,"resolvedAt":`...)
-	b = appendTimePtr(b, a.ResolvedAt)
-	b = append(b, `,"createdAt":`...)
-	b = appendTime(b, a.CreatedAt)
+	b = appendStringField(b, `,"deviceId":`, a.DeviceID)
+	b = appendStringField(b, `,"ruleId":`, a.RuleID)
+	b = appendTimePtrField(b, `,"acknowledgedAt":`, a.AcknowledgedAt)
+	b = appendTimePtrField(b, `,"resolvedAt":`, a.ResolvedAt)
+	b = appendTimeField(b, `,"createdAt":`, a.CreatedAt)
 	return append(b, '}'), nil
 }
 
@@ -118,6 +97,21 @@ func appendPagination(b []byte, p *resource.Pagination) []byte {
 	b = append(b, `,"hasMore":`...)
 	b = strconv.AppendBool(b, p.HasMore)
 	return append(b, '}')
+}
+
+// appendStringField, appendTimeField and appendTimePtrField append one
+// member: key is its name with the punctuation before the value
+// (`,"name":`).
+func appendStringField(b []byte, key, s string) []byte {
+	return appendString(append(b, key...), s)
+}
+
+func appendTimeField(b []byte, key string, t resource.Time) []byte {
+	return appendTime(append(b, key...), t)
+}
+
+func appendTimePtrField(b []byte, key string, t *resource.Time) []byte {
+	return appendTimePtr(append(b, key...), t)
 }
 
 func appendTime(b []byte, t resource.Time) []byte {

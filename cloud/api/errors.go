@@ -159,19 +159,19 @@ func (s *Server) writeAppended(w http.ResponseWriter, fn func([]byte) ([]byte, e
 	if err != nil {
 		return err
 	}
-	s.writeBody(w, out)
+	writeBody(w, out, "no-store")
 	if cap(out) > buf.Cap() {
 		*buf = *bytes.NewBuffer(out[:0])
 	}
 	return nil
 }
 
-// writeBody sends a 200 JSON body.
-func (s *Server) writeBody(w http.ResponseWriter, body []byte) {
+// writeBody sends a 200 JSON body with the given Cache-Control.
+func writeBody(w http.ResponseWriter, body []byte, cacheControl string) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
+	h.Set("Cache-Control", cacheControl)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 }

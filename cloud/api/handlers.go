@@ -24,15 +24,35 @@ const (
 	metricsDefault, metricsMax = 200, 1000
 )
 
-// emptyObject is what an absent data or payload object renders as.
-func emptyObject() json.RawMessage { return json.RawMessage(`{}`) }
+// objectOrEmpty returns raw, or {} for an absent or null data or payload
+// object.
+func objectOrEmpty(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || isNull(raw) {
+		return json.RawMessage(`{}`)
+	}
+	return raw
+}
 
 // reply answers 200 {"data": v}, or returns err when there is one.
 func reply[T any](s *Server, w http.ResponseWriter, v T, err error) error {
+	return replyBody(s, w, resource.One[T]{Data: v}, err)
+}
+
+// replyBody answers 200 with body as it is (a list that carries its own
+// "data"), or returns err when there is one.
+func replyBody(s *Server, w http.ResponseWriter, body any, err error) error {
 	if err == nil {
-		s.writeJSON(w, http.StatusOK, resource.One[T]{Data: v})
+		s.writeJSON(w, http.StatusOK, body)
 	}
 	return err
+}
+
+// nonNil returns l, or an empty slice for nil: a list answers [], never null.
+func nonNil[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
 }
 
 // cachedList answers a hot list (GET /devices, GET /alerts): from its page
@@ -43,7 +63,7 @@ func cachedList[F comparable, L any](s *Server, w http.ResponseWriter, r *http.R
 	ver, cached := s.dataVersion(r.Context())
 	if cached {
 		if body := pages.get(ver, org, f); body != nil {
-			s.writeBody(w, body)
+			writeBody(w, body, "no-store")
 			return nil
 		}
 	}
@@ -124,14 +144,8 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, key *cloud.A
 		return p.err
 	}
 	m, err := s.cfg.Devices.Metrics(r.Context(), key.OrgID, id, mq)
-	if err != nil {
-		return err
-	}
-	if m.Data == nil {
-		m.Data = []resource.MetricSample{}
-	}
-	s.writeJSON(w, http.StatusOK, m)
-	return nil
+	m.Data = nonNil(m.Data)
+	return replyBody(s, w, m, err)
 }
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
@@ -146,19 +160,11 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, key *cloud.A
 		return p.err
 	}
 	list, err := s.cfg.Devices.Events(r.Context(), key.OrgID, id, f)
-	if err != nil {
-		return err
-	}
-	if list.Data == nil {
-		list.Data = []resource.Event{}
-	}
+	list.Data = nonNil(list.Data)
 	for i := range list.Data {
-		if len(list.Data[i].Data) == 0 || isNull(list.Data[i].Data) {
-			list.Data[i].Data = emptyObject()
-		}
+		list.Data[i].Data = objectOrEmpty(list.Data[i].Data)
 	}
-	s.writeJSON(w, http.StatusOK, list)
-	return nil
+	return replyBody(s, w, list, err)
 }
 
 func (s *Server) getSerial(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
@@ -168,9 +174,7 @@ func (s *Server) getSerial(w http.ResponseWriter, r *http.Request, key *cloud.AP
 		return p.err
 	}
 	st, err := s.cfg.Serial.Serial(r.Context(), key.OrgID, id)
-	if st.Channels == nil {
-		st.Channels = []resource.Channel{}
-	}
+	st.Channels = nonNil(st.Channels)
 	for i := range st.Channels {
 		fixChannel(&st.Channels[i])
 	}
@@ -178,9 +182,7 @@ func (s *Server) getSerial(w http.ResponseWriter, r *http.Request, key *cloud.AP
 }
 
 func fixChannel(c *resource.Channel) {
-	if c.Terminals == nil {
-		c.Terminals = []string{}
-	}
+	c.Terminals = nonNil(c.Terminals)
 }
 
 // serialPatchBody is PATCH /serial's body; raw members tell "absent" from
@@ -262,9 +264,7 @@ func (s *Server) getTelemetry(w http.ResponseWriter, r *http.Request, key *cloud
 		return p.err
 	}
 	t, err := s.cfg.Serial.Telemetry(r.Context(), key.OrgID, id)
-	if t.Channels == nil {
-		t.Channels = []resource.ChannelTelemetry{}
-	}
+	t.Channels = nonNil(t.Channels)
 	return reply(s, w, t, err)
 }
 
@@ -315,9 +315,7 @@ func (s *Server) putChannel(w http.ResponseWriter, r *http.Request, key *cloud.A
 }
 
 func fixAlert(a *resource.Alert) {
-	if len(a.Payload) == 0 || isNull(a.Payload) {
-		a.Payload = emptyObject()
-	}
+	a.Payload = objectOrEmpty(a.Payload)
 }
 
 func (s *Server) acknowledge(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {

@@ -3,7 +3,6 @@ package api
 import (
 	_ "embed"
 	"net/http"
-	"strconv"
 )
 
 //go:embed openapi.json
@@ -15,10 +14,5 @@ var openapiDoc []byte
 func OpenAPI() []byte { return append([]byte(nil), openapiDoc...) }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(openapiDoc)))
-	h.Set("Cache-Control", "public, max-age=300")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(openapiDoc)
+	writeBody(w, openapiDoc, "public, max-age=300")
 }

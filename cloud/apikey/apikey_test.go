@@ -2,7 +2,6 @@ package apikey_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -155,6 +154,28 @@ func (f *fixture) key(t *testing.T, ttl time.Duration) (*cloud.APIKey, string) {
 	return k, key
 }
 
+// revokeFromCLI revokes key id through a second handle on the store's
+// file, as the admin CLI does while the relay runs.
+func (f *fixture) revokeFromCLI(t *testing.T, id string) {
+	t.Helper()
+	cli, err := sqlite.Open(context.Background(), f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.RevokeKey(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mustAuthenticate fails the test unless auth accepts key.
+func mustAuthenticate(t *testing.T, auth *apikey.Authenticator, key string) {
+	t.Helper()
+	if _, err := auth.Authenticate(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestAuthenticate(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
@@ -215,9 +236,7 @@ func TestExpiry(t *testing.T) {
 	auth := apikey.NewAuthenticator(f.db, f.now.Now, 0)
 	_, key := f.key(t, 24*time.Hour)
 	_, never := f.key(t, 0)
-	if _, err := auth.Authenticate(ctx, key); err != nil {
-		t.Fatal(err)
-	}
+	mustAuthenticate(t, auth, key)
 	f.now.Add(24*time.Hour - time.Millisecond)
 	if _, err := auth.Authenticate(ctx, key); err != nil {
 		t.Fatalf("a millisecond before expiry: %v", err)
@@ -245,21 +264,12 @@ func TestRevocationFromAnotherHandle(t *testing.T) {
 	auth := apikey.NewAuthenticator(f.db, nil, 0)
 	k, key := f.key(t, 0)
 	for i := 0; i < 3; i++ {
-		if _, err := auth.Authenticate(ctx, key); err != nil {
-			t.Fatal(err)
-		}
+		mustAuthenticate(t, auth, key)
 	}
 	if auth.BcryptRuns() != 1 {
 		t.Errorf("bcrypt ran %d times for three requests of one key, want 1", auth.BcryptRuns())
 	}
-	cli, err := sqlite.Open(ctx, f.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.RevokeKey(ctx, k.ID); err != nil {
-		t.Fatal(err)
-	}
-	cli.Close()
+	f.revokeFromCLI(t, k.ID)
 	if _, err := auth.Authenticate(ctx, key); cloud.ErrorCode(err) != cloud.EREVOKED {
 		t.Fatalf("after revocation: err = %v, want api_key_revoked", err)
 	}
@@ -295,9 +305,7 @@ func TestCacheConcurrentFirstSightAndBound(t *testing.T) {
 	}
 	for i := 0; i < 3; i++ {
 		_, k := f.key(t, 0)
-		if _, err := auth.Authenticate(ctx, k); err != nil {
-			t.Fatal(err)
-		}
+		mustAuthenticate(t, auth, k)
 	}
 	if n := auth.CacheLen(); n > 2 {
 		t.Errorf("cache holds %d entries, bound is 2", n)
@@ -312,21 +320,17 @@ func TestWrongSecretsDoNotEvictGoodKeys(t *testing.T) {
 	f := newFixture(t)
 	auth := apikey.NewAuthenticator(f.db, nil, 4)
 	_, key := f.key(t, 0)
-	if _, err := auth.Authenticate(ctx, key); err != nil {
-		t.Fatal(err)
-	}
+	mustAuthenticate(t, auth, key)
 	id, _, _ := apikey.Parse(key)
 	for i := 0; i < 6; i++ {
-		bad := fmt.Sprintf("svc_sk_%s_Wrong%d", id, i)
+		bad := wrongKey(id, i)
 		if _, err := auth.Authenticate(ctx, bad); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
 			t.Fatalf("wrong secret: %v", err)
 		}
 	}
 	runs := auth.BcryptRuns()
-	if _, err := auth.Authenticate(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := auth.Authenticate(ctx, fmt.Sprintf("svc_sk_%s_Wrong5", id)); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
+	mustAuthenticate(t, auth, key)
+	if _, err := auth.Authenticate(ctx, wrongKey(id, 5)); cloud.ErrorCode(err) != cloud.EUNAUTHORIZED {
 		t.Fatal(err)
 	}
 	if auth.BcryptRuns() != runs {
@@ -356,9 +360,7 @@ func TestKeyRowReadOnlyAfterCommit(t *testing.T) {
 	k, key := f.key(t, 0)
 	// The first request records the key's use in the background, a commit
 	// of its own (once a minute per key): let it land before counting.
-	if _, err := auth.Authenticate(ctx, key); err != nil {
-		t.Fatal(err)
-	}
+	mustAuthenticate(t, auth, key)
 	for end := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		keys, err := sqlite.NewPanelStore(f.db).OrgKeys(ctx, k.OrgID)
 		if err == nil && len(keys) == 1 && !keys[0].LastUsedAt.IsZero() {
@@ -370,9 +372,7 @@ func TestKeyRowReadOnlyAfterCommit(t *testing.T) {
 	}
 	store.reads.Store(0)
 	for i := 0; i < 5; i++ {
-		if _, err := auth.Authenticate(ctx, key); err != nil {
-			t.Fatal(err)
-		}
+		mustAuthenticate(t, auth, key)
 	}
 	if n := store.reads.Load(); n != 1 {
 		t.Errorf("5 requests after one commit (the recorded use) read the key row %d times, want 1", n)
@@ -381,20 +381,11 @@ func TestKeyRowReadOnlyAfterCommit(t *testing.T) {
 	if _, err := f.db.CreateOrg(ctx, "other"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := auth.Authenticate(ctx, key); err != nil {
-		t.Fatal(err)
-	}
+	mustAuthenticate(t, auth, key)
 	if n := store.reads.Load(); n != 2 {
 		t.Errorf("after a commit: %d row reads, want 2", n)
 	}
-	cli, err := sqlite.Open(ctx, f.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.RevokeKey(ctx, k.ID); err != nil {
-		t.Fatal(err)
-	}
-	cli.Close()
+	f.revokeFromCLI(t, k.ID)
 	for i := 0; i < 2; i++ {
 		if _, err := auth.Authenticate(ctx, key); cloud.ErrorCode(err) != cloud.EREVOKED {
 			t.Fatalf("request %d after revocation: err = %v, want api_key_revoked", i, err)

@@ -55,9 +55,7 @@ func TestFailureLimitPerKeyID(t *testing.T) {
 	f := newFixture(t)
 	auth := apikey.NewAuthenticator(f.db, f.now.Now, 0)
 	_, cached := f.key(t, 0)
-	if _, err := auth.Authenticate(ctx, cached); err != nil {
-		t.Fatal(err)
-	}
+	mustAuthenticate(t, auth, cached)
 	id, _, _ := apikey.Parse(cached)
 	_, other := f.key(t, 0)
 	unknown := ids.New()
@@ -109,9 +107,7 @@ func TestHashChecksBounded(t *testing.T) {
 	f := newFixture(t)
 	auth := apikey.NewAuthenticator(f.db, nil, 0)
 	_, key := f.key(t, 0)
-	if _, err := auth.Authenticate(ctx, key); err != nil {
-		t.Fatal(err)
-	}
+	mustAuthenticate(t, auth, key)
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)

@@ -80,9 +80,7 @@ func TestFreshSessionAtSignIn(t *testing.T) {
 	if first.Value == second.Value {
 		t.Fatal("sign-in kept the session id")
 	}
-	old := h.anon()
-	old.header.Set("Cookie", panel.SessionCookie+"="+first.Value)
-	if r := old.get("/panel/"); !isSignIn(r) {
+	if r := h.withSession(first.Value).get("/panel/"); !isSignIn(r) {
 		t.Errorf("the session id from before sign-in still works: %d", r.status)
 	}
 }
@@ -90,14 +88,11 @@ func TestFreshSessionAtSignIn(t *testing.T) {
 func TestSignOut(t *testing.T) {
 	h := newHarness(t)
 	c := h.signIn(cloud.RoleMember)
-	u, _ := url.Parse(h.ts.URL + "/panel/")
-	token := c.hc.Jar.Cookies(u)[0].Value
+	token := c.session()
 	if r := c.post("/panel/logout", nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/panel/login?notice=signed-out" {
 		t.Fatalf("sign out: %d %s", r.status, r.header.Get("Location"))
 	}
-	replay := h.anon()
-	replay.header.Set("Cookie", panel.SessionCookie+"="+token)
-	if r := replay.get("/panel/"); !isSignIn(r) {
+	if r := h.withSession(token).get("/panel/"); !isSignIn(r) {
 		t.Errorf("the signed-out session still works: %d", r.status)
 	}
 }
@@ -107,10 +102,8 @@ func TestSignOut(t *testing.T) {
 func TestTamperedSession(t *testing.T) {
 	h := newHarness(t)
 	c := h.signIn(cloud.RoleOwner)
-	u, _ := url.Parse(h.ts.URL + "/panel/")
-	tok := c.hc.Jar.Cookies(u)[0].Value
-	bad := h.anon()
-	bad.header.Set("Cookie", panel.SessionCookie+"="+tok[:len(tok)-2]+"xx")
+	tok := c.session()
+	bad := h.withSession(tok[:len(tok)-2] + "xx")
 	r := bad.get("/panel/settings/api-keys")
 	if !isSignIn(r) || !strings.Contains(r.header.Get("Location"), "notice=ended") {
 		t.Fatalf("tampered cookie: %d %s", r.status, r.header.Get("Location"))

@@ -8,7 +8,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/fleet/fleet/cloud/password"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -51,11 +51,7 @@ type harness struct {
 func newHarness(t *testing.T, tweak ...func(*panel.Config)) *harness {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t)
 	h := &harness{t: t, ctx: ctx, db: db, ps: sqlite.NewPanelStore(db), users: map[cloud.Role]cloud.User{}}
 	h.org = must(db.CreateOrg(ctx, "Acme"))
 	h.other = must(db.CreateOrg(ctx, "Other"))
@@ -85,8 +81,8 @@ func newHarness(t *testing.T, tweak ...func(*panel.Config)) *harness {
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	h.srv, err = panel.New(cfg)
-	if err != nil {
+	var err error
+	if h.srv, err = panel.New(cfg); err != nil {
 		t.Fatal(err)
 	}
 	h.ts = httptest.NewServer(h.srv)
@@ -131,6 +127,20 @@ func (h *harness) anon() *client {
 	return &client{t: h.t, base: h.ts.URL, header: http.Header{}, hc: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}}
+}
+
+// withSession returns a client that sends token as its session cookie
+// (one a browser kept, replayed, or forged).
+func (h *harness) withSession(token string) *client {
+	c := h.anon()
+	c.header.Set("Cookie", panel.SessionCookie+"="+token)
+	return c
+}
+
+// session is the session token in c's cookie jar.
+func (c *client) session() string {
+	u, _ := url.Parse(c.base + "/panel/")
+	return c.hc.Jar.Cookies(u)[0].Value
 }
 
 // signIn returns a client signed in as the user of role r.

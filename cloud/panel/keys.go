@@ -90,11 +90,7 @@ func contains(list []string, v string) bool {
 // keysPage is Settings → API keys: the create form and the key list.
 func (s *Server) keysPage(w http.ResponseWriter, r *http.Request, rq *request) {
 	d, err := s.keysData(r, rq)
-	if err != nil {
-		s.fail(w, r, rq, err)
-		return
-	}
-	s.render(w, r, rq, http.StatusOK, "keys", "API keys", d)
+	s.show(w, r, rq, "keys", "API keys", d, err)
 }
 
 // createKey makes a key and shows it this once, in the response to the

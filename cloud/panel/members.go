@@ -36,11 +36,7 @@ func (s *Server) membersData(r *http.Request, rq *request) (*membersData, error)
 // their roles, and a form to add one.
 func (s *Server) membersPage(w http.ResponseWriter, r *http.Request, rq *request) {
 	d, err := s.membersData(r, rq)
-	if err != nil {
-		s.fail(w, r, rq, err)
-		return
-	}
-	s.render(w, r, rq, http.StatusOK, "members", "Members", d)
+	s.show(w, r, rq, "members", "Members", d, err)
 }
 
 // addMember adds a user with a generated first password, shown this once.

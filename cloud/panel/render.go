@@ -84,6 +84,9 @@ func parsePages(static fs.FS, now cloud.Now) (*pages, error) {
 		"ago":   func(t time.Time) string { return ago(now(), t) },
 		"join":  strings.Join,
 		"lower": strings.ToLower,
+		"secret": func(id, label, value string) secretField {
+			return secretField{ID: id, Label: label, Value: value}
+		},
 	}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/parts.html")
 	if err != nil {
@@ -115,6 +118,10 @@ type view struct {
 	Data  any
 }
 
+// secretField is a secret shown once with its copy button (template
+// "secret", made by the template function of the same name).
+type secretField struct{ ID, Label, Value string }
+
 // render writes page name in the layout with status.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, rq *request, status int, name, title string, data any) {
 	v := view{Title: title, Built: s.built, Path: r.URL.Path, Data: data}
@@ -123,6 +130,16 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, rq *request, sta
 		v.Flash = s.sessions.PopString(r.Context(), sessFlash)
 	}
 	s.write(w, status, s.pages.sets[name], "layout.html", v)
+}
+
+// show renders page name (200) with data, or the failure err when there is
+// one.
+func (s *Server) show(w http.ResponseWriter, r *http.Request, rq *request, name, title string, data any, err error) {
+	if err != nil {
+		s.fail(w, r, rq, err)
+		return
+	}
+	s.render(w, r, rq, http.StatusOK, name, title, data)
 }
 
 // renderPart writes one named template of page name without the layout

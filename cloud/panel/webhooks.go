@@ -53,11 +53,7 @@ func (s *Server) webhooksData(r *http.Request, rq *request) (*webhooksData, erro
 // and its rotation, and the delivery log with redeliver.
 func (s *Server) webhooksPage(w http.ResponseWriter, r *http.Request, rq *request) {
 	d, err := s.webhooksData(r, rq)
-	if err != nil {
-		s.fail(w, r, rq, err)
-		return
-	}
-	s.render(w, r, rq, http.StatusOK, "webhooks", "Webhooks", d)
+	s.show(w, r, rq, "webhooks", "Webhooks", d, err)
 }
 
 // setAlertURL sets or clears the organization's alert webhook URL.

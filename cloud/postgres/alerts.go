@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,36 +28,7 @@ var _ cloud.AlertService = (*AlertService)(nil)
 // ListAlerts lists the organization's alerts in f.State (ACTIVE when
 // empty), newest first, keyset-paginated.
 func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.AlertFilter) (resource.List[resource.Alert], error) {
-	out := resource.List[resource.Alert]{Data: []resource.Alert{}}
-	limit := cloud.ListLimit(f.Limit, 25, 100)
-	state := f.State
-	if state == "" {
-		state = resource.AlertActive
-	}
-	if f.Cursor != "" && !ids.Valid(f.Cursor) {
-		return out, cloud.ErrCursor()
-	}
-	q := `SELECT ` + sqlstore.AlertColumns + ` FROM alerts WHERE org_id = $1 AND state = $2`
-	args := []any{orgID, string(state)}
-	if f.Severity != "" {
-		args = append(args, string(f.Severity))
-		q += fmt.Sprintf(` AND severity = $%d`, len(args))
-	}
-	if f.DeviceID != "" {
-		args = append(args, f.DeviceID)
-		q += fmt.Sprintf(` AND device_id = $%d`, len(args))
-	}
-	if f.Cursor != "" {
-		args = append(args, f.Cursor)
-		n := len(args)
-		q += fmt.Sprintf(` AND (created_at, id) < ((SELECT c.created_at FROM alerts c WHERE c.id = $%d AND c.org_id = $1), $%d)`, n, n)
-	}
-	args = append(args, limit+1)
-	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
-	return listPage(ctx, s.db, sqlstore.ListQuery{
-		What: "list alerts", SQL: q, Args: args, Limit: limit,
-		Cursor: f.Cursor, CursorSQL: `SELECT 1 FROM alerts WHERE id = $1 AND org_id = $2`, Scope: orgID,
-	}, sqlstore.ScanAlert, func(a resource.Alert) string { return a.ID })
+	return listPage(ctx, s.db, sqlstore.AlertList(orgID, f))
 }
 
 func alertNotFound(id string) error {

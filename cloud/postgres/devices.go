@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,28 +36,7 @@ func query[T any](ctx context.Context, db *DB, what string, scan func(sqlstore.R
 // then id), keyset-paginated; the cursor must be a device of the
 // organization, and the status filter is not applied to it.
 func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.DeviceFilter) (resource.List[resource.Device], error) {
-	out := resource.List[resource.Device]{Data: []resource.Device{}}
-	limit := cloud.ListLimit(f.Limit, 25, 100)
-	if f.Cursor != "" && !ids.Valid(f.Cursor) {
-		return out, cloud.ErrCursor()
-	}
-	q := `SELECT ` + sqlstore.DeviceColumns + ` FROM devices WHERE org_id = $1`
-	args := []any{orgID}
-	if f.Status != "" {
-		args = append(args, string(f.Status))
-		q += fmt.Sprintf(` AND status = $%d`, len(args))
-	}
-	if f.Cursor != "" {
-		args = append(args, f.Cursor)
-		n := len(args)
-		q += fmt.Sprintf(` AND (created_at, id) > ((SELECT c.created_at FROM devices c WHERE c.id = $%d AND c.org_id = $1), $%d)`, n, n)
-	}
-	args = append(args, limit+1)
-	q += fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d`, len(args))
-	return listPage(ctx, s.db, sqlstore.ListQuery{
-		What: "list devices", SQL: q, Args: args, Limit: limit,
-		Cursor: f.Cursor, CursorSQL: `SELECT 1 FROM devices WHERE id = $1 AND org_id = $2`, Scope: orgID,
-	}, func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) }, func(d resource.Device) string { return d.ID })
+	return listPage(ctx, s.db, sqlstore.DeviceList(orgID, f))
 }
 
 // Device returns the organization's device id, or ENOTFOUND.
@@ -104,37 +82,13 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
 		return out, err
 	}
-	limit := cloud.ListLimit(f.Limit, 50, 200)
-	if f.Cursor != "" && !ids.Valid(f.Cursor) {
-		return out, cloud.ErrCursor()
-	}
-	q := `SELECT ` + sqlstore.EventColumns + ` FROM events WHERE device_id = $1`
-	args := []any{deviceID}
-	if f.Type != "" {
-		args = append(args, f.Type)
-		q += fmt.Sprintf(` AND type = $%d`, len(args))
-	}
-	if f.Severity != "" {
-		args = append(args, string(f.Severity))
-		q += fmt.Sprintf(` AND severity = $%d`, len(args))
-	}
-	if f.Cursor != "" {
-		args = append(args, f.Cursor)
-		n := len(args)
-		q += fmt.Sprintf(` AND (created_at, id) < ((SELECT max(c.created_at) FROM events c WHERE c.id = $%d AND c.device_id = $1), $%d)`, n, n)
-	}
-	args = append(args, limit+1)
-	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
-	return listPage(ctx, s.db, sqlstore.ListQuery{
-		What: "events", SQL: q, Args: args, Limit: limit,
-		Cursor: f.Cursor, CursorSQL: `SELECT 1 FROM events WHERE id = $1 AND device_id = $2`, Scope: deviceID,
-	}, sqlstore.ScanEvent, func(e resource.Event) string { return e.ID })
+	return listPage(ctx, s.db, sqlstore.EventList(deviceID, f))
 }
 
 // checkCursor returns ECURSOR unless query (cursor, scope) finds a row.
 func (db *DB) checkCursor(ctx context.Context, query, cursor, scope string) error {
-	var one int
-	err := db.Pool.QueryRow(ctx, query+` LIMIT 1`, cursor, scope).Scan(&one)
+	var at int64
+	err := db.Pool.QueryRow(ctx, query+` LIMIT 1`, cursor, scope).Scan(&at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cloud.ErrCursor()
 	}
@@ -144,10 +98,14 @@ func (db *DB) checkCursor(ctx context.Context, query, cursor, scope string) erro
 	return nil
 }
 
-// listPage runs l and answers its page, reading each row with scan.
-func listPage[T any](ctx context.Context, db *DB, l sqlstore.ListQuery, scan func(sqlstore.Row) (T, error), id func(T) string) (resource.List[T], error) {
-	list, err := query(ctx, db, l.What, scan, l.SQL, l.Args...)
-	return sqlstore.ListPage(l, list, err, func() error { return db.checkCursor(ctx, l.CursorSQL, l.Cursor, l.Scope) }, id)
+// listPage reads the page of k.
+func listPage[T any](ctx context.Context, db *DB, k sqlstore.Keyset[T]) (resource.List[T], error) {
+	q, args, err := k.SQL(sqlstore.Dollar)
+	if err != nil {
+		return k.Page(nil, err, nil)
+	}
+	list, err := query(ctx, db, k.What, k.Scan, q, args...)
+	return k.Page(list, err, func() error { return db.checkCursor(ctx, k.CursorSQL(sqlstore.Dollar), k.Cursor, k.Scope) })
 }
 
 // checkDevice returns ENOTFOUND unless the device exists in the organization.

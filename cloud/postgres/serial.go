@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/jackc/pgx/v5"
@@ -10,26 +9,22 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/hw/catalog"
-	"github.com/fleet/fleet/shared/resource"
-	"github.com/fleet/fleet/shared/serialcfg"
 )
 
-// SerialService implements cloud.SerialService on the store: the desired
-// configuration lives in serial_state and serial_channels, the layout and
-// defaults come from the hardware catalog.
-type SerialService struct {
-	db *DB
-	// Observer, when set before use, is told after a change of the desired
-	// configuration has been committed.
-	Observer cloud.DesiredConfigObserver
-}
+// SerialService implements cloud.SerialService on the store's
+// serial_state and serial_channels tables (serialTables).
+type SerialService = sqlstore.SerialService
 
-var _ cloud.SerialService = (*SerialService)(nil)
+// serialTables are db's serial tables in PostgreSQL's dialect
+// (sqlstore.SerialTables); every change of the desired configuration
+// notifies the other relays (notifyConfig).
+type serialTables struct{ db *DB }
 
-// serialModel returns the catalog model of the organization's device, or
-// ENOTFOUND, or ECAPABILITY when it has no serial I/O.
-func (db *DB) serialModel(ctx context.Context, orgID, deviceID string) (catalog.Model, error) {
-	name, err := db.deviceModel(ctx, orgID, deviceID)
+var _ sqlstore.SerialTables = serialTables{}
+
+// SerialModel implements sqlstore.SerialTables.
+func (t serialTables) SerialModel(ctx context.Context, orgID, deviceID string) (catalog.Model, error) {
+	name, err := t.db.deviceModel(ctx, orgID, deviceID)
 	if err != nil {
 		return catalog.Model{}, err
 	}
@@ -39,7 +34,6 @@ func (db *DB) serialModel(ctx context.Context, orgID, deviceID string) (catalog.
 // querier is a pool or a transaction.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 func readState(ctx context.Context, q querier, deviceID string) (sqlstore.SerialState, error) {
@@ -53,46 +47,37 @@ func readState(ctx context.Context, q querier, deviceID string) (sqlstore.Serial
 	return s, nil
 }
 
-func readChannels(ctx context.Context, q querier, deviceID string) (map[string]*cloud.StoredChannel, error) {
-	rows, err := q.Query(ctx, `SELECT `+sqlstore.ChannelColumns+` FROM serial_channels WHERE device_id = $1`, deviceID)
+// SerialRows implements sqlstore.SerialTables.
+func (t serialTables) SerialRows(ctx context.Context, deviceID string) (sqlstore.SerialState, map[string]*cloud.StoredChannel, error) {
+	st, err := readState(ctx, t.db.Pool, deviceID)
 	if err != nil {
-		return nil, storeError("postgres: serial channels: %w", err)
+		return st, nil, err
 	}
-	chans, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sqlstore.Channel, error) { return sqlstore.ScanChannel(r) })
+	chans, err := query(ctx, t.db, "serial channels", sqlstore.ScanChannel, `SELECT `+sqlstore.ChannelColumns+` FROM serial_channels WHERE device_id = $1`, deviceID)
 	if err != nil {
-		return nil, storeError("postgres: serial channels: %w", err)
+		return st, nil, err
 	}
-	return sqlstore.ChannelsByID(chans), nil
+	return st, sqlstore.ChannelsByID(chans), nil
 }
 
-// Serial returns the device's full industrial I/O state.
-func (s *SerialService) Serial(ctx context.Context, orgID, deviceID string) (resource.SerialState, error) {
-	m, err := s.db.serialModel(ctx, orgID, deviceID)
-	if err != nil {
-		return resource.SerialState{}, err
+// StoredChannel implements sqlstore.SerialTables.
+func (t serialTables) StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error) {
+	var row cloud.StoredChannel
+	err := t.db.Pool.QueryRow(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = $1 AND channel_id = $2`, deviceID, channelID).
+		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
 	}
-	st, err := readState(ctx, s.db.Pool, deviceID)
 	if err != nil {
-		return resource.SerialState{}, err
+		return nil, storeError("postgres: serial channel: %w", err)
 	}
-	rows, err := readChannels(ctx, s.db.Pool, deviceID)
-	if err != nil {
-		return resource.SerialState{}, err
-	}
-	return cloud.SerialView(deviceID, m, st.View(), rows)
+	return &row, nil
 }
 
-// PatchSerial changes the usage mode and the forwarding, bumping the desired
-// version, and tells the Observer after the commit.
-func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string, p cloud.SerialPatch) (resource.SerialPatchResult, error) {
-	if err := p.Validate(); err != nil {
-		return resource.SerialPatchResult{}, err
-	}
-	if _, err := s.db.serialModel(ctx, orgID, deviceID); err != nil {
-		return resource.SerialPatchResult{}, err
-	}
+// PatchSerial implements sqlstore.SerialTables.
+func (t serialTables) PatchSerial(ctx context.Context, deviceID string, p cloud.SerialPatch) (sqlstore.SerialState, error) {
 	var st sqlstore.SerialState
-	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
+	err := t.db.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES ($1) ON CONFLICT DO NOTHING`, deviceID); err != nil {
 			return err
 		}
@@ -108,69 +93,14 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 		return err
 	})
 	if err != nil {
-		return resource.SerialPatchResult{}, storeError("postgres: patch serial: %w", err)
+		return st, storeError("postgres: patch serial: %w", err)
 	}
-	if s.Observer != nil {
-		s.Observer.DesiredConfigChanged(deviceID)
-	}
-	return resource.SerialPatchResult{DeviceID: deviceID, Mode: st.Mode, Forwarding: st.Forwarding()}, nil
+	return st, nil
 }
 
-// Telemetry returns the last values the device reported, one entry per
-// channel of its model.
-func (s *SerialService) Telemetry(ctx context.Context, orgID, deviceID string) (resource.SerialTelemetry, error) {
-	m, err := s.db.serialModel(ctx, orgID, deviceID)
-	if err != nil {
-		return resource.SerialTelemetry{}, err
-	}
-	st, err := readState(ctx, s.db.Pool, deviceID)
-	if err != nil {
-		return resource.SerialTelemetry{}, err
-	}
-	rows, err := readChannels(ctx, s.db.Pool, deviceID)
-	if err != nil {
-		return resource.SerialTelemetry{}, err
-	}
-	return cloud.TelemetryView(deviceID, m, resource.TP(sqlstore.MsTime(st.TelemetryAt)), rows), nil
-}
-
-// Channel returns one channel; ENOTFOUND when the model has no such channel.
-func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID string) (resource.Channel, error) {
-	m, err := s.db.serialModel(ctx, orgID, deviceID)
-	if err != nil {
-		return resource.Channel{}, err
-	}
-	c, ok := m.Channel(channelID)
-	if !ok {
-		return resource.Channel{}, cloud.ErrChannelNotFound(channelID)
-	}
-	var row cloud.StoredChannel
-	err = s.db.Pool.QueryRow(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = $1 AND channel_id = $2`, deviceID, channelID).
-		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return cloud.ChannelView(c, nil)
-	}
-	if err != nil {
-		return resource.Channel{}, storeError("postgres: serial channel: %w", err)
-	}
-	return cloud.ChannelView(c, &row)
-}
-
-// PutChannel stores the channel's desired configuration, bumping the
-// desired version, and tells the Observer after the commit.
-func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config) (resource.ChannelPutResult, error) {
-	m, err := s.db.serialModel(ctx, orgID, deviceID)
-	if err != nil {
-		return resource.ChannelPutResult{}, err
-	}
-	if err := cloud.CheckChannelPut(m, channelID, cfg); err != nil {
-		return resource.ChannelPutResult{}, err
-	}
-	body, err := json.Marshal(cfg)
-	if err != nil {
-		return resource.ChannelPutResult{}, storeError("postgres: put channel: %w", err)
-	}
-	err = s.db.writeTx(ctx, func(tx pgx.Tx) error {
+// PutChannel implements sqlstore.SerialTables.
+func (t serialTables) PutChannel(ctx context.Context, deviceID, channelID, config string) error {
+	err := t.db.writeTx(ctx, func(tx pgx.Tx) error {
 		var avail *bool
 		err := tx.QueryRow(ctx, `SELECT available FROM serial_channels WHERE device_id = $1 AND channel_id = $2`, deviceID, channelID).Scan(&avail)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -180,7 +110,7 @@ func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channel
 			return cloud.Errorf(cloud.EUNAVAILABLE, "channel %s is not available on the device", channelID)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO serial_channels (device_id, channel_id, config) VALUES ($1, $2, $3)
-			ON CONFLICT (device_id, channel_id) DO UPDATE SET config = excluded.config`, deviceID, channelID, string(body)); err != nil {
+			ON CONFLICT (device_id, channel_id) DO UPDATE SET config = excluded.config`, deviceID, channelID, config); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id, desired_version) VALUES ($1, 1)
@@ -189,16 +119,10 @@ func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channel
 		}
 		return notifyConfig(ctx, tx, deviceID)
 	})
-	if err != nil {
-		if cloud.ErrorCode(err) != cloud.EINTERNAL {
-			return resource.ChannelPutResult{}, err
-		}
-		return resource.ChannelPutResult{}, storeError("postgres: put channel: %w", err)
+	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
+		return storeError("postgres: put channel: %w", err)
 	}
-	if s.Observer != nil {
-		s.Observer.DesiredConfigChanged(deviceID)
-	}
-	return resource.ChannelPutResult{DeviceID: deviceID, ChannelID: channelID, Config: cfg}, nil
+	return err
 }
 
 // notifyConfig tells every relay listening (Listen) that deviceID's

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/sqlitetest"
 )
 
 // TestSecretsNotStoredInClear reads the rows themselves: an API key's
@@ -15,8 +16,8 @@ import (
 // checks the behaviour; this checks the file).
 func TestSecretsNotStoredInClear(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpen(t)
-	o := MustOrg(t, db, "acme")
+	db := sqlitetest.Open(t)
+	o := sqlitetest.Org(t, db, "acme")
 	k, key, err := db.CreateKey(ctx, o.ID, "ci", []string{"devices:read"}, 90*24*time.Hour)
 	if err != nil {
 		t.Fatal(err)

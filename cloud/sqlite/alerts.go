@@ -34,49 +34,7 @@ func NewAlertService(db *DB) *AlertService { return &AlertService{db: db} }
 // filters are not applied to it, since an alert's state may change between
 // two pages.
 func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.AlertFilter) (resource.List[resource.Alert], error) {
-	out := resource.List[resource.Alert]{Data: []resource.Alert{}}
-	limit := cloud.ListLimit(f.Limit, 25, 100)
-	state := f.State
-	if state == "" {
-		state = resource.AlertActive
-	}
-	if f.Cursor != "" && !ids.Valid(f.Cursor) {
-		return out, cloud.ErrCursor()
-	}
-	args := make([]any, 0, 8)
-	args = append(args, orgID, string(state))
-	if f.Severity != "" {
-		args = append(args, string(f.Severity))
-	}
-	if f.DeviceID != "" {
-		args = append(args, f.DeviceID)
-	}
-	if f.Cursor != "" {
-		args = append(args, f.Cursor, orgID, f.Cursor)
-	}
-	args = append(args, limit+1)
-	return listPage(ctx, s.db, sqlstore.ListQuery{
-		What: "list alerts", SQL: listAlertsSQL(f.Severity != "", f.DeviceID != "", f.Cursor != ""), Args: args, Limit: limit,
-		Cursor: f.Cursor, CursorSQL: alertCursorSQL, Scope: orgID,
-	}, sqlstore.ScanAlert, func(a resource.Alert) string { return a.ID })
-}
-
-const alertCursorSQL = `SELECT created_at FROM alerts WHERE id = ? AND org_id = ?`
-
-func listAlertsSQL(severity, device, cursor bool) string {
-	q := `SELECT ` + sqlstore.AlertColumns + ` FROM alerts WHERE org_id = ? AND state = ?`
-	if severity {
-		q += ` AND severity = ?`
-	}
-	if device {
-		q += ` AND device_id = ?`
-	}
-	if cursor {
-		// The cursor item's position is looked up in the same statement;
-		// an unknown cursor makes it NULL and the page empty.
-		q += ` AND (created_at, id) < ((SELECT c.created_at FROM alerts c WHERE c.id = ? AND c.org_id = ?), ?)`
-	}
-	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	return listPage(ctx, s.db, sqlstore.AlertList(orgID, f))
 }
 
 // Alert returns the organization's alert id, or ENOTFOUND.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/sqlitetest"
 )
 
 // TestBackupUnderWriteLoad takes a backup while a writer keeps committing
@@ -20,9 +21,9 @@ import (
 // committed before the backup began, and is a working store.
 func TestBackupUnderWriteLoad(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpen(t)
+	db := sqlitetest.Open(t)
 	for i := 0; i < 50; i++ {
-		MustOrg(t, db, fmt.Sprintf("seed-%d", i))
+		sqlitetest.Org(t, db, fmt.Sprintf("seed-%d", i))
 	}
 	var (
 		committed atomic.Int64 // orgs committed so far
@@ -133,8 +134,8 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 
 func TestBackupRefusals(t *testing.T) {
 	ctx := context.Background()
-	db := MustOpen(t)
-	MustOrg(t, db, "acme")
+	db := sqlitetest.Open(t)
+	sqlitetest.Org(t, db, "acme")
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "existing.db")
 	if err := os.WriteFile(existing, []byte("keep me"), 0o644); err != nil {

@@ -8,14 +8,15 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/sqlitetest"
 )
 
 // benchStore is a store with one organization of 10,000 devices.
 func benchStore(b *testing.B) (*sqlite.DB, cloud.Org) {
 	b.Helper()
 	ctx := context.Background()
-	db := MustOpen(b)
-	org := MustOrg(b, db, "bench")
+	db := sqlitetest.Open(b)
+	org := sqlitetest.Org(b, db, "bench")
 	for i := 0; i < 10000; i++ {
 		if _, _, err := db.AddDevice(ctx, sqlite.NewDevice{OrgID: org.ID, Name: "d", SerialNumber: fmt.Sprintf("B%05d", i), Model: "IG-500"}); err != nil {
 			b.Fatal(err)
@@ -55,8 +56,8 @@ func BenchmarkListDevices25(b *testing.B) {
 // BenchmarkAuthenticateCached is the per-request authentication cost once a
 // key's bcrypt verification is cached: one primary-key read.
 func BenchmarkAuthenticateCached(b *testing.B) {
-	db := MustOpen(b)
-	org := MustOrg(b, db, "bench")
+	db := sqlitetest.Open(b)
+	org := sqlitetest.Org(b, db, "bench")
 	_, key, err := db.CreateKey(context.Background(), org.ID, "k", []string{cloud.ScopeDevicesRead}, 0)
 	if err != nil {
 		b.Fatal(err)

@@ -283,17 +283,20 @@ func collect[T any](rows *sql.Rows, err error, what string, scan func(sqlstore.R
 	return out, nil
 }
 
-// listPage runs l on the readers and answers its page, reading each row
-// with scan.
-func listPage[T any](ctx context.Context, db *DB, l sqlstore.ListQuery, scan func(sqlstore.Row) (T, error), id func(T) string) (resource.List[T], error) {
-	st, err := db.readStmt(ctx, l.SQL)
+// listPage reads the page of k on the readers.
+func listPage[T any](ctx context.Context, db *DB, k sqlstore.Keyset[T]) (resource.List[T], error) {
+	q, args, err := k.SQL(sqlstore.Question)
 	if err != nil {
-		return resource.List[T]{Data: []T{}}, err
+		return k.Page(nil, err, nil)
 	}
-	rows, err := st.QueryContext(ctx, l.Args...)
-	list, err := collect(rows, err, l.What, scan)
-	return sqlstore.ListPage(l, list, err, func() error {
-		_, err := db.cursorTime(ctx, l.CursorSQL, l.Cursor, l.Scope)
+	st, err := db.readStmt(ctx, q)
+	if err != nil {
+		return k.Page(nil, err, nil)
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	list, err := collect(rows, err, k.What, k.Scan)
+	return k.Page(list, err, func() error {
+		_, err := db.cursorTime(ctx, k.CursorSQL(sqlstore.Question), k.Cursor, k.Scope)
 		return err
-	}, id)
+	})
 }

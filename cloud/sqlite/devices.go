@@ -29,24 +29,7 @@ func NewDeviceService(db *DB) *DeviceService { return &DeviceService{db: db} }
 // organization; the status filter is not applied to it, since a device's
 // status may change between two pages.
 func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.DeviceFilter) (resource.List[resource.Device], error) {
-	out := resource.List[resource.Device]{Data: []resource.Device{}}
-	limit := cloud.ListLimit(f.Limit, 25, 100)
-	if f.Cursor != "" && !ids.Valid(f.Cursor) {
-		return out, cloud.ErrCursor()
-	}
-	args := make([]any, 0, 6)
-	args = append(args, orgID)
-	if f.Status != "" {
-		args = append(args, string(f.Status))
-	}
-	if f.Cursor != "" {
-		args = append(args, f.Cursor, orgID, f.Cursor)
-	}
-	args = append(args, limit+1)
-	return listPage(ctx, s.db, sqlstore.ListQuery{
-		What: "list devices", SQL: listDevicesSQL(f.Status != "", f.Cursor != ""), Args: args, Limit: limit,
-		Cursor: f.Cursor, CursorSQL: deviceCursorSQL, Scope: orgID,
-	}, func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) }, func(d resource.Device) string { return d.ID })
+	return listPage(ctx, s.db, sqlstore.DeviceList(orgID, f))
 }
 
 // Device returns the organization's device id, or ENOTFOUND.
@@ -102,65 +85,17 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
 		return out, err
 	}
-	limit := cloud.ListLimit(f.Limit, 50, 200)
-	if f.Cursor != "" && !ids.Valid(f.Cursor) {
-		return out, cloud.ErrCursor()
-	}
-	args := make([]any, 0, 7)
-	args = append(args, deviceID)
-	if f.Type != "" {
-		args = append(args, f.Type)
-	}
-	if f.Severity != "" {
-		args = append(args, string(f.Severity))
-	}
-	if f.Cursor != "" {
-		args = append(args, f.Cursor, deviceID, f.Cursor)
-	}
-	args = append(args, limit+1)
-	return listPage(ctx, s.db, sqlstore.ListQuery{
-		What: "events", SQL: listEventsSQL(f.Type != "", f.Severity != "", f.Cursor != ""), Args: args, Limit: limit,
-		Cursor: f.Cursor, CursorSQL: eventCursorSQL, Scope: deviceID,
-	}, sqlstore.ScanEvent, func(e resource.Event) string { return e.ID })
+	return listPage(ctx, s.db, sqlstore.EventList(deviceID, f))
 }
 
-// The list queries, built from the filters in use (explain_test.go checks
-// that each combination is served by an index).
+// The point reads of the request path (explain_test.go checks that each,
+// and each list query, is served by an index).
 const (
-	deviceCursorSQL  = `SELECT created_at FROM devices WHERE id = ? AND org_id = ?`
-	eventCursorSQL   = `SELECT created_at FROM events WHERE id = ? AND device_id = ?`
 	deviceByTokenSQL = `SELECT id, org_id, model FROM devices WHERE token_hash = ? AND token_revoked_at IS NULL`
 	deviceModelSQL   = `SELECT model FROM devices WHERE id = ? AND org_id = ?`
 	metricsSQL       = `SELECT ` + sqlstore.SampleColumns + ` FROM metrics
 		WHERE device_id = ? AND captured_at >= ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`
 )
-
-func listDevicesSQL(status, cursor bool) string {
-	q := `SELECT ` + sqlstore.DeviceColumns + ` FROM devices WHERE org_id = ?`
-	if status {
-		q += ` AND status = ?`
-	}
-	if cursor {
-		// The cursor item's position is looked up in the same statement;
-		// an unknown cursor makes it NULL and the page empty.
-		q += ` AND (created_at, id) > ((SELECT c.created_at FROM devices c WHERE c.id = ? AND c.org_id = ?), ?)`
-	}
-	return q + ` ORDER BY created_at, id LIMIT ?`
-}
-
-func listEventsSQL(typ, severity, cursor bool) string {
-	q := `SELECT ` + sqlstore.EventColumns + ` FROM events WHERE device_id = ?`
-	if typ {
-		q += ` AND type = ?`
-	}
-	if severity {
-		q += ` AND severity = ?`
-	}
-	if cursor {
-		q += ` AND (created_at, id) < ((SELECT c.created_at FROM events c WHERE c.id = ? AND c.device_id = ?), ?)`
-	}
-	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
-}
 
 // cursorTime returns the created_at of the cursor item that query (taking
 // the cursor and one scope argument) finds, or ECURSOR.

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
 )
 
 // fullScan matches a plan step that reads a whole table: "SCAN devices"
@@ -36,30 +39,47 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		sql  string
 	}
 	var queries []query
+	// on picks a filter's value when it is in use.
+	on := func(use bool, v string) string {
+		if use {
+			return v
+		}
+		return ""
+	}
+	cursorID := ids.New()
+	list := func(name, sql string, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		queries = append(queries, query{name, sql})
+	}
 	for _, status := range []bool{false, true} {
 		for _, cursor := range []bool{false, true} {
-			queries = append(queries, query{fmt.Sprintf("devices status=%v cursor=%v", status, cursor), listDevicesSQL(status, cursor)})
+			q, _, err := sqlstore.DeviceList("o", cloud.DeviceFilter{Status: resource.DeviceStatus(on(status, "ONLINE")), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL(sqlstore.Question)
+			list(fmt.Sprintf("devices status=%v cursor=%v", status, cursor), q, err)
 		}
 	}
 	for _, typ := range []bool{false, true} {
 		for _, sev := range []bool{false, true} {
 			for _, cursor := range []bool{false, true} {
-				queries = append(queries, query{fmt.Sprintf("events type=%v severity=%v cursor=%v", typ, sev, cursor), listEventsSQL(typ, sev, cursor)})
+				q, _, err := sqlstore.EventList("d", cloud.EventFilter{Type: on(typ, "t"), Severity: resource.Severity(on(sev, "INFO")), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL(sqlstore.Question)
+				list(fmt.Sprintf("events type=%v severity=%v cursor=%v", typ, sev, cursor), q, err)
 			}
 		}
 	}
 	for _, sev := range []bool{false, true} {
 		for _, dev := range []bool{false, true} {
 			for _, cursor := range []bool{false, true} {
-				queries = append(queries, query{fmt.Sprintf("alerts severity=%v device=%v cursor=%v", sev, dev, cursor), listAlertsSQL(sev, dev, cursor)})
+				q, _, err := sqlstore.AlertList("o", cloud.AlertFilter{Severity: resource.Severity(on(sev, "INFO")), DeviceID: on(dev, "d"), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL(sqlstore.Question)
+				list(fmt.Sprintf("alerts severity=%v device=%v cursor=%v", sev, dev, cursor), q, err)
 			}
 		}
 	}
 	queries = append(queries,
 		query{"metrics", metricsSQL},
-		query{"device cursor", deviceCursorSQL},
-		query{"event cursor", eventCursorSQL},
-		query{"alert cursor", alertCursorSQL},
+		query{"device cursor", sqlstore.DeviceList("o", cloud.DeviceFilter{}).CursorSQL(sqlstore.Question)},
+		query{"event cursor", sqlstore.EventList("d", cloud.EventFilter{}).CursorSQL(sqlstore.Question)},
+		query{"alert cursor", sqlstore.AlertList("o", cloud.AlertFilter{}).CursorSQL(sqlstore.Question)},
 		query{"key by id", `SELECT ` + sqlstore.KeyColumns + ` FROM api_keys WHERE id = ?`},
 		query{"keys of org", listKeysSQL},
 		query{"device by token", deviceByTokenSQL},

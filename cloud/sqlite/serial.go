@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -15,20 +14,12 @@ import (
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
-// SerialService implements cloud.SerialService on the store: the desired
-// configuration lives in serial_state and serial_channels, the channel
-// layout and defaults come from the hardware catalog.
-type SerialService struct {
-	db *DB
-	// Observer, when set before use, is told after a change of the desired
-	// configuration has been committed.
-	Observer cloud.DesiredConfigObserver
-}
-
-var _ cloud.SerialService = (*SerialService)(nil)
+// SerialService implements cloud.SerialService on the store's
+// serial_state and serial_channels tables (serialTables).
+type SerialService = sqlstore.SerialService
 
 // NewSerialService returns the serial service of db.
-func NewSerialService(db *DB) *SerialService { return &SerialService{db: db} }
+func NewSerialService(db *DB) *SerialService { return &SerialService{Tables: serialTables{db}} }
 
 // serialModel returns the catalog model of the organization's device, or
 // ENOTFOUND, or ECAPABILITY when it has no serial I/O.
@@ -39,6 +30,12 @@ func (db *DB) serialModel(ctx context.Context, orgID, deviceID string) (catalog.
 	}
 	return cloud.SerialModel(name)
 }
+
+// serialTables are db's serial tables in SQLite's dialect
+// (sqlstore.SerialTables).
+type serialTables struct{ db *DB }
+
+var _ sqlstore.SerialTables = serialTables{}
 
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -56,43 +53,43 @@ func readState(ctx context.Context, q querier, deviceID string) (sqlstore.Serial
 	return s, nil
 }
 
-func readChannels(ctx context.Context, q querier, deviceID string) (map[string]*cloud.StoredChannel, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+sqlstore.ChannelColumns+` FROM serial_channels WHERE device_id = ?`, deviceID)
+// SerialModel implements sqlstore.SerialTables.
+func (t serialTables) SerialModel(ctx context.Context, orgID, deviceID string) (catalog.Model, error) {
+	return t.db.serialModel(ctx, orgID, deviceID)
+}
+
+// SerialRows implements sqlstore.SerialTables.
+func (t serialTables) SerialRows(ctx context.Context, deviceID string) (sqlstore.SerialState, map[string]*cloud.StoredChannel, error) {
+	st, err := readState(ctx, t.db.R, deviceID)
+	if err != nil {
+		return st, nil, err
+	}
+	rows, err := t.db.R.QueryContext(ctx, `SELECT `+sqlstore.ChannelColumns+` FROM serial_channels WHERE device_id = ?`, deviceID)
 	chans, err := collect(rows, err, "serial channels", sqlstore.ScanChannel)
 	if err != nil {
-		return nil, err
+		return st, nil, err
 	}
-	return sqlstore.ChannelsByID(chans), nil
+	return st, sqlstore.ChannelsByID(chans), nil
 }
 
-// Serial returns the device's full industrial I/O state.
-func (s *SerialService) Serial(ctx context.Context, orgID, deviceID string) (resource.SerialState, error) {
-	m, err := s.db.serialModel(ctx, orgID, deviceID)
-	if err != nil {
-		return resource.SerialState{}, err
+// StoredChannel implements sqlstore.SerialTables.
+func (t serialTables) StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error) {
+	var row cloud.StoredChannel
+	err := t.db.R.QueryRowContext(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).
+		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
 	}
-	st, err := readState(ctx, s.db.R, deviceID)
 	if err != nil {
-		return resource.SerialState{}, err
+		return nil, fmt.Errorf("sqlite: serial channel: %w", err)
 	}
-	rows, err := readChannels(ctx, s.db.R, deviceID)
-	if err != nil {
-		return resource.SerialState{}, err
-	}
-	return cloud.SerialView(deviceID, m, st.View(), rows)
+	return &row, nil
 }
 
-// PatchSerial changes the usage mode and the forwarding, bumping the desired
-// version, and tells the Observer after the commit.
-func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string, p cloud.SerialPatch) (resource.SerialPatchResult, error) {
-	if err := p.Validate(); err != nil {
-		return resource.SerialPatchResult{}, err
-	}
-	if _, err := s.db.serialModel(ctx, orgID, deviceID); err != nil {
-		return resource.SerialPatchResult{}, err
-	}
+// PatchSerial implements sqlstore.SerialTables.
+func (t serialTables) PatchSerial(ctx context.Context, deviceID string, p cloud.SerialPatch) (sqlstore.SerialState, error) {
 	var st sqlstore.SerialState
-	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
 			return err
 		}
@@ -105,69 +102,14 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 		return err
 	})
 	if err != nil {
-		return resource.SerialPatchResult{}, fmt.Errorf("sqlite: patch serial: %w", err)
+		return st, fmt.Errorf("sqlite: patch serial: %w", err)
 	}
-	if s.Observer != nil {
-		s.Observer.DesiredConfigChanged(deviceID)
-	}
-	return resource.SerialPatchResult{DeviceID: deviceID, Mode: st.Mode, Forwarding: st.Forwarding()}, nil
+	return st, nil
 }
 
-// Telemetry returns the last values the device reported, one entry per
-// channel of its model.
-func (s *SerialService) Telemetry(ctx context.Context, orgID, deviceID string) (resource.SerialTelemetry, error) {
-	m, err := s.db.serialModel(ctx, orgID, deviceID)
-	if err != nil {
-		return resource.SerialTelemetry{}, err
-	}
-	st, err := readState(ctx, s.db.R, deviceID)
-	if err != nil {
-		return resource.SerialTelemetry{}, err
-	}
-	rows, err := readChannels(ctx, s.db.R, deviceID)
-	if err != nil {
-		return resource.SerialTelemetry{}, err
-	}
-	return cloud.TelemetryView(deviceID, m, resource.TP(sqlstore.MsTime(st.TelemetryAt)), rows), nil
-}
-
-// Channel returns one channel; ENOTFOUND when the model has no such channel.
-func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID string) (resource.Channel, error) {
-	m, err := s.db.serialModel(ctx, orgID, deviceID)
-	if err != nil {
-		return resource.Channel{}, err
-	}
-	c, ok := m.Channel(channelID)
-	if !ok {
-		return resource.Channel{}, cloud.ErrChannelNotFound(channelID)
-	}
-	var row cloud.StoredChannel
-	err = s.db.R.QueryRowContext(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).
-		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough)
-	if errors.Is(err, sql.ErrNoRows) {
-		return cloud.ChannelView(c, nil)
-	}
-	if err != nil {
-		return resource.Channel{}, fmt.Errorf("sqlite: serial channel: %w", err)
-	}
-	return cloud.ChannelView(c, &row)
-}
-
-// PutChannel stores the channel's desired configuration, bumping the
-// desired version, and tells the Observer after the commit.
-func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config) (resource.ChannelPutResult, error) {
-	m, err := s.db.serialModel(ctx, orgID, deviceID)
-	if err != nil {
-		return resource.ChannelPutResult{}, err
-	}
-	if err := cloud.CheckChannelPut(m, channelID, cfg); err != nil {
-		return resource.ChannelPutResult{}, err
-	}
-	body, err := json.Marshal(cfg)
-	if err != nil {
-		return resource.ChannelPutResult{}, fmt.Errorf("sqlite: put channel: %w", err)
-	}
-	err = s.db.WriteTx(ctx, func(tx *sql.Tx) error {
+// PutChannel implements sqlstore.SerialTables.
+func (t serialTables) PutChannel(ctx context.Context, deviceID, channelID, config string) error {
+	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error {
 		var avail sql.NullBool
 		err := tx.QueryRowContext(ctx, `SELECT available FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).Scan(&avail)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -177,7 +119,7 @@ func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channel
 			return cloud.Errorf(cloud.EUNAVAILABLE, "channel %s is not available on the device", channelID)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO serial_channels (device_id, channel_id, config) VALUES (?, ?, ?)
-			ON CONFLICT (device_id, channel_id) DO UPDATE SET config = excluded.config`, deviceID, channelID, string(body)); err != nil {
+			ON CONFLICT (device_id, channel_id) DO UPDATE SET config = excluded.config`, deviceID, channelID, config); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
@@ -186,16 +128,10 @@ func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channel
 		_, err = tx.ExecContext(ctx, `UPDATE serial_state SET desired_version = desired_version + 1 WHERE device_id = ?`, deviceID)
 		return err
 	})
-	if err != nil {
-		if cloud.ErrorCode(err) != cloud.EINTERNAL {
-			return resource.ChannelPutResult{}, err
-		}
-		return resource.ChannelPutResult{}, fmt.Errorf("sqlite: put channel: %w", err)
+	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
+		return fmt.Errorf("sqlite: put channel: %w", err)
 	}
-	if s.Observer != nil {
-		s.Observer.DesiredConfigChanged(deviceID)
-	}
-	return resource.ChannelPutResult{DeviceID: deviceID, ChannelID: channelID, Config: cfg}, nil
+	return err
 }
 
 // SetChannelTelemetry stores the channels' last reported values and sets the
@@ -257,11 +193,7 @@ func (db *DB) DesiredSerialConfig(ctx context.Context, deviceID string) (Desired
 	if err != nil {
 		return DesiredSerial{}, err
 	}
-	st, err := readState(ctx, db.R, deviceID)
-	if err != nil {
-		return DesiredSerial{}, err
-	}
-	rows, err := readChannels(ctx, db.R, deviceID)
+	st, rows, err := serialTables{db}.SerialRows(ctx, deviceID)
 	if err != nil {
 		return DesiredSerial{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/internal/sqlitetest"
 )
 
 // env is a real SQLite file with one organization and one device.
@@ -30,29 +31,15 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	org, err := db.CreateOrg(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, _, err := db.AddDevice(ctx, sqlite.NewDevice{OrgID: org.ID, Name: "gw-1", SerialNumber: "SN1", Model: "IG-500"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := sqlitetest.Open(t)
+	org := sqlitetest.Org(t, db, "acme")
+	dev, _ := sqlitetest.Device(t, db, cloud.NewDevice{OrgID: org.ID, Name: "gw-1", SerialNumber: "SN1", Model: "IG-500"})
 	return &env{db: db, store: sqlite.NewWebhookStore(db), org: org, device: dev.ID}
 }
 
 func (e *env) addDevice(t testing.TB, serial string) string {
 	t.Helper()
-	dev, _, err := e.db.AddDevice(context.Background(), sqlite.NewDevice{OrgID: e.org.ID, Name: serial, SerialNumber: serial, Model: "IG-500"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev, _ := sqlitetest.Device(t, e.db, cloud.NewDevice{OrgID: e.org.ID, Name: serial, SerialNumber: serial, Model: "IG-500"})
 	return dev.ID
 }
 

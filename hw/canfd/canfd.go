@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fleet/fleet/hw"
@@ -103,7 +102,7 @@ type Port struct {
 	opt Options
 	log *slog.Logger
 
-	applyMu sync.Mutex // serialises Apply, recovery and Close
+	guard   hw.Guard // serialises Apply, recovery and Close
 	closing chan struct{}
 	gen     uint64 // counts socket (re)opens; recovery stops when it moves
 	bus     Bus
@@ -121,8 +120,6 @@ type Port struct {
 	note    string // a link setting the interface refused
 	txOn    bool
 	stats   Stats
-
-	closed atomic.Bool
 }
 
 var _ hw.Port = (*Port)(nil)
@@ -137,11 +134,7 @@ func New(ctx context.Context, opt Options, cfg serialcfg.Config) (*Port, error) 
 	if opt.Open == nil {
 		return nil, errors.New("canfd: Options.Open is required")
 	}
-	log := opt.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	p := &Port{opt: opt, log: log.With("channel", opt.Name, "device", opt.Device), closing: make(chan struct{})}
+	p := &Port{opt: opt, log: hw.ChannelLogger(opt.Logger, opt.Name, opt.Device), closing: make(chan struct{})}
 	if err := p.Apply(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -172,9 +165,9 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 		return fmt.Errorf("canfd %s: %w", p.opt.Name, err)
 	}
 
-	p.applyMu.Lock()
-	defer p.applyMu.Unlock()
-	if p.isClosed() {
+	p.guard.Lock()
+	defer p.guard.Unlock()
+	if p.guard.Closed() {
 		return fmt.Errorf("canfd %s: %w", p.opt.Name, ErrClosed)
 	}
 	p.stopTx()
@@ -212,7 +205,7 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 }
 
 // relinkLocked configures the link for c and opens the socket. A link
-// without bit timing (vcan) is noted in telemetry, not refused. applyMu
+// without bit timing (vcan) is noted in telemetry, not refused. guard
 // held, no socket open.
 func (p *Port) relinkLocked(ctx context.Context, c serialcfg.CANFD) error {
 	note := ""
@@ -251,9 +244,9 @@ func (p *Port) recover(gen uint64) {
 			return
 		case <-time.After(wait):
 		}
-		p.applyMu.Lock()
-		if p.isClosed() || p.gen != gen || p.cfg == nil {
-			p.applyMu.Unlock()
+		p.guard.Lock()
+		if p.guard.Closed() || p.gen != gen || p.cfg == nil {
+			p.guard.Unlock()
 			return
 		}
 		p.stopTx()
@@ -261,14 +254,14 @@ func (p *Port) recover(gen uint64) {
 		err := p.relinkLocked(context.Background(), *p.cfg)
 		if err == nil {
 			p.startTx(*p.cfg)
-			p.applyMu.Unlock()
+			p.guard.Unlock()
 			p.log.Info("interface back; channel reopened")
 			return
 		}
 		p.mu.Lock()
 		p.goneErr = "interface " + p.opt.Device + " went away; reopening: " + err.Error()
 		p.mu.Unlock()
-		p.applyMu.Unlock()
+		p.guard.Unlock()
 		wait = min(2*wait, recoverMax)
 	}
 }
@@ -289,9 +282,7 @@ func txFrame(tx serialcfg.CANFDTx) (Frame, error) {
 	return Frame{ID: id, Extended: ext, FD: true, BRS: true, Data: data}, nil
 }
 
-func (p *Port) isClosed() bool { return p.closed.Load() }
-
-// startRx opens the bus and starts its receive loop. applyMu held.
+// startRx opens the bus and starts its receive loop. guard held.
 func (p *Port) startRx() error {
 	bus, err := p.opt.Open()
 	if err != nil {
@@ -305,7 +296,7 @@ func (p *Port) startRx() error {
 	return nil
 }
 
-// stopRx closes the bus and waits for its receive loop. applyMu held.
+// stopRx closes the bus and waits for its receive loop. guard held.
 func (p *Port) stopRx() {
 	if p.bus == nil {
 		return
@@ -369,7 +360,7 @@ func (p *Port) startTx(c serialcfg.CANFD) {
 }
 
 // startTxFrame starts the tx schedule: one send now, then one every
-// intervalMs, or only the one when intervalMs is 0. applyMu held.
+// intervalMs, or only the one when intervalMs is 0. guard held.
 func (p *Port) startTxFrame(c serialcfg.CANFD, f Frame) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -405,7 +396,7 @@ func (p *Port) send(bus Bus, f Frame) {
 	p.sendErr, p.recvErr = "", ""
 }
 
-// stopTx stops the tx schedule and waits for it. applyMu held.
+// stopTx stops the tx schedule and waits for it. guard held.
 func (p *Port) stopTx() {
 	if p.txStop == nil {
 		return
@@ -422,7 +413,7 @@ func (p *Port) stopTx() {
 func (p *Port) Telemetry() serialcfg.Telemetry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed.Load() {
+	if p.guard.Closed() {
 		return serialcfg.Telemetry{Live: p.live, Error: "port closed"}
 	}
 	t := serialcfg.Telemetry{Live: p.live, TxOn: p.txOn}
@@ -450,13 +441,10 @@ func (p *Port) Stats() Stats {
 
 // Close stops tx and rx and closes the socket.
 func (p *Port) Close() error {
-	p.applyMu.Lock()
-	defer p.applyMu.Unlock()
-	if !p.closed.CompareAndSwap(false, true) {
+	return p.guard.Close(func() error {
+		close(p.closing)
+		p.stopTx()
+		p.stopRx()
 		return nil
-	}
-	close(p.closing)
-	p.stopTx()
-	p.stopRx()
-	return nil
+	})
 }

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	pgpio "periph.io/x/conn/v3/gpio"
@@ -73,9 +72,9 @@ type Port struct {
 	log *slog.Logger
 	now func() time.Time
 
-	applyMu sync.Mutex // serialises Apply and Close
-	stop    context.CancelFunc
-	done    chan struct{}
+	guard hw.Guard // serialises Apply and Close
+	stop  context.CancelFunc
+	done  chan struct{}
 
 	mu     sync.Mutex
 	live   string
@@ -87,8 +86,6 @@ type Port struct {
 	// line turns itself into a pulled-up input to read).
 	driven bool
 	level  pgpio.Level
-
-	closed atomic.Bool
 }
 
 var _ hw.Port = (*Port)(nil)
@@ -98,15 +95,11 @@ func New(ctx context.Context, opt Options, cfg serialcfg.Config) (*Port, error) 
 	if opt.Pin == nil {
 		return nil, errors.New("gpio: Options.Pin is required")
 	}
-	log := opt.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	now := opt.Now
 	if now == nil {
 		now = time.Now
 	}
-	p := &Port{opt: opt, log: log.With("channel", opt.Name, "device", opt.Device), now: now}
+	p := &Port{opt: opt, log: hw.ChannelLogger(opt.Logger, opt.Name, opt.Device), now: now}
 	if err := p.Apply(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -139,9 +132,9 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 	}
 	c := *cfg.GPIO
 
-	p.applyMu.Lock()
-	defer p.applyMu.Unlock()
-	if p.closed.Load() {
+	p.guard.Lock()
+	defer p.guard.Unlock()
+	if p.guard.Closed() {
 		return fmt.Errorf("gpio %s: %w", p.opt.Name, ErrClosed)
 	}
 	p.stopLoop()
@@ -267,7 +260,7 @@ func (p *Port) inputLoop(ctx context.Context, done chan struct{}, edges bool, st
 	}
 }
 
-// stopLoop stops the running loop and waits for it. applyMu held.
+// stopLoop stops the running loop and waits for it. guard held.
 func (p *Port) stopLoop() {
 	if p.stop == nil {
 		return
@@ -281,7 +274,7 @@ func (p *Port) stopLoop() {
 func (p *Port) Telemetry() serialcfg.Telemetry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed.Load() {
+	if p.guard.Closed() {
 		return serialcfg.Telemetry{Live: p.live, Error: "port closed"}
 	}
 	return serialcfg.Telemetry{Live: p.live, TxOn: p.txOn, Error: p.err}
@@ -296,14 +289,11 @@ func (p *Port) Writes() int {
 
 // Close stops the channel and releases the line.
 func (p *Port) Close() error {
-	p.applyMu.Lock()
-	defer p.applyMu.Unlock()
-	if !p.closed.CompareAndSwap(false, true) {
+	return p.guard.Close(func() error {
+		p.stopLoop()
+		if p.opt.Release != nil {
+			return p.opt.Release()
+		}
 		return nil
-	}
-	p.stopLoop()
-	if p.opt.Release != nil {
-		return p.opt.Release()
-	}
-	return nil
+	})
 }

@@ -58,9 +58,7 @@ type Port struct {
 	opts   Options
 	bus    *Bus
 
-	cancel context.CancelFunc
-	done   chan struct{}
-	wake   chan struct{}
+	loop hw.Loop
 
 	mu       sync.Mutex
 	cfg      serialcfg.RS485
@@ -116,8 +114,6 @@ func OpenWith(ctx context.Context, device string, cfg serialcfg.Config, log *slo
 		log:      log,
 		opts:     opts,
 		bus:      newBus(s, opts.ResponseTimeout, opts.OwnerGap),
-		done:     make(chan struct{}),
-		wake:     make(chan struct{}, 1),
 		managed:  true,
 		slaveErr: map[int]slaveErr{},
 	}
@@ -127,9 +123,7 @@ func OpenWith(ctx context.Context, device string, cfg serialcfg.Config, log *slo
 		sp.Close()
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	go p.run(runCtx)
+	p.loop.Start(p.run)
 	return p, nil
 }
 
@@ -185,7 +179,7 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 		}
 	}
 	p.mu.Unlock()
-	p.poke()
+	p.loop.Wake()
 	return nil
 }
 
@@ -196,7 +190,7 @@ func (p *Port) SetManaged(on bool) {
 	p.mu.Lock()
 	p.managed = on
 	p.mu.Unlock()
-	p.poke()
+	p.loop.Wake()
 }
 
 // Telemetry returns live (the last registers read or written, decimal,
@@ -219,23 +213,12 @@ func (p *Port) Telemetry() serialcfg.Telemetry {
 
 // Close stops the master and closes the tty.
 func (p *Port) Close() error {
-	if p.cancel != nil {
-		p.cancel()
-		<-p.done
-	}
+	p.loop.Stop()
 	p.bus.setPort(nil)
 	return nil
 }
 
-func (p *Port) poke() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
 func (p *Port) run(ctx context.Context) {
-	defer close(p.done)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for ctx.Err() == nil {
@@ -258,15 +241,9 @@ func (p *Port) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.wake:
+		case <-p.loop.Woken():
 		case <-p.bus.lost:
 		case <-timer.C:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
 		}
 	}
 }
@@ -306,11 +283,7 @@ func (p *Port) next(now time.Time) (func(context.Context), time.Duration) {
 	}
 	if tx := p.tx; tx != nil {
 		if d := tx.next.Sub(now); d <= 0 && (due == nil || !due.next.Before(tx.next)) {
-			if tx.interval > 0 {
-				tx.next = now.Add(tx.interval)
-			} else {
-				tx.next = now.Add(24 * time.Hour)
-			}
+			tx.next = hw.NextSend(now, tx.interval)
 			job := *tx
 			return func(ctx context.Context) { p.write(ctx, tx, job) }, 0
 		} else if d > 0 {

@@ -43,9 +43,7 @@ type Port struct {
 	log    *slog.Logger
 	opts   Options
 
-	cancel context.CancelFunc
-	done   chan struct{}
-	wake   chan struct{}
+	loop hw.Loop
 
 	// wmu serializes writes (tx and a raw client) and guards sp swaps.
 	wmu sync.Mutex
@@ -87,15 +85,12 @@ func OpenWith(ctx context.Context, device string, cfg serialcfg.Config, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("uart: %w", err)
 	}
-	p := &Port{device: device, log: log, opts: opts, sp: sp, settings: s, managed: true,
-		done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	p := &Port{device: device, log: log, opts: opts, sp: sp, settings: s, managed: true}
 	if err := p.Apply(ctx, cfg); err != nil {
 		sp.Close()
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	go p.run(runCtx)
+	p.loop.Start(p.run)
 	return p, nil
 }
 
@@ -131,7 +126,7 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 		p.txOn = true
 	}
 	p.mu.Unlock()
-	p.poke()
+	p.loop.Wake()
 	return nil
 }
 
@@ -148,7 +143,7 @@ func (p *Port) SetManaged(on bool) {
 	p.mu.Lock()
 	p.managed = on
 	p.mu.Unlock()
-	p.poke()
+	p.loop.Wake()
 }
 
 // Telemetry returns the last line received, txOn and error.
@@ -164,8 +159,7 @@ func (p *Port) Telemetry() serialcfg.Telemetry {
 
 // Close stops the channel and closes the tty.
 func (p *Port) Close() error {
-	p.cancel()
-	<-p.done
+	p.loop.Stop()
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.sp != nil {
@@ -223,17 +217,9 @@ func (p *Port) write(b []byte) error {
 	return err
 }
 
-func (p *Port) poke() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
 // run reads the tty (in its own goroutine per open) and drives tx, and
 // reopens the tty when it goes away.
 func (p *Port) run(ctx context.Context) {
-	defer close(p.done)
 	for ctx.Err() == nil {
 		p.wmu.Lock()
 		sp := p.sp
@@ -275,11 +261,7 @@ func (p *Port) transmit(ctx context.Context, lost chan struct{}) {
 				wait = d
 			} else {
 				data = tx.data
-				if tx.interval > 0 {
-					tx.next = time.Now().Add(tx.interval)
-				} else {
-					tx.next = time.Now().Add(24 * time.Hour)
-				}
+				tx.next = hw.NextSend(time.Now(), tx.interval)
 			}
 		}
 		p.mu.Unlock()
@@ -307,14 +289,8 @@ func (p *Port) transmit(ctx context.Context, lost chan struct{}) {
 			return
 		case <-lost:
 			return
-		case <-p.wake:
+		case <-p.loop.Woken():
 		case <-timer.C:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
 		}
 	}
 }

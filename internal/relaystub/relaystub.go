@@ -49,26 +49,40 @@ func (r *Relay) Close() {
 	r.srv.Close()
 }
 
-func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
+// Accept answers req as a relay's agent endpoint does before the hello:
+// 404 off protocol.Path, 401 with WWW-Authenticate unless token is the
+// request's bearer token, a protocol-error close without the protocol's
+// subprotocol; else it returns the websocket, with the protocol's read
+// limit, for the caller to serve and close. It returns nil when it
+// answered the request itself.
+func Accept(w http.ResponseWriter, req *http.Request, token string) *websocket.Conn {
 	if req.URL.Path != protocol.Path {
 		http.NotFound(w, req)
-		return
+		return nil
 	}
-	if req.Header.Get("Authorization") != "Bearer "+r.Token {
+	if req.Header.Get("Authorization") != "Bearer "+token {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
-		return
+		return nil
 	}
 	c, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{protocol.Subprotocol}})
 	if err != nil {
+		return nil
+	}
+	if c.Subprotocol() != protocol.Subprotocol {
+		c.Close(protocol.CloseProtocolError, "subprotocol required")
+		return nil
+	}
+	c.SetReadLimit(protocol.MaxMessageBytes)
+	return c
+}
+
+func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
+	c := Accept(w, req, r.Token)
+	if c == nil {
 		return
 	}
 	defer c.CloseNow()
-	if c.Subprotocol() != protocol.Subprotocol {
-		c.Close(protocol.CloseProtocolError, "subprotocol required")
-		return
-	}
-	c.SetReadLimit(protocol.MaxMessageBytes)
 	ctx := req.Context()
 	r.Mu.Lock()
 	r.conns = append(r.conns, c)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -82,12 +81,8 @@ func runKeyCreate(ctx context.Context, args []string, stdout io.Writer) error {
 
 func runKeyList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("key list")
-	org := f.String("org", "organization id", true)
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
-		if _, err := st.Org(ctx, *org); err != nil {
-			return output{}, err
-		}
-		keys, err := st.Panel.OrgKeys(ctx, *org)
+	return f.runInOrg(ctx, args, stdout, func(ctx context.Context, st *relayStore, org string) (output, error) {
+		keys, err := st.Panel.OrgKeys(ctx, org)
 		if err != nil {
 			return output{}, err
 		}
@@ -99,19 +94,18 @@ func runKeyList(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		now := st.Now()
 		return output{out, func(w io.Writer) {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSCOPES\tSTATUS\tEXPIRES\tCREATED\tLAST USED")
-			for _, k := range keys {
-				status := "active"
-				switch {
-				case !k.RevokedAt.IsZero():
-					status = "revoked"
-				case !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt):
-					status = "expired"
+			printTable(w, "ID\tNAME\tSCOPES\tSTATUS\tEXPIRES\tCREATED\tLAST USED", func(tw io.Writer) {
+				for _, k := range keys {
+					status := "active"
+					switch {
+					case !k.RevokedAt.IsZero():
+						status = "revoked"
+					case !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt):
+						status = "expired"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Scopes, ","), status, humanTime(k.ExpiresAt, "never"), humanTime(k.CreatedAt, ""), humanTime(k.LastUsedAt, "never"))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Scopes, ","), status, humanTime(k.ExpiresAt, "never"), humanTime(k.CreatedAt, ""), humanTime(k.LastUsedAt, "never"))
-			}
-			tw.Flush()
+			})
 		}}, nil
 	})
 }

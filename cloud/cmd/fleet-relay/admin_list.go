@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/resource"
@@ -27,27 +26,22 @@ func runOrgList(ctx context.Context, args []string, stdout io.Writer) error {
 			out = append(out, orgJSON{o.ID, o.Name, jsonTime(o.CreatedAt)})
 		}
 		return output{out, func(w io.Writer) {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tCREATED")
-			for _, o := range orgs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", o.ID, o.Name, humanTime(o.CreatedAt, ""))
-			}
-			tw.Flush()
+			printTable(w, "ID\tNAME\tCREATED", func(tw io.Writer) {
+				for _, o := range orgs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", o.ID, o.Name, humanTime(o.CreatedAt, ""))
+				}
+			})
 		}}, nil
 	})
 }
 
 func runDeviceList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("device list")
-	org := f.String("org", "organization id", true)
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
-		if _, err := st.Org(ctx, *org); err != nil {
-			return output{}, err
-		}
+	return f.runInOrg(ctx, args, stdout, func(ctx context.Context, st *relayStore, org string) (output, error) {
 		devices := []resource.Device{}
 		cursor := ""
 		for {
-			page, err := st.Devices().ListDevices(ctx, *org, cloud.DeviceFilter{Page: cloud.Page{Limit: 100, Cursor: cursor}})
+			page, err := st.Devices().ListDevices(ctx, org, cloud.DeviceFilter{Page: cloud.Page{Limit: 100, Cursor: cursor}})
 			if err != nil {
 				return output{}, err
 			}
@@ -58,16 +52,15 @@ func runDeviceList(ctx context.Context, args []string, stdout io.Writer) error {
 			cursor = *page.Pagination.NextCursor
 		}
 		return output{devices, func(w io.Writer) {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSERIAL\tMODEL\tSTATUS\tLAST SEEN")
-			for _, d := range devices {
-				seen := "never"
-				if d.LastSeen != nil {
-					seen = humanTime(d.LastSeen.Time, "never")
+			printTable(w, "ID\tNAME\tSERIAL\tMODEL\tSTATUS\tLAST SEEN", func(tw io.Writer) {
+				for _, d := range devices {
+					seen := "never"
+					if d.LastSeen != nil {
+						seen = humanTime(d.LastSeen.Time, "never")
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Name, d.SerialNumber, d.Model, d.Status, seen)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Name, d.SerialNumber, d.Model, d.Status, seen)
-			}
-			tw.Flush()
+			})
 		}}, nil
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/peterbourgon/ff/v3"
@@ -217,6 +218,18 @@ func (f *adminFlags) run(ctx context.Context, args []string, stdout io.Writer, d
 	return f.print(stdout, out.v, out.human)
 }
 
+// runInOrg adds --org and runs do for that organization once it is known
+// to exist: listing an unknown organization is not_found, not an empty list.
+func (f *adminFlags) runInOrg(ctx context.Context, args []string, stdout io.Writer, do func(ctx context.Context, st *relayStore, org string) (output, error)) error {
+	org := f.String("org", "organization id", true)
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+		if _, err := st.Org(ctx, *org); err != nil {
+			return output{}, err
+		}
+		return do(ctx, st, *org)
+	})
+}
+
 // parse parses args, then FLEET_ environment variables for flags not given.
 func (f *adminFlags) parse(args []string) error {
 	return parseFlags(f.FS, args)
@@ -261,6 +274,15 @@ func (f *adminFlags) print(w io.Writer, v any, human func(w io.Writer)) error {
 	}
 	human(w)
 	return nil
+}
+
+// printTable writes header and the rows that rows writes to tw, tab
+// separated, as aligned columns.
+func printTable(w io.Writer, header string, rows func(tw io.Writer)) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	rows(tw)
+	tw.Flush()
 }
 
 // jsonTime formats t for JSON output: RFC 3339 UTC with milliseconds, or

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"sort"
-	"text/tabwriter"
 
 	"github.com/fleet/fleet/cloud/postgres"
 	"github.com/fleet/fleet/cloud/sqlite"
@@ -63,12 +62,11 @@ func runStoreCopy(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	sort.Strings(tables)
 	return f.print(stdout, map[string]any{"tables": res, "rows": total}, func(w io.Writer) {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TABLE\tROWS")
-		for _, t := range tables {
-			fmt.Fprintf(tw, "%s\t%d\n", t, res[t])
-		}
-		tw.Flush()
+		printTable(w, "TABLE\tROWS", func(tw io.Writer) {
+			for _, t := range tables {
+				fmt.Fprintf(tw, "%s\t%d\n", t, res[t])
+			}
+		})
 		fmt.Fprintf(w, "Copied %d rows from %s into %s. Start the relays with --db set to that URL.\n", total, *from, redactDB(*to))
 	})
 }

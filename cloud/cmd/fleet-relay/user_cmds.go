@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/password"
@@ -103,12 +102,8 @@ func (a *app) runUserCreate(ctx context.Context, args []string, stdout io.Writer
 
 func runUserList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("user list")
-	org := f.String("org", "organization id", true)
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
-		if _, err := st.Org(ctx, *org); err != nil {
-			return output{}, err
-		}
-		users, err := st.Panel.ListUsers(ctx, *org)
+	return f.runInOrg(ctx, args, stdout, func(ctx context.Context, st *relayStore, org string) (output, error) {
+		users, err := st.Panel.ListUsers(ctx, org)
 		if err != nil {
 			return output{}, err
 		}
@@ -119,16 +114,15 @@ func runUserList(ctx context.Context, args []string, stdout io.Writer) error {
 			out = append(out, j)
 		}
 		return output{out, func(w io.Writer) {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tEMAIL\tROLE\tSTATUS\tCREATED")
-			for _, u := range users {
-				status := "active"
-				if u.Disabled() {
-					status = "disabled " + humanTime(u.DisabledAt, "")
+			printTable(w, "ID\tEMAIL\tROLE\tSTATUS\tCREATED", func(tw io.Writer) {
+				for _, u := range users {
+					status := "active"
+					if u.Disabled() {
+						status = "disabled " + humanTime(u.DisabledAt, "")
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.ID, u.Email, u.Role, status, humanTime(u.CreatedAt, ""))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.ID, u.Email, u.Role, status, humanTime(u.CreatedAt, ""))
-			}
-			tw.Flush()
+			})
 		}}, nil
 	})
 }

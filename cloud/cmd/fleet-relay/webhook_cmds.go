@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"text/tabwriter"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -99,25 +98,24 @@ func runWebhookDeliveries(ctx context.Context, args []string, stdout io.Writer) 
 				fmt.Fprintln(w, "No deliveries.")
 				return
 			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "DELIVERY\tEVENT\tDEVICE\tSTATE\tCREATED\tURL")
-			for _, d := range ds {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Event, d.DeviceID, d.State, humanTime(d.CreatedAt, "-"), d.URL)
-				for _, a := range d.Attempts {
-					res := fmt.Sprint(a.StatusCode)
-					if a.StatusCode == 0 {
-						res = a.Error
+			printTable(w, "DELIVERY\tEVENT\tDEVICE\tSTATE\tCREATED\tURL", func(tw io.Writer) {
+				for _, d := range ds {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Event, d.DeviceID, d.State, humanTime(d.CreatedAt, "-"), d.URL)
+					for _, a := range d.Attempts {
+						res := fmt.Sprint(a.StatusCode)
+						if a.StatusCode == 0 {
+							res = a.Error
+						}
+						fmt.Fprintf(tw, "  attempt %d\t%s\t%dms\t\t%s\t\n", a.Attempt, res, a.DurationMs, humanTime(a.At, "-"))
 					}
-					fmt.Fprintf(tw, "  attempt %d\t%s\t%dms\t\t%s\t\n", a.Attempt, res, a.DurationMs, humanTime(a.At, "-"))
+					if d.NextAttemptAt != nil {
+						fmt.Fprintf(tw, "  next attempt\t\t\t\t%s\t\n", humanTime(*d.NextAttemptAt, "-"))
+					}
+					if len(d.Attempts) == 0 && d.LastError != "" {
+						fmt.Fprintf(tw, "  %s\t\t\t\t\t\n", d.LastError)
+					}
 				}
-				if d.NextAttemptAt != nil {
-					fmt.Fprintf(tw, "  next attempt\t\t\t\t%s\t\n", humanTime(*d.NextAttemptAt, "-"))
-				}
-				if len(d.Attempts) == 0 && d.LastError != "" {
-					fmt.Fprintf(tw, "  %s\t\t\t\t\t\n", d.LastError)
-				}
-			}
-			tw.Flush()
+			})
 		}}, nil
 	})
 }

@@ -164,18 +164,6 @@ func MetricsResponse(q cloud.MetricsQuery, limit int, newestFirst []resource.Met
 	return out
 }
 
-// Page is a page of a keyset-paginated list from the rows of its query,
-// which asked for limit+1: the first limit, and the cursor of the next
-// page when there was one more.
-func Page[T any](rows []T, limit int, id func(T) string) resource.List[T] {
-	out := resource.List[T]{Data: []T{}}
-	if rows != nil {
-		out.Data = rows
-	}
-	out.Data, out.Pagination = cloud.Paginate(out.Data, limit, id)
-	return out
-}
-
 // StatusCount is a row of `SELECT status, COUNT(*) … GROUP BY status` over
 // devices.
 type StatusCount struct {
@@ -229,29 +217,4 @@ func ResolvedEvent(a resource.Alert, r alert.Rule, message string, at time.Time)
 		return resource.Event{}, err
 	}
 	return resource.Event{ID: ids.New(), Type: alert.EventResolved, Severity: resource.SeverityInfo, Message: message, Data: data, CreatedAt: resource.T(at)}, nil
-}
-
-// ListQuery is a keyset-paginated list query: SQL asks with Args for
-// Limit+1 rows after Cursor ("" on the first page); CursorSQL finds the
-// cursor among the list's items in Scope (arguments: cursor, scope).
-type ListQuery struct {
-	What, SQL        string
-	Args             []any
-	Limit            int
-	Cursor           string
-	CursorSQL, Scope string
-}
-
-// ListPage answers the page of l from its rows, as the store's query
-// returns them; an empty page after a cursor that findCursor does not find
-// (the query cannot tell it from the end of the list) is its error,
-// ECURSOR.
-func ListPage[T any](l ListQuery, rows []T, err error, findCursor func() error, id func(T) string) (resource.List[T], error) {
-	if err == nil && len(rows) == 0 && l.Cursor != "" {
-		err = findCursor()
-	}
-	if err != nil {
-		return resource.List[T]{Data: []T{}}, err
-	}
-	return Page(rows, l.Limit, id), nil
 }

@@ -1,10 +1,15 @@
 package sqlstore
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"strconv"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // SerialStateColumns are the columns ScanSerialState reads, in order.
@@ -105,4 +110,126 @@ func SerialPatchSQL(p cloud.SerialPatch, deviceID string, ph Placeholder) (strin
 	}
 	args = append(args, deviceID)
 	return q + ` WHERE device_id = ` + ph(len(args)), args
+}
+
+// SerialTables is what SerialService reads and writes of a store's
+// serial_state and serial_channels tables, in the store's dialect.
+type SerialTables interface {
+	// SerialModel is the catalog model of the organization's device:
+	// ENOTFOUND, or ECAPABILITY when it has no serial I/O.
+	SerialModel(ctx context.Context, orgID, deviceID string) (catalog.Model, error)
+	// SerialRows reads the device's state (DefaultSerialState when it has
+	// no row) and its channels by id.
+	SerialRows(ctx context.Context, deviceID string) (SerialState, map[string]*cloud.StoredChannel, error)
+	// StoredChannel reads one channel's row; nil when it has none.
+	StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error)
+	// PatchSerial applies p and bumps the desired version in one
+	// transaction, and returns the state it left.
+	PatchSerial(ctx context.Context, deviceID string, p cloud.SerialPatch) (SerialState, error)
+	// PutChannel stores config as the channel's desired configuration and
+	// bumps the desired version in one transaction; EUNAVAILABLE when the
+	// agent reported the channel unusable.
+	PutChannel(ctx context.Context, deviceID, channelID, config string) error
+}
+
+// SerialService implements cloud.SerialService on a store's tables: the
+// desired configuration lives in serial_state and serial_channels, the
+// channel layout and defaults come from the hardware catalog.
+type SerialService struct {
+	Tables SerialTables
+	// Observer, when set before use, is told after a change of the desired
+	// configuration has been committed.
+	Observer cloud.DesiredConfigObserver
+}
+
+var _ cloud.SerialService = (*SerialService)(nil)
+
+// Serial returns the device's full industrial I/O state.
+func (s *SerialService) Serial(ctx context.Context, orgID, deviceID string) (resource.SerialState, error) {
+	m, st, chans, err := s.read(ctx, orgID, deviceID)
+	if err != nil {
+		return resource.SerialState{}, err
+	}
+	return cloud.SerialView(deviceID, m, st.View(), chans)
+}
+
+// read reads the device's model, state and channels.
+func (s *SerialService) read(ctx context.Context, orgID, deviceID string) (catalog.Model, SerialState, map[string]*cloud.StoredChannel, error) {
+	m, err := s.Tables.SerialModel(ctx, orgID, deviceID)
+	if err != nil {
+		return m, SerialState{}, nil, err
+	}
+	st, chans, err := s.Tables.SerialRows(ctx, deviceID)
+	return m, st, chans, err
+}
+
+// PatchSerial changes the usage mode and the forwarding, bumping the desired
+// version, and tells the Observer after the commit.
+func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string, p cloud.SerialPatch) (resource.SerialPatchResult, error) {
+	if err := p.Validate(); err != nil {
+		return resource.SerialPatchResult{}, err
+	}
+	if _, err := s.Tables.SerialModel(ctx, orgID, deviceID); err != nil {
+		return resource.SerialPatchResult{}, err
+	}
+	st, err := s.Tables.PatchSerial(ctx, deviceID, p)
+	if err != nil {
+		return resource.SerialPatchResult{}, err
+	}
+	s.changed(deviceID)
+	return resource.SerialPatchResult{DeviceID: deviceID, Mode: st.Mode, Forwarding: st.Forwarding()}, nil
+}
+
+// Telemetry returns the last values the device reported, one entry per
+// channel of its model.
+func (s *SerialService) Telemetry(ctx context.Context, orgID, deviceID string) (resource.SerialTelemetry, error) {
+	m, st, chans, err := s.read(ctx, orgID, deviceID)
+	if err != nil {
+		return resource.SerialTelemetry{}, err
+	}
+	return cloud.TelemetryView(deviceID, m, resource.TP(MsTime(st.TelemetryAt)), chans), nil
+}
+
+// Channel returns one channel; ENOTFOUND when the model has no such channel.
+func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID string) (resource.Channel, error) {
+	m, err := s.Tables.SerialModel(ctx, orgID, deviceID)
+	if err != nil {
+		return resource.Channel{}, err
+	}
+	c, ok := m.Channel(channelID)
+	if !ok {
+		return resource.Channel{}, cloud.ErrChannelNotFound(channelID)
+	}
+	row, err := s.Tables.StoredChannel(ctx, deviceID, channelID)
+	if err != nil {
+		return resource.Channel{}, err
+	}
+	return cloud.ChannelView(c, row)
+}
+
+// PutChannel stores the channel's desired configuration, bumping the
+// desired version, and tells the Observer after the commit.
+func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config) (resource.ChannelPutResult, error) {
+	m, err := s.Tables.SerialModel(ctx, orgID, deviceID)
+	if err != nil {
+		return resource.ChannelPutResult{}, err
+	}
+	if err := cloud.CheckChannelPut(m, channelID, cfg); err != nil {
+		return resource.ChannelPutResult{}, err
+	}
+	body, err := json.Marshal(cfg)
+	if err != nil {
+		return resource.ChannelPutResult{}, fmt.Errorf("put channel: %w", err)
+	}
+	if err := s.Tables.PutChannel(ctx, deviceID, channelID, string(body)); err != nil {
+		return resource.ChannelPutResult{}, err
+	}
+	s.changed(deviceID)
+	return resource.ChannelPutResult{DeviceID: deviceID, ChannelID: channelID, Config: cfg}, nil
+}
+
+func (s *SerialService) changed(deviceID string) {
+	if s.Observer != nil {
+		s.Observer.DesiredConfigChanged(deviceID)
+	}
 }

@@ -81,7 +81,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, redact(fmt.Errorf("postgres: %w", err), pw)
 	}
 	db := &DB{Pool: pool, Now: time.Now, url: url, password: pw, parts: map[string]bool{}}
-	db.devices, db.serial, db.alerts = &DeviceService{db: db}, &SerialService{Tables: serialTables{db}}, &AlertService{db: db}
+	db.devices, db.serial, db.alerts = &DeviceService{Tables: tables{db}}, &SerialService{Tables: tables{db}}, &AlertService{db: db}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, redact(fmt.Errorf("postgres: connect to %s: %w", describe(cfg), err), pw)

@@ -14,10 +14,9 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// DeviceService implements cloud.DeviceService on the store.
-type DeviceService struct{ db *DB }
-
-var _ cloud.DeviceService = (*DeviceService)(nil)
+// DeviceService implements cloud.DeviceService on the store's devices,
+// metrics and events tables (tables).
+type DeviceService = sqlstore.DeviceService
 
 // query runs q and collects its rows with scan.
 func query[T any](ctx context.Context, db *DB, what string, scan func(sqlstore.Row) (T, error), q string, args ...any) ([]T, error) {
@@ -32,18 +31,11 @@ func query[T any](ctx context.Context, db *DB, what string, scan func(sqlstore.R
 	return out, nil
 }
 
-// ListDevices lists the organization's devices oldest first (created_at,
-// then id), keyset-paginated; the cursor must be a device of the
-// organization, and the status filter is not applied to it.
-func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.DeviceFilter) (resource.List[resource.Device], error) {
-	return listPage(ctx, s.db, sqlstore.DeviceList(orgID, f))
-}
-
-// Device returns the organization's device id, or ENOTFOUND.
-func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
+// DeviceDetail implements sqlstore.DeviceTables.
+func (t tables) DeviceDetail(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
 	var dd resource.DeviceDetail
 	var err error
-	dd.Device, err = sqlstore.ScanDevice(s.db.Pool.QueryRow(ctx, `SELECT `+sqlstore.DeviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone
+	dd.Device, err = sqlstore.ScanDevice(t.db.Pool.QueryRow(ctx, `SELECT `+sqlstore.DeviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone
 		FROM devices WHERE id = $1 AND org_id = $2`, id, orgID), &dd.Notes, &dd.AgentDeviceName, &dd.AgentDeviceLocation, &dd.AgentTimezone)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return resource.DeviceDetail{}, deviceNotFound(id)
@@ -54,35 +46,21 @@ func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.
 	return dd, nil
 }
 
-const metricsSQL = `SELECT ` + sqlstore.SampleColumns + ` FROM metrics
-	WHERE device_id = $1 AND captured_at >= $2 AND captured_at <= $3 ORDER BY captured_at DESC LIMIT $4`
+var metricsSQL = sqlstore.SamplesSQL(sqlstore.Dollar)
 
-// Metrics returns the device's samples in [q.From, q.To], ascending; the
-// newest q.Limit when more fall in the window.
-func (s *DeviceService) Metrics(ctx context.Context, orgID, deviceID string, q cloud.MetricsQuery) (resource.MetricsResponse, error) {
-	out := resource.MetricsResponse{Data: []resource.MetricSample{}}
-	if q.From.After(q.To) {
-		return out, cloud.Errorf(cloud.EINVALID, "from must not be after to")
-	}
-	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
-		return out, err
-	}
-	limit := cloud.ListLimit(q.Limit, 200, 1000)
-	data, err := query(ctx, s.db, "metrics", sqlstore.ScanSample, metricsSQL, deviceID, q.From.UnixMilli(), q.To.UnixMilli(), limit+1)
-	if err != nil {
-		return out, err
-	}
-	return sqlstore.MetricsResponse(q, limit, data), nil
+// NewestSamples implements sqlstore.DeviceTables.
+func (t tables) NewestSamples(ctx context.Context, deviceID string, from, to time.Time, n int) ([]resource.MetricSample, error) {
+	return query(ctx, t.db, "metrics", sqlstore.ScanSample, metricsSQL, deviceID, from.UnixMilli(), to.UnixMilli(), n)
 }
 
-// Events lists the device's events newest first (created_at, then id),
-// keyset-paginated; the cursor must be an event of this device.
-func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cloud.EventFilter) (resource.List[resource.Event], error) {
-	out := resource.List[resource.Event]{Data: []resource.Event{}}
-	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
-		return out, err
-	}
-	return listPage(ctx, s.db, sqlstore.EventList(deviceID, f))
+// DevicePage implements sqlstore.DeviceTables.
+func (t tables) DevicePage(ctx context.Context, k sqlstore.Keyset[resource.Device]) (resource.List[resource.Device], error) {
+	return listPage(ctx, t.db, k)
+}
+
+// EventPage implements sqlstore.DeviceTables.
+func (t tables) EventPage(ctx context.Context, k sqlstore.Keyset[resource.Event]) (resource.List[resource.Event], error) {
+	return listPage(ctx, t.db, k)
 }
 
 // checkCursor returns ECURSOR unless query (cursor, scope) finds a row.
@@ -108,10 +86,9 @@ func listPage[T any](ctx context.Context, db *DB, k sqlstore.Keyset[T]) (resourc
 	return k.Page(list, err, func() error { return db.checkCursor(ctx, k.CursorSQL(sqlstore.Dollar), k.Cursor, k.Scope) })
 }
 
-// checkDevice returns ENOTFOUND unless the device exists in the organization.
-func (db *DB) checkDevice(ctx context.Context, orgID, deviceID string) error {
-	_, err := db.deviceModel(ctx, orgID, deviceID)
-	return err
+// DeviceModel implements sqlstore.DeviceTables and sqlstore.SerialTables.
+func (t tables) DeviceModel(ctx context.Context, orgID, deviceID string) (string, error) {
+	return t.db.deviceModel(ctx, orgID, deviceID)
 }
 
 // deviceModel returns the model of the organization's device, or ENOTFOUND.

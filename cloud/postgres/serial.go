@@ -8,28 +8,12 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/hw/catalog"
 )
 
 // SerialService implements cloud.SerialService on the store's
-// serial_state and serial_channels tables (serialTables).
+// serial_state and serial_channels tables (tables); every change of the
+// desired configuration notifies the other relays (notifyConfig).
 type SerialService = sqlstore.SerialService
-
-// serialTables are db's serial tables in PostgreSQL's dialect
-// (sqlstore.SerialTables); every change of the desired configuration
-// notifies the other relays (notifyConfig).
-type serialTables struct{ db *DB }
-
-var _ sqlstore.SerialTables = serialTables{}
-
-// SerialModel implements sqlstore.SerialTables.
-func (t serialTables) SerialModel(ctx context.Context, orgID, deviceID string) (catalog.Model, error) {
-	name, err := t.db.deviceModel(ctx, orgID, deviceID)
-	if err != nil {
-		return catalog.Model{}, err
-	}
-	return cloud.SerialModel(name)
-}
 
 // querier is a pool or a transaction.
 type querier interface {
@@ -48,7 +32,7 @@ func readState(ctx context.Context, q querier, deviceID string) (sqlstore.Serial
 }
 
 // SerialRows implements sqlstore.SerialTables.
-func (t serialTables) SerialRows(ctx context.Context, deviceID string) (sqlstore.SerialState, map[string]*cloud.StoredChannel, error) {
+func (t tables) SerialRows(ctx context.Context, deviceID string) (sqlstore.SerialState, map[string]*cloud.StoredChannel, error) {
 	st, err := readState(ctx, t.db.Pool, deviceID)
 	if err != nil {
 		return st, nil, err
@@ -61,7 +45,7 @@ func (t serialTables) SerialRows(ctx context.Context, deviceID string) (sqlstore
 }
 
 // StoredChannel implements sqlstore.SerialTables.
-func (t serialTables) StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error) {
+func (t tables) StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error) {
 	var row cloud.StoredChannel
 	err := t.db.Pool.QueryRow(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = $1 AND channel_id = $2`, deviceID, channelID).
 		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough)
@@ -75,7 +59,7 @@ func (t serialTables) StoredChannel(ctx context.Context, deviceID, channelID str
 }
 
 // PatchSerial implements sqlstore.SerialTables.
-func (t serialTables) PatchSerial(ctx context.Context, deviceID string, p cloud.SerialPatch) (sqlstore.SerialState, error) {
+func (t tables) PatchSerial(ctx context.Context, deviceID string, p cloud.SerialPatch) (sqlstore.SerialState, error) {
 	var st sqlstore.SerialState
 	err := t.db.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES ($1) ON CONFLICT DO NOTHING`, deviceID); err != nil {
@@ -99,7 +83,7 @@ func (t serialTables) PatchSerial(ctx context.Context, deviceID string, p cloud.
 }
 
 // PutChannel implements sqlstore.SerialTables.
-func (t serialTables) PutChannel(ctx context.Context, deviceID, channelID, config string) error {
+func (t tables) PutChannel(ctx context.Context, deviceID, channelID, config string) error {
 	err := t.db.writeTx(ctx, func(tx pgx.Tx) error {
 		var avail *bool
 		err := tx.QueryRow(ctx, `SELECT available FROM serial_channels WHERE device_id = $1 AND channel_id = $2`, deviceID, channelID).Scan(&avail)

@@ -6,9 +6,19 @@ import (
 	"hash/fnv"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
 var _ cloud.Store = (*DB)(nil)
+
+// tables are db's tables in PostgreSQL's dialect, under the services of
+// cloud/internal/sqlstore.
+type tables struct{ db *DB }
+
+var (
+	_ sqlstore.DeviceTables = tables{}
+	_ sqlstore.SerialTables = tables{}
+)
 
 // Devices returns the device service of db.
 func (db *DB) Devices() cloud.DeviceService { return db.devices }

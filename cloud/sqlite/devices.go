@@ -16,25 +16,16 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// DeviceService implements cloud.DeviceService on the store.
-type DeviceService struct{ db *DB }
-
-var _ cloud.DeviceService = (*DeviceService)(nil)
+// DeviceService implements cloud.DeviceService on the store's devices,
+// metrics and events tables (tables).
+type DeviceService = sqlstore.DeviceService
 
 // NewDeviceService returns the device service of db.
-func NewDeviceService(db *DB) *DeviceService { return &DeviceService{db: db} }
+func NewDeviceService(db *DB) *DeviceService { return &DeviceService{Tables: tables{db}} }
 
-// ListDevices lists the organization's devices oldest first (created_at,
-// then id), keyset-paginated. The cursor must be a device of the
-// organization; the status filter is not applied to it, since a device's
-// status may change between two pages.
-func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.DeviceFilter) (resource.List[resource.Device], error) {
-	return listPage(ctx, s.db, sqlstore.DeviceList(orgID, f))
-}
-
-// Device returns the organization's device id, or ENOTFOUND.
-func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
-	st, err := s.db.readStmt(ctx, `SELECT `+sqlstore.DeviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone FROM devices WHERE id = ? AND org_id = ?`)
+// DeviceDetail implements sqlstore.DeviceTables.
+func (t tables) DeviceDetail(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
+	st, err := t.db.readStmt(ctx, `SELECT `+sqlstore.DeviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone FROM devices WHERE id = ? AND org_id = ?`)
 	if err != nil {
 		return resource.DeviceDetail{}, err
 	}
@@ -53,39 +44,24 @@ func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.
 	return dd, nil
 }
 
-// Metrics returns the device's samples in [q.From, q.To], ascending. When
-// more than q.Limit fall in the window, the newest q.Limit are returned and
-// the window's From becomes the first returned sample's time.
-func (s *DeviceService) Metrics(ctx context.Context, orgID, deviceID string, q cloud.MetricsQuery) (resource.MetricsResponse, error) {
-	out := resource.MetricsResponse{Data: []resource.MetricSample{}}
-	if q.From.After(q.To) {
-		return out, cloud.Errorf(cloud.EINVALID, "from must not be after to")
-	}
-	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
-		return out, err
-	}
-	limit := cloud.ListLimit(q.Limit, 200, 1000)
-	st, err := s.db.readStmt(ctx, metricsSQL)
+// NewestSamples implements sqlstore.DeviceTables.
+func (t tables) NewestSamples(ctx context.Context, deviceID string, from, to time.Time, n int) ([]resource.MetricSample, error) {
+	st, err := t.db.readStmt(ctx, metricsSQL)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
-	rows, err := st.QueryContext(ctx, deviceID, q.From.UnixMilli(), q.To.UnixMilli(), limit+1)
-	data, err := collect(rows, err, "metrics", sqlstore.ScanSample)
-	if err != nil {
-		return out, err
-	}
-	return sqlstore.MetricsResponse(q, limit, data), nil
+	rows, err := st.QueryContext(ctx, deviceID, from.UnixMilli(), to.UnixMilli(), n)
+	return collect(rows, err, "metrics", sqlstore.ScanSample)
 }
 
-// Events lists the device's events newest first (created_at, then id, both
-// descending), keyset-paginated. The cursor must be an event of this
-// device; the filters are not applied to it.
-func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cloud.EventFilter) (resource.List[resource.Event], error) {
-	out := resource.List[resource.Event]{Data: []resource.Event{}}
-	if err := s.db.checkDevice(ctx, orgID, deviceID); err != nil {
-		return out, err
-	}
-	return listPage(ctx, s.db, sqlstore.EventList(deviceID, f))
+// DevicePage implements sqlstore.DeviceTables.
+func (t tables) DevicePage(ctx context.Context, k sqlstore.Keyset[resource.Device]) (resource.List[resource.Device], error) {
+	return listPage(ctx, t.db, k)
+}
+
+// EventPage implements sqlstore.DeviceTables.
+func (t tables) EventPage(ctx context.Context, k sqlstore.Keyset[resource.Event]) (resource.List[resource.Event], error) {
+	return listPage(ctx, t.db, k)
 }
 
 // The point reads of the request path (explain_test.go checks that each,
@@ -93,9 +69,9 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 const (
 	deviceByTokenSQL = `SELECT id, org_id, model FROM devices WHERE token_hash = ? AND token_revoked_at IS NULL`
 	deviceModelSQL   = `SELECT model FROM devices WHERE id = ? AND org_id = ?`
-	metricsSQL       = `SELECT ` + sqlstore.SampleColumns + ` FROM metrics
-		WHERE device_id = ? AND captured_at >= ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`
 )
+
+var metricsSQL = sqlstore.SamplesSQL(sqlstore.Question)
 
 // cursorTime returns the created_at of the cursor item that query (taking
 // the cursor and one scope argument) finds, or ECURSOR.
@@ -118,10 +94,9 @@ func (db *DB) cursorTime(ctx context.Context, query, cursor, scope string) (int6
 	return at, nil
 }
 
-// checkDevice returns ENOTFOUND unless the device exists in the organization.
-func (db *DB) checkDevice(ctx context.Context, orgID, deviceID string) error {
-	_, err := db.deviceModel(ctx, orgID, deviceID)
-	return err
+// DeviceModel implements sqlstore.DeviceTables and sqlstore.SerialTables.
+func (t tables) DeviceModel(ctx context.Context, orgID, deviceID string) (string, error) {
+	return t.db.deviceModel(ctx, orgID, deviceID)
 }
 
 // deviceModel returns the model of the organization's device, or ENOTFOUND.

@@ -9,33 +9,16 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // SerialService implements cloud.SerialService on the store's
-// serial_state and serial_channels tables (serialTables).
+// serial_state and serial_channels tables (tables).
 type SerialService = sqlstore.SerialService
 
 // NewSerialService returns the serial service of db.
-func NewSerialService(db *DB) *SerialService { return &SerialService{Tables: serialTables{db}} }
-
-// serialModel returns the catalog model of the organization's device, or
-// ENOTFOUND, or ECAPABILITY when it has no serial I/O.
-func (db *DB) serialModel(ctx context.Context, orgID, deviceID string) (catalog.Model, error) {
-	name, err := db.deviceModel(ctx, orgID, deviceID)
-	if err != nil {
-		return catalog.Model{}, err
-	}
-	return cloud.SerialModel(name)
-}
-
-// serialTables are db's serial tables in SQLite's dialect
-// (sqlstore.SerialTables).
-type serialTables struct{ db *DB }
-
-var _ sqlstore.SerialTables = serialTables{}
+func NewSerialService(db *DB) *SerialService { return &SerialService{Tables: tables{db}} }
 
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -53,13 +36,8 @@ func readState(ctx context.Context, q querier, deviceID string) (sqlstore.Serial
 	return s, nil
 }
 
-// SerialModel implements sqlstore.SerialTables.
-func (t serialTables) SerialModel(ctx context.Context, orgID, deviceID string) (catalog.Model, error) {
-	return t.db.serialModel(ctx, orgID, deviceID)
-}
-
 // SerialRows implements sqlstore.SerialTables.
-func (t serialTables) SerialRows(ctx context.Context, deviceID string) (sqlstore.SerialState, map[string]*cloud.StoredChannel, error) {
+func (t tables) SerialRows(ctx context.Context, deviceID string) (sqlstore.SerialState, map[string]*cloud.StoredChannel, error) {
 	st, err := readState(ctx, t.db.R, deviceID)
 	if err != nil {
 		return st, nil, err
@@ -73,7 +51,7 @@ func (t serialTables) SerialRows(ctx context.Context, deviceID string) (sqlstore
 }
 
 // StoredChannel implements sqlstore.SerialTables.
-func (t serialTables) StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error) {
+func (t tables) StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error) {
 	var row cloud.StoredChannel
 	err := t.db.R.QueryRowContext(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).
 		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough)
@@ -87,7 +65,7 @@ func (t serialTables) StoredChannel(ctx context.Context, deviceID, channelID str
 }
 
 // PatchSerial implements sqlstore.SerialTables.
-func (t serialTables) PatchSerial(ctx context.Context, deviceID string, p cloud.SerialPatch) (sqlstore.SerialState, error) {
+func (t tables) PatchSerial(ctx context.Context, deviceID string, p cloud.SerialPatch) (sqlstore.SerialState, error) {
 	var st sqlstore.SerialState
 	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
@@ -108,7 +86,7 @@ func (t serialTables) PatchSerial(ctx context.Context, deviceID string, p cloud.
 }
 
 // PutChannel implements sqlstore.SerialTables.
-func (t serialTables) PutChannel(ctx context.Context, deviceID, channelID, config string) error {
+func (t tables) PutChannel(ctx context.Context, deviceID, channelID, config string) error {
 	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error {
 		var avail sql.NullBool
 		err := tx.QueryRowContext(ctx, `SELECT available FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).Scan(&avail)
@@ -189,11 +167,15 @@ func (db *DB) DesiredSerialConfig(ctx context.Context, deviceID string) (Desired
 		}
 		return DesiredSerial{}, fmt.Errorf("sqlite: desired serial: %w", err)
 	}
-	m, err := db.serialModel(ctx, orgID, deviceID)
+	name, err := db.deviceModel(ctx, orgID, deviceID)
 	if err != nil {
 		return DesiredSerial{}, err
 	}
-	st, rows, err := serialTables{db}.SerialRows(ctx, deviceID)
+	m, err := cloud.SerialModel(name)
+	if err != nil {
+		return DesiredSerial{}, err
+	}
+	st, rows, err := tables{db}.SerialRows(ctx, deviceID)
 	if err != nil {
 		return DesiredSerial{}, err
 	}

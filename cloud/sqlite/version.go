@@ -129,11 +129,6 @@ func (v *versionReader) close() {
 type walHeader [12]uint32
 
 // DataVersion is the store's DataVersion; the API caches list pages with it.
-func (s *DeviceService) DataVersion(ctx context.Context) (uint64, error) {
-	return s.db.DataVersion(ctx)
-}
-
-// DataVersion is the store's DataVersion; the API caches list pages with it.
 func (s *AlertService) DataVersion(ctx context.Context) (uint64, error) {
 	return s.db.DataVersion(ctx)
 }

@@ -115,9 +115,8 @@ func SerialPatchSQL(p cloud.SerialPatch, deviceID string, ph Placeholder) (strin
 // SerialTables is what SerialService reads and writes of a store's
 // serial_state and serial_channels tables, in the store's dialect.
 type SerialTables interface {
-	// SerialModel is the catalog model of the organization's device:
-	// ENOTFOUND, or ECAPABILITY when it has no serial I/O.
-	SerialModel(ctx context.Context, orgID, deviceID string) (catalog.Model, error)
+	// DeviceModel is the model of the organization's device, or ENOTFOUND.
+	DeviceModel(ctx context.Context, orgID, deviceID string) (string, error)
 	// SerialRows reads the device's state (DefaultSerialState when it has
 	// no row) and its channels by id.
 	SerialRows(ctx context.Context, deviceID string) (SerialState, map[string]*cloud.StoredChannel, error)
@@ -155,7 +154,7 @@ func (s *SerialService) Serial(ctx context.Context, orgID, deviceID string) (res
 
 // read reads the device's model, state and channels.
 func (s *SerialService) read(ctx context.Context, orgID, deviceID string) (catalog.Model, SerialState, map[string]*cloud.StoredChannel, error) {
-	m, err := s.Tables.SerialModel(ctx, orgID, deviceID)
+	m, err := s.model(ctx, orgID, deviceID)
 	if err != nil {
 		return m, SerialState{}, nil, err
 	}
@@ -169,7 +168,7 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 	if err := p.Validate(); err != nil {
 		return resource.SerialPatchResult{}, err
 	}
-	if _, err := s.Tables.SerialModel(ctx, orgID, deviceID); err != nil {
+	if _, err := s.model(ctx, orgID, deviceID); err != nil {
 		return resource.SerialPatchResult{}, err
 	}
 	st, err := s.Tables.PatchSerial(ctx, deviceID, p)
@@ -192,7 +191,7 @@ func (s *SerialService) Telemetry(ctx context.Context, orgID, deviceID string) (
 
 // Channel returns one channel; ENOTFOUND when the model has no such channel.
 func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID string) (resource.Channel, error) {
-	m, err := s.Tables.SerialModel(ctx, orgID, deviceID)
+	m, err := s.model(ctx, orgID, deviceID)
 	if err != nil {
 		return resource.Channel{}, err
 	}
@@ -210,7 +209,7 @@ func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID 
 // PutChannel stores the channel's desired configuration, bumping the
 // desired version, and tells the Observer after the commit.
 func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config) (resource.ChannelPutResult, error) {
-	m, err := s.Tables.SerialModel(ctx, orgID, deviceID)
+	m, err := s.model(ctx, orgID, deviceID)
 	if err != nil {
 		return resource.ChannelPutResult{}, err
 	}
@@ -226,6 +225,16 @@ func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channel
 	}
 	s.changed(deviceID)
 	return resource.ChannelPutResult{DeviceID: deviceID, ChannelID: channelID, Config: cfg}, nil
+}
+
+// model is the catalog model of the organization's device: ENOTFOUND, or
+// ECAPABILITY when it has no serial I/O.
+func (s *SerialService) model(ctx context.Context, orgID, deviceID string) (catalog.Model, error) {
+	name, err := s.Tables.DeviceModel(ctx, orgID, deviceID)
+	if err != nil {
+		return catalog.Model{}, err
+	}
+	return cloud.SerialModel(name)
 }
 
 func (s *SerialService) changed(deviceID string) {

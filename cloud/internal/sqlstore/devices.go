@@ -1,0 +1,76 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// DeviceTables is what DeviceService reads of a store's devices, metrics
+// and events tables, in the store's dialect.
+type DeviceTables interface {
+	// DeviceModel is the model of the organization's device, or ENOTFOUND.
+	DeviceModel(ctx context.Context, orgID, deviceID string) (string, error)
+	// DeviceDetail reads the organization's device id, or ENOTFOUND.
+	DeviceDetail(ctx context.Context, orgID, id string) (resource.DeviceDetail, error)
+	// NewestSamples reads up to n of the device's samples captured in
+	// [from, to], newest first (SamplesSQL).
+	NewestSamples(ctx context.Context, deviceID string, from, to time.Time, n int) ([]resource.MetricSample, error)
+	// DevicePage and EventPage read a page of a list.
+	DevicePage(ctx context.Context, k Keyset[resource.Device]) (resource.List[resource.Device], error)
+	EventPage(ctx context.Context, k Keyset[resource.Event]) (resource.List[resource.Event], error)
+}
+
+// SamplesSQL is the query of NewestSamples in the dialect of ph
+// (arguments: device, from and to in Unix milliseconds, n).
+func SamplesSQL(ph Placeholder) string {
+	return `SELECT ` + SampleColumns + ` FROM metrics
+		WHERE device_id = ` + ph(1) + ` AND captured_at >= ` + ph(2) + ` AND captured_at <= ` + ph(3) + ` ORDER BY captured_at DESC LIMIT ` + ph(4)
+}
+
+// DeviceService implements cloud.DeviceService on a store's tables.
+type DeviceService struct{ Tables DeviceTables }
+
+var _ cloud.DeviceService = (*DeviceService)(nil)
+
+// ListDevices lists the organization's devices oldest first (created_at,
+// then id), keyset-paginated (DeviceList).
+func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.DeviceFilter) (resource.List[resource.Device], error) {
+	return s.Tables.DevicePage(ctx, DeviceList(orgID, f))
+}
+
+// Device returns the organization's device id, or ENOTFOUND.
+func (s *DeviceService) Device(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
+	return s.Tables.DeviceDetail(ctx, orgID, id)
+}
+
+// Metrics returns the device's samples in [q.From, q.To], ascending. When
+// more than q.Limit fall in the window, the newest q.Limit are returned and
+// the window's From becomes the first returned sample's time.
+func (s *DeviceService) Metrics(ctx context.Context, orgID, deviceID string, q cloud.MetricsQuery) (resource.MetricsResponse, error) {
+	out := resource.MetricsResponse{Data: []resource.MetricSample{}}
+	if q.From.After(q.To) {
+		return out, cloud.Errorf(cloud.EINVALID, "from must not be after to")
+	}
+	if _, err := s.Tables.DeviceModel(ctx, orgID, deviceID); err != nil {
+		return out, err
+	}
+	limit := cloud.ListLimit(q.Limit, 200, 1000)
+	data, err := s.Tables.NewestSamples(ctx, deviceID, q.From, q.To, limit+1)
+	if err != nil {
+		return out, err
+	}
+	return MetricsResponse(q, limit, data), nil
+}
+
+// Events lists the device's events newest first (created_at, then id, both
+// descending), keyset-paginated (EventList); ENOTFOUND unless the device
+// is the organization's.
+func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cloud.EventFilter) (resource.List[resource.Event], error) {
+	if _, err := s.Tables.DeviceModel(ctx, orgID, deviceID); err != nil {
+		return resource.List[resource.Event]{Data: []resource.Event{}}, err
+	}
+	return s.Tables.EventPage(ctx, EventList(deviceID, f))
+}

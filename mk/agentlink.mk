@@ -29,8 +29,9 @@ LOADGEN_STATIC_TAGS = osusergo netgo sqlite_omit_load_extension
 
 # bench-agentlink-decode times the endpoint's heartbeat decoding: CBOR as a
 # connection decodes it (target: at most the 3.1 µs of the hand-written JSON
-# fast path it replaced, issue 17) and into a new message, and JSON
-# (encoding/json) as a connection of an agent from before CBOR decodes it.
+# fast path it replaced, issue 17) and into a new message, JSON as a
+# connection of an agent from before CBOR decodes it (encoding/json's
+# behaviour on encoding/json/v2's implementation), and encoding/json itself.
 
 .PHONY: bench-agentlink bench-agentlink-store bench-agentlink-decode
 BENCH_TARGETS += bench-agentlink bench-agentlink-store bench-agentlink-decode

@@ -2,7 +2,6 @@ package benchstore_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -20,11 +20,7 @@ import (
 // service, whole and in a narrower window.
 func TestProvisionAndCountMetrics(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "bench.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := sqlitetest.Open(t)
 	ten, err := benchstore.Provision(ctx, st, "Bench", 3)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/sqlitetest"
 )
 
 // BenchmarkHandler measures the server side of an authenticated request
@@ -24,20 +24,10 @@ import (
 // figures against the targets come from `make bench-api`.
 func BenchmarkHandler(b *testing.B) {
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	org, err := db.CreateOrg(ctx, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
+	db := sqlitetest.Open(b)
+	org := sqlitetest.Org(b, db, "bench")
 	for i := 0; i < 500; i++ {
-		d, _, err := db.AddDevice(ctx, sqlite.NewDevice{OrgID: org.ID, Name: fmt.Sprintf("gw-%d", i), SerialNumber: fmt.Sprintf("SN-%d", i), Model: "IG-500"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		d, _ := sqlitetest.Device(b, db, cloud.NewDevice{OrgID: org.ID, Name: fmt.Sprintf("gw-%d", i), SerialNumber: fmt.Sprintf("SN-%d", i), Model: "IG-500"})
 		if i < 100 {
 			if _, err := db.InsertAlert(ctx, sqlite.NewAlert{DeviceID: d.ID, RuleName: "high_cpu", Message: "cpu"}); err != nil {
 				b.Fatal(err)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -23,11 +23,7 @@ const benchDevices = 20000
 // writer from many concurrent connections.
 func BenchmarkAgentHeartbeats(b *testing.B) {
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "f.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db := sqlitetest.Open(b)
 	store, err := sqlite.NewAgentStore(db, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -3,7 +3,8 @@
 // processes whose JSON logs go to files, kills them with SIGKILL or stops
 // them with SIGTERM, runs admin commands, and talks to the public API as a
 // customer would. The cluster tests (test/cluster) and the cluster
-// benchmarks build on it.
+// benchmarks build on it, and the HAProxy and Redis harnesses run their
+// servers as its processes.
 package fleetproc
 
 import (
@@ -136,14 +137,25 @@ func (p *Proc) Wait(d time.Duration) bool {
 	}
 }
 
-// Stop sends SIGTERM and waits up to d (then SIGKILL); it fails the test
-// when the process did not stop in time.
+// Shutdown sends SIGTERM and waits up to d, then sends SIGKILL and waits
+// for the exit; it reports whether the process stopped within d.
+func (p *Proc) Shutdown(d time.Duration) bool {
+	if p.Exited() {
+		return true
+	}
+	p.Terminate()
+	if p.Wait(d) {
+		return true
+	}
+	p.Kill()
+	return false
+}
+
+// Stop is Shutdown failing the test when the process did not stop in time.
 func (p *Proc) Stop(tb testing.TB, d time.Duration) {
 	tb.Helper()
-	p.Terminate()
-	if !p.Wait(d) {
+	if !p.Shutdown(d) {
 		tb.Errorf("%s did not stop within %s after SIGTERM", p.Name, d)
-		p.Kill()
 	}
 }
 

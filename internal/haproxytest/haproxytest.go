@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/internal/debpkg"
+	"github.com/fleet/fleet/internal/fleetproc"
 	"github.com/fleet/fleet/internal/testnet"
 )
 
@@ -37,8 +38,7 @@ type Proxy struct {
 	Log string
 
 	socket string
-	cmd    *exec.Cmd
-	done   chan struct{}
+	proc   *fleetproc.Proc
 }
 
 // Start runs haproxy on cfgPath with the backend's servers replaced by
@@ -81,19 +81,9 @@ func Run(cfgPath string, servers []string, dir string) (*Proxy, error) {
 	if out, err := exec.Command(bin, "-c", "-f", p.Config).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("haproxy -c: %v\n%s\n%s", err, out, cfg)
 	}
-	logf, err := os.Create(p.Log)
-	if err != nil {
+	if p.proc, err = fleetproc.Run("haproxy", p.Log, nil, bin, "-db", "-f", p.Config); err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(bin, "-db", "-f", p.Config)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		logf.Close()
-		return nil, err
-	}
-	p.done = make(chan struct{})
-	go func() { p.cmd.Wait(); logf.Close(); close(p.done) }()
 	// Ready: the frontend listens and the stats socket (when configured)
 	// answers: haproxy makes them one after the other, and States reads
 	// the socket at once.
@@ -110,11 +100,9 @@ func Run(cfgPath string, servers []string, dir string) (*Proxy, error) {
 				return p, nil
 			}
 		}
-		select {
-		case <-p.done:
+		if p.proc.Exited() {
 			b, _ := os.ReadFile(p.Log)
 			return nil, fmt.Errorf("haproxy exited: %s", b)
-		default:
 		}
 		if time.Now().After(deadline) {
 			p.Stop()
@@ -125,7 +113,7 @@ func Run(cfgPath string, servers []string, dir string) (*Proxy, error) {
 }
 
 // Pid is haproxy's process id.
-func (p *Proxy) Pid() int { return p.cmd.Process.Pid }
+func (p *Proxy) Pid() int { return p.proc.Pid() }
 
 // rewrite adapts a shipped configuration to a test: see the package doc.
 func rewrite(cfg, bind, socket string, servers []string) (string, error) {
@@ -178,20 +166,7 @@ func maxConnFit() int {
 }
 
 // Stop stops haproxy (SIGTERM; SIGKILL after 5s).
-func (p *Proxy) Stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *Proxy) Stop() { p.proc.Shutdown(5 * time.Second) }
 
 // States returns each backend server's status as the stats socket reports
 // it ("UP", "DOWN", "UP 1/2", "MAINT", ...), by server name.

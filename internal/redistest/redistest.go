@@ -10,15 +10,14 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fleet/fleet/internal/debpkg"
+	"github.com/fleet/fleet/internal/fleetproc"
 	"github.com/fleet/fleet/internal/testnet"
 )
 
@@ -28,8 +27,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *fleetproc.Proc
 }
 
 // Start starts a redis-server on a free loopback port. It is stopped when
@@ -66,56 +64,35 @@ func (s *Server) Restart() {
 }
 
 func (s *Server) start() error {
-	log := filepath.Join(s.dir, "redis.log")
-	s.cmd = exec.Command(s.bin,
+	log := filepath.Join(s.dir, "redis.log") // redis logs to its stdout
+	proc, err := fleetproc.Run("redis-server", log, nil, s.bin,
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
-		"--logfile", log, "--protected-mode", "yes")
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
+		"--logfile", "", "--protected-mode", "yes")
+	if err != nil {
 		return err
 	}
-	s.done = make(chan struct{})
-	cmd, done := s.cmd, s.done
-	go func() { cmd.Wait(); close(done) }()
+	s.proc = proc
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		select {
-		case <-done:
+		if proc.Exited() {
 			b, _ := os.ReadFile(log)
 			return fmt.Errorf("exited: %s", tail(b))
-		default:
 		}
 		if ping(s.Addr()) == nil {
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.kill()
+	proc.Kill()
 	return fmt.Errorf("no PONG on %s within 10s", s.Addr())
 }
 
 // Stop stops the server (SIGTERM, then SIGKILL after 5s) and waits.
 func (s *Server) Stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
+	if s.proc != nil {
+		s.proc.Shutdown(5 * time.Second)
 	}
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-		s.kill()
-	}
-}
-
-func (s *Server) kill() {
-	s.cmd.Process.Kill()
-	<-s.done
 }
 
 // ping sends PING in the inline protocol and expects +PONG.

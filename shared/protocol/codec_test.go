@@ -324,3 +324,44 @@ func TestDocumentedExamples(t *testing.T) {
 		t.Errorf("docs/protocol.md should say: %s", want)
 	}
 }
+
+// FuzzJSONDecodeAsEncodingJSON holds the JSON codec's decoder (encoding/json's
+// behaviour on encoding/json/v2's implementation, jsonv1) to encoding/json
+// itself, the decoder of every relay before it: on any input both refuse it
+// or both read the same message. Seeds: every sample message and the inputs
+// where the two libraries' rules are easiest to tell apart (repeated and
+// differently cased names, invalid UTF-8, nulls, wrong types, trailing
+// data).
+func FuzzJSONDecodeAsEncodingJSON(f *testing.F) {
+	for _, m := range sampleMessages(f) {
+		b, err := JSON.Marshal(&m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range []string{
+		`{"type":"heartbeat","type":"ack"}`,
+		`{"TYPE":"heartbeat","Heartbeat":{"STATUS":"ONLINE","channels":[{"ID":"gpio-1","live":"1"}]}}`,
+		"{\"type\":\"heartbeat\",\"heartbeat\":{\"status\":\"\xff\xfe\",\"ip_address\":\"\\ud800\"}}",
+		`{"type":null,"heartbeat":null}`,
+		`{"type":"heartbeat","heartbeat":{"channels":null,"vpn":{"up":"yes"}}}`,
+		`{"type":"heartbeat","heartbeat":{"at":"2026-11-22T02:46:10.563Z","channels":[{},{"available":1}]}}`,
+		`{"type":"heartbeat"} {"type":"ack"}`,
+		`{"type":"heartbeat",}`,
+		`[1,2]`, `"heartbeat"`, ``, `{"type":"heartbeat","heartbeat":{"at":12}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got, want Message
+		err := JSON.Unmarshal(b, &got)
+		wantErr := json.Unmarshal(b, &want)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: the codec's error %v, encoding/json's %v", b, err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: the codec read\n%s\nencoding/json\n%s", b, dump(got), dump(want))
+		}
+	})
+}

@@ -62,8 +62,10 @@ func metricSets() map[string][]benchreport.Metric {
 					Notes:  "CPU per heartbeat read by the agent endpoint from a current agent (fxamacker/cbor into the connection's reused heartbeat); target: the hand-written JSON fast path it replaced, 3.1 µs in issue 17"}},
 			perOp("BenchmarkDecodeHeartbeat/cbor,_new_message", "agent link", "heartbeat decode, CBOR into a new message (same heartbeat)", "µs",
 				"for information: what the connection's reused heartbeat saves"),
+			perOp("BenchmarkDecodeHeartbeat/json", "agent link", "heartbeat decode, JSON (same message, as a connection decodes it)", "µs",
+				"for information: CPU per heartbeat from an agent from before CBOR, which speaks JSON (encoding/json's behaviour on encoding/json/v2's implementation, github.com/go-json-experiment/json/v1)"),
 			perOp("BenchmarkDecodeHeartbeat/encoding/json", "agent link", "heartbeat decode, encoding/json (same message)", "µs",
-				"for information: CPU per heartbeat from an agent from before CBOR, which speaks JSON"),
+				"for information: the same with encoding/json, the JSON decoder before"),
 		},
 		// bench-api-micro: cloud/sqlite BenchmarkListDevices25 and
 		// BenchmarkAuthenticateCached ("api-micro"), cloud/api

@@ -2,7 +2,6 @@ package soak
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -195,28 +194,6 @@ func waitHTTP(ctx context.Context, url string, exited <-chan struct{}) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("relay did not answer %s within 60 s", url)
-}
-
-// lockedBuffer keeps the relay's log (the tail goes into a failure report).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 4<<20 {
-		l.b.Reset()
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) tail(n int) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(l.b.String()), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // writeFile writes data to path, mode 0600.

@@ -16,6 +16,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/internal/logbuf"
 )
 
 type deviceCred struct{ id, token string }
@@ -74,10 +75,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	relayLog := &lockedBuffer{}
+	relayLog := &logbuf.Buffer{Max: 4 << 20} // the tail goes into a failure report
 	rl := &relay{bin: cfg.Relay, db: dbPath, listen: listen, metrics: metricsAddr, caFile: rcv.caFile, log: relayLog}
 	if err := rl.start(ctx); err != nil {
-		return nil, fmt.Errorf("%w\n%s", err, relayLog.tail(20))
+		return nil, fmt.Errorf("%w\n%s", err, relayLog.Tail(20))
 	}
 	superCtx, stopSuper := context.WithCancel(ctx)
 	defer stopSuper()
@@ -211,7 +212,7 @@ loop:
 	rep.Kills, rep.Restarts, rep.UnexpectedExit = rl.kills, rl.restarts, rl.unexpected
 	rl.mu.Unlock()
 	if rep.UnexpectedExit > 0 {
-		rep.Notes = append(rep.Notes, "the relay exited on its own; last log lines:\n"+relayLog.tail(10))
+		rep.Notes = append(rep.Notes, "the relay exited on its own; last log lines:\n"+relayLog.Tail(10))
 	}
 
 	if err := count(rctx, rep, st, orgID, fleet, rcv); err != nil {

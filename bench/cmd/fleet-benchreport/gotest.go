@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/fleet/fleet/bench/benchreport"
+	"github.com/fleet/fleet/internal/logbuf"
 )
 
 // goTest is `fleet-benchreport gotest --set NAME -- go test ...`.
@@ -36,7 +37,7 @@ func goTest(ctx context.Context, args []string) error {
 		return errors.New("gotest: no command after --")
 	}
 	var out bytes.Buffer
-	tail := &tailBuffer{max: 16 << 10}
+	tail := &logbuf.Buffer{Max: 16 << 10}
 	cmd := exec.CommandContext(ctx, fs.Arg(0), fs.Args()[1:]...)
 	cmd.Stdout = io.MultiWriter(os.Stdout, &out, tail)
 	cmd.Stderr = io.MultiWriter(os.Stderr, tail)

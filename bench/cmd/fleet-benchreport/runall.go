@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fleet/fleet/bench/benchreport"
+	"github.com/fleet/fleet/internal/logbuf"
 )
 
 // runAll is `fleet-benchreport run`: every target in turn, then the report.
@@ -50,7 +50,7 @@ func runAll(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("== make %s\n", t)
 		start := time.Now()
-		tail := &tailBuffer{max: 16 << 10}
+		tail := &logbuf.Buffer{Max: 16 << 10}
 		cmd := exec.CommandContext(ctx, mk[0], append(mk[1:], "--no-print-directory", t)...)
 		cmd.Stdout = io.MultiWriter(os.Stdout, tail)
 		cmd.Stderr = io.MultiWriter(os.Stderr, tail)
@@ -129,30 +129,6 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
-}
-
-// tailBuffer keeps the last max bytes written to it, from several
-// goroutines (a command's stdout and stderr).
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
 
 // lastLines is the last n lines of a failed benchmark's output that are

@@ -110,6 +110,12 @@ func runKeyList(ctx context.Context, args []string, stdout io.Writer) error {
 	})
 }
 
+// revokedJSON is how key revoke and device revoke print what they revoked.
+type revokedJSON struct {
+	ID        string  `json:"id"`
+	RevokedAt *string `json:"revokedAt"`
+}
+
 func runKeyRevoke(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("key revoke")
 	id := f.String("id", "key id", true)
@@ -118,11 +124,7 @@ func runKeyRevoke(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return output{}, err
 		}
-		out := struct {
-			ID        string  `json:"id"`
-			RevokedAt *string `json:"revokedAt"`
-		}{k.ID, jsonTime(k.RevokedAt)}
-		return output{out, func(w io.Writer) {
+		return output{revokedJSON{k.ID, jsonTime(k.RevokedAt)}, func(w io.Writer) {
 			fmt.Fprintf(w, "API key %s revoked at %s; it is refused from its next request.\n", k.ID, humanTime(k.RevokedAt, ""))
 		}}, nil
 	})
@@ -160,11 +162,7 @@ func runDeviceRevoke(ctx context.Context, args []string, stdout io.Writer) error
 		if err != nil {
 			return output{}, err
 		}
-		out := struct {
-			ID        string  `json:"id"`
-			RevokedAt *string `json:"revokedAt"`
-		}{*id, jsonTime(at)}
-		return output{out, func(w io.Writer) {
+		return output{revokedJSON{*id, jsonTime(at)}, func(w io.Writer) {
 			fmt.Fprintf(w, "Device %s: token revoked; its agent is refused from its next connection.\n", *id)
 		}}, nil
 	})

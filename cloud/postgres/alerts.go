@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -11,108 +10,68 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// AlertService implements cloud.AlertService on the store.
-type AlertService struct {
-	db *DB
-	// Observer, when set before use, hears of every acknowledge or resolve
-	// that changed an alert's state.
-	Observer cloud.AlertObserver
+// AlertPage implements sqlstore.AlertTables.
+func (t tables) AlertPage(ctx context.Context, k sqlstore.Keyset[resource.Alert]) (resource.List[resource.Alert], error) {
+	return listPage(ctx, t.db, k)
 }
 
-var _ cloud.AlertService = (*AlertService)(nil)
+const alertSQL = `SELECT ` + sqlstore.AlertColumns + ` FROM alerts WHERE id = $1 AND org_id = $2`
 
-// ListAlerts lists the organization's alerts in f.State (ACTIVE when
-// empty), newest first, keyset-paginated.
-func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.AlertFilter) (resource.List[resource.Alert], error) {
-	return listPage(ctx, s.db, sqlstore.AlertList(orgID, f))
+// Alert implements sqlstore.AlertTables.
+func (t tables) Alert(ctx context.Context, orgID, id string) (resource.Alert, error) {
+	a, err := sqlstore.ScanAlert(t.db.Pool.QueryRow(ctx, alertSQL, id, orgID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, alertNotFound(id)
+	}
+	if err != nil {
+		return a, storeError("postgres: alert: %w", err)
+	}
+	return a, nil
 }
 
 func alertNotFound(id string) error {
 	return cloud.Errorf(cloud.ENOTFOUND, "alert %q not found", id)
 }
 
-// Acknowledge moves an ACTIVE alert to ACKNOWLEDGED; an ACKNOWLEDGED one is
-// returned unchanged, a RESOLVED one is ERESOLVED.
-func (s *AlertService) Acknowledge(ctx context.Context, orgID, id string) (resource.Alert, error) {
-	return s.transition(ctx, orgID, id, "alert.acknowledged",
-		`UPDATE alerts SET state = 'ACKNOWLEDGED', acknowledged_at = $1 WHERE id = $2 AND org_id = $3 AND state = 'ACTIVE'`,
-		func(a resource.Alert) error {
-			if a.State == resource.AlertResolved {
-				return cloud.Errorf(cloud.ERESOLVED, "alert %q is already resolved", id)
-			}
-			return nil
-		})
-}
-
-// Resolve moves an open alert to RESOLVED with an alert.resolved event; a
-// RESOLVED one is returned unchanged.
-func (s *AlertService) Resolve(ctx context.Context, orgID, id string) (resource.Alert, error) {
-	return s.transition(ctx, orgID, id, "alert.resolved",
-		`UPDATE alerts SET state = 'RESOLVED', resolved_at = $1 WHERE id = $2 AND org_id = $3 AND state <> 'RESOLVED'`, nil)
-}
-
-// transition runs one conditional UPDATE and reads the row back in one
-// transaction; the row lock of the UPDATE orders concurrent calls (another
-// relay's too), so only one of them changes the row.
-func (s *AlertService) transition(ctx context.Context, orgID, id, event, update string, check func(resource.Alert) error) (resource.Alert, error) {
+// MoveAlert implements sqlstore.AlertTables: the row lock of the UPDATE
+// orders concurrent calls (another relay's too).
+func (t tables) MoveAlert(ctx context.Context, orgID, id string, to resource.AlertState) (resource.Alert, bool, error) {
 	var a resource.Alert
 	var changed bool
-	now := s.db.NowMs()
-	if err := s.db.ensureDays(ctx, "events", now); err != nil {
-		return resource.Alert{}, err
+	now := t.db.NowMs()
+	if err := t.db.ensureDays(ctx, "events", now); err != nil {
+		return a, false, err
 	}
-	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, update, now, id, orgID)
+	err := t.db.writeTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, sqlstore.MoveAlertSQL(to, sqlstore.Dollar), now, id, orgID)
 		if err != nil {
 			return err
 		}
 		changed = tag.RowsAffected() == 1
-		a, err = sqlstore.ScanAlert(tx.QueryRow(ctx, `SELECT `+sqlstore.AlertColumns+` FROM alerts WHERE id = $1 AND org_id = $2`, id, orgID))
+		a, err = sqlstore.ScanAlert(tx.QueryRow(ctx, alertSQL, id, orgID))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return alertNotFound(id)
 		}
+		if err != nil || !changed || a.State != resource.AlertResolved {
+			return err
+		}
+		var rule string
+		if err := tx.QueryRow(ctx, `SELECT name FROM alert_rules WHERE id = $1`, a.RuleID).Scan(&rule); err != nil {
+			return err
+		}
+		e, err := sqlstore.APIResolvedEvent(a, rule)
 		if err != nil {
 			return err
 		}
-		if changed && a.State == resource.AlertResolved {
-			return s.db.resolvedEvent(ctx, tx, orgID, a)
-		}
-		return nil
+		return t.db.insertEvents(ctx, tx, orgID, a.DeviceID, []resource.Event{e})
 	})
-	if err != nil {
-		if cloud.ErrorCode(err) != cloud.EINTERNAL {
-			return resource.Alert{}, err
-		}
-		return resource.Alert{}, storeError("postgres: %s: %w", event, err)
+	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
+		return a, false, storeError("postgres: %s alert: %w", to, err)
 	}
-	if check != nil {
-		if err := check(a); err != nil {
-			return resource.Alert{}, err
-		}
-	}
-	if changed && s.Observer != nil {
-		s.Observer.AlertChanged(ctx, event, a)
-	}
-	return a, nil
-}
-
-// resolvedEvent stores the alert.resolved event of an alert resolved
-// through the API, in the transaction that resolved it.
-func (db *DB) resolvedEvent(ctx context.Context, tx pgx.Tx, orgID string, a resource.Alert) error {
-	var rule string
-	if err := tx.QueryRow(ctx, `SELECT name FROM alert_rules WHERE id = $1`, a.RuleID).Scan(&rule); err != nil {
-		return err
-	}
-	data, err := json.Marshal(map[string]any{"alertId": a.ID, "ruleId": a.RuleID, "rule": rule, "resolvedBy": "api"})
-	if err != nil {
-		return err
-	}
-	return db.insertEvents(ctx, tx, orgID, a.DeviceID, []resource.Event{{ID: ids.New(), Type: alert.EventResolved, Severity: resource.SeverityInfo,
-		Message: rule + " alert resolved through the API", Data: data, CreatedAt: *a.ResolvedAt}})
+	return a, changed, err
 }
 
 // insertEvents stores relay-made events (fresh ids) of one device in tx.

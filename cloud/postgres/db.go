@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -51,9 +52,7 @@ type DB struct {
 	partMu sync.Mutex
 	parts  map[string]bool // partitions known to exist, by name
 
-	devices *DeviceService
-	serial  *SerialService
-	alerts  *AlertService
+	sqlstore.Services // Devices, Serial, Alerts, Observe
 }
 
 // Open connects to the database named by url (any URL or keyword/value
@@ -81,7 +80,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, redact(fmt.Errorf("postgres: %w", err), pw)
 	}
 	db := &DB{Pool: pool, Now: time.Now, url: url, password: pw, parts: map[string]bool{}}
-	db.devices, db.serial, db.alerts = &DeviceService{Tables: tables{db}}, &SerialService{Tables: tables{db}}, &AlertService{db: db}
+	db.Services = sqlstore.NewServices(tables{db})
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, redact(fmt.Errorf("postgres: connect to %s: %w", describe(cfg), err), pw)

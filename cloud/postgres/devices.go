@@ -14,10 +14,6 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// DeviceService implements cloud.DeviceService on the store's devices,
-// metrics and events tables (tables).
-type DeviceService = sqlstore.DeviceService
-
 // query runs q and collects its rows with scan.
 func query[T any](ctx context.Context, db *DB, what string, scan func(sqlstore.Row) (T, error), q string, args ...any) ([]T, error) {
 	rows, err := db.Pool.Query(ctx, q, args...)

@@ -10,11 +10,6 @@ import (
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
-// SerialService implements cloud.SerialService on the store's
-// serial_state and serial_channels tables (tables); every change of the
-// desired configuration notifies the other relays (notifyConfig).
-type SerialService = sqlstore.SerialService
-
 // querier is a pool or a transaction.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row

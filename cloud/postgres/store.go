@@ -15,31 +15,12 @@ var _ cloud.Store = (*DB)(nil)
 // cloud/internal/sqlstore.
 type tables struct{ db *DB }
 
-var (
-	_ sqlstore.DeviceTables = tables{}
-	_ sqlstore.SerialTables = tables{}
-)
-
-// Devices returns the device service of db.
-func (db *DB) Devices() cloud.DeviceService { return db.devices }
-
-// Serial returns the serial service of db.
-func (db *DB) Serial() cloud.SerialService { return db.serial }
-
-// Alerts returns the alert service of db.
-func (db *DB) Alerts() cloud.AlertService { return db.alerts }
+var _ sqlstore.Tables = tables{}
 
 // Keys returns db, whose KeyByID finds API keys. The API's key cache keeps
 // a row only while DataVersion holds still, so a revocation by any relay or
 // the admin CLI shows at the next request.
 func (db *DB) Keys() cloud.KeyService { return db }
-
-// Observe sets the observers of the services returned by Serial and
-// Alerts.
-func (db *DB) Observe(config cloud.DesiredConfigObserver, alerts cloud.AlertObserver) {
-	db.serial.Observer = config
-	db.alerts.Observer = alerts
-}
 
 // Versioner returns db: DataVersion is the server's transaction snapshot.
 func (db *DB) Versioner() cloud.Versioner { return db }

@@ -15,31 +15,16 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// AlertService implements cloud.AlertService on the store.
-type AlertService struct {
-	db *DB
-	// Observer, when set before use, is told after an acknowledge or resolve
-	// that changed the alert's state ("alert.acknowledged", "alert.resolved").
-	Observer cloud.AlertObserver
+// AlertPage implements sqlstore.AlertTables.
+func (t tables) AlertPage(ctx context.Context, k sqlstore.Keyset[resource.Alert]) (resource.List[resource.Alert], error) {
+	return listPage(ctx, t.db, k)
 }
 
-var _ cloud.AlertService = (*AlertService)(nil)
+const alertSQL = `SELECT ` + sqlstore.AlertColumns + ` FROM alerts WHERE id = ? AND org_id = ?`
 
-// NewAlertService returns the alert service of db.
-func NewAlertService(db *DB) *AlertService { return &AlertService{db: db} }
-
-// ListAlerts lists the organization's alerts in f.State (ACTIVE when
-// empty), newest first (created_at, then id, both descending),
-// keyset-paginated. The cursor must be an alert of the organization; the
-// filters are not applied to it, since an alert's state may change between
-// two pages.
-func (s *AlertService) ListAlerts(ctx context.Context, orgID string, f cloud.AlertFilter) (resource.List[resource.Alert], error) {
-	return listPage(ctx, s.db, sqlstore.AlertList(orgID, f))
-}
-
-// Alert returns the organization's alert id, or ENOTFOUND.
-func (s *AlertService) Alert(ctx context.Context, orgID, id string) (resource.Alert, error) {
-	a, err := sqlstore.ScanAlert(s.db.R.QueryRowContext(ctx, `SELECT `+sqlstore.AlertColumns+` FROM alerts WHERE id = ? AND org_id = ?`, id, orgID))
+// Alert implements sqlstore.AlertTables.
+func (t tables) Alert(ctx context.Context, orgID, id string) (resource.Alert, error) {
+	a, err := sqlstore.ScanAlert(t.db.R.QueryRowContext(ctx, alertSQL, id, orgID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, alertNotFound(id)
 	}
@@ -53,55 +38,13 @@ func alertNotFound(id string) error {
 	return cloud.Errorf(cloud.ENOTFOUND, "alert %q not found", id)
 }
 
-// Acknowledge moves an ACTIVE alert to ACKNOWLEDGED (acknowledgedAt set).
-// An ACKNOWLEDGED alert is returned unchanged; a RESOLVED one is ERESOLVED.
-func (s *AlertService) Acknowledge(ctx context.Context, orgID, id string) (resource.Alert, error) {
-	return s.transition(ctx, orgID, id, "alert.acknowledged",
-		`UPDATE alerts SET state = 'ACKNOWLEDGED', acknowledged_at = ? WHERE id = ? AND org_id = ? AND state = 'ACTIVE'`,
-		func(a resource.Alert) error {
-			if a.State == resource.AlertResolved {
-				return cloud.Errorf(cloud.ERESOLVED, "alert %q is already resolved", id)
-			}
-			return nil
-		})
-}
-
-// Resolve moves an ACTIVE or ACKNOWLEDGED alert to RESOLVED (resolvedAt
-// set, acknowledgedAt kept) and records an alert.resolved device event, as
-// the alert engine does when it resolves one. A RESOLVED alert is returned
-// unchanged, its first resolvedAt preserved, and no event is recorded.
-func (s *AlertService) Resolve(ctx context.Context, orgID, id string) (resource.Alert, error) {
-	return s.transition(ctx, orgID, id, "alert.resolved",
-		`UPDATE alerts SET state = 'RESOLVED', resolved_at = ? WHERE id = ? AND org_id = ? AND state <> 'RESOLVED'`, nil)
-}
-
-// resolvedEvent stores the alert.resolved event of an alert resolved
-// through the API, in the transaction that resolved it.
-func resolvedEvent(ctx context.Context, tx *sql.Tx, orgID string, a resource.Alert) error {
-	var rule string
-	if err := tx.QueryRowContext(ctx, `SELECT name FROM alert_rules WHERE id = ?`, a.RuleID).Scan(&rule); err != nil {
-		return err
-	}
-	data, err := json.Marshal(map[string]any{"alertId": a.ID, "ruleId": a.RuleID, "rule": rule, "resolvedBy": "api"})
-	if err != nil {
-		return err
-	}
-	return insertEvent(ctx, tx, orgID, a.DeviceID, resource.Event{ID: ids.New(), Type: EventAlertResolved, Severity: resource.SeverityInfo,
-		Message: rule + " alert resolved through the API", Data: data, CreatedAt: *a.ResolvedAt})
-}
-
-// EventAlertResolved is the type of the device event recorded when an alert
-// closes.
-const EventAlertResolved = "alert.resolved"
-
-// transition runs one conditional UPDATE and reads the row back in one
-// immediate transaction, so concurrent calls serialize on the writer and
-// only one of them changes the row. The observer hears of real changes only.
-func (s *AlertService) transition(ctx context.Context, orgID, id, event, update string, check func(resource.Alert) error) (resource.Alert, error) {
+// MoveAlert implements sqlstore.AlertTables in one immediate transaction:
+// concurrent calls serialize on the writer.
+func (t tables) MoveAlert(ctx context.Context, orgID, id string, to resource.AlertState) (resource.Alert, bool, error) {
 	var a resource.Alert
 	var changed bool
-	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, update, s.db.NowMs(), id, orgID)
+	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, sqlstore.MoveAlertSQL(to, sqlstore.Question), t.db.NowMs(), id, orgID)
 		if err != nil {
 			return err
 		}
@@ -110,33 +53,27 @@ func (s *AlertService) transition(ctx context.Context, orgID, id, event, update 
 			return err
 		}
 		changed = n == 1
-		a, err = sqlstore.ScanAlert(tx.QueryRowContext(ctx, `SELECT `+sqlstore.AlertColumns+` FROM alerts WHERE id = ? AND org_id = ?`, id, orgID))
+		a, err = sqlstore.ScanAlert(tx.QueryRowContext(ctx, alertSQL, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return alertNotFound(id)
 		}
+		if err != nil || !changed || a.State != resource.AlertResolved {
+			return err
+		}
+		var rule string
+		if err := tx.QueryRowContext(ctx, `SELECT name FROM alert_rules WHERE id = ?`, a.RuleID).Scan(&rule); err != nil {
+			return err
+		}
+		e, err := sqlstore.APIResolvedEvent(a, rule)
 		if err != nil {
 			return err
 		}
-		if changed && a.State == resource.AlertResolved {
-			return resolvedEvent(ctx, tx, orgID, a)
-		}
-		return nil
+		return insertEvent(ctx, tx, orgID, a.DeviceID, e)
 	})
-	if err != nil {
-		if cloud.ErrorCode(err) != cloud.EINTERNAL {
-			return resource.Alert{}, err
-		}
-		return resource.Alert{}, fmt.Errorf("sqlite: %s: %w", event, err)
+	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
+		return a, false, fmt.Errorf("sqlite: %s alert: %w", to, err)
 	}
-	if check != nil {
-		if err := check(a); err != nil {
-			return resource.Alert{}, err
-		}
-	}
-	if changed && s.Observer != nil {
-		s.Observer.AlertChanged(ctx, event, a)
-	}
-	return a, nil
+	return a, changed, err
 }
 
 // NewAlert is what InsertAlert needs. RuleID or RuleName (of the device's

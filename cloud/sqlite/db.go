@@ -45,9 +45,7 @@ type DB struct {
 	ckpt *checkpointer // see checkpoint.go
 
 	// the services of Devices, Serial and Alerts (store.go)
-	devices *DeviceService
-	serial  *SerialService
-	alerts  *AlertService
+	sqlstore.Services // Devices, Serial, Alerts, Observe
 }
 
 // Open opens (creating if needed) the database file at path and applies
@@ -88,7 +86,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	db := &DB{W: w, Now: time.Now, path: path}
-	db.devices, db.serial, db.alerts = NewDeviceService(db), NewSerialService(db), NewAlertService(db)
+	db.Services = sqlstore.NewServices(tables{db})
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err

@@ -16,13 +16,6 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// DeviceService implements cloud.DeviceService on the store's devices,
-// metrics and events tables (tables).
-type DeviceService = sqlstore.DeviceService
-
-// NewDeviceService returns the device service of db.
-func NewDeviceService(db *DB) *DeviceService { return &DeviceService{Tables: tables{db}} }
-
 // DeviceDetail implements sqlstore.DeviceTables.
 func (t tables) DeviceDetail(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
 	st, err := t.db.readStmt(ctx, `SELECT `+sqlstore.DeviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone FROM devices WHERE id = ? AND org_id = ?`)

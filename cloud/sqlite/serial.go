@@ -13,13 +13,6 @@ import (
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
-// SerialService implements cloud.SerialService on the store's
-// serial_state and serial_channels tables (tables).
-type SerialService = sqlstore.SerialService
-
-// NewSerialService returns the serial service of db.
-func NewSerialService(db *DB) *SerialService { return &SerialService{Tables: tables{db}} }
-
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)

@@ -13,29 +13,26 @@ var _ cloud.Store = (*DB)(nil)
 // cloud/internal/sqlstore.
 type tables struct{ db *DB }
 
-var (
-	_ sqlstore.DeviceTables = tables{}
-	_ sqlstore.SerialTables = tables{}
+var _ sqlstore.Tables = tables{}
+
+// The store's domain services, on its tables.
+type (
+	DeviceService = sqlstore.DeviceService
+	SerialService = sqlstore.SerialService
+	AlertService  = sqlstore.AlertService
 )
 
-// Devices returns the device service of db.
-func (db *DB) Devices() cloud.DeviceService { return db.devices }
+// NewDeviceService returns the device service of db.
+func NewDeviceService(db *DB) *DeviceService { return &DeviceService{Tables: tables{db}} }
 
-// Serial returns the serial service of db.
-func (db *DB) Serial() cloud.SerialService { return db.serial }
+// NewSerialService returns the serial service of db.
+func NewSerialService(db *DB) *SerialService { return &SerialService{Tables: tables{db}} }
 
-// Alerts returns the alert service of db.
-func (db *DB) Alerts() cloud.AlertService { return db.alerts }
+// NewAlertService returns the alert service of db.
+func NewAlertService(db *DB) *AlertService { return &AlertService{Tables: tables{db}} }
 
 // Keys returns db, whose KeyByID finds API keys.
 func (db *DB) Keys() cloud.KeyService { return db }
-
-// Observe sets the observers of the services returned by Serial and
-// Alerts.
-func (db *DB) Observe(config cloud.DesiredConfigObserver, alerts cloud.AlertObserver) {
-	db.serial.Observer = config
-	db.alerts.Observer = alerts
-}
 
 // Versioner returns db: DataVersion follows the WAL index (version.go).
 func (db *DB) Versioner() cloud.Versioner { return db }

@@ -127,8 +127,3 @@ func (v *versionReader) close() {
 // walHeader is one copy of the WAL-index header: 48 bytes (version,
 // change counter, page size, last valid frame, checksums, salts).
 type walHeader [12]uint32
-
-// DataVersion is the store's DataVersion; the API caches list pages with it.
-func (s *AlertService) DataVersion(ctx context.Context) (uint64, error) {
-	return s.db.DataVersion(ctx)
-}

@@ -1,0 +1,41 @@
+package sqlstore
+
+import "github.com/fleet/fleet/cloud"
+
+// Tables are a store's tables in its dialect, under the services of this
+// package.
+type Tables interface {
+	DeviceTables
+	SerialTables
+	AlertTables
+}
+
+// Services are a store's domain services on its tables: embedded in the
+// store, they are its cloud.Store methods Devices, Serial, Alerts and
+// Observe.
+type Services struct {
+	devices *DeviceService
+	serial  *SerialService
+	alerts  *AlertService
+}
+
+// NewServices returns the services on t.
+func NewServices(t Tables) Services {
+	return Services{devices: &DeviceService{Tables: t}, serial: &SerialService{Tables: t}, alerts: &AlertService{Tables: t}}
+}
+
+// Devices returns the device service.
+func (s *Services) Devices() cloud.DeviceService { return s.devices }
+
+// Serial returns the serial service.
+func (s *Services) Serial() cloud.SerialService { return s.serial }
+
+// Alerts returns the alert service.
+func (s *Services) Alerts() cloud.AlertService { return s.alerts }
+
+// Observe sets the observers of the services returned by Serial and
+// Alerts.
+func (s *Services) Observe(config cloud.DesiredConfigObserver, alerts cloud.AlertObserver) {
+	s.serial.Observer = config
+	s.alerts.Observer = alerts
+}

@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,20 +37,8 @@ func TestAgentAsServiceUser(t *testing.T) {
 	relay := exec.Command(relayPath, "serve", "--db", db, "--listen", addr)
 	relayLogs := startProcess(t, relay)
 	waitHealthy(t, "http://"+addr+"/readyz", relayLogs)
-	cli := func(v any, args ...string) {
-		t.Helper()
-		out, err := exec.Command(relayPath, append(args, "--db", db, "--json")...).Output()
-		if err != nil {
-			t.Fatalf("fleet-relay %v: %v", args, err)
-		}
-		if err := json.Unmarshal(out, v); err != nil {
-			t.Fatalf("fleet-relay %v: %v: %s", args, err, out)
-		}
-	}
-	var org struct{ ID string }
-	cli(&org, "org", "create", "--name", "Acme")
-	var dev struct{ ID, Token string }
-	cli(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "SN-1", "--model", "IG-500")
+	cli := relayAdmin(t, relayPath, db)
+	orgID, dev := addGateway(cli)
 
 	// The agent user must reach its files: open the temp folders' parents.
 	gw := t.TempDir()
@@ -90,7 +77,7 @@ func TestAgentAsServiceUser(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var devices []struct{ ID, Status string }
-		cli(&devices, "device", "list", "--org", org.ID)
+		cli(&devices, "device", "list", "--org", orgID)
 		if len(devices) == 1 && devices[0].Status == "ONLINE" {
 			break
 		}
@@ -140,7 +127,7 @@ func TestAgentAsServiceUser(t *testing.T) {
 	deadline = time.Now().Add(15 * time.Second)
 	for {
 		var devices []struct{ Status string }
-		cli(&devices, "device", "list", "--org", org.ID)
+		cli(&devices, "device", "list", "--org", orgID)
 		if devices[0].Status == "OFFLINE" {
 			break
 		}

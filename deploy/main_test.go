@@ -9,6 +9,7 @@ package deploy_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -86,6 +87,36 @@ func run(t *testing.T, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// relayAdmin returns a runner of the admin commands of the relay binary
+// at relay on the database db: each runs with --json and its output is
+// decoded into v.
+func relayAdmin(t *testing.T, relay, db string) func(v any, args ...string) {
+	return func(v any, args ...string) {
+		t.Helper()
+		out, err := exec.Command(relay, append(args, "--db", db, "--json")...).Output()
+		if err != nil {
+			t.Fatalf("fleet-relay %v: %v", args, err)
+		}
+		if err := json.Unmarshal(out, v); err != nil {
+			t.Fatalf("fleet-relay %v: %v: %s", args, err, out)
+		}
+	}
+}
+
+// gateway is a device as `device add` prints it.
+type gateway struct{ ID, Token string }
+
+// addGateway creates the organization Acme with one IG-500 gateway through
+// admin, as an operator does before the agent's first start; it returns
+// the organization's id and the gateway.
+func addGateway(admin func(v any, args ...string)) (string, gateway) {
+	var org struct{ ID string }
+	admin(&org, "org", "create", "--name", "Acme")
+	var dev gateway
+	admin(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "SN-1", "--model", "IG-500")
+	return org.ID, dev
 }
 
 // copyFile copies src to dst with mode.

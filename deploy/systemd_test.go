@@ -188,20 +188,8 @@ func TestUnitsUnderSystemd(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(stateDir, "relay.db")
-	relayCLI := func(v any, args ...string) {
-		t.Helper()
-		out, err := exec.Command(relay, append(args, "--db", db, "--json")...).Output()
-		if err != nil {
-			t.Fatalf("fleet-relay %v: %v", args, err)
-		}
-		if err := json.Unmarshal(out, v); err != nil {
-			t.Fatalf("fleet-relay %v: %v: %s", args, err, out)
-		}
-	}
-	var org struct{ ID string }
-	relayCLI(&org, "org", "create", "--name", "Acme")
-	var dev struct{ ID, Token string }
-	relayCLI(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "SN-1", "--model", "IG-500")
+	relayCLI := relayAdmin(t, relay, db)
+	orgID, dev := addGateway(relayCLI)
 	run(t, "chown", "-R", fmt.Sprintf("%d:%d", relayUID, relayGID), stateDir)
 
 	addr := testnet.FreeAddr(t)
@@ -216,7 +204,7 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	})
 	appendFile(t, agentConf, "hw: sim\n")
 	var key struct{ Key string }
-	relayCLI(&key, "key", "create", "--org", org.ID, "--name", "test", "--scopes", "devices:read")
+	relayCLI(&key, "key", "create", "--org", orgID, "--name", "test", "--scopes", "devices:read")
 
 	c := boot(t, root)
 	waitHealthy(t, "http://"+addr+"/readyz", c.logs)
@@ -225,7 +213,7 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	}
 	deviceStatus := func() string {
 		out := c.must("runuser", "-u", "fleet-relay", "--", "fleet-relay", "device", "list",
-			"--db", "/var/lib/fleet-relay/relay.db", "--org", org.ID, "--json")
+			"--db", "/var/lib/fleet-relay/relay.db", "--org", orgID, "--json")
 		var ds []struct{ Status string }
 		if err := json.Unmarshal([]byte(out), &ds); err != nil || len(ds) != 1 {
 			t.Fatalf("device list: %v %q", err, out)
@@ -310,7 +298,7 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	}
 	var orgs []struct{ ID string }
 	out2, err := exec.Command(relay, "org", "list", "--db", copies[0], "--json").Output()
-	if err != nil || json.Unmarshal(out2, &orgs) != nil || len(orgs) != 1 || orgs[0].ID != org.ID {
+	if err != nil || json.Unmarshal(out2, &orgs) != nil || len(orgs) != 1 || orgs[0].ID != orgID {
 		t.Fatalf("the backup does not hold the organization: %v %s", err, out2)
 	}
 

@@ -1,0 +1,138 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// TestHeartbeatsUpdateInPlace: a heartbeat rewrites a device's last_seen,
+// its serial telemetry time and a channel's live value. None of these may be
+// in an index (nor in a partial index's predicate), and the tables keep room
+// on their pages, so that PostgreSQL updates the rows in place (HOT: no new
+// index entries, no index bloat, pruning instead of vacuum). A cluster
+// storing 10,000 heartbeats a second depends on it; pg_stat_user_tables
+// counts the updates and those that were HOT.
+func TestHeartbeatsUpdateInPlace(t *testing.T) {
+	ctx := context.Background()
+	url := migratedDB(t)
+	st := openStores(t, url, time.Now, "relay-1")
+	defer st.Close()
+	stats, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stats.Close(ctx)
+	org, err := st.Store.CreateOrg(ctx, "Hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := updates(t, stats)
+	const devices, beats = 20, 10
+	type conn struct {
+		dev     agentlink.Device
+		session string
+	}
+	var conns []conn
+	for i := range devices {
+		d, tok, err := st.Store.AddDevice(ctx, cloud.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: fmt.Sprintf("HOT-%d", i), Model: "IG-500"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev, err := st.Agent.AuthDevice(ctx, tokenHash(tok))
+		if err != nil || dev.ID != d.ID {
+			t.Fatalf("auth %s: %+v, %v", d.ID, dev, err)
+		}
+		session, now := ids.New(), time.Now()
+		if _, err := st.Agent.Connect(ctx, dev, session, now, now.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Agent.Hello(ctx, agentlink.HelloIn{Device: dev, Session: session, At: now, HeartbeatInterval: time.Second,
+			Hello: protocol.Hello{AgentVersion: "1.0.0", Model: "IG-500"}, Deadline: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn{dev, session})
+	}
+	for b := range beats {
+		done := make(chan error, devices)
+		for _, c := range conns {
+			in := agentlink.HeartbeatIn{Device: c.dev, Session: c.session, At: time.Now(), Status: resource.StatusOnline,
+				PrevStatus: resource.StatusOnline, IPAddress: "10.0.0.1", HasChannels: true,
+				Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: fmt.Sprint(b % 2)}}}
+			if err := st.Agent.Heartbeat(ctx, in, func(_ agentlink.HeartbeatOut, err error) { done <- err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range devices {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The first heartbeat inserts each device's channel row; every later
+	// one updates the three tables' rows. Statistics reach the view within
+	// about ten seconds of a backend going idle. Connecting changes a
+	// device's status (indexed) twice: those updates may not be HOT.
+	want := int64(devices * (beats - 1))
+	var got map[string][2]int64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		got = updates(t, stats)
+		if all(got, before, want) || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, table := range []string{"devices", "serial_state", "serial_channels"} {
+		upd, hot := got[table][0]-before[table][0], got[table][1]-before[table][1]
+		if upd < want {
+			t.Fatalf("%s: %d updates counted, want at least %d", table, upd, want)
+		}
+		if cold := upd - hot; cold > 2*devices+want/10 {
+			t.Errorf("%s: %d of %d updates were not HOT (in place), want at most %d (the connects' and a tenth of the heartbeats')", table, cold, upd, 2*devices+want/10)
+		}
+	}
+}
+
+// updates reads each heartbeat table's updates and HOT updates.
+func updates(t *testing.T, stats *pgx.Conn) map[string][2]int64 {
+	t.Helper()
+	rows, err := stats.Query(context.Background(), `SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+		WHERE relname IN ('devices', 'serial_state', 'serial_channels')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	m := map[string][2]int64{}
+	for rows.Next() {
+		var name string
+		var upd, hot int64
+		if err := rows.Scan(&name, &upd, &hot); err != nil {
+			t.Fatal(err)
+		}
+		m[name] = [2]int64{upd, hot}
+	}
+	return m
+}
+
+func tokenHash(token string) (h [32]byte) {
+	copy(h[:], apikey.HashDeviceToken(token))
+	return h
+}
+
+func all(got, before map[string][2]int64, want int64) bool {
+	for _, table := range []string{"devices", "serial_state", "serial_channels"} {
+		if got[table][0]-before[table][0] < want {
+			return false
+		}
+	}
+	return true
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/internal/fleetproc"
 	"github.com/fleet/fleet/internal/testnet"
 )
 
@@ -37,7 +38,7 @@ func TestAgentAsServiceUser(t *testing.T) {
 	relay := exec.Command(relayPath, "serve", "--db", db, "--listen", addr)
 	relayLogs := startProcess(t, relay)
 	waitHealthy(t, "http://"+addr+"/readyz", relayLogs)
-	cli := relayAdmin(t, relayPath, db)
+	cli := fleetproc.AdminOn(t, relayPath, db)
 	orgID, dev := addGateway(cli)
 
 	// The agent user must reach its files: open the temp folders' parents.

@@ -9,7 +9,6 @@ package deploy_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -87,22 +86,6 @@ func run(t *testing.T, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
-}
-
-// relayAdmin returns a runner of the admin commands of the relay binary
-// at relay on the database db: each runs with --json and its output is
-// decoded into v.
-func relayAdmin(t *testing.T, relay, db string) func(v any, args ...string) {
-	return func(v any, args ...string) {
-		t.Helper()
-		out, err := exec.Command(relay, append(args, "--db", db, "--json")...).Output()
-		if err != nil {
-			t.Fatalf("fleet-relay %v: %v", args, err)
-		}
-		if err := json.Unmarshal(out, v); err != nil {
-			t.Fatalf("fleet-relay %v: %v: %s", args, err, out)
-		}
-	}
 }
 
 // gateway is a device as `device add` prints it.

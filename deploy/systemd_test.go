@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/internal/fleetproc"
 	"github.com/fleet/fleet/internal/logbuf"
 	"github.com/fleet/fleet/internal/testnet"
 )
@@ -188,7 +189,7 @@ func TestUnitsUnderSystemd(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(stateDir, "relay.db")
-	relayCLI := relayAdmin(t, relay, db)
+	relayCLI := fleetproc.AdminOn(t, relay, db)
 	orgID, dev := addGateway(relayCLI)
 	run(t, "chown", "-R", fmt.Sprintf("%d:%d", relayUID, relayGID), stateDir)
 

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -88,22 +87,7 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 		t.Fatalf("temporary files left: %v", leftovers)
 	}
 
-	raw, err := sql.Open("sqlite3", "file:"+out+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	var check string
-	if err := raw.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
-		t.Fatalf("integrity_check = %q, %v", check, err)
-	}
-	raw.Close()
-
-	cp, err := sqlite.Open(ctx, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Close()
+	cp := sqlitetest.OpenCopy(t, out)
 	orgs, err := cp.ListOrgs(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -202,6 +202,15 @@ func Admin(tb testing.TB, relay string, env []string, v any, args ...string) {
 	AdminInput(tb, relay, env, "", v, args...)
 }
 
+// AdminOn returns Admin bound to the relay binary at relay and the
+// database db (--db), for a test running several commands on one store.
+func AdminOn(tb testing.TB, relay, db string) func(v any, args ...string) {
+	return func(v any, args ...string) {
+		tb.Helper()
+		Admin(tb, relay, nil, v, append(args, "--db", db)...)
+	}
+}
+
 // AdminInput is Admin with stdin (a password for --password-stdin).
 func AdminInput(tb testing.TB, relay string, env []string, stdin string, v any, args ...string) {
 	tb.Helper()

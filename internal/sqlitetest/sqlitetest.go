@@ -7,6 +7,7 @@ package sqlitetest
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -45,4 +46,27 @@ func Device(tb testing.TB, db *sqlite.DB, nd cloud.NewDevice) (resource.DeviceDe
 		tb.Fatal(err)
 	}
 	return d, token
+}
+
+// OpenCopy checks a copy of a store (a backup) as an operator restoring
+// it would, PRAGMA integrity_check answering ok on a read-only handle,
+// then opens it as a store, closed when the test ends.
+func OpenCopy(tb testing.TB, path string) *sqlite.DB {
+	tb.Helper()
+	raw, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var check string
+	err = raw.QueryRow(`PRAGMA integrity_check`).Scan(&check)
+	raw.Close()
+	if err != nil || check != "ok" {
+		tb.Fatalf("%s: integrity_check %q, %v", path, check, err)
+	}
+	db, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
 }

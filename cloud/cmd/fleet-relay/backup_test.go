@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/sqlitetest"
 )
 
 // TestBackupWhileServing backs up the database of a running relay whose
@@ -77,20 +76,7 @@ func TestBackupWhileServing(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %o, want 600", st.Mode().Perm())
 	}
-	raw, err := sql.Open("sqlite3", "file:"+out+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var check string
-	if err := raw.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
-		t.Fatalf("integrity_check %q %v", check, err)
-	}
-	raw.Close()
-	cp, err := sqlite.Open(ctx, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Close()
+	cp := sqlitetest.OpenCopy(t, out)
 	for _, id := range before {
 		if _, err := cp.Org(ctx, id); err != nil {
 			t.Fatalf("org %s committed before the backup: %v", id, err)

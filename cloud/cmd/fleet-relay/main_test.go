@@ -22,6 +22,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/fleetproc"
 	"github.com/fleet/fleet/internal/pgtest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -345,16 +346,30 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 // TestBinary builds fleet-relay and runs it as a real process: serve on a
 // temp database, admin commands of separate processes on the same file,
 // SIGTERM for a clean exit.
+// agentPkg is fleet-agent's command, for the tests that run the real agent.
+const agentPkg = "../../../agent/cmd/fleet-agent"
+
+// goBuild builds the command at pkg (relative to this package; "." is
+// fleet-relay) into dir and returns the binary's path.
+func goBuild(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	abs, err := filepath.Abs(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(abs))
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
 func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "fleet-relay")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := goBuild(t, dir, ".")
 	db := filepath.Join(dir, "relay.db")
 	serve := exec.Command(bin, "serve", "--listen", "127.0.0.1:0")
 	serve.Env = append(os.Environ(), "FLEET_DB="+db)
@@ -384,20 +399,13 @@ func TestBinary(t *testing.T) {
 		}
 		rest <- b.String()
 	}()
-	admin := func(args ...string) []byte {
-		cmd := exec.Command(bin, append(args, "--db", db, "--json")...)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return out
-	}
+	admin := fleetproc.AdminOn(t, bin, db)
 	var org struct{ ID string }
-	json.Unmarshal(admin("org", "create", "--name", "Acme"), &org)
+	admin(&org, "org", "create", "--name", "Acme")
 	var key struct{ Key string }
-	json.Unmarshal(admin("key", "create", "--org", org.ID, "--name", "k", "--scopes", "devices:read"), &key)
+	admin(&key, "key", "create", "--org", org.ID, "--name", "k", "--scopes", "devices:read")
 	var dev struct{ ID string }
-	json.Unmarshal(admin("device", "add", "--org", org.ID, "--name", "gw", "--serial", "S1", "--model", "IG-100"), &dev)
+	admin(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "S1", "--model", "IG-100")
 	code, body := get(t, "http://"+addr+"/api/v1/public/devices/"+dev.ID, key.Key)
 	if code != 200 || !strings.Contains(string(body), `"model":"IG-100"`) {
 		t.Fatalf("GET device = %d %s", code, body)

@@ -406,10 +406,7 @@ func TestMetricsListen(t *testing.T) {
 // SIGTERM the relay's gauge goes back to 0.
 func TestAgentMetricsWithTheRelay(t *testing.T) {
 	dir := t.TempDir()
-	agentBin := filepath.Join(dir, "fleet-agent")
-	if out, err := exec.Command("go", "build", "-o", agentBin, "../../../agent/cmd/fleet-agent").CombinedOutput(); err != nil {
-		t.Fatalf("go build agent: %v\n%s", err, out)
-	}
+	agentBin := goBuild(t, dir, agentPkg)
 	m := startMain(t, filepath.Join(dir, "relay.db"))
 	ctx := context.Background()
 	org, err := m.DB.CreateOrg(ctx, "Acme")

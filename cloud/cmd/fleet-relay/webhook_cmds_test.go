@@ -21,6 +21,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/internal/fleetproc"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -56,23 +57,9 @@ func startRelayBinary(t *testing.T, bin string, args ...string) (*exec.Cmd, stri
 // through the API sends alert.acknowledged.
 func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "fleet-relay")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := goBuild(t, dir, ".")
 	db := filepath.Join(dir, "relay.db")
-	admin := func(v any, args ...string) {
-		t.Helper()
-		out, err := exec.Command(bin, append(args, "--db", db, "--json")...).Output()
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		if v != nil {
-			if err := json.Unmarshal(out, v); err != nil {
-				t.Fatalf("%v: %v", args, err)
-			}
-		}
-	}
+	admin := fleetproc.AdminOn(t, bin, db)
 	var org struct{ ID, WebhookSecret string }
 	admin(&org, "org", "create", "--name", "Acme")
 	var key struct{ Key string }
@@ -411,24 +398,9 @@ func (p *fakeProc) tick() {
 // back; every webhook is verified on a real HTTPS receiver.
 func TestRealAgentSignalsAndAlerts(t *testing.T) {
 	dir := t.TempDir()
-	relayBin, agentBin := filepath.Join(dir, "fleet-relay"), filepath.Join(dir, "fleet-agent")
-	if out, err := exec.Command("go", "build", "-o", relayBin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build relay: %v\n%s", err, out)
-	}
-	if out, err := exec.Command("go", "build", "-o", agentBin, "../../../agent/cmd/fleet-agent").CombinedOutput(); err != nil {
-		t.Fatalf("go build agent: %v\n%s", err, out)
-	}
+	relayBin, agentBin := goBuild(t, dir, "."), goBuild(t, dir, agentPkg)
 	db := filepath.Join(dir, "relay.db")
-	admin := func(v any, args ...string) {
-		t.Helper()
-		out, err := exec.Command(relayBin, append(args, "--db", db, "--json")...).Output()
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		if v != nil {
-			json.Unmarshal(out, v)
-		}
-	}
+	admin := fleetproc.AdminOn(t, relayBin, db)
 	var org struct{ ID, WebhookSecret string }
 	admin(&org, "org", "create", "--name", "Acme")
 	var key struct{ Key string }

@@ -155,12 +155,7 @@ func TestCorruptionInTheMiddleLosesOnlyThatRecord(t *testing.T) {
 	for _, at := range []string{"payload", "length", "crc", "seq"} {
 		t.Run(at, func(t *testing.T) {
 			dir := t.TempDir()
-			s := mustOpen(t, Options{Dir: dir})
-			for i := 1; i <= 10; i++ {
-				mustAppend(t, s, fmt.Sprintf("record-%02d", i))
-			}
-			s.Close()
-			seg := lastSegment(t, dir)
+			seg := writtenSegment(t, dir, 10, "record-%02d")
 			b, _ := os.ReadFile(seg)
 			recLen := len(b) / 10
 			off := 4*recLen + map[string]int{"payload": recLen - 2, "length": 1, "crc": 5, "seq": headerLen}[at]

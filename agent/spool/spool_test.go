@@ -124,6 +124,19 @@ func lastSegment(tb testing.TB, dir string) string {
 	return m[len(m)-1]
 }
 
+// writtenSegment writes n records (payload format with the record's
+// number) to a spool in dir and closes it; it returns the path of the
+// last segment, for a test to damage.
+func writtenSegment(tb testing.TB, dir string, n int, format string) string {
+	tb.Helper()
+	s := mustOpen(tb, Options{Dir: dir})
+	for i := 1; i <= n; i++ {
+		mustAppend(tb, s, fmt.Sprintf(format, i))
+	}
+	s.Close()
+	return lastSegment(tb, dir)
+}
+
 func TestTornTail(t *testing.T) {
 	full := encodeRecord(4, time.Now(), []byte("the fourth record"))
 	badCRC := append([]byte(nil), full...)
@@ -144,12 +157,7 @@ func TestTornTail(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := mustOpen(t, Options{Dir: dir})
-			for i := 1; i <= 3; i++ {
-				mustAppend(t, s, fmt.Sprintf("rec-%d", i))
-			}
-			s.Close()
-			seg := lastSegment(t, dir)
+			seg := writtenSegment(t, dir, 3, "rec-%d")
 			goodSize := fileSize(t, seg)
 			f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {

@@ -8,9 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -106,40 +104,30 @@ func deviceNotFound(id string) error {
 
 // AddDevice registers a device in PROVISIONING state with a fresh token.
 func (db *DB) AddDevice(ctx context.Context, nd cloud.NewDevice) (resource.DeviceDetail, string, error) {
-	nd, err := nd.Validate()
+	d, err := sqlstore.PrepareDevice(nd, db.Now())
 	if err != nil {
 		return resource.DeviceDetail{}, "", err
 	}
-	if _, err := db.Org(ctx, nd.OrgID); err != nil {
+	if _, err := db.Org(ctx, d.OrgID); err != nil {
 		return resource.DeviceDetail{}, "", err
-	}
-	token, sum, err := apikey.NewDeviceToken()
-	if err != nil {
-		return resource.DeviceDetail{}, "", err
-	}
-	now := db.Now().UTC().Truncate(time.Millisecond)
-	d := resource.DeviceDetail{
-		Device: resource.Device{ID: ids.New(), Name: nd.Name, SerialNumber: nd.SerialNumber, Status: resource.StatusProvisioning,
-			Model: nd.Model, Location: nd.Location, CreatedAt: resource.T(now)},
-		Notes: nd.Notes,
 	}
 	err = db.writeTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO devices (id, org_id, name, serial_number, model, location, notes, status, token_hash, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			d.ID, nd.OrgID, d.Name, d.SerialNumber, d.Model, d.Location, nd.Notes, string(d.Status), sum, now.UnixMilli()); err != nil {
+		if _, err := tx.Exec(ctx, insertDeviceSQL, d.Args()...); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES ($1)`, d.ID)
+		_, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES ($1)`, d.Detail.ID)
 		return err
 	})
 	if isUnique(err) {
-		return resource.DeviceDetail{}, "", cloud.Errorf(cloud.ECONFLICT, "a device with serial number %q already exists in the organization", nd.SerialNumber)
+		return resource.DeviceDetail{}, "", sqlstore.ErrSerialTaken(d.Detail.SerialNumber)
 	}
 	if err != nil {
 		return resource.DeviceDetail{}, "", storeError("postgres: add device: %w", err)
 	}
-	return d, token, nil
+	return d.Detail, d.Token, nil
 }
+
+var insertDeviceSQL = sqlstore.InsertDeviceSQL(sqlstore.Dollar)
 
 // RevokeDevice revokes the device's token (the first time is kept).
 func (db *DB) RevokeDevice(ctx context.Context, id string) (time.Time, error) {

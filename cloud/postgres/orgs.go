@@ -18,18 +18,16 @@ import (
 // CreateOrg creates an organization with a fresh webhook signing secret and
 // the default alert rules.
 func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
-	name, err := cloud.ValidName("name", name)
+	org, err := sqlstore.NewOrg(name, db.Now())
 	if err != nil {
 		return cloud.Org{}, err
 	}
-	now := db.Now().UTC().Truncate(time.Millisecond)
-	org := cloud.Org{ID: ids.New(), Name: name, WebhookSecret: webhook.NewSecret(), CreatedAt: now}
 	err = db.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES ($1, $2, $3, $4)`,
-			org.ID, org.Name, org.WebhookSecret, now.UnixMilli()); err != nil {
+			org.ID, org.Name, org.WebhookSecret, org.CreatedAt.UnixMilli()); err != nil {
 			return err
 		}
-		return insertDefaultRules(ctx, tx, org.ID, now.UnixMilli())
+		return insertDefaultRules(ctx, tx, org.ID, org.CreatedAt.UnixMilli())
 	})
 	if err != nil {
 		return cloud.Org{}, storeError("postgres: create org: %w", err)

@@ -119,37 +119,25 @@ func deviceNotFound(id string) error {
 // EINVALID naming the catalog's models; a serial number already used in the
 // organization is ECONFLICT.
 func (db *DB) AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetail, string, error) {
-	nd, err := nd.Validate()
+	d, err := sqlstore.PrepareDevice(nd, db.Now())
 	if err != nil {
 		return resource.DeviceDetail{}, "", err
 	}
-	if _, err := db.Org(ctx, nd.OrgID); err != nil {
+	if _, err := db.Org(ctx, d.OrgID); err != nil {
 		return resource.DeviceDetail{}, "", err
-	}
-	token, sum, err := apikey.NewDeviceToken()
-	if err != nil {
-		return resource.DeviceDetail{}, "", err
-	}
-	now := db.Now().UTC().Truncate(time.Millisecond)
-	d := resource.DeviceDetail{
-		Device: resource.Device{ID: ids.New(), Name: nd.Name, SerialNumber: nd.SerialNumber, Status: resource.StatusProvisioning,
-			Model: nd.Model, Location: nd.Location, CreatedAt: resource.T(now)},
-		Notes: nd.Notes,
 	}
 	err = db.WriteTx(ctx, func(tx *sql.Tx) error {
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM devices WHERE org_id = ? AND serial_number = ?`, nd.OrgID, nd.SerialNumber).Scan(&n); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM devices WHERE org_id = ? AND serial_number = ?`, d.OrgID, d.Detail.SerialNumber).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
-			return cloud.Errorf(cloud.ECONFLICT, "a device with serial number %q already exists in the organization", nd.SerialNumber)
+			return sqlstore.ErrSerialTaken(d.Detail.SerialNumber)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (id, org_id, name, serial_number, model, location, notes, status, token_hash, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			d.ID, nd.OrgID, d.Name, d.SerialNumber, d.Model, d.Location, nd.Notes, string(d.Status), sum, now.UnixMilli()); err != nil {
+		if _, err := tx.ExecContext(ctx, insertDeviceSQL, d.Args()...); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO serial_state (device_id) VALUES (?)`, d.ID)
+		_, err := tx.ExecContext(ctx, `INSERT INTO serial_state (device_id) VALUES (?)`, d.Detail.ID)
 		return err
 	})
 	if err != nil {
@@ -158,8 +146,10 @@ func (db *DB) AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetai
 		}
 		return resource.DeviceDetail{}, "", fmt.Errorf("sqlite: add device: %w", err)
 	}
-	return d, token, nil
+	return d.Detail, d.Token, nil
 }
+
+var insertDeviceSQL = sqlstore.InsertDeviceSQL(sqlstore.Question)
 
 // RevokeDevice revokes the device's token: DeviceByToken refuses it from
 // then on. Idempotent (the first revocation time is kept, and returned);

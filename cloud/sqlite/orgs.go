@@ -8,21 +8,17 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 )
 
 // CreateOrg creates an organization with a fresh webhook signing secret and
 // the default alert rules.
 func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
-	name, err := cloud.ValidName("name", name)
+	org, err := sqlstore.NewOrg(name, db.Now())
 	if err != nil {
 		return cloud.Org{}, err
 	}
-	// "whsec_" + base64 of 32 random bytes: the Standard Webhooks form, so
-	// its libraries accept the secret as it is shown.
-	now := db.Now().UTC().Truncate(1e6)
-	org := cloud.Org{ID: ids.New(), Name: name, WebhookSecret: webhook.NewSecret(), CreatedAt: now}
+	now := org.CreatedAt
 	err = db.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES (?, ?, ?, ?)`,
 			org.ID, org.Name, org.WebhookSecret, now.UnixMilli()); err != nil {

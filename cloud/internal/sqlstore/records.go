@@ -1,0 +1,82 @@
+package sqlstore
+
+import (
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// NewDevice is a device to register: its row and the token shown once.
+type NewDevice struct {
+	OrgID  string
+	Detail resource.DeviceDetail
+	// Token is the device token; only its SHA-256 sum is stored.
+	Token    string
+	TokenSum []byte
+}
+
+// PrepareDevice validates nd (an unknown model is EINVALID naming the
+// catalog's models) and makes the device it registers: a fresh id and
+// device token, PROVISIONING, created at now to the millisecond (as
+// stored).
+func PrepareDevice(nd cloud.NewDevice, now time.Time) (NewDevice, error) {
+	nd, err := nd.Validate()
+	if err != nil {
+		return NewDevice{}, err
+	}
+	token, sum, err := apikey.NewDeviceToken()
+	if err != nil {
+		return NewDevice{}, err
+	}
+	return NewDevice{OrgID: nd.OrgID, Token: token, TokenSum: sum, Detail: resource.DeviceDetail{
+		Device: resource.Device{ID: ids.New(), Name: nd.Name, SerialNumber: nd.SerialNumber, Status: resource.StatusProvisioning,
+			Model: nd.Model, Location: nd.Location, CreatedAt: resource.T(now.UTC().Truncate(time.Millisecond))},
+		Notes: nd.Notes,
+	}}, nil
+}
+
+// InsertDeviceSQL stores a NewDevice (arguments: NewDevice.Args) in the
+// dialect of ph.
+func InsertDeviceSQL(ph Placeholder) string {
+	return `INSERT INTO devices (id, org_id, name, serial_number, model, location, notes, status, token_hash, created_at)
+		VALUES (` + Placeholders(ph, 1, 10) + `)`
+}
+
+// Args are the arguments of InsertDeviceSQL.
+func (d NewDevice) Args() []any {
+	x := d.Detail
+	return []any{x.ID, d.OrgID, x.Name, x.SerialNumber, x.Model, x.Location, x.Notes, string(x.Status), d.TokenSum, x.CreatedAt.UnixMilli()}
+}
+
+// ErrSerialTaken is AddDevice's ECONFLICT for a serial number already used
+// in the organization.
+func ErrSerialTaken(serial string) error {
+	return cloud.Errorf(cloud.ECONFLICT, "a device with serial number %q already exists in the organization", serial)
+}
+
+// NewOrg validates the name of an organization to create and makes it: a
+// fresh id and webhook signing secret, created at now to the millisecond.
+func NewOrg(name string, now time.Time) (cloud.Org, error) {
+	name, err := cloud.ValidName("name", name)
+	if err != nil {
+		return cloud.Org{}, err
+	}
+	return cloud.Org{ID: ids.New(), Name: name, WebhookSecret: webhook.NewSecret(), CreatedAt: now.UTC().Truncate(time.Millisecond)}, nil
+}
+
+// Placeholders lists n parameters from the from-th, comma-separated, in the
+// dialect of ph.
+func Placeholders(ph Placeholder, from, n int) string {
+	s := ""
+	for i := from; i < from+n; i++ {
+		if s != "" {
+			s += ", "
+		}
+		s += ph(i)
+	}
+	return s
+}

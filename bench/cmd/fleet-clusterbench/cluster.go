@@ -62,17 +62,11 @@ func run(ctx context.Context, c config) error {
 
 	// One organization, prepared once through the store contract and
 	// copied (CREATE DATABASE ... TEMPLATE) for each run on PostgreSQL.
-	t0 := time.Now()
 	tmplURL, _, err := srv.NewDatabase(ctx, "")
 	if err != nil {
 		return err
 	}
-	ten, urls, err := b.prepare(ctx, func() (cloud.Store, error) { return postgres.Open(ctx, tmplURL) })
-	if err != nil {
-		return err
-	}
-	fmt.Printf("prepared %d devices in PostgreSQL through the store contract in %s\n", c.devices, time.Since(t0).Round(time.Second))
-	tokens, err := writeTokens(dir, "tokens-pg", ten.Tokens[:c.agents])
+	pg, err := b.prepare(ctx, "PostgreSQL", "tokens-pg", func() (cloud.Store, error) { return postgres.Open(ctx, tmplURL) })
 	if err != nil {
 		return err
 	}
@@ -83,29 +77,23 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	if err := b.cluster(ctx, db, ten, urls, tokens); err != nil {
+	if err := b.cluster(ctx, db, pg.ten, pg.urls, pg.tokens); err != nil {
 		return err
 	}
 
 	if db, _, err = srv.NewDatabase(ctx, tmpl); err != nil {
 		return err
 	}
-	onPG, err := b.single(ctx, "relay-pg", db, ten.Key, urls, tokens)
+	onPG, err := b.single(ctx, "relay-pg", db, pg.ten.Key, pg.urls, pg.tokens)
 	if err != nil {
 		return err
 	}
-	t0 = time.Now()
 	path := filepath.Join(dir, "single.db")
-	lten, lurls, err := b.prepare(ctx, func() (cloud.Store, error) { return sqlite.Open(ctx, path) })
+	lite, err := b.prepare(ctx, "SQLite", "tokens-sqlite", func() (cloud.Store, error) { return sqlite.Open(ctx, path) })
 	if err != nil {
 		return err
 	}
-	fmt.Printf("prepared %d devices in SQLite through the store contract in %s\n", c.devices, time.Since(t0).Round(time.Second))
-	ltokens, err := writeTokens(dir, "tokens-sqlite", lten.Tokens[:c.agents])
-	if err != nil {
-		return err
-	}
-	onSQLite, err := b.single(ctx, "relay-sqlite", path, lten.Key, lurls, ltokens)
+	onSQLite, err := b.single(ctx, "relay-sqlite", path, lite.ten.Key, lite.urls, lite.tokens)
 	if err != nil {
 		return err
 	}
@@ -116,20 +104,36 @@ func run(ctx context.Context, c config) error {
 	return nil
 }
 
-// prepare opens a store, fills it with the benchmark's organization and
-// closes it.
-func (b *bench) prepare(ctx context.Context, open func() (cloud.Store, error)) (benchstore.Tenant, []string, error) {
+// prepared is the benchmark's organization in one store: the tenant, the
+// GET /devices paths of the API's clients (listURLs), and the file of the
+// agents' tokens.
+type prepared struct {
+	ten    benchstore.Tenant
+	urls   []string
+	tokens string
+}
+
+// prepare opens a store (kind, for the output), fills it with the
+// benchmark's organization through the store contract, closes it and
+// writes the agents' tokens to the file tokensName.
+func (b *bench) prepare(ctx context.Context, kind, tokensName string, open func() (cloud.Store, error)) (prepared, error) {
+	t0 := time.Now()
 	st, err := open()
 	if err != nil {
-		return benchstore.Tenant{}, nil, err
+		return prepared{}, err
 	}
 	defer st.Close()
 	ten, err := benchstore.Provision(ctx, st, "Bench", b.devices)
 	if err != nil {
-		return benchstore.Tenant{}, nil, err
+		return prepared{}, err
 	}
 	urls, err := listURLs(ctx, st, ten.Org)
-	return ten, urls, err
+	if err != nil {
+		return prepared{}, err
+	}
+	fmt.Printf("prepared %d devices in %s through the store contract in %s\n", b.devices, kind, time.Since(t0).Round(time.Second))
+	tokens, err := writeTokens(b.dir, tokensName, ten.Tokens[:b.agents])
+	return prepared{ten, urls, tokens}, err
 }
 
 // record prints rows, each beside its target, and records them for the

@@ -467,8 +467,7 @@ type memStats struct {
 // profile in text form (/debug/pprof/heap?debug=1).
 func (p *relayProc) memStats() (memStats, error) {
 	var m memStats
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + p.addr + "/debug/pprof/heap?debug=1")
+	resp, err := p.get("/debug/pprof/heap?debug=1")
 	if err != nil {
 		return m, err
 	}
@@ -499,10 +498,15 @@ func (p *relayProc) cpuTime() time.Duration {
 	return time.Duration(st.CPUTime() * float64(time.Second))
 }
 
+// get requests path from the relay (10 s timeout).
+func (p *relayProc) get(path string) (*http.Response, error) {
+	c := http.Client{Timeout: 10 * time.Second}
+	return c.Get("http://" + p.addr + path)
+}
+
 func (p *relayProc) stats() (relayStats, error) {
 	var s relayStats
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + p.addr + "/stats")
+	resp, err := p.get("/stats")
 	if err != nil {
 		return s, err
 	}

@@ -133,34 +133,22 @@ func testAlertConcurrentTransitions(t *testing.T, open Opener) {
 	log := &alertLog{}
 	e.Store.Observe(nil, log)
 	e2.Store.Observe(nil, log)
-	var wg sync.WaitGroup
 	type result struct {
 		op  string
 		a   resource.Alert
 		err error
 	}
 	results := make(chan result, 50)
-	start := make(chan struct{})
-	for i := 0; i < 50; i++ {
-		svc := e.Store.Alerts()
-		if i%4 >= 2 {
-			svc = e2.Store.Alerts()
+	concurrently(50, func(i int) {
+		svc := []Stores{e.Stores, e2.Stores}[i%4/2].Store.Alerts()
+		if i%2 == 0 {
+			r, err := svc.Acknowledge(e.ctx, org.ID, a.ID)
+			results <- result{"ack", r, err}
+		} else {
+			r, err := svc.Resolve(e.ctx, org.ID, a.ID)
+			results <- result{"resolve", r, err}
 		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			<-start
-			if i%2 == 0 {
-				r, err := svc.Acknowledge(e.ctx, org.ID, a.ID)
-				results <- result{"ack", r, err}
-			} else {
-				r, err := svc.Resolve(e.ctx, org.ID, a.ID)
-				results <- result{"resolve", r, err}
-			}
-		}(i)
-	}
-	close(start)
-	wg.Wait()
+	})
 	close(results)
 	l, err := e.Store.Alerts().ListAlerts(e.ctx, org.ID, cloud.AlertFilter{State: resource.AlertResolved})
 	if err != nil || len(l.Data) != 1 || l.Data[0].ResolvedAt == nil {
@@ -246,29 +234,19 @@ func testOneOpenAlert(t *testing.T, open Opener) {
 	d := e.device(org.ID, "IG-500")
 	r := e.rule(org.ID, alert.RuleDeviceOffline)
 	opening := alert.Opening{OrgID: org.ID, DeviceID: d.ID, Rule: r, Message: "offline", At: e.clock.Now(), WithEvent: true}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	opened := 0
-	for i := 0; i < 20; i++ {
-		s := e.Engine
-		if i%2 == 1 {
-			s = e2.Engine
+	concurrently(20, func(i int) {
+		_, ok, err := []Stores{e.Stores, e2.Stores}[i%2].Engine.OpenAlert(e.ctx, opening)
+		if err != nil {
+			t.Errorf("open: %v", err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, ok, err := s.OpenAlert(e.ctx, opening)
-			if err != nil {
-				t.Errorf("open: %v", err)
-			}
-			if ok {
-				mu.Lock()
-				opened++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+		if ok {
+			mu.Lock()
+			opened++
+			mu.Unlock()
+		}
+	})
 	if opened != 1 {
 		t.Fatalf("%d of 20 concurrent openings opened an alert, want 1", opened)
 	}

@@ -134,31 +134,24 @@ func testRecordsFromTwoHandles(t *testing.T, open Opener) {
 			batch = append(batch, metricRecord(at, float64(i)))
 		}
 	}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	inserted := map[string]int{}
-	for round := 0; round < 4; round++ {
-		for _, s := range []Stores{e.Stores, e2.Stores} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out, err := s.Agent.Records(e.ctx, agentlink.RecordsIn{Device: d.ref(), Session: "s", Items: batch})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				for _, m := range out.Metrics {
-					inserted[m.CapturedAt.String()]++
-				}
-				for _, ev := range out.Events {
-					inserted[ev.ID]++
-				}
-				mu.Unlock()
-			}()
+	concurrently(8, func(i int) { // 4 rounds on each handle
+		s := []Stores{e.Stores, e2.Stores}[i%2]
+		out, err := s.Agent.Records(e.ctx, agentlink.RecordsIn{Device: d.ref(), Session: "s", Items: batch})
+		if err != nil {
+			t.Error(err)
+			return
 		}
-	}
-	wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range out.Metrics {
+			inserted[m.CapturedAt.String()]++
+		}
+		for _, ev := range out.Events {
+			inserted[ev.ID]++
+		}
+	})
 	if len(inserted) != 200 {
 		t.Errorf("%d records reported inserted, want 200", len(inserted))
 	}

@@ -358,6 +358,23 @@ func exactlyOnce(t testing.TB, got, want []string) {
 	}
 }
 
+// concurrently runs fn(0) … fn(n-1) in goroutines released at once, and
+// waits for them all.
+func concurrently(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			fn(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+}
+
 // during runs insert in a loop until the returned stop is called.
 func during(t testing.TB, insert func(i int) error) (stop func()) {
 	done := make(chan struct{})

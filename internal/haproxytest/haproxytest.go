@@ -65,11 +65,11 @@ func Run(cfgPath string, servers []string, dir string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := testnet.Port()
+	addr, err := testnet.Addr()
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Addr: fmt.Sprintf("127.0.0.1:%d", port), socket: filepath.Join(dir, "admin.sock"), Log: filepath.Join(dir, "haproxy.log")}
+	p := &Proxy{Addr: addr, socket: filepath.Join(dir, "admin.sock"), Log: filepath.Join(dir, "haproxy.log")}
 	cfg, err := rewrite(string(src), p.Addr, p.socket, servers)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", cfgPath, err)

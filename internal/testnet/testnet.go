@@ -51,3 +51,9 @@ func FreeAddr(tb testing.TB) string {
 	tb.Helper()
 	return fmt.Sprintf("127.0.0.1:%d", FreePort(tb))
 }
+
+// Addr is FreeAddr for a program that is not a test.
+func Addr() (string, error) {
+	port, err := Port()
+	return fmt.Sprintf("127.0.0.1:%d", port), err
+}

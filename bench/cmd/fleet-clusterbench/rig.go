@@ -108,15 +108,14 @@ func (r *relay) url() string { return "http://" + r.addr }
 // deployment passes it) with its log in dir, and waits until /readyz
 // answers 200.
 func startRelay(bin, dir, name, db string, extra ...string) (*relay, error) {
-	port, err := testnet.Port()
-	if err != nil {
+	r := &relay{env: []string{"FLEET_DB=" + db}, bin: bin}
+	var err error
+	if r.addr, err = testnet.Addr(); err != nil {
 		return nil, err
 	}
-	mport, err := testnet.Port()
-	if err != nil {
+	if r.metrics, err = testnet.Addr(); err != nil {
 		return nil, err
 	}
-	r := &relay{addr: fmt.Sprintf("127.0.0.1:%d", port), metrics: fmt.Sprintf("127.0.0.1:%d", mport), env: []string{"FLEET_DB=" + db}, bin: bin}
 	r.args = append([]string{"serve", "--listen", r.addr, "--metrics-listen", r.metrics, "--rate-limit", "1000000000"}, extra...)
 	r.Proc = &fleetproc.Proc{Name: name, Log: filepath.Join(dir, name+".log")}
 	return r, r.restart()

@@ -51,11 +51,12 @@ type Store interface {
 }
 
 // Versioner is a cheap test of whether anything was committed to a store:
-// DataVersion returns a number that changes whenever a transaction may have
+// DataVersion returns a number that grows whenever a transaction may have
 // been committed since the previous call, by this process or another one
-// (the admin CLI, another relay). Equal numbers from two calls mean nothing
-// was committed in between, so what was read after the first call is still
-// current. Caches on the request path (API key rows, list pages) tag what
+// (the admin CLI, another relay), and never goes back. Equal numbers from
+// two calls mean nothing was committed in between, so what was read after
+// the first call is still current; of two different numbers, the larger
+// was read later (the page cache keeps only the newest version's pages). Caches on the request path (API key rows, list pages) tag what
 // they keep with it; read the version before the data it tags, never after.
 type Versioner interface {
 	DataVersion(ctx context.Context) (uint64, error)

@@ -123,14 +123,26 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.A
 		})
 }
 
-func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+// getOfDevice answers a GET of one device's resource (the device, its serial
+// state, its telemetry): the device id from the path and no query
+// parameter, then get from the service, then fix (nil: none) on what it
+// gives, answered as {"data": ...}.
+func getOfDevice[T any](s *Server, w http.ResponseWriter, r *http.Request, key *cloud.APIKey,
+	get func(ctx context.Context, orgID, deviceID string) (T, error), fix func(*T)) error {
 	p := params{r: r}
 	id := p.pathID("device")
 	if p.query(); p.err != nil {
 		return p.err
 	}
-	d, err := s.cfg.Devices.Device(r.Context(), key.OrgID, id)
-	return reply(s, w, d, err)
+	v, err := get(r.Context(), key.OrgID, id)
+	if fix != nil {
+		fix(&v)
+	}
+	return reply(s, w, v, err)
+}
+
+func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	return getOfDevice(s, w, r, key, s.cfg.Devices.Device, nil)
 }
 
 func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
@@ -168,17 +180,12 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, key *cloud.A
 }
 
 func (s *Server) getSerial(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	p := params{r: r}
-	id := p.pathID("device")
-	if p.query(); p.err != nil {
-		return p.err
-	}
-	st, err := s.cfg.Serial.Serial(r.Context(), key.OrgID, id)
-	st.Channels = nonNil(st.Channels)
-	for i := range st.Channels {
-		fixChannel(&st.Channels[i])
-	}
-	return reply(s, w, st, err)
+	return getOfDevice(s, w, r, key, s.cfg.Serial.Serial, func(st *resource.SerialState) {
+		st.Channels = nonNil(st.Channels)
+		for i := range st.Channels {
+			fixChannel(&st.Channels[i])
+		}
+	})
 }
 
 func fixChannel(c *resource.Channel) {
@@ -258,14 +265,9 @@ func (s *Server) patchSerial(w http.ResponseWriter, r *http.Request, key *cloud.
 }
 
 func (s *Server) getTelemetry(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	p := params{r: r}
-	id := p.pathID("device")
-	if p.query(); p.err != nil {
-		return p.err
-	}
-	t, err := s.cfg.Serial.Telemetry(r.Context(), key.OrgID, id)
-	t.Channels = nonNil(t.Channels)
-	return reply(s, w, t, err)
+	return getOfDevice(s, w, r, key, s.cfg.Serial.Telemetry, func(t *resource.SerialTelemetry) {
+		t.Channels = nonNil(t.Channels)
+	})
 }
 
 func (s *Server) getChannel(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {

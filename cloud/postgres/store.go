@@ -4,7 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"hash/fnv"
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -68,20 +69,23 @@ func (db *DB) Keys() cloud.KeyService { return db }
 // Versioner returns db: DataVersion is the server's transaction snapshot.
 func (db *DB) Versioner() cloud.Versioner { return db }
 
-// DataVersion is a hash of the server's current transaction snapshot
-// (pg_current_snapshot(): the oldest running transaction, the next to
-// start and those running between). A transaction that commits or rolls
-// back after one snapshot is taken leaves every later snapshot different,
-// whichever relay or admin command ran it, and a transaction's changes are
-// visible to exactly the snapshots that no longer list it as running: so
-// two equal versions mean nothing was committed in between, and what was
-// read after the first is still what a read now would see. (A log position
-// such as pg_current_wal_insert_lsn() would not do: a commit's record is in
-// the log before the commit is visible, so a read between the two could be
-// kept at the new position without the change.) Transactions of any
-// database on the server move it, which costs cache hits, never
-// correctness. It is one round trip, read once per API request
-// (cloud.MemoVersion), instead of the request's key row and list page.
+// DataVersion counts the transactions the server has finished, as the
+// current transaction snapshot sees them (pg_current_snapshot(): every
+// transaction id below xmax has finished except those listed as running,
+// so the count is xmax less the running ones). A transaction's changes are
+// visible to exactly the snapshots that no longer list it as running, and
+// a later snapshot sees every transaction an earlier one saw finished: so
+// the count grows with each commit or rollback, whichever relay or admin
+// command ran it, and two equal versions mean the same transactions were
+// visible, so what was read after the first is still what a read now would
+// see. It only grows, as the contract asks (the page cache keeps the newest
+// version's pages). A log position such as pg_current_wal_insert_lsn()
+// would not do: a commit's record is in the log before the commit is
+// visible, so a read between the two could be kept at the new position
+// without the change. Transactions of any database on the server move it,
+// which costs cache hits, never correctness. It is one round trip, read
+// once per API request (cloud.MemoVersion), instead of the request's key
+// row and list page.
 func (db *DB) DataVersion(ctx context.Context) (uint64, error) {
 	return cloud.MemoVersion(ctx, db.snapshotVersion)
 }
@@ -91,9 +95,28 @@ func (db *DB) snapshotVersion(ctx context.Context) (uint64, error) {
 	if err := db.Pool.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
 		return 0, err
 	}
-	h := fnv.New64a()
-	h.Write([]byte(snap))
-	return h.Sum64(), nil
+	return finishedCount(snap)
+}
+
+// finishedCount reads a snapshot's text, xmin:xmax:xip,xip,..., and returns
+// how many transaction ids below xmax have finished.
+func finishedCount(snap string) (uint64, error) {
+	parts := strings.Split(snap, ":")
+	if len(parts) != 3 {
+		return 0, fmt.Errorf("postgres: snapshot %q: want xmin:xmax:xip", snap)
+	}
+	xmax, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: snapshot %q: %w", snap, err)
+	}
+	running := uint64(0)
+	if parts[2] != "" {
+		running = uint64(strings.Count(parts[2], ",") + 1)
+	}
+	if running > xmax {
+		return 0, fmt.Errorf("postgres: snapshot %q: more running than started", snap)
+	}
+	return xmax - running, nil
 }
 
 // Ready reports whether the database answers and holds every migration

@@ -6,6 +6,7 @@ package resource
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/fleet/fleet/shared/serialcfg"
 )
@@ -29,12 +30,7 @@ var DeviceStatuses = []DeviceStatus{StatusOnline, StatusOffline, StatusConnectin
 
 // Valid reports whether s is a known status.
 func (s DeviceStatus) Valid() bool {
-	for _, v := range DeviceStatuses {
-		if s == v {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(DeviceStatuses, s)
 }
 
 // Severity is the severity of an event or alert.
@@ -53,12 +49,7 @@ var Severities = []Severity{SeverityInfo, SeverityWarning, SeverityError, Severi
 
 // Valid reports whether s is a known severity.
 func (s Severity) Valid() bool {
-	for _, v := range Severities {
-		if s == v {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(Severities, s)
 }
 
 // AlertState is the state of an alert.

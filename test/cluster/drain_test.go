@@ -24,12 +24,7 @@ func TestDrainMovesAgentsToTheNextRelay(t *testing.T) {
 	b := startRelay(t, dir, "relay-b", env)
 	api := fleetproc.NewAPI(t, b.URL(), tenant.Key)
 	start := time.Now().Add(-time.Second)
-	var ids []string
-	var agents []*agent
-	for i, d := range tenant.Devices {
-		agents = append(agents, startAgent(t, dir, i, d, a.URL(), b.URL()))
-		ids = append(ids, d.ID)
-	}
+	agents, ids := startAgents(t, dir, tenant.Devices, a.URL(), b.URL())
 	api.WaitStatus(ids, "ONLINE", 20*time.Second)
 	if got := a.onlineCount(t); got != n {
 		t.Fatalf("relay a took %d agents, want all %d (it is first in their list)", got, n)

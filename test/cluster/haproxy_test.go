@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,18 +34,11 @@ func TestHAProxy(t *testing.T) {
 		relays = append(relays, r)
 		addrs = append(addrs, r.Addr)
 	}
-	hp := haproxytest.Start(t, haproxyCfg, addrs)
-	waitStates(t, hp, map[string]string{"relay1": "UP", "relay2": "UP", "relay3": "UP"}, 10*time.Second)
-	lb := "http://" + hp.Addr
+	hp, lb := balance(t, addrs, 10*time.Second)
 	api := fleetproc.NewAPI(t, lb, tenant.Key)
 
 	start := time.Now().Add(-time.Second)
-	var ids []string
-	var agents []*agent
-	for i, d := range tenant.Devices {
-		agents = append(agents, startAgent(t, dir, i, d, lb))
-		ids = append(ids, d.ID)
-	}
+	agents, ids := startAgents(t, dir, tenant.Devices, lb)
 	api.WaitStatus(ids, "ONLINE", 20*time.Second)
 	for _, r := range relays {
 		if r.onlineCount(t) == 0 {
@@ -136,6 +130,20 @@ func TestHAProxyConfig(t *testing.T) {
 }
 
 // waitStates waits until HAProxy reports each named server in its state.
+// balance runs the shipped HAProxy configuration in front of the relays
+// at addrs (relay1, relay2, ... in its stats) and waits up to d until it
+// sees them all UP; it returns HAProxy and its URL.
+func balance(t *testing.T, addrs []string, d time.Duration) (*haproxytest.Proxy, string) {
+	t.Helper()
+	hp := haproxytest.Start(t, haproxyCfg, addrs)
+	up := map[string]string{}
+	for i := range addrs {
+		up[fmt.Sprintf("relay%d", i+1)] = "UP"
+	}
+	waitStates(t, hp, up, d)
+	return hp, "http://" + hp.Addr
+}
+
 func waitStates(t *testing.T, hp *haproxytest.Proxy, want map[string]string, d time.Duration) {
 	t.Helper()
 	fleetproc.Eventually(t, d, func() string {

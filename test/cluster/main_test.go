@@ -114,6 +114,19 @@ func startAgent(t *testing.T, dir string, i int, dev fleetproc.Device, relays ..
 	return a
 }
 
+// startAgents starts an agent for each device (agent i for device i)
+// with the relay URLs relays, and returns them with the devices' ids.
+func startAgents(t *testing.T, dir string, devices []fleetproc.Device, relays ...string) ([]*agent, []string) {
+	t.Helper()
+	agents := make([]*agent, len(devices))
+	ids := make([]string, len(devices))
+	for i, d := range devices {
+		agents[i] = startAgent(t, dir, i, d, relays...)
+		ids[i] = d.ID
+	}
+	return agents, ids
+}
+
 // restart starts the agent (again: same state directory, same log).
 func (a *agent) restart(t *testing.T) {
 	t.Helper()

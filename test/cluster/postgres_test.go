@@ -11,7 +11,6 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/haproxytest"
 	"github.com/fleet/fleet/internal/pgtest"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -66,18 +65,11 @@ func TestPostgresCluster(t *testing.T) {
 		}
 	}
 
-	hp := haproxytest.Start(t, haproxyCfg, addrs)
-	waitStates(t, hp, map[string]string{"relay1": "UP", "relay2": "UP", "relay3": "UP"}, 20*time.Second)
-	lb := "http://" + hp.Addr
+	hp, lb := balance(t, addrs, 20*time.Second)
 	api := fleetproc.NewAPI(t, lb, tenant.Key)
 
 	start := time.Now().Add(-time.Second)
-	var ids []string
-	agents := make([]*agent, n)
-	for i, d := range tenant.Devices {
-		agents[i] = startAgent(t, dir, i, d, lb)
-		ids = append(ids, d.ID)
-	}
+	agents, ids := startAgents(t, dir, tenant.Devices, lb)
 	api.WaitStatus(ids, "ONLINE", 90*time.Second)
 	held := holders(t, relays)
 	for i, r := range relays {

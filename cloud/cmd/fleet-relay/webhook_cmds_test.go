@@ -60,12 +60,8 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 	bin := goBuild(t, dir, ".")
 	db := filepath.Join(dir, "relay.db")
 	admin := fleetproc.AdminOn(t, bin, db)
-	var org struct{ ID, WebhookSecret string }
-	admin(&org, "org", "create", "--name", "Acme")
-	var key struct{ Key string }
-	admin(&key, "key", "create", "--org", org.ID, "--name", "k", "--scopes", "devices:write,alerts:read,alerts:write")
-	var dev struct{ ID, Token string }
-	admin(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "S1", "--model", "IG-500")
+	ten := fleetproc.Provision(t, bin, []string{"FLEET_DB=" + db}, "Acme", 1)
+	dev := ten.Devices[0]
 
 	type hitRec struct {
 		id, event string
@@ -90,8 +86,8 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 			fmt.Sscanf(b.Channels[0].Live, "n=%d", &h.n)
 		}
 		mu.Lock()
-		if !webhook.Verify(org.WebhookSecret, body, r.Header.Get(webhook.HeaderSignature)) ||
-			!webhook.VerifyStandard(org.WebhookSecret, id, ts, body, r.Header.Get("webhook-signature")) {
+		if !webhook.Verify(ten.WebhookSecret, body, r.Header.Get(webhook.HeaderSignature)) ||
+			!webhook.VerifyStandard(ten.WebhookSecret, id, ts, body, r.Header.Get("webhook-signature")) {
 			badSig++
 		}
 		hits = append(hits, h)
@@ -106,12 +102,12 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 	}))
 	defer rcv.Close()
 	ca := caFile(t, rcv)
-	admin(nil, "org", "set-alert-webhook", "--org", org.ID, "--url", rcv.URL+"/alerts")
+	admin(nil, "org", "set-alert-webhook", "--org", ten.OrgID, "--url", rcv.URL+"/alerts")
 
 	flags := []string{"--db", db, "--webhook-allow-private", "--webhook-ca", ca, "--webhook-backoff", "400ms,400ms,400ms,400ms,400ms"}
 	relay, addr := startRelayBinary(t, bin, flags...)
 	api := "http://" + addr + "/api/v1/public"
-	call := func(method, path, body string) (int, []byte) { return apiCall(t, method, api+path, key.Key, body) }
+	call := func(method, path, body string) (int, []byte) { return apiCall(t, method, api+path, ten.Key, body) }
 	if code, b := call("PATCH", "/devices/"+dev.ID+"/serial", `{"webhookUrl":"http://example.com/x"}`); code != 400 || errorCode(b) != "validation_error" {
 		t.Errorf("PATCH with an http URL: %d %s", code, b)
 	}
@@ -156,7 +152,7 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	ds, err := store.WebhookDeliveries(ctx, org.ID, 1000)
+	ds, err := store.WebhookDeliveries(ctx, ten.OrgID, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +176,7 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 	api = "http://" + addr + "/api/v1/public"
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		ds, err = store.WebhookDeliveries(ctx, org.ID, 1000)
+		ds, err = store.WebhookDeliveries(ctx, ten.OrgID, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,12 +397,8 @@ func TestRealAgentSignalsAndAlerts(t *testing.T) {
 	relayBin, agentBin := goBuild(t, dir, "."), goBuild(t, dir, agentPkg)
 	db := filepath.Join(dir, "relay.db")
 	admin := fleetproc.AdminOn(t, relayBin, db)
-	var org struct{ ID, WebhookSecret string }
-	admin(&org, "org", "create", "--name", "Acme")
-	var key struct{ Key string }
-	admin(&key, "key", "create", "--org", org.ID, "--name", "k", "--scopes", "devices:write,alerts:read")
-	var dev struct{ ID, Token string }
-	admin(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "S1", "--model", "IG-500")
+	ten := fleetproc.Provision(t, relayBin, []string{"FLEET_DB=" + db}, "Acme", 1)
+	dev := ten.Devices[0]
 
 	type got struct {
 		path string
@@ -417,8 +409,8 @@ func TestRealAgentSignalsAndAlerts(t *testing.T) {
 	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		ts, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
-		if !webhook.Verify(org.WebhookSecret, body, r.Header.Get(webhook.HeaderSignature)) ||
-			!webhook.VerifyStandard(org.WebhookSecret, r.Header.Get("webhook-id"), ts, body, r.Header.Get("webhook-signature")) {
+		if !webhook.Verify(ten.WebhookSecret, body, r.Header.Get(webhook.HeaderSignature)) ||
+			!webhook.VerifyStandard(ten.WebhookSecret, r.Header.Get("webhook-id"), ts, body, r.Header.Get("webhook-signature")) {
 			badSig.Store(string(body), true)
 		}
 		hooks <- got{r.URL.Path, body}
@@ -426,12 +418,12 @@ func TestRealAgentSignalsAndAlerts(t *testing.T) {
 	}))
 	defer rcv.Close()
 	ca := caFile(t, rcv)
-	admin(nil, "org", "set-alert-webhook", "--org", org.ID, "--url", rcv.URL+"/alerts")
+	admin(nil, "org", "set-alert-webhook", "--org", ten.OrgID, "--url", rcv.URL+"/alerts")
 	_, addr := startRelayBinary(t, relayBin, "--db", db, "--webhook-allow-private", "--webhook-ca", ca, "--webhook-backoff", "200ms")
 
 	req, _ := http.NewRequest("PATCH", "http://"+addr+"/api/v1/public/devices/"+dev.ID+"/serial",
 		strings.NewReader(`{"webhookUrl":"`+rcv.URL+`/signals","webhookEnabled":true}`))
-	req.Header.Set("Authorization", "Bearer "+key.Key)
+	req.Header.Set("Authorization", "Bearer "+ten.Key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {

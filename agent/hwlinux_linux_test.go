@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/hw/modbus/modbustest"
-	"github.com/fleet/fleet/hw/serialport"
+	"github.com/fleet/fleet/internal/ptytest"
 	"github.com/fleet/fleet/internal/relaystub"
 	"github.com/fleet/fleet/internal/testnet"
 	"github.com/fleet/fleet/shared/protocol"
@@ -34,20 +34,9 @@ func channel(hb protocol.Heartbeat, id string) protocol.ChannelState {
 // CAN and GPIO channels on devices this machine lacks. Then passthrough mode
 // exposes uart-1 over TCP.
 func TestAgentLinuxHardware(t *testing.T) {
-	uartCtl, uartPath, err := serialport.OpenPTY()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uartCtl.Close()
-	rsCtl, rsPath, err := serialport.OpenPTY()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rsCtl.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	uartCtl, uartPath := ptytest.Open(t)
 	sim := modbustest.New(modbustest.Options{})
-	go sim.Serve(ctx, modbustest.FileLine{F: rsCtl})
+	rsPath := ptytest.Serve(t, func(ctx context.Context, f *os.File) { sim.Serve(ctx, modbustest.FileLine{F: f}) })
 
 	dir := t.TempDir()
 	rsLink := filepath.Join(dir, "ttyRS485")

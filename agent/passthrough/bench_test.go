@@ -17,8 +17,8 @@ import (
 	"github.com/fleet/fleet/agent/passthrough"
 	"github.com/fleet/fleet/hw/modbus"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
-	"github.com/fleet/fleet/hw/serialport"
 	"github.com/fleet/fleet/hw/uart"
+	"github.com/fleet/fleet/internal/ptytest"
 	"github.com/fleet/fleet/internal/testnet"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
@@ -41,14 +41,7 @@ func BenchmarkPassthroughVsSer2net(b *testing.B) {
 	}
 
 	// Raw byte stream on a uart channel.
-	ctl, path, err := serialport.OpenPTY()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ctl.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go echoDevice(ctx, ctl)
+	path := ptytest.Serve(b, echoDevice)
 
 	ours := measureOurs(b, path, "uart", func(c net.Conn) result { return measureRaw(b, c) })
 	var theirs result
@@ -61,13 +54,8 @@ func BenchmarkPassthroughVsSer2net(b *testing.B) {
 	report(b, "raw uart", ours, theirs, true)
 
 	// Modbus RTU transactions on an rs485 channel.
-	mctl, mpath, err := serialport.OpenPTY()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer mctl.Close()
 	sim := modbustest.New(modbustest.Options{FrameByLength: true})
-	go sim.Serve(ctx, modbustest.FileLine{F: mctl})
+	mpath := ptytest.Serve(b, func(ctx context.Context, f *os.File) { sim.Serve(ctx, modbustest.FileLine{F: f}) })
 	mours := measureOurs(b, mpath, "rs485", func(c net.Conn) result { return measureModbus(b, c) })
 	var mtheirs result
 	if ser2net != "" {

@@ -14,21 +14,15 @@ import (
 	"github.com/fleet/fleet/agent/passthrough"
 	"github.com/fleet/fleet/hw/modbus"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
-	"github.com/fleet/fleet/hw/serialport"
 	"github.com/fleet/fleet/hw/uart"
+	"github.com/fleet/fleet/internal/ptytest"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // modbusChannel opens an rs485 port on a pty whose far end is sim.
 func modbusChannel(t *testing.T, sim *modbustest.Sim, cfg *serialcfg.RS485) *modbus.Port {
 	t.Helper()
-	ctl, path, err := serialport.OpenPTY()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan struct{})
-	go func() { defer close(served); sim.Serve(ctx, modbustest.FileLine{F: ctl}) }()
+	path := ptytest.Serve(t, func(ctx context.Context, f *os.File) { sim.Serve(ctx, modbustest.FileLine{F: f}) })
 	// No test here is about a slow slave: a response timeout far above the
 	// simulator's delays keeps a loaded machine's scheduling from turning
 	// an in-time reply into a timeout.
@@ -37,22 +31,19 @@ func modbusChannel(t *testing.T, sim *modbustest.Sim, cfg *serialcfg.RS485) *mod
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close(); cancel(); <-served; ctl.Close() })
+	t.Cleanup(func() { p.Close() })
 	return p
 }
 
 func uartChannel(t *testing.T) (*uart.Port, *os.File) {
 	t.Helper()
-	ctl, path, err := serialport.OpenPTY()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctl, path := ptytest.Open(t)
 	p, err := uart.Open(context.Background(), path, serialcfg.Config{Kind: "uart", UART: &serialcfg.UART{
 		Kind: "uart", BaudRate: 115200, DataBits: 8, Parity: "none", StopBits: 1, FlowControl: "none"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close(); ctl.Close() })
+	t.Cleanup(func() { p.Close() })
 	return p, ctl
 }
 

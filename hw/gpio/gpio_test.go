@@ -11,6 +11,7 @@ import (
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
 	"github.com/fleet/fleet/hw/gpio"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -38,17 +39,8 @@ func open(t *testing.T, pin *gpiotest.Pin, c serialcfg.Config) *gpio.Port {
 
 func waitLive(t *testing.T, p *gpio.Port, want string) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		tm := p.Telemetry()
-		if tm.Live == want {
-			return time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("live %q, want %q", tm.Live, want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testwait.Value(t, "live "+want, 3*time.Second, 2*time.Millisecond, p.Telemetry, func(tm serialcfg.Telemetry) bool { return tm.Live == want })
+	return time.Now()
 }
 
 func level(pin *gpiotest.Pin) pgpio.Level {

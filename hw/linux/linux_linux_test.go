@@ -8,18 +8,14 @@ import (
 
 	"github.com/fleet/fleet/hw"
 	"github.com/fleet/fleet/hw/linux"
-	"github.com/fleet/fleet/hw/serialport"
 	"github.com/fleet/fleet/hw/uart"
+	"github.com/fleet/fleet/internal/ptytest"
 )
 
 // TestRealUARTOnPTY opens uart-1 with the real driver on a pseudo-terminal
 // and sees a line written on the other side in live.
 func TestRealUARTOnPTY(t *testing.T) {
-	master, path, err := serialport.OpenPTY()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer master.Close()
+	master, path := ptytest.Open(t)
 	b := &linux.Backend{}
 	ch := channel(t, "uart-1")
 	if !b.Present(ch, path) {

@@ -3,6 +3,7 @@ package modbus_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/fleet/fleet/hw/modbus"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 	"github.com/fleet/fleet/hw/serialport"
+	"github.com/fleet/fleet/internal/ptytest"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -32,14 +34,8 @@ func benchTransaction(b *testing.B, baud int) {
 	const count = 10
 	r := &rig{sim: modbustest.New(modbustest.Options{IDs: []int{1}, Baud: baud, CharBits: 11})}
 	r.t = &testing.T{}
-	ctl, path, err := serialport.OpenPTY()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ctl.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go r.sim.Serve(ctx, modbustest.FileLine{F: ctl})
+	path := ptytest.Serve(b, func(ctx context.Context, f *os.File) { r.sim.Serve(ctx, modbustest.FileLine{F: f}) })
+	ctx := context.Background()
 	cfg := rs485(func(c *serialcfg.RS485) { c.BaudRate = baud; c.SlaveID = 1 })
 	p, err := modbus.Open(context.Background(), path, cfg, nil)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/fleet/fleet/hw/modbus"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 	"github.com/fleet/fleet/hw/serialport"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -105,17 +106,7 @@ func open(t *testing.T, r *rig, cfg serialcfg.Config) *modbus.Port {
 // waitFor polls the port's telemetry until ok holds.
 func waitFor(t *testing.T, p *modbus.Port, what string, ok func(serialcfg.Telemetry) bool) serialcfg.Telemetry {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		tel := p.Telemetry()
-		if ok(tel) {
-			return tel
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: telemetry %+v", what, tel)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return testwait.Value(t, what, 20*time.Second, 10*time.Millisecond, p.Telemetry, ok)
 }
 
 func TestPollFeedsLive(t *testing.T) {

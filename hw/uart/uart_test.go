@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleet/fleet/hw/serialport"
 	"github.com/fleet/fleet/hw/uart"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -96,13 +97,7 @@ func open(t *testing.T, pe *peer, c serialcfg.Config) *uart.Port {
 
 func waitFor(t *testing.T, p *uart.Port, what string, ok func(serialcfg.Telemetry) bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok(p.Telemetry()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: telemetry %+v", what, p.Telemetry())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Value(t, what, 5*time.Second, 10*time.Millisecond, p.Telemetry, ok)
 }
 
 func TestLiveIsLastLine(t *testing.T) {

@@ -5,6 +5,7 @@
 package testwait
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -29,6 +30,21 @@ func For(tb testing.TB, what string, d time.Duration, cond func() bool) {
 func Until(tb testing.TB, d time.Duration, f func() string) {
 	tb.Helper()
 	UntilEvery(tb, d, poll, f)
+}
+
+// Value polls get every interval until ok holds for what it returns, and
+// returns that value; after d it fails tb with what it waited for and the
+// last value.
+func Value[T any](tb testing.TB, what string, d, every time.Duration, get func() T, ok func(T) bool) T {
+	tb.Helper()
+	var v T
+	UntilEvery(tb, d, every, func() string {
+		if v = get(); ok(v) {
+			return ""
+		}
+		return fmt.Sprintf("timed out waiting for %s: %+v", what, v)
+	})
+	return v
 }
 
 // UntilEvery is Until calling f every interval: a harness whose f costs

@@ -11,7 +11,6 @@ import (
 
 	"github.com/fleet/fleet/hw/canfd"
 	"github.com/fleet/fleet/hw/canfd/canfdtest"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -47,7 +46,17 @@ func newRig(t *testing.T, c serialcfg.Config) *rig {
 // waitTelemetry polls until cond holds or fails after 3 s.
 func waitTelemetry(t *testing.T, p *canfd.Port, what string, cond func(serialcfg.Telemetry) bool) serialcfg.Telemetry {
 	t.Helper()
-	return testwait.Value(t, what, 3*time.Second, 5*time.Millisecond, p.Telemetry, cond)
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		tm := p.Telemetry()
+		if cond(tm) {
+			return tm
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; telemetry %+v", what, tm)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func payload(n int) []byte {

@@ -12,14 +12,16 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
 
 // PanelStore implements cloud.PanelStore on PostgreSQL: users, sessions,
 // the fleet page's reads, keys with their creator and last use, and the
 // webhook settings, for any number of relays.
-type PanelStore struct{ db *DB }
+type PanelStore struct {
+	db             *DB
+	sqlstore.Users // a user's changes
+}
 
 var (
 	_ cloud.PanelStore     = (*PanelStore)(nil)
@@ -27,9 +29,27 @@ var (
 )
 
 // NewPanelStore returns the panel's store of db.
-func NewPanelStore(db *DB) *PanelStore { return &PanelStore{db: db} }
+func NewPanelStore(db *DB) *PanelStore {
+	return &PanelStore{db: db, Users: sqlstore.Users{Tables: tables{db}, Now: func() time.Time { return db.Now() }}}
+}
 
-func userNotFound(id string) error { return cloud.Errorf(cloud.ENOTFOUND, "user %q not found", id) }
+// UserTx implements sqlstore.UserTables: the organization's row is locked
+// first, so that changes to its users, from any relay, happen one at a
+// time.
+func (t tables) UserTx(ctx context.Context, orgID, what string, fn func(sqlstore.Tx) error) error {
+	err := t.db.writeTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE`, orgID); err != nil {
+			return err
+		}
+		return fn(pgTx{tx})
+	})
+	if err != nil {
+		return wrapErr(what, err)
+	}
+	return nil
+}
+
+var userNotFound = sqlstore.UserNotFound
 
 // wrapErr passes domain errors through and wraps the others as internal.
 func wrapErr(what string, err error) error {
@@ -42,25 +62,17 @@ func wrapErr(what string, err error) error {
 // CreateUser adds a user; an email in use in any organization (the
 // unique index decides, whichever relay races) is ECONFLICT.
 func (s *PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.User, error) {
-	email, err := cloud.NormalizeEmail(nu.Email)
+	u, err := sqlstore.NewUser(nu, s.db.Now())
 	if err != nil {
 		return cloud.User{}, err
-	}
-	if _, err := cloud.ParseRole(string(nu.Role)); err != nil {
-		return cloud.User{}, err
-	}
-	if nu.PasswordHash == "" {
-		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
 	}
 	if _, err := s.db.Org(ctx, nu.OrgID); err != nil {
 		return cloud.User{}, err
 	}
-	now := s.db.Now().UTC().Truncate(time.Millisecond)
-	u := cloud.User{ID: ids.New(), OrgID: nu.OrgID, Email: email, Role: nu.Role, PasswordHash: nu.PasswordHash, CreatedAt: now}
 	_, err = s.db.Pool.Exec(ctx, `INSERT INTO users (`+sqlstore.UserColumns+`) VALUES ($1, $2, $3, $4, $5, NULL, NULL, $6)`,
-		u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, now.UnixMilli())
+		u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, u.CreatedAt.UnixMilli())
 	if isUnique(err) {
-		return cloud.User{}, cloud.Errorf(cloud.ECONFLICT, "a user with email %q already exists", email)
+		return cloud.User{}, sqlstore.ErrEmailTaken(u.Email)
 	}
 	if err != nil {
 		return cloud.User{}, storeError("postgres: create user: %w", err)
@@ -101,92 +113,6 @@ func (s *PanelStore) ListUsers(ctx context.Context, orgID string) ([]cloud.User,
 		out = []cloud.User{}
 	}
 	return out, err
-}
-
-// SetUserRole changes a role; demoting the last active OWNER is ECONFLICT.
-func (s *PanelStore) SetUserRole(ctx context.Context, orgID, id string, role cloud.Role) (cloud.User, error) {
-	if _, err := cloud.ParseRole(string(role)); err != nil {
-		return cloud.User{}, err
-	}
-	return s.change(ctx, orgID, id, "set role", func(tx pgx.Tx, u *cloud.User) error {
-		if role != cloud.RoleOwner {
-			if err := keepAnOwner(ctx, tx, *u, "demoted"); err != nil {
-				return err
-			}
-		}
-		u.Role = role
-		_, err := tx.Exec(ctx, `UPDATE users SET role = $1 WHERE id = $2`, string(role), id)
-		return err
-	})
-}
-
-// DisableUser disables a user (idempotent); the last active OWNER is
-// ECONFLICT.
-func (s *PanelStore) DisableUser(ctx context.Context, orgID, id string) (cloud.User, error) {
-	return s.change(ctx, orgID, id, "disable user", func(tx pgx.Tx, u *cloud.User) error {
-		if u.Disabled() {
-			return nil
-		}
-		if err := keepAnOwner(ctx, tx, *u, "disabled"); err != nil {
-			return err
-		}
-		u.DisabledAt = s.db.Now().UTC().Truncate(time.Millisecond)
-		_, err := tx.Exec(ctx, `UPDATE users SET disabled_at = $1 WHERE id = $2`, u.DisabledAt.UnixMilli(), id)
-		return err
-	})
-}
-
-// SetUserPassword stores a new hash; sessions signed in before now end.
-func (s *PanelStore) SetUserPassword(ctx context.Context, orgID, id, hash string) (cloud.User, error) {
-	if hash == "" {
-		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
-	}
-	return s.change(ctx, orgID, id, "set password", func(tx pgx.Tx, u *cloud.User) error {
-		u.PasswordHash = hash
-		u.PasswordChangedAt = s.db.Now().UTC().Truncate(time.Millisecond)
-		_, err := tx.Exec(ctx, `UPDATE users SET password_hash = $1, password_changed_at = $2 WHERE id = $3`, hash, u.PasswordChangedAt.UnixMilli(), id)
-		return err
-	})
-}
-
-// change locks the organization's row (so that changes to its users, from
-// any relay, happen one at a time), reads user id and lets fn change it.
-func (s *PanelStore) change(ctx context.Context, orgID, id, what string, fn func(tx pgx.Tx, u *cloud.User) error) (cloud.User, error) {
-	var u cloud.User
-	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE`, orgID); err != nil {
-			return err
-		}
-		var err error
-		u, err = sqlstore.ScanUser(tx.QueryRow(ctx, `SELECT `+sqlstore.UserColumns+` FROM users WHERE id = $1 AND org_id = $2`, id, orgID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return userNotFound(id)
-		}
-		if err != nil {
-			return err
-		}
-		return fn(tx, &u)
-	})
-	if err != nil {
-		return cloud.User{}, wrapErr(what, err)
-	}
-	return u, nil
-}
-
-// keepAnOwner refuses a change that would leave u's organization without
-// an active OWNER.
-func keepAnOwner(ctx context.Context, tx pgx.Tx, u cloud.User, verb string) error {
-	if u.Role != cloud.RoleOwner || u.Disabled() {
-		return nil
-	}
-	var n int
-	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM users WHERE org_id = $1 AND role = 'OWNER' AND disabled_at IS NULL AND id <> $2`, u.OrgID, u.ID).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		return cloud.Errorf(cloud.ECONFLICT, "%s is the organization's last OWNER and cannot be %s", u.Email, verb)
-	}
-	return nil
 }
 
 // FindSession returns the data of an unexpired session.

@@ -2,10 +2,13 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
@@ -18,6 +21,45 @@ var _ cloud.Store = (*DB)(nil)
 type tables struct{ db *DB }
 
 var _ sqlstore.Tables = tables{}
+
+// pgTx is a transaction as the code of cloud/internal/sqlstore runs it: its
+// ? placeholders numbered ($1, $2, …), pgx.ErrNoRows as sql.ErrNoRows.
+type pgTx struct{ tx pgx.Tx }
+
+func (t pgTx) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return pgRow{t.tx.QueryRow(ctx, numbered(query), args...)}
+}
+
+func (t pgTx) Exec(ctx context.Context, query string, args ...any) error {
+	_, err := t.tx.Exec(ctx, numbered(query), args...)
+	return err
+}
+
+type pgRow struct{ row pgx.Row }
+
+func (r pgRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sql.ErrNoRows
+	}
+	return err
+}
+
+// numbered rewrites the ? placeholders of query as $1, $2, … (the shared
+// statements hold no ? in a literal).
+func numbered(query string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r != '?' {
+			b.WriteRune(r)
+			continue
+		}
+		n++
+		b.WriteString(sqlstore.Dollar(n))
+	}
+	return b.String()
+}
 
 // Keys returns db, whose KeyByID finds API keys. The API's key cache keeps
 // a row only while DataVersion holds still, so a revocation by any relay or

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
@@ -14,6 +15,18 @@ var _ cloud.Store = (*DB)(nil)
 type tables struct{ db *DB }
 
 var _ sqlstore.Tables = tables{}
+
+// sqlTx is a transaction as the code of cloud/internal/sqlstore runs it.
+type sqlTx struct{ tx *sql.Tx }
+
+func (t sqlTx) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+func (t sqlTx) Exec(ctx context.Context, query string, args ...any) error {
+	_, err := t.tx.ExecContext(ctx, query, args...)
+	return err
+}
 
 // The store's domain services, on its tables.
 type (

@@ -189,22 +189,12 @@ type output struct {
 	human func(w io.Writer)
 }
 
-// run parses args, checks the required flags and Check, opens the store,
-// runs do on it and prints its output. Every admin command but backup ends
-// in it.
+// run parses args (parse), opens the store, runs do on it and prints its
+// output. Every admin command but backup and store copy, which open no
+// relay store, ends in it.
 func (f *adminFlags) run(ctx context.Context, args []string, stdout io.Writer, do func(ctx context.Context, st *relayStore) (output, error)) error {
 	if err := f.parse(args); err != nil {
 		return err
-	}
-	for _, name := range f.required {
-		if err := required(name, f.FS.Lookup(name).Value.String()); err != nil {
-			return err
-		}
-	}
-	if f.Check != nil {
-		if err := f.Check(); err != nil {
-			return err
-		}
 	}
 	st, err := openStore(ctx, f.DB, storeOptions{Create: f.Create})
 	if err != nil {
@@ -230,9 +220,21 @@ func (f *adminFlags) runInOrg(ctx context.Context, args []string, stdout io.Writ
 	})
 }
 
-// parse parses args, then FLEET_ environment variables for flags not given.
+// parse parses args, then FLEET_ environment variables for flags not given,
+// and checks the required flags and Check.
 func (f *adminFlags) parse(args []string) error {
-	return parseFlags(f.FS, args)
+	if err := parseFlags(f.FS, args); err != nil {
+		return err
+	}
+	for _, name := range f.required {
+		if err := required(name, f.FS.Lookup(name).Value.String()); err != nil {
+			return err
+		}
+	}
+	if f.Check != nil {
+		return f.Check()
+	}
+	return nil
 }
 
 // parseFlags parses args into fs with ff: command line first, then FLEET_

@@ -26,9 +26,6 @@ func runStoreCopy(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	if err := required("from", *from, "to", *to); err != nil {
-		return err
-	}
 	if isPostgresURL(*from) || !isPostgresURL(*to) {
 		return fmt.Errorf("%w: --from is a SQLite file and --to a postgres:// URL", errUsage)
 	}

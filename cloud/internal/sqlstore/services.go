@@ -2,12 +2,13 @@ package sqlstore
 
 import "github.com/fleet/fleet/cloud"
 
-// Tables are a store's tables in its dialect, under the services of this
+// Tables are a store's tables in its dialect, under the code of this
 // package.
 type Tables interface {
 	DeviceTables
 	SerialTables
 	AlertTables
+	UserTables
 }
 
 // Services are a store's domain services on its tables: embedded in the

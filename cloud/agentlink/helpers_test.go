@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/internal/linktest"
 	"github.com/fleet/fleet/internal/logbuf"
 	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/internal/testwait"
@@ -87,12 +87,11 @@ type env struct {
 	db     *sqlite.DB
 	store  *sqlite.AgentStore
 	srv    *agentlink.Server
-	http   *httptest.Server
+	base   string // the loopback server's http://host:port
 	obs    *recorder
 	logs   *logbuf.Buffer
 	org    cloud.Org
 	serial *sqlite.SerialService
-	cancel context.CancelFunc
 	// codec is what connect's agents offer in their hello: JSON (none, as
 	// agents from before CBOR) unless a test sets it.
 	codec protocol.Codec
@@ -115,38 +114,24 @@ func forCodecs(t *testing.T, test func(t *testing.T, e *env)) {
 
 func newEnv(t *testing.T, tweak func(*agentlink.Config)) *env {
 	t.Helper()
-	ctx := context.Background()
-	db := sqlitetest.Open(t) // closed last, after the cleanup below
+	db := sqlitetest.Open(t) // closed last
 	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	store, err := sqlite.NewAgentStore(db, log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() }) // after the endpoint shut down
 	org := sqlitetest.Org(t, db, "Acme")
 	obs := newRecorder()
 	cfg := agentlink.Config{Store: store, Observers: []cloud.Observer{obs}, Logger: log, SweepInterval: 20 * time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	srv := agentlink.New(cfg)
-	mux := http.NewServeMux()
-	mux.Handle(protocol.Path, srv.Handler())
-	hs := httptest.NewServer(mux)
-	rctx, cancel := context.WithCancel(ctx)
-	go srv.Run(rctx)
+	srv, base := linktest.Serve(t, cfg)
 	serial := sqlite.NewSerialService(db)
 	serial.Observer = srv
-	e := &env{t: t, db: db, store: store, srv: srv, http: hs, obs: obs, logs: logs, org: org, serial: serial, cancel: cancel}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(ctx, 5*time.Second)
-		defer c()
-		srv.Shutdown(sctx)
-		cancel()
-		hs.Close()
-		store.Close()
-	})
-	return e
+	return &env{t: t, db: db, store: store, srv: srv, base: base, obs: obs, logs: logs, org: org, serial: serial}
 }
 
 // addDevice registers a device and returns its id and token.
@@ -156,7 +141,7 @@ func (e *env) addDevice(model string) (string, string) {
 	return d.ID, tok
 }
 
-func (e *env) url() string { return "ws" + strings.TrimPrefix(e.http.URL, "http") + protocol.Path }
+func (e *env) url() string { return "ws" + strings.TrimPrefix(e.base, "http") + protocol.Path }
 
 // agent is a minimal in-test agent speaking shared/protocol: JSON until
 // the welcome, then the codec it names.
@@ -167,20 +152,11 @@ type agent struct {
 }
 
 func (e *env) dial(token string) (*agent, *http.Response, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	h := http.Header{}
-	if token != "" {
-		h.Set("Authorization", "Bearer "+token)
-	}
-	ws, resp, err := websocket.Dial(ctx, e.url(), &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{protocol.Subprotocol}})
+	ws, resp, err := linktest.Dial(e.t, e.base, token)
 	if err != nil {
 		return nil, resp, err
 	}
-	ws.SetReadLimit(protocol.MaxMessageBytes)
-	a := &agent{t: e.t, ws: ws}
-	e.t.Cleanup(func() { ws.CloseNow() })
-	return a, resp, nil
+	return &agent{t: e.t, ws: ws}, resp, nil
 }
 
 func (e *env) mustDial(token string) *agent {

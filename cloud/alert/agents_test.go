@@ -19,6 +19,7 @@ import (
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/internal/linktest"
 	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
@@ -32,7 +33,7 @@ type relay struct {
 	t      *testing.T
 	db     *sqlite.DB
 	org    cloud.Org
-	http   *httptest.Server
+	base   string // the agent endpoint's http://host:port
 	hooks  chan received
 	hookSv *httptest.Server
 }
@@ -65,24 +66,16 @@ func newRelay(t *testing.T) *relay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	link := agentlink.New(agentlink.Config{Store: store, Observers: []cloud.Observer{engine, notifier}, SweepInterval: 20 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)})
-	lctx, cancel := context.WithCancel(ctx)
-	go link.Run(lctx)
-	go engine.Run(lctx)
-	mux := http.NewServeMux()
-	mux.Handle(protocol.Path, link.Handler())
-	r.http = httptest.NewServer(mux)
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(ctx, 5*time.Second)
-		defer c()
-		link.Shutdown(sctx) // the agent endpoint first: no more observer calls
+	ectx, cancel := context.WithCancel(ctx)
+	go engine.Run(ectx)
+	t.Cleanup(func() { // after the agent endpoint (below) shut down: no more observer calls
 		cancel()
-		r.http.Close()
-		disp.Close() // then the dispatcher
+		disp.Close()
 		store.Close()
 		r.hookSv.Close()
 	})
+	_, r.base = linktest.Serve(t, agentlink.Config{Store: store, Observers: []cloud.Observer{engine, notifier}, SweepInterval: 20 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
 	return r
 }
 
@@ -143,12 +136,7 @@ type simAgent struct {
 func (r *relay) connect(t *testing.T, token string, heartbeat time.Duration) *simAgent {
 	t.Helper()
 	ctx := context.Background()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(r.http.URL, "http")+protocol.Path,
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}, Subprotocols: []string{protocol.Subprotocol}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.CloseNow() })
+	ws := linktest.MustDial(t, r.base, token)
 	a := &simAgent{t: t, ws: ws}
 	a.send(protocol.Message{Type: protocol.TypeHello, Hello: &protocol.Hello{AgentVersion: "sim", Model: "IG-500",
 		HeartbeatInterval: protocol.Duration{Duration: heartbeat}}})

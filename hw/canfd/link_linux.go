@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -159,43 +160,45 @@ func ReadSettings(iface string) (s Settings, fd bool, err error) {
 	if err != nil {
 		return Settings{}, false, fmt.Errorf("link %s: %w", iface, err)
 	}
-	for _, a := range attrs {
-		if a.Attr.Type != unix.IFLA_LINKINFO {
-			continue
-		}
-		infos, err := nl.ParseRouteAttr(a.Value)
-		if err != nil {
-			return Settings{}, false, err
-		}
-		for _, info := range infos {
-			if info.Attr.Type != nl.IFLA_INFO_DATA {
-				continue
+	// The CAN attributes nest in IFLA_LINKINFO, then IFLA_INFO_DATA.
+	info, err := nestedAttrs(attrs, unix.IFLA_LINKINFO)
+	if err != nil {
+		return Settings{}, false, fmt.Errorf("link %s: %w", iface, err)
+	}
+	data, err := nestedAttrs(info, nl.IFLA_INFO_DATA)
+	if err != nil {
+		return Settings{}, false, fmt.Errorf("link %s: %w", iface, err)
+	}
+	for _, d := range data {
+		v := d.Value
+		switch d.Attr.Type {
+		case nl.IFLA_CAN_BITTIMING:
+			if len(v) >= 8 {
+				s.NominalBitrate = binary.NativeEndian.Uint32(v[0:4])
+				s.SamplePoint = float64(binary.NativeEndian.Uint32(v[4:8])) / 1000
 			}
-			datas, err := nl.ParseRouteAttr(info.Value)
-			if err != nil {
-				return Settings{}, false, err
+		case nl.IFLA_CAN_DATA_BITTIMING:
+			if len(v) >= 4 {
+				s.DataBitrate = binary.NativeEndian.Uint32(v[0:4])
 			}
-			for _, d := range datas {
-				v := d.Value
-				switch d.Attr.Type {
-				case nl.IFLA_CAN_BITTIMING:
-					if len(v) >= 8 {
-						s.NominalBitrate = binary.NativeEndian.Uint32(v[0:4])
-						s.SamplePoint = float64(binary.NativeEndian.Uint32(v[4:8])) / 1000
-					}
-				case nl.IFLA_CAN_DATA_BITTIMING:
-					if len(v) >= 4 {
-						s.DataBitrate = binary.NativeEndian.Uint32(v[0:4])
-					}
-				case nl.IFLA_CAN_CTRLMODE:
-					if len(v) >= 8 {
-						flags := binary.NativeEndian.Uint32(v[4:8])
-						s.ListenOnly = flags&unix.CAN_CTRLMODE_LISTENONLY != 0
-						fd = flags&unix.CAN_CTRLMODE_FD != 0
-					}
-				}
+		case nl.IFLA_CAN_CTRLMODE:
+			if len(v) >= 8 {
+				flags := binary.NativeEndian.Uint32(v[4:8])
+				s.ListenOnly = flags&unix.CAN_CTRLMODE_LISTENONLY != 0
+				fd = flags&unix.CAN_CTRLMODE_FD != 0
 			}
 		}
 	}
 	return s, fd, nil
+}
+
+// nestedAttrs returns the attributes nested in the first of attrs of type
+// typ, or none when attrs has no such attribute.
+func nestedAttrs(attrs []syscall.NetlinkRouteAttr, typ uint16) ([]syscall.NetlinkRouteAttr, error) {
+	for _, a := range attrs {
+		if a.Attr.Type == typ {
+			return nl.ParseRouteAttr(a.Value)
+		}
+	}
+	return nil, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/internal/fleetproc"
+	"github.com/fleet/fleet/internal/linktest"
 	"github.com/fleet/fleet/internal/pgtest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -104,13 +105,7 @@ func caFile(t *testing.T, srv *httptest.Server) string {
 // the connection is closed at the end of the test.
 func dialRelay(t *testing.T, addr, token string) *websocket.Conn {
 	t.Helper()
-	ws, _, err := websocket.Dial(context.Background(), "ws://"+addr+protocol.Path, &websocket.DialOptions{
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}, Subprotocols: []string{protocol.Subprotocol}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.CloseNow() })
-	return ws
+	return linktest.MustDial(t, "http://"+addr, token)
 }
 
 func errorCode(b []byte) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud/postgres"
+	"github.com/fleet/fleet/internal/linktest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -273,8 +274,7 @@ func TestClusterRevocation(t *testing.T) {
 	}
 	t.Logf("agent closed %s after the revocation", time.Since(start).Round(time.Millisecond))
 	for i, m := range c.relays {
-		_, resp, err := websocket.Dial(context.Background(), "ws://"+m.Addr()+protocol.Path, &websocket.DialOptions{
-			HTTPHeader: http.Header{"Authorization": {"Bearer " + c.token}}, Subprotocols: []string{protocol.Subprotocol}})
+		_, resp, err := linktest.Dial(t, "http://"+m.Addr(), c.token)
 		if err == nil || resp == nil || resp.StatusCode != 401 {
 			t.Errorf("relay %d accepts the revoked token: %v", i, err)
 		}

@@ -36,11 +36,11 @@ var alertNotFound = sqlstore.AlertNotFound
 
 // AlertTx implements sqlstore.AlertTables: the row lock of an UPDATE orders
 // concurrent transactions (another relay's too).
-func (t tables) AlertTx(ctx context.Context, eventsAt int64, what string, fn func(sqlstore.Tx) error) error {
+func (t tables) AlertTx(ctx context.Context, eventsAt int64, what string, fn func(sqlstore.Querier) error) error {
 	if err := t.db.ensureDays(ctx, "events", eventsAt); err != nil {
 		return err
 	}
-	err := t.db.writeTx(ctx, func(tx pgx.Tx) error { return fn(pgTx{tx}) })
+	err := t.db.writeTx(ctx, func(tx pgx.Tx) error { return fn(pgConn{tx}) })
 	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
 		return storeError("postgres: %s: %w", what, err)
 	}

@@ -36,12 +36,12 @@ func NewPanelStore(db *DB) *PanelStore {
 // UserTx implements sqlstore.UserTables: the organization's row is locked
 // first, so that changes to its users, from any relay, happen one at a
 // time.
-func (t tables) UserTx(ctx context.Context, orgID, what string, fn func(sqlstore.Tx) error) error {
+func (t tables) UserTx(ctx context.Context, orgID, what string, fn func(sqlstore.Querier) error) error {
 	err := t.db.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE`, orgID); err != nil {
 			return err
 		}
-		return fn(pgTx{tx})
+		return fn(pgConn{tx})
 	})
 	if err != nil {
 		return wrapErr(what, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
@@ -26,16 +27,32 @@ var _ sqlstore.Tables = tables{}
 // Now implements sqlstore.Tables: db's clock.
 func (t tables) Now() time.Time { return t.db.Now() }
 
-// pgTx is a transaction as the code of cloud/internal/sqlstore runs it: its
-// ? placeholders numbered ($1, $2, …), pgx.ErrNoRows as sql.ErrNoRows.
-type pgTx struct{ tx pgx.Tx }
-
-func (t pgTx) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	return pgRow{t.tx.QueryRow(ctx, numbered(query), args...)}
+// pgConn runs the statements of cloud/internal/sqlstore (a Querier) on the
+// pool or a transaction: their ? placeholders numbered ($1, $2, …),
+// pgx.ErrNoRows as sql.ErrNoRows.
+type pgConn struct {
+	q interface {
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	}
 }
 
-func (t pgTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	tag, err := t.tx.Exec(ctx, numbered(query), args...)
+func (c pgConn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return pgRow{c.q.QueryRow(ctx, numbered(query), args...)}
+}
+
+func (c pgConn) Query(ctx context.Context, query string, args []any, each func(sqlstore.Row) error) error {
+	rows, err := c.q.Query(ctx, numbered(query), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	return sqlstore.EachRow(rows, each)
+}
+
+func (c pgConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := c.q.Exec(ctx, numbered(query), args...)
 	return tag.RowsAffected(), err
 }
 

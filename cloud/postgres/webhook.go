@@ -378,37 +378,9 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 // WebhookDeliveries returns the organization's most recent deliveries,
 // newest first, each with its attempts.
 func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliveryInfo, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 50
-	}
-	out, err := query(ctx, db, "deliveries", func(r sqlstore.Row) (cloud.DeliveryInfo, error) {
-		var d cloud.DeliveryInfo
-		var next, created int64
-		err := r.Scan(&d.ID, &d.DeviceID, &d.Event, &d.URL, &d.State, &next, &d.LastError, &d.RedeliveryOf, &created)
-		d.CreatedAt = time.UnixMilli(created).UTC()
-		if d.State == string(webhook.StatePending) {
-			t := time.UnixMilli(next).UTC()
-			d.NextAttemptAt = &t
-		}
-		d.Attempts = []cloud.DeliveryAttempt{}
-		return d, err
-	}, `SELECT id, device_id, event, url, state, next_attempt_at, last_error, COALESCE(redelivery_of, ''), created_at
-		FROM webhook_deliveries WHERE org_id = $1 ORDER BY seq DESC LIMIT $2`, orgID, limit)
+	out, err := sqlstore.WebhookDeliveries(ctx, pgConn{db.Pool}, orgID, limit)
 	if err != nil {
-		return nil, err
-	}
-	for i := range out {
-		atts, err := query(ctx, db, "attempts", func(r sqlstore.Row) (cloud.DeliveryAttempt, error) {
-			var a cloud.DeliveryAttempt
-			var at int64
-			err := r.Scan(&a.Attempt, &at, &a.StatusCode, &a.Error, &a.DurationMs)
-			a.At = time.UnixMilli(at).UTC()
-			return a, err
-		}, `SELECT attempt, at, COALESCE(status_code, 0), error, duration_ms FROM webhook_attempts WHERE delivery_id = $1 ORDER BY attempt`, out[i].ID)
-		if err != nil {
-			return nil, err
-		}
-		out[i].Attempts = append(out[i].Attempts, atts...)
+		return nil, storeError("postgres: deliveries: %w", err)
 	}
 	return out, nil
 }

@@ -38,8 +38,8 @@ var alertNotFound = sqlstore.AlertNotFound
 
 // AlertTx implements sqlstore.AlertTables: an immediate transaction on the
 // writer, so concurrent calls serialize.
-func (t tables) AlertTx(ctx context.Context, eventsAt int64, what string, fn func(sqlstore.Tx) error) error {
-	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlTx{tx}) })
+func (t tables) AlertTx(ctx context.Context, eventsAt int64, what string, fn func(sqlstore.Querier) error) error {
+	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) })
 	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
 		return fmt.Errorf("sqlite: %s: %w", what, err)
 	}

@@ -20,15 +20,31 @@ var _ sqlstore.Tables = tables{}
 // Now implements sqlstore.Tables: db's clock.
 func (t tables) Now() time.Time { return t.db.Now() }
 
-// sqlTx is a transaction as the code of cloud/internal/sqlstore runs it.
-type sqlTx struct{ tx *sql.Tx }
-
-func (t sqlTx) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	return t.tx.QueryRowContext(ctx, query, args...)
+// sqlConn runs the statements of cloud/internal/sqlstore (a Querier) on a
+// pool (db.R) or a transaction.
+type sqlConn struct {
+	q interface {
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+		QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	}
 }
 
-func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := t.tx.ExecContext(ctx, query, args...)
+func (c sqlConn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return c.q.QueryRowContext(ctx, query, args...)
+}
+
+func (c sqlConn) Query(ctx context.Context, query string, args []any, each func(sqlstore.Row) error) error {
+	rows, err := c.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	return sqlstore.EachRow(rows, each)
+}
+
+func (c sqlConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := c.q.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}

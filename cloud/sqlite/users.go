@@ -27,8 +27,8 @@ func NewPanelStore(db *DB) *PanelStore {
 
 // UserTx implements sqlstore.UserTables: the writer's transaction
 // serializes the changes.
-func (t tables) UserTx(ctx context.Context, orgID, what string, fn func(sqlstore.Tx) error) error {
-	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlTx{tx}) })
+func (t tables) UserTx(ctx context.Context, orgID, what string, fn func(sqlstore.Querier) error) error {
+	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) })
 	if err != nil {
 		return wrapErr(what, err)
 	}

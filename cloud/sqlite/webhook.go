@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 )
@@ -241,50 +242,9 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 // WebhookDeliveries returns the organization's most recent deliveries,
 // newest first, each with its attempts.
 func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliveryInfo, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 50
-	}
-	rows, err := db.R.QueryContext(ctx, `SELECT id, device_id, event, url, state, next_attempt_at, last_error, COALESCE(redelivery_of, ''), created_at
-		FROM webhook_deliveries WHERE org_id = ? ORDER BY seq DESC LIMIT ?`, orgID, limit)
+	out, err := sqlstore.WebhookDeliveries(ctx, sqlConn{db.R}, orgID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: deliveries: %w", err)
-	}
-	var out []cloud.DeliveryInfo
-	for rows.Next() {
-		var d cloud.DeliveryInfo
-		var next, created int64
-		if err := rows.Scan(&d.ID, &d.DeviceID, &d.Event, &d.URL, &d.State, &next, &d.LastError, &d.RedeliveryOf, &created); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("sqlite: deliveries: %w", err)
-		}
-		d.CreatedAt = time.UnixMilli(created).UTC()
-		if d.State == string(webhook.StatePending) {
-			t := time.UnixMilli(next).UTC()
-			d.NextAttemptAt = &t
-		}
-		d.Attempts = []cloud.DeliveryAttempt{}
-		out = append(out, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for i := range out {
-		ar, err := db.R.QueryContext(ctx, `SELECT attempt, at, COALESCE(status_code, 0), error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt`, out[i].ID)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: attempts: %w", err)
-		}
-		for ar.Next() {
-			var a cloud.DeliveryAttempt
-			var at int64
-			if err := ar.Scan(&a.Attempt, &at, &a.StatusCode, &a.Error, &a.DurationMs); err != nil {
-				ar.Close()
-				return nil, fmt.Errorf("sqlite: attempts: %w", err)
-			}
-			a.At = time.UnixMilli(at).UTC()
-			out[i].Attempts = append(out[i].Attempts, a)
-		}
-		ar.Close()
 	}
 	return out, nil
 }

@@ -25,7 +25,7 @@ type AlertTables interface {
 	// partitions makes sure of the day's first). Concurrent transactions
 	// that change one alert run one after the other. Its error, unless a
 	// domain error, is wrapped as the store's failure to do what.
-	AlertTx(ctx context.Context, eventsAt int64, what string, fn func(Tx) error) error
+	AlertTx(ctx context.Context, eventsAt int64, what string, fn func(Querier) error) error
 	// Now is the store's clock.
 	Now() time.Time
 }
@@ -54,7 +54,7 @@ func apiResolvedEvent(a resource.Alert, rule string) (resource.Event, error) {
 }
 
 // InsertEvent stores e, an event of the organization's device, in tx.
-func InsertEvent(ctx context.Context, tx Tx, orgID, deviceID string, e resource.Event) error {
+func InsertEvent(ctx context.Context, tx Querier, orgID, deviceID string, e resource.Event) error {
 	_, err := tx.Exec(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.ID, orgID, deviceID, e.Type, string(e.Severity), e.Message, string(e.Data), e.CreatedAt.UnixMilli())
 	return err
@@ -71,7 +71,7 @@ func AlertNotFound(id string) error { return cloud.Errorf(cloud.ENOTFOUND, "aler
 // (alert.Store's OpenAlert).
 func OpenAlert(ctx context.Context, t AlertTables, o alert.Opening, insert string) (a resource.Alert, opened bool, err error) {
 	a = NewAlert(o)
-	err = t.AlertTx(ctx, a.CreatedAt.UnixMilli(), "open alert", func(tx Tx) error {
+	err = t.AlertTx(ctx, a.CreatedAt.UnixMilli(), "open alert", func(tx Querier) error {
 		n, err := tx.Exec(ctx, insert, a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(a.Payload), a.CreatedAt.UnixMilli())
 		if err != nil || n == 0 {
 			return err
@@ -97,7 +97,7 @@ func OpenAlert(ctx context.Context, t AlertTables, o alert.Opening, insert strin
 // false when the device had none open (alert.Store's ResolveAlert).
 func ResolveAlert(ctx context.Context, t AlertTables, orgID, deviceID string, r alert.Rule, message string, at time.Time) (a resource.Alert, resolved bool, err error) {
 	at = at.UTC().Truncate(time.Millisecond)
-	err = t.AlertTx(ctx, at.UnixMilli(), "resolve alert", func(tx Tx) error {
+	err = t.AlertTx(ctx, at.UnixMilli(), "resolve alert", func(tx Querier) error {
 		var err error
 		a, err = ScanAlert(tx.QueryRow(ctx, `UPDATE alerts SET state = 'RESOLVED', resolved_at = ?
 			WHERE org_id = ? AND device_id = ? AND rule_id = ? AND state IN ('ACTIVE', 'ACKNOWLEDGED') RETURNING `+AlertColumns,
@@ -168,7 +168,7 @@ func (s *AlertService) move(ctx context.Context, orgID, id string, to resource.A
 	var a resource.Alert
 	var changed bool
 	now := s.Tables.Now().UnixMilli()
-	err := s.Tables.AlertTx(ctx, now, event, func(tx Tx) error {
+	err := s.Tables.AlertTx(ctx, now, event, func(tx Querier) error {
 		n, err := tx.Exec(ctx, moveAlertSQL(to), now, id, orgID)
 		if err != nil {
 			return err

@@ -10,21 +10,12 @@ import (
 	"github.com/fleet/fleet/shared/ids"
 )
 
-// Tx is a store's transaction as the shared code runs statements in it:
-// they are written with ? placeholders (the PostgreSQL store numbers them),
-// and a missing row scans as sql.ErrNoRows in either store.
-type Tx interface {
-	QueryRow(ctx context.Context, query string, args ...any) Row
-	// Exec runs a statement and returns how many rows it changed.
-	Exec(ctx context.Context, query string, args ...any) (int64, error)
-}
-
 // UserTables is what Users needs of a store.
 type UserTables interface {
 	// UserTx runs fn in a write transaction in which the organization's
 	// users change one at a time, whichever relay changes them; its error,
 	// unless a domain error, is wrapped as the store's failure to do what.
-	UserTx(ctx context.Context, orgID, what string, fn func(Tx) error) error
+	UserTx(ctx context.Context, orgID, what string, fn func(Querier) error) error
 	// Now is the store's clock.
 	Now() time.Time
 }
@@ -62,7 +53,7 @@ func (s Users) SetUserRole(ctx context.Context, orgID, id string, role cloud.Rol
 	if _, err := cloud.ParseRole(string(role)); err != nil {
 		return cloud.User{}, err
 	}
-	return s.change(ctx, orgID, id, "set role", func(tx Tx, u *cloud.User) error {
+	return s.change(ctx, orgID, id, "set role", func(tx Querier, u *cloud.User) error {
 		if role != cloud.RoleOwner {
 			if err := keepAnOwner(ctx, tx, *u, "demoted"); err != nil {
 				return err
@@ -78,7 +69,7 @@ func (s Users) SetUserRole(ctx context.Context, orgID, id string, role cloud.Rol
 // longer sign in and their sessions end on their next request. Disabling the
 // last active OWNER is ECONFLICT.
 func (s Users) DisableUser(ctx context.Context, orgID, id string) (cloud.User, error) {
-	return s.change(ctx, orgID, id, "disable user", func(tx Tx, u *cloud.User) error {
+	return s.change(ctx, orgID, id, "disable user", func(tx Querier, u *cloud.User) error {
 		if u.Disabled() {
 			return nil
 		}
@@ -97,7 +88,7 @@ func (s Users) SetUserPassword(ctx context.Context, orgID, id, hash string) (clo
 	if hash == "" {
 		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
 	}
-	return s.change(ctx, orgID, id, "set password", func(tx Tx, u *cloud.User) error {
+	return s.change(ctx, orgID, id, "set password", func(tx Querier, u *cloud.User) error {
 		u.PasswordHash = hash
 		u.PasswordChangedAt = s.Tables.Now().UTC().Truncate(time.Millisecond)
 		_, err := tx.Exec(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ? WHERE id = ?`, hash, u.PasswordChangedAt.UnixMilli(), id)
@@ -107,9 +98,9 @@ func (s Users) SetUserPassword(ctx context.Context, orgID, id, hash string) (clo
 
 // change reads the organization's user id in a UserTx and lets fn change
 // it; ENOTFOUND without the user.
-func (s Users) change(ctx context.Context, orgID, id, what string, fn func(tx Tx, u *cloud.User) error) (cloud.User, error) {
+func (s Users) change(ctx context.Context, orgID, id, what string, fn func(tx Querier, u *cloud.User) error) (cloud.User, error) {
 	var u cloud.User
-	err := s.Tables.UserTx(ctx, orgID, what, func(tx Tx) error {
+	err := s.Tables.UserTx(ctx, orgID, what, func(tx Querier) error {
 		var err error
 		u, err = ScanUser(tx.QueryRow(ctx, `SELECT `+UserColumns+` FROM users WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -131,7 +122,7 @@ func UserNotFound(id string) error { return cloud.Errorf(cloud.ENOTFOUND, "user 
 
 // keepAnOwner refuses a change that would leave u's organization without
 // an active OWNER.
-func keepAnOwner(ctx context.Context, tx Tx, u cloud.User, verb string) error {
+func keepAnOwner(ctx context.Context, tx Querier, u cloud.User, verb string) error {
 	if u.Role != cloud.RoleOwner || u.Disabled() {
 		return nil
 	}

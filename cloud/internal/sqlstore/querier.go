@@ -1,0 +1,48 @@
+package sqlstore
+
+import "context"
+
+// Querier runs the shared code's statements on a store's pool or
+// transaction: they are written with ? placeholders (the PostgreSQL store
+// numbers them), and a missing row scans as sql.ErrNoRows in either store.
+type Querier interface {
+	QueryRow(ctx context.Context, query string, args ...any) Row
+	// Query calls each for every row of query.
+	Query(ctx context.Context, query string, args []any, each func(Row) error) error
+	// Exec runs a statement and returns how many rows it changed.
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+}
+
+// Collect reads every row of query with scan, into a slice that is empty
+// rather than nil.
+func Collect[T any](ctx context.Context, q Querier, scan func(Row) (T, error), query string, args ...any) ([]T, error) {
+	out := []T{}
+	err := q.Query(ctx, query, args, func(r Row) error {
+		v, err := scan(r)
+		out = append(out, v)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Rows are a result's rows, as *sql.Rows and pgx.Rows both are.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// EachRow calls each for every row of rows, stopping at its first error,
+// and returns that or the rows' error (for a Querier's Query; the caller
+// closes rows).
+func EachRow(rows Rows, each func(Row) error) error {
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

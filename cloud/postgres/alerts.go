@@ -32,46 +32,19 @@ func (t tables) Alert(ctx context.Context, orgID, id string) (resource.Alert, er
 	return a, nil
 }
 
-func alertNotFound(id string) error {
-	return cloud.Errorf(cloud.ENOTFOUND, "alert %q not found", id)
-}
+var alertNotFound = sqlstore.AlertNotFound
 
-// MoveAlert implements sqlstore.AlertTables: the row lock of the UPDATE
-// orders concurrent calls (another relay's too).
-func (t tables) MoveAlert(ctx context.Context, orgID, id string, to resource.AlertState) (resource.Alert, bool, error) {
-	var a resource.Alert
-	var changed bool
-	now := t.db.NowMs()
-	if err := t.db.ensureDays(ctx, "events", now); err != nil {
-		return a, false, err
+// AlertTx implements sqlstore.AlertTables: the row lock of an UPDATE orders
+// concurrent transactions (another relay's too).
+func (t tables) AlertTx(ctx context.Context, eventsAt int64, what string, fn func(sqlstore.Tx) error) error {
+	if err := t.db.ensureDays(ctx, "events", eventsAt); err != nil {
+		return err
 	}
-	err := t.db.writeTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, sqlstore.MoveAlertSQL(to, sqlstore.Dollar), now, id, orgID)
-		if err != nil {
-			return err
-		}
-		changed = tag.RowsAffected() == 1
-		a, err = sqlstore.ScanAlert(tx.QueryRow(ctx, alertSQL, id, orgID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return alertNotFound(id)
-		}
-		if err != nil || !changed || a.State != resource.AlertResolved {
-			return err
-		}
-		var rule string
-		if err := tx.QueryRow(ctx, `SELECT name FROM alert_rules WHERE id = $1`, a.RuleID).Scan(&rule); err != nil {
-			return err
-		}
-		e, err := sqlstore.APIResolvedEvent(a, rule)
-		if err != nil {
-			return err
-		}
-		return t.db.insertEvents(ctx, tx, orgID, a.DeviceID, []resource.Event{e})
-	})
+	err := t.db.writeTx(ctx, func(tx pgx.Tx) error { return fn(pgTx{tx}) })
 	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
-		return a, false, storeError("postgres: %s alert: %w", to, err)
+		return storeError("postgres: %s: %w", what, err)
 	}
-	return a, changed, err
+	return err
 }
 
 // insertEvents stores relay-made events (fresh ids) of one device in tx.
@@ -169,65 +142,14 @@ func (s *AlertEngineStore) RuleStates(ctx context.Context, orgID, deviceID strin
 // an open alert of the rule (the unique partial index decides, across
 // relays).
 func (s *AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (resource.Alert, bool, error) {
-	a := sqlstore.NewAlert(o)
-	opened := false
-	if err := s.db.ensureDays(ctx, "events", a.CreatedAt.UnixMilli()); err != nil {
-		return resource.Alert{}, false, err
-	}
-	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
-			VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8) ON CONFLICT (device_id, rule_id) WHERE state <> 'RESOLVED' DO NOTHING`,
-			a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(a.Payload), a.CreatedAt.UnixMilli())
-		if err != nil || tag.RowsAffected() == 0 {
-			return err
-		}
-		opened = true
-		if !o.WithEvent {
-			return nil
-		}
-		e, err := sqlstore.OpenedEvent(o, a)
-		if err != nil {
-			return err
-		}
-		return s.db.insertEvents(ctx, tx, o.OrgID, o.DeviceID, []resource.Event{e})
-	})
-	if err != nil {
-		return resource.Alert{}, false, storeError("postgres: open alert: %w", err)
-	}
-	return a, opened, nil
+	return sqlstore.OpenAlert(ctx, tables{s.db}, o, `INSERT INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
+		VALUES (?, ?, ?, ?, 'ACTIVE', ?, ?, ?, ?) ON CONFLICT (device_id, rule_id) WHERE state <> 'RESOLVED' DO NOTHING`)
 }
 
 // ResolveAlert resolves the device's open alert of the rule and stores an
 // alert.resolved event, in one transaction.
 func (s *AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID string, r alert.Rule, message string, at time.Time) (resource.Alert, bool, error) {
-	at = at.UTC().Truncate(time.Millisecond)
-	var a resource.Alert
-	resolved := false
-	if err := s.db.ensureDays(ctx, "events", at.UnixMilli()); err != nil {
-		return resource.Alert{}, false, err
-	}
-	err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		a, err = sqlstore.ScanAlert(tx.QueryRow(ctx, `UPDATE alerts SET state = 'RESOLVED', resolved_at = $1
-			WHERE org_id = $2 AND device_id = $3 AND rule_id = $4 AND state IN ('ACTIVE', 'ACKNOWLEDGED') RETURNING `+sqlstore.AlertColumns,
-			at.UnixMilli(), orgID, deviceID, r.ID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		resolved = true
-		e, err := sqlstore.ResolvedEvent(a, r, message, at)
-		if err != nil {
-			return err
-		}
-		return s.db.insertEvents(ctx, tx, orgID, deviceID, []resource.Event{e})
-	})
-	if err != nil {
-		return resource.Alert{}, false, storeError("postgres: resolve alert: %w", err)
-	}
-	return a, resolved, nil
+	return sqlstore.ResolveAlert(ctx, tables{s.db}, orgID, deviceID, r, message, at)
 }
 
 // OpenAlertID returns the id of the device's open alert of the rule, or "".

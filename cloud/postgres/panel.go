@@ -30,7 +30,7 @@ var (
 
 // NewPanelStore returns the panel's store of db.
 func NewPanelStore(db *DB) *PanelStore {
-	return &PanelStore{db: db, Users: sqlstore.Users{Tables: tables{db}, Now: func() time.Time { return db.Now() }}}
+	return &PanelStore{db: db, Users: sqlstore.Users{Tables: tables{db}}}
 }
 
 // UserTx implements sqlstore.UserTables: the organization's row is locked

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,6 +23,9 @@ type tables struct{ db *DB }
 
 var _ sqlstore.Tables = tables{}
 
+// Now implements sqlstore.Tables: db's clock.
+func (t tables) Now() time.Time { return t.db.Now() }
+
 // pgTx is a transaction as the code of cloud/internal/sqlstore runs it: its
 // ? placeholders numbered ($1, $2, …), pgx.ErrNoRows as sql.ErrNoRows.
 type pgTx struct{ tx pgx.Tx }
@@ -30,9 +34,9 @@ func (t pgTx) QueryRow(ctx context.Context, query string, args ...any) sqlstore.
 	return pgRow{t.tx.QueryRow(ctx, numbered(query), args...)}
 }
 
-func (t pgTx) Exec(ctx context.Context, query string, args ...any) error {
-	_, err := t.tx.Exec(ctx, numbered(query), args...)
-	return err
+func (t pgTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, numbered(query), args...)
+	return tag.RowsAffected(), err
 }
 
 type pgRow struct{ row pgx.Row }

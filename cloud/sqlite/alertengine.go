@@ -135,61 +135,14 @@ func (s *AlertEngineStore) RuleStates(ctx context.Context, orgID, deviceID strin
 // event, in one transaction; opened is false when the device already has an
 // open alert of the rule.
 func (s *AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (resource.Alert, bool, error) {
-	a := sqlstore.NewAlert(o)
-	opened := false
-	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
-			VALUES (?, ?, ?, ?, 'ACTIVE', ?, ?, ?, ?)`, a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(a.Payload), a.CreatedAt.UnixMilli())
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return nil
-		}
-		opened = true
-		if !o.WithEvent {
-			return nil
-		}
-		e, err := sqlstore.OpenedEvent(o, a)
-		if err != nil {
-			return err
-		}
-		return insertEvent(ctx, tx, o.OrgID, o.DeviceID, e)
-	})
-	if err != nil {
-		return resource.Alert{}, false, fmt.Errorf("sqlite: open alert: %w", err)
-	}
-	return a, opened, nil
+	return sqlstore.OpenAlert(ctx, tables{s.db}, o, `INSERT OR IGNORE INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
+		VALUES (?, ?, ?, ?, 'ACTIVE', ?, ?, ?, ?)`)
 }
 
 // ResolveAlert resolves the device's open alert of the rule and stores an
 // alert.resolved event, in one transaction.
 func (s *AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID string, r alert.Rule, message string, at time.Time) (resource.Alert, bool, error) {
-	at = at.UTC().Truncate(time.Millisecond)
-	var a resource.Alert
-	resolved := false
-	err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		a, err = sqlstore.ScanAlert(tx.QueryRowContext(ctx, `UPDATE alerts SET state = 'RESOLVED', resolved_at = ?
-			WHERE org_id = ? AND device_id = ? AND rule_id = ? AND state IN ('ACTIVE', 'ACKNOWLEDGED') RETURNING `+sqlstore.AlertColumns,
-			at.UnixMilli(), orgID, deviceID, r.ID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		resolved = true
-		e, err := sqlstore.ResolvedEvent(a, r, message, at)
-		if err != nil {
-			return err
-		}
-		return insertEvent(ctx, tx, orgID, deviceID, e)
-	})
-	if err != nil {
-		return resource.Alert{}, false, fmt.Errorf("sqlite: resolve alert: %w", err)
-	}
-	return a, resolved, nil
+	return sqlstore.ResolveAlert(ctx, tables{s.db}, orgID, deviceID, r, message, at)
 }
 
 // OpenAlertID returns the id of the device's open alert of the rule, or "".
@@ -233,11 +186,4 @@ func (s *AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, de
 		out = append(out, o)
 	}
 	return out, rows.Err()
-}
-
-// insertEvent stores e as the device's event in tx.
-func insertEvent(ctx context.Context, tx *sql.Tx, orgID, deviceID string, e resource.Event) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.ID, orgID, deviceID, e.Type, string(e.Severity), e.Message, string(e.Data), e.CreatedAt.UnixMilli())
-	return err
 }

@@ -34,46 +34,16 @@ func (t tables) Alert(ctx context.Context, orgID, id string) (resource.Alert, er
 	return a, nil
 }
 
-func alertNotFound(id string) error {
-	return cloud.Errorf(cloud.ENOTFOUND, "alert %q not found", id)
-}
+var alertNotFound = sqlstore.AlertNotFound
 
-// MoveAlert implements sqlstore.AlertTables in one immediate transaction:
-// concurrent calls serialize on the writer.
-func (t tables) MoveAlert(ctx context.Context, orgID, id string, to resource.AlertState) (resource.Alert, bool, error) {
-	var a resource.Alert
-	var changed bool
-	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, sqlstore.MoveAlertSQL(to, sqlstore.Question), t.db.NowMs(), id, orgID)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		changed = n == 1
-		a, err = sqlstore.ScanAlert(tx.QueryRowContext(ctx, alertSQL, id, orgID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return alertNotFound(id)
-		}
-		if err != nil || !changed || a.State != resource.AlertResolved {
-			return err
-		}
-		var rule string
-		if err := tx.QueryRowContext(ctx, `SELECT name FROM alert_rules WHERE id = ?`, a.RuleID).Scan(&rule); err != nil {
-			return err
-		}
-		e, err := sqlstore.APIResolvedEvent(a, rule)
-		if err != nil {
-			return err
-		}
-		return insertEvent(ctx, tx, orgID, a.DeviceID, e)
-	})
+// AlertTx implements sqlstore.AlertTables: an immediate transaction on the
+// writer, so concurrent calls serialize.
+func (t tables) AlertTx(ctx context.Context, eventsAt int64, what string, fn func(sqlstore.Tx) error) error {
+	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlTx{tx}) })
 	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
-		return a, false, fmt.Errorf("sqlite: %s alert: %w", to, err)
+		return fmt.Errorf("sqlite: %s: %w", what, err)
 	}
-	return a, changed, err
+	return err
 }
 
 // NewAlert is what InsertAlert needs. RuleID or RuleName (of the device's

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
@@ -16,6 +17,9 @@ type tables struct{ db *DB }
 
 var _ sqlstore.Tables = tables{}
 
+// Now implements sqlstore.Tables: db's clock.
+func (t tables) Now() time.Time { return t.db.Now() }
+
 // sqlTx is a transaction as the code of cloud/internal/sqlstore runs it.
 type sqlTx struct{ tx *sql.Tx }
 
@@ -23,9 +27,12 @@ func (t sqlTx) QueryRow(ctx context.Context, query string, args ...any) sqlstore
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
 
-func (t sqlTx) Exec(ctx context.Context, query string, args ...any) error {
-	_, err := t.tx.ExecContext(ctx, query, args...)
-	return err
+func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := t.tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // The store's domain services, on its tables.

@@ -22,7 +22,7 @@ var _ cloud.PanelStore = (*PanelStore)(nil)
 
 // NewPanelStore returns the panel's store of db.
 func NewPanelStore(db *DB) *PanelStore {
-	return &PanelStore{db: db, Users: sqlstore.Users{Tables: tables{db}, Now: func() time.Time { return db.Now() }}}
+	return &PanelStore{db: db, Users: sqlstore.Users{Tables: tables{db}}}
 }
 
 // UserTx implements sqlstore.UserTables: the writer's transaction

@@ -2,7 +2,10 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
+	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/alert"
@@ -10,41 +13,112 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// AlertTables is what AlertService reads and changes of a store's alerts
-// table, in the store's dialect.
+// AlertTables is what AlertService and ResolveAlert read and change of a
+// store's alerts, in the store's dialect.
 type AlertTables interface {
 	// AlertPage reads a page of a list.
 	AlertPage(ctx context.Context, k Keyset[resource.Alert]) (resource.List[resource.Alert], error)
 	// Alert reads the organization's alert id, or ENOTFOUND.
 	Alert(ctx context.Context, orgID, id string) (resource.Alert, error)
-	// MoveAlert runs MoveAlertSQL(to) and reads the alert back in one
-	// transaction, so that of concurrent calls only one changes the row,
-	// and when it resolved the alert stores APIResolvedEvent in the same
-	// transaction. ENOTFOUND when the organization has no alert id.
-	MoveAlert(ctx context.Context, orgID, id string, to resource.AlertState) (a resource.Alert, changed bool, err error)
+	// AlertTx runs fn in a write transaction that may store events created
+	// at eventsAt (Unix milliseconds: a store that keeps events in daily
+	// partitions makes sure of the day's first). Concurrent transactions
+	// that change one alert run one after the other. Its error, unless a
+	// domain error, is wrapped as the store's failure to do what.
+	AlertTx(ctx context.Context, eventsAt int64, what string, fn func(Tx) error) error
+	// Now is the store's clock.
+	Now() time.Time
 }
 
-// MoveAlertSQL is the conditional UPDATE that moves an alert to ACKNOWLEDGED
-// (from ACTIVE) or RESOLVED (from ACTIVE or ACKNOWLEDGED), setting the
-// state's time, in the dialect of ph (arguments: the time in Unix
-// milliseconds, the alert, the organization).
-func MoveAlertSQL(to resource.AlertState, ph Placeholder) string {
+// moveAlertSQL is the conditional UPDATE that moves an alert to
+// ACKNOWLEDGED (from ACTIVE) or RESOLVED (from ACTIVE or ACKNOWLEDGED),
+// setting the state's time (arguments: the time in Unix milliseconds, the
+// alert, the organization).
+func moveAlertSQL(to resource.AlertState) string {
 	set, from := `acknowledged_at`, `state = 'ACTIVE'`
 	if to == resource.AlertResolved {
 		set, from = `resolved_at`, `state <> 'RESOLVED'`
 	}
-	return `UPDATE alerts SET state = '` + string(to) + `', ` + set + ` = ` + ph(1) + ` WHERE id = ` + ph(2) + ` AND org_id = ` + ph(3) + ` AND ` + from
+	return `UPDATE alerts SET state = '` + string(to) + `', ` + set + ` = ? WHERE id = ? AND org_id = ? AND ` + from
 }
 
-// APIResolvedEvent is the alert.resolved event of alert a of the rule
+// apiResolvedEvent is the alert.resolved event of alert a of the rule
 // named rule, resolved through the API.
-func APIResolvedEvent(a resource.Alert, rule string) (resource.Event, error) {
+func apiResolvedEvent(a resource.Alert, rule string) (resource.Event, error) {
 	data, err := json.Marshal(map[string]any{"alertId": a.ID, "ruleId": a.RuleID, "rule": rule, "resolvedBy": "api"})
 	if err != nil {
 		return resource.Event{}, err
 	}
 	return resource.Event{ID: ids.New(), Type: alert.EventResolved, Severity: resource.SeverityInfo,
 		Message: rule + " alert resolved through the API", Data: data, CreatedAt: *a.ResolvedAt}, nil
+}
+
+// InsertEvent stores e, an event of the organization's device, in tx.
+func InsertEvent(ctx context.Context, tx Tx, orgID, deviceID string, e resource.Event) error {
+	_, err := tx.Exec(ctx, `INSERT INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID, orgID, deviceID, e.Type, string(e.Severity), e.Message, string(e.Data), e.CreatedAt.UnixMilli())
+	return err
+}
+
+// AlertNotFound is ENOTFOUND for alert id.
+func AlertNotFound(id string) error { return cloud.Errorf(cloud.ENOTFOUND, "alert %q not found", id) }
+
+// OpenAlert stores the ACTIVE alert that o opens (NewAlert) and, with
+// o.WithEvent, its alert.<rule> event (OpenedEvent), in one AlertTx;
+// opened is false when the device already has an open alert of the rule,
+// for which insert, the store's INSERT (arguments: id, organization,
+// device, rule, severity, message, payload, created_at), stores nothing
+// (alert.Store's OpenAlert).
+func OpenAlert(ctx context.Context, t AlertTables, o alert.Opening, insert string) (a resource.Alert, opened bool, err error) {
+	a = NewAlert(o)
+	err = t.AlertTx(ctx, a.CreatedAt.UnixMilli(), "open alert", func(tx Tx) error {
+		n, err := tx.Exec(ctx, insert, a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(a.Payload), a.CreatedAt.UnixMilli())
+		if err != nil || n == 0 {
+			return err
+		}
+		opened = true
+		if !o.WithEvent {
+			return nil
+		}
+		e, err := OpenedEvent(o, a)
+		if err != nil {
+			return err
+		}
+		return InsertEvent(ctx, tx, o.OrgID, o.DeviceID, e)
+	})
+	if err != nil {
+		return resource.Alert{}, false, err
+	}
+	return a, opened, nil
+}
+
+// ResolveAlert resolves the device's open alert of rule r at at and stores
+// its alert.resolved event (ResolvedEvent), in one transaction; resolved is
+// false when the device had none open (alert.Store's ResolveAlert).
+func ResolveAlert(ctx context.Context, t AlertTables, orgID, deviceID string, r alert.Rule, message string, at time.Time) (a resource.Alert, resolved bool, err error) {
+	at = at.UTC().Truncate(time.Millisecond)
+	err = t.AlertTx(ctx, at.UnixMilli(), "resolve alert", func(tx Tx) error {
+		var err error
+		a, err = ScanAlert(tx.QueryRow(ctx, `UPDATE alerts SET state = 'RESOLVED', resolved_at = ?
+			WHERE org_id = ? AND device_id = ? AND rule_id = ? AND state IN ('ACTIVE', 'ACKNOWLEDGED') RETURNING `+AlertColumns,
+			at.UnixMilli(), orgID, deviceID, r.ID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resolved = true
+		e, err := ResolvedEvent(a, r, message, at)
+		if err != nil {
+			return err
+		}
+		return InsertEvent(ctx, tx, orgID, deviceID, e)
+	})
+	if err != nil {
+		return resource.Alert{}, false, err
+	}
+	return a, resolved, nil
 }
 
 // AlertService implements cloud.AlertService on a store's tables.
@@ -87,9 +161,36 @@ func (s *AlertService) Resolve(ctx context.Context, orgID, id string) (resource.
 	return s.move(ctx, orgID, id, resource.AlertResolved, alert.EventResolved)
 }
 
-// move moves the alert; the Observer hears of real changes only, as event.
+// move moves the alert in one AlertTx: of concurrent calls only one
+// changes the row, and when it resolves the alert it stores its
+// alert.resolved event. The Observer hears of real changes only, as event.
 func (s *AlertService) move(ctx context.Context, orgID, id string, to resource.AlertState, event string) (resource.Alert, error) {
-	a, changed, err := s.Tables.MoveAlert(ctx, orgID, id, to)
+	var a resource.Alert
+	var changed bool
+	now := s.Tables.Now().UnixMilli()
+	err := s.Tables.AlertTx(ctx, now, event, func(tx Tx) error {
+		n, err := tx.Exec(ctx, moveAlertSQL(to), now, id, orgID)
+		if err != nil {
+			return err
+		}
+		changed = n == 1
+		a, err = ScanAlert(tx.QueryRow(ctx, `SELECT `+AlertColumns+` FROM alerts WHERE id = ? AND org_id = ?`, id, orgID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return AlertNotFound(id)
+		}
+		if err != nil || !changed || a.State != resource.AlertResolved {
+			return err
+		}
+		var rule string
+		if err := tx.QueryRow(ctx, `SELECT name FROM alert_rules WHERE id = ?`, a.RuleID).Scan(&rule); err != nil {
+			return err
+		}
+		e, err := apiResolvedEvent(a, rule)
+		if err != nil {
+			return err
+		}
+		return InsertEvent(ctx, tx, orgID, a.DeviceID, e)
+	})
 	if err != nil {
 		return resource.Alert{}, err
 	}

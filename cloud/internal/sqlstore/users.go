@@ -15,7 +15,8 @@ import (
 // and a missing row scans as sql.ErrNoRows in either store.
 type Tx interface {
 	QueryRow(ctx context.Context, query string, args ...any) Row
-	Exec(ctx context.Context, query string, args ...any) error
+	// Exec runs a statement and returns how many rows it changed.
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
 }
 
 // UserTables is what Users needs of a store.
@@ -24,6 +25,8 @@ type UserTables interface {
 	// users change one at a time, whichever relay changes them; its error,
 	// unless a domain error, is wrapped as the store's failure to do what.
 	UserTx(ctx context.Context, orgID, what string, fn func(Tx) error) error
+	// Now is the store's clock.
+	Now() time.Time
 }
 
 // NewUser validates nu and makes the user it adds: a fresh id, the email
@@ -51,10 +54,7 @@ func ErrEmailTaken(email string) error {
 
 // Users are the panel's changes of a user (part of cloud.PanelStore), on a
 // store's tables.
-type Users struct {
-	Tables UserTables
-	Now    cloud.Now
-}
+type Users struct{ Tables UserTables }
 
 // SetUserRole changes the role of the organization's user id. Demoting the
 // last active OWNER is ECONFLICT.
@@ -69,7 +69,8 @@ func (s Users) SetUserRole(ctx context.Context, orgID, id string, role cloud.Rol
 			}
 		}
 		u.Role = role
-		return tx.Exec(ctx, `UPDATE users SET role = ? WHERE id = ?`, string(role), id)
+		_, err := tx.Exec(ctx, `UPDATE users SET role = ? WHERE id = ?`, string(role), id)
+		return err
 	})
 }
 
@@ -84,8 +85,9 @@ func (s Users) DisableUser(ctx context.Context, orgID, id string) (cloud.User, e
 		if err := keepAnOwner(ctx, tx, *u, "disabled"); err != nil {
 			return err
 		}
-		u.DisabledAt = s.Now().UTC().Truncate(time.Millisecond)
-		return tx.Exec(ctx, `UPDATE users SET disabled_at = ? WHERE id = ?`, u.DisabledAt.UnixMilli(), id)
+		u.DisabledAt = s.Tables.Now().UTC().Truncate(time.Millisecond)
+		_, err := tx.Exec(ctx, `UPDATE users SET disabled_at = ? WHERE id = ?`, u.DisabledAt.UnixMilli(), id)
+		return err
 	})
 }
 
@@ -97,8 +99,9 @@ func (s Users) SetUserPassword(ctx context.Context, orgID, id, hash string) (clo
 	}
 	return s.change(ctx, orgID, id, "set password", func(tx Tx, u *cloud.User) error {
 		u.PasswordHash = hash
-		u.PasswordChangedAt = s.Now().UTC().Truncate(time.Millisecond)
-		return tx.Exec(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ? WHERE id = ?`, hash, u.PasswordChangedAt.UnixMilli(), id)
+		u.PasswordChangedAt = s.Tables.Now().UTC().Truncate(time.Millisecond)
+		_, err := tx.Exec(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ? WHERE id = ?`, hash, u.PasswordChangedAt.UnixMilli(), id)
+		return err
 	})
 }
 

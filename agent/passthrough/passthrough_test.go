@@ -89,6 +89,25 @@ func newServer(t *testing.T, cfg passthrough.Config) *passthrough.Server {
 	return s
 }
 
+// apply applies mode and channels to s, failing the test on an error.
+func apply(t *testing.T, s *passthrough.Server, mode string, channels []passthrough.Channel) {
+	t.Helper()
+	if err := s.Apply(mode, channels); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dial connects a TCP client to addr, closed when the test ends.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func readReq(slave byte, fc byte, reg, count uint16) []byte {
 	b := []byte{slave, fc}
 	b = binary.BigEndian.AppendUint16(b, reg)
@@ -124,18 +143,12 @@ func TestBothModeRawClientAndPollingShareTheBus(t *testing.T) {
 
 	base := freeBase(t, 2)
 	s := newServer(t, passthrough.Config{Listen: "127.0.0.1:" + strconv.Itoa(base)})
-	if err := s.Apply(passthrough.ModeBoth, []passthrough.Channel{{ID: "uart-1"}, {ID: "rs485-1", Raw: port}}); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, s, passthrough.ModeBoth, []passthrough.Channel{{ID: "uart-1"}, {ID: "rs485-1", Raw: port}})
 	addr := s.PassthroughAddress("rs485-1")
 	if addr != "127.0.0.1:"+strconv.Itoa(base+1) {
 		t.Fatalf("rs485-1 address %q, want the second port of the range", addr)
 	}
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	n := 0
@@ -187,9 +200,7 @@ func TestPassthroughModePausesManagedTraffic(t *testing.T) {
 	cfg.Poll = &serialcfg.ModbusPoll{Enabled: true, IntervalMs: 100, Register: 0, Count: 1, Function: "holding"}
 	port := modbusChannel(t, sim, cfg)
 	s := newServer(t, passthrough.Config{Listen: "127.0.0.1:" + strconv.Itoa(freeBase(t, 1))})
-	if err := s.Apply(passthrough.ModePassthrough, []passthrough.Channel{{ID: "rs485-1", Raw: port}}); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, s, passthrough.ModePassthrough, []passthrough.Channel{{ID: "rs485-1", Raw: port}})
 	// A poll already under way when the mode changed may still reach the
 	// slave: wait for the count to settle, then no poll may follow.
 	before := settled(t, sim)
@@ -197,19 +208,13 @@ func TestPassthroughModePausesManagedTraffic(t *testing.T) {
 	if after := sim.Stats().Requests; after != before {
 		t.Fatalf("managed polling ran in mode passthrough: %d -> %d requests", before, after)
 	}
-	c, err := net.Dial("tcp", s.PassthroughAddress("rs485-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, s.PassthroughAddress("rs485-1"))
 	reply, err := transact(c, readReq(1, 3, 7, 1), 7)
 	if err != nil || !modbus.CheckCRC(reply) || binary.BigEndian.Uint16(reply[3:]) != 107 {
 		t.Fatalf("raw reply % x, %v", reply, err)
 	}
 	// Back to both: polling resumes.
-	if err := s.Apply(passthrough.ModeBoth, []passthrough.Channel{{ID: "rs485-1", Raw: port}}); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, s, passthrough.ModeBoth, []passthrough.Channel{{ID: "rs485-1", Raw: port}})
 	before = sim.Stats().Requests
 	deadline := time.Now().Add(10 * time.Second)
 	for sim.Stats().Requests < before+2 {
@@ -242,23 +247,13 @@ func settled(t *testing.T, sim *modbustest.Sim) int {
 func TestSecondClientRefused(t *testing.T) {
 	port, ctl := uartChannel(t)
 	s := newServer(t, passthrough.Config{Listen: "127.0.0.1:" + strconv.Itoa(freeBase(t, 1))})
-	if err := s.Apply(passthrough.ModePassthrough, []passthrough.Channel{{ID: "uart-1", Raw: port}}); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, s, passthrough.ModePassthrough, []passthrough.Channel{{ID: "uart-1", Raw: port}})
 	addr := s.PassthroughAddress("uart-1")
-	first, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Close()
+	first := dial(t, addr)
 	// Make sure the first client is attached before the second arrives.
 	echo(t, first, ctl, "ping")
 
-	second, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
+	second := dial(t, addr)
 	second.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := second.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("second client: read %d, %v; want an immediate close (EOF)", n, err)
@@ -316,14 +311,8 @@ func tryEcho(c net.Conn, ctl *os.File, msg string) bool {
 func TestIdleClientDisconnected(t *testing.T) {
 	port, ctl := uartChannel(t)
 	s := newServer(t, passthrough.Config{Listen: "127.0.0.1:" + strconv.Itoa(freeBase(t, 1)), IdleTimeout: 200 * time.Millisecond})
-	if err := s.Apply(passthrough.ModePassthrough, []passthrough.Channel{{ID: "uart-1", Raw: port}}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", s.PassthroughAddress("uart-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	apply(t, s, passthrough.ModePassthrough, []passthrough.Channel{{ID: "uart-1", Raw: port}})
+	c := dial(t, s.PassthroughAddress("uart-1"))
 	echo(t, c, ctl, "hello")
 	start := time.Now()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -339,9 +328,7 @@ func TestListenerBoundToHostOnly(t *testing.T) {
 	port, _ := uartChannel(t)
 	base := freeBase(t, 1)
 	s := newServer(t, passthrough.Config{Listen: "127.0.0.1:" + strconv.Itoa(base)})
-	if err := s.Apply(passthrough.ModePassthrough, []passthrough.Channel{{ID: "uart-1", Raw: port}}); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, s, passthrough.ModePassthrough, []passthrough.Channel{{ID: "uart-1", Raw: port}})
 	if c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(base)); err != nil {
 		t.Fatal(err)
 	} else {
@@ -359,9 +346,7 @@ func TestEmptyHostUsesInterfaceAddress(t *testing.T) {
 	port, _ := uartChannel(t)
 	base := freeBase(t, 1)
 	s := newServer(t, passthrough.Config{Listen: ":" + strconv.Itoa(base), Interface: "lo"})
-	if err := s.Apply(passthrough.ModeBoth, []passthrough.Channel{{ID: "uart-1", Raw: port}}); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, s, passthrough.ModeBoth, []passthrough.Channel{{ID: "uart-1", Raw: port}})
 	if got, want := s.PassthroughAddress("uart-1"), "127.0.0.1:"+strconv.Itoa(base); got != want {
 		t.Fatalf("address %q, want %q (lo's IPv4 address)", got, want)
 	}
@@ -381,21 +366,13 @@ func TestManagedModeClosesListeners(t *testing.T) {
 	base := freeBase(t, 1)
 	s := newServer(t, passthrough.Config{Listen: "127.0.0.1:" + strconv.Itoa(base)})
 	chs := []passthrough.Channel{{ID: "uart-1", Raw: port}}
-	if err := s.Apply(passthrough.ModePassthrough, chs); err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", s.PassthroughAddress("uart-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	apply(t, s, passthrough.ModePassthrough, chs)
+	c := dial(t, s.PassthroughAddress("uart-1"))
 	// Dial returns once the connection is queued; the echo proves the
 	// client is attached (one still queued is reset when the listener
 	// closes, not served and closed).
 	echo(t, c, ctl, "ping")
-	if err := s.Apply(passthrough.ModeManaged, chs); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, s, passthrough.ModeManaged, chs)
 	if a := s.PassthroughAddress("uart-1"); a != "" {
 		t.Fatalf("address %q in mode managed", a)
 	}

@@ -406,29 +406,7 @@ func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Dur
 
 // DesiredConfig implements agentlink.Store.
 func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (protocol.Config, bool, error) {
-	model, ok := catalog.Lookup(dev.Model)
-	if !ok || !model.Has(resource.CapabilitySerialIO) {
-		return protocol.Config{}, false, nil
-	}
-	cfg := protocol.Config{Enabled: true, Mode: resource.ModeManaged}
-	err := s.db.Pool.QueryRow(ctx, `SELECT enabled, mode, desired_version FROM serial_state WHERE device_id = $1`, dev.ID).Scan(&cfg.Enabled, &cfg.Mode, &cfg.Version)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return cfg, false, storeError("postgres: desired config %s: %w", dev.ID, err)
-	}
-	type stored struct{ id, cfg string }
-	rows, err := query(ctx, s.db, "desired config", func(r sqlstore.Row) (stored, error) {
-		var x stored
-		return x, r.Scan(&x.id, &x.cfg)
-	}, `SELECT channel_id, config FROM serial_channels WHERE device_id = $1 AND config IS NOT NULL`, dev.ID)
-	if err != nil {
-		return cfg, false, err
-	}
-	byID := map[string]string{}
-	for _, r := range rows {
-		byID[r.id] = r.cfg
-	}
-	cfg = agentlink.BuildConfig(model, cfg, byID, func(ch string, err error) {
+	return sqlstore.DesiredConfig(ctx, tables{s.db}, dev, func(ch string, err error) {
 		s.log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch, "err", err)
 	})
-	return cfg, true, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -465,39 +466,7 @@ func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Dur
 
 // DesiredConfig implements agentlink.Store.
 func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (protocol.Config, bool, error) {
-	model, ok := catalog.Lookup(dev.Model)
-	if !ok || !model.Has(resource.CapabilitySerialIO) {
-		return protocol.Config{}, false, nil
-	}
-	cfg := protocol.Config{Enabled: true, Mode: resource.ModeManaged}
-	var enabled bool
-	err := s.db.R.QueryRowContext(ctx, `SELECT enabled, mode, desired_version FROM serial_state WHERE device_id = ?`, dev.ID).Scan(&enabled, &cfg.Mode, &cfg.Version)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return cfg, false, fmt.Errorf("sqlite: desired config %s: %w", dev.ID, err)
-	default:
-		cfg.Enabled = enabled
-	}
-	stored := map[string]string{}
-	rows, err := s.db.R.QueryContext(ctx, `SELECT channel_id, config FROM serial_channels WHERE device_id = ? AND config IS NOT NULL`, dev.ID)
-	if err != nil {
-		return cfg, false, fmt.Errorf("sqlite: desired config %s: %w", dev.ID, err)
-	}
-	for rows.Next() {
-		var id, c string
-		if err := rows.Scan(&id, &c); err != nil {
-			rows.Close()
-			return cfg, false, fmt.Errorf("sqlite: desired config %s: %w", dev.ID, err)
-		}
-		stored[id] = c
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return cfg, false, fmt.Errorf("sqlite: desired config %s: %w", dev.ID, err)
-	}
-	cfg = agentlink.BuildConfig(model, cfg, stored, func(ch string, err error) {
+	return sqlstore.DesiredConfig(ctx, tables{s.db}, dev, func(ch string, err error) {
 		s.log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch, "err", err)
 	})
-	return cfg, true, nil
 }

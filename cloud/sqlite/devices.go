@@ -247,20 +247,13 @@ func (db *DB) InsertMetrics(ctx context.Context, deviceID string, samples []reso
 	}
 	var n int64
 	err := db.WriteTx(ctx, func(tx *sql.Tx) error {
-		st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		for _, m := range samples {
-			res, err := st.ExecContext(ctx, deviceID, m.CapturedAt.UnixMilli(), m.CPUPct, m.MemPct, m.DiskUsedPct, m.TempCPU, m.LoadAvg1)
-			if err != nil {
-				return err
-			}
-			k, _ := res.RowsAffected()
-			n += k
-		}
-		return nil
+		var err error
+		n, err = execEach(ctx, tx, `INSERT OR IGNORE INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			len(samples), func(i int) []any {
+				m := samples[i]
+				return []any{deviceID, m.CapturedAt.UnixMilli(), m.CPUPct, m.MemPct, m.DiskUsedPct, m.TempCPU, m.LoadAvg1}
+			})
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: insert metrics: %w", err)
@@ -298,20 +291,13 @@ func (db *DB) InsertEvents(ctx context.Context, deviceID string, events []resour
 			}
 			return err
 		}
-		st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		for _, e := range events {
-			res, err := st.ExecContext(ctx, e.ID, orgID, deviceID, e.Type, string(e.Severity), e.Message, string(e.Data), e.CreatedAt.UnixMilli())
-			if err != nil {
-				return err
-			}
-			k, _ := res.RowsAffected()
-			n += k
-		}
-		return nil
+		var err error
+		n, err = execEach(ctx, tx, `INSERT OR IGNORE INTO events (id, org_id, device_id, type, severity, message, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			len(events), func(i int) []any {
+				e := events[i]
+				return []any{e.ID, orgID, deviceID, e.Type, string(e.Severity), e.Message, string(e.Data), e.CreatedAt.UnixMilli()}
+			})
+		return err
 	})
 	if err != nil {
 		if cloud.ErrorCode(err) == cloud.ENOTFOUND {
@@ -329,6 +315,26 @@ func (db *DB) InsertEvent(ctx context.Context, deviceID string, e resource.Event
 		return resource.Event{}, err
 	}
 	return evs[0], nil
+}
+
+// execEach prepares query in tx, runs it with the arguments of each of n
+// items, and returns how many rows they changed.
+func execEach(ctx context.Context, tx *sql.Tx, query string, n int, args func(i int) []any) (int64, error) {
+	st, err := tx.PrepareContext(ctx, query)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	var changed int64
+	for i := 0; i < n; i++ {
+		res, err := st.ExecContext(ctx, args(i)...)
+		if err != nil {
+			return changed, err
+		}
+		k, _ := res.RowsAffected()
+		changed += k
+	}
+	return changed, nil
 }
 
 // NewDevice is what AddDevice needs.

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
@@ -118,11 +117,8 @@ func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Dura
 
 // CreateKey makes a key for the organization and stores its bcrypt hash.
 func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string, expiresIn time.Duration) (*cloud.APIKey, string, error) {
-	k, key, err := apikey.New(orgID, name, scopes, expiresIn, db.Now())
+	k, key, err := sqlstore.NewKey(ctx, db.Org, orgID, name, scopes, expiresIn, db.Now())
 	if err != nil {
-		return nil, "", err
-	}
-	if _, err := db.Org(ctx, orgID); err != nil {
 		return nil, "", err
 	}
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
@@ -19,11 +18,8 @@ var _ cloud.KeyService = (*DB)(nil)
 // expiresIn 0 means the key never expires. It returns the stored key and the
 // full key string, which exists nowhere else afterwards.
 func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string, expiresIn time.Duration) (*cloud.APIKey, string, error) {
-	k, key, err := apikey.New(orgID, name, scopes, expiresIn, db.Now())
+	k, key, err := sqlstore.NewKey(ctx, db.Org, orgID, name, scopes, expiresIn, db.Now())
 	if err != nil {
-		return nil, "", err
-	}
-	if _, err := db.Org(ctx, orgID); err != nil {
 		return nil, "", err
 	}
 	if err := db.InsertKey(ctx, k); err != nil {

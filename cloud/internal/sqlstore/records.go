@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -79,4 +80,18 @@ func Placeholders(ph Placeholder, from, n int) string {
 		s += ph(i)
 	}
 	return s
+}
+
+// NewKey makes an API key for the organization orgID (apikey.New, with its
+// validation), which org must find (ENOTFOUND otherwise): the key to store
+// and the full key string, shown once.
+func NewKey(ctx context.Context, org func(context.Context, string) (cloud.Org, error), orgID, name string, scopes []string, expiresIn time.Duration, now time.Time) (*cloud.APIKey, string, error) {
+	k, key, err := apikey.New(orgID, name, scopes, expiresIn, now)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := org(ctx, orgID); err != nil {
+		return nil, "", err
+	}
+	return k, key, nil
 }

@@ -81,11 +81,7 @@ func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rul
 		return rules, err
 	}
 	err = s.db.writeTx(ctx, func(tx pgx.Tx) error {
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM orgs WHERE id = $1`, orgID).Scan(&n); err != nil || n == 0 {
-			return err
-		}
-		return insertDefaultRules(ctx, tx, orgID, s.db.NowMs())
+		return sqlstore.AddDefaultRules(ctx, pgConn{tx}, addRuleSQL, orgID, s.db.NowMs())
 	})
 	if err != nil {
 		return nil, storeError("postgres: default rules: %w", err)

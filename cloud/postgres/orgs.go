@@ -11,7 +11,6 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/shared/ids"
 )
 
 // CreateOrg creates an organization with a fresh webhook signing secret and
@@ -21,30 +20,17 @@ func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
 	if err != nil {
 		return cloud.Org{}, err
 	}
-	err = db.writeTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES ($1, $2, $3, $4)`,
-			org.ID, org.Name, org.WebhookSecret, org.CreatedAt.UnixMilli()); err != nil {
-			return err
-		}
-		return insertDefaultRules(ctx, tx, org.ID, org.CreatedAt.UnixMilli())
-	})
+	err = db.writeTx(ctx, func(tx pgx.Tx) error { return sqlstore.InsertOrg(ctx, pgConn{tx}, org, addRuleSQL) })
 	if err != nil {
 		return cloud.Org{}, storeError("postgres: create org: %w", err)
 	}
 	return org, nil
 }
 
-// insertDefaultRules adds the default rules the organization lacks.
-func insertDefaultRules(ctx context.Context, tx pgx.Tx, orgID string, at int64) error {
-	for _, r := range cloud.DefaultRules() {
-		if _, err := tx.Exec(ctx, `INSERT INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, true, $9) ON CONFLICT (org_id, name) DO NOTHING`,
-			ids.New(), orgID, r.Name, string(r.Severity), r.Metric, r.Threshold, r.ClearThreshold, r.Consecutive, at); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// addRuleSQL adds an alert rule unless the organization has one of its name
+// (sqlstore.AddDefaultRules).
+const addRuleSQL = `INSERT INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, true, ?) ON CONFLICT (org_id, name) DO NOTHING`
 
 // Org returns the organization with id, or ENOTFOUND.
 func (db *DB) Org(ctx context.Context, id string) (cloud.Org, error) {

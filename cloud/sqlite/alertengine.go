@@ -11,7 +11,6 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -46,17 +45,7 @@ func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rul
 		return rules, nil
 	}
 	err = s.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM orgs WHERE id = ?`, orgID).Scan(&n); err != nil || n == 0 {
-			return err
-		}
-		for _, d := range cloud.DefaultRules() {
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`, ids.New(), orgID, d.Name, string(d.Severity), d.Metric, d.Threshold, d.ClearThreshold, d.Consecutive, s.db.NowMs()); err != nil {
-				return err
-			}
-		}
-		return nil
+		return sqlstore.AddDefaultRules(ctx, sqlConn{tx}, addRuleSQL, orgID, s.db.NowMs())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: default rules: %w", err)

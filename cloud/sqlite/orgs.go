@@ -8,7 +8,6 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/shared/ids"
 )
 
 // CreateOrg creates an organization with a fresh webhook signing secret and
@@ -18,26 +17,17 @@ func (db *DB) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
 	if err != nil {
 		return cloud.Org{}, err
 	}
-	now := org.CreatedAt
-	err = db.WriteTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES (?, ?, ?, ?)`,
-			org.ID, org.Name, org.WebhookSecret, now.UnixMilli()); err != nil {
-			return err
-		}
-		for _, r := range cloud.DefaultRules() {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`,
-				ids.New(), org.ID, r.Name, string(r.Severity), r.Metric, r.Threshold, r.ClearThreshold, r.Consecutive, now.UnixMilli()); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err = db.WriteTx(ctx, func(tx *sql.Tx) error { return sqlstore.InsertOrg(ctx, sqlConn{tx}, org, addRuleSQL) })
 	if err != nil {
 		return cloud.Org{}, fmt.Errorf("sqlite: create org: %w", err)
 	}
 	return org, nil
 }
+
+// addRuleSQL adds an alert rule unless the organization has one of its name
+// (sqlstore.AddDefaultRules).
+const addRuleSQL = `INSERT OR IGNORE INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`
 
 // Org returns the organization with id, or ENOTFOUND.
 func (db *DB) Org(ctx context.Context, id string) (cloud.Org, error) {

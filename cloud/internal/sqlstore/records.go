@@ -95,3 +95,32 @@ func NewKey(ctx context.Context, org func(context.Context, string) (cloud.Org, e
 	}
 	return k, key, nil
 }
+
+// InsertOrg stores org and its default alert rules with q, addRule being
+// the store's INSERT of a rule (see AddDefaultRules).
+func InsertOrg(ctx context.Context, q Querier, org cloud.Org, addRule string) error {
+	if _, err := q.Exec(ctx, `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES (?, ?, ?, ?)`,
+		org.ID, org.Name, org.WebhookSecret, org.CreatedAt.UnixMilli()); err != nil {
+		return err
+	}
+	return AddDefaultRules(ctx, q, addRule, org.ID, org.CreatedAt.UnixMilli())
+}
+
+// AddDefaultRules adds the default alert rules (cloud.DefaultRules) that
+// the organization orgID lacks, created at at (Unix milliseconds); nothing
+// when there is no such organization. addRule is the store's INSERT of a
+// rule that stores nothing when the organization has one of its name
+// (arguments: id, organization, name, severity, metric, threshold, clear
+// threshold, consecutive, created_at; the rule enabled).
+func AddDefaultRules(ctx context.Context, q Querier, addRule, orgID string, at int64) error {
+	var n int
+	if err := q.QueryRow(ctx, `SELECT COUNT(*) FROM orgs WHERE id = ?`, orgID).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	for _, r := range cloud.DefaultRules() {
+		if _, err := q.Exec(ctx, addRule, ids.New(), orgID, r.Name, string(r.Severity), r.Metric, r.Threshold, r.ClearThreshold, r.Consecutive, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -141,11 +140,7 @@ func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
 // store and one organization; both close when tb ends.
 func newAgentStore(tb testing.TB) (*DB, *AgentStore, cloud.Org) {
 	ctx := context.Background()
-	db, err := Open(ctx, filepath.Join(tb.TempDir(), "f.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
+	db, _ := openTemp(tb)
 	s, err := NewAgentStore(db, nil)
 	if err != nil {
 		tb.Fatal(err)

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,11 +26,7 @@ var keysetSearch = regexp.MustCompile(`SEARCH \w+ USING (COVERING )?INDEX \w+ \(
 // temporary B-tree for ORDER BY (a sort of the whole match set).
 func TestListQueriesUseIndexes(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := openTemp(t)
 	// ANALYZE-free planning on an empty database is what a fresh relay
 	// runs with; the plan must be good without statistics.
 	type query struct {

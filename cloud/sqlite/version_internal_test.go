@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -21,11 +20,7 @@ func TestDataVersion(t *testing.T) {
 	}{{"wal-index", false}, {"pragma", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			db, err := Open(ctx, filepath.Join(t.TempDir(), "fleet.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db, _ := openTemp(t)
 			db.ver.noShm = tc.noShm
 			org, err := db.CreateOrg(ctx, "acme")
 			if err != nil {

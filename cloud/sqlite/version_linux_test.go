@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,12 +25,7 @@ const walIndexDMS = 128
 // fix the relay died of SIGBUS in a commit after the CLI rebuilt the index).
 func TestDataVersionKeepsSQLiteLocks(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "fleet.db")
-	db, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, path := openTemp(t)
 	if _, err := db.CreateOrg(ctx, "before"); err != nil {
 		t.Fatal(err)
 	}

@@ -2,18 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/agentlink"
-	"github.com/fleet/fleet/cloud/apikey"
-	"github.com/fleet/fleet/shared/ids"
-	"github.com/fleet/fleet/shared/protocol"
-	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/cloud/storetest"
 )
 
 // TestHeartbeatsUpdateInPlace: a heartbeat rewrites a device's last_seen,
@@ -39,46 +33,7 @@ func TestHeartbeatsUpdateInPlace(t *testing.T) {
 	}
 	before := updates(t, stats)
 	const devices, beats = 20, 10
-	type conn struct {
-		dev     agentlink.Device
-		session string
-	}
-	var conns []conn
-	for i := range devices {
-		d, tok, err := st.Store.AddDevice(ctx, cloud.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: fmt.Sprintf("HOT-%d", i), Model: "IG-500"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		dev, err := st.Agent.AuthDevice(ctx, tokenHash(tok))
-		if err != nil || dev.ID != d.ID {
-			t.Fatalf("auth %s: %+v, %v", d.ID, dev, err)
-		}
-		session, now := ids.New(), time.Now()
-		if _, err := st.Agent.Connect(ctx, dev, session, now, now.Add(time.Minute)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Agent.Hello(ctx, agentlink.HelloIn{Device: dev, Session: session, At: now, HeartbeatInterval: time.Second,
-			Hello: protocol.Hello{AgentVersion: "1.0.0", Model: "IG-500"}, Deadline: now.Add(time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, conn{dev, session})
-	}
-	for b := range beats {
-		done := make(chan error, devices)
-		for _, c := range conns {
-			in := agentlink.HeartbeatIn{Device: c.dev, Session: c.session, At: time.Now(), Status: resource.StatusOnline,
-				PrevStatus: resource.StatusOnline, IPAddress: "10.0.0.1", HasChannels: true,
-				Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: fmt.Sprint(b % 2)}}}
-			if err := st.Agent.Heartbeat(ctx, in, func(_ agentlink.HeartbeatOut, err error) { done <- err }); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for range devices {
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	storetest.Heartbeats(t, st, org.ID, devices, beats)
 	// The first heartbeat inserts each device's channel row; every later
 	// one updates the three tables' rows. Statistics reach the view within
 	// about ten seconds of a backend going idle. Connecting changes a
@@ -121,11 +76,6 @@ func updates(t *testing.T, stats *pgx.Conn) map[string][2]int64 {
 		m[name] = [2]int64{upd, hot}
 	}
 	return m
-}
-
-func tokenHash(token string) (h [32]byte) {
-	copy(h[:], apikey.HashDeviceToken(token))
-	return h
 }
 
 func all(got, before map[string][2]int64, want int64) bool {

@@ -292,6 +292,32 @@ func (e *env) alert(d device, rule string, state resource.AlertState) resource.A
 	return a
 }
 
+// Heartbeats connects devices new IG-500s of orgID as agents on s
+// (Connect, then Hello) and stores beats heartbeats from each, every one
+// a second after the last and changing gpio-1's live value, each waited
+// for: the load of a
+// store-specific test of how a store writes heartbeats.
+func Heartbeats(t testing.TB, s Stores, orgID string, devices, beats int) {
+	t.Helper()
+	e := &env{t: t, ctx: context.Background(), clock: NewClock(time.Now()), Stores: s}
+	ds, sessions := make([]device, devices), make([]string, devices)
+	for i := range ds {
+		ds[i] = e.device(orgID, "IG-500")
+		sessions[i] = e.online(ds[i], time.Second)
+	}
+	for b := range beats {
+		e.clock.Add(time.Second) // each round a new last_seen
+		for i, d := range ds {
+			in := agentlink.HeartbeatIn{Device: d.ref(), Session: sessions[i], At: e.clock.Now(), Status: resource.StatusOnline,
+				PrevStatus: resource.StatusOnline, IPAddress: "10.0.0.1", HasChannels: true,
+				Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: fmt.Sprint(b % 2)}}}
+			if _, err := e.heartbeat(in); err != nil {
+				t.Fatalf("heartbeat %d of %s: %v", b, d.ID, err)
+			}
+		}
+	}
+}
+
 // heartbeat stores one heartbeat of session and waits for its outcome.
 func (e *env) heartbeat(in agentlink.HeartbeatIn) (agentlink.HeartbeatOut, error) {
 	type res struct {

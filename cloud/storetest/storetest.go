@@ -410,28 +410,6 @@ func concurrently(n int, fn func(i int)) {
 	wg.Wait()
 }
 
-// during runs insert in a loop until the returned stop is called.
-func during(t testing.TB, insert func(i int) error) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if err := insert(i); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
-
 func sameTime(a, b *resource.Time) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil

@@ -160,6 +160,15 @@ func (e *env) reopen() *env {
 	return &env{t: e.t, ctx: e.ctx, clock: e.clock, Stores: s}
 }
 
+// newTwoRelays is a store with a second handle on it, as two relays have,
+// and a device of the organization acme.
+func newTwoRelays(t testing.TB, open Opener) (e, e2 *env, d device) {
+	t.Helper()
+	e = newEnv(t, open)
+	e2 = e.reopen()
+	return e, e2, e.device(e.org("acme").ID, "IG-500")
+}
+
 func (e *env) org(name string) cloud.Org {
 	e.t.Helper()
 	o, err := e.Store.CreateOrg(e.ctx, name)

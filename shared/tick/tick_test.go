@@ -9,17 +9,25 @@ import (
 	"github.com/fleet/fleet/shared/tick"
 )
 
-func TestEveryCallsUntilContextEnds(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	calls := 0
-	tick.Every(ctx, time.Millisecond, func() {
-		calls++
-		if calls == 3 {
-			cancel()
-		}
-	})
-	if calls != 3 {
-		t.Fatalf("calls = %d after the context ended on the third, want 3", calls)
+func TestCallsRepeatUntilContextEnds(t *testing.T) {
+	for name, run := range map[string]func(context.Context, time.Duration, func()){
+		"Every":       tick.Every,
+		"NowAndEvery": tick.NowAndEvery,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			calls := 0
+			run(ctx, time.Millisecond, func() {
+				calls++
+				if calls == 3 {
+					cancel()
+				}
+			})
+			// A tick already due when the context ended may still be served.
+			if calls < 3 {
+				t.Fatalf("calls = %d, want 3 before the context ended", calls)
+			}
+		})
 	}
 }
 
@@ -43,6 +51,18 @@ func TestEveryUntilReturnsNilWhenContextEnds(t *testing.T) {
 	cancel()
 	if err := tick.EveryUntil(ctx, time.Hour, func() error { return errors.New("called") }); err != nil {
 		t.Fatalf("EveryUntil on an ended context = %v, want nil without a call", err)
+	}
+}
+
+func TestNowAndEveryCallsAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, interval := range []time.Duration{time.Hour, 0} {
+		calls := 0
+		tick.NowAndEvery(ctx, interval, func() { calls++ })
+		if calls != 1 {
+			t.Errorf("interval %v on an ended context: calls = %d, want the first call only", interval, calls)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleet/fleet/hw/canfd"
 	"github.com/fleet/fleet/hw/canfd/canfdtest"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -54,17 +55,7 @@ func newRigRefused(t *testing.T, device string, refusal error, c serialcfg.Confi
 // waitTelemetry polls until cond holds or fails after 3 s.
 func waitTelemetry(t *testing.T, p *canfd.Port, what string, cond func(serialcfg.Telemetry) bool) serialcfg.Telemetry {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		tm := p.Telemetry()
-		if cond(tm) {
-			return tm
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; telemetry %+v", what, tm)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return testwait.Value(t, what, 3*time.Second, 5*time.Millisecond, p.Telemetry, cond)
 }
 
 func payload(n int) []byte {

@@ -280,10 +280,7 @@ func (s *Sim) Serve(ctx context.Context, line Line) error {
 		// Wait for the first byte, waking now and then to check ctx.
 		n, err := line.Read(buf, 50*time.Millisecond)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+			return unlessEnded(ctx, err)
 		}
 		if n == 0 {
 			continue
@@ -297,10 +294,7 @@ func (s *Sim) Serve(ctx context.Context, line Line) error {
 			}
 			k, err := line.Read(buf[n:], silence)
 			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
+				return unlessEnded(ctx, err)
 			}
 			if k == 0 {
 				break
@@ -320,13 +314,19 @@ func (s *Sim) Serve(ctx context.Context, line Line) error {
 		}
 		start = start.Add(fault.Delay)
 		if err := s.send(ctx, line, reply, first, start, fault.SplitGap); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+			return unlessEnded(ctx, err)
 		}
 	}
 	return nil
+}
+
+// unlessEnded is err, or nil once ctx ended: a line fails when Serve is
+// told to stop, and that is no error.
+func unlessEnded(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // send writes reply starting at start, each byte when it would have

@@ -361,10 +361,7 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 
 // Revoked implements agentlink.Store.
 func (s *AgentStore) Revoked(ctx context.Context) ([]string, error) {
-	return query(ctx, s.db, "revoked devices", func(r sqlstore.Row) (string, error) {
-		var id string
-		return id, r.Scan(&id)
-	}, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
+	return query(ctx, s.db, "revoked devices", sqlstore.ScanString, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
 }
 
 // Orphans implements agentlink.Store.

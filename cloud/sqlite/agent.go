@@ -403,19 +403,7 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 // Revoked implements agentlink.Store.
 func (s *AgentStore) Revoked(ctx context.Context) ([]string, error) {
 	rows, err := s.db.R.QueryContext(ctx, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: revoked devices: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("sqlite: revoked devices: %w", err)
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return collect(rows, err, "revoked devices", sqlstore.ScanString)
 }
 
 // Orphans implements agentlink.Store.

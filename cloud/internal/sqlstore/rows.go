@@ -164,6 +164,13 @@ func MetricsResponse(q cloud.MetricsQuery, limit int, newestFirst []resource.Met
 	return out
 }
 
+// ScanString reads a row of one text column (an id, a name).
+func ScanString(row Row) (string, error) {
+	var s string
+	err := row.Scan(&s)
+	return s, err
+}
+
 // StatusCount is a row of `SELECT status, COUNT(*) … GROUP BY status` over
 // devices.
 type StatusCount struct {

@@ -98,9 +98,7 @@ func (db *DB) deviceModel(ctx context.Context, orgID, deviceID string) (string, 
 	return model, nil
 }
 
-func deviceNotFound(id string) error {
-	return cloud.Errorf(cloud.ENOTFOUND, "device %q not found", id)
-}
+var deviceNotFound = sqlstore.DeviceNotFound
 
 // AddDevice registers a device in PROVISIONING state with a fresh token.
 func (db *DB) AddDevice(ctx context.Context, nd cloud.NewDevice) (resource.DeviceDetail, string, error) {

@@ -293,21 +293,11 @@ func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*
 	return out, maxSeq, nil
 }
 
-// OrgSecrets returns the organization's signing secret and, until its
-// grace period ends, the previous one.
+// OrgSecrets implements webhook.Store (sqlstore.OrgSecrets).
 func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
-	var sec webhook.Secrets
-	var until int64
-	err := s.db.Pool.QueryRow(ctx, `SELECT webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = $1`, orgID).
-		Scan(&sec.Current, &sec.Previous, &until)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return webhook.Secrets{}, orgNotFound(orgID)
-	}
+	sec, err := sqlstore.OrgSecrets(ctx, pgConn{s.db.Pool}, orgID, s.db.Now())
 	if err != nil {
-		return webhook.Secrets{}, storeError("postgres: org secret: %w", err)
-	}
-	if until <= s.db.NowMs() {
-		sec.Previous = ""
+		return webhook.Secrets{}, wrapErr("org secret", err)
 	}
 	return sec, nil
 }
@@ -332,15 +322,11 @@ func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string,
 	return orgID, *url, nil
 }
 
-// AlertTarget returns the device's organization and its alert webhook URL.
+// AlertTarget implements webhook.Store (sqlstore.AlertTarget).
 func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string, string, error) {
-	var orgID, url string
-	err := s.db.Pool.QueryRow(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = $1`, deviceID).Scan(&orgID, &url)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", "", deviceNotFound(deviceID)
-	}
+	orgID, url, err := sqlstore.AlertTarget(ctx, pgConn{s.db.Pool}, deviceID)
 	if err != nil {
-		return "", "", storeError("postgres: alert target: %w", err)
+		return "", "", wrapErr("alert target", err)
 	}
 	return orgID, url, nil
 }

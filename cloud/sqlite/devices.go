@@ -109,9 +109,7 @@ func (db *DB) deviceModel(ctx context.Context, orgID, deviceID string) (string, 
 	return model, nil
 }
 
-func deviceNotFound(id string) error {
-	return cloud.Errorf(cloud.ENOTFOUND, "device %q not found", id)
-}
+var deviceNotFound = sqlstore.DeviceNotFound
 
 // AddDevice registers a device in PROVISIONING state with a fresh device
 // token, of which only the SHA-256 sum is stored, and its serial state row.

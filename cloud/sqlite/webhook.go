@@ -153,21 +153,11 @@ func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*
 	return out, maxSeq, rows.Err()
 }
 
-// OrgSecrets returns the organization's signing secret and, until its
-// grace period ends, the previous one.
+// OrgSecrets implements webhook.Store (sqlstore.OrgSecrets).
 func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
-	var sec webhook.Secrets
-	var until int64
-	err := s.db.R.QueryRowContext(ctx, `SELECT webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
-		Scan(&sec.Current, &sec.Previous, &until)
-	if errors.Is(err, sql.ErrNoRows) {
-		return webhook.Secrets{}, sqlstore.OrgNotFound(orgID)
-	}
+	sec, err := sqlstore.OrgSecrets(ctx, sqlConn{s.db.R}, orgID, s.db.Now())
 	if err != nil {
-		return webhook.Secrets{}, fmt.Errorf("sqlite: org secret: %w", err)
-	}
-	if until <= s.db.NowMs() {
-		sec.Previous = ""
+		return webhook.Secrets{}, wrapErr("org secret", err)
 	}
 	return sec, nil
 }
@@ -185,7 +175,7 @@ func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string,
 	}
 	err = st.QueryRowContext(ctx, deviceID).Scan(&orgID, &url, &enabled)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", cloud.Errorf(cloud.ENOTFOUND, "device %q not found", deviceID)
+		return "", "", deviceNotFound(deviceID)
 	}
 	if err != nil {
 		return "", "", fmt.Errorf("sqlite: forwarding: %w", err)
@@ -196,15 +186,11 @@ func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string,
 	return orgID, url.String, nil
 }
 
-// AlertTarget returns the device's organization and its alert webhook URL.
+// AlertTarget implements webhook.Store (sqlstore.AlertTarget).
 func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string, string, error) {
-	var orgID, url string
-	err := s.db.R.QueryRowContext(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = ?`, deviceID).Scan(&orgID, &url)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", cloud.Errorf(cloud.ENOTFOUND, "device %q not found", deviceID)
-	}
+	orgID, url, err := sqlstore.AlertTarget(ctx, sqlConn{s.db.R}, deviceID)
 	if err != nil {
-		return "", "", fmt.Errorf("sqlite: alert target: %w", err)
+		return "", "", wrapErr("alert target", err)
 	}
 	return orgID, url, nil
 }

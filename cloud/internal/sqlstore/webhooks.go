@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"strings"
 	"time"
 
@@ -85,4 +87,38 @@ func RotateOrgSecret(ctx context.Context, q Querier, orgID string, grace time.Du
 		return "", OrgNotFound(orgID)
 	}
 	return secret, nil
+}
+
+// DeviceNotFound is ENOTFOUND for device id.
+func DeviceNotFound(id string) error {
+	return cloud.Errorf(cloud.ENOTFOUND, "device %q not found", id)
+}
+
+// OrgSecrets reads the organization's signing secret with q and, until its
+// grace period ends at now, the previous one (webhook.Store's).
+func OrgSecrets(ctx context.Context, q Querier, orgID string, now time.Time) (webhook.Secrets, error) {
+	var sec webhook.Secrets
+	var until int64
+	err := q.QueryRow(ctx, `SELECT webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
+		Scan(&sec.Current, &sec.Previous, &until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return webhook.Secrets{}, OrgNotFound(orgID)
+	}
+	if err != nil {
+		return webhook.Secrets{}, err
+	}
+	if until <= now.UnixMilli() {
+		sec.Previous = ""
+	}
+	return sec, nil
+}
+
+// AlertTarget reads the device's organization and its alert webhook URL
+// with q (webhook.Store's).
+func AlertTarget(ctx context.Context, q Querier, deviceID string) (orgID, url string, err error) {
+	err = q.QueryRow(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = ?`, deviceID).Scan(&orgID, &url)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", DeviceNotFound(deviceID)
+	}
+	return orgID, url, err
 }

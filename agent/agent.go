@@ -29,6 +29,7 @@ import (
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // Version is the agent's version, reported in Hello and agent.started.
@@ -285,19 +286,12 @@ func (a *Agent) metricsLoop(ctx context.Context) {
 // syncLoop fsyncs the spool every few seconds when it holds unsynced data
 // and reports records the bounds dropped.
 func (a *Agent) syncLoop(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := a.spool.Sync(); err != nil {
-				a.log.Warn("spool sync", "err", err)
-			}
-			a.reportDropped()
+	tick.Every(ctx, 5*time.Second, func() {
+		if err := a.spool.Sync(); err != nil {
+			a.log.Warn("spool sync", "err", err)
 		}
-	}
+		a.reportDropped()
+	})
 }
 
 func (a *Agent) reportDropped() {

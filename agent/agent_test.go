@@ -38,7 +38,15 @@ func testConfig(t *testing.T, relayURL, stateDir string) Config {
 
 func runAgent(t *testing.T, cfg Config) (stop func()) {
 	t.Helper()
-	a, err := New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Options{})
+	_, stop = startAgent(t, cfg, slog.LevelWarn)
+	return stop
+}
+
+// startAgent runs the agent cfg describes, logging from level up, until
+// stop or the end of the test.
+func startAgent(t *testing.T, cfg Config, level slog.Level) (a *Agent, stop func()) {
+	t.Helper()
+	a, err := New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +65,7 @@ func runAgent(t *testing.T, cfg Config) (stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return a, stop
 }
 
 func rs485Config(count int) json.RawMessage {

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -73,14 +72,7 @@ func TestAgentMetrics(t *testing.T) {
 	cfg.MetricsListen = "127.0.0.1:0"
 	cfg.BackoffMin, cfg.BackoffMax = 50*time.Millisecond, 100*time.Millisecond
 	// Errors only: the link logs every failed reconnect below.
-	a, err := New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	a, stop := startAgent(t, cfg, slog.LevelError)
 	waitFor(t, "the metrics address", func() bool { return a.MetricsAddr() != "" })
 	addr := a.MetricsAddr()
 
@@ -140,8 +132,7 @@ func TestAgentMetrics(t *testing.T) {
 		t.Errorf("oldest pending age %v s", age)
 	}
 
-	cancel()
-	<-done
+	stop()
 	if scrapeAgent(t, addr) != nil {
 		t.Error("the metrics server still answers after the agent stopped")
 	}

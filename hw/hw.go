@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/serialcfg"
@@ -39,25 +38,6 @@ type Backend interface {
 	Open(ctx context.Context, ch catalog.Channel, device string, cfg serialcfg.Config) (Port, error)
 	// Present reports whether device exists now.
 	Present(ch catalog.Channel, device string) bool
-}
-
-// Repeat calls send every interval until ctx ends, the schedule of a
-// channel's periodic tx after its first send; with interval 0 (a single
-// send) it returns at once.
-func Repeat(ctx context.Context, interval time.Duration, send func()) {
-	if interval <= 0 {
-		return
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			send()
-		}
-	}
 }
 
 // CheckConfig returns an error, prefixed with who ("modbus /dev/ttyS2"),

@@ -27,6 +27,7 @@ import (
 	"github.com/fleet/fleet/agent/spool"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // Options configures a Link.
@@ -488,21 +489,13 @@ func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
 	}()
 	pingErr := make(chan error, 1)
 	go func() {
-		t := time.NewTicker(l.opts.PingInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case <-t.C:
-				pctx, pcancel := context.WithTimeout(sctx, l.opts.PongTimeout)
-				err := s.conn.Ping(pctx)
-				pcancel()
-				if err != nil {
-					pingErr <- fmt.Errorf("ping: %w", err)
-					return
-				}
-			}
+		err := tick.EveryUntil(sctx, l.opts.PingInterval, func() error {
+			pctx, pcancel := context.WithTimeout(sctx, l.opts.PongTimeout)
+			defer pcancel()
+			return s.conn.Ping(pctx)
+		})
+		if err != nil {
+			pingErr <- fmt.Errorf("ping: %w", err)
 		}
 	}()
 

@@ -612,6 +612,17 @@ func TestFinalAttemptWhenDisconnected(t *testing.T) {
 	}
 }
 
+// drain runs a link on sp until r holds stored records and sp is empty
+// (the refused records dropped); it returns those OnRefused was called with.
+func drain(t *testing.T, r *relay, sp *spool.Spool, stored int) (refused []uint64) {
+	t.Helper()
+	var c calls[uint64]
+	startLink(t, r, sp, func(o *Options) { o.OnRefused = c.add })
+	eventually(t, fmt.Sprintf("the other %d stored", stored), func() bool { return r.storedCount() == stored })
+	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
+	return c.list()
+}
+
 // A record the relay refuses (close 4000) is found by sending one record at
 // a time and dropped after two refusals; everything else gets through.
 func TestPoisonRecordDropped(t *testing.T) {
@@ -619,10 +630,7 @@ func TestPoisonRecordDropped(t *testing.T) {
 	r.poison = 7
 	sp := openSpool(t)
 	fillSpool(t, sp, 1, 20)
-	var refused calls[uint64]
-	startLink(t, r, sp, func(o *Options) { o.OnRefused = refused.add })
-	eventually(t, "the other 19 stored", func() bool { return r.storedCount() == 19 })
-	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
+	refused := drain(t, r, sp, 19)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.stored[7]; ok {
@@ -631,8 +639,8 @@ func TestPoisonRecordDropped(t *testing.T) {
 	if r.refusals != 3 { // the first batch, then record 7 alone twice
 		t.Fatalf("%d refusals, want 3", r.refusals)
 	}
-	if l := refused.list(); !slices.Equal(l, []uint64{7}) {
-		t.Fatalf("OnRefused got %v", l)
+	if !slices.Equal(refused, []uint64{7}) {
+		t.Fatalf("OnRefused got %v", refused)
 	}
 }
 
@@ -677,14 +685,11 @@ func TestUndecodableSpoolRecordDroppedInCBOR(t *testing.T) {
 		t.Fatal(err)
 	}
 	fillSpool(t, sp, 6, 4)
-	var refused calls[uint64]
-	startLink(t, r, sp, func(o *Options) { o.OnRefused = refused.add })
-	eventually(t, "the other 8 stored", func() bool { return r.storedCount() == 8 })
-	eventually(t, "spool emptied", func() bool { return sp.Stats().Pending == 0 })
+	refused := drain(t, r, sp, 8)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.stored[5]; ok || !slices.Equal(refused.list(), []uint64{5}) || !slices.Equal(r.codecs[:1], []protocol.Codec{protocol.CBOR}) {
-		t.Fatalf("refused %v, codecs %v", refused.list(), r.codecs)
+	if _, ok := r.stored[5]; ok || !slices.Equal(refused, []uint64{5}) || !slices.Equal(r.codecs[:1], []protocol.Codec{protocol.CBOR}) {
+		t.Fatalf("refused %v, codecs %v", refused, r.codecs)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 	"github.com/fleet/fleet/hw/uart"
 	"github.com/fleet/fleet/internal/ptytest"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -216,13 +217,8 @@ func TestPassthroughModePausesManagedTraffic(t *testing.T) {
 	// Back to both: polling resumes.
 	apply(t, s, passthrough.ModeBoth, []passthrough.Channel{{ID: "rs485-1", Raw: port}})
 	before = sim.Stats().Requests
-	deadline := time.Now().Add(10 * time.Second)
-	for sim.Stats().Requests < before+2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("managed polling did not resume: %d -> %d requests", before, sim.Stats().Requests)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Value(t, "managed polling to resume (requests)", 10*time.Second, 20*time.Millisecond,
+		func() int { return sim.Stats().Requests }, func(n int) bool { return n >= before+2 })
 }
 
 // settled returns the slave's request count once it has not moved for
@@ -263,22 +259,14 @@ func TestSecondClientRefused(t *testing.T) {
 
 	// Once the first leaves, a new client gets the port.
 	first.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(t, "a client accepted after the first left", 30*time.Second, func() bool {
 		third, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ok := tryEcho(third, ctl, "third")
-		third.Close()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no client accepted after the first left")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer third.Close()
+		return tryEcho(third, ctl, "third")
+	})
 }
 
 // echo sends msg from the client to the device and back from the device.

@@ -186,10 +186,7 @@ func TestCorruptionInTheMiddleLosesOnlyThatRecord(t *testing.T) {
 func TestRebaseCrashSafe(t *testing.T) {
 	if dir := os.Getenv("SPOOL_REBASE_DIR"); dir != "" {
 		s, err := Open(Options{Dir: dir, SegmentBytes: 100})
-		if err != nil {
-			fmt.Println("open:", err)
-			os.Exit(2)
-		}
+		exitOn("open", err)
 		step := os.Getenv("SPOOL_REBASE_CRASH")
 		s.SetCrashHook(func(at string) {
 			if at == step {
@@ -197,10 +194,8 @@ func TestRebaseCrashSafe(t *testing.T) {
 				time.Sleep(time.Minute)
 			}
 		})
-		if _, err := s.Rebase(100); err != nil {
-			fmt.Println("rebase:", err)
-			os.Exit(2)
-		}
+		_, err = s.Rebase(100)
+		exitOn("rebase", err)
 		os.Exit(0)
 	}
 	for _, step := range []string{"written", "renamed", "state", "none"} {

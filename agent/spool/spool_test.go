@@ -24,6 +24,15 @@ func (c *clock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// exitOn ends a crash test's child process with status 2 when err is
+// not nil, printing what failed for the parent to show.
+func exitOn(what string, err error) {
+	if err != nil {
+		fmt.Println(what+":", err)
+		os.Exit(2)
+	}
+}
+
 func mustOpen(tb testing.TB, opts Options) *Spool {
 	tb.Helper()
 	s, err := Open(opts)
@@ -201,16 +210,10 @@ func fileSize(tb testing.TB, p string) int64 {
 func TestKill9(t *testing.T) {
 	if dir := os.Getenv("SPOOL_CHILD_DIR"); dir != "" {
 		s, err := Open(Options{Dir: dir, SegmentBytes: 4096})
-		if err != nil {
-			fmt.Println("open:", err)
-			os.Exit(2)
-		}
+		exitOn("open", err)
 		for i := 0; ; i++ {
 			seq, err := s.Append([]byte(fmt.Sprintf("child-%06d-%s", i, "padding-padding-padding")))
-			if err != nil {
-				fmt.Println("append:", err)
-				os.Exit(2)
-			}
+			exitOn("append", err)
 			fmt.Println(seq)
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // Defaults.
@@ -157,16 +158,8 @@ func (w *Watcher) Reason() string {
 
 // Run checks every Interval until ctx ends.
 func (w *Watcher) Run(ctx context.Context) error {
-	t := time.NewTicker(w.cfg.Interval)
-	defer t.Stop()
-	for {
-		w.Check()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	tick.NowAndEvery(ctx, w.cfg.Interval, func() { w.Check() })
+	return ctx.Err()
 }
 
 // observation is one reading of the tunnel.

@@ -15,6 +15,7 @@ import (
 	"github.com/fleet/fleet/agent/spool"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // agent is one simulated gateway: the agent's own link and spool; metric
@@ -125,18 +126,7 @@ func startAgents(ctx context.Context, dir, url string, creds []deviceCred, forwa
 		f.metrWG.Add(1)
 		go func() {
 			defer f.metrWG.Done()
-			t := time.NewTicker(metricsEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-mctx.Done():
-					return
-				case <-t.C:
-					if err := a.sample(); err != nil {
-						return
-					}
-				}
-			}
+			_ = tick.EveryUntil(mctx, metricsEvery, a.sample)
 		}()
 	}
 	return f, nil

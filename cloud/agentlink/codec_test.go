@@ -101,41 +101,29 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("cbor", func(b *testing.B) {
-		b.SetBytes(int64(len(cb)))
 		var d decoder
-		for b.Loop() {
-			if _, err := d.decode(protocol.CBOR, cb); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchDecode(b, cb, func(p []byte) error { _, err := d.decode(protocol.CBOR, p); return err })
 	})
 	b.Run("cbor, new message", func(b *testing.B) {
-		b.SetBytes(int64(len(cb)))
-		for b.Loop() {
-			var m protocol.Message
-			if err := protocol.CBOR.Unmarshal(cb, &m); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchDecode(b, cb, func(p []byte) error { var m protocol.Message; return protocol.CBOR.Unmarshal(p, &m) })
 	})
 	b.Run("json", func(b *testing.B) {
-		b.SetBytes(int64(len(js)))
 		var d decoder
-		for b.Loop() {
-			if _, err := d.decode(protocol.JSON, js); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchDecode(b, js, func(p []byte) error { _, err := d.decode(protocol.JSON, p); return err })
 	})
 	b.Run("encoding/json", func(b *testing.B) {
-		b.SetBytes(int64(len(js)))
-		for b.Loop() {
-			var m protocol.Message
-			if err := json.Unmarshal(js, &m); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchDecode(b, js, func(p []byte) error { var m protocol.Message; return json.Unmarshal(p, &m) })
 	})
+}
+
+// benchDecode times decode on data, counting data's bytes as processed.
+func benchDecode(b *testing.B, data []byte, decode func([]byte) error) {
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if err := decode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // FuzzConnDecoder decodes two messages with one connection's decoder, as a

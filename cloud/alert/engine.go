@@ -25,6 +25,7 @@ import (
 	"github.com/fleet/fleet/cloud/internal/orgcache"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // Rule names.
@@ -438,18 +439,11 @@ func (e *Engine) StatusChanged(ctx context.Context, dev cloud.DeviceRef, from, t
 // the store, so a sweep after a restart catches up with what happened while
 // the relay was down.
 func (e *Engine) Run(ctx context.Context) {
-	t := time.NewTicker(e.cfg.SweepInterval)
-	defer t.Stop()
-	for {
+	tick.NowAndEvery(ctx, e.cfg.SweepInterval, func() {
 		if e.cfg.Leader == nil || e.cfg.Leader(ctx) {
 			e.sweep(ctx, "")
 		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
-	}
+	})
 }
 
 func (e *Engine) sweep(ctx context.Context, deviceID string) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/internal/testload"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -331,38 +332,19 @@ func TestEventPaginationUnderInserts(t *testing.T) {
 	if _, err := e.db.InsertEvents(context.Background(), d.ID, evs); err != nil {
 		t.Fatal(err)
 	}
-	var insert func()
 	before := map[string]bool{}
 	for _, ev := range evs {
 		before[ev.ID] = true
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	started := false
-	start := func() {
-		started = true
-		wg.Add(1)
-		go insert()
-	}
-	insert = func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := e.db.InsertEvents(context.Background(), d.ID, []resource.Event{{Type: "usb.attached", Severity: resource.SeverityInfo, Message: "new"}}); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}
+	var stop func()
 	seen := map[string]int{}
 	cursor := ""
 	for pages := 0; ; pages++ {
-		if pages == 1 {
-			start() // new events arrive while the walk goes on
+		if pages == 1 { // new events arrive while the walk goes on
+			stop = testload.Loop(t, func(int) error {
+				_, err := e.db.InsertEvents(context.Background(), d.ID, []resource.Event{{Type: "usb.attached", Severity: resource.SeverityInfo, Message: "new"}})
+				return err
+			})
 		}
 		if pages > 100 {
 			t.Fatal("pagination does not end")
@@ -383,11 +365,10 @@ func TestEventPaginationUnderInserts(t *testing.T) {
 		}
 		cursor = *page.Pagination.NextCursor
 	}
-	close(stop)
-	wg.Wait()
-	if !started {
+	if stop == nil {
 		t.Fatal("the walk ended before inserts began")
 	}
+	stop()
 	seenOnce(t, "event", before, seen)
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/password"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // Prefix is the path under which the panel is served.
@@ -118,20 +119,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // Run removes expired sessions from the store every interval until ctx
 // ends.
 func (s *Server) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := s.cfg.Sessions.DeleteExpiredSessions(ctx, s.now()); err != nil && ctx.Err() == nil {
-				s.log.Warn("expired sessions sweep failed", "err", err)
-			} else if n > 0 {
-				s.log.Debug("expired sessions removed", "count", n)
-			}
+	tick.Every(ctx, interval, func() {
+		if n, err := s.cfg.Sessions.DeleteExpiredSessions(ctx, s.now()); err != nil && ctx.Err() == nil {
+			s.log.Warn("expired sessions sweep failed", "err", err)
+		} else if n > 0 {
+			s.log.Debug("expired sessions removed", "count", n)
 		}
-	}
+	})
 }
 
 // route is one page or action: who may use it and what serves it. perm ""

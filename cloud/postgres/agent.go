@@ -11,7 +11,6 @@ import (
 
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -69,15 +68,107 @@ func (s *AgentStore) AuthDevice(ctx context.Context, tokenHash [32]byte) (agentl
 	return d, nil
 }
 
-// lockDevice reads the device's status, session and last sequence, locking
-// its row for the transaction.
-func lockDevice(ctx context.Context, tx pgx.Tx, id string) (status resource.DeviceStatus, session string, lastSeq uint64, err error) {
+// agentTx runs the agent store's statements in the writer's transaction
+// (sqlstore.AgentTx).
+type agentTx struct {
+	s  *AgentStore
+	tx pgx.Tx
+}
+
+var _ sqlstore.AgentTx = agentTx{}
+
+// DeviceState implements sqlstore.AgentTx, locking the device's row for
+// the transaction.
+func (a agentTx) DeviceState(ctx context.Context, id string) (status resource.DeviceStatus, session string, lastSeq uint64, err error) {
 	var st string
 	var seq int64
-	if err := tx.QueryRow(ctx, `SELECT status, COALESCE(agent_session, ''), agent_last_seq FROM devices WHERE id = $1 FOR UPDATE`, id).Scan(&st, &session, &seq); err != nil {
+	if err := a.tx.QueryRow(ctx, `SELECT status, COALESCE(agent_session, ''), agent_last_seq FROM devices WHERE id = $1 FOR UPDATE`, id).Scan(&st, &session, &seq); err != nil {
 		return "", "", 0, storeError("postgres: device %s status: %w", id, err)
 	}
 	return resource.DeviceStatus(st), session, uint64(seq), nil
+}
+
+// SessionStatus implements sqlstore.AgentTx, locking the device's row.
+func (a agentTx) SessionStatus(ctx context.Context, id, session string) (resource.DeviceStatus, bool, error) {
+	var st string
+	err := a.tx.QueryRow(ctx, `SELECT status FROM devices WHERE id = $1 AND agent_session = $2 FOR UPDATE`, id, session).Scan(&st)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, storeError("postgres: session of %s: %w", id, err)
+	}
+	return resource.DeviceStatus(st), true, nil
+}
+
+// SetOnline implements sqlstore.AgentTx.
+func (a agentTx) SetOnline(ctx context.Context, in agentlink.HelloIn, deadline time.Time) error {
+	h := in.Hello
+	if _, err := a.tx.Exec(ctx, `UPDATE devices SET status = 'ONLINE', firmware_version = $1, agent_device_name = $2, agent_device_location = $3,
+		agent_timezone = $4, agent_version = $5, agent_heartbeat_ms = $6, last_seen = $7, agent_deadline = $8 WHERE id = $9`,
+		h.FirmwareVersion, h.DeviceName, h.DeviceLocation, h.Timezone, h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(),
+		deadline.UnixMilli(), in.Device.ID); err != nil {
+		return storeError("postgres: hello %s: %w", in.Device.ID, err)
+	}
+	return nil
+}
+
+// InsertEvent implements sqlstore.AgentTx.
+func (a agentTx) InsertEvent(ctx context.Context, dev agentlink.Device, ev *resource.Event) error {
+	return a.s.db.insertEvents(ctx, a.tx, dev.OrgID, dev.ID, []resource.Event{*ev})
+}
+
+// SerialState implements sqlstore.AgentTx.
+func (a agentTx) SerialState(ctx context.Context, id string) (desiredVersion int64, channels []protocol.ChannelState, err error) {
+	if err := a.tx.QueryRow(ctx, `INSERT INTO serial_state (device_id) VALUES ($1) ON CONFLICT (device_id) DO UPDATE SET device_id = excluded.device_id
+		RETURNING desired_version`, id).Scan(&desiredVersion); err != nil {
+		return 0, nil, storeError("postgres: desired version %s: %w", id, err)
+	}
+	rows, err := a.tx.Query(ctx, `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, '') FROM serial_channels
+		WHERE device_id = $1 AND available IS NOT NULL`, id)
+	if err != nil {
+		return 0, nil, storeError("postgres: channels %s: %w", id, err)
+	}
+	channels, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.ChannelState, error) {
+		var c protocol.ChannelState
+		err := r.Scan(&c.ID, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.PassthroughAddress)
+		return c, err
+	})
+	if err != nil {
+		return 0, nil, storeError("postgres: channels %s: %w", id, err)
+	}
+	return desiredVersion, channels, nil
+}
+
+// SetApplied implements sqlstore.AgentTx.
+func (a agentTx) SetApplied(ctx context.Context, id string, version int64) error {
+	if _, err := a.tx.Exec(ctx, `UPDATE serial_state SET applied_version = $1 WHERE device_id = $2`, version, id); err != nil {
+		return storeError("postgres: config applied %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetOffline implements sqlstore.AgentTx, clearing the device's relay too.
+func (a agentTx) SetOffline(ctx context.Context, id string) error {
+	if _, err := a.tx.Exec(ctx, `UPDATE devices SET status = 'OFFLINE', agent_session = NULL, agent_deadline = NULL, agent_relay = NULL WHERE id = $1`, id); err != nil {
+		return storeError("postgres: offline %s: %w", id, err)
+	}
+	return nil
+}
+
+// Due implements sqlstore.AgentTx. Relays sweeping at once skip each
+// other's rows (SKIP LOCKED), so each device goes OFFLINE once.
+func (a agentTx) Due(ctx context.Context, now time.Time) ([]agentlink.Device, error) {
+	rows, err := a.tx.Query(ctx, `SELECT `+sqlstore.DueColumns+` FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < $1
+		ORDER BY agent_deadline LIMIT 2000 FOR UPDATE SKIP LOCKED`, now.UnixMilli())
+	if err != nil {
+		return nil, storeError("postgres: sweep: %w", err)
+	}
+	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agentlink.Device, error) { return sqlstore.ScanDue(r) })
+	if err != nil {
+		return nil, storeError("postgres: sweep: %w", err)
+	}
+	return due, nil
 }
 
 // Connect implements agentlink.Store: session becomes the device's, on this
@@ -85,7 +176,7 @@ func lockDevice(ctx context.Context, tx pgx.Tx, id string) (status resource.Devi
 func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session string, at, deadline time.Time) (agentlink.StatusChange, error) {
 	ch := agentlink.StatusChange{Device: dev, To: resource.StatusConnecting}
 	err := s.w.do(ctx, &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error {
-		from, _, _, err := lockDevice(ctx, tx, dev.ID)
+		from, _, _, err := agentTx{s, tx}.DeviceState(ctx, dev.ID)
 		if err != nil {
 			return err
 		}
@@ -101,58 +192,12 @@ func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session 
 	return ch, err
 }
 
-// Hello implements agentlink.Store.
+// Hello implements agentlink.Store (sqlstore.Hello).
 func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink.HelloOut, error) {
 	var out agentlink.HelloOut
-	model, _ := catalog.Lookup(in.Device.Model)
-	serial := model.Has(resource.CapabilitySerialIO)
 	job := &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error {
-		out = agentlink.HelloOut{}
-		from, session, lastSeq, err := lockDevice(ctx, tx, in.Device.ID)
-		if err != nil {
-			return err
-		}
-		if session != in.Session {
-			return agentlink.ErrSessionGone
-		}
-		h := in.Hello
-		deadline := in.Deadline
-		if deadline.IsZero() {
-			deadline = in.At.Add(6 * in.HeartbeatInterval)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE devices SET status = 'ONLINE', firmware_version = $1, agent_device_name = $2, agent_device_location = $3,
-			agent_timezone = $4, agent_version = $5, agent_heartbeat_ms = $6, last_seen = $7, agent_deadline = $8 WHERE id = $9`,
-			h.FirmwareVersion, h.DeviceName, h.DeviceLocation, h.Timezone, h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(),
-			deadline.UnixMilli(), in.Device.ID); err != nil {
-			return storeError("postgres: hello %s: %w", in.Device.ID, err)
-		}
-		out.LastSeq = lastSeq
-		out.Change = agentlink.StatusChange{Device: in.Device, From: from, To: resource.StatusOnline}
-		if in.OnlineEvent {
-			ev := agentlink.NewEvent(protocol.EventDeviceOnline, resource.SeverityInfo, "device is online",
-				map[string]any{"agentVersion": h.AgentVersion, "firmwareVersion": h.FirmwareVersion}, in.At)
-			if err := s.db.insertEvents(ctx, tx, in.Device.OrgID, in.Device.ID, []resource.Event{*ev}); err != nil {
-				return err
-			}
-			out.Change.Event = ev
-		}
-		if !serial {
-			return nil
-		}
-		if err := tx.QueryRow(ctx, `INSERT INTO serial_state (device_id) VALUES ($1) ON CONFLICT (device_id) DO UPDATE SET device_id = excluded.device_id
-			RETURNING desired_version`, in.Device.ID).Scan(&out.DesiredVersion); err != nil {
-			return storeError("postgres: desired version %s: %w", in.Device.ID, err)
-		}
-		rows, err := tx.Query(ctx, `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, '') FROM serial_channels
-			WHERE device_id = $1 AND available IS NOT NULL`, in.Device.ID)
-		if err != nil {
-			return storeError("postgres: channels %s: %w", in.Device.ID, err)
-		}
-		out.Channels, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.ChannelState, error) {
-			var c protocol.ChannelState
-			err := r.Scan(&c.ID, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.PassthroughAddress)
-			return c, err
-		})
+		var err error
+		out, err = sqlstore.Hello(ctx, agentTx{s, tx}, in)
 		return err
 	}}
 	if in.OnlineEvent {
@@ -283,116 +328,40 @@ func (s *AgentStore) insertAgentEvents(ctx context.Context, tx pgx.Tx, dev agent
 	return out, nil
 }
 
-// ConfigApplied implements agentlink.Store.
+// ConfigApplied implements agentlink.Store (sqlstore.ConfigApplied).
 func (s *AgentStore) ConfigApplied(ctx context.Context, in agentlink.ConfigAppliedIn) (agentlink.ConfigAppliedOut, error) {
 	err := s.w.do(ctx, &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error {
-		if ok, err := owns(ctx, tx, in.Device.ID, in.Session); err != nil || !ok {
-			return errors.Join(err, sessionGone(ok))
-		}
-		_, err := tx.Exec(ctx, `UPDATE serial_state SET applied_version = $1 WHERE device_id = $2`, in.Version, in.Device.ID)
-		return err
+		return sqlstore.ConfigApplied(ctx, agentTx{s, tx}, in)
 	}})
 	return agentlink.ConfigAppliedOut{}, err
 }
 
-func sessionGone(ok bool) error {
-	if ok {
-		return nil
-	}
-	return agentlink.ErrSessionGone
-}
-
-// owns reports whether session owns the device, locking its row.
-func owns(ctx context.Context, tx pgx.Tx, deviceID, session string) (bool, error) {
-	var n int
-	err := tx.QueryRow(ctx, `SELECT 1 FROM devices WHERE id = $1 AND agent_session = $2 FOR UPDATE`, deviceID, session).Scan(&n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, storeError("postgres: session of %s: %w", deviceID, err)
-	}
-	return true, nil
-}
-
-// offline moves a device OFFLINE inside tx, with a device.offline event
-// when it was connected.
-func (s *AgentStore) offline(ctx context.Context, tx pgx.Tx, dev agentlink.Device, from resource.DeviceStatus, at time.Time, reason string) (agentlink.StatusChange, error) {
-	ch := agentlink.StatusChange{Device: dev, From: from, To: resource.StatusOffline}
-	if _, err := tx.Exec(ctx, `UPDATE devices SET status = 'OFFLINE', agent_session = NULL, agent_deadline = NULL, agent_relay = NULL WHERE id = $1`, dev.ID); err != nil {
-		return ch, storeError("postgres: offline %s: %w", dev.ID, err)
-	}
-	switch from {
-	case resource.StatusOnline, resource.StatusRebooting, resource.StatusUpdating, resource.StatusError:
-		ev := agentlink.NewEvent(protocol.EventDeviceOffline, resource.SeverityWarning, "device is offline: "+reason, map[string]any{"reason": reason}, at)
-		if err := s.db.insertEvents(ctx, tx, dev.OrgID, dev.ID, []resource.Event{*ev}); err != nil {
-			return ch, err
-		}
-		ch.Event = ev
-	}
-	return ch, nil
-}
-
-// Disconnect implements agentlink.Store.
+// Disconnect implements agentlink.Store (sqlstore.Disconnect).
 func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, session string, at time.Time, reason string) (agentlink.StatusChange, bool, error) {
 	var ch agentlink.StatusChange
 	var ok bool
 	err := s.w.do(ctx, &ingestJob{events: []int64{at.UnixMilli()}, apply: func(ctx context.Context, tx pgx.Tx) error {
-		ch, ok = agentlink.StatusChange{}, false
-		var st string
-		err := tx.QueryRow(ctx, `SELECT status FROM devices WHERE id = $1 AND agent_session = $2 FOR UPDATE`, dev.ID, session).Scan(&st)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return storeError("postgres: disconnect %s: %w", dev.ID, err)
-		}
-		ch, err = s.offline(ctx, tx, dev, resource.DeviceStatus(st), at, reason)
-		ok = err == nil
+		var err error
+		ch, ok, err = sqlstore.Disconnect(ctx, agentTx{s, tx}, dev, session, at, reason)
 		return err
 	}})
 	return ch, ok, err
 }
 
-// Sweep implements agentlink.Store. Relays sweeping at once skip each
-// other's rows (SKIP LOCKED), so each device goes OFFLINE once.
+// Sweep implements agentlink.Store (sqlstore.Sweep).
 func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.StatusChange, error) {
 	var out []agentlink.StatusChange
 	err := s.w.do(ctx, &ingestJob{events: []int64{now.UnixMilli()}, apply: func(ctx context.Context, tx pgx.Tx) error {
-		out = out[:0]
-		rows, err := tx.Query(ctx, `SELECT id, org_id, model, status FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < $1
-			ORDER BY agent_deadline LIMIT 2000 FOR UPDATE SKIP LOCKED`, now.UnixMilli())
-		if err != nil {
-			return storeError("postgres: sweep: %w", err)
-		}
-		due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agentlink.Device, error) {
-			var d agentlink.Device
-			var st string
-			err := r.Scan(&d.ID, &d.OrgID, &d.Model, &st)
-			d.Status = resource.DeviceStatus(st)
-			return d, err
-		})
-		if err != nil {
-			return storeError("postgres: sweep: %w", err)
-		}
-		for _, d := range due {
-			ch, err := s.offline(ctx, tx, d, d.Status, now, "no heartbeat (relay deadline passed)")
-			if err != nil {
-				return err
-			}
-			out = append(out, ch)
-		}
-		return nil
+		var err error
+		out, err = sqlstore.Sweep(ctx, agentTx{s, tx}, now)
+		return err
 	}})
 	return out, err
 }
 
 // Revoked implements agentlink.Store.
 func (s *AgentStore) Revoked(ctx context.Context) ([]string, error) {
-	return query(ctx, s.db, "revoked devices", func(r sqlstore.Row) (string, error) {
-		var id string
-		return id, r.Scan(&id)
-	}, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
+	return query(ctx, s.db, "revoked devices", sqlstore.ScanString, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
 }
 
 // Orphans implements agentlink.Store.

@@ -107,10 +107,7 @@ func (r resync) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) error 
 // desired serial configuration is newer than what their agent applied:
 // after a listener reconnects, these may have missed a push.
 func (db *DB) StaleConfigs(ctx context.Context, relay string) ([]string, error) {
-	return query(ctx, db, "stale configs", func(r sqlstore.Row) (string, error) {
-		var id string
-		return id, r.Scan(&id)
-	}, `SELECT d.id FROM devices d JOIN serial_state s ON s.device_id = d.id
+	return query(ctx, db, "stale configs", sqlstore.ScanString, `SELECT d.id FROM devices d JOIN serial_state s ON s.device_id = d.id
 		WHERE d.agent_relay = $1 AND d.agent_session IS NOT NULL AND s.desired_version > s.applied_version`, relay)
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/cloud/webhook"
 )
 
 // CreateOrg creates an organization with a fresh webhook signing secret and
@@ -44,9 +43,7 @@ func (db *DB) Org(ctx context.Context, id string) (cloud.Org, error) {
 	return o, nil
 }
 
-func orgNotFound(id string) error {
-	return cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", id)
-}
+var orgNotFound = sqlstore.OrgNotFound
 
 // ListOrgs returns every organization, oldest first.
 func (db *DB) ListOrgs(ctx context.Context) ([]cloud.Org, error) {
@@ -64,39 +61,19 @@ func (db *DB) ListOrgs(ctx context.Context) ([]cloud.Org, error) {
 	return out, nil
 }
 
-// SetOrgAlertWebhook sets (or, with "", clears) the organization's alert
-// webhook URL, after webhook.ValidateURL.
+// SetOrgAlertWebhook implements cloud.Store (sqlstore.SetOrgAlertWebhook).
 func (db *DB) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	url = strings.TrimSpace(url)
-	if url != "" {
-		if err := webhook.ValidateURL("url", url); err != nil {
-			return err
-		}
-	}
-	tag, err := db.Pool.Exec(ctx, `UPDATE orgs SET alert_webhook_url = $1 WHERE id = $2`, url, orgID)
-	if err != nil {
-		return storeError("postgres: set alert webhook: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return orgNotFound(orgID)
+	if err := sqlstore.SetOrgAlertWebhook(ctx, pgConn{db.Pool}, orgID, url); err != nil {
+		return wrapErr("set alert webhook", err)
 	}
 	return nil
 }
 
-// RotateOrgSecret gives the organization a fresh signing secret; during
-// grace the previous one also signs the Standard Webhooks header.
+// RotateOrgSecret implements cloud.Store (sqlstore.RotateOrgSecret).
 func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
-	if grace < 0 || grace > cloud.MaxSecretGrace {
-		return "", cloud.Errorf(cloud.EINVALID, "grace must be between 0 and %s", cloud.MaxSecretGrace)
-	}
-	secret := webhook.NewSecret()
-	tag, err := db.Pool.Exec(ctx, `UPDATE orgs SET previous_webhook_secret = CASE WHEN $1::bigint > 0 THEN webhook_secret ELSE '' END,
-		previous_secret_until = $2, webhook_secret = $3 WHERE id = $4`, grace.Milliseconds(), db.Now().Add(grace).UnixMilli(), secret, orgID)
+	secret, err := sqlstore.RotateOrgSecret(ctx, pgConn{db.Pool}, orgID, grace, db.Now())
 	if err != nil {
-		return "", storeError("postgres: rotate secret: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return "", orgNotFound(orgID)
+		return "", wrapErr("rotate secret", err)
 	}
 	return secret, nil
 }

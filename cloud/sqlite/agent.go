@@ -11,7 +11,6 @@ import (
 
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -85,7 +84,7 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 		{&s.st.lastSeq, db.W, `UPDATE devices SET agent_last_seq = MAX(agent_last_seq, ?) WHERE id = ? RETURNING agent_last_seq`},
 		{&s.st.session, db.W, `SELECT status FROM devices WHERE id = ? AND agent_session = ?`},
 		{&s.st.offline, db.W, `UPDATE devices SET status = 'OFFLINE', agent_session = NULL, agent_deadline = NULL WHERE id = ?`},
-		{&s.st.due, db.W, `SELECT id, org_id, model, status FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < ? ORDER BY agent_deadline LIMIT 2000`},
+		{&s.st.due, db.W, `SELECT ` + sqlstore.DueColumns + ` FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < ? ORDER BY agent_deadline LIMIT 2000`},
 		{&s.st.rowids, db.W, `SELECT d.rowid, COALESCE((SELECT s.rowid FROM serial_state AS s WHERE s.device_id = d.id), 0) FROM devices AS d WHERE d.id = ?`},
 		{&s.st.orphans, db.W, `UPDATE devices SET agent_deadline = ? WHERE agent_deadline IS NULL AND status IN ` + onlineish},
 	}
@@ -156,33 +155,116 @@ func (s *AgentStore) AuthDevice(ctx context.Context, tokenHash [32]byte) (agentl
 	return d, nil
 }
 
-// insertEvent records a relay-made event.
-func (s *AgentStore) insertEvent(t *ingestTx, dev agentlink.Device, ev *resource.Event) error {
+// agentTx runs the agent store's statements in the writer's transaction
+// (sqlstore.AgentTx).
+type agentTx struct {
+	s *AgentStore
+	t *ingestTx
+}
+
+var _ sqlstore.AgentTx = agentTx{}
+
+// InsertEvent implements sqlstore.AgentTx.
+func (a agentTx) InsertEvent(ctx context.Context, dev agentlink.Device, ev *resource.Event) error {
 	data := string(ev.Data)
 	if data == "" {
 		data = "{}"
 	}
-	_, err := t.stmt(s.st.event).ExecContext(t.ctx, ev.ID, dev.OrgID, dev.ID, ev.Type, string(ev.Severity), ev.Message, data, ev.CreatedAt.UnixMilli())
+	_, err := a.t.stmt(a.s.st.event).ExecContext(ctx, ev.ID, dev.OrgID, dev.ID, ev.Type, string(ev.Severity), ev.Message, data, ev.CreatedAt.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("sqlite: insert event %s: %w", ev.Type, err)
 	}
 	return nil
 }
 
-func (s *AgentStore) currentStatus(t *ingestTx, deviceID string) (status resource.DeviceStatus, session string, lastSeq uint64, err error) {
+// DeviceState implements sqlstore.AgentTx.
+func (a agentTx) DeviceState(ctx context.Context, id string) (status resource.DeviceStatus, session string, lastSeq uint64, err error) {
 	var st string
 	var seq int64
-	if err := t.stmt(s.st.status).QueryRowContext(t.ctx, deviceID).Scan(&st, &session, &seq); err != nil {
-		return "", "", 0, fmt.Errorf("sqlite: device %s status: %w", deviceID, err)
+	if err := a.t.stmt(a.s.st.status).QueryRowContext(ctx, id).Scan(&st, &session, &seq); err != nil {
+		return "", "", 0, fmt.Errorf("sqlite: device %s status: %w", id, err)
 	}
 	return resource.DeviceStatus(st), session, uint64(seq), nil
+}
+
+// SessionStatus implements sqlstore.AgentTx.
+func (a agentTx) SessionStatus(ctx context.Context, id, session string) (resource.DeviceStatus, bool, error) {
+	var st string
+	err := a.t.stmt(a.s.st.session).QueryRowContext(ctx, id, session).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("sqlite: session of %s: %w", id, err)
+	}
+	return resource.DeviceStatus(st), true, nil
+}
+
+// SetOnline implements sqlstore.AgentTx.
+func (a agentTx) SetOnline(ctx context.Context, in agentlink.HelloIn, deadline time.Time) error {
+	h := in.Hello
+	if _, err := a.t.stmt(a.s.st.hello).ExecContext(ctx, h.FirmwareVersion, h.DeviceName, h.DeviceLocation, h.Timezone,
+		h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(), deadline.UnixMilli(), in.Device.ID, in.Session); err != nil {
+		return fmt.Errorf("sqlite: hello %s: %w", in.Device.ID, err)
+	}
+	return nil
+}
+
+// SerialState implements sqlstore.AgentTx.
+func (a agentTx) SerialState(ctx context.Context, id string) (desiredVersion int64, channels []protocol.ChannelState, err error) {
+	if _, err := a.t.stmt(a.s.st.serialEnsure).ExecContext(ctx, id); err != nil {
+		return 0, nil, fmt.Errorf("sqlite: serial state %s: %w", id, err)
+	}
+	if err := a.t.stmt(a.s.st.desiredVersion).QueryRowContext(ctx, id).Scan(&desiredVersion); err != nil {
+		return 0, nil, fmt.Errorf("sqlite: desired version %s: %w", id, err)
+	}
+	rows, err := a.t.stmt(a.s.st.channels).QueryContext(ctx, id)
+	if err != nil {
+		return 0, nil, fmt.Errorf("sqlite: channels %s: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c protocol.ChannelState
+		var avail sql.NullBool
+		if err := rows.Scan(&c.ID, &avail, &c.Live, &c.TxOn, &c.Error, &c.PassthroughAddress); err != nil {
+			return 0, nil, fmt.Errorf("sqlite: channels %s: %w", id, err)
+		}
+		if !avail.Valid {
+			continue // never reported: any report is a change
+		}
+		c.Available = avail.Bool
+		channels = append(channels, c)
+	}
+	return desiredVersion, channels, rows.Err()
+}
+
+// SetApplied implements sqlstore.AgentTx.
+func (a agentTx) SetApplied(ctx context.Context, id string, version int64) error {
+	if _, err := a.t.stmt(a.s.st.serialApply).ExecContext(ctx, version, id); err != nil {
+		return fmt.Errorf("sqlite: config applied %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetOffline implements sqlstore.AgentTx.
+func (a agentTx) SetOffline(ctx context.Context, id string) error {
+	if _, err := a.t.stmt(a.s.st.offline).ExecContext(ctx, id); err != nil {
+		return fmt.Errorf("sqlite: offline %s: %w", id, err)
+	}
+	return nil
+}
+
+// Due implements sqlstore.AgentTx.
+func (a agentTx) Due(ctx context.Context, now time.Time) ([]agentlink.Device, error) {
+	rows, err := a.t.stmt(a.s.st.due).QueryContext(ctx, now.UnixMilli())
+	return collect(rows, err, "sweep", sqlstore.ScanDue)
 }
 
 // Connect implements agentlink.Store.
 func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session string, at, deadline time.Time) (agentlink.StatusChange, error) {
 	ch := agentlink.StatusChange{Device: dev, To: resource.StatusConnecting}
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		from, _, _, err := s.currentStatus(t, dev.ID)
+		from, _, _, err := agentTx{s, t}.DeviceState(t.ctx, dev.ID)
 		if err != nil {
 			return err
 		}
@@ -195,66 +277,13 @@ func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session 
 	return ch, err
 }
 
-// Hello implements agentlink.Store.
+// Hello implements agentlink.Store (sqlstore.Hello).
 func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink.HelloOut, error) {
 	var out agentlink.HelloOut
-	model, _ := catalog.Lookup(in.Device.Model)
-	serial := model.Has(resource.CapabilitySerialIO)
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		out = agentlink.HelloOut{}
-		from, session, lastSeq, err := s.currentStatus(t, in.Device.ID)
-		if err != nil {
-			return err
-		}
-		if session != in.Session {
-			return agentlink.ErrSessionGone
-		}
-		h := in.Hello
-		deadline := in.Deadline
-		if deadline.IsZero() {
-			deadline = in.At.Add(6 * in.HeartbeatInterval)
-		}
-		if _, err := t.stmt(s.st.hello).ExecContext(t.ctx, h.FirmwareVersion, h.DeviceName, h.DeviceLocation, h.Timezone,
-			h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(), deadline.UnixMilli(), in.Device.ID, in.Session); err != nil {
-			return fmt.Errorf("sqlite: hello %s: %w", in.Device.ID, err)
-		}
-		out.LastSeq = lastSeq
-		out.Change = agentlink.StatusChange{Device: in.Device, From: from, To: resource.StatusOnline}
-		if in.OnlineEvent {
-			ev := agentlink.NewEvent(protocol.EventDeviceOnline, resource.SeverityInfo, "device is online",
-				map[string]any{"agentVersion": h.AgentVersion, "firmwareVersion": h.FirmwareVersion}, in.At)
-			if err := s.insertEvent(t, in.Device, ev); err != nil {
-				return err
-			}
-			out.Change.Event = ev
-		}
-		if !serial {
-			return nil
-		}
-		if _, err := t.stmt(s.st.serialEnsure).ExecContext(t.ctx, in.Device.ID); err != nil {
-			return fmt.Errorf("sqlite: serial state %s: %w", in.Device.ID, err)
-		}
-		if err := t.stmt(s.st.desiredVersion).QueryRowContext(t.ctx, in.Device.ID).Scan(&out.DesiredVersion); err != nil {
-			return fmt.Errorf("sqlite: desired version %s: %w", in.Device.ID, err)
-		}
-		rows, err := t.stmt(s.st.channels).QueryContext(t.ctx, in.Device.ID)
-		if err != nil {
-			return fmt.Errorf("sqlite: channels %s: %w", in.Device.ID, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c protocol.ChannelState
-			var avail sql.NullBool
-			if err := rows.Scan(&c.ID, &avail, &c.Live, &c.TxOn, &c.Error, &c.PassthroughAddress); err != nil {
-				return fmt.Errorf("sqlite: channels %s: %w", in.Device.ID, err)
-			}
-			if !avail.Valid {
-				continue // never reported: any report is a change
-			}
-			c.Available = avail.Bool
-			out.Channels = append(out.Channels, c)
-		}
-		return rows.Err()
+		var err error
+		out, err = sqlstore.Hello(t.ctx, agentTx{s, t}, in)
+		return err
 	})
 	return out, err
 }
@@ -338,96 +367,35 @@ func (s *AgentStore) insertAgentEvent(t *ingestTx, dev agentlink.Device, e *prot
 	return ev, false, nil
 }
 
-// ConfigApplied implements agentlink.Store. The agent records the
-// serial.config_applied event (and serial.error for failures) itself.
+// ConfigApplied implements agentlink.Store (sqlstore.ConfigApplied). The
+// agent records the serial.config_applied event (and serial.error for
+// failures) itself.
 func (s *AgentStore) ConfigApplied(ctx context.Context, in agentlink.ConfigAppliedIn) (agentlink.ConfigAppliedOut, error) {
-	var out agentlink.ConfigAppliedOut
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		out = agentlink.ConfigAppliedOut{}
-		var st string
-		if err := t.stmt(s.st.session).QueryRowContext(t.ctx, in.Device.ID, in.Session).Scan(&st); errors.Is(err, sql.ErrNoRows) {
-			return agentlink.ErrSessionGone
-		} else if err != nil {
-			return fmt.Errorf("sqlite: config applied %s: %w", in.Device.ID, err)
-		}
-		if _, err := t.stmt(s.st.serialApply).ExecContext(t.ctx, in.Version, in.Device.ID); err != nil {
-			return fmt.Errorf("sqlite: config applied %s: %w", in.Device.ID, err)
-		}
-		return nil
+		return sqlstore.ConfigApplied(t.ctx, agentTx{s, t}, in)
 	})
-	return out, err
+	return agentlink.ConfigAppliedOut{}, err
 }
 
-// offline moves a device OFFLINE inside t, with a device.offline event when
-// it was connected.
-func (s *AgentStore) offline(t *ingestTx, dev agentlink.Device, from resource.DeviceStatus, at time.Time, reason string) (agentlink.StatusChange, error) {
-	ch := agentlink.StatusChange{Device: dev, From: from, To: resource.StatusOffline}
-	if _, err := t.stmt(s.st.offline).ExecContext(t.ctx, dev.ID); err != nil {
-		return ch, fmt.Errorf("sqlite: offline %s: %w", dev.ID, err)
-	}
-	switch from {
-	case resource.StatusOnline, resource.StatusRebooting, resource.StatusUpdating, resource.StatusError:
-		ev := agentlink.NewEvent(protocol.EventDeviceOffline, resource.SeverityWarning, "device is offline: "+reason, map[string]any{"reason": reason}, at)
-		if err := s.insertEvent(t, dev, ev); err != nil {
-			return ch, err
-		}
-		ch.Event = ev
-	}
-	return ch, nil
-}
-
-// Disconnect implements agentlink.Store.
+// Disconnect implements agentlink.Store (sqlstore.Disconnect).
 func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, session string, at time.Time, reason string) (agentlink.StatusChange, bool, error) {
 	var ch agentlink.StatusChange
 	var ok bool
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		var st string
-		err := t.stmt(s.st.session).QueryRowContext(t.ctx, dev.ID, session).Scan(&st)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: disconnect %s: %w", dev.ID, err)
-		}
-		ch, err = s.offline(t, dev, resource.DeviceStatus(st), at, reason)
-		ok = err == nil
+		var err error
+		ch, ok, err = sqlstore.Disconnect(t.ctx, agentTx{s, t}, dev, session, at, reason)
 		return err
 	})
 	return ch, ok, err
 }
 
-// Sweep implements agentlink.Store.
+// Sweep implements agentlink.Store (sqlstore.Sweep).
 func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.StatusChange, error) {
 	var out []agentlink.StatusChange
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		out = out[:0]
-		rows, err := t.stmt(s.st.due).QueryContext(t.ctx, now.UnixMilli())
-		if err != nil {
-			return fmt.Errorf("sqlite: sweep: %w", err)
-		}
-		var due []agentlink.Device
-		for rows.Next() {
-			var d agentlink.Device
-			var st string
-			if err := rows.Scan(&d.ID, &d.OrgID, &d.Model, &st); err != nil {
-				rows.Close()
-				return fmt.Errorf("sqlite: sweep: %w", err)
-			}
-			d.Status = resource.DeviceStatus(st)
-			due = append(due, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("sqlite: sweep: %w", err)
-		}
-		for _, d := range due {
-			ch, err := s.offline(t, d, d.Status, now, "no heartbeat (relay deadline passed)")
-			if err != nil {
-				return err
-			}
-			out = append(out, ch)
-		}
-		return nil
+		var err error
+		out, err = sqlstore.Sweep(t.ctx, agentTx{s, t}, now)
+		return err
 	})
 	return out, err
 }
@@ -435,19 +403,7 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 // Revoked implements agentlink.Store.
 func (s *AgentStore) Revoked(ctx context.Context) ([]string, error) {
 	rows, err := s.db.R.QueryContext(ctx, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: revoked devices: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("sqlite: revoked devices: %w", err)
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return collect(rows, err, "revoked devices", sqlstore.ScanString)
 }
 
 // Orphans implements agentlink.Store.

@@ -54,23 +54,8 @@ func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rul
 }
 
 func (s *AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert.Rule, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled
-		FROM alert_rules WHERE org_id = ? ORDER BY name`, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: rules: %w", err)
-	}
-	defer rows.Close()
-	var out []alert.Rule
-	for rows.Next() {
-		var r alert.Rule
-		var sev string
-		if err := rows.Scan(&r.ID, &r.OrgID, &r.Name, &sev, &r.Metric, &r.Threshold, &r.Clear, &r.Consecutive, &r.Enabled); err != nil {
-			return nil, fmt.Errorf("sqlite: rules: %w", err)
-		}
-		r.Severity = resource.Severity(sev)
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	rows, err := s.db.R.QueryContext(ctx, `SELECT `+sqlstore.RuleColumns+` FROM alert_rules WHERE org_id = ? ORDER BY name`, orgID)
+	return collect(rows, err, "rules", sqlstore.ScanRule)
 }
 
 // RecentMetrics returns the newest n samples captured at or before until,
@@ -152,27 +137,12 @@ func (s *AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID str
 // intervals at now, and that have no device_offline alert created since
 // their last heartbeat.
 func (s *AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID string, limit int) ([]alert.Offline, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT d.id, d.org_id, d.model, d.last_seen, d.agent_heartbeat_ms FROM devices d
+	rows, err := s.db.R.QueryContext(ctx, `SELECT `+sqlstore.OfflineColumns+` FROM devices d
 		WHERE d.status = 'OFFLINE' AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= ?
 		  AND (? = '' OR d.id = ?)
 		  AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.device_id = d.id
 		        AND a.rule_id = (SELECT r.id FROM alert_rules r WHERE r.org_id = d.org_id AND r.name = ?)
 		        AND a.created_at >= d.last_seen)
 		LIMIT ?`, now.UnixMilli(), deviceID, deviceID, alert.RuleDeviceOffline, limit)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: offline devices: %w", err)
-	}
-	defer rows.Close()
-	var out []alert.Offline
-	for rows.Next() {
-		var o alert.Offline
-		var seen, hb int64
-		if err := rows.Scan(&o.Device.ID, &o.Device.OrgID, &o.Device.Model, &seen, &hb); err != nil {
-			return nil, fmt.Errorf("sqlite: offline devices: %w", err)
-		}
-		o.LastSeen = time.UnixMilli(seen).UTC()
-		o.Heartbeat = time.Duration(hb) * time.Millisecond
-		out = append(out, o)
-	}
-	return out, rows.Err()
+	return collect(rows, err, "offline devices", sqlstore.ScanOffline)
 }

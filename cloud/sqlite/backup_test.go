@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/internal/sqlitetest"
+	"github.com/fleet/fleet/internal/testload"
 )
 
 // TestBackupUnderWriteLoad takes a backup while a writer keeps committing
@@ -24,50 +24,29 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		sqlitetest.Org(t, db, fmt.Sprintf("seed-%d", i))
 	}
-	var (
-		committed atomic.Int64 // orgs committed so far
-		stop      = make(chan struct{})
-		wg        sync.WaitGroup
-		writeErr  = make(chan error, 1)
-	)
+	var committed atomic.Int64 // orgs committed so far
 	committed.Store(50)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := db.CreateOrg(ctx, fmt.Sprintf("load-%d", i)); err != nil {
-				writeErr <- err
-				return
-			}
-			committed.Add(1)
+	stop := testload.Loop(t, func(i int) error {
+		if _, err := db.CreateOrg(ctx, fmt.Sprintf("load-%d", i)); err != nil {
+			return err
 		}
-	}()
+		committed.Add(1)
+		return nil
+	})
 	// Let the writer get going, then back up while it runs.
 	for committed.Load() < 200 {
-		select {
-		case err := <-writeErr:
-			t.Fatal(err)
-		case <-time.After(time.Millisecond):
+		if t.Failed() { // the writer failed
+			t.FailNow()
 		}
+		time.Sleep(time.Millisecond)
 	}
 	before := committed.Load()
 	out := filepath.Join(t.TempDir(), "copy.db")
 	res, err := sqlite.Backup(ctx, db.Path(), out)
 	after := committed.Load()
-	close(stop)
-	wg.Wait()
+	stop()
 	if err != nil {
 		t.Fatal(err)
-	}
-	select {
-	case err := <-writeErr:
-		t.Fatalf("writer: %v", err)
-	default:
 	}
 	if after == before {
 		t.Fatalf("no write committed during the backup: not a test under load")

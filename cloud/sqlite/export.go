@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
 // Export is a read-only snapshot of the whole database, table by table,
@@ -35,19 +37,7 @@ func (e *Export) Close() error { return e.tx.Rollback() }
 // migrations' bookkeeping left out).
 func (e *Export) Tables(ctx context.Context) ([]string, error) {
 	rows, err := e.tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: export: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, fmt.Errorf("sqlite: export: %w", err)
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return collect(rows, err, "export", sqlstore.ScanString)
 }
 
 // Range returns the smallest and largest value of an integer column of

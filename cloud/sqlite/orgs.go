@@ -33,7 +33,7 @@ const addRuleSQL = `INSERT OR IGNORE INTO alert_rules (id, org_id, name, severit
 func (db *DB) Org(ctx context.Context, id string) (cloud.Org, error) {
 	o, err := sqlstore.ScanOrg(db.R.QueryRowContext(ctx, `SELECT `+sqlstore.OrgColumns+` FROM orgs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return cloud.Org{}, cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", id)
+		return cloud.Org{}, sqlstore.OrgNotFound(id)
 	}
 	if err != nil {
 		return cloud.Org{}, fmt.Errorf("sqlite: org: %w", err)

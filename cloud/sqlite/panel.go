@@ -151,7 +151,7 @@ func (s *PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.W
 	err := db.R.QueryRowContext(ctx, `SELECT alert_webhook_url, webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
 		Scan(&out.AlertURL, &out.Secret, &prev, &until)
 	if errors.Is(err, sql.ErrNoRows) {
-		return out, cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
+		return out, sqlstore.OrgNotFound(orgID)
 	}
 	if err != nil {
 		return out, fmt.Errorf("sqlite: webhook settings: %w", err)

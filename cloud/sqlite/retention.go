@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
 // DefaultRetention is how long metrics and events are kept by default.
@@ -25,19 +26,10 @@ func (db *DB) SweepRetention(ctx context.Context, keep time.Duration) (metrics, 
 	// metrics has no index on captured_at alone: walk it per device through
 	// its primary key (device_id, captured_at).
 	rows, err := db.R.QueryContext(ctx, `SELECT id FROM devices`)
+	devices, err := collect(rows, err, "retention", sqlstore.ScanString)
 	if err != nil {
-		return 0, 0, fmt.Errorf("sqlite: retention: %w", err)
+		return 0, 0, err
 	}
-	var devices []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return 0, 0, fmt.Errorf("sqlite: retention: %w", err)
-		}
-		devices = append(devices, id)
-	}
-	rows.Close()
 	for _, id := range devices {
 		n, err := db.deleteBatches(ctx, `DELETE FROM metrics WHERE device_id = ?1 AND captured_at < ?2 AND captured_at IN
 			(SELECT captured_at FROM metrics WHERE device_id = ?1 AND captured_at < ?2 LIMIT `+fmt.Sprint(retentionBatch)+`)`, cut, id)

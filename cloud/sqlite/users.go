@@ -50,7 +50,7 @@ func (s *PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.Us
 			return err
 		}
 		if n == 0 {
-			return cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", u.OrgID)
+			return sqlstore.OrgNotFound(u.OrgID)
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE email = ?`, u.Email).Scan(&n); err != nil {
 			return err

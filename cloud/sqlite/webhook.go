@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -162,7 +161,7 @@ func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Se
 	err := s.db.R.QueryRowContext(ctx, `SELECT webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
 		Scan(&sec.Current, &sec.Previous, &until)
 	if errors.Is(err, sql.ErrNoRows) {
-		return webhook.Secrets{}, cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
+		return webhook.Secrets{}, sqlstore.OrgNotFound(orgID)
 	}
 	if err != nil {
 		return webhook.Secrets{}, fmt.Errorf("sqlite: org secret: %w", err)
@@ -294,21 +293,10 @@ func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
 	return newID, nil
 }
 
-// SetOrgAlertWebhook sets (or, with "", clears) the organization's alert
-// webhook URL, after webhook.ValidateURL.
+// SetOrgAlertWebhook implements cloud.Store (sqlstore.SetOrgAlertWebhook).
 func (db *DB) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	url = strings.TrimSpace(url)
-	if url != "" {
-		if err := webhook.ValidateURL("url", url); err != nil {
-			return err
-		}
-	}
-	res, err := db.W.ExecContext(ctx, `UPDATE orgs SET alert_webhook_url = ? WHERE id = ?`, url, orgID)
-	if err != nil {
-		return fmt.Errorf("sqlite: set alert webhook: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
+	if err := sqlstore.SetOrgAlertWebhook(ctx, sqlConn{db.W}, orgID, url); err != nil {
+		return wrapErr("set alert webhook", err)
 	}
 	return nil
 }
@@ -316,23 +304,11 @@ func (db *DB) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
 // MaxSecretGrace bounds the grace period of a rotated secret.
 const MaxSecretGrace = cloud.MaxSecretGrace
 
-// RotateOrgSecret gives the organization a fresh signing secret
-// (webhook.NewSecret) and returns it. Every attempt from then on is signed
-// with it; during grace (0 to MaxSecretGrace) the previous secret also signs
-// the Standard Webhooks header, so receivers can switch without refusing
-// deliveries.
+// RotateOrgSecret implements cloud.Store (sqlstore.RotateOrgSecret).
 func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
-	if grace < 0 || grace > MaxSecretGrace {
-		return "", cloud.Errorf(cloud.EINVALID, "grace must be between 0 and %s", MaxSecretGrace)
-	}
-	secret := webhook.NewSecret()
-	res, err := db.W.ExecContext(ctx, `UPDATE orgs SET previous_webhook_secret = CASE WHEN ? > 0 THEN webhook_secret ELSE '' END,
-		previous_secret_until = ?, webhook_secret = ? WHERE id = ?`, grace.Milliseconds(), db.Now().Add(grace).UnixMilli(), secret, orgID)
+	secret, err := sqlstore.RotateOrgSecret(ctx, sqlConn{db.W}, orgID, grace, db.Now())
 	if err != nil {
-		return "", fmt.Errorf("sqlite: rotate secret: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return "", cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", orgID)
+		return "", wrapErr("rotate secret", err)
 	}
 	return secret, nil
 }

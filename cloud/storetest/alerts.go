@@ -125,10 +125,7 @@ func testAlertStateTable(t *testing.T, open Opener) {
 // RESOLVED with one resolvedAt, each real change is heard once, and every
 // call answers consistently.
 func testAlertConcurrentTransitions(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	e2 := e.reopen()
-	org := e.org("acme")
-	d := e.device(org.ID, "IG-500")
+	e, e2, d := newTwoRelays(t, open)
 	a := e.alert(d, alert.RuleHighTemp, resource.AlertActive)
 	log := &alertLog{}
 	e.Store.Observe(nil, log)
@@ -142,15 +139,15 @@ func testAlertConcurrentTransitions(t *testing.T, open Opener) {
 	concurrently(50, func(i int) {
 		svc := []Stores{e.Stores, e2.Stores}[i%4/2].Store.Alerts()
 		if i%2 == 0 {
-			r, err := svc.Acknowledge(e.ctx, org.ID, a.ID)
+			r, err := svc.Acknowledge(e.ctx, d.OrgID, a.ID)
 			results <- result{"ack", r, err}
 		} else {
-			r, err := svc.Resolve(e.ctx, org.ID, a.ID)
+			r, err := svc.Resolve(e.ctx, d.OrgID, a.ID)
 			results <- result{"resolve", r, err}
 		}
 	})
 	close(results)
-	l, err := e.Store.Alerts().ListAlerts(e.ctx, org.ID, cloud.AlertFilter{State: resource.AlertResolved})
+	l, err := e.Store.Alerts().ListAlerts(e.ctx, d.OrgID, cloud.AlertFilter{State: resource.AlertResolved})
 	if err != nil || len(l.Data) != 1 || l.Data[0].ResolvedAt == nil {
 		t.Fatalf("resolved = %+v, %v", l.Data, err)
 	}
@@ -182,7 +179,7 @@ func testAlertConcurrentTransitions(t *testing.T, open Opener) {
 	if (acked == 1) != (final.AcknowledgedAt != nil) {
 		t.Errorf("acknowledgedAt %v but %d acknowledge events", final.AcknowledgedAt, acked)
 	}
-	evs, _ := e.Store.Devices().Events(e.ctx, org.ID, d.ID, cloud.EventFilter{Type: "alert.resolved"})
+	evs, _ := e.Store.Devices().Events(e.ctx, d.OrgID, d.ID, cloud.EventFilter{Type: "alert.resolved"})
 	if len(evs.Data) != 1 {
 		t.Errorf("%d alert.resolved events after 50 concurrent calls, want 1", len(evs.Data))
 	}
@@ -228,12 +225,9 @@ func testAlertFilters(t *testing.T, open Opener) {
 // device and rule, also when two relays open it at the same moment; a new
 // one may open once the last is resolved.
 func testOneOpenAlert(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	e2 := e.reopen()
-	org := e.org("acme")
-	d := e.device(org.ID, "IG-500")
-	r := e.rule(org.ID, alert.RuleDeviceOffline)
-	opening := alert.Opening{OrgID: org.ID, DeviceID: d.ID, Rule: r, Message: "offline", At: e.clock.Now(), WithEvent: true}
+	e, e2, d := newTwoRelays(t, open)
+	r := e.rule(d.OrgID, alert.RuleDeviceOffline)
+	opening := alert.Opening{OrgID: d.OrgID, DeviceID: d.ID, Rule: r, Message: "offline", At: e.clock.Now(), WithEvent: true}
 	var mu sync.Mutex
 	opened := 0
 	concurrently(20, func(i int) {
@@ -250,21 +244,21 @@ func testOneOpenAlert(t *testing.T, open Opener) {
 	if opened != 1 {
 		t.Fatalf("%d of 20 concurrent openings opened an alert, want 1", opened)
 	}
-	evs, _ := e.Store.Devices().Events(e.ctx, org.ID, d.ID, cloud.EventFilter{Type: "alert.device_offline"})
+	evs, _ := e.Store.Devices().Events(e.ctx, d.OrgID, d.ID, cloud.EventFilter{Type: "alert.device_offline"})
 	if len(evs.Data) != 1 {
 		t.Errorf("%d alert.device_offline events, want 1", len(evs.Data))
 	}
-	l, _ := e.Store.Alerts().ListAlerts(e.ctx, org.ID, cloud.AlertFilter{State: resource.AlertActive})
+	l, _ := e.Store.Alerts().ListAlerts(e.ctx, d.OrgID, cloud.AlertFilter{State: resource.AlertActive})
 	if len(l.Data) != 1 {
 		t.Fatalf("%d ACTIVE alerts", len(l.Data))
 	}
-	if _, err := e.Store.Alerts().Acknowledge(e.ctx, org.ID, l.Data[0].ID); err != nil {
+	if _, err := e.Store.Alerts().Acknowledge(e.ctx, d.OrgID, l.Data[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := e.Engine.OpenAlert(e.ctx, opening); err != nil || ok {
 		t.Errorf("opening beside an ACKNOWLEDGED alert: opened %v, %v", ok, err)
 	}
-	if _, err := e.Store.Alerts().Resolve(e.ctx, org.ID, l.Data[0].ID); err != nil {
+	if _, err := e.Store.Alerts().Resolve(e.ctx, d.OrgID, l.Data[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := e.Engine.OpenAlert(e.ctx, opening); err != nil || !ok {
@@ -329,11 +323,8 @@ func testAlertEngineStore(t *testing.T, open Opener) {
 // found (once per silence: not after a device_offline alert was created
 // since its last heartbeat), from what is stored, by any handle.
 func testOfflineDevices(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	e2 := e.reopen()
-	org := e.org("acme")
-	d := e.device(org.ID, "IG-500")
-	quiet := e.device(org.ID, "IG-500")
+	e, e2, d := newTwoRelays(t, open)
+	quiet := e.device(d.OrgID, "IG-500")
 	session := e.online(d, 10*time.Second)
 	e.online(quiet, 10*time.Second)
 	dev := e.auth(d)
@@ -345,14 +336,14 @@ func testOfflineDevices(t *testing.T, open Opener) {
 	}
 	now := e.clock.Now().Add(30 * time.Second)
 	off, err := e2.Engine.OfflineDevices(e.ctx, now, "", 100)
-	if err != nil || len(off) != 1 || off[0].Device.ID != d.ID || off[0].Device.OrgID != org.ID || off[0].Heartbeat != 10*time.Second || !off[0].LastSeen.Equal(t0) {
+	if err != nil || len(off) != 1 || off[0].Device.ID != d.ID || off[0].Device.OrgID != d.OrgID || off[0].Heartbeat != 10*time.Second || !off[0].LastSeen.Equal(t0) {
 		t.Fatalf("OfflineDevices = %+v, %v", off, err)
 	}
 	if off, _ := e2.Engine.OfflineDevices(e.ctx, now, quiet.ID, 100); len(off) != 0 {
 		t.Errorf("an ONLINE device is not offline: %+v", off)
 	}
-	r := e.rule(org.ID, alert.RuleDeviceOffline)
-	if _, ok, err := e.Engine.OpenAlert(e.ctx, alert.Opening{OrgID: org.ID, DeviceID: d.ID, Rule: r, Message: "offline", At: now, WithEvent: true}); err != nil || !ok {
+	r := e.rule(d.OrgID, alert.RuleDeviceOffline)
+	if _, ok, err := e.Engine.OpenAlert(e.ctx, alert.Opening{OrgID: d.OrgID, DeviceID: d.ID, Rule: r, Message: "offline", At: now, WithEvent: true}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if off, _ := e2.Engine.OfflineDevices(e.ctx, now.Add(time.Hour), "", 100); len(off) != 0 {

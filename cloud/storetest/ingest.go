@@ -121,10 +121,7 @@ func testRecordsExactlyOnce(t *testing.T, open Opener) {
 // handles (an agent that reconnected to another relay while the first
 // still wrote) is stored exactly once.
 func testRecordsFromTwoHandles(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	e2 := e.reopen()
-	org := e.org("acme")
-	d := e.device(org.ID, "IG-500")
+	e, e2, d := newTwoRelays(t, open)
 	var batch []protocol.Record
 	for i := 0; i < 200; i++ {
 		at := t0.Add(time.Duration(i) * time.Second)
@@ -172,12 +169,9 @@ func testRecordsFromTwoHandles(t *testing.T, open Opener) {
 // was made; the older session's writes are refused and its disconnect
 // changes nothing.
 func testSessions(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	e2 := e.reopen()
-	org := e.org("acme")
-	d := e.device(org.ID, "IG-500")
+	e, e2, d := newTwoRelays(t, open)
 	a := e.online(d, 30*time.Second)
-	row := e.deviceRow(org.ID, d.ID)
+	row := e.deviceRow(d.OrgID, d.ID)
 	if row.Status != resource.StatusOnline || row.LastSeen == nil || !row.LastSeen.Equal(t0) || row.FirmwareVersion != "fw-1" {
 		t.Fatalf("after hello: %+v", row)
 	}
@@ -205,7 +199,7 @@ func testSessions(t *testing.T, open Opener) {
 	if _, ok, err := e.Agent.Disconnect(e.ctx, dev, a, now, "connection closed"); err != nil || ok {
 		t.Errorf("disconnect of the superseded session: ok %v, %v", ok, err)
 	}
-	if st := e.deviceRow(org.ID, d.ID).Status; st != resource.StatusConnecting {
+	if st := e.deviceRow(d.OrgID, d.ID).Status; st != resource.StatusConnecting {
 		t.Errorf("status after the old session left: %s", st)
 	}
 	out, err := e2.Agent.Hello(e.ctx, agentlink.HelloIn{Device: dev, Session: b, At: now, HeartbeatInterval: 10 * time.Second, Deadline: now.Add(30 * time.Second),
@@ -219,7 +213,7 @@ func testSessions(t *testing.T, open Opener) {
 	if _, err := e.heartbeat(agentlink.HeartbeatIn{Device: dev, Session: b, At: now, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline, IPAddress: "10.0.0.7"}); err != nil {
 		t.Fatal(err)
 	}
-	row = e.deviceRow(org.ID, d.ID)
+	row = e.deviceRow(d.OrgID, d.ID)
 	if row.LastSeen == nil || !row.LastSeen.Equal(now) || row.IPAddress != "10.0.0.7" || row.FirmwareVersion != "fw-2" {
 		t.Errorf("after a heartbeat: %+v", row)
 	}
@@ -228,7 +222,7 @@ func testSessions(t *testing.T, open Opener) {
 	if err != nil || hb.Change.From != resource.StatusOnline || hb.Change.To != resource.StatusRebooting {
 		t.Errorf("status heartbeat: %+v, %v", hb, err)
 	}
-	if st := e.deviceRow(org.ID, d.ID).Status; st != resource.StatusRebooting {
+	if st := e.deviceRow(d.OrgID, d.ID).Status; st != resource.StatusRebooting {
 		t.Errorf("status %s, want REBOOTING", st)
 	}
 	if _, err := e.Agent.ConfigApplied(e.ctx, agentlink.ConfigAppliedIn{Device: dev, Session: b, At: now, Version: 0}); err != nil {
@@ -238,7 +232,7 @@ func testSessions(t *testing.T, open Opener) {
 	if err != nil || !ok || ch.To != resource.StatusOffline || ch.Event == nil || ch.Event.Type != protocol.EventDeviceOffline {
 		t.Fatalf("disconnect b: %+v %v %v", ch, ok, err)
 	}
-	if st := e.deviceRow(org.ID, d.ID).Status; st != resource.StatusOffline {
+	if st := e.deviceRow(d.OrgID, d.ID).Status; st != resource.StatusOffline {
 		t.Errorf("status %s, want OFFLINE", st)
 	}
 	if evs := e.eventsOf(d, protocol.EventDeviceOffline); len(evs) != 1 || evs[0].ID != ch.Event.ID {
@@ -250,11 +244,8 @@ func testSessions(t *testing.T, open Opener) {
 // OFFLINE by any handle's sweep, even when the handle that held its session
 // is gone; a revoked device with a session is listed for closing.
 func testSweepRevokedOrphans(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	e2 := e.reopen()
-	org := e.org("acme")
-	d := e.device(org.ID, "IG-500")
-	other := e.device(org.ID, "IG-500")
+	e, e2, d := newTwoRelays(t, open)
+	other := e.device(d.OrgID, "IG-500")
 	session := e.online(d, 10*time.Second) // deadline t0+30s
 	e.clock.Add(time.Second)
 	e.online(other, 10*time.Second) // deadline t0+31s
@@ -266,7 +257,7 @@ func testSweepRevokedOrphans(t *testing.T, open Opener) {
 		got[0].Event == nil || got[0].Event.Type != protocol.EventDeviceOffline {
 		t.Fatalf("sweep = %+v, %v", got, err)
 	}
-	if st := e.deviceRow(org.ID, d.ID).Status; st != resource.StatusOffline {
+	if st := e.deviceRow(d.OrgID, d.ID).Status; st != resource.StatusOffline {
 		t.Errorf("status %s", st)
 	}
 	if _, err := e.heartbeat(agentlink.HeartbeatIn{Device: e.auth(d), Session: session, At: e.clock.Now(), Status: resource.StatusOnline, PrevStatus: resource.StatusOnline}); !errors.Is(err, agentlink.ErrSessionGone) {

@@ -160,6 +160,15 @@ func (e *env) reopen() *env {
 	return &env{t: e.t, ctx: e.ctx, clock: e.clock, Stores: s}
 }
 
+// newTwoRelays is a store with a second handle on it, as two relays have,
+// and a device of the organization acme.
+func newTwoRelays(t testing.TB, open Opener) (e, e2 *env, d device) {
+	t.Helper()
+	e = newEnv(t, open)
+	e2 = e.reopen()
+	return e, e2, e.device(e.org("acme").ID, "IG-500")
+}
+
 func (e *env) org(name string) cloud.Org {
 	e.t.Helper()
 	o, err := e.Store.CreateOrg(e.ctx, name)
@@ -399,28 +408,6 @@ func concurrently(n int, fn func(i int)) {
 	}
 	close(start)
 	wg.Wait()
-}
-
-// during runs insert in a loop until the returned stop is called.
-func during(t testing.TB, insert func(i int) error) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if err := insert(i); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
 }
 
 func sameTime(a, b *resource.Time) bool {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/fleet/fleet/hw"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // Bus is an open CAN-FD socket (or an in-process endpoint).
@@ -373,7 +374,7 @@ func (p *Port) startTxFrame(c serialcfg.CANFD, f Frame) {
 	go func() {
 		defer close(done)
 		p.send(bus, f)
-		hw.Repeat(ctx, interval, func() { p.send(bus, f) })
+		tick.Every(ctx, interval, func() { p.send(bus, f) })
 		if interval == 0 {
 			p.mu.Lock()
 			p.txOn = false

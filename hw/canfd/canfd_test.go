@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleet/fleet/hw/canfd"
 	"github.com/fleet/fleet/hw/canfd/canfdtest"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
@@ -31,10 +32,18 @@ type rig struct {
 
 func newRig(t *testing.T, c serialcfg.Config) *rig {
 	t.Helper()
+	return newRigRefused(t, "can0", nil, c)
+}
+
+// newRigRefused is newRig on the interface named device, whose link
+// refuses every setting with refusal (nil: none refused) from the start.
+func newRigRefused(t *testing.T, device string, refusal error, c serialcfg.Config) *rig {
+	t.Helper()
 	r := &rig{bus: canfdtest.NewBus(), link: &canfdtest.Link{}}
+	r.link.Refuse(refusal)
 	r.peer = r.bus.Open()
 	t.Cleanup(func() { r.peer.Close() })
-	p, err := canfd.New(context.Background(), canfd.Options{Name: "canfd-1", Device: "can0", Open: r.bus.Opener(), Link: r.link}, c)
+	p, err := canfd.New(context.Background(), canfd.Options{Name: "canfd-1", Device: device, Open: r.bus.Opener(), Link: r.link}, c)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -46,17 +55,7 @@ func newRig(t *testing.T, c serialcfg.Config) *rig {
 // waitTelemetry polls until cond holds or fails after 3 s.
 func waitTelemetry(t *testing.T, p *canfd.Port, what string, cond func(serialcfg.Telemetry) bool) serialcfg.Telemetry {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		tm := p.Telemetry()
-		if cond(tm) {
-			return tm
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; telemetry %+v", what, tm)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return testwait.Value(t, what, 3*time.Second, 5*time.Millisecond, p.Telemetry, cond)
 }
 
 func payload(n int) []byte {
@@ -374,30 +373,22 @@ func TestRefusedSettingsDoNotRepeatASingleSend(t *testing.T) {
 }
 
 func TestVirtualInterfaceRefusalIsNoted(t *testing.T) {
-	bus := canfdtest.NewBus()
-	link := &canfdtest.Link{}
-	link.Refuse(fmt.Errorf("set bitrate on vcan0 (vcan): %w", canfd.ErrBitTimingUnsupported))
-	peer := bus.Open()
-	defer peer.Close()
-	p, err := canfd.New(context.Background(), canfd.Options{Name: "canfd-1", Device: "vcan0", Open: bus.Opener(), Link: link}, cfg(func(c *serialcfg.CANFD) {
+	refusal := fmt.Errorf("set bitrate on vcan0 (vcan): %w", canfd.ErrBitTimingUnsupported)
+	r := newRigRefused(t, "vcan0", refusal, cfg(func(c *serialcfg.CANFD) {
 		c.Tx = serialcfg.CANFDTx{Enabled: true, IntervalMs: 0, CanID: "0x42", DataHex: "42"}
 	}))
-	if err != nil {
-		t.Fatalf("New on a virtual interface: %v", err)
-	}
-	defer p.Close()
-	if err := waitFrame(peer, "042#42"); err != nil {
+	if err := waitFrame(r.peer, "042#42"); err != nil {
 		t.Fatal(err)
 	}
-	tm := waitTelemetry(t, p, "note", func(tm serialcfg.Telemetry) bool { return tm.Error != "" })
+	tm := waitTelemetry(t, r.port, "note", func(tm serialcfg.Telemetry) bool { return tm.Error != "" })
 	if tm.Error != "bitrate not applied: vcan0 has no bit timing (virtual interface)" {
 		t.Fatalf("error %q", tm.Error)
 	}
 	// A bus error outranks the note, and the note returns after it clears.
-	bus.InjectBusOff()
-	waitTelemetry(t, p, "bus-off", func(tm serialcfg.Telemetry) bool { return tm.Error == "bus-off" })
-	bus.InjectRestarted()
-	waitTelemetry(t, p, "note again", func(tm serialcfg.Telemetry) bool { return strings.HasPrefix(tm.Error, "bitrate not applied") })
+	r.bus.InjectBusOff()
+	waitTelemetry(t, r.port, "bus-off", func(tm serialcfg.Telemetry) bool { return tm.Error == "bus-off" })
+	r.bus.InjectRestarted()
+	waitTelemetry(t, r.port, "note again", func(tm serialcfg.Telemetry) bool { return strings.HasPrefix(tm.Error, "bitrate not applied") })
 }
 
 func TestListenOnly(t *testing.T) {
@@ -557,22 +548,14 @@ func TestApplyWhileInterfaceGone(t *testing.T) {
 }
 
 func TestLinkNotPermittedIsNoted(t *testing.T) {
-	bus := canfdtest.NewBus()
-	link := &canfdtest.Link{}
-	link.Refuse(fmt.Errorf("link can0: %w: operation not permitted", canfd.ErrNotPermitted))
-	peer := bus.Open()
-	defer peer.Close()
-	p, err := canfd.New(context.Background(), canfd.Options{Name: "canfd-1", Device: "can0", Open: bus.Opener(), Link: link}, cfg(func(c *serialcfg.CANFD) {
+	refusal := fmt.Errorf("link can0: %w: operation not permitted", canfd.ErrNotPermitted)
+	r := newRigRefused(t, "can0", refusal, cfg(func(c *serialcfg.CANFD) {
 		c.Tx = serialcfg.CANFDTx{Enabled: true, CanID: "0x1", DataHex: "01"}
 	}))
-	if err != nil {
-		t.Fatalf("New without permission to configure the link: %v", err)
-	}
-	defer p.Close()
-	if err := waitFrame(peer, "001#01"); err != nil {
+	if err := waitFrame(r.peer, "001#01"); err != nil {
 		t.Fatal(err)
 	}
-	if tm := p.Telemetry(); !strings.Contains(tm.Error, "no permission to configure can0") {
+	if tm := r.port.Telemetry(); !strings.Contains(tm.Error, "no permission to configure can0") {
 		t.Fatalf("error %q", tm.Error)
 	}
 }

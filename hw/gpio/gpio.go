@@ -23,6 +23,7 @@ import (
 
 	"github.com/fleet/fleet/hw"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // pollInterval bounds how long the input loop waits for an edge before it
@@ -213,7 +214,7 @@ func (p *Port) out(l pgpio.Level) error {
 // every interval; a single send (interval 0) ends txOn.
 func (p *Port) outputLoop(ctx context.Context, done chan struct{}, level pgpio.Level, interval time.Duration) {
 	defer close(done)
-	hw.Repeat(ctx, interval, func() {
+	tick.Every(ctx, interval, func() {
 		if err := p.out(level); err != nil {
 			p.log.Warn("write failed", "err", err)
 		}

@@ -70,6 +70,16 @@ echo
 echo "FLEET-BOOT kernel=$(uname -r) cpus=$(nproc) uptime=$(cut -d' ' -f1 /proc/uptime)"
 pass=0
 fail=0
+# result NAME STATUS prints NAME's result marker and counts it.
+result() {
+	if [ "$2" = 0 ]; then
+		echo "FLEET-RESULT $1 PASS"
+		pass=$((pass+1))
+	else
+		echo "FLEET-RESULT $1 FAIL exit=$2"
+		fail=$((fail+1))
+	fi
+}
 while read m; do
 	if insmod "/modules/$m.ko"; then
 		echo "FLEET-MODULE $m loaded"
@@ -86,27 +96,13 @@ while read bin pkg; do
 	echo "FLEET-RUN $pkg"
 	cd /tmp
 	"/tests/$bin" -test.v -test.run '^TestKernel' -test.timeout "$FLEET_GUEST_TEST_TIMEOUT" < /dev/null 2>&1
-	rc=$?
-	if [ "$rc" = 0 ]; then
-		echo "FLEET-RESULT $pkg PASS"
-		pass=$((pass+1))
-	else
-		echo "FLEET-RESULT $pkg FAIL exit=$rc"
-		fail=$((fail+1))
-	fi
+	result "$pkg" $?
 done < /tests/list
 if [ -f /command.sh ]; then
 	echo "FLEET-RUN command"
 	cd /tmp
 	sh /command.sh < /dev/null 2>&1
-	rc=$?
-	if [ "$rc" = 0 ]; then
-		echo "FLEET-RESULT command PASS"
-		pass=$((pass+1))
-	else
-		echo "FLEET-RESULT command FAIL exit=$rc"
-		fail=$((fail+1))
-	fi
+	result command $?
 fi
 echo "FLEET-DONE pass=$pass fail=$fail uptime=$(cut -d' ' -f1 /proc/uptime)"
 sync

@@ -445,12 +445,17 @@ func startRelay(dbPath, logPath string) (*relayProc, error) {
 	}
 }
 
-func (p *relayProc) rss() (int64, error) {
+// procStat is the relay process's /proc/<pid>/stat.
+func (p *relayProc) procStat() (procfs.ProcStat, error) {
 	proc, err := procfs.NewProc(p.cmd.Process.Pid)
 	if err != nil {
-		return 0, err
+		return procfs.ProcStat{}, err
 	}
-	st, err := proc.Stat()
+	return proc.Stat()
+}
+
+func (p *relayProc) rss() (int64, error) {
+	st, err := p.procStat()
 	if err != nil {
 		return 0, err
 	}
@@ -467,51 +472,47 @@ type memStats struct {
 // profile in text form (/debug/pprof/heap?debug=1).
 func (p *relayProc) memStats() (memStats, error) {
 	var m memStats
-	resp, err := p.get("/debug/pprof/heap?debug=1")
-	if err != nil {
-		return m, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "# TotalAlloc = "); ok {
-			fmt.Sscan(v, &m.totalAlloc)
-		} else if v, ok := strings.CutPrefix(sc.Text(), "# NumGC = "); ok {
-			fmt.Sscan(v, &m.numGC)
+	err := p.read("/debug/pprof/heap?debug=1", func(body io.Reader) error {
+		sc := bufio.NewScanner(body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "# TotalAlloc = "); ok {
+				fmt.Sscan(v, &m.totalAlloc)
+			} else if v, ok := strings.CutPrefix(sc.Text(), "# NumGC = "); ok {
+				fmt.Sscan(v, &m.numGC)
+			}
 		}
-	}
-	return m, sc.Err()
+		return sc.Err()
+	})
+	return m, err
 }
 
 // cpuTime is the user and system CPU time the relay process used so far
 // (0 when it cannot be read).
 func (p *relayProc) cpuTime() time.Duration {
-	proc, err := procfs.NewProc(p.cmd.Process.Pid)
-	if err != nil {
-		return 0
-	}
-	st, err := proc.Stat()
+	st, err := p.procStat()
 	if err != nil {
 		return 0
 	}
 	return time.Duration(st.CPUTime() * float64(time.Second))
 }
 
-// get requests path from the relay (10 s timeout).
-func (p *relayProc) get(path string) (*http.Response, error) {
+// read requests path from the relay (10 s timeout) and hands the body to
+// decode.
+func (p *relayProc) read(path string, decode func(body io.Reader) error) error {
 	c := http.Client{Timeout: 10 * time.Second}
-	return c.Get("http://" + p.addr + path)
+	resp, err := c.Get("http://" + p.addr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return decode(resp.Body)
 }
 
 func (p *relayProc) stats() (relayStats, error) {
 	var s relayStats
-	resp, err := p.get("/stats")
-	if err != nil {
-		return s, err
-	}
-	defer resp.Body.Close()
-	return s, json.NewDecoder(resp.Body).Decode(&s)
+	err := p.read("/stats", func(body io.Reader) error { return json.NewDecoder(body).Decode(&s) })
+	return s, err
 }
 
 func (p *relayProc) stop() error {

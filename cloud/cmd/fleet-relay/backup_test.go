@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleet/fleet/internal/sqlitetest"
+	"github.com/fleet/fleet/internal/testload"
 )
 
 // TestBackupWhileServing backs up the database of a running relay whose
@@ -32,25 +32,14 @@ func TestBackupWhileServing(t *testing.T) {
 		}
 		before = append(before, o.ID)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
 	writes := 0
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := m.DB.CreateOrg(ctx, fmt.Sprintf("during-%d", writes)); err != nil {
-				t.Error(err)
-				return
-			}
-			writes++
+	stop := testload.Loop(t, func(i int) error {
+		if _, err := m.DB.CreateOrg(ctx, fmt.Sprintf("during-%d", i)); err != nil {
+			return err
 		}
-	}()
+		writes++
+		return nil
+	})
 	time.Sleep(50 * time.Millisecond)
 	out := filepath.Join(dir, "backup", "relay-copy.db")
 	if err := os.Mkdir(filepath.Dir(out), 0o700); err != nil {
@@ -61,8 +50,7 @@ func TestBackupWhileServing(t *testing.T) {
 		Bytes int64  `json:"bytes"`
 	}
 	mustJSON(t, &got, "backup", "--db", db, "--out", out)
-	close(stop)
-	wg.Wait()
+	stop()
 	if writes == 0 {
 		t.Fatal("no writes during the backup")
 	}

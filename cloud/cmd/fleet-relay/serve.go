@@ -17,6 +17,7 @@ import (
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/relaymetrics"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // ServeConfig is the configuration of `fleet-relay serve`.
@@ -351,16 +352,9 @@ func (m *Main) Close() error {
 // while this relay is the leader (one relay of a cluster at a time), until
 // ctx ends, logging what it removed and any failure.
 func runRetention(ctx context.Context, st cloud.Store, leader func(context.Context) bool, keep, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	tick.NowAndEvery(ctx, interval, func() {
 		if !leader(ctx) {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				continue
-			}
+			return
 		}
 		m, e, err := st.SweepRetention(ctx, keep)
 		switch {
@@ -369,12 +363,7 @@ func runRetention(ctx context.Context, st cloud.Store, leader func(context.Conte
 		case m+e > 0:
 			log.Info("retention sweep", "metrics_deleted", m, "events_deleted", e)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // runServe is `fleet-relay serve`: run until ctx ends (SIGINT, SIGTERM),

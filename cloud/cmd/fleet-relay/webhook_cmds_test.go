@@ -22,6 +22,7 @@ import (
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/internal/fleetproc"
+	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -129,19 +130,15 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 		Metric: &resource.MetricSample{CapturedAt: resource.T(time.Now()), CPUPct: 5, MemPct: 20, DiskUsedPct: 97, TempCPU: 40}}}}})
 
 	// Kill the relay while retries are under way.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Until(t, 20*time.Second, func() string {
 		mu.Lock()
 		n := len(hits)
 		mu.Unlock()
 		if n >= changes+10 {
-			break
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d webhook requests before the kill", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Sprintf("only %d webhook requests before the kill", n)
+	})
 	relay.Process.Signal(syscall.SIGKILL)
 	relay.Wait()
 	killedAt := time.Now()
@@ -174,8 +171,7 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 
 	_, addr = startRelayBinary(t, bin, flags...)
 	api = "http://" + addr + "/api/v1/public"
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	testwait.UntilEvery(t, 30*time.Second, 50*time.Millisecond, func() string {
 		ds, err = store.WebhookDeliveries(ctx, ten.OrgID, 1000)
 		if err != nil {
 			t.Fatal(err)
@@ -187,13 +183,10 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 			}
 		}
 		if done == len(ds) {
-			break
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d delivered after the restart", done, len(ds))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Sprintf("%d of %d delivered after the restart", done, len(ds))
+	})
 
 	mu.Lock()
 	last := -1
@@ -225,24 +218,16 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 	if code, b := call("POST", "/alerts/"+list.Data[0].ID+"/acknowledge", ""); code != 200 {
 		t.Fatalf("acknowledge: %d %s", code, b)
 	}
-	deadline = time.Now().Add(15 * time.Second)
-	for {
+	testwait.For(t, "an alert.acknowledged webhook delivered", 15*time.Second, func() bool {
 		mu.Lock()
-		got := false
+		defer mu.Unlock()
 		for _, h := range hits {
 			if h.event == "alert.acknowledged" && seen[h.id] >= 3 {
-				got = true
+				return true
 			}
 		}
-		mu.Unlock()
-		if got {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no alert.acknowledged webhook delivered")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // TestWebhookAdminCommands runs the webhook admin commands on a database and

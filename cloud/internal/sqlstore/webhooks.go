@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -42,4 +43,46 @@ func WebhookDeliveries(ctx context.Context, q Querier, orgID string, limit int) 
 		}
 	}
 	return out, nil
+}
+
+// OrgNotFound is ENOTFOUND for organization id.
+func OrgNotFound(id string) error {
+	return cloud.Errorf(cloud.ENOTFOUND, "organization %q not found", id)
+}
+
+// SetOrgAlertWebhook sets (or, with "", clears) the organization's alert
+// webhook URL with q, after webhook.ValidateURL (cloud.Store's).
+func SetOrgAlertWebhook(ctx context.Context, q Querier, orgID, url string) error {
+	url = strings.TrimSpace(url)
+	if url != "" {
+		if err := webhook.ValidateURL("url", url); err != nil {
+			return err
+		}
+	}
+	n, err := q.Exec(ctx, `UPDATE orgs SET alert_webhook_url = ? WHERE id = ?`, url, orgID)
+	if err == nil && n == 0 {
+		return OrgNotFound(orgID)
+	}
+	return err
+}
+
+// RotateOrgSecret gives the organization a fresh signing secret
+// (webhook.NewSecret) with q and returns it (cloud.Store's). Every attempt
+// from then on is signed with it; during grace (0 to cloud.MaxSecretGrace
+// after now) the previous secret also signs the Standard Webhooks header,
+// so receivers can switch without refusing deliveries.
+func RotateOrgSecret(ctx context.Context, q Querier, orgID string, grace time.Duration, now time.Time) (string, error) {
+	if grace < 0 || grace > cloud.MaxSecretGrace {
+		return "", cloud.Errorf(cloud.EINVALID, "grace must be between 0 and %s", cloud.MaxSecretGrace)
+	}
+	secret := webhook.NewSecret()
+	n, err := q.Exec(ctx, `UPDATE orgs SET previous_webhook_secret = CASE WHEN CAST(? AS BIGINT) > 0 THEN webhook_secret ELSE '' END,
+		previous_secret_until = ?, webhook_secret = ? WHERE id = ?`, grace.Milliseconds(), now.Add(grace).UnixMilli(), secret, orgID)
+	if err != nil {
+		return "", err
+	}
+	if n == 0 {
+		return "", OrgNotFound(orgID)
+	}
+	return secret, nil
 }

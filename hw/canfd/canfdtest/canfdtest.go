@@ -167,7 +167,8 @@ func (e *Endpoint) Send(f canfd.Frame) error {
 	return nil
 }
 
-// Recv returns the next frame, or canfd.ErrClosed after Close.
+// Recv returns the next frame, or canfd.ErrClosed after Close, or an error
+// wrapping canfd.ErrDeviceGone after Unplug (both win over queued frames).
 func (e *Endpoint) Recv() (canfd.Frame, error) {
 	select {
 	case <-e.done:
@@ -176,6 +177,20 @@ func (e *Endpoint) Recv() (canfd.Frame, error) {
 		return canfd.Frame{}, fmt.Errorf("canfdtest: %w", canfd.ErrDeviceGone)
 	default:
 	}
+	return e.recv(nil, 0)
+}
+
+// RecvTimeout returns the next frame, or an error after Close, after
+// Unplug or when none came within d.
+func (e *Endpoint) RecvTimeout(d time.Duration) (canfd.Frame, error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	return e.recv(t.C, d)
+}
+
+// recv waits for a frame, Close, Unplug or timeout (which a nil channel
+// never brings), the one that fired after d.
+func (e *Endpoint) recv(timeout <-chan time.Time, d time.Duration) (canfd.Frame, error) {
 	select {
 	case f := <-e.ch:
 		return f, nil
@@ -183,19 +198,7 @@ func (e *Endpoint) Recv() (canfd.Frame, error) {
 		return canfd.Frame{}, canfd.ErrClosed
 	case <-e.gone:
 		return canfd.Frame{}, fmt.Errorf("canfdtest: %w", canfd.ErrDeviceGone)
-	}
-}
-
-// RecvTimeout returns the next frame or an error after d.
-func (e *Endpoint) RecvTimeout(d time.Duration) (canfd.Frame, error) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case f := <-e.ch:
-		return f, nil
-	case <-e.done:
-		return canfd.Frame{}, canfd.ErrClosed
-	case <-t.C:
+	case <-timeout:
 		return canfd.Frame{}, errors.New("canfdtest: no frame within " + d.String())
 	}
 }

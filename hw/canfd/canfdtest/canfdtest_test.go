@@ -9,12 +9,17 @@ import (
 	"github.com/fleet/fleet/hw/canfd/canfdtest"
 )
 
+// open attaches an endpoint to bus for the rest of the test.
+func open(t *testing.T, bus *canfdtest.Bus) *canfdtest.Endpoint {
+	t.Helper()
+	e := bus.Open()
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
 func TestDeliveryToOthersOnly(t *testing.T) {
 	bus := canfdtest.NewBus()
-	a, b, c := bus.Open(), bus.Open(), bus.Open()
-	defer a.Close()
-	defer b.Close()
-	defer c.Close()
+	a, b, c := open(t, bus), open(t, bus), open(t, bus)
 	if err := a.Send(canfd.Frame{ID: 0x123, FD: true, BRS: true, Data: []byte{1, 2}}); err != nil {
 		t.Fatal(err)
 	}
@@ -31,8 +36,7 @@ func TestDeliveryToOthersOnly(t *testing.T) {
 
 func TestSendChecksFrames(t *testing.T) {
 	bus := canfdtest.NewBus()
-	a := bus.Open()
-	defer a.Close()
+	a := open(t, bus)
 	if err := a.Send(canfd.Frame{ID: 1, FD: true, Data: make([]byte, 9)}); err == nil {
 		t.Fatal("9-byte FD frame accepted")
 	}
@@ -43,9 +47,7 @@ func TestSendChecksFrames(t *testing.T) {
 
 func TestQueueOverflowDrops(t *testing.T) {
 	bus := canfdtest.NewBus()
-	a, b := bus.Open(), bus.Open()
-	defer a.Close()
-	defer b.Close()
+	a, b := open(t, bus), open(t, bus)
 	for i := 0; i < canfdtest.QueueLen+10; i++ {
 		if err := a.Send(canfd.Frame{ID: 1, Data: []byte{byte(i)}}); err != nil {
 			t.Fatal(err)
@@ -78,8 +80,7 @@ func TestCloseUnblocksRecv(t *testing.T) {
 
 func TestUnplug(t *testing.T) {
 	bus := canfdtest.NewBus()
-	a := bus.Open()
-	defer a.Close()
+	a := open(t, bus)
 	bus.Unplug()
 	if _, err := a.Recv(); !errors.Is(err, canfd.ErrDeviceGone) {
 		t.Fatalf("Recv after Unplug = %v", err)
@@ -97,9 +98,7 @@ func TestUnplug(t *testing.T) {
 
 func TestInjectedErrorReachesEveryEndpoint(t *testing.T) {
 	bus := canfdtest.NewBus()
-	a, b := bus.Open(), bus.Open()
-	defer a.Close()
-	defer b.Close()
+	a, b := open(t, bus), open(t, bus)
 	bus.InjectBusOff()
 	for _, e := range []*canfdtest.Endpoint{a, b} {
 		f, err := e.RecvTimeout(time.Second)

@@ -140,8 +140,8 @@ type Sim struct {
 
 	mu      sync.Mutex
 	ids     map[int]bool
-	holding map[int]map[uint16]uint16
-	input   map[int]map[uint16]uint16
+	holding registers
+	input   registers
 	faults  map[int]Fault
 	stats   Stats
 	timing  Timing
@@ -157,7 +157,7 @@ func New(opts Options) *Sim {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sim{opts: opts, log: log, holding: map[int]map[uint16]uint16{}, input: map[int]map[uint16]uint16{}, faults: map[int]Fault{}}
+	s := &Sim{opts: opts, log: log, holding: registers{}, input: registers{}, faults: map[int]Fault{}}
 	if len(opts.IDs) > 0 {
 		s.ids = map[int]bool{}
 		for _, id := range opts.IDs {
@@ -193,10 +193,7 @@ func (s *Sim) inputLocked(slave int, reg uint16) uint16 {
 func (s *Sim) SetHolding(slave int, reg, v uint16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.holding[slave] == nil {
-		s.holding[slave] = map[uint16]uint16{}
-	}
-	s.holding[slave][reg] = v
+	s.holding.set(slave, reg, v)
 }
 
 // SetInput sets input register reg of slave. A register never set reads as
@@ -204,10 +201,18 @@ func (s *Sim) SetHolding(slave int, reg, v uint16) {
 func (s *Sim) SetInput(slave int, reg, v uint16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.input[slave] == nil {
-		s.input[slave] = map[uint16]uint16{}
+	s.input.set(slave, reg, v)
+}
+
+// registers is a table (holding or input) of the registers set or written
+// so far, by slave.
+type registers map[int]map[uint16]uint16
+
+func (r registers) set(slave int, reg, v uint16) {
+	if r[slave] == nil {
+		r[slave] = map[uint16]uint16{}
 	}
-	s.input[slave][reg] = v
+	r[slave][reg] = v
 }
 
 // SetFault sets the fault of slave; slave 0 applies to every slave without
@@ -280,10 +285,7 @@ func (s *Sim) Serve(ctx context.Context, line Line) error {
 		// Wait for the first byte, waking now and then to check ctx.
 		n, err := line.Read(buf, 50*time.Millisecond)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+			return unlessEnded(ctx, err)
 		}
 		if n == 0 {
 			continue
@@ -297,10 +299,7 @@ func (s *Sim) Serve(ctx context.Context, line Line) error {
 			}
 			k, err := line.Read(buf[n:], silence)
 			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
+				return unlessEnded(ctx, err)
 			}
 			if k == 0 {
 				break
@@ -320,13 +319,19 @@ func (s *Sim) Serve(ctx context.Context, line Line) error {
 		}
 		start = start.Add(fault.Delay)
 		if err := s.send(ctx, line, reply, first, start, fault.SplitGap); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+			return unlessEnded(ctx, err)
 		}
 	}
 	return nil
+}
+
+// unlessEnded is err, or nil once ctx ended: a line fails when Serve is
+// told to stop, and that is no error.
+func unlessEnded(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // send writes reply starting at start, each byte when it would have
@@ -445,11 +450,7 @@ func (s *Sim) pdu(id int, fc byte, data []byte, f Fault) []byte {
 		if len(data) != 4 {
 			return exc(3)
 		}
-		reg := binary.BigEndian.Uint16(data)
-		if s.holding[id] == nil {
-			s.holding[id] = map[uint16]uint16{}
-		}
-		s.holding[id][reg] = binary.BigEndian.Uint16(data[2:])
+		s.holding.set(id, binary.BigEndian.Uint16(data), binary.BigEndian.Uint16(data[2:]))
 		return append([]byte{fc}, data...)
 	}
 	return exc(1)

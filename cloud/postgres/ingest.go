@@ -42,9 +42,9 @@ type ingestWriter struct {
 	log *slog.Logger
 	q   *ingestq.Queue[*ingestJob]
 	// completions carries the heartbeats of each finished transaction to
-	// the completion goroutine, which calls their callbacks in order.
-	completions chan []completion
-	finished    chan struct{}
+	// the completion goroutine, which calls their callbacks in order
+	// (complete).
+	completions *ingestq.Completions[completion]
 	// bulk applies the heartbeats of a transaction, setting errs[i] for
 	// hbs[i]; an error it returns fails the whole transaction.
 	bulk func(ctx context.Context, tx pgx.Tx, hbs []*hbJob, errs []error) error
@@ -57,10 +57,9 @@ type completion struct {
 
 func newIngestWriter(db *DB, log *slog.Logger) *ingestWriter {
 	w := &ingestWriter{db: db, log: log, q: ingestq.New[*ingestJob](16384, ErrIngestClosed),
-		completions: make(chan []completion, 64), finished: make(chan struct{})}
+		completions: ingestq.NewCompletions(complete)}
 	w.q.Max, w.q.LingerBelow, w.q.Linger = maxJobsPerTx, lingerBelow, lingerTime
 	go w.loop()
-	go w.complete()
 	return w
 }
 
@@ -74,22 +73,19 @@ func (w *ingestWriter) enqueue(ctx context.Context, j *ingestJob) error {
 	return w.q.Put(ctx, j)
 }
 
-func (w *ingestWriter) complete() {
-	defer close(w.finished)
-	for cs := range w.completions {
-		for _, c := range cs {
-			c.hb.done(c.hb.out, c.err)
-		}
+// complete calls the heartbeats' callbacks of a finished transaction.
+func complete(cs []completion) {
+	for _, c := range cs {
+		c.hb.done(c.hb.out, c.err)
 	}
 }
 
 func (w *ingestWriter) close() {
 	w.q.Close()
-	<-w.finished
+	w.completions.Close()
 }
 
 func (w *ingestWriter) loop() {
-	defer close(w.completions)
 	w.q.Run(nil, w.run)
 }
 
@@ -112,7 +108,7 @@ func (w *ingestWriter) run(batch []*ingestJob) {
 			w.db.forgetPartitions("events")
 		}
 	}
-	var cs []completion
+	cs := w.completions.Slice()
 	for i, j := range batch {
 		e := errs[i]
 		if err != nil {
@@ -124,9 +120,7 @@ func (w *ingestWriter) run(batch []*ingestJob) {
 			j.done <- e
 		}
 	}
-	if len(cs) > 0 {
-		w.completions <- cs
-	}
+	w.completions.Send(cs)
 }
 
 // retryable errors are worth running the same transaction again for.

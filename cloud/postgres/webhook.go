@@ -348,10 +348,8 @@ func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string
 // Prune deletes deliveries that ended before t, with their attempts, 2,000
 // at a time.
 func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
-	for {
-		var n int64
-		err := s.db.writeTx(ctx, func(tx pgx.Tx) error {
+	total, err := sqlstore.DeleteBatches(2000, func() (n int64, err error) {
+		err = s.db.writeTx(ctx, func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, `DELETE FROM webhook_deliveries WHERE seq IN
 				(SELECT seq FROM webhook_deliveries WHERE ended_at IS NOT NULL AND ended_at < $1 LIMIT 2000) RETURNING id`, before.UnixMilli())
 			if err != nil {
@@ -365,14 +363,12 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 			_, err = tx.Exec(ctx, `DELETE FROM webhook_attempts WHERE delivery_id = ANY($1)`, gone)
 			return err
 		})
-		if err != nil {
-			return total, storeError("postgres: prune deliveries: %w", err)
-		}
-		total += n
-		if n < 2000 {
-			return total, nil
-		}
+		return n, err
+	})
+	if err != nil {
+		return total, storeError("postgres: prune deliveries: %w", err)
 	}
+	return total, nil
 }
 
 // WebhookDeliveries returns the organization's most recent deliveries,

@@ -46,14 +46,11 @@ type ingestWriter struct {
 	log *slog.Logger
 	q   *ingestq.Queue[*ingestJob]
 	// completions carries the callbacks of each committed transaction to
-	// the completion goroutine, which runs them in order; finished is
-	// closed when it has run them all.
-	completions chan []completion
-	finished    chan struct{}
-	// spare holds emptied completion slices for reuse; errs, hbs and
-	// hbErrs are the writer goroutine's buffers: together they keep a
-	// transaction from allocating per job.
-	spare  chan []completion
+	// the completion goroutine, which runs them in order (complete).
+	completions *ingestq.Completions[completion]
+	// errs, hbs and hbErrs are the writer goroutine's buffers: with the
+	// completions' reused slices they keep a transaction from allocating
+	// per job.
 	errs   []error
 	hbs    []*ingestJob
 	hbErrs []error
@@ -147,13 +144,10 @@ func newIngestWriter(db *DB, log *slog.Logger) (*ingestWriter, error) {
 		log: log,
 		q:   ingestq.New[*ingestJob](16384, ErrIngestClosed),
 
-		completions: make(chan []completion, 64),
-		spare:       make(chan []completion, 66),
-		finished:    make(chan struct{}),
+		completions: ingestq.NewCompletions(complete),
 	}
 	w.q.Max, w.q.LingerBelow, w.q.Linger = maxJobsPerTx, lingerBelow, lingerTime
 	go w.loop()
-	go w.complete()
 	return w, nil
 }
 
@@ -179,29 +173,21 @@ type completion struct {
 	err   error
 }
 
-// complete runs the callbacks of committed transactions.
-func (w *ingestWriter) complete() {
-	defer close(w.finished)
-	for cs := range w.completions {
-		for _, c := range cs {
-			if c.hb != nil {
-				c.hb.done(c.hb.out, c.err)
-				c.hb.release()
-			} else {
-				c.after(c.err)
-			}
-		}
-		clear(cs)
-		select {
-		case w.spare <- cs[:0]:
-		default:
+// complete runs the callbacks of a committed transaction.
+func complete(cs []completion) {
+	for _, c := range cs {
+		if c.hb != nil {
+			c.hb.done(c.hb.out, c.err)
+			c.hb.release()
+		} else {
+			c.after(c.err)
 		}
 	}
 }
 
 func (w *ingestWriter) close() {
 	w.q.Close()
-	<-w.finished
+	w.completions.Close()
 	w.spBegin.Close()
 	w.spRollback.Close()
 	w.spRelease.Close()
@@ -214,7 +200,6 @@ func (w *ingestWriter) loop() {
 	} else if err != nil {
 		w.log.Info("ingest writer runs at normal priority", "err", err)
 	}
-	defer close(w.completions)
 	w.q.Run(make([]*ingestJob, 0, 256), w.run)
 }
 
@@ -228,11 +213,7 @@ func (w *ingestWriter) run(batch []*ingestJob) {
 	start := time.Now()
 	commit, err := w.runTx(batch, errs)
 	busy := time.Since(start)
-	var cs []completion
-	select {
-	case cs = <-w.spare:
-	default:
-	}
+	cs := w.completions.Slice()
 	for i, j := range batch {
 		e := errs[i]
 		if err != nil {
@@ -247,14 +228,7 @@ func (w *ingestWriter) run(batch []*ingestJob) {
 			j.done <- e
 		}
 	}
-	if len(cs) > 0 {
-		w.completions <- cs
-	} else if cs != nil {
-		select {
-		case w.spare <- cs:
-		default:
-		}
-	}
+	w.completions.Send(cs)
 	w.mu.Lock()
 	w.stats.Transactions++
 	w.stats.Jobs += int64(len(batch))

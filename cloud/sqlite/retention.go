@@ -43,17 +43,18 @@ func (db *DB) SweepRetention(ctx context.Context, keep time.Duration) (metrics, 
 	return metrics, events, err
 }
 
+// deleteBatches runs query (arguments: device, cut), which deletes up to
+// retentionBatch rows, until it deletes fewer (sqlstore.DeleteBatches).
 func (db *DB) deleteBatches(ctx context.Context, query string, cut int64, device string) (int64, error) {
-	var total int64
-	for {
+	total, err := sqlstore.DeleteBatches(retentionBatch, func() (int64, error) {
 		res, err := db.W.ExecContext(ctx, query, device, cut)
 		if err != nil {
-			return total, fmt.Errorf("sqlite: retention: %w", err)
+			return 0, err
 		}
-		n, _ := res.RowsAffected()
-		total += n
-		if n < retentionBatch {
-			return total, nil
-		}
+		return res.RowsAffected()
+	})
+	if err != nil {
+		return total, fmt.Errorf("sqlite: retention: %w", err)
 	}
+	return total, nil
 }

@@ -213,11 +213,9 @@ func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string
 // transactions of at most 2,000 deliveries so that the writer is never held
 // for long.
 func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
-	for {
-		var n int64
-		err := s.db.WriteTx(ctx, func(tx *sql.Tx) error {
-			const pick = `SELECT id FROM webhook_deliveries WHERE ended_at IS NOT NULL AND ended_at < ? LIMIT 2000`
+	const pick = `SELECT id FROM webhook_deliveries WHERE ended_at IS NOT NULL AND ended_at < ? LIMIT 2000`
+	total, err := sqlstore.DeleteBatches(2000, func() (n int64, err error) {
+		err = s.db.WriteTx(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_attempts WHERE delivery_id IN (`+pick+`)`, before.UnixMilli()); err != nil {
 				return err
 			}
@@ -228,14 +226,12 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 			n, err = res.RowsAffected()
 			return err
 		})
-		if err != nil {
-			return total, fmt.Errorf("sqlite: prune deliveries: %w", err)
-		}
-		total += n
-		if n < 2000 {
-			return total, nil
-		}
+		return n, err
+	})
+	if err != nil {
+		return total, fmt.Errorf("sqlite: prune deliveries: %w", err)
 	}
+	return total, nil
 }
 
 // WebhookDeliveries returns the organization's most recent deliveries,

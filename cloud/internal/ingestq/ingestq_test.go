@@ -107,3 +107,30 @@ func TestPutWait(t *testing.T) {
 		t.Errorf("after Close: %v, want %v", err, errClosed)
 	}
 }
+
+// TestCompletions sends batches of outcomes: they are completed in the
+// order sent, Close returns once all were, and an emptied slice comes back
+// from Slice for the next batch.
+func TestCompletions(t *testing.T) {
+	var got []int
+	c := NewCompletions(func(cs []int) { got = append(got, cs...) })
+	for i := 0; i < 100; i += 10 {
+		cs := c.Slice()
+		for j := i; j < i+10; j++ {
+			cs = append(cs, j)
+		}
+		c.Send(cs)
+	}
+	c.Send(nil)
+	c.Close()
+	want := make([]int, 100)
+	for i := range want {
+		want[i] = i
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("completed %v, want %v", got, want)
+	}
+	if cs := c.Slice(); cs == nil || len(cs) != 0 || cap(cs) < 10 {
+		t.Errorf("Slice after the batches: len %d cap %d, want an emptied slice of a batch", len(cs), cap(cs))
+	}
+}

@@ -46,3 +46,20 @@ func EachRow(rows Rows, each func(Row) error) error {
 	}
 	return rows.Err()
 }
+
+// DeleteBatches runs del, which deletes up to limit rows (in a short
+// transaction, so that writers are never held for long), again until it
+// deletes fewer, and returns how many rows it deleted in all.
+func DeleteBatches(limit int64, del func() (int64, error)) (int64, error) {
+	var total int64
+	for {
+		n, err := del()
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < limit {
+			return total, nil
+		}
+	}
+}

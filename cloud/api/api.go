@@ -7,6 +7,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -57,8 +58,11 @@ type Config struct {
 	// RateCounter, when set, holds the rate-limit counts (shared between
 	// relays, e.g. cloud/redis); nil counts in this process's memory.
 	RateCounter httprate.LimitCounter
-	// Logger receives the access log and internal errors; nil discards.
+	// Logger receives internal errors, and the access log unless AccessLog
+	// is set; nil discards.
 	Logger *slog.Logger
+	// AccessLog, when set, receives the access log: one line per request.
+	AccessLog *slog.Logger
 	// Now is the clock (metrics window defaults); nil means time.Now.
 	Now cloud.Now
 	// Requests, when set, hears about every answered request (Prometheus
@@ -75,6 +79,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	access  *slog.Logger // the access log
 	now     cloud.Now
 	limit   int
 	window  time.Duration
@@ -107,6 +112,7 @@ func NewServer(cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.access = cmp.Or(cfg.AccessLog, s.log)
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -134,14 +134,14 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 		if s.cfg.Requests != nil {
 			s.cfg.Requests.ObserveRequest(s.routeLabels.of(chi.RouteContext(ctx)), r.Method, status, time.Since(start))
 		}
-		if !s.log.Enabled(ctx, slog.LevelInfo) {
+		if !s.access.Enabled(ctx, slog.LevelInfo) {
 			return
 		}
 		keyID := ""
 		if rec.info.key != nil {
 			keyID = rec.info.key.ID
 		}
-		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
+		s.access.LogAttrs(ctx, slog.LevelInfo, "request",
 			slog.String("request_id", rec.info.id),
 			slog.String("method", r.Method),
 			slog.String("path", safePath(r.URL.Path)),

@@ -106,10 +106,15 @@ func (db *DB) Versioner() cloud.Versioner { return db }
 // without the change. Transactions of any database on the server move it,
 // which costs cache hits, never correctness. It is one round trip, read
 // once per API request (cloud.MemoVersion), instead of the request's key
-// row and list page.
+// row and list page; requests that arrive together share one read that
+// began after each of them arrived (freshRead).
 func (db *DB) DataVersion(ctx context.Context) (uint64, error) {
-	return cloud.MemoVersion(ctx, db.snapshotVersion)
+	return cloud.MemoVersion(ctx, db.version.Do)
 }
+
+// versionTimeout bounds one read of the data version: the requests waiting
+// for it answer 503 rather than hang on a server that stopped answering.
+const versionTimeout = 5 * time.Second
 
 func (db *DB) snapshotVersion(ctx context.Context) (uint64, error) {
 	var snap string

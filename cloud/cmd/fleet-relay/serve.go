@@ -105,6 +105,8 @@ type Main struct {
 	done     chan struct{}
 	serveErr error
 	logOut   io.Writer
+	access   *logBatch    // the access log's batches (Run starts it, Close flushes it)
+	logLevel slog.Leveler // the level ParseFlags set
 
 	metricsAddr string // set by the metrics extension with --metrics-listen
 }
@@ -175,8 +177,16 @@ func (m *Main) ParseFlags(args []string) error {
 		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
 	}
 	m.Logger = slog.New(slog.NewJSONHandler(m.logOut, &slog.HandlerOptions{Level: lvl}))
+	m.logLevel = lvl
 	return nil
 }
+
+// The access log (a line per API request) is written in batches of up to
+// accessLogBatch bytes, at least every accessLogInterval (logBatch).
+const (
+	accessLogBatch    = 64 << 10
+	accessLogInterval = 200 * time.Millisecond
+)
 
 // Run starts the HTTP server (answering /healthz, and 503 elsewhere, while
 // the store opens), opens the store (applying migrations), starts the
@@ -217,9 +227,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.stops = append(m.stops, stop)
 		}
 	}
+	m.access = newLogBatch(m.logOut, accessLogBatch, accessLogInterval)
+	access := slog.New(slog.NewJSONHandler(m.access, &slog.HandlerOptions{Level: m.logLevel})).With("component", "api")
 	apiServer := api.NewServer(api.Config{
 		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Auth: m.Store.Auth,
-		Versioner: m.DB.Versioner(), RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), Now: m.DB.Now,
+		Versioner: m.DB.Versioner(), RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), AccessLog: access, Now: m.DB.Now,
 		Requests: m.Metrics.Requests(), Ready: m.ready.Ready, RateCounter: m.rateCounter,
 	})
 	mux.Handle("/", apiServer)
@@ -317,6 +329,9 @@ func (m *Main) Close() error {
 		}
 	}
 	m.stops = nil
+	if m.access != nil {
+		m.access.Close()
+	}
 	if m.cancel != nil {
 		m.cancel()
 	}

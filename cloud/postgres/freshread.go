@@ -1,0 +1,92 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// freshRead shares one read of a value among callers that arrive together,
+// without ever handing a caller a read that started before it arrived.
+//
+// The data version is read once per API request, a round trip to the
+// server, and every relay reads it for every request so that a key revoked
+// through any relay is refused at the very next request. Sharing a read
+// already under way (as golang.org/x/sync/singleflight does) would break
+// that: its snapshot may predate the caller, and the revocation committed
+// just before the caller's request. So a caller that finds a read under way
+// waits for the next one, which starts once the one under way is done and
+// serves everyone who arrived meanwhile. At most two reads are ever
+// outstanding (one under way, one gathering callers), and with N requests
+// in flight a relay sends about one read per round trip instead of N.
+type freshRead struct {
+	read    func(context.Context) (uint64, error)
+	timeout time.Duration
+
+	mu      sync.Mutex
+	running *readCall // the read under way, if any
+	next    *readCall // callers gathered for the read after it, if any
+}
+
+type readCall struct {
+	done    chan struct{}
+	callers int // how many Do calls this read serves (under freshRead.mu)
+	v       uint64
+	err     error
+}
+
+// Do returns the result of a read that started after Do was called.
+func (f *freshRead) Do(ctx context.Context) (uint64, error) {
+	f.mu.Lock()
+	switch {
+	case f.next != nil:
+		// The next read has not started (its leader starts it under mu, at
+		// the moment it clears next): it starts after this call.
+		c := f.next
+		c.callers++
+		f.mu.Unlock()
+		return c.wait(ctx)
+	case f.running == nil:
+		c := &readCall{done: make(chan struct{}), callers: 1}
+		f.running = c
+		f.mu.Unlock()
+		f.run(ctx, c)
+		return c.v, c.err
+	}
+	// A read is under way, begun before this call: gather the next one and
+	// lead it once that read is done.
+	c := &readCall{done: make(chan struct{}), callers: 1}
+	f.next = c
+	prev := f.running
+	f.mu.Unlock()
+	<-prev.done
+	f.mu.Lock()
+	f.next, f.running = nil, c
+	f.mu.Unlock()
+	f.run(ctx, c)
+	return c.v, c.err
+}
+
+// run reads for c, whose callers may have contexts other than ctx: the read
+// is not cut short by the leader's request ending, only by the timeout.
+func (f *freshRead) run(ctx context.Context, c *readCall) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
+	c.v, c.err = f.read(rctx)
+	cancel()
+	f.mu.Lock()
+	if f.running == c {
+		f.running = nil
+	}
+	f.mu.Unlock()
+	close(c.done)
+}
+
+// wait returns c's result, or ctx's error if ctx ends first.
+func (c *readCall) wait(ctx context.Context) (uint64, error) {
+	select {
+	case <-c.done:
+		return c.v, c.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}

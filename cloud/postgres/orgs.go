@@ -63,19 +63,13 @@ func (db *DB) ListOrgs(ctx context.Context) ([]cloud.Org, error) {
 
 // SetOrgAlertWebhook implements cloud.Store (sqlstore.SetOrgAlertWebhook).
 func (db *DB) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	if err := sqlstore.SetOrgAlertWebhook(ctx, pgConn{db.Pool}, orgID, url); err != nil {
-		return wrapErr("set alert webhook", err)
-	}
-	return nil
+	return wrapErr("set alert webhook", sqlstore.SetOrgAlertWebhook(ctx, pgConn{db.Pool}, orgID, url))
 }
 
 // RotateOrgSecret implements cloud.Store (sqlstore.RotateOrgSecret).
 func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
 	secret, err := sqlstore.RotateOrgSecret(ctx, pgConn{db.Pool}, orgID, grace, db.Now())
-	if err != nil {
-		return "", wrapErr("rotate secret", err)
-	}
-	return secret, nil
+	return secret, wrapErr("rotate secret", err)
 }
 
 // CreateKey makes a key for the organization and stores its bcrypt hash.

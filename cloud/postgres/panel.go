@@ -43,17 +43,15 @@ func (t tables) UserTx(ctx context.Context, orgID, what string, fn func(sqlstore
 		}
 		return fn(pgConn{tx})
 	})
-	if err != nil {
-		return wrapErr(what, err)
-	}
-	return nil
+	return wrapErr(what, err)
 }
 
 var userNotFound = sqlstore.UserNotFound
 
-// wrapErr passes domain errors through and wraps the others as internal.
+// wrapErr passes nil and domain errors through and wraps the others as
+// internal.
 func wrapErr(what string, err error) error {
-	if cloud.ErrorCode(err) != cloud.EINTERNAL {
+	if err == nil || cloud.ErrorCode(err) != cloud.EINTERNAL {
 		return err
 	}
 	return storeError("postgres: %s: %w", what, err)

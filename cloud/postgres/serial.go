@@ -98,10 +98,7 @@ func (t tables) PutChannel(ctx context.Context, deviceID, channelID, config stri
 		}
 		return notifyConfig(ctx, tx, deviceID)
 	})
-	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
-		return storeError("postgres: put channel: %w", err)
-	}
-	return err
+	return wrapErr("put channel", err)
 }
 
 // notifyConfig tells every relay listening (Listen) that deviceID's

@@ -296,10 +296,7 @@ func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*
 // OrgSecrets implements webhook.Store (sqlstore.OrgSecrets).
 func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
 	sec, err := sqlstore.OrgSecrets(ctx, pgConn{s.db.Pool}, orgID, s.db.Now())
-	if err != nil {
-		return webhook.Secrets{}, wrapErr("org secret", err)
-	}
-	return sec, nil
+	return sec, wrapErr("org secret", err)
 }
 
 // Forwarding returns the device's organization and its forwarding URL when
@@ -325,10 +322,7 @@ func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string,
 // AlertTarget implements webhook.Store (sqlstore.AlertTarget).
 func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string, string, error) {
 	orgID, url, err := sqlstore.AlertTarget(ctx, pgConn{s.db.Pool}, deviceID)
-	if err != nil {
-		return "", "", wrapErr("alert target", err)
-	}
-	return orgID, url, nil
+	return orgID, url, wrapErr("alert target", err)
 }
 
 // Prune deletes deliveries that ended before t, with their attempts, 2,000
@@ -405,10 +399,7 @@ func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
 		return notify(ctx, tx, channelOutbox, "") // a relay takes it now rather than at its next poll
 	})
 	if err != nil {
-		if cloud.ErrorCode(err) != cloud.EINTERNAL {
-			return "", err
-		}
-		return "", storeError("postgres: redeliver: %w", err)
+		return "", wrapErr("redeliver", err)
 	}
 	return newID, nil
 }

@@ -39,11 +39,7 @@ var alertNotFound = sqlstore.AlertNotFound
 // AlertTx implements sqlstore.AlertTables: an immediate transaction on the
 // writer, so concurrent calls serialize.
 func (t tables) AlertTx(ctx context.Context, eventsAt int64, what string, fn func(sqlstore.Querier) error) error {
-	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) })
-	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
-		return fmt.Errorf("sqlite: %s: %w", what, err)
-	}
-	return err
+	return wrapErr(what, t.db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) }))
 }
 
 // NewAlert is what InsertAlert needs. RuleID or RuleName (of the device's
@@ -119,10 +115,7 @@ func (db *DB) InsertAlert(ctx context.Context, na NewAlert) (resource.Alert, err
 		return err
 	})
 	if err != nil {
-		if cloud.ErrorCode(err) != cloud.EINTERNAL {
-			return resource.Alert{}, err
-		}
-		return resource.Alert{}, fmt.Errorf("sqlite: insert alert: %w", err)
+		return resource.Alert{}, wrapErr("insert alert", err)
 	}
 	return a, nil
 }

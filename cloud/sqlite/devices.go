@@ -139,10 +139,7 @@ func (db *DB) AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetai
 		return err
 	})
 	if err != nil {
-		if cloud.ErrorCode(err) != cloud.EINTERNAL {
-			return resource.DeviceDetail{}, "", err
-		}
-		return resource.DeviceDetail{}, "", fmt.Errorf("sqlite: add device: %w", err)
+		return resource.DeviceDetail{}, "", wrapErr("add device", err)
 	}
 	return d.Detail, d.Token, nil
 }

@@ -99,10 +99,7 @@ func (t tables) PutChannel(ctx context.Context, deviceID, channelID, config stri
 		_, err = tx.ExecContext(ctx, `UPDATE serial_state SET desired_version = desired_version + 1 WHERE device_id = ?`, deviceID)
 		return err
 	})
-	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
-		return fmt.Errorf("sqlite: put channel: %w", err)
-	}
-	return err
+	return wrapErr("put channel", err)
 }
 
 // SetChannelTelemetry stores the channels' last reported values and sets the

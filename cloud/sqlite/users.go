@@ -28,11 +28,7 @@ func NewPanelStore(db *DB) *PanelStore {
 // UserTx implements sqlstore.UserTables: the writer's transaction
 // serializes the changes.
 func (t tables) UserTx(ctx context.Context, orgID, what string, fn func(sqlstore.Querier) error) error {
-	err := t.db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) })
-	if err != nil {
-		return wrapErr(what, err)
-	}
-	return nil
+	return wrapErr(what, t.db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) }))
 }
 
 var userNotFound = sqlstore.UserNotFound
@@ -68,9 +64,10 @@ func (s *PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.Us
 	return u, nil
 }
 
-// wrapErr passes domain errors through and wraps the others as internal.
+// wrapErr passes nil and domain errors through and wraps the others as
+// internal.
 func wrapErr(what string, err error) error {
-	if cloud.ErrorCode(err) != cloud.EINTERNAL {
+	if err == nil || cloud.ErrorCode(err) != cloud.EINTERNAL {
 		return err
 	}
 	return fmt.Errorf("sqlite: %s: %w", what, err)

@@ -156,10 +156,7 @@ func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*
 // OrgSecrets implements webhook.Store (sqlstore.OrgSecrets).
 func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
 	sec, err := sqlstore.OrgSecrets(ctx, sqlConn{s.db.R}, orgID, s.db.Now())
-	if err != nil {
-		return webhook.Secrets{}, wrapErr("org secret", err)
-	}
-	return sec, nil
+	return sec, wrapErr("org secret", err)
 }
 
 // Forwarding returns the device's organization and its forwarding URL when
@@ -189,10 +186,7 @@ func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string,
 // AlertTarget implements webhook.Store (sqlstore.AlertTarget).
 func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string, string, error) {
 	orgID, url, err := sqlstore.AlertTarget(ctx, sqlConn{s.db.R}, deviceID)
-	if err != nil {
-		return "", "", wrapErr("alert target", err)
-	}
-	return orgID, url, nil
+	return orgID, url, wrapErr("alert target", err)
 }
 
 // Prune deletes deliveries that ended before t, with their attempts, in
@@ -267,20 +261,14 @@ func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
 		return nil
 	})
 	if err != nil {
-		if cloud.ErrorCode(err) != cloud.EINTERNAL {
-			return "", err
-		}
-		return "", fmt.Errorf("sqlite: redeliver: %w", err)
+		return "", wrapErr("redeliver", err)
 	}
 	return newID, nil
 }
 
 // SetOrgAlertWebhook implements cloud.Store (sqlstore.SetOrgAlertWebhook).
 func (db *DB) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	if err := sqlstore.SetOrgAlertWebhook(ctx, sqlConn{db.W}, orgID, url); err != nil {
-		return wrapErr("set alert webhook", err)
-	}
-	return nil
+	return wrapErr("set alert webhook", sqlstore.SetOrgAlertWebhook(ctx, sqlConn{db.W}, orgID, url))
 }
 
 // MaxSecretGrace bounds the grace period of a rotated secret.
@@ -289,8 +277,5 @@ const MaxSecretGrace = cloud.MaxSecretGrace
 // RotateOrgSecret implements cloud.Store (sqlstore.RotateOrgSecret).
 func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
 	secret, err := sqlstore.RotateOrgSecret(ctx, sqlConn{db.W}, orgID, grace, db.Now())
-	if err != nil {
-		return "", wrapErr("rotate secret", err)
-	}
-	return secret, nil
+	return secret, wrapErr("rotate secret", err)
 }

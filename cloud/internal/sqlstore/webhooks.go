@@ -120,5 +120,8 @@ func AlertTarget(ctx context.Context, q Querier, deviceID string) (orgID, url st
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", DeviceNotFound(deviceID)
 	}
-	return orgID, url, err
+	if err != nil {
+		return "", "", err
+	}
+	return orgID, url, nil
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -162,36 +161,10 @@ func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resour
 	return sqlstore.CountsByStatus(counts), nil
 }
 
-// SearchDevices returns one page of the organization's devices, oldest
-// first, filtered by status and a case-insensitive substring, with the
-// number of matches.
+// SearchDevices implements cloud.PanelStore (sqlstore.SearchDevices).
 func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
-	out := cloud.DevicePage{Devices: []resource.Device{}}
-	where := ` FROM devices WHERE org_id = $1`
-	args := []any{orgID}
-	if q.Status != "" {
-		args = append(args, string(q.Status))
-		where += fmt.Sprintf(` AND status = $%d`, len(args))
-	}
-	if pat := cloud.LikePattern(q.Query); pat != "" {
-		args = append(args, pat)
-		n := len(args)
-		where += fmt.Sprintf(` AND (lower(name) LIKE $%[1]d ESCAPE '\' OR lower(serial_number) LIKE $%[1]d ESCAPE '\' OR lower(location) LIKE $%[1]d ESCAPE '\' OR lower(model) LIKE $%[1]d ESCAPE '\')`, n)
-	}
-	if err := s.db.Pool.QueryRow(ctx, `SELECT COUNT(*)`+where, args...).Scan(&out.Total); err != nil {
-		return out, storeError("postgres: search devices: %w", err)
-	}
-	limit := cloud.ListLimit(q.Limit, 50, 200)
-	n := len(args)
-	devs, err := query(ctx, s.db, "search devices", func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) },
-		`SELECT `+sqlstore.DeviceColumns+where+fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d OFFSET $%d`, n+1, n+2), append(args, limit, max(q.Offset, 0))...)
-	if err != nil {
-		return out, err
-	}
-	if devs != nil {
-		out.Devices = devs
-	}
-	return out, nil
+	page, err := sqlstore.SearchDevices(ctx, pgConn{s.db.Pool}, orgID, q)
+	return page, wrapErr("search devices", err)
 }
 
 // CreateOrgKey makes a key on behalf of nk.CreatedBy ("" for the CLI).
@@ -265,23 +238,10 @@ func (db *DB) RecordKeyUse(ctx context.Context, id string, at time.Time) error {
 	return nil
 }
 
-// WebhookSettings returns the organization's alert URL and signing secrets.
+// WebhookSettings implements cloud.PanelStore (sqlstore.WebhookSettings).
 func (s *PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
-	var out cloud.WebhookSettings
-	var prev string
-	var until int64
-	err := s.db.Pool.QueryRow(ctx, `SELECT alert_webhook_url, webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = $1`, orgID).
-		Scan(&out.AlertURL, &out.Secret, &prev, &until)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return out, orgNotFound(orgID)
-	}
-	if err != nil {
-		return out, storeError("postgres: webhook settings: %w", err)
-	}
-	if prev != "" && until > s.db.NowMs() {
-		out.PreviousValidUntil = time.UnixMilli(until).UTC()
-	}
-	return out, nil
+	out, err := sqlstore.WebhookSettings(ctx, pgConn{s.db.Pool}, orgID, s.db.Now())
+	return out, wrapErr("webhook settings", err)
 }
 
 // SetOrgAlertWebhook sets or clears the organization's alert webhook URL.
@@ -305,12 +265,8 @@ func (s *PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit i
 
 // RedeliverOrgWebhook queues a copy of the organization's delivery id.
 func (s *PanelStore) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
-	var n int
-	if err := s.db.Pool.QueryRow(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE id = $1 AND org_id = $2`, id, orgID).Scan(&n); err != nil {
-		return "", storeError("postgres: redeliver: %w", err)
-	}
-	if n == 0 {
-		return "", cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
+	if err := sqlstore.OrgDelivery(ctx, pgConn{s.db.Pool}, orgID, id); err != nil {
+		return "", wrapErr("redeliver", err)
 	}
 	return s.db.RedeliverWebhook(ctx, id)
 }

@@ -394,7 +394,7 @@ func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
+			return sqlstore.DeliveryNotFound(id)
 		}
 		return notify(ctx, tx, channelOutbox, "") // a relay takes it now rather than at its next poll
 	})

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -34,30 +33,10 @@ func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resour
 	return sqlstore.CountsByStatus(counts), nil
 }
 
-// SearchDevices returns one page of the organization's devices, oldest
-// first, filtered by status and by a case-insensitive substring of name,
-// serial number, location or model, with the number of matches.
+// SearchDevices implements cloud.PanelStore (sqlstore.SearchDevices).
 func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
-	out := cloud.DevicePage{Devices: []resource.Device{}}
-	where := ` FROM devices WHERE org_id = ?`
-	args := []any{orgID}
-	if q.Status != "" {
-		where += ` AND status = ?`
-		args = append(args, string(q.Status))
-	}
-	if pat := cloud.LikePattern(q.Query); pat != "" {
-		where += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(serial_number) LIKE ? ESCAPE '\' OR lower(location) LIKE ? ESCAPE '\' OR lower(model) LIKE ? ESCAPE '\')`
-		args = append(args, pat, pat, pat, pat)
-	}
-	if err := s.db.R.QueryRowContext(ctx, `SELECT COUNT(*)`+where, args...).Scan(&out.Total); err != nil {
-		return out, fmt.Errorf("sqlite: search devices: %w", err)
-	}
-	limit := cloud.ListLimit(q.Limit, 50, 200)
-	offset := max(q.Offset, 0)
-	rows, err := s.db.R.QueryContext(ctx, `SELECT `+sqlstore.DeviceColumns+where+` ORDER BY created_at, id LIMIT ? OFFSET ?`, append(args, limit, offset)...)
-	devs, err := collect(rows, err, "search devices", func(r sqlstore.Row) (resource.Device, error) { return sqlstore.ScanDevice(r) })
-	out.Devices = append(out.Devices, devs...)
-	return out, err
+	page, err := sqlstore.SearchDevices(ctx, sqlConn{s.db.R}, orgID, q)
+	return page, wrapErr("search devices", err)
 }
 
 // CreateOrgKey makes a key for the organization on behalf of k.CreatedBy
@@ -142,24 +121,10 @@ func (db *DB) RecordKeyUse(ctx context.Context, id string, at time.Time) error {
 	return nil
 }
 
-// WebhookSettings returns the organization's alert URL and signing secrets.
+// WebhookSettings implements cloud.PanelStore (sqlstore.WebhookSettings).
 func (s *PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
-	db := s.db
-	var out cloud.WebhookSettings
-	var prev string
-	var until int64
-	err := db.R.QueryRowContext(ctx, `SELECT alert_webhook_url, webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
-		Scan(&out.AlertURL, &out.Secret, &prev, &until)
-	if errors.Is(err, sql.ErrNoRows) {
-		return out, sqlstore.OrgNotFound(orgID)
-	}
-	if err != nil {
-		return out, fmt.Errorf("sqlite: webhook settings: %w", err)
-	}
-	if prev != "" && until > db.NowMs() {
-		out.PreviousValidUntil = time.UnixMilli(until).UTC()
-	}
-	return out, nil
+	out, err := sqlstore.WebhookSettings(ctx, sqlConn{s.db.R}, orgID, s.db.Now())
+	return out, wrapErr("webhook settings", err)
 }
 
 // RecentDeliveries summarizes the organization's newest deliveries.
@@ -174,15 +139,10 @@ func (s *PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit i
 
 // RedeliverOrgWebhook queues a copy of the organization's delivery id.
 func (s *PanelStore) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
-	db := s.db
-	var n int
-	if err := db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE id = ? AND org_id = ?`, id, orgID).Scan(&n); err != nil {
-		return "", fmt.Errorf("sqlite: redeliver: %w", err)
+	if err := sqlstore.OrgDelivery(ctx, sqlConn{s.db.R}, orgID, id); err != nil {
+		return "", wrapErr("redeliver", err)
 	}
-	if n == 0 {
-		return "", cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
-	}
-	return db.RedeliverWebhook(ctx, id)
+	return s.db.RedeliverWebhook(ctx, id)
 }
 
 // SetOrgAlertWebhook sets or clears the organization's alert webhook URL.

@@ -256,7 +256,7 @@ func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
+			return sqlstore.DeliveryNotFound(id)
 		}
 		return nil
 	})

@@ -74,3 +74,32 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 	}
 	return s.Tables.EventPage(ctx, EventList(deviceID, f))
 }
+
+// SearchDevices reads with q one page of the organization's devices, oldest
+// first, filtered by status and by a case-insensitive substring of name,
+// serial number, location or model, with the number of matches
+// (cloud.PanelStore's).
+func SearchDevices(ctx context.Context, q Querier, orgID string, s cloud.DeviceSearch) (cloud.DevicePage, error) {
+	where := ` FROM devices WHERE org_id = ?`
+	args := []any{orgID}
+	if s.Status != "" {
+		where += ` AND status = ?`
+		args = append(args, string(s.Status))
+	}
+	if pat := cloud.LikePattern(s.Query); pat != "" {
+		where += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(serial_number) LIKE ? ESCAPE '\' OR lower(location) LIKE ? ESCAPE '\' OR lower(model) LIKE ? ESCAPE '\')`
+		args = append(args, pat, pat, pat, pat)
+	}
+	var out cloud.DevicePage
+	if err := q.QueryRow(ctx, `SELECT COUNT(*)`+where, args...).Scan(&out.Total); err != nil {
+		return cloud.DevicePage{}, err
+	}
+	limit := cloud.ListLimit(s.Limit, 50, 200)
+	var err error
+	out.Devices, err = Collect(ctx, q, func(r Row) (resource.Device, error) { return ScanDevice(r) },
+		`SELECT `+DeviceColumns+where+` ORDER BY created_at, id LIMIT ? OFFSET ?`, append(args, limit, max(s.Offset, 0))...)
+	if err != nil {
+		return cloud.DevicePage{}, err
+	}
+	return out, nil
+}

@@ -125,3 +125,42 @@ func AlertTarget(ctx context.Context, q Querier, deviceID string) (orgID, url st
 	}
 	return orgID, url, nil
 }
+
+// DeliveryNotFound is ENOTFOUND for webhook delivery id.
+func DeliveryNotFound(id string) error {
+	return cloud.Errorf(cloud.ENOTFOUND, "delivery %q not found", id)
+}
+
+// OrgDelivery checks with q that delivery id is the organization's
+// (DeliveryNotFound otherwise).
+func OrgDelivery(ctx context.Context, q Querier, orgID, id string) error {
+	var n int
+	if err := q.QueryRow(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE id = ? AND org_id = ?`, id, orgID).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return DeliveryNotFound(id)
+	}
+	return nil
+}
+
+// WebhookSettings reads with q the organization's alert webhook URL and
+// signing secret, and until when the previous secret still signs (after
+// now; cloud.PanelStore's).
+func WebhookSettings(ctx context.Context, q Querier, orgID string, now time.Time) (cloud.WebhookSettings, error) {
+	var out cloud.WebhookSettings
+	var prev string
+	var until int64
+	err := q.QueryRow(ctx, `SELECT alert_webhook_url, webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
+		Scan(&out.AlertURL, &out.Secret, &prev, &until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cloud.WebhookSettings{}, OrgNotFound(orgID)
+	}
+	if err != nil {
+		return cloud.WebhookSettings{}, err
+	}
+	if prev != "" && until > now.UnixMilli() {
+		out.PreviousValidUntil = time.UnixMilli(until).UTC()
+	}
+	return out, nil
+}

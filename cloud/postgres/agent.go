@@ -208,7 +208,8 @@ func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink
 }
 
 // Records implements agentlink.Store: samples and events in multi-row
-// statements whose RETURNING names the rows actually inserted.
+// statements whose RETURNING names the rows actually inserted. A batch of
+// samples alone is stored with the others of its transaction (recJob).
 func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agentlink.RecordsOut, error) {
 	var out agentlink.RecordsOut
 	dev := in.Device
@@ -226,6 +227,9 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 			evs = append(evs, r.Event)
 			job.events = append(job.events, r.Event.CreatedAt.UnixMilli())
 		}
+	}
+	if len(evs) == 0 {
+		job.rec = &recJob{dev: dev, ms: ms, maxSeq: maxSeq, out: &out}
 	}
 	job.apply = func(ctx context.Context, tx pgx.Tx) error {
 		out = agentlink.RecordsOut{}

@@ -35,6 +35,9 @@ type ingestJob struct {
 	metrics, events []int64
 	done            chan error
 	hb              *hbJob // a heartbeat: applied in bulk, completed through hb.done
+	// rec, when set, lets the writer store the job with the other records
+	// jobs of its transaction (applyRecords) rather than through apply.
+	rec *recJob
 }
 
 type ingestWriter struct {
@@ -94,12 +97,18 @@ func (w *ingestWriter) loop() {
 func (w *ingestWriter) run(batch []*ingestJob) {
 	errs := make([]error, len(batch))
 	var err error
+	bulk := true // records jobs together (applyRecords), until that fails
 	for try := 0; try < 3; try++ {
 		clear(errs)
 		if err = w.ensurePartitions(batch); err != nil {
 			break
 		}
-		err = w.runTx(batch, errs)
+		err = w.runTx(batch, errs, bulk)
+		if bulk && errors.As(err, new(errRecordsBulk)) && !retryable(err) {
+			bulk = false
+			try--
+			continue
+		}
 		if err == nil || !retryable(err) {
 			break
 		}
@@ -152,7 +161,10 @@ func (w *ingestWriter) ensurePartitions(batch []*ingestJob) error {
 	return w.db.ensureDays(ctx, "events", events...)
 }
 
-func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) error {
+// runTx applies batch in one transaction: with bulk, the records jobs
+// first (applyRecords), then each other job in a savepoint of its own, then
+// the heartbeats (w.bulk).
+func (w *ingestWriter) runTx(batch []*ingestJob, errs []error, bulk bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	tx, err := w.db.Pool.Begin(ctx)
@@ -162,10 +174,26 @@ func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) error {
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var hbs []*hbJob
 	var hbIdx []int
+	if bulk {
+		var recs []*recJob
+		for _, j := range batch {
+			if j.rec != nil {
+				recs = append(recs, j.rec)
+			}
+		}
+		if len(recs) > 0 {
+			if err := applyRecords(ctx, tx, recs); err != nil {
+				return err
+			}
+		}
+	}
 	for i, j := range batch {
 		if j.hb != nil {
 			hbs = append(hbs, j.hb)
 			hbIdx = append(hbIdx, i)
+			continue
+		}
+		if bulk && j.rec != nil {
 			continue
 		}
 		if _, err := tx.Exec(ctx, "SAVEPOINT j"); err != nil {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -114,6 +115,94 @@ func testRecordsExactlyOnce(t *testing.T, open Opener) {
 	}
 	if evs := e.eventsOf(d2, ""); len(evs) != 1 || evs[0].Message != "mine" {
 		t.Errorf("second device's events: %+v", evs)
+	}
+}
+
+// testRecordsConcurrentBatches: sample batches of many devices arriving
+// at once (a store may write them in one transaction, even in one
+// statement) are each answered as if stored alone: the samples the batch
+// stored, in order (a batch sent twice at once stores once, reported by one
+// of the two), and the device's last sequence. A batch that fails (its
+// device is not in the store) fails alone.
+func testRecordsConcurrentBatches(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	org := e.org("acme")
+	const devices = 16
+	ds := make([]device, devices)
+	for i := range ds {
+		ds[i] = e.device(org.ID, "IG-500")
+	}
+	// batch is device i's samples from minute k0 to k1-1, sequence k+1,
+	// values telling device and minute apart.
+	batch := func(i, k0, k1 int) []protocol.Record {
+		var b []protocol.Record
+		for k := k0; k < k1; k++ {
+			r := metricRecord(t0.Add(time.Duration(k)*time.Minute), float64(i*100+k))
+			r.Seq = uint64(k + 1)
+			b = append(b, r)
+		}
+		return b
+	}
+	ghost := agentlink.Device{ID: ids.New(), OrgID: org.ID, Model: "IG-500"}
+	round := func(k0, k1 int, withGhost bool) (reported [devices][]float64) {
+		var mu sync.Mutex
+		n := 2 * devices
+		if withGhost {
+			n++
+		}
+		concurrently(n, func(n int) {
+			if n == 2*devices {
+				if _, err := e.Agent.Records(e.ctx, agentlink.RecordsIn{Device: ghost, Session: "s", Items: batch(99, k0, k1)}); err == nil {
+					t.Errorf("records of a device the store does not have: no error")
+				}
+				return
+			}
+			i := n % devices
+			out, err := e.Agent.Records(e.ctx, agentlink.RecordsIn{Device: ds[i].ref(), Session: "s", Items: batch(i, k0, k1)})
+			if err != nil {
+				t.Errorf("device %d: %v", i, err)
+				return
+			}
+			if out.LastSeq != uint64(k1) {
+				t.Errorf("device %d: last seq %d, want %d", i, out.LastSeq, k1)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for j, m := range out.Metrics {
+				if j > 0 && !m.CapturedAt.After(out.Metrics[j-1].CapturedAt.Time) {
+					t.Errorf("device %d: stored samples reported out of order", i)
+				}
+				reported[i] = append(reported[i], m.CPUPct)
+			}
+		})
+		return reported
+	}
+	check := func(what string, reported [devices][]float64, k0, k1 int) {
+		t.Helper()
+		for i, got := range reported {
+			slices.Sort(got)
+			var want []float64
+			for k := k0; k < k1; k++ {
+				want = append(want, float64(i*100+k))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: device %d: reported stored %v, want %v", what, i, got, want)
+			}
+		}
+	}
+	check("first batches, each sent twice at once", round(0, 5, false), 0, 5)
+	check("overlapping batches", round(3, 8, false), 5, 8)
+	check("batches beside one that fails", round(6, 10, true), 8, 10)
+	for i, d := range ds {
+		ms := e.metricsOf(d, t0, t0.Add(time.Hour))
+		if len(ms) != 10 {
+			t.Fatalf("device %d: %d samples stored, want 10", i, len(ms))
+		}
+		for k, m := range ms {
+			if m.CPUPct != float64(i*100+k) {
+				t.Errorf("device %d: sample %d holds %v", i, k, m.CPUPct)
+			}
+		}
 	}
 }
 

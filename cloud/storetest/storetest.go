@@ -77,6 +77,7 @@ func Run(t *testing.T, open Opener) {
 		{"PatchSerial", testPatchSerial},
 		{"RecordsExactlyOnce", testRecordsExactlyOnce},
 		{"RecordsFromTwoHandles", testRecordsFromTwoHandles},
+		{"RecordsConcurrentBatches", testRecordsConcurrentBatches},
 		{"Sessions", testSessions},
 		{"SweepRevokedOrphans", testSweepRevokedOrphans},
 		{"HeartbeatEvents", testHeartbeatEvents},

@@ -83,11 +83,11 @@ type Opening struct {
 type Store interface {
 	// Rules returns the organization's rules, creating missing default rules.
 	Rules(ctx context.Context, orgID string) ([]Rule, error)
-	// RecentMetrics returns the newest n samples of the device captured at
-	// or before until, in ascending order.
-	RecentMetrics(ctx context.Context, deviceID string, until time.Time, n int) ([]resource.MetricSample, error)
-	// RuleStates returns the device's state per rule id.
-	RuleStates(ctx context.Context, orgID, deviceID string) (map[string]RuleState, error)
+	// Window returns what the engine weighs a device's new samples against:
+	// its newest n samples captured at or before until, in ascending order,
+	// and its state per rule id. It runs once per stored batch of samples,
+	// so a store with round trips answers both in one.
+	Window(ctx context.Context, orgID, deviceID string, until time.Time, n int) ([]resource.MetricSample, map[string]RuleState, error)
 	// OpenAlert stores an ACTIVE alert (and its alert.<rule> event when
 	// o.WithEvent); opened is false when one is already open.
 	OpenAlert(ctx context.Context, o Opening) (a resource.Alert, opened bool, err error)
@@ -257,14 +257,9 @@ func (e *Engine) MetricsStored(ctx context.Context, dev cloud.DeviceRef, samples
 		}
 	}
 	defer e.lock(dev.ID)()
-	window, err := e.cfg.Store.RecentMetrics(ctx, dev.ID, last, len(samples)+maxN)
+	window, states, err := e.cfg.Store.Window(ctx, dev.OrgID, dev.ID, last, len(samples)+maxN)
 	if err != nil {
-		e.log.Error("alert metrics", "device", dev.ID, "err", err)
-		return
-	}
-	states, err := e.cfg.Store.RuleStates(ctx, dev.OrgID, dev.ID)
-	if err != nil {
-		e.log.Error("alert states", "device", dev.ID, "err", err)
+		e.log.Error("alert window", "device", dev.ID, "err", err)
 		return
 	}
 	for _, r := range active {

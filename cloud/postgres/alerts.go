@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -99,38 +100,42 @@ func (s *AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert
 	}, `SELECT id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled FROM alert_rules WHERE org_id = $1 ORDER BY name`, orgID)
 }
 
-// RecentMetrics returns the newest n samples captured at or before until,
-// ascending.
-func (s *AlertEngineStore) RecentMetrics(ctx context.Context, deviceID string, until time.Time, n int) ([]resource.MetricSample, error) {
-	out, err := query(ctx, s.db, "recent metrics", sqlstore.ScanSample, `SELECT `+sqlstore.SampleColumns+` FROM metrics
-		WHERE device_id = $1 AND captured_at <= $2 ORDER BY captured_at DESC LIMIT $3`, deviceID, until.UnixMilli(), n)
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
+// Window implements alert.Store: the device's newest n samples captured at
+// or before until (ascending) and, per rule id, its open alert and when its
+// last alert resolved, two queries sent together in one round trip (a pgx
+// batch) and read in turn.
+func (s *AlertEngineStore) Window(ctx context.Context, orgID, deviceID string, until time.Time, n int) ([]resource.MetricSample, map[string]alert.RuleState, error) {
+	var ms []resource.MetricSample
+	states := map[string]alert.RuleState{}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+sqlstore.SampleColumns+` FROM metrics
+		WHERE device_id = $1 AND captured_at <= $2 ORDER BY captured_at DESC LIMIT $3`, deviceID, until.UnixMilli(), n).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				m, err := sqlstore.ScanSample(rows)
+				if err != nil {
+					return err
+				}
+				ms = append(ms, m)
+			}
+			return rows.Err()
+		})
+	b.Queue(`SELECT rule_id, COALESCE(MAX(id) FILTER (WHERE state <> 'RESOLVED'), ''), MAX(resolved_at) FILTER (WHERE state = 'RESOLVED')
+		FROM alerts WHERE org_id = $1 AND device_id = $2 GROUP BY rule_id`, orgID, deviceID).
+		Query(func(rows pgx.Rows) error {
+			var rule, open string
+			var resolved *int64
+			_, err := pgx.ForEachRow(rows, []any{&rule, &open, &resolved}, func() error {
+				states[rule] = alert.RuleState{OpenID: open, LastResolved: msTime(resolved)}
+				return nil
+			})
+			return err
+		})
+	if err := s.db.Pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, storeError("postgres: alert window of %s: %w", deviceID, err)
 	}
-	return out, err
-}
-
-// RuleStates returns, per rule id, the device's open alert and when its
-// last alert resolved.
-func (s *AlertEngineStore) RuleStates(ctx context.Context, orgID, deviceID string) (map[string]alert.RuleState, error) {
-	out := map[string]alert.RuleState{}
-	type row struct {
-		rule, open string
-		resolved   *int64
-	}
-	rows, err := query(ctx, s.db, "rule states", func(r sqlstore.Row) (row, error) {
-		var x row
-		err := r.Scan(&x.rule, &x.open, &x.resolved)
-		return x, err
-	}, `SELECT rule_id, COALESCE(MAX(id) FILTER (WHERE state <> 'RESOLVED'), ''), MAX(resolved_at) FILTER (WHERE state = 'RESOLVED')
-		FROM alerts WHERE org_id = $1 AND device_id = $2 GROUP BY rule_id`, orgID, deviceID)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range rows {
-		out[r.rule] = alert.RuleState{OpenID: r.open, LastResolved: msTime(r.resolved)}
-	}
-	return out, nil
+	slices.Reverse(ms)
+	return ms, states, nil
 }
 
 // OpenAlert stores an ACTIVE alert and, with o.WithEvent, its alert.<rule>

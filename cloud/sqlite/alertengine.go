@@ -58,9 +58,19 @@ func (s *AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert
 	return collect(rows, err, "rules", sqlstore.ScanRule)
 }
 
-// RecentMetrics returns the newest n samples captured at or before until,
+// Window implements alert.Store: recentMetrics and ruleStates.
+func (s *AlertEngineStore) Window(ctx context.Context, orgID, deviceID string, until time.Time, n int) ([]resource.MetricSample, map[string]alert.RuleState, error) {
+	ms, err := s.recentMetrics(ctx, deviceID, until, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := s.ruleStates(ctx, orgID, deviceID)
+	return ms, st, err
+}
+
+// recentMetrics returns the newest n samples captured at or before until,
 // ascending.
-func (s *AlertEngineStore) RecentMetrics(ctx context.Context, deviceID string, until time.Time, n int) ([]resource.MetricSample, error) {
+func (s *AlertEngineStore) recentMetrics(ctx context.Context, deviceID string, until time.Time, n int) ([]resource.MetricSample, error) {
 	rows, err := s.db.R.QueryContext(ctx, `SELECT `+sqlstore.SampleColumns+` FROM metrics
 		WHERE device_id = ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`, deviceID, until.UnixMilli(), n)
 	out, err := collect(rows, err, "recent metrics", sqlstore.ScanSample)
@@ -68,9 +78,9 @@ func (s *AlertEngineStore) RecentMetrics(ctx context.Context, deviceID string, u
 	return out, err
 }
 
-// RuleStates returns, per rule id, the device's open alert and when its
+// ruleStates returns, per rule id, the device's open alert and when its
 // last alert resolved.
-func (s *AlertEngineStore) RuleStates(ctx context.Context, orgID, deviceID string) (map[string]alert.RuleState, error) {
+func (s *AlertEngineStore) ruleStates(ctx context.Context, orgID, deviceID string) (map[string]alert.RuleState, error) {
 	out := map[string]alert.RuleState{}
 	rows, err := s.db.R.QueryContext(ctx, `SELECT rule_id, id FROM alerts WHERE org_id = ? AND device_id = ? AND state IN ('ACTIVE', 'ACKNOWLEDGED')`, orgID, deviceID)
 	if err != nil {

@@ -33,7 +33,8 @@ import (
 //
 // Each agent connects with one token of --tokens (one a line), sends
 // heartbeats (all agents together --rate per second, spread evenly) and,
-// with every --sample-every-th heartbeat, one metric sample right behind
+// with every --sample-every-th heartbeat (each agent at a phase of its own,
+// as agents started at different times sample), one metric sample right behind
 // it: the time from that heartbeat's send to the sample's ack is the
 // heartbeat-to-stored probe (an upper bound: the relay stores an agent's
 // messages in order). It prints JSON lines on stdout: {"event":"connected"}
@@ -260,8 +261,8 @@ func (s *swarm) reconnect(a *ragent) {
 	}
 }
 
-// beat sends agent i's heartbeat, and every sampleEvery-th time a metric
-// sample right behind it.
+// beat sends agent i's heartbeat, and every sampleEvery-th time (at the
+// agent's own phase) a metric sample right behind it.
 func (s *swarm) beat(i int, due time.Time) {
 	a := s.agents[i]
 	a.mu.Lock()
@@ -278,7 +279,10 @@ func (s *swarm) beat(i int, due time.Time) {
 	}
 	s.sent.Add(1)
 	s.lag[agentlink.LatencyBucketOf(max(0, sent.Sub(due)))].Add(1)
-	if a.beats%s.sampleEvery != 0 {
+	// Each agent samples at its own phase (agent i with its (i mod N)-th
+	// heartbeat), as a fleet of agents started at different times does:
+	// in step, all of them would send a sample in the same heartbeat round.
+	if (a.beats+i)%s.sampleEvery != 0 {
 		return
 	}
 	at := time.Now().Truncate(time.Millisecond)

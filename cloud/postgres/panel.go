@@ -3,13 +3,11 @@ package postgres
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -167,53 +165,18 @@ func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.De
 	return page, wrapErr("search devices", err)
 }
 
-// CreateOrgKey makes a key on behalf of nk.CreatedBy ("" for the CLI).
+// CreateOrgKey makes a key on behalf of nk.CreatedBy ("" for the CLI)
+// (sqlstore.CreateKey).
 func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
-	k, key, err := apikey.New(nk.OrgID, nk.Name, nk.Scopes, nk.ExpiresIn, s.db.Now())
-	if err != nil {
-		return nil, "", err
-	}
-	if _, err := s.db.Org(ctx, nk.OrgID); err != nil {
-		return nil, "", err
-	}
-	var createdBy *string
-	if nk.CreatedBy != "" {
-		createdBy = &nk.CreatedBy
-	}
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at, created_by) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)`,
-		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), timeMs(k.ExpiresAt), k.CreatedAt.UnixMilli(), createdBy); err != nil {
-		return nil, "", storeError("postgres: insert key: %w", err)
-	}
-	return k, key, nil
+	k, key, err := sqlstore.CreateKey(ctx, pgConn{s.db.Pool}, s.db.Org, nk, s.db.Now())
+	return k, key, wrapErr("insert key", err)
 }
 
-// OrgKeys lists the organization's keys newest first, with their creator's
-// email and last use.
+// OrgKeys implements cloud.PanelStore (sqlstore.OrgKeys).
 func (s *PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
-	out, err := query(ctx, s.db, "org keys", func(r sqlstore.Row) (cloud.KeyInfo, error) {
-		var ki cloud.KeyInfo
-		var used *int64
-		k, err := sqlstore.ScanKey(scanAlso{r, []any{&ki.CreatedByEmail, &used}})
-		if err != nil {
-			return ki, err
-		}
-		ki.APIKey, ki.LastUsedAt = *k, msTime(used)
-		return ki, nil
-	}, `SELECT k.id, k.org_id, k.name, k.hash, k.scopes, k.expires_at, k.revoked_at, k.created_at, COALESCE(u.email, ''), k.last_used_at
-		FROM api_keys k LEFT JOIN users u ON u.id = k.created_by WHERE k.org_id = $1 ORDER BY k.created_at DESC, k.id DESC`, orgID)
-	if out == nil && err == nil {
-		out = []cloud.KeyInfo{}
-	}
-	return out, err
+	keys, err := sqlstore.OrgKeys(ctx, pgConn{s.db.Pool}, orgID)
+	return keys, wrapErr("org keys", err)
 }
-
-// scanAlso scans extra columns after those its caller names.
-type scanAlso struct {
-	row   pgx.Row
-	extra []any
-}
-
-func (s scanAlso) Scan(dest ...any) error { return s.row.Scan(append(dest, s.extra...)...) }
 
 // RevokeOrgKey revokes the organization's key (the first time is kept).
 func (s *PanelStore) RevokeOrgKey(ctx context.Context, orgID, id string) (*cloud.APIKey, error) {

@@ -2,13 +2,10 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -40,61 +37,19 @@ func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.De
 }
 
 // CreateOrgKey makes a key for the organization on behalf of k.CreatedBy
-// ("" for the admin CLI) and stores its bcrypt hash. It returns the stored
-// key and the full key string, which exists nowhere else afterwards.
+// ("" for the admin CLI) and stores its bcrypt hash (sqlstore.CreateKey). It
+// returns the stored key and the full key string, which exists nowhere else
+// afterwards.
 func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
-	db := s.db
-	k, key, err := apikey.New(nk.OrgID, nk.Name, nk.Scopes, nk.ExpiresIn, db.Now())
-	if err != nil {
-		return nil, "", err
-	}
-	if _, err := db.Org(ctx, nk.OrgID); err != nil {
-		return nil, "", err
-	}
-	var createdBy sql.NullString
-	if nk.CreatedBy != "" {
-		createdBy = sql.NullString{String: nk.CreatedBy, Valid: true}
-	}
-	_, err = db.W.ExecContext(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at, created_by)
-		VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)`,
-		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), TimeMs(k.ExpiresAt), k.CreatedAt.UnixMilli(), createdBy)
-	if err != nil {
-		return nil, "", fmt.Errorf("sqlite: insert key: %w", err)
-	}
-	return k, key, nil
+	k, key, err := sqlstore.CreateKey(ctx, sqlConn{s.db.W}, s.db.Org, nk, s.db.Now())
+	return k, key, wrapErr("insert key", err)
 }
 
-// OrgKeys lists the organization's keys newest first, revoked ones
-// included, with their creator's email and last use.
+// OrgKeys implements cloud.PanelStore (sqlstore.OrgKeys).
 func (s *PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
-	db := s.db
-	rows, err := db.R.QueryContext(ctx, `SELECT k.id, k.org_id, k.name, k.hash, k.scopes, k.expires_at, k.revoked_at, k.created_at,
-		COALESCE(u.email, ''), k.last_used_at
-		FROM api_keys k LEFT JOIN users u ON u.id = k.created_by WHERE k.org_id = ? ORDER BY k.created_at DESC, k.id DESC`, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: org keys: %w", err)
-	}
-	defer rows.Close()
-	out := []cloud.KeyInfo{}
-	for rows.Next() {
-		var email string
-		var used sql.NullInt64
-		k, err := sqlstore.ScanKey(scanAlso{rows, []any{&email, &used}})
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: org keys: %w", err)
-		}
-		out = append(out, cloud.KeyInfo{APIKey: *k, CreatedByEmail: email, LastUsedAt: MsTime(used)})
-	}
-	return out, rows.Err()
+	keys, err := sqlstore.OrgKeys(ctx, sqlConn{s.db.R}, orgID)
+	return keys, wrapErr("org keys", err)
 }
-
-// scanAlso scans extra columns after those its caller names.
-type scanAlso struct {
-	sc    interface{ Scan(...any) error }
-	extra []any
-}
-
-func (s scanAlso) Scan(dest ...any) error { return s.sc.Scan(append(dest, s.extra...)...) }
 
 // RevokeOrgKey revokes the organization's key id (idempotent: the first
 // revocation time is kept); another organization's key is ENOTFOUND.

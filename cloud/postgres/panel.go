@@ -16,8 +16,8 @@ import (
 // the fleet page's reads, keys with their creator and last use, and the
 // webhook settings, for any number of relays.
 type PanelStore struct {
-	db             *DB
-	sqlstore.Users // a user's changes
+	db *DB
+	sqlstore.Panel
 }
 
 var (
@@ -27,7 +27,7 @@ var (
 
 // NewPanelStore returns the panel's store of db.
 func NewPanelStore(db *DB) *PanelStore {
-	return &PanelStore{db: db, Users: sqlstore.Users{Tables: tables{db}}}
+	return &PanelStore{db: db, Panel: sqlstore.NewPanel(tables{db}, db, pgConn{db.Pool}, pgConn{db.Pool}, wrapErr)}
 }
 
 // UserTx implements sqlstore.UserTables: the organization's row is locked
@@ -159,25 +159,6 @@ func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resour
 	return sqlstore.CountsByStatus(counts), nil
 }
 
-// SearchDevices implements cloud.PanelStore (sqlstore.SearchDevices).
-func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
-	page, err := sqlstore.SearchDevices(ctx, pgConn{s.db.Pool}, orgID, q)
-	return page, wrapErr("search devices", err)
-}
-
-// CreateOrgKey makes a key on behalf of nk.CreatedBy ("" for the CLI)
-// (sqlstore.CreateKey).
-func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
-	k, key, err := sqlstore.CreateKey(ctx, pgConn{s.db.Pool}, s.db.Org, nk, s.db.Now())
-	return k, key, wrapErr("insert key", err)
-}
-
-// OrgKeys implements cloud.PanelStore (sqlstore.OrgKeys).
-func (s *PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
-	keys, err := sqlstore.OrgKeys(ctx, pgConn{s.db.Pool}, orgID)
-	return keys, wrapErr("org keys", err)
-}
-
 // RevokeOrgKey revokes the organization's key (the first time is kept).
 func (s *PanelStore) RevokeOrgKey(ctx context.Context, orgID, id string) (*cloud.APIKey, error) {
 	k, err := sqlstore.ScanKey(s.db.Pool.QueryRow(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND org_id = $3 RETURNING `+sqlstore.KeyColumns, s.db.NowMs(), id, orgID))
@@ -199,37 +180,4 @@ func (db *DB) RecordKeyUse(ctx context.Context, id string, at time.Time) error {
 		return storeError("postgres: record key use: %w", err)
 	}
 	return nil
-}
-
-// WebhookSettings implements cloud.PanelStore (sqlstore.WebhookSettings).
-func (s *PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
-	out, err := sqlstore.WebhookSettings(ctx, pgConn{s.db.Pool}, orgID, s.db.Now())
-	return out, wrapErr("webhook settings", err)
-}
-
-// SetOrgAlertWebhook sets or clears the organization's alert webhook URL.
-func (s *PanelStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	return s.db.SetOrgAlertWebhook(ctx, orgID, url)
-}
-
-// RotateOrgSecret gives the organization a new signing secret.
-func (s *PanelStore) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
-	return s.db.RotateOrgSecret(ctx, orgID, grace)
-}
-
-// RecentDeliveries summarizes the organization's newest deliveries.
-func (s *PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliverySummary, error) {
-	ds, err := s.db.WebhookDeliveries(ctx, orgID, limit)
-	if err != nil {
-		return nil, err
-	}
-	return cloud.SummarizeDeliveries(ds), nil
-}
-
-// RedeliverOrgWebhook queues a copy of the organization's delivery id.
-func (s *PanelStore) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
-	if err := sqlstore.OrgDelivery(ctx, pgConn{s.db.Pool}, orgID, id); err != nil {
-		return "", wrapErr("redeliver", err)
-	}
-	return s.db.RedeliverWebhook(ctx, id)
 }

@@ -231,13 +231,7 @@ func msTime(ms *int64) time.Time {
 }
 
 // timeMs converts t to nullable Unix milliseconds.
-func timeMs(t time.Time) *int64 {
-	if t.IsZero() {
-		return nil
-	}
-	ms := t.UnixMilli()
-	return &ms
-}
+var timeMs = sqlstore.NullMs
 
 // storeError formats an error of the store (as fmt.Errorf); one caused by
 // the database being unreachable (refused or lost connections, a server

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,17 +71,11 @@ func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Dura
 	return secret, wrapErr("rotate secret", err)
 }
 
-// CreateKey makes a key for the organization and stores its bcrypt hash.
+// CreateKey makes a key for the organization and stores its bcrypt hash
+// (sqlstore.CreateKey).
 func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string, expiresIn time.Duration) (*cloud.APIKey, string, error) {
-	k, key, err := sqlstore.NewKey(ctx, db.Org, orgID, name, scopes, expiresIn, db.Now())
-	if err != nil {
-		return nil, "", err
-	}
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), timeMs(k.ExpiresAt), timeMs(k.RevokedAt), k.CreatedAt.UnixMilli()); err != nil {
-		return nil, "", storeError("postgres: insert key: %w", err)
-	}
-	return k, key, nil
+	k, key, err := sqlstore.CreateKey(ctx, pgConn{db.Pool}, db.Org, cloud.NewKey{OrgID: orgID, Name: name, Scopes: scopes, ExpiresIn: expiresIn}, db.Now())
+	return k, key, wrapErr("insert key", err)
 }
 
 // KeyByID returns the key with id, in any organization, or ENOTFOUND. It is

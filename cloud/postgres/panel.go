@@ -3,13 +3,11 @@ package postgres
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -18,8 +16,8 @@ import (
 // the fleet page's reads, keys with their creator and last use, and the
 // webhook settings, for any number of relays.
 type PanelStore struct {
-	db             *DB
-	sqlstore.Users // a user's changes
+	db *DB
+	sqlstore.Panel
 }
 
 var (
@@ -29,7 +27,7 @@ var (
 
 // NewPanelStore returns the panel's store of db.
 func NewPanelStore(db *DB) *PanelStore {
-	return &PanelStore{db: db, Users: sqlstore.Users{Tables: tables{db}}}
+	return &PanelStore{db: db, Panel: sqlstore.NewPanel(tables{db}, db, pgConn{db.Pool}, pgConn{db.Pool}, wrapErr)}
 }
 
 // UserTx implements sqlstore.UserTables: the organization's row is locked
@@ -161,60 +159,6 @@ func (s *PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resour
 	return sqlstore.CountsByStatus(counts), nil
 }
 
-// SearchDevices implements cloud.PanelStore (sqlstore.SearchDevices).
-func (s *PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
-	page, err := sqlstore.SearchDevices(ctx, pgConn{s.db.Pool}, orgID, q)
-	return page, wrapErr("search devices", err)
-}
-
-// CreateOrgKey makes a key on behalf of nk.CreatedBy ("" for the CLI).
-func (s *PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
-	k, key, err := apikey.New(nk.OrgID, nk.Name, nk.Scopes, nk.ExpiresIn, s.db.Now())
-	if err != nil {
-		return nil, "", err
-	}
-	if _, err := s.db.Org(ctx, nk.OrgID); err != nil {
-		return nil, "", err
-	}
-	var createdBy *string
-	if nk.CreatedBy != "" {
-		createdBy = &nk.CreatedBy
-	}
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at, created_by) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)`,
-		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), timeMs(k.ExpiresAt), k.CreatedAt.UnixMilli(), createdBy); err != nil {
-		return nil, "", storeError("postgres: insert key: %w", err)
-	}
-	return k, key, nil
-}
-
-// OrgKeys lists the organization's keys newest first, with their creator's
-// email and last use.
-func (s *PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
-	out, err := query(ctx, s.db, "org keys", func(r sqlstore.Row) (cloud.KeyInfo, error) {
-		var ki cloud.KeyInfo
-		var used *int64
-		k, err := sqlstore.ScanKey(scanAlso{r, []any{&ki.CreatedByEmail, &used}})
-		if err != nil {
-			return ki, err
-		}
-		ki.APIKey, ki.LastUsedAt = *k, msTime(used)
-		return ki, nil
-	}, `SELECT k.id, k.org_id, k.name, k.hash, k.scopes, k.expires_at, k.revoked_at, k.created_at, COALESCE(u.email, ''), k.last_used_at
-		FROM api_keys k LEFT JOIN users u ON u.id = k.created_by WHERE k.org_id = $1 ORDER BY k.created_at DESC, k.id DESC`, orgID)
-	if out == nil && err == nil {
-		out = []cloud.KeyInfo{}
-	}
-	return out, err
-}
-
-// scanAlso scans extra columns after those its caller names.
-type scanAlso struct {
-	row   pgx.Row
-	extra []any
-}
-
-func (s scanAlso) Scan(dest ...any) error { return s.row.Scan(append(dest, s.extra...)...) }
-
 // RevokeOrgKey revokes the organization's key (the first time is kept).
 func (s *PanelStore) RevokeOrgKey(ctx context.Context, orgID, id string) (*cloud.APIKey, error) {
 	k, err := sqlstore.ScanKey(s.db.Pool.QueryRow(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND org_id = $3 RETURNING `+sqlstore.KeyColumns, s.db.NowMs(), id, orgID))
@@ -236,37 +180,4 @@ func (db *DB) RecordKeyUse(ctx context.Context, id string, at time.Time) error {
 		return storeError("postgres: record key use: %w", err)
 	}
 	return nil
-}
-
-// WebhookSettings implements cloud.PanelStore (sqlstore.WebhookSettings).
-func (s *PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
-	out, err := sqlstore.WebhookSettings(ctx, pgConn{s.db.Pool}, orgID, s.db.Now())
-	return out, wrapErr("webhook settings", err)
-}
-
-// SetOrgAlertWebhook sets or clears the organization's alert webhook URL.
-func (s *PanelStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	return s.db.SetOrgAlertWebhook(ctx, orgID, url)
-}
-
-// RotateOrgSecret gives the organization a new signing secret.
-func (s *PanelStore) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
-	return s.db.RotateOrgSecret(ctx, orgID, grace)
-}
-
-// RecentDeliveries summarizes the organization's newest deliveries.
-func (s *PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliverySummary, error) {
-	ds, err := s.db.WebhookDeliveries(ctx, orgID, limit)
-	if err != nil {
-		return nil, err
-	}
-	return cloud.SummarizeDeliveries(ds), nil
-}
-
-// RedeliverOrgWebhook queues a copy of the organization's delivery id.
-func (s *PanelStore) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
-	if err := sqlstore.OrgDelivery(ctx, pgConn{s.db.Pool}, orgID, id); err != nil {
-		return "", wrapErr("redeliver", err)
-	}
-	return s.db.RedeliverWebhook(ctx, id)
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -14,28 +13,18 @@ import (
 
 var _ cloud.KeyService = (*DB)(nil)
 
-// CreateKey makes a key for the organization and stores its bcrypt hash.
-// expiresIn 0 means the key never expires. It returns the stored key and the
-// full key string, which exists nowhere else afterwards.
+// CreateKey makes a key for the organization and stores its bcrypt hash
+// (sqlstore.CreateKey). expiresIn 0 means the key never expires. It returns
+// the stored key and the full key string, which exists nowhere else
+// afterwards.
 func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string, expiresIn time.Duration) (*cloud.APIKey, string, error) {
-	k, key, err := sqlstore.NewKey(ctx, db.Org, orgID, name, scopes, expiresIn, db.Now())
-	if err != nil {
-		return nil, "", err
-	}
-	if err := db.InsertKey(ctx, k); err != nil {
-		return nil, "", err
-	}
-	return k, key, nil
+	k, key, err := sqlstore.CreateKey(ctx, sqlConn{db.W}, db.Org, cloud.NewKey{OrgID: orgID, Name: name, Scopes: scopes, ExpiresIn: expiresIn}, db.Now())
+	return k, key, wrapErr("insert key", err)
 }
 
 // InsertKey stores k as given (its hash already made).
 func (db *DB) InsertKey(ctx context.Context, k *cloud.APIKey) error {
-	_, err := db.W.ExecContext(ctx, `INSERT INTO api_keys (id, org_id, name, hash, scopes, expires_at, revoked_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), TimeMs(k.ExpiresAt), TimeMs(k.RevokedAt), k.CreatedAt.UnixMilli())
-	if err != nil {
-		return fmt.Errorf("sqlite: insert key: %w", err)
-	}
-	return nil
+	return wrapErr("insert key", sqlstore.InsertKey(ctx, sqlConn{db.W}, k, ""))
 }
 
 const (

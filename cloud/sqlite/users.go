@@ -12,17 +12,19 @@ import (
 )
 
 // PanelStore implements cloud.PanelStore on the store: users and sessions
-// here (a user's changes in sqlstore.Users), the rest in panel.go.
+// here, the key and status reads in panel.go, and what both stores do alike
+// (a user's changes, the device search, keys, webhook settings) in
+// sqlstore.Panel.
 type PanelStore struct {
 	db *DB
-	sqlstore.Users
+	sqlstore.Panel
 }
 
 var _ cloud.PanelStore = (*PanelStore)(nil)
 
 // NewPanelStore returns the panel's store of db.
 func NewPanelStore(db *DB) *PanelStore {
-	return &PanelStore{db: db, Users: sqlstore.Users{Tables: tables{db}}}
+	return &PanelStore{db: db, Panel: sqlstore.NewPanel(tables{db}, db, sqlConn{db.R}, sqlConn{db.W}, wrapErr)}
 }
 
 // UserTx implements sqlstore.UserTables: the writer's transaction

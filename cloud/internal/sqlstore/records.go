@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -82,19 +83,59 @@ func Placeholders(ph Placeholder, from, n int) string {
 	return s
 }
 
-// NewKey makes an API key for the organization orgID (apikey.New, with its
-// validation), which org must find (ENOTFOUND otherwise): the key to store
-// and the full key string, shown once.
-func NewKey(ctx context.Context, org func(context.Context, string) (cloud.Org, error), orgID, name string, scopes []string, expiresIn time.Duration, now time.Time) (*cloud.APIKey, string, error) {
-	k, key, err := apikey.New(orgID, name, scopes, expiresIn, now)
+// CreateKey makes an API key of nk (apikey.New, with its validation) for
+// an organization that org must find (ENOTFOUND otherwise) and stores it
+// with q (InsertKey): the stored key and the full key string, shown once
+// (cloud.KeyService's CreateKey and cloud.PanelStore's CreateOrgKey).
+func CreateKey(ctx context.Context, q Querier, org func(context.Context, string) (cloud.Org, error), nk cloud.NewKey, now time.Time) (*cloud.APIKey, string, error) {
+	k, key, err := apikey.New(nk.OrgID, nk.Name, nk.Scopes, nk.ExpiresIn, now)
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := org(ctx, orgID); err != nil {
+	if _, err := org(ctx, nk.OrgID); err != nil {
+		return nil, "", err
+	}
+	if err := InsertKey(ctx, q, k, nk.CreatedBy); err != nil {
 		return nil, "", err
 	}
 	return k, key, nil
 }
+
+// InsertKey stores k as given (its hash already made) with q, created by
+// the user createdBy ("" for none: the admin CLI).
+func InsertKey(ctx context.Context, q Querier, k *cloud.APIKey, createdBy string) error {
+	var by *string
+	if createdBy != "" {
+		by = &createdBy
+	}
+	_, err := q.Exec(ctx, `INSERT INTO api_keys (`+KeyColumns+`, created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.OrgID, k.Name, k.Hash, strings.Join(k.Scopes, ","), NullMs(k.ExpiresAt), NullMs(k.RevokedAt), k.CreatedAt.UnixMilli(), by)
+	return err
+}
+
+// OrgKeys reads with q the organization's keys newest first, revoked ones
+// included, with their creator's email and last use (cloud.PanelStore's).
+func OrgKeys(ctx context.Context, q Querier, orgID string) ([]cloud.KeyInfo, error) {
+	return Collect(ctx, q, func(r Row) (cloud.KeyInfo, error) {
+		var ki cloud.KeyInfo
+		var used *int64
+		k, err := ScanKey(scanAlso{r, []any{&ki.CreatedByEmail, &used}})
+		if err != nil {
+			return ki, err
+		}
+		ki.APIKey, ki.LastUsedAt = *k, MsTime(used)
+		return ki, nil
+	}, `SELECT k.id, k.org_id, k.name, k.hash, k.scopes, k.expires_at, k.revoked_at, k.created_at, COALESCE(u.email, ''), k.last_used_at
+		FROM api_keys k LEFT JOIN users u ON u.id = k.created_by WHERE k.org_id = ? ORDER BY k.created_at DESC, k.id DESC`, orgID)
+}
+
+// scanAlso scans extra columns after those its caller names.
+type scanAlso struct {
+	row   Row
+	extra []any
+}
+
+func (s scanAlso) Scan(dest ...any) error { return s.row.Scan(append(dest, s.extra...)...) }
 
 // InsertOrg stores org and its default alert rules with q, addRule being
 // the store's INSERT of a rule (see AddDefaultRules).

@@ -29,6 +29,15 @@ func MsTime(ms *int64) time.Time {
 	return time.UnixMilli(*ms).UTC()
 }
 
+// NullMs is t in Unix milliseconds, or nil (NULL) for the zero time.
+func NullMs(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	ms := t.UnixMilli()
+	return &ms
+}
+
 // DeviceColumns are the columns ScanDevice reads, in order.
 const DeviceColumns = `id, name, serial_number, status, model, firmware_version, last_seen, ip_address, location, created_at`
 

@@ -168,7 +168,7 @@ func (b *bench) cluster(ctx context.Context, db string, ten benchstore.Tenant, u
 	}()
 	var addrs []string
 	for i := range 3 {
-		r, err := startRelay(b.relayBin, b.dir, fmt.Sprintf("relay%d", i+1), db, "--webhook-ca", rc.caFile, "--webhook-allow-private")
+		r, err := startRelay(b.relayBin, b.dir, fmt.Sprintf("relay%d", i+1), db, b.clusterEnv(), "--webhook-ca", rc.caFile, "--webhook-allow-private")
 		if err != nil {
 			return err
 		}
@@ -203,7 +203,7 @@ func (b *bench) cluster(ctx context.Context, db string, ten benchstore.Tenant, u
 		}
 		return m
 	}
-	cond := fmt.Sprintf("3 relays on PostgreSQL behind HAProxy (the shipped configuration), PostgreSQL and the load generators on %d CPUs shared with other work", runtime.NumCPU())
+	cond := fmt.Sprintf("3 relays on PostgreSQL behind HAProxy (the shipped configuration), PostgreSQL and the load generators on %d CPUs shared with other work; %s", runtime.NumCPU(), b.procsNote())
 
 	// 1. GET /devices through HAProxy.
 	fmt.Println("GET /devices through HAProxy ...")
@@ -524,7 +524,7 @@ type single struct {
 func (b *bench) single(ctx context.Context, name, db, key string, urls []string, tokens string) (single, error) {
 	var out single
 	fmt.Printf("%s: one relay, GET /devices, then %d agents offering %.0f heartbeats/s ...\n", name, b.agents, b.rate)
-	r, err := startRelay(b.relayBin, b.dir, name, db)
+	r, err := startRelay(b.relayBin, b.dir, name, db, nil)
 	if err != nil {
 		return out, err
 	}
@@ -624,3 +624,21 @@ func loadAvg() string {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func num(v float64, unit string) string { return benchreport.FormatValue(v, unit) }
+
+// clusterEnv is the cluster's relays' environment: GOMAXPROCS set to
+// their share of the machine's CPUs (--relay-gomaxprocs), as for
+// relays sharing a machine in production (docs/cluster.md, sizing).
+func (b *bench) clusterEnv() []string {
+	if b.relayProcs <= 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("GOMAXPROCS=%d", b.relayProcs)}
+}
+
+// procsNote says how the cluster's relays share the CPUs, for the notes.
+func (b *bench) procsNote() string {
+	if b.relayProcs <= 0 {
+		return "each relay's Go runtime schedules over every CPU (GOMAXPROCS default)"
+	}
+	return fmt.Sprintf("each relay with GOMAXPROCS=%d, its share of the CPUs", b.relayProcs)
+}

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -45,6 +46,7 @@ type config struct {
 	hbWindow, warmup, apiWindow      time.Duration
 	clients                          int
 	outboxDevices                    int
+	relayProcs                       int // GOMAXPROCS of the cluster's relays; 0: Go's default
 }
 
 func main() {
@@ -62,6 +64,7 @@ func main() {
 	fs.IntVar(&c.clients, "clients", 16, "concurrent API clients")
 	fs.IntVar(&c.deliveries, "deliveries", 20000, "deliveries put in the shared outbox")
 	fs.IntVar(&c.outboxDevices, "outbox-devices", 1000, "devices the deliveries are spread over")
+	fs.IntVar(&c.relayProcs, "relay-gomaxprocs", max(1, runtime.NumCPU()/3), "GOMAXPROCS of each of the cluster's three relays, their share of this machine's CPUs (0: Go's default, every CPU); the single-relay runs keep Go's default")
 	fs.Parse(os.Args[1:])
 	if c.agents > c.devices || c.outboxDevices > c.devices || c.agents < 1 {
 		fmt.Fprintln(os.Stderr, "fleet-clusterbench: --agents and --outbox-devices must be between 1 and --devices")

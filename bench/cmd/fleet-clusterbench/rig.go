@@ -107,8 +107,8 @@ func (r *relay) url() string { return "http://" + r.addr }
 // startRelay runs fleet-relay serve on db (in the environment, as a
 // deployment passes it) with its log in dir, and waits until /readyz
 // answers 200.
-func startRelay(bin, dir, name, db string, extra ...string) (*relay, error) {
-	r := &relay{env: []string{"FLEET_DB=" + db}, bin: bin}
+func startRelay(bin, dir, name, db string, env []string, extra ...string) (*relay, error) {
+	r := &relay{env: append([]string{"FLEET_DB=" + db}, env...), bin: bin}
 	var err error
 	if r.addr, err = testnet.Addr(); err != nil {
 		return nil, err

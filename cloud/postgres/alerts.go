@@ -41,11 +41,7 @@ func (t tables) AlertTx(ctx context.Context, eventsAt int64, what string, fn fun
 	if err := t.db.ensureDays(ctx, "events", eventsAt); err != nil {
 		return err
 	}
-	err := t.db.writeTx(ctx, func(tx pgx.Tx) error { return fn(pgConn{tx}) })
-	if err != nil && cloud.ErrorCode(err) == cloud.EINTERNAL {
-		return storeError("postgres: %s: %w", what, err)
-	}
-	return err
+	return wrapErr(what, t.db.writeTx(ctx, func(tx pgx.Tx) error { return fn(pgConn{tx}) }))
 }
 
 // insertEvents stores relay-made events (fresh ids) of one device in tx.
@@ -91,13 +87,7 @@ func (s *AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rul
 }
 
 func (s *AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert.Rule, error) {
-	return query(ctx, s.db, "rules", func(r sqlstore.Row) (alert.Rule, error) {
-		var x alert.Rule
-		var sev string
-		err := r.Scan(&x.ID, &x.OrgID, &x.Name, &sev, &x.Metric, &x.Threshold, &x.Clear, &x.Consecutive, &x.Enabled)
-		x.Severity = resource.Severity(sev)
-		return x, err
-	}, `SELECT id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled FROM alert_rules WHERE org_id = $1 ORDER BY name`, orgID)
+	return query(ctx, s.db, "rules", sqlstore.ScanRule, `SELECT `+sqlstore.RuleColumns+` FROM alert_rules WHERE org_id = $1 ORDER BY name`, orgID)
 }
 
 // Window implements alert.Store: the device's newest n samples captured at
@@ -171,13 +161,7 @@ func (s *AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID str
 // intervals at now, and that have no device_offline alert created since
 // their last heartbeat.
 func (s *AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID string, limit int) ([]alert.Offline, error) {
-	return query(ctx, s.db, "offline devices", func(r sqlstore.Row) (alert.Offline, error) {
-		var o alert.Offline
-		var seen, hb int64
-		err := r.Scan(&o.Device.ID, &o.Device.OrgID, &o.Device.Model, &seen, &hb)
-		o.LastSeen, o.Heartbeat = time.UnixMilli(seen).UTC(), time.Duration(hb)*time.Millisecond
-		return o, err
-	}, `SELECT d.id, d.org_id, d.model, d.last_seen, d.agent_heartbeat_ms FROM devices d
+	return query(ctx, s.db, "offline devices", sqlstore.ScanOffline, `SELECT `+sqlstore.OfflineColumns+` FROM devices d
 		WHERE d.status = 'OFFLINE' AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= $1
 		  AND ($2 = '' OR d.id = $2)
 		  AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.device_id = d.id

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,8 +69,33 @@ func (r pgRow) Scan(dest ...any) error {
 }
 
 // numbered rewrites the ? placeholders of query as $1, $2, … (the shared
-// statements hold no ? in a literal).
+// statements hold no ? in a literal). The shared statements are constants,
+// so each is rewritten once and kept (up to maxNumbered of them); a
+// statement without ? is its own rewrite.
 func numbered(query string) string {
+	if strings.IndexByte(query, '?') < 0 {
+		return query
+	}
+	if q, ok := numberedCache.Load(query); ok {
+		return q.(string)
+	}
+	q := renumber(query)
+	if numberedCount.Load() < maxNumbered {
+		if _, loaded := numberedCache.LoadOrStore(query, q); !loaded {
+			numberedCount.Add(1)
+		}
+	}
+	return q
+}
+
+const maxNumbered = 4096
+
+var (
+	numberedCache sync.Map // statement with ? -> with $n
+	numberedCount atomic.Int64
+)
+
+func renumber(query string) string {
 	var b strings.Builder
 	n := 0
 	for _, r := range query {

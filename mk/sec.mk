@@ -14,7 +14,10 @@ test-unit: node-tools
 # (test-fuzz, FUZZ_BRIEF each). A crash stops the run; go test has written
 # the failing input to the package's testdata/fuzz/<target>/, where it stays
 # as a regression input once the bug is fixed (plain `go test` runs every
-# input there). Seed corpora live there too.
+# input there). Seed corpora live there too. Go 1.26's fuzzing engine may
+# report `context deadline exceeded` as the -fuzztime window closes on a
+# loaded machine (golang/go#75804, fixed in Go 1.27); such a run wrote no
+# input, so it passes when the target's corpus then replays clean.
 
 FUZZTIME   ?= 1m
 FUZZ_BRIEF ?= 3s
@@ -36,8 +39,14 @@ fuzz-run:
 	for ft in $$(grep -r --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]*' $(FUZZ_DIRS) | sed 's/:func /:/' | sort); do \
 		file=$${ft%%:*}; target=$${ft##*:}; dir=./$$(dirname $$file); \
 		echo "fuzz: $$dir $$target for $(FUZZ_FOR)"; \
-		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_FOR) $$dir > .fuzz.log 2>&1 || \
-			{ cat .fuzz.log; rm -f .fuzz.log; echo "fuzz: $$target failed; the input is in $$dir/testdata/fuzz/$$target/"; exit 1; }; \
+		if ! $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_FOR) $$dir > .fuzz.log 2>&1; then \
+			if grep -q 'context deadline exceeded' .fuzz.log && ! grep -q 'Failing input written to' .fuzz.log && \
+				$(GO) test -count=1 -run "^$$target\$$" $$dir > /dev/null 2>&1; then \
+				echo "  the fuzzing engine's deadline race at the end of -fuzztime (golang/go#75804, fixed in Go 1.27): no failing input written, and the corpus replays clean"; \
+			else \
+				cat .fuzz.log; rm -f .fuzz.log; echo "fuzz: $$target failed; the input is in $$dir/testdata/fuzz/$$target/"; exit 1; \
+			fi; \
+		fi; \
 		tail -n 3 .fuzz.log | grep -m1 'execs:' | sed 's/^/  /' || true; \
 		n=$$((n+1)); \
 	done; rm -f .fuzz.log; echo "fuzz: $$n targets, $$(( $$(date +%s) - start )) s"

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/onewrite"
 	"github.com/fleet/fleet/shared/jsonstrict"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -152,28 +153,29 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeAppended renders a 200 body built by fn into a pooled buffer; an
 // error from fn is returned before anything is written.
-func (s *Server) writeAppended(w http.ResponseWriter, fn func([]byte) ([]byte, error)) error {
+func (s *Server) writeAppended(w http.ResponseWriter, r *http.Request, fn func([]byte) ([]byte, error)) error {
 	buf := s.getBuf()
 	defer s.putBuf(buf)
 	out, err := fn(buf.Bytes()[:0])
 	if err != nil {
 		return err
 	}
-	writeBody(w, out, "no-store")
+	writeBody(w, r, out, "no-store")
 	if cap(out) > buf.Cap() {
 		*buf = *bytes.NewBuffer(out[:0])
 	}
 	return nil
 }
 
-// writeBody sends a 200 JSON body with the given Cache-Control.
-func writeBody(w http.ResponseWriter, body []byte, cacheControl string) {
+// writeBody sends a 200 JSON body with the given Cache-Control, in one
+// write to the socket where the relay's listener allows (onewrite).
+func writeBody(w http.ResponseWriter, r *http.Request, body []byte, cacheControl string) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Cache-Control", cacheControl)
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	_ = onewrite.Write(w, r, body)
 }
 
 func (s *Server) getBuf() *bytes.Buffer {

@@ -63,7 +63,7 @@ func cachedList[F comparable, L any](s *Server, w http.ResponseWriter, r *http.R
 	ver, cached := s.dataVersion(r.Context())
 	if cached {
 		if body := pages.get(ver, org, f); body != nil {
-			writeBody(w, body, "no-store")
+			writeBody(w, r, body, "no-store")
 			return nil
 		}
 	}
@@ -71,7 +71,7 @@ func cachedList[F comparable, L any](s *Server, w http.ResponseWriter, r *http.R
 	if err != nil {
 		return err
 	}
-	return s.writeAppended(w, func(b []byte) ([]byte, error) {
+	return s.writeAppended(w, r, func(b []byte) ([]byte, error) {
 		b, err := appendList(b, &l)
 		if err == nil && cached {
 			pages.put(ver, org, f, b)

@@ -14,5 +14,5 @@ var openapiDoc []byte
 func OpenAPI() []byte { return append([]byte(nil), openapiDoc...) }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
-	writeBody(w, openapiDoc, "public, max-age=300")
+	writeBody(w, r, openapiDoc, "public, max-age=300")
 }

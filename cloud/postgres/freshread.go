@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -22,6 +23,9 @@ import (
 type freshRead struct {
 	read    func(context.Context) (uint64, error)
 	timeout time.Duration
+	// yield lets the goroutines ready to run reach Do before a read with
+	// none under way starts (nil: runtime.Gosched).
+	yield func()
 
 	mu      sync.Mutex
 	running *readCall // the read under way, if any
@@ -38,28 +42,28 @@ type readCall struct {
 // Do returns the result of a read that started after Do was called.
 func (f *freshRead) Do(ctx context.Context) (uint64, error) {
 	f.mu.Lock()
-	switch {
-	case f.next != nil:
+	if c := f.next; c != nil {
 		// The next read has not started (its leader starts it under mu, at
 		// the moment it clears next): it starts after this call.
-		c := f.next
 		c.callers++
 		f.mu.Unlock()
 		return c.wait(ctx)
-	case f.running == nil:
-		c := &readCall{done: make(chan struct{}), callers: 1}
-		f.running = c
-		f.mu.Unlock()
-		f.run(ctx, c)
-		return c.v, c.err
 	}
-	// A read is under way, begun before this call: gather the next one and
-	// lead it once that read is done.
+	// Gather the next read and lead it: once the read under way, begun
+	// before this call, is done, or, with none under way, once the
+	// goroutines ready to run have run (the other requests the same network
+	// poll woke reach this point and join instead of each reading).
 	c := &readCall{done: make(chan struct{}), callers: 1}
 	f.next = c
 	prev := f.running
 	f.mu.Unlock()
-	<-prev.done
+	if prev != nil {
+		<-prev.done
+	} else if f.yield != nil {
+		f.yield()
+	} else {
+		runtime.Gosched()
+	}
 	f.mu.Lock()
 	f.next, f.running = nil, c
 	f.mu.Unlock()

@@ -111,6 +111,34 @@ func TestFreshReadNeverAnswersWithAnEarlierRead(t *testing.T) {
 	}
 }
 
+// Callers ready to run together (requests one network poll woke) share one
+// read that starts after the last of them arrived: with no read under way,
+// the first to arrive lets the others run (here: waits until they have
+// joined) before it reads.
+func TestFreshReadGathersCallersReadyTogether(t *testing.T) {
+	s := newStepReads()
+	f := &freshRead{read: s.read, timeout: time.Minute}
+	f.yield = func() {
+		waitFor(t, f, "three more callers join the first one's read", func() bool { return f.next != nil && f.next.callers == 4 })
+	}
+	answers := make(chan answer, 4)
+	for range 4 {
+		go func() { v, err := f.Do(context.Background()); answers <- answer{v, err} }()
+	}
+	if got := <-s.started; got != 1 {
+		t.Fatalf("first read started as %d", got)
+	}
+	close(s.release)
+	for range 4 {
+		if got := <-answers; got.err != nil || got.v != 1 {
+			t.Fatalf("a caller got %+v, want read 1", got)
+		}
+	}
+	if n := s.reads(); n != 1 {
+		t.Fatalf("%d reads for four callers ready together, want 1", n)
+	}
+}
+
 // Under concurrent callers, each answer is at least what the source held
 // when its caller arrived.
 func TestFreshReadConcurrentCallersSeeTheirArrival(t *testing.T) {

@@ -104,9 +104,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer db.Close()
 
-	// The server as the relay runs it: the access log is formatted (to a
-	// discarding writer), requests are counted for /metrics, the rate limit
-	// is out of the way.
+	// The server as the relay runs it: one write per response
+	// (api.Listener), the access log formatted (to a discarding writer),
+	// requests counted for /metrics; the rate limit is out of the way.
 	auth := apikey.NewAuthenticator(db, time.Now, 10_000)
 	srv := api.NewServer(api.Config{
 		Requests:  relaymetrics.New().Requests(),
@@ -122,8 +122,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
-	go hs.Serve(ln)
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		ConnContext: api.ConnContext}
+	go hs.Serve(api.Listener(ln))
 	defer hs.Close()
 	base := "http://" + ln.Addr().String() + api.Prefix
 	path := api.Prefix

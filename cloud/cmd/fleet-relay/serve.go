@@ -16,7 +16,6 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
-	"github.com/fleet/fleet/cloud/internal/onewrite"
 	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/shared/tick"
 )
@@ -270,16 +269,16 @@ func (m *Main) listen(bg context.Context) (err error) {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(m.Logger.With("component", "http").Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return bg },
-		ConnContext:       onewrite.ConnContext,
+		ConnContext:       api.ConnContext,
 	}
 	m.done = make(chan struct{})
 	go func() {
 		defer close(m.done)
 		var err error
 		if c.TLSCert != "" {
-			err = m.server.ServeTLS(onewrite.Listener{Listener: m.ln}, c.TLSCert, c.TLSKey)
+			err = m.server.ServeTLS(api.Listener(m.ln), c.TLSCert, c.TLSKey)
 		} else {
-			err = m.server.Serve(onewrite.Listener{Listener: m.ln})
+			err = m.server.Serve(api.Listener(m.ln))
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.serveErr = err

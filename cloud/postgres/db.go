@@ -175,6 +175,38 @@ func (db *DB) migrate(ctx context.Context) error {
 			return err
 		}
 	}
+	return analyzeUnplanned(ctx, conn.Conn())
+}
+
+// analyzeUnplanned runs ANALYZE on each table that holds rows but has no
+// statistics yet, which PostgreSQL's autovacuum leaves so until enough rows
+// change: a database made with CREATE DATABASE ... TEMPLATE, or loaded in
+// bulk (store copy, pg_restore) just before relays start. Without
+// statistics the planner takes an organization's devices for a handful of
+// rows and answers the first page of GET /devices by sorting them all (7 ms
+// for 10,000 devices, against 0.1 ms along the (org_id, created_at, id)
+// index). Empty tables and tables with statistics are left alone, and so
+// are the metrics and events partitions, which autovacuum analyzes as
+// samples arrive.
+func analyzeUnplanned(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, `SELECT c.oid::regclass::text FROM pg_class c
+		WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND NOT c.relispartition
+		AND pg_relation_size(c.oid) > 0
+		AND NOT EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = current_schema() AND s.tablename = c.relname)
+		ORDER BY 1`)
+	if err != nil {
+		return storeError("postgres: tables without statistics: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return storeError("postgres: tables without statistics: %w", err)
+	}
+	for _, t := range tables {
+		// t is the table's name as regclass prints it: quoted where needed.
+		if _, err := conn.Exec(ctx, `ANALYZE `+t); err != nil {
+			return storeError("postgres: analyze %s: %w", t, err)
+		}
+	}
 	return nil
 }
 

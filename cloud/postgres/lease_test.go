@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/fleet/fleet/cloud/postgres"
 )
 
 // TestLease: one relay at a time holds a lease; another takes it once it
@@ -15,11 +13,7 @@ import (
 // few seconds.
 func TestLease(t *testing.T) {
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, migratedDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, migratedDB(t))
 	lease := "sweep"
 	try := func(owner string, ttl time.Duration) bool {
 		t.Helper()

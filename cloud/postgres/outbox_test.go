@@ -18,12 +18,7 @@ import (
 // and in order; concurrent claims never split a queue.
 func TestSharedOutboxLeases(t *testing.T) {
 	ctx := context.Background()
-	url := migratedDB(t)
-	db, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, migratedDB(t))
 	a, b := postgres.NewWebhookStore(db, "relay-a"), postgres.NewWebhookStore(db, "relay-b")
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	mk := func(id, dev, event string) *webhook.Delivery {

@@ -42,12 +42,8 @@ func TestPartitionsByDay(t *testing.T) {
 	url := migratedDB(t)
 	now := time.Date(2026, 7, 10, 12, 0, 0, 0, time.UTC)
 	open := func() *postgres.DB {
-		db, err := postgres.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
+		db := openDB(t, url)
 		db.Now = func() time.Time { return now }
-		t.Cleanup(func() { db.Close() })
 		return db
 	}
 	a, b := open(), open()

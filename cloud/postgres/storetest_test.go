@@ -57,6 +57,17 @@ func migratedDB(t testing.TB) string {
 	return srv.CreateDBFrom(t, template.name)
 }
 
+// openDB opens the store on url, closed when the test ends.
+func openDB(t testing.TB, url string) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 func openStores(t testing.TB, url string, now cloud.Now, relay string) storetest.Stores {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), url)

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"io"
 	"sync"
 	"time"
+
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // logBatch collects log lines and writes them in batches: when size bytes
@@ -12,6 +15,11 @@ import (
 // at 10,000 requests a second a write system call per line cost a relay a
 // quarter of its CPU. Everything else the relay logs is written at once. A
 // relay killed with SIGKILL loses at most the last interval's lines.
+//
+// A line is never split between two writes (bufio.Writer would split one
+// that does not fit the space left): the relay's other log lines go to the
+// same file descriptor, and a line cut in two could get one of them in
+// its middle.
 type logBatch struct {
 	mu     sync.Mutex
 	w      io.Writer
@@ -19,14 +27,19 @@ type logBatch struct {
 	size   int
 	closed bool // after Close every line is written at once
 
-	stop chan struct{}
+	stop context.CancelFunc // ends the flusher
 	done chan struct{}
 }
 
 // newLogBatch starts a logBatch writing to w; Close flushes and stops it.
 func newLogBatch(w io.Writer, size int, interval time.Duration) *logBatch {
-	b := &logBatch{w: w, buf: make([]byte, 0, size), size: size, stop: make(chan struct{}), done: make(chan struct{})}
-	go b.flushEvery(interval)
+	ctx, stop := context.WithCancel(context.Background())
+	b := &logBatch{w: w, buf: make([]byte, 0, size), size: size, stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		tick.Every(ctx, interval, b.Flush)
+		b.Flush()
+	}()
 	return b
 }
 
@@ -36,8 +49,8 @@ func newLogBatch(w io.Writer, size int, interval time.Duration) *logBatch {
 func (b *logBatch) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.buf)+len(p) > b.size {
-		b.flushLocked()
+	if len(b.buf)+len(p) > b.size || b.closed {
+		b.flushLocked() // in order: what waits goes first
 	}
 	if len(p) >= b.size || b.closed {
 		b.w.Write(p)
@@ -61,30 +74,12 @@ func (b *logBatch) Flush() {
 	b.mu.Unlock()
 }
 
-func (b *logBatch) flushEvery(interval time.Duration) {
-	defer close(b.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			b.Flush()
-			return
-		case <-t.C:
-			b.Flush()
-		}
-	}
-}
-
 // Close writes what is waiting and stops the flusher; lines written after
 // Close are written at once.
 func (b *logBatch) Close() {
 	b.mu.Lock()
-	first := !b.closed
 	b.closed = true
 	b.mu.Unlock()
-	if first {
-		close(b.stop)
-	}
+	b.stop()
 	<-b.done
 }

@@ -100,15 +100,9 @@ func (s *AlertEngineStore) Window(ctx context.Context, orgID, deviceID string, u
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+sqlstore.SampleColumns+` FROM metrics
 		WHERE device_id = $1 AND captured_at <= $2 ORDER BY captured_at DESC LIMIT $3`, deviceID, until.UnixMilli(), n).
-		Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				m, err := sqlstore.ScanSample(rows)
-				if err != nil {
-					return err
-				}
-				ms = append(ms, m)
-			}
-			return rows.Err()
+		Query(func(rows pgx.Rows) (err error) {
+			ms, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (resource.MetricSample, error) { return sqlstore.ScanSample(r) })
+			return err
 		})
 	b.Queue(`SELECT rule_id, COALESCE(MAX(id) FILTER (WHERE state <> 'RESOLVED'), ''), MAX(resolved_at) FILTER (WHERE state = 'RESOLVED')
 		FROM alerts WHERE org_id = $1 AND device_id = $2 GROUP BY rule_id`, orgID, deviceID).

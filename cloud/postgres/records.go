@@ -3,7 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -79,11 +80,7 @@ func applyRecords(ctx context.Context, tx pgx.Tx, recs []*recJob) error {
 	for _, r := range recs {
 		seq[r.dev.ID] = max(seq[r.dev.ID], int64(r.maxSeq))
 	}
-	ids := make([]string, 0, len(seq))
-	for id := range seq {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(seq))
 	seqs := make([]int64, len(ids))
 	for i, id := range ids {
 		seqs[i] = seq[id]

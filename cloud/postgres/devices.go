@@ -40,7 +40,7 @@ func (t tables) DeviceDetail(ctx context.Context, orgID, id string) (resource.De
 	return dd, nil
 }
 
-var metricsSQL = sqlstore.SamplesSQL(sqlstore.Dollar)
+var metricsSQL = numbered(sqlstore.SamplesSQL)
 
 // NewestSamples implements sqlstore.DeviceTables.
 func (t tables) NewestSamples(ctx context.Context, deviceID string, from, to time.Time, n int) ([]resource.MetricSample, error) {
@@ -72,12 +72,12 @@ func (db *DB) checkCursor(ctx context.Context, query, cursor, scope string) erro
 
 // listPage reads the page of k.
 func listPage[T any](ctx context.Context, db *DB, k sqlstore.Keyset[T]) (resource.List[T], error) {
-	q, args, err := k.SQL(sqlstore.Dollar)
+	q, args, err := k.SQL()
 	if err != nil {
 		return k.Page(nil, err, nil)
 	}
-	list, err := query(ctx, db, k.What, k.Scan, q, args...)
-	return k.Page(list, err, func() error { return db.checkCursor(ctx, k.CursorSQL(sqlstore.Dollar), k.Cursor, k.Scope) })
+	list, err := query(ctx, db, k.What, k.Scan, numbered(q), args...)
+	return k.Page(list, err, func() error { return db.checkCursor(ctx, numbered(k.CursorSQL()), k.Cursor, k.Scope) })
 }
 
 // DeviceModel implements sqlstore.DeviceTables and sqlstore.SerialTables.
@@ -125,7 +125,7 @@ func (db *DB) AddDevice(ctx context.Context, nd cloud.NewDevice) (resource.Devic
 	return d.Detail, d.Token, nil
 }
 
-var insertDeviceSQL = sqlstore.InsertDeviceSQL(sqlstore.Dollar)
+var insertDeviceSQL = numbered(sqlstore.InsertDeviceSQL)
 
 // RevokeDevice revokes the device's token (the first time is kept).
 func (db *DB) RevokeDevice(ctx context.Context, id string) (time.Time, error) {

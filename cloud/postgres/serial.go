@@ -60,8 +60,8 @@ func (t tables) PatchSerial(ctx context.Context, deviceID string, p cloud.Serial
 		if _, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES ($1) ON CONFLICT DO NOTHING`, deviceID); err != nil {
 			return err
 		}
-		q, args := sqlstore.SerialPatchSQL(p, deviceID, sqlstore.Dollar)
-		if _, err := tx.Exec(ctx, q, args...); err != nil {
+		q, args := sqlstore.SerialPatchSQL(p, deviceID)
+		if _, err := tx.Exec(ctx, numbered(q), args...); err != nil {
 			return err
 		}
 		if err := notifyConfig(ctx, tx, deviceID); err != nil {

@@ -68,10 +68,13 @@ func (r pgRow) Scan(dest ...any) error {
 	return err
 }
 
-// numbered rewrites the ? placeholders of query as $1, $2, … (the shared
-// statements hold no ? in a literal). The shared statements are constants,
-// so each is rewritten once and kept (up to maxNumbered of them); a
-// statement without ? is its own rewrite.
+// numbered rewrites the ? placeholders of query as $1, $2, … : the one way
+// the statements of cloud/internal/sqlstore, written with ? for both
+// stores, reach PostgreSQL (they hold no ? in a literal). Most are
+// constants and the rest are built per call in a handful of shapes (a
+// list page by its filters and cursor, a serial patch by its fields), so
+// each is rewritten once and kept (up to maxNumbered of them); a statement
+// without ? is its own rewrite.
 func numbered(query string) string {
 	if strings.IndexByte(query, '?') < 0 {
 		return query
@@ -104,7 +107,7 @@ func renumber(query string) string {
 			continue
 		}
 		n++
-		b.WriteString(sqlstore.Dollar(n))
+		b.WriteString("$" + strconv.Itoa(n))
 	}
 	return b.String()
 }

@@ -283,7 +283,7 @@ func collect[T any](rows *sql.Rows, err error, what string, scan func(sqlstore.R
 
 // listPage reads the page of k on the readers.
 func listPage[T any](ctx context.Context, db *DB, k sqlstore.Keyset[T]) (resource.List[T], error) {
-	q, args, err := k.SQL(sqlstore.Question)
+	q, args, err := k.SQL()
 	if err != nil {
 		return k.Page(nil, err, nil)
 	}
@@ -294,7 +294,7 @@ func listPage[T any](ctx context.Context, db *DB, k sqlstore.Keyset[T]) (resourc
 	rows, err := st.QueryContext(ctx, args...)
 	list, err := collect(rows, err, k.What, k.Scan)
 	return k.Page(list, err, func() error {
-		_, err := db.cursorTime(ctx, k.CursorSQL(sqlstore.Question), k.Cursor, k.Scope)
+		_, err := db.cursorTime(ctx, k.CursorSQL(), k.Cursor, k.Scope)
 		return err
 	})
 }

@@ -64,7 +64,7 @@ const (
 	deviceModelSQL   = `SELECT model FROM devices WHERE id = ? AND org_id = ?`
 )
 
-var metricsSQL = sqlstore.SamplesSQL(sqlstore.Question)
+const metricsSQL = sqlstore.SamplesSQL
 
 // cursorTime returns the created_at of the cursor item that query (taking
 // the cursor and one scope argument) finds, or ECURSOR.
@@ -144,7 +144,7 @@ func (db *DB) AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetai
 	return d.Detail, d.Token, nil
 }
 
-var insertDeviceSQL = sqlstore.InsertDeviceSQL(sqlstore.Question)
+const insertDeviceSQL = sqlstore.InsertDeviceSQL
 
 // RevokeDevice revokes the device's token: DeviceByToken refuses it from
 // then on. Idempotent (the first revocation time is kept, and returned);

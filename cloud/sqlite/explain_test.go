@@ -50,14 +50,14 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	}
 	for _, status := range []bool{false, true} {
 		for _, cursor := range []bool{false, true} {
-			q, _, err := sqlstore.DeviceList("o", cloud.DeviceFilter{Status: resource.DeviceStatus(on(status, "ONLINE")), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL(sqlstore.Question)
+			q, _, err := sqlstore.DeviceList("o", cloud.DeviceFilter{Status: resource.DeviceStatus(on(status, "ONLINE")), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL()
 			list(fmt.Sprintf("devices status=%v cursor=%v", status, cursor), q, err)
 		}
 	}
 	for _, typ := range []bool{false, true} {
 		for _, sev := range []bool{false, true} {
 			for _, cursor := range []bool{false, true} {
-				q, _, err := sqlstore.EventList("d", cloud.EventFilter{Type: on(typ, "t"), Severity: resource.Severity(on(sev, "INFO")), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL(sqlstore.Question)
+				q, _, err := sqlstore.EventList("d", cloud.EventFilter{Type: on(typ, "t"), Severity: resource.Severity(on(sev, "INFO")), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL()
 				list(fmt.Sprintf("events type=%v severity=%v cursor=%v", typ, sev, cursor), q, err)
 			}
 		}
@@ -65,16 +65,16 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	for _, sev := range []bool{false, true} {
 		for _, dev := range []bool{false, true} {
 			for _, cursor := range []bool{false, true} {
-				q, _, err := sqlstore.AlertList("o", cloud.AlertFilter{Severity: resource.Severity(on(sev, "INFO")), DeviceID: on(dev, "d"), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL(sqlstore.Question)
+				q, _, err := sqlstore.AlertList("o", cloud.AlertFilter{Severity: resource.Severity(on(sev, "INFO")), DeviceID: on(dev, "d"), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL()
 				list(fmt.Sprintf("alerts severity=%v device=%v cursor=%v", sev, dev, cursor), q, err)
 			}
 		}
 	}
 	queries = append(queries,
 		query{"metrics", metricsSQL},
-		query{"device cursor", sqlstore.DeviceList("o", cloud.DeviceFilter{}).CursorSQL(sqlstore.Question)},
-		query{"event cursor", sqlstore.EventList("d", cloud.EventFilter{}).CursorSQL(sqlstore.Question)},
-		query{"alert cursor", sqlstore.AlertList("o", cloud.AlertFilter{}).CursorSQL(sqlstore.Question)},
+		query{"device cursor", sqlstore.DeviceList("o", cloud.DeviceFilter{}).CursorSQL()},
+		query{"event cursor", sqlstore.EventList("d", cloud.EventFilter{}).CursorSQL()},
+		query{"alert cursor", sqlstore.AlertList("o", cloud.AlertFilter{}).CursorSQL()},
 		query{"key by id", `SELECT ` + sqlstore.KeyColumns + ` FROM api_keys WHERE id = ?`},
 		query{"keys of org", listKeysSQL},
 		query{"device by token", deviceByTokenSQL},

@@ -64,7 +64,7 @@ func (t tables) PatchSerial(ctx context.Context, deviceID string, p cloud.Serial
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
 			return err
 		}
-		q, args := sqlstore.SerialPatchSQL(p, deviceID, sqlstore.Question)
+		q, args := sqlstore.SerialPatchSQL(p, deviceID)
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}

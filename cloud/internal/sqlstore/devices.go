@@ -23,12 +23,10 @@ type DeviceTables interface {
 	EventPage(ctx context.Context, k Keyset[resource.Event]) (resource.List[resource.Event], error)
 }
 
-// SamplesSQL is the query of NewestSamples in the dialect of ph
-// (arguments: device, from and to in Unix milliseconds, n).
-func SamplesSQL(ph Placeholder) string {
-	return `SELECT ` + SampleColumns + ` FROM metrics
-		WHERE device_id = ` + ph(1) + ` AND captured_at >= ` + ph(2) + ` AND captured_at <= ` + ph(3) + ` ORDER BY captured_at DESC LIMIT ` + ph(4)
-}
+// SamplesSQL is the query of NewestSamples (arguments: device, from and to
+// in Unix milliseconds, n).
+const SamplesSQL = `SELECT ` + SampleColumns + ` FROM metrics
+	WHERE device_id = ? AND captured_at >= ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`
 
 // DeviceService implements cloud.DeviceService on a store's tables.
 type DeviceService struct{ Tables DeviceTables }

@@ -29,17 +29,17 @@ type Keyset[T any] struct {
 }
 
 // SQL is the query of the page, asking for Limit+1 rows, and its
-// arguments, in the dialect of ph; ECURSOR for a cursor that is no id. The
-// cursor's position is looked up in the same statement: an unknown cursor
-// makes it NULL and the page empty (see Page).
-func (k Keyset[T]) SQL(ph Placeholder) (string, []any, error) {
+// arguments; ECURSOR for a cursor that is no id. The cursor's position is
+// looked up in the same statement: an unknown cursor makes it NULL and the
+// page empty (see Page).
+func (k Keyset[T]) SQL() (string, []any, error) {
 	if k.Cursor != "" && !ids.Valid(k.Cursor) {
 		return "", nil, cloud.ErrCursor()
 	}
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
-		return ph(len(args))
+		return "?"
 	}
 	q := `SELECT ` + k.Columns + ` FROM ` + k.Table + ` WHERE ` + k.ScopeColumn + ` = ` + arg(k.Scope)
 	for _, f := range k.Filters {
@@ -62,8 +62,8 @@ func (k Keyset[T]) SQL(ph Placeholder) (string, []any, error) {
 
 // CursorSQL finds the cursor among the scope's rows (arguments: cursor,
 // scope), reading its created_at.
-func (k Keyset[T]) CursorSQL(ph Placeholder) string {
-	return `SELECT created_at FROM ` + k.Table + ` WHERE id = ` + ph(1) + ` AND ` + k.ScopeColumn + ` = ` + ph(2)
+func (k Keyset[T]) CursorSQL() string {
+	return `SELECT created_at FROM ` + k.Table + ` WHERE id = ? AND ` + k.ScopeColumn + ` = ?`
 }
 
 // Page answers the page from the rows its SQL returned, or err: the first

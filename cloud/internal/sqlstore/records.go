@@ -41,12 +41,9 @@ func PrepareDevice(nd cloud.NewDevice, now time.Time) (NewDevice, error) {
 	}}, nil
 }
 
-// InsertDeviceSQL stores a NewDevice (arguments: NewDevice.Args) in the
-// dialect of ph.
-func InsertDeviceSQL(ph Placeholder) string {
-	return `INSERT INTO devices (id, org_id, name, serial_number, model, location, notes, status, token_hash, created_at)
-		VALUES (` + Placeholders(ph, 1, 10) + `)`
-}
+// InsertDeviceSQL stores a NewDevice (arguments: NewDevice.Args).
+const InsertDeviceSQL = `INSERT INTO devices (id, org_id, name, serial_number, model, location, notes, status, token_hash, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // Args are the arguments of InsertDeviceSQL.
 func (d NewDevice) Args() []any {
@@ -68,19 +65,6 @@ func NewOrg(name string, now time.Time) (cloud.Org, error) {
 		return cloud.Org{}, err
 	}
 	return cloud.Org{ID: ids.New(), Name: name, WebhookSecret: webhook.NewSecret(), CreatedAt: now.UTC().Truncate(time.Millisecond)}, nil
-}
-
-// Placeholders lists n parameters from the from-th, comma-separated, in the
-// dialect of ph.
-func Placeholders(ph Placeholder, from, n int) string {
-	s := ""
-	for i := from; i < from+n; i++ {
-		if s != "" {
-			s += ", "
-		}
-		s += ph(i)
-	}
-	return s
 }
 
 // CreateKey makes an API key of nk (apikey.New, with its validation) for

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/hw/catalog"
@@ -78,24 +77,14 @@ func ChannelsByID(chans []Channel) map[string]*cloud.StoredChannel {
 	return out
 }
 
-// Placeholder is a dialect's n-th (from 1) statement parameter.
-type Placeholder func(n int) string
-
-// The stores' placeholders: SQLite's ?, PostgreSQL's $n.
-var (
-	Question Placeholder = func(int) string { return "?" }
-	Dollar   Placeholder = func(n int) string { return "$" + strconv.Itoa(n) }
-)
-
 // SerialPatchSQL is the UPDATE that applies p to deviceID's serial_state
-// row and bumps its desired version, with its arguments, in the dialect of
-// ph.
-func SerialPatchSQL(p cloud.SerialPatch, deviceID string, ph Placeholder) (string, []any) {
+// row and bumps its desired version, with its arguments.
+func SerialPatchSQL(p cloud.SerialPatch, deviceID string) (string, []any) {
 	q := `UPDATE serial_state SET desired_version = desired_version + 1`
 	var args []any
 	set := func(col string, v any) {
 		args = append(args, v)
-		q += `, ` + col + ` = ` + ph(len(args))
+		q += `, ` + col + ` = ?`
 	}
 	if p.Mode != nil {
 		set("mode", *p.Mode)
@@ -109,7 +98,7 @@ func SerialPatchSQL(p cloud.SerialPatch, deviceID string, ph Placeholder) (strin
 		set("webhook_enabled", *p.WebhookEnabled)
 	}
 	args = append(args, deviceID)
-	return q + ` WHERE device_id = ` + ph(len(args)), args
+	return q + ` WHERE device_id = ?`, args
 }
 
 // SerialTables is what SerialService reads and writes of a store's

@@ -182,7 +182,8 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 }
 
 // clientAddr is the rate-limit identity of an unauthenticated request: the
-// peer address (IPv6 reduced to its /64). Proxy headers are not trusted.
+// peer address (IPv6 reduced to its /64); behind a proxy the relay trusts
+// (--trusted-proxies), cloud/internal/clientaddr made it the client's.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

@@ -319,7 +319,8 @@ func roundWait(d time.Duration) string {
 }
 
 // clientAddr is the throttle's identity of a client: the peer address
-// (IPv6 reduced to its /64). Proxy headers are not trusted.
+// (IPv6 reduced to its /64); behind a proxy the relay trusts
+// (--trusted-proxies), cloud/internal/clientaddr made it the client's.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

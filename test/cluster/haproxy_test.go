@@ -2,6 +2,9 @@ package cluster_test
 
 import (
 	"fmt"
+	"maps"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -30,7 +33,7 @@ func TestHAProxy(t *testing.T) {
 	var relays []*relay
 	var addrs []string
 	for _, name := range []string{"relay1", "relay2", "relay3"} {
-		r := startRelay(t, dir, name, env, "--drain-delay", "3s")
+		r := startRelay(t, dir, name, env, "--drain-delay", "3s", "--trusted-proxies", "127.0.0.1")
 		relays = append(relays, r)
 		addrs = append(addrs, r.Addr)
 	}
@@ -109,6 +112,76 @@ func TestHAProxy(t *testing.T) {
 	}
 }
 
+// TestHAProxyClientAddresses: behind the shipped HAProxy configuration, a
+// relay told to trust it (--trusted-proxies) counts unauthenticated
+// requests per client address, as it does without a balancer: the client
+// that used up its budget gets 429, another client behind the same HAProxy
+// still gets its 401, and neither a client that writes the other's
+// address into X-Forwarded-For nor one that connects to the relay directly
+// with that header is taken for it. The access log names each client.
+func TestHAProxyClientAddresses(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"FLEET_DB=" + filepath.Join(dir, "fleet.db")}
+	r := startRelay(t, dir, "relay1", env, "--rate-limit", "3", "--trusted-proxies", "127.0.0.1")
+	_, lb := balance(t, []string{r.Addr}, 10*time.Second)
+
+	// get sends an unauthenticated GET /devices from the loopback address
+	// src to base and returns the status.
+	get := func(src, base, forwardedFor string) int {
+		t.Helper()
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).DialContext,
+		}}
+		defer c.CloseIdleConnections()
+		req, err := http.NewRequest("GET", base+"/api/v1/public/devices", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if forwardedFor != "" {
+			req.Header.Set("X-Forwarded-For", forwardedFor)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET from %s: %v", src, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 3 {
+		if code := get("127.0.0.2", lb, ""); code != http.StatusUnauthorized {
+			t.Fatalf("client 127.0.0.2, request %d: %d, want 401", i+1, code)
+		}
+	}
+	if code := get("127.0.0.2", lb, ""); code != http.StatusTooManyRequests {
+		t.Fatalf("client 127.0.0.2 after its budget: %d, want 429", code)
+	}
+	if code := get("127.0.0.3", lb, ""); code != http.StatusUnauthorized {
+		t.Errorf("client 127.0.0.3 behind the same HAProxy: %d, want 401 (its own budget)", code)
+	}
+	if code := get("127.0.0.4", lb, "127.0.0.3"); code != http.StatusUnauthorized {
+		t.Errorf("client 127.0.0.4 forwarding for 127.0.0.3: %d, want 401", code)
+	}
+	// Straight to the relay, 127.0.0.5 is no trusted proxy: its header is
+	// not believed, so it does not pass for 127.0.0.2 (whose budget is
+	// spent).
+	if code := get("127.0.0.5", r.URL(), "127.0.0.2"); code != http.StatusUnauthorized {
+		t.Errorf("127.0.0.5 straight to the relay, forwarding for 127.0.0.2: %d, want 401", code)
+	}
+	want := map[string]int{"127.0.0.2": 4, "127.0.0.3": 1, "127.0.0.4": 1, "127.0.0.5": 1}
+	fleetproc.Eventually(t, 5*time.Second, func() string { // the access log is written in batches
+		got := map[string]int{}
+		for _, l := range fleetproc.LogLines(t, r.Log, "request") {
+			if l["path"] == "/api/v1/public/devices" { // not HAProxy's health checks
+				got[fmt.Sprint(l["remote"])]++
+			}
+		}
+		if !maps.Equal(got, want) {
+			return fmt.Sprintf("access log's remote addresses: %v, want %v", got, want)
+		}
+		return ""
+	})
+}
+
 // TestHAProxyConfig checks what the shipped file promises that the test
 // above cannot wait for: websocket tunnels outlive the HTTP timeouts by
 // far, and every relay is health-checked on /readyz.
@@ -128,6 +201,8 @@ func TestHAProxyConfig(t *testing.T) {
 		`(?m)^\s+balance leastconn$`,
 		// The relays keep the access log; HAProxy logs the abnormal.
 		`(?m)^\s+option dontlog-normal$`,
+		// The client's address, for relays run with --trusted-proxies.
+		`(?m)^\s+option forwardfor$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(cfg) {
 			t.Errorf("haproxy.cfg lacks %s", want)

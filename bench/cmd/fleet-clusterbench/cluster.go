@@ -168,7 +168,8 @@ func (b *bench) cluster(ctx context.Context, db string, ten benchstore.Tenant, u
 	}()
 	var addrs []string
 	for i := range 3 {
-		r, err := startRelay(b.relayBin, b.dir, fmt.Sprintf("relay%d", i+1), db, b.clusterEnv(), "--webhook-ca", rc.caFile, "--webhook-allow-private")
+		r, err := startRelay(b.relayBin, b.dir, fmt.Sprintf("relay%d", i+1), db, b.clusterEnv(), "--webhook-ca", rc.caFile, "--webhook-allow-private",
+			"--trusted-proxies", "127.0.0.1") // HAProxy, as docs/cluster.md has it
 		if err != nil {
 			return err
 		}

@@ -263,6 +263,7 @@ func TestAdminErrors(t *testing.T) {
 		{[]string{"device", "add", "--db", db, "--org", org.ID, "--name", "bad\x07name", "--serial", "S", "--model", "IG-100"}, 1, "printable"},
 		{[]string{"serve", "--db", db, "--rate-limit", "0"}, 2, "--rate-limit"},
 		{[]string{"serve", "--db", db, "--tls-cert", "x.pem"}, 2, "--tls-key"},
+		{[]string{"serve", "--db", db, "--trusted-proxies", "10.0.0.5,haproxy"}, 2, `--trusted-proxies: want IP addresses or CIDR ranges, comma-separated: net.ParseIP failed for "haproxy"`},
 	} {
 		_, errOut, code := cli(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {

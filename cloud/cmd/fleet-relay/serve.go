@@ -16,6 +16,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/internal/clientaddr"
 	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/shared/tick"
 )
@@ -36,6 +37,10 @@ type ServeConfig struct {
 	// load balancer's health checks see the relay leave first.
 	DrainDelay time.Duration
 	LogLevel   string
+	// TrustedProxies lists the reverse proxies and load balancers (IP
+	// addresses and CIDR ranges, comma-separated) whose X-Forwarded-For
+	// names the client (cloud/internal/clientaddr); empty: none.
+	TrustedProxies string
 
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
@@ -96,6 +101,7 @@ type Main struct {
 
 	ready    *readiness
 	front    swapHandler
+	trusted  *clientaddr.Trusted // from Config.TrustedProxies
 	drains   []func(context.Context) error
 	server   *http.Server
 	ln       net.Listener
@@ -150,6 +156,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests")
 	fs.DurationVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "on SIGTERM, how long /readyz answers 503 before agents are told to reconnect and the listener closes (longer than the load balancer takes to notice; 0 without one)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "reverse proxies and load balancers in front of the relay (IP addresses and CIDR ranges, comma-separated): a request from one is the client's that its X-Forwarded-For names, for rate limits, sign-in throttles and logs; empty: every peer is the client")
 	for _, e := range m.exts {
 		if e.flags != nil {
 			e.flags(fs)
@@ -175,6 +182,9 @@ func (m *Main) ParseFlags(args []string) error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
+	if _, err := clientaddr.Parse(c.TrustedProxies); err != nil {
+		return fmt.Errorf("%w: --trusted-proxies: %v", errUsage, err)
 	}
 	m.Logger = slog.New(slog.NewJSONHandler(m.logOut, &slog.HandlerOptions{Level: lvl}))
 	m.logLevel = lvl
@@ -247,7 +257,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if c.TLSCert != "" {
 		scheme = "https"
 	}
-	m.Logger.Info("relay listening", "addr", m.ln.Addr().String(), "scheme", scheme, "db", redactDB(c.DB), "rate_limit", c.RateLimit, "retention", c.Retention.String())
+	attrs := []any{"addr", m.ln.Addr().String(), "scheme", scheme, "db", redactDB(c.DB), "rate_limit", c.RateLimit, "retention", c.Retention.String()}
+	if m.trusted != nil {
+		attrs = append(attrs, "trusted_proxies", m.trusted.String())
+	}
+	m.Logger.Info("relay listening", attrs...)
 	return nil
 }
 
@@ -255,13 +269,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 // the relay's mux.
 func (m *Main) listen(bg context.Context) (err error) {
 	c := m.Config
+	if m.trusted, err = clientaddr.Parse(c.TrustedProxies); err != nil {
+		return fmt.Errorf("trusted proxies: %w", err)
+	}
 	m.front.set(http.HandlerFunc(startingHandler))
 	m.ln, err = net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	m.server = &http.Server{
-		Handler:           &m.front,
+		Handler:           m.trusted.Handler(&m.front),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.WriteTimeout,

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/clientaddr"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -183,14 +183,6 @@ func bearer(r *http.Request) string {
 	return tok
 }
 
-func remoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	if status == http.StatusUnauthorized {
@@ -207,8 +199,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the agent endpoint takes GET with a websocket upgrade")
 		return
 	}
-	remote := remoteIP(r)
-	addr := clientKey(r)
+	remote := clientaddr.Host(r)
+	addr := clientaddr.Key(r) // what a refusal is counted against
 	if s.refusals.exhausted(addr) {
 		s.refusals.note(addr, refusedOverLimit)
 		s.refusals.tooMany(w, r, addr)

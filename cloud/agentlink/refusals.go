@@ -57,9 +57,6 @@ func newRefusals(limit int, window, interval time.Duration, log *slog.Logger) *r
 	}
 }
 
-// clientKey is the address a refusal is counted against.
-func clientKey(r *http.Request) string { return httprate.CanonicalizeIP(remoteIP(r)) }
-
 // exhausted reports whether addr used up its refusals in the window.
 func (f *refusals) exhausted(addr string) bool {
 	_, rate, err := f.limiter.Status(addr)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -16,9 +15,9 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/httprate"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/clientaddr"
 )
 
 // Rate-limit response headers. The X- trio is the de facto convention
@@ -181,21 +180,11 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 	})
 }
 
-// clientAddr is the rate-limit identity of an unauthenticated request: the
-// peer address (IPv6 reduced to its /64); behind a proxy the relay trusts
-// (--trusted-proxies), cloud/internal/clientaddr made it the client's.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return httprate.CanonicalizeIP(host)
-}
-
-// clientAddr is clientAddr(r), computed once per request.
+// clientAddr is the rate-limit identity of an unauthenticated request
+// (clientaddr.Key), computed once per request.
 func (info *reqInfo) clientAddr(r *http.Request) string {
 	if info.remote == "" {
-		info.remote = clientAddr(r)
+		info.remote = clientaddr.Key(r)
 	}
 	return info.remote
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/go-chi/httprate"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/clientaddr"
 	"github.com/fleet/fleet/cloud/password"
 )
 
@@ -257,7 +257,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 	email := r.PostFormValue("email")
 	d := loginData{Email: email, Next: safeNext(r.PostFormValue("next"))}
 	normal, _ := cloud.NormalizeEmail(email)
-	addr := clientAddr(r)
+	addr := clientaddr.Key(r) // the throttle's identity of a client
 	if wait := s.throttle.blocked(normal, addr); wait > 0 {
 		s.log.Warn("panel sign-in throttled", "remote", addr)
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
@@ -316,17 +316,6 @@ func roundWait(d time.Duration) string {
 		return "a minute"
 	}
 	return fmt.Sprintf("%d minutes", int(d.Round(time.Minute)/time.Minute))
-}
-
-// clientAddr is the throttle's identity of a client: the peer address
-// (IPv6 reduced to its /64); behind a proxy the relay trusts
-// (--trusted-proxies), cloud/internal/clientaddr made it the client's.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return httprate.CanonicalizeIP(host)
 }
 
 // Throttle bounds failed sign-ins: at most PerAccount failures for one

@@ -8,7 +8,9 @@
 // is not itself a trusted proxy (github.com/realclientip/realclientip-go):
 // the address the outermost trusted proxy saw, which a client cannot forge,
 // since each proxy appends the address it saw. Requests from any other peer
-// keep the peer's address, whatever headers they carry.
+// keep the peer's address, whatever headers they carry. Host and Key are
+// the one place the API, the panel and the agent endpoint read a
+// request's client from.
 package clientaddr
 
 import (
@@ -17,8 +19,25 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/go-chi/httprate"
 	"github.com/realclientip/realclientip-go"
 )
+
+// Host is the host part of r.RemoteAddr: the peer's address, or behind a
+// trusted proxy the client's (Handler). It is what logs name.
+func Host(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// Key is the client as per-address limits count it (the API's budget of
+// unauthenticated requests, the panel's sign-in throttle, the agent
+// endpoint's refusals): Host with IPv6 reduced to its /64, since one
+// client commonly holds a whole /64.
+func Key(r *http.Request) string { return httprate.CanonicalizeIP(Host(r)) }
 
 // Trusted are the proxies whose X-Forwarded-For the relay believes.
 type Trusted struct {

@@ -76,3 +76,19 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// TestKey: limits count a client by its address, IPv6 by its /64; logs
+// name the address itself.
+func TestKey(t *testing.T) {
+	for _, tc := range []struct{ remote, host, key string }{
+		{"203.0.113.9:41000", "203.0.113.9", "203.0.113.9"},
+		{"[2001:db8:1:2:aaaa::1]:41000", "2001:db8:1:2:aaaa::1", "2001:db8:1:2::"},
+		{"203.0.113.9", "203.0.113.9", "203.0.113.9"}, // no port
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.remote
+		if h, k := clientaddr.Host(r), clientaddr.Key(r); h != tc.host || k != tc.key {
+			t.Errorf("%s: Host %q, Key %q; want %q, %q", tc.remote, h, k, tc.host, tc.key)
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 func cliIn(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := runIO(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	code := Run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
 	return out.String(), errOut.String(), code
 }
 

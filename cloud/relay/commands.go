@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -66,11 +66,12 @@ var errUsage = errors.New("usage")
 // run dispatches args to the longest matching command and returns the exit
 // status: 0 success, 1 failure, 2 usage error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return runIO(ctx, args, os.Stdin, stdout, stderr)
+	return Run(ctx, args, os.Stdin, stdout, stderr)
 }
 
-// runIO is run with standard input from stdin.
-func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Run runs the fleet-relay command line args with standard input from
+// stdin and returns the exit status: 0 success, 1 failure, 2 usage error.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	cmds := a.commands()
 	var match *command

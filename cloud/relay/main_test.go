@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"bufio"
@@ -342,11 +342,14 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 // TestBinary builds fleet-relay and runs it as a real process: serve on a
 // temp database, admin commands of separate processes on the same file,
 // SIGTERM for a clean exit.
-// agentPkg is fleet-agent's command, for the tests that run the real agent.
-const agentPkg = "../../../agent/cmd/fleet-agent"
+// relayPkg is fleet-relay's command (its main over this package) and
+// agentPkg fleet-agent's, for the tests that run the real binaries.
+const (
+	relayPkg = "../cmd/fleet-relay"
+	agentPkg = "../../agent/cmd/fleet-agent"
+)
 
-// goBuild builds the command at pkg (relative to this package; "." is
-// fleet-relay) into dir and returns the binary's path.
+// goBuild builds the command at pkg (relative to this package) into dir and returns the binary's path.
 func goBuild(t *testing.T, dir, pkg string) string {
 	t.Helper()
 	abs, err := filepath.Abs(pkg)
@@ -365,7 +368,7 @@ func TestBinary(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
-	bin := goBuild(t, dir, ".")
+	bin := goBuild(t, dir, relayPkg)
 	db := filepath.Join(dir, "relay.db")
 	serve := exec.Command(bin, "serve", "--listen", "127.0.0.1:0")
 	serve.Env = append(os.Environ(), "FLEET_DB="+db)

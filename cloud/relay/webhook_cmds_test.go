@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"bufio"
@@ -58,7 +58,7 @@ func startRelayBinary(t *testing.T, bin string, args ...string) (*exec.Cmd, stri
 // through the API sends alert.acknowledged.
 func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 	dir := t.TempDir()
-	bin := goBuild(t, dir, ".")
+	bin := goBuild(t, dir, relayPkg)
 	db := filepath.Join(dir, "relay.db")
 	admin := fleetproc.AdminOn(t, bin, db)
 	ten := fleetproc.Provision(t, bin, []string{"FLEET_DB=" + db}, "Acme", 1)
@@ -379,7 +379,7 @@ func (p *fakeProc) tick() {
 // back; every webhook is verified on a real HTTPS receiver.
 func TestRealAgentSignalsAndAlerts(t *testing.T) {
 	dir := t.TempDir()
-	relayBin, agentBin := goBuild(t, dir, "."), goBuild(t, dir, agentPkg)
+	relayBin, agentBin := goBuild(t, dir, relayPkg), goBuild(t, dir, agentPkg)
 	db := filepath.Join(dir, "relay.db")
 	admin := fleetproc.AdminOn(t, relayBin, db)
 	ten := fleetproc.Provision(t, relayBin, []string{"FLEET_DB=" + db}, "Acme", 1)

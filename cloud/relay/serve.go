@@ -17,6 +17,7 @@ import (
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
+	"github.com/fleet/fleet/cloud/internal/logbatch"
 	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/shared/tick"
 )
@@ -111,8 +112,8 @@ type Main struct {
 	done     chan struct{}
 	serveErr error
 	logOut   io.Writer
-	access   *logBatch    // the access log's batches (Run starts it, Close flushes it)
-	logLevel slog.Leveler // the level ParseFlags set
+	access   *logbatch.Writer // the access log's batches (Run starts it, Close flushes it)
+	logLevel slog.Leveler     // the level ParseFlags set
 
 	metricsAddr string // set by the metrics extension with --metrics-listen
 }
@@ -192,7 +193,7 @@ func (m *Main) ParseFlags(args []string) error {
 }
 
 // The access log (a line per API request) is written in batches of up to
-// accessLogBatch bytes, at least every accessLogInterval (logBatch).
+// accessLogBatch bytes, at least every accessLogInterval (cloud/internal/logbatch).
 const (
 	accessLogBatch    = 64 << 10
 	accessLogInterval = 200 * time.Millisecond
@@ -237,7 +238,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.stops = append(m.stops, stop)
 		}
 	}
-	m.access = newLogBatch(m.logOut, accessLogBatch, accessLogInterval)
+	m.access = logbatch.New(m.logOut, accessLogBatch, accessLogInterval)
 	access := slog.New(slog.NewJSONHandler(m.access, &slog.HandlerOptions{Level: m.logLevel})).With("component", "api")
 	apiServer := api.NewServer(api.Config{
 		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Auth: m.Store.Auth,

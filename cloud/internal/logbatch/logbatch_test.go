@@ -1,4 +1,4 @@
-package relay
+package logbatch
 
 import (
 	"bytes"
@@ -28,9 +28,9 @@ func (b *lockedBuffer) got() (string, int) {
 	return strings.Join(b.chunks, ""), len(b.chunks)
 }
 
-func TestLogBatchWritesLinesInBatches(t *testing.T) {
+func TestWritesLinesInBatches(t *testing.T) {
 	var out lockedBuffer
-	b := newLogBatch(&out, 1<<10, 50*time.Millisecond)
+	b := New(&out, 1<<10, 50*time.Millisecond)
 	var want bytes.Buffer
 	for i := range 10 {
 		line := strings.Repeat("x", i) + "\n"
@@ -79,9 +79,9 @@ func TestLogBatchWritesLinesInBatches(t *testing.T) {
 	b.Close() // twice is harmless
 }
 
-func TestLogBatchCloseWritesWhatWaits(t *testing.T) {
+func TestCloseWritesWhatWaits(t *testing.T) {
 	var out lockedBuffer
-	b := newLogBatch(&out, 64<<10, time.Hour)
+	b := New(&out, 64<<10, time.Hour)
 	b.Write([]byte("one\n"))
 	b.Write([]byte("two\n"))
 	b.Close()

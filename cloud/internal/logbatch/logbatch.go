@@ -1,4 +1,7 @@
-package relay
+// Package logbatch writes log lines in batches, never splitting a line: a
+// Writer keeps the lines slog hands it and writes them when a batch is
+// full, every interval, and at Close.
+package logbatch
 
 import (
 	"context"
@@ -9,9 +12,9 @@ import (
 	"github.com/fleet/fleet/shared/tick"
 )
 
-// logBatch collects log lines and writes them in batches: when size bytes
-// are waiting, every interval, and at Close. The API's access log (a line
-// per request) goes through one, as web servers buffer their access logs:
+// Writer collects log lines and writes them in batches: when size bytes
+// are waiting, every interval, and at Close. The relay's access log (a
+// line per API request) goes through one, as web servers buffer their access logs:
 // at 10,000 requests a second a write system call per line cost a relay a
 // quarter of its CPU. Everything else the relay logs is written at once. A
 // relay killed with SIGKILL loses at most the last interval's lines.
@@ -20,7 +23,7 @@ import (
 // that does not fit the space left): the relay's other log lines go to the
 // same file descriptor, and a line cut in two could get one of them in
 // its middle.
-type logBatch struct {
+type Writer struct {
 	mu     sync.Mutex
 	w      io.Writer
 	buf    []byte
@@ -31,10 +34,10 @@ type logBatch struct {
 	done chan struct{}
 }
 
-// newLogBatch starts a logBatch writing to w; Close flushes and stops it.
-func newLogBatch(w io.Writer, size int, interval time.Duration) *logBatch {
+// New starts a Writer writing to w; Close flushes and stops it.
+func New(w io.Writer, size int, interval time.Duration) *Writer {
 	ctx, stop := context.WithCancel(context.Background())
-	b := &logBatch{w: w, buf: make([]byte, 0, size), size: size, stop: stop, done: make(chan struct{})}
+	b := &Writer{w: w, buf: make([]byte, 0, size), size: size, stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
 		tick.Every(ctx, interval, b.Flush)
@@ -46,7 +49,7 @@ func newLogBatch(w io.Writer, size int, interval time.Duration) *logBatch {
 // Write keeps p (one log line: slog writes a line per call) for the next
 // batch; a full batch is written first. A write error of w is dropped, as
 // slog drops it.
-func (b *logBatch) Write(p []byte) (int, error) {
+func (b *Writer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.buf)+len(p) > b.size || b.closed {
@@ -60,7 +63,7 @@ func (b *logBatch) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (b *logBatch) flushLocked() {
+func (b *Writer) flushLocked() {
 	if len(b.buf) > 0 {
 		b.w.Write(b.buf)
 		b.buf = b.buf[:0]
@@ -68,7 +71,7 @@ func (b *logBatch) flushLocked() {
 }
 
 // Flush writes what is waiting.
-func (b *logBatch) Flush() {
+func (b *Writer) Flush() {
 	b.mu.Lock()
 	b.flushLocked()
 	b.mu.Unlock()
@@ -76,7 +79,7 @@ func (b *logBatch) Flush() {
 
 // Close writes what is waiting and stops the flusher; lines written after
 // Close are written at once.
-func (b *logBatch) Close() {
+func (b *Writer) Close() {
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()

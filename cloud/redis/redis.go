@@ -69,10 +69,10 @@ var _ httprate.LimitCounter = (*Counter)(nil)
 // New returns a Counter for opts.URL. It does not contact Redis: an
 // unreachable Redis at start is the same fallback as later.
 func New(opts Options) (*Counter, error) {
-	o, err := goredis.ParseURL(opts.URL)
-	if err != nil {
-		return nil, fmt.Errorf("redis URL: %w", errors.New(redactURLError(err)))
+	if err := CheckURL(opts.URL); err != nil {
+		return nil, err
 	}
+	o, _ := goredis.ParseURL(opts.URL)
 	if opts.OpTimeout <= 0 {
 		opts.OpTimeout = DefaultOpTimeout
 	}
@@ -92,6 +92,15 @@ func New(opts Options) (*Counter, error) {
 		opts: opts, client: goredis.NewClient(o), log: opts.Logger,
 		ctx: ctx, cancel: cancel,
 	}, nil
+}
+
+// CheckURL returns an error when url is not a Redis URL that New accepts;
+// the error does not echo the URL (and so a password).
+func CheckURL(url string) error {
+	if _, err := goredis.ParseURL(url); err != nil {
+		return fmt.Errorf("redis URL: %w", errors.New(redactURLError(err)))
+	}
+	return nil
 }
 
 // redactURLError keeps a URL parse error from echoing the URL (and so a

@@ -3,16 +3,16 @@ package relay
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/fleet/fleet/cloud/postgres"
 )
 
 // clusterHandlers are what the relay's parts do with the changes other
-// relays make on a store several relays share (PostgreSQL): extensions
-// append to Main.Cluster in start, and Run starts the store's listener with
-// them once every extension started. On SQLite (one relay) nothing calls
-// them.
+// relays make on a store several relays share (PostgreSQL): parts append
+// to Main.Cluster as they start, and the cluster listener, started after
+// them, calls them. On SQLite (one relay) nothing calls them.
 type clusterHandlers struct {
 	// Config: a device's desired serial configuration changed.
 	Config []func(deviceID string)
@@ -59,6 +59,21 @@ func (h *clusterHandlers) postgresHandlers() postgres.Handlers {
 			return nil
 		},
 	}
+}
+
+// startClusterListener hears what other relays change on a shared store
+// (PostgreSQL LISTEN) and hands it to Main.Cluster, reconnecting when its
+// connection drops; on SQLite there is nothing to hear.
+func (m *Main) startClusterListener(ctx context.Context, _ *http.ServeMux) (func(context.Context) error, error) {
+	if m.DB.Listen == nil {
+		return nil, nil
+	}
+	log := m.Logger.With("component", "cluster")
+	return background(ctx, func(ctx context.Context) {
+		if err := m.DB.Listen(ctx, &m.Cluster, log); err != nil && ctx.Err() == nil {
+			log.Error("cluster listener stopped", "err", err)
+		}
+	}), nil
 }
 
 // leaseHolder returns a test of whether this relay holds the cluster-wide

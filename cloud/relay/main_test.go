@@ -51,10 +51,10 @@ func mustJSON(t *testing.T, v any, args ...string) {
 }
 
 // startMain runs serve in process on port 0 with a temp database.
-func startMain(t *testing.T, db string, exts ...extension) *Main {
+func startMain(t *testing.T, db string, extra ...part) *Main {
 	t.Helper()
 	m := NewMain(io.Discard)
-	m.exts = append(m.exts, exts...)
+	m.parts = append(m.parts, extra...)
 	if err := m.ParseFlags([]string{"--db", db, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--rate-limit", "100000"}); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestFlagsFromEnvironment(t *testing.T) {
 func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "relay.db")
 	started := make(chan struct{})
-	slow := extension{name: "slow", start: func(ctx context.Context, m *Main, mux *http.ServeMux) (func(context.Context) error, error) {
+	slow := part{name: "slow", start: func(ctx context.Context, mux *http.ServeMux) (func(context.Context) error, error) {
 		mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 			close(started)
 			time.Sleep(300 * time.Millisecond)

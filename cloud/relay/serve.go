@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,90 +15,44 @@ import (
 	"github.com/go-chi/httprate"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
 	"github.com/fleet/fleet/cloud/internal/logbatch"
 	"github.com/fleet/fleet/cloud/relaymetrics"
-	"github.com/fleet/fleet/shared/tick"
+	"github.com/fleet/fleet/cloud/webhook"
 )
-
-// ServeConfig is the configuration of `fleet-relay serve`.
-type ServeConfig struct {
-	DB        string
-	Listen    string
-	RateLimit int
-	Retention time.Duration
-	// RetentionInterval is how often the retention sweep runs.
-	RetentionInterval time.Duration
-	TLSCert, TLSKey   string
-	// ShutdownTimeout bounds the wait for in-flight requests on Close.
-	ShutdownTimeout time.Duration
-	// DrainDelay is how long Close keeps serving with /readyz at 503
-	// before it tells agents to reconnect and stops accepting, so that a
-	// load balancer's health checks see the relay leave first.
-	DrainDelay time.Duration
-	LogLevel   string
-	// TrustedProxies lists the reverse proxies and load balancers (IP
-	// addresses and CIDR ranges, comma-separated) whose X-Forwarded-For
-	// names the client (cloud/internal/clientaddr); empty: none.
-	TrustedProxies string
-
-	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-}
-
-// extension is a part of the relay that serve starts beside the public API
-// (the agent endpoint, the alert engine, the webhook dispatcher). flags
-// registers its flags; start runs after the store is open and before the
-// listener accepts: it may mount handlers on mux, append to m.Observers,
-// m.AlertObservers and m.ConfigObservers, and start goroutines bound to ctx.
-// The stop it returns runs at shutdown, after the HTTP server drained and
-// before the store closes; stops run in the reverse order of the starts.
-// What must leave before the HTTP server stops (agents' websockets, which
-// http.Server.Shutdown does not track) appends a drain to m.drains.
-type extension struct {
-	name  string
-	flags func(fs *flag.FlagSet)
-	start func(ctx context.Context, m *Main, mux *http.ServeMux) (stop func(context.Context) error, err error)
-}
-
-// extensions lists what serve starts beside the API. Areas add theirs in
-// their own files and one line each here.
-func extensions() []extension {
-	return []extension{
-		metricsExtension(),
-		redisExtension(),
-		webhookExtension(), // before the agent endpoint: stops after it
-		agentLinkExtension(),
-		panelExtension(),
-	}
-}
 
 // Main is the relay process behind `fleet-relay serve`: ParseFlags, then
 // Run (returns once listening), then Close (graceful). Tests run it on port
 // 0 with a temporary database.
 type Main struct {
-	Config ServeConfig
+	Config Config
 	Logger *slog.Logger
 
 	// Set by Run. DB is the store named by --db (either dialect).
 	DB    *relayStore
 	Store Services
-	// Metrics is the Prometheus registry of the relay's parts; extensions
-	// attach theirs in start.
+	// Metrics is the Prometheus registry of the relay's parts; each part
+	// attaches its own as it starts.
 	Metrics *relaymetrics.Metrics
-	// Observers hear what agents reported; AlertObservers hear alert state
-	// changes (API and alert engine); ConfigObservers hear desired serial
-	// configuration changes. Extensions append to them in start.
-	Observers       observerList
+	// AlertObservers hear alert state changes (API and alert engine);
+	// ConfigObservers hear desired serial configuration changes. The
+	// store tells them; parts append to them as they start.
 	AlertObservers  alertObserverList
 	ConfigObservers configObserverList
 	// Cluster holds what the relay's parts do with other relays' changes
-	// (a store several relays share); extensions append to it in start.
+	// (a store several relays share); parts append to it as they start.
 	Cluster clusterHandlers
 
+	parts []part // what Run starts beside the API (relayParts)
+	// Set by the parts that others hear: the alert engine and the webhook
+	// notifier hear the agent endpoint.
+	alerts   *alert.Engine
+	notifier *webhook.Notifier
 	// rateCounter holds the API's rate-limit counts when they are shared
-	// (set by the redis extension); nil counts in memory.
+	// (set by the rate limits part with --redis); nil counts in memory.
 	rateCounter httprate.LimitCounter
 
 	ready    *readiness
@@ -106,7 +61,6 @@ type Main struct {
 	drains   []func(context.Context) error
 	server   *http.Server
 	ln       net.Listener
-	exts     []extension
 	stops    []func(context.Context) error
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -115,11 +69,11 @@ type Main struct {
 	access   *logbatch.Writer // the access log's batches (Run starts it, Close flushes it)
 	logLevel slog.Leveler     // the level ParseFlags set
 
-	metricsAddr string // set by the metrics extension with --metrics-listen
+	metricsAddr string // set by the metrics part with --metrics-listen
 }
 
-// Services are the store's service implementations; extensions set their
-// observers in start.
+// Services are the store's service implementations, shared by the API
+// and the panel.
 type Services struct {
 	Devices cloud.DeviceService
 	Serial  cloud.SerialService
@@ -130,63 +84,39 @@ type Services struct {
 // NewMain returns a Main with the default configuration, logging JSON to
 // logOut.
 func NewMain(logOut io.Writer) *Main {
-	return &Main{
-		Config: ServeConfig{
-			DB: "fleet.db", Listen: "127.0.0.1:8080", RateLimit: api.DefaultRateLimit,
-			Retention: cloud.DefaultRetention, RetentionInterval: time.Hour, ShutdownTimeout: 30 * time.Second,
-			LogLevel:          "info",
-			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
-		},
+	m := &Main{
+		Config: DefaultConfig(),
 		Logger: slog.New(slog.NewJSONHandler(logOut, nil)),
-		exts:   extensions(),
 		logOut: logOut,
 	}
+	m.parts = m.relayParts()
+	return m
 }
 
-// ParseFlags reads serve's flags from args and FLEET_ environment variables.
+// ParseFlags reads serve's flags from args and FLEET_ environment
+// variables and checks them: a value the relay cannot run with is a usage
+// error (errUsage) naming its flag, before anything opens. The TLS pair
+// and the webhook CA file are read to check them.
 func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("fleet-relay serve", flag.ContinueOnError)
 	c := &m.Config
-	fs.StringVar(&c.DB, "db", c.DB, "SQLite database file (created if missing), or a postgres:// URL (FLEET_DB keeps a password out of ps)")
-	fs.StringVar(&c.Listen, "listen", c.Listen, "address to listen on (host:port; port 0 picks one)")
-	fs.IntVar(&c.RateLimit, "rate-limit", c.RateLimit, "requests per minute per API key (and per client address before authentication)")
-	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long metrics and events are kept")
-	fs.DurationVar(&c.RetentionInterval, "retention-interval", c.RetentionInterval, "how often the retention sweep runs")
-	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); serve HTTPS when set with --tls-key")
-	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests")
-	fs.DurationVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "on SIGTERM, how long /readyz answers 503 before agents are told to reconnect and the listener closes (longer than the load balancer takes to notice; 0 without one)")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error")
-	fs.StringVar(&c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "reverse proxies and load balancers in front of the relay (IP addresses and CIDR ranges, comma-separated): a request from one is the client's that its X-Forwarded-For names, for rate limits, sign-in throttles and logs; empty: every peer is the client")
-	for _, e := range m.exts {
-		if e.flags != nil {
-			e.flags(fs)
-		}
-	}
+	c.flags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	switch {
-	case c.DB == "":
-		return fmt.Errorf("%w: --db must not be empty", errUsage)
-	case c.RateLimit < 1:
-		return fmt.Errorf("%w: --rate-limit must be at least 1", errUsage)
-	case c.Retention < time.Hour:
-		return fmt.Errorf("%w: --retention must be at least 1h", errUsage)
-	case c.DrainDelay < 0:
-		return fmt.Errorf("%w: --drain-delay must not be negative", errUsage)
-	case c.RetentionInterval < time.Second:
-		return fmt.Errorf("%w: --retention-interval must be at least 1s", errUsage)
-	case (c.TLSCert == "") != (c.TLSKey == ""):
-		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if c.TLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey); err != nil {
+			return fmt.Errorf("%w: --tls-cert, --tls-key: %v", errUsage, err)
+		}
+	}
+	if _, err := c.Webhook.client(); err != nil {
+		return fmt.Errorf("%w: --webhook-ca: %v", errUsage, err)
 	}
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
-	}
-	if _, err := clientaddr.Parse(c.TrustedProxies); err != nil {
-		return fmt.Errorf("%w: --trusted-proxies: %v", errUsage, err)
-	}
+	lvl.UnmarshalText([]byte(c.LogLevel)) // checked by validate
 	m.Logger = slog.New(slog.NewJSONHandler(m.logOut, &slog.HandlerOptions{Level: lvl}))
 	m.logLevel = lvl
 	return nil
@@ -201,8 +131,8 @@ const (
 
 // Run starts the HTTP server (answering /healthz, and 503 elsewhere, while
 // the store opens), opens the store (applying migrations), starts the
-// extensions and the retention sweep, and returns once the relay serves
-// its API and /readyz answers 200.
+// parts (relayParts) in order, and returns once the relay serves its API
+// and /readyz answers 200.
 func (m *Main) Run(ctx context.Context) (err error) {
 	c := m.Config
 	bg, cancel := context.WithCancel(context.Background())
@@ -229,10 +159,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.Metrics = relaymetrics.New()
 	mux := http.NewServeMux()
-	for _, e := range m.exts {
-		stop, err := e.start(bg, m, mux)
+	for _, p := range m.parts {
+		stop, err := p.start(bg, mux)
 		if err != nil {
-			return fmt.Errorf("start %s: %w", e.name, err)
+			return fmt.Errorf("start %s: %w", p.name, err)
 		}
 		if stop != nil {
 			m.stops = append(m.stops, stop)
@@ -249,11 +179,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.front.set(mux)
 	m.ready.serving(storePinger(m.DB.Store))
 
-	if m.DB.Listen != nil {
-		go m.DB.Listen(bg, &m.Cluster, m.Logger.With("component", "cluster"))
-	}
-	rlog := m.Logger.With("component", "retention")
-	go runRetention(bg, m.DB, leaseHolder(m.DB, "retention", 2*c.RetentionInterval+time.Minute, rlog), c.Retention, c.RetentionInterval, rlog)
 	scheme := "http"
 	if c.TLSCert != "" {
 		scheme = "https"
@@ -320,8 +245,8 @@ func (m *Main) Done() <-chan struct{} { return m.done }
 // Close drains and shuts down: /readyz turns 503 (and stays so for
 // DrainDelay while the relay still serves), agents are told to reconnect
 // elsewhere (websocket close 1012), the listener stops accepting and
-// in-flight requests finish (up to ShutdownTimeout), then the extensions
-// and background work stop and the store closes.
+// in-flight requests finish (up to ShutdownTimeout), then the parts stop
+// in the reverse order of their starts and the store closes.
 func (m *Main) Close() error {
 	var errs []error
 	if m.ready != nil && m.ready.drain() && m.Config.DrainDelay > 0 {
@@ -365,24 +290,6 @@ func (m *Main) Close() error {
 		m.server = nil
 	}
 	return errors.Join(errs...)
-}
-
-// runRetention sweeps metrics and events older than keep every interval
-// while this relay is the leader (one relay of a cluster at a time), until
-// ctx ends, logging what it removed and any failure.
-func runRetention(ctx context.Context, st cloud.Store, leader func(context.Context) bool, keep, interval time.Duration, log *slog.Logger) {
-	tick.NowAndEvery(ctx, interval, func() {
-		if !leader(ctx) {
-			return
-		}
-		m, e, err := st.SweepRetention(ctx, keep)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			log.Error("retention sweep failed", "err", err)
-		case m+e > 0:
-			log.Info("retention sweep", "metrics_deleted", m, "events_deleted", e)
-		}
-	})
 }
 
 // runServe is `fleet-relay serve`: run until ctx ends (SIGINT, SIGTERM),

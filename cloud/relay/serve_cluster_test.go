@@ -68,7 +68,7 @@ func TestDrain(t *testing.T) {
 	key, token := provision(t, db)
 	m := NewMain(io.Discard)
 	started := make(chan struct{})
-	m.exts = append(m.exts, extension{name: "slow", start: func(ctx context.Context, m *Main, mux *http.ServeMux) (func(context.Context) error, error) {
+	m.parts = append(m.parts, part{name: "slow", start: func(ctx context.Context, mux *http.ServeMux) (func(context.Context) error, error) {
 		mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 			close(started)
 			time.Sleep(500 * time.Millisecond)
@@ -174,7 +174,7 @@ func TestReadyzWhileStarting(t *testing.T) {
 	release := make(chan struct{})
 	addr := testnet.FreeAddr(t)
 	m := NewMain(io.Discard)
-	m.exts = append(m.exts, extension{name: "slow start", start: func(context.Context, *Main, *http.ServeMux) (func(context.Context) error, error) {
+	m.parts = append(m.parts, part{name: "slow start", start: func(context.Context, *http.ServeMux) (func(context.Context) error, error) {
 		<-release
 		return nil, nil
 	}})

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,7 +16,7 @@ import (
 // that a relay whose listener faces the internet does not publish them.
 const DefaultMetricsListen = "127.0.0.1:9464"
 
-// metricsExtension serves the Prometheus metrics (Main.Metrics) at
+// startMetrics serves the Prometheus metrics (Main.Metrics) at
 // relaymetrics.Path, plain HTTP, without an API key or rate limit: by
 // default on DefaultMetricsListen, an address of their own (the relay's
 // listener answers 404 there); with --metrics-listen ADDR on ADDR; with
@@ -26,52 +25,44 @@ const DefaultMetricsListen = "127.0.0.1:9464"
 // default address is taken (another relay on the same host), the relay
 // says so in its log and runs without serving them; an address given
 // explicitly that cannot be listened on stops the relay.
-func metricsExtension() extension {
-	var addr string
-	return extension{
-		name: "metrics",
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&addr, "metrics-listen", DefaultMetricsListen, "where /metrics (Prometheus, plain HTTP, no key) is served: host:port (port 0 picks one), api (on the relay's listener, public with the API), or none")
-		},
-		start: func(ctx context.Context, m *Main, mux *http.ServeMux) (func(context.Context) error, error) {
-			h := m.Metrics.Handler()
-			switch addr {
-			case "api":
-				mux.Handle(relaymetrics.Path, h)
-				return nil, nil
-			case "none", "":
-				return nil, nil
-			}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil && addr == DefaultMetricsListen {
-				m.Logger.Warn("metrics not served: the default metrics address is taken (another relay on this host?); set --metrics-listen",
-					"addr", addr, "err", err)
-				return nil, nil
-			}
-			if err != nil {
-				return nil, fmt.Errorf("metrics listen: %w", err)
-			}
-			own := http.NewServeMux()
-			own.Handle(relaymetrics.Path, h)
-			srv := &http.Server{Handler: own, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-				WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10,
-				BaseContext: func(net.Listener) context.Context { return ctx }}
-			m.metricsAddr = ln.Addr().String()
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					m.Logger.Error("metrics server stopped", "err", err)
-				}
-			}()
-			m.Logger.Info("metrics listening", "addr", m.metricsAddr, "path", relaymetrics.Path)
-			return func(sctx context.Context) error {
-				err := srv.Shutdown(sctx)
-				<-done
-				return err
-			}, nil
-		},
+func (m *Main) startMetrics(ctx context.Context, mux *http.ServeMux) (func(context.Context) error, error) {
+	addr := m.Config.MetricsListen
+	h := m.Metrics.Handler()
+	switch addr {
+	case "api":
+		mux.Handle(relaymetrics.Path, h)
+		return nil, nil
+	case "none", "":
+		return nil, nil
 	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil && addr == DefaultMetricsListen {
+		m.Logger.Warn("metrics not served: the default metrics address is taken (another relay on this host?); set --metrics-listen",
+			"addr", addr, "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen: %w", err)
+	}
+	own := http.NewServeMux()
+	own.Handle(relaymetrics.Path, h)
+	srv := &http.Server{Handler: own, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	m.metricsAddr = ln.Addr().String()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.Logger.Error("metrics server stopped", "err", err)
+		}
+	}()
+	m.Logger.Info("metrics listening", "addr", m.metricsAddr, "path", relaymetrics.Path)
+	return func(sctx context.Context) error {
+		err := srv.Shutdown(sctx)
+		<-done
+		return err
+	}, nil
 }
 
 // MetricsAddr returns the address of the metrics listener (after Run), or

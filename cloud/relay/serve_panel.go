@@ -3,55 +3,52 @@ package relay
 import (
 	"context"
 	"flag"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/fleet/fleet/cloud/panel"
 )
 
-// panelExtension mounts the web panel at /panel/ (docs/panel.md) on the
-// same listener and store as the API, and sweeps expired sessions.
-func panelExtension() extension {
-	cfg := panel.Config{Throttle: panel.DefaultThrottle}
-	return extension{
-		name: "panel",
-		flags: func(fs *flag.FlagSet) {
-			fs.DurationVar(&cfg.IdleTimeout, "panel-idle-timeout", panel.DefaultIdleTimeout, "panel sessions end after this long without a request")
-			fs.DurationVar(&cfg.Lifetime, "panel-session-lifetime", panel.DefaultLifetime, "panel sessions end this long after sign-in, used or not")
-			fs.IntVar(&cfg.Throttle.PerAccount, "panel-signin-failures", cfg.Throttle.PerAccount, "failed panel sign-ins allowed per account in 15 minutes")
-			fs.IntVar(&cfg.Throttle.PerAddress, "panel-signin-failures-per-address", cfg.Throttle.PerAddress, "failed panel sign-ins allowed per client address in 15 minutes")
-		},
-		start: func(ctx context.Context, m *Main, mux *http.ServeMux) (func(context.Context) error, error) {
-			if cfg.IdleTimeout < time.Minute || cfg.Lifetime < cfg.IdleTimeout {
-				return nil, fmt.Errorf("%w: --panel-idle-timeout must be at least 1m and --panel-session-lifetime at least as long", errUsage)
-			}
-			if cfg.Throttle.PerAccount < 1 || cfg.Throttle.PerAddress < 1 {
-				return nil, fmt.Errorf("%w: --panel-signin-failures and --panel-signin-failures-per-address must be at least 1", errUsage)
-			}
-			c := cfg
-			p := m.DB.Panel
-			c.Devices, c.Serial, c.Alerts = m.Store.Devices, m.Store.Serial, m.Store.Alerts
-			c.Fleet, c.Users, c.Sessions, c.Keys, c.Webhooks = p, p, p, p, p
-			c.Secure = m.Config.TLSCert != ""
-			c.Logger = m.Logger.With("component", "panel")
-			c.Now = m.DB.Now
-			srv, err := panel.New(c)
-			if err != nil {
-				return nil, err
-			}
-			mux.Handle(panel.Prefix, srv)
-			sctx, cancel := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				srv.Run(sctx, 10*time.Minute)
-			}()
-			return func(context.Context) error {
-				cancel()
-				<-done
-				return nil
-			}, nil
-		},
+// PanelConfig is the web panel's part of Config.
+type PanelConfig struct {
+	IdleTimeout, Lifetime time.Duration
+	Throttle              panel.Throttle
+}
+
+func defaultPanelConfig() PanelConfig {
+	return PanelConfig{IdleTimeout: panel.DefaultIdleTimeout, Lifetime: panel.DefaultLifetime, Throttle: panel.DefaultThrottle}
+}
+
+func (c *PanelConfig) flags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.IdleTimeout, "panel-idle-timeout", c.IdleTimeout, "panel sessions end after this long without a request")
+	fs.DurationVar(&c.Lifetime, "panel-session-lifetime", c.Lifetime, "panel sessions end this long after sign-in, used or not")
+	fs.IntVar(&c.Throttle.PerAccount, "panel-signin-failures", c.Throttle.PerAccount, "failed panel sign-ins allowed per account in 15 minutes")
+	fs.IntVar(&c.Throttle.PerAddress, "panel-signin-failures-per-address", c.Throttle.PerAddress, "failed panel sign-ins allowed per client address in 15 minutes")
+}
+
+func (c *PanelConfig) validate() error {
+	return firstBad(
+		check{c.IdleTimeout < time.Minute, "--panel-idle-timeout must be at least 1m"},
+		check{c.Lifetime < c.IdleTimeout, "--panel-session-lifetime must be at least as long as --panel-idle-timeout"},
+		check{c.Throttle.PerAccount < 1, "--panel-signin-failures must be at least 1"},
+		check{c.Throttle.PerAddress < 1, "--panel-signin-failures-per-address must be at least 1"},
+	)
+}
+
+// startPanel mounts the web panel at /panel/ (docs/panel.md) on the same
+// listener and store as the API, and sweeps expired sessions.
+func (m *Main) startPanel(ctx context.Context, mux *http.ServeMux) (func(context.Context) error, error) {
+	c := m.Config.Panel
+	p := m.DB.Panel
+	srv, err := panel.New(panel.Config{
+		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts,
+		Fleet: p, Users: p, Sessions: p, Keys: p, Webhooks: p,
+		IdleTimeout: c.IdleTimeout, Lifetime: c.Lifetime, Throttle: c.Throttle,
+		Secure: m.Config.TLSCert != "", Logger: m.Logger.With("component", "panel"), Now: m.DB.Now,
+	})
+	if err != nil {
+		return nil, err
 	}
+	mux.Handle(panel.Prefix, srv)
+	return background(ctx, func(ctx context.Context) { srv.Run(ctx, 10*time.Minute) }), nil
 }

@@ -2,15 +2,11 @@ package relay
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/alert"
-	"github.com/fleet/fleet/cloud/webhook"
 )
 
 // runOrgSetAlertWebhook sets (or with --url "" clears) an organization's
@@ -137,99 +133,4 @@ func runWebhookRedeliver(ctx context.Context, args []string, stdout io.Writer) e
 			fmt.Fprintf(w, "Queued as delivery %s (a copy of %s); a running relay sends it within a second.\n", newID, *id)
 		}}, nil
 	})
-}
-
-// webhookExtension runs the alert engine and the webhook dispatcher inside
-// serve. Its flags: --webhook-backoff, --webhook-timeout,
-// --webhook-allow-private, --webhook-ca, --webhook-concurrency,
-// --webhook-retention, --webhook-queue-limit. It must be
-// listed before the agent endpoint so that it stops after it (stops run in
-// reverse order): no observer call reaches a closed dispatcher.
-func webhookExtension() extension {
-	backoff := webhook.DefaultBackoff()
-	var client webhook.ClientConfig
-	timeout := webhook.DefaultTimeout
-	perEndpoint := 16
-	retention := 7 * 24 * time.Hour
-	maxQueue := 1000
-	lease := webhook.MaxLease
-	return extension{
-		name: "webhooks",
-		flags: func(fs *flag.FlagSet) {
-			fs.Func("webhook-backoff", "webhook retry schedule: 1 to 5 waits, each ±20% jitter (default "+webhook.DefaultBackoffFlag+")", func(s string) error {
-				b, err := webhook.ParseBackoff(s)
-				if err != nil {
-					return err
-				}
-				backoff = b
-				return nil
-			})
-			fs.DurationVar(&timeout, "webhook-timeout", timeout, "time limit of one webhook attempt (connect, TLS, request, response)")
-			fs.BoolVar(&client.AllowPrivate, "webhook-allow-private", false, "allow webhooks to loopback, private, link-local, CGNAT and metadata addresses")
-			fs.StringVar(&client.CAFile, "webhook-ca", "", "PEM file of extra CA certificates trusted for webhook receivers")
-			fs.IntVar(&perEndpoint, "webhook-concurrency", perEndpoint, "concurrent webhook attempts per endpoint (URL host)")
-			fs.DurationVar(&retention, "webhook-retention", retention, "how long ended webhook deliveries (and their attempts) are kept")
-			fs.DurationVar(&lease, "webhook-lease", lease, "on a store shared by several relays (PostgreSQL): how long a relay holds the deliveries it sends before another may take them (1s to 30s; renewed while it runs)")
-			fs.IntVar(&maxQueue, "webhook-queue-limit", maxQueue, "deliveries held per device and kind behind a failing endpoint; beyond it the oldest waiting are dropped")
-		},
-		start: func(ctx context.Context, m *Main, _ *http.ServeMux) (func(context.Context) error, error) {
-			if timeout <= 0 || timeout > 5*time.Minute {
-				return nil, fmt.Errorf("%w: --webhook-timeout must be in (0, 5m]", errUsage)
-			}
-			if perEndpoint < 1 || perEndpoint > 1024 {
-				return nil, fmt.Errorf("%w: --webhook-concurrency must be 1..1024", errUsage)
-			}
-			if maxQueue < 2 || maxQueue > 1000000 {
-				return nil, fmt.Errorf("%w: --webhook-queue-limit must be 2..1000000", errUsage)
-			}
-			if lease < time.Second || lease > webhook.MaxLease {
-				return nil, fmt.Errorf("%w: --webhook-lease must be 1s to %s", errUsage, webhook.MaxLease)
-			}
-			if retention < time.Hour {
-				return nil, fmt.Errorf("%w: --webhook-retention must be at least 1h", errUsage)
-			}
-			client.MaxConnsPerHost = perEndpoint
-			hc, err := webhook.NewClient(client)
-			if err != nil {
-				return nil, err
-			}
-			log := m.Logger.With("component", "webhook")
-			disp, err := webhook.New(webhook.Config{Store: m.DB.Outbox, Client: hc, Backoff: backoff, Timeout: timeout,
-				PerEndpoint: perEndpoint, MaxQueue: maxQueue, Retention: retention, Lease: lease, PollInterval: min(time.Second, lease/3), Logger: log, Now: m.DB.Now,
-				Observer: m.Metrics.Webhooks()})
-			if err != nil {
-				return nil, err
-			}
-			if err := m.Metrics.WatchWebhooks(disp); err != nil {
-				return nil, fmt.Errorf("webhook metrics: %w", err)
-			}
-			if err := disp.Start(ctx); err != nil {
-				return nil, err
-			}
-			notifier := webhook.NewNotifier(disp)
-			m.Cluster.Outbox = append(m.Cluster.Outbox, disp.Poke)
-			// The notifier keeps each device's forwarding: changes through
-			// this relay and through the others make it read it again.
-			m.ConfigObservers = append(m.ConfigObservers, notifier)
-			m.Cluster.Config = append(m.Cluster.Config, notifier.DesiredConfigChanged)
-			m.Cluster.Resync = append(m.Cluster.Resync, func(context.Context) error { notifier.ForgetForwarding(); return nil })
-			engine := alert.New(alert.Config{Store: m.DB.Engine, Observer: &m.AlertObservers,
-				Logger: m.Logger.With("component", "alert"), Now: m.DB.Now,
-				Leader: leaseHolder(m.DB, "alert-sweep", 15*time.Second, log)})
-			m.Observers = append(m.Observers, engine, notifier)
-			m.AlertObservers = append(m.AlertObservers, notifier)
-			sweepCtx, stopSweep := context.WithCancel(ctx)
-			swept := make(chan struct{})
-			go func() {
-				defer close(swept)
-				engine.Run(sweepCtx) // device_offline for devices silent for three heartbeat intervals
-			}()
-			log.Info("webhooks started", "backoff", fmt.Sprint(backoff), "timeout", timeout.String(), "allow_private", client.AllowPrivate, "per_endpoint", perEndpoint)
-			return func(sctx context.Context) error {
-				stopSweep()
-				<-swept
-				return disp.Shutdown(sctx) // attempts in flight may finish within the shutdown timeout
-			}, nil
-		},
-	}
 }

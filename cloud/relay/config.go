@@ -1,0 +1,154 @@
+package relay
+
+import (
+	"cmp"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/api"
+	"github.com/fleet/fleet/cloud/internal/clientaddr"
+	"github.com/fleet/fleet/cloud/redis"
+)
+
+// Config is the configuration of `fleet-relay serve`: a field per flag
+// (each flag also reads its FLEET_ variable), grouped by the part of the
+// relay that uses it. ParseFlags checks it before anything opens.
+type Config struct {
+	DB        string
+	Listen    string
+	RateLimit int
+	Retention time.Duration
+	// RetentionInterval is how often the retention sweep runs.
+	RetentionInterval time.Duration
+	TLSCert, TLSKey   string
+	// ShutdownTimeout bounds the wait for in-flight requests on Close.
+	ShutdownTimeout time.Duration
+	// DrainDelay is how long Close keeps serving with /readyz at 503
+	// before it tells agents to reconnect and stops accepting, so that a
+	// load balancer's health checks see the relay leave first.
+	DrainDelay time.Duration
+	LogLevel   string
+	// TrustedProxies lists the reverse proxies and load balancers (IP
+	// addresses and CIDR ranges, comma-separated) whose X-Forwarded-For
+	// names the client (cloud/internal/clientaddr); empty: none.
+	TrustedProxies string
+
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+
+	// MetricsListen is where the Prometheus metrics are served: host:port,
+	// "api" or "none" (serve_metrics.go).
+	MetricsListen string
+	// Redis is the URL of a Redis that shares the API's rate-limit
+	// counters between relays; "" counts alone (serve_redis.go).
+	Redis string
+
+	Agent   AgentConfig   // the agents' endpoint (serve_agentlink.go)
+	Webhook WebhookConfig // the webhook sender (serve_webhook.go)
+	Panel   PanelConfig   // the web panel (serve_panel.go)
+}
+
+// DefaultConfig returns serve's configuration when no flag is given.
+func DefaultConfig() Config {
+	return Config{
+		DB: "fleet.db", Listen: "127.0.0.1:8080", RateLimit: api.DefaultRateLimit,
+		Retention: cloud.DefaultRetention, RetentionInterval: time.Hour, ShutdownTimeout: 30 * time.Second,
+		LogLevel:          "info",
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		MetricsListen: DefaultMetricsListen,
+		Webhook:       defaultWebhookConfig(),
+		Panel:         defaultPanelConfig(),
+	}
+}
+
+// flags registers serve's flags on fs, each defaulting to c's value.
+func (c *Config) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.DB, "db", c.DB, "SQLite database file (created if missing), or a postgres:// URL (FLEET_DB keeps a password out of ps)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address to listen on (host:port; port 0 picks one)")
+	fs.IntVar(&c.RateLimit, "rate-limit", c.RateLimit, "requests per minute per API key (and per client address before authentication)")
+	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long metrics and events are kept")
+	fs.DurationVar(&c.RetentionInterval, "retention-interval", c.RetentionInterval, "how often the retention sweep runs")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); serve HTTPS when set with --tls-key")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "on SIGTERM, how long /readyz answers 503 before agents are told to reconnect and the listener closes (longer than the load balancer takes to notice; 0 without one)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "reverse proxies and load balancers in front of the relay (IP addresses and CIDR ranges, comma-separated): a request from one is the client's that its X-Forwarded-For names, for rate limits, sign-in throttles and logs; empty: every peer is the client")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "where /metrics (Prometheus, plain HTTP, no key) is served: host:port (port 0 picks one), api (on the relay's listener, public with the API), or none")
+	fs.StringVar(&c.Redis, "redis", c.Redis, "redis://[:password@]host:port[/db] (or rediss://) sharing the API rate-limit counters between relays; empty: each relay counts alone (keep a password in FLEET_REDIS, not on the command line)")
+	c.Agent.flags(fs)
+	c.Webhook.flags(fs)
+	c.Panel.flags(fs)
+}
+
+// check is one rule of a Config: when bad, the configuration is refused
+// with msg, which names the flag.
+type check struct {
+	bad bool
+	msg string
+}
+
+// firstBad returns a usage error for the first bad check, or nil.
+func firstBad(checks ...check) error {
+	for _, c := range checks {
+		if c.bad {
+			return fmt.Errorf("%w: %s", errUsage, c.msg)
+		}
+	}
+	return nil
+}
+
+// validate returns a usage error naming the first flag whose value the
+// relay cannot run with. It reads no file and opens nothing.
+func (c *Config) validate() error {
+	err := firstBad(
+		check{c.DB == "", "--db must not be empty"},
+		check{c.RateLimit < 1, "--rate-limit must be at least 1"},
+		check{c.Retention < time.Hour, "--retention must be at least 1h"},
+		check{c.RetentionInterval < time.Second, "--retention-interval must be at least 1s"},
+		check{c.ShutdownTimeout <= 0, "--shutdown-timeout must be positive"},
+		check{c.DrainDelay < 0, "--drain-delay must not be negative"},
+		check{(c.TLSCert == "") != (c.TLSKey == ""), "--tls-cert and --tls-key go together"},
+		check{isPostgresURL(c.DB) && !validURL(c.DB), "--db: not a valid postgres:// URL"},
+		check{!validAddr(c.Listen), fmt.Sprintf("--listen %q: want host:port", c.Listen)},
+		check{c.MetricsListen != "api" && c.MetricsListen != "none" && c.MetricsListen != "" && !validAddr(c.MetricsListen),
+			fmt.Sprintf("--metrics-listen %q: want host:port, api or none", c.MetricsListen)},
+	)
+	if err != nil {
+		return err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
+	if _, err := clientaddr.Parse(c.TrustedProxies); err != nil {
+		return fmt.Errorf("%w: --trusted-proxies: %v", errUsage, err)
+	}
+	if c.Redis != "" {
+		if err := redis.CheckURL(c.Redis); err != nil {
+			return fmt.Errorf("%w: --redis: %v", errUsage, err)
+		}
+	}
+	return cmp.Or(c.Agent.validate(), c.Webhook.validate(), c.Panel.validate())
+}
+
+// validAddr reports whether addr is host:port with a numeric port.
+func validAddr(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	_, err = net.LookupPort("tcp", port)
+	return err == nil
+}
+
+// validURL reports whether s parses as a URL. The parse error itself is
+// not shown: it would echo a password.
+func validURL(s string) bool {
+	_, err := url.Parse(s)
+	return err == nil
+}

@@ -1,0 +1,78 @@
+package relay
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/fleet/fleet/shared/tick"
+)
+
+// part is a piece of the relay beside the public API. Run starts the
+// parts in order once the store is open and before the API serves: start
+// may mount handlers on mux and start goroutines bound to ctx. The stop it
+// returns (nil: nothing to stop) runs at Close after the HTTP server
+// drained and before the store closes; stops run in the reverse order of
+// the starts.
+type part struct {
+	name  string
+	start func(ctx context.Context, mux *http.ServeMux) (stop func(context.Context) error, err error)
+}
+
+// relayParts lists the relay's parts in the order they start. The order
+// matters at shutdown: the agent endpoint stops before the alert engine
+// and the webhook sender it feeds, and the alert engine before the webhook
+// sender it tells, so that no report reaches a stopped engine and no alert
+// a closed dispatcher. The cluster listener starts once every part said
+// what it does with other relays' changes (Main.Cluster).
+func (m *Main) relayParts() []part {
+	return []part{
+		{"metrics", m.startMetrics},
+		{"rate limits", m.startRateLimits},
+		{"webhook sender", m.startWebhooks},
+		{"alert engine", m.startAlerts},
+		{"agent endpoint", m.startAgentLink},
+		{"panel", m.startPanel},
+		{"cluster listener", m.startClusterListener},
+		{"retention sweep", m.startRetention},
+	}
+}
+
+// background runs run in a goroutine until ctx ends or the stop it
+// returns is called; stop waits for run to return.
+func background(ctx context.Context, run func(ctx context.Context)) func(context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx)
+	}()
+	return func(context.Context) error {
+		cancel()
+		<-done
+		return nil
+	}
+}
+
+// startRetention sweeps metrics and events older than --retention every
+// --retention-interval while this relay holds the "retention" lease (one
+// relay of a cluster at a time), logging what it removed and any failure.
+func (m *Main) startRetention(ctx context.Context, _ *http.ServeMux) (func(context.Context) error, error) {
+	keep, interval := m.Config.Retention, m.Config.RetentionInterval
+	log := m.Logger.With("component", "retention")
+	leader := leaseHolder(m.DB, "retention", 2*interval+time.Minute, log)
+	return background(ctx, func(ctx context.Context) {
+		tick.NowAndEvery(ctx, interval, func() {
+			if !leader(ctx) {
+				return
+			}
+			metrics, events, err := m.DB.SweepRetention(ctx, keep)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Error("retention sweep failed", "err", err)
+			case metrics+events > 0:
+				log.Info("retention sweep", "metrics_deleted", metrics, "events_deleted", events)
+			}
+		})
+	}), nil
+}

@@ -59,10 +59,10 @@ func runKeyCreate(ctx context.Context, args []string, stdout io.Writer) error {
 	var sc []string
 	f.Check = func() (err error) {
 		if ttl, err = apikey.ParseExpiry(*expires); err != nil {
-			return fmt.Errorf("%w: --expires: %v", errUsage, err)
+			return fmt.Errorf("%w: --expires: %v", ErrUsage, err)
 		}
 		if sc, err = apikey.ValidScopes(strings.Split(*scopes, ",")); err != nil {
-			return fmt.Errorf("%w: --scopes: %v", errUsage, err)
+			return fmt.Errorf("%w: --scopes: %v", ErrUsage, err)
 		}
 		return nil
 	}

@@ -26,7 +26,7 @@ func runBackup(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if isPostgresURL(f.DB) {
-		return fmt.Errorf("%w: backup copies a SQLite file; back up a PostgreSQL store with pg_dump, or base backups and WAL archiving for point-in-time recovery (docs/relay.md)", errUsage)
+		return fmt.Errorf("%w: backup copies a SQLite file; back up a PostgreSQL store with pg_dump, or base backups and WAL archiving for point-in-time recovery (docs/relay.md)", ErrUsage)
 	}
 	res, err := sqlite.Backup(ctx, f.DB, *out)
 	if err != nil {

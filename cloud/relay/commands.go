@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -60,18 +59,16 @@ type app struct {
 	stdout, stderr io.Writer
 }
 
-// errUsage marks an error in the command line (exit status 2).
-var errUsage = errors.New("usage")
+// ErrUsage marks a mistake in the command line: an unknown command, a
+// missing or bad flag. The process exits 2 on it (1 on any other error).
+var ErrUsage = errors.New("usage")
 
-// run dispatches args to the longest matching command and returns the exit
-// status: 0 success, 1 failure, 2 usage error.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return Run(ctx, args, os.Stdin, stdout, stderr)
-}
-
-// Run runs the fleet-relay command line args with standard input from
-// stdin and returns the exit status: 0 success, 1 failure, 2 usage error.
-func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Run runs the fleet-relay command line args (the longest matching
+// command) with standard input from stdin. It says what went wrong on
+// stderr and returns it: nil on success and for -h, an error wrapping
+// ErrUsage for a mistake in the command line, any other error for a
+// failure.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	cmds := a.commands()
 	var match *command
@@ -93,32 +90,31 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 	if match == nil {
-		if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "help" {
-			fmt.Fprintf(stderr, "fleet-relay: unknown command %q\n\n", strings.Join(args, " "))
-		}
-		a.usage(cmds)
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			return 0
+			a.usage(cmds)
+			return nil
 		}
-		return 2
+		err := fmt.Errorf("%w: unknown command %q", ErrUsage, strings.Join(args, " "))
+		fmt.Fprintf(stderr, "fleet-relay: unknown command %q\n\n", strings.Join(args, " "))
+		a.usage(cmds)
+		return err
 	}
 	err := match.run(ctx, args[n:], stdout)
 	var help *helpError
 	switch {
 	case err == nil:
-		return 0
+		return nil
 	case errors.As(err, &help):
 		fmt.Fprint(stderr, help.text)
-		return 0
+		return nil
 	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
+		return nil
+	case errors.Is(err, ErrUsage):
 		fmt.Fprintf(stderr, "fleet-relay %s: %v\n", match.path, err)
-		return 2
 	default:
 		fmt.Fprintf(stderr, "fleet-relay %s: %s\n", match.path, errorText(err))
-		return 1
 	}
+	return err
 }
 
 // helpError carries the flag usage text of a command run with -h.
@@ -161,7 +157,7 @@ type adminFlags struct {
 	// not silently start an empty database.
 	Create bool
 	// Check, when set, validates the parsed flags before the store opens;
-	// return a usage error (errUsage) for a bad value.
+	// return a usage error (ErrUsage) for a bad value.
 	Check func() error
 
 	required []string
@@ -250,10 +246,10 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			fs.Usage()
 			return &helpError{text: b.String()}
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		return fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
 	}
 	return nil
 }
@@ -262,7 +258,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 func required(pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if strings.TrimSpace(pairs[i+1]) == "" {
-			return fmt.Errorf("%w: --%s is required", errUsage, pairs[i])
+			return fmt.Errorf("%w: --%s is required", ErrUsage, pairs[i])
 		}
 	}
 	return nil

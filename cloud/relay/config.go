@@ -96,7 +96,7 @@ type check struct {
 func firstBad(checks ...check) error {
 	for _, c := range checks {
 		if c.bad {
-			return fmt.Errorf("%w: %s", errUsage, c.msg)
+			return fmt.Errorf("%w: %s", ErrUsage, c.msg)
 		}
 	}
 	return nil
@@ -123,14 +123,14 @@ func (c *Config) validate() error {
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+		return fmt.Errorf("%w: --log-level: %v", ErrUsage, err)
 	}
 	if _, err := clientaddr.Parse(c.TrustedProxies); err != nil {
-		return fmt.Errorf("%w: --trusted-proxies: %v", errUsage, err)
+		return fmt.Errorf("%w: --trusted-proxies: %v", ErrUsage, err)
 	}
 	if c.Redis != "" {
 		if err := redis.CheckURL(c.Redis); err != nil {
-			return fmt.Errorf("%w: --redis: %v", errUsage, err)
+			return fmt.Errorf("%w: --redis: %v", ErrUsage, err)
 		}
 	}
 	return cmp.Or(c.Agent.validate(), c.Webhook.validate(), c.Panel.validate())

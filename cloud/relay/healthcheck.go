@@ -21,13 +21,13 @@ func runHealthcheck(ctx context.Context, args []string, stdout io.Writer) error 
 		return err
 	}
 	if *timeout <= 0 {
-		return fmt.Errorf("%w: --timeout must be positive", errUsage)
+		return fmt.Errorf("%w: --timeout must be positive", ErrUsage)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
 	if err != nil {
-		return fmt.Errorf("%w: --url: %v", errUsage, err)
+		return fmt.Errorf("%w: --url: %v", ErrUsage, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

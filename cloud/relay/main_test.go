@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,24 @@ import (
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
+
+// run runs the command line args as fleet-relay does, with nothing on
+// standard input, and returns its exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return exitStatus(Run(ctx, args, strings.NewReader(""), stdout, stderr))
+}
+
+// exitStatus is the exit status of fleet-relay's main for Run's error.
+func exitStatus(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrUsage):
+		return 2
+	default:
+		return 1
+	}
+}
 
 // cli runs one admin command in process (its own store handle, as a
 // separate process would have) and returns stdout, stderr and the status.
@@ -339,9 +358,6 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	}
 }
 
-// TestBinary builds fleet-relay and runs it as a real process: serve on a
-// temp database, admin commands of separate processes on the same file,
-// SIGTERM for a clean exit.
 // relayPkg is fleet-relay's command (its main over this package) and
 // agentPkg fleet-agent's, for the tests that run the real binaries.
 const (
@@ -349,7 +365,8 @@ const (
 	agentPkg = "../../agent/cmd/fleet-agent"
 )
 
-// goBuild builds the command at pkg (relative to this package) into dir and returns the binary's path.
+// goBuild builds the command at pkg (relative to this package) into dir
+// and returns the binary's path.
 func goBuild(t *testing.T, dir, pkg string) string {
 	t.Helper()
 	abs, err := filepath.Abs(pkg)
@@ -363,12 +380,27 @@ func goBuild(t *testing.T, dir, pkg string) string {
 	return bin
 }
 
+// TestBinary builds fleet-relay and runs it as a real process: serve with
+// a bad flag refused, serve on a temp database, admin commands of separate
+// processes on the same file, SIGTERM for a clean exit.
 func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
 	bin := goBuild(t, dir, relayPkg)
+	// A flag the relay cannot run with: exit 2 naming it, before the
+	// database opens.
+	bad := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--webhook-timeout", "0s")
+	bad.Env = append(os.Environ(), "FLEET_DB="+filepath.Join(dir, "never.db"))
+	out, err := bad.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "--webhook-timeout") {
+		t.Errorf("serve --webhook-timeout 0s: %v, %q; want exit 2 naming the flag", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "never.db")); err == nil {
+		t.Error("serve with a bad flag made its database")
+	}
 	db := filepath.Join(dir, "relay.db")
 	serve := exec.Command(bin, "serve", "--listen", "127.0.0.1:0")
 	serve.Env = append(os.Environ(), "FLEET_DB="+db)

@@ -95,7 +95,7 @@ func NewMain(logOut io.Writer) *Main {
 
 // ParseFlags reads serve's flags from args and FLEET_ environment
 // variables and checks them: a value the relay cannot run with is a usage
-// error (errUsage) naming its flag, before anything opens. The TLS pair
+// error (ErrUsage) naming its flag, before anything opens. The TLS pair
 // and the webhook CA file are read to check them.
 func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("fleet-relay serve", flag.ContinueOnError)
@@ -109,11 +109,11 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	if c.TLSCert != "" {
 		if _, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey); err != nil {
-			return fmt.Errorf("%w: --tls-cert, --tls-key: %v", errUsage, err)
+			return fmt.Errorf("%w: --tls-cert, --tls-key: %v", ErrUsage, err)
 		}
 	}
 	if _, err := c.Webhook.client(); err != nil {
-		return fmt.Errorf("%w: --webhook-ca: %v", errUsage, err)
+		return fmt.Errorf("%w: --webhook-ca: %v", ErrUsage, err)
 	}
 	var lvl slog.Level
 	lvl.UnmarshalText([]byte(c.LogLevel)) // checked by validate

@@ -27,7 +27,7 @@ func runStoreCopy(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if isPostgresURL(*from) || !isPostgresURL(*to) {
-		return fmt.Errorf("%w: --from is a SQLite file and --to a postgres:// URL", errUsage)
+		return fmt.Errorf("%w: --from is a SQLite file and --to a postgres:// URL", ErrUsage)
 	}
 	if _, err := os.Stat(*from); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("database %s does not exist", *from)

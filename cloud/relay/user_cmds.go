@@ -38,10 +38,10 @@ func readPassword(r io.Reader) (string, error) {
 	}
 	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 	if pw == "" {
-		return "", fmt.Errorf("%w: --password-stdin: standard input is empty (pipe the password in)", errUsage)
+		return "", fmt.Errorf("%w: --password-stdin: standard input is empty (pipe the password in)", ErrUsage)
 	}
 	if err := password.Validate(pw); err != nil {
-		return "", fmt.Errorf("%w: --password-stdin: %v", errUsage, err)
+		return "", fmt.Errorf("%w: --password-stdin: %v", ErrUsage, err)
 	}
 	return pw, nil
 }
@@ -57,7 +57,7 @@ func passwordFromStdin(ctx context.Context, f *adminFlags, stdin io.Reader, hash
 			}
 		}
 		if !*set {
-			return fmt.Errorf("%w: --password-stdin is required (the password is never taken from the command line)", errUsage)
+			return fmt.Errorf("%w: --password-stdin is required (the password is never taken from the command line)", ErrUsage)
 		}
 		pw, err := readPassword(stdin)
 		if err != nil {
@@ -75,7 +75,7 @@ func roleFlag(f *adminFlags) func(*cloud.Role) error {
 	return func(r *cloud.Role) error {
 		var err error
 		if *r, err = cloud.ParseRole(*s); err != nil {
-			return fmt.Errorf("%w: --role: %s", errUsage, cloud.ErrorMessage(err))
+			return fmt.Errorf("%w: --role: %s", ErrUsage, cloud.ErrorMessage(err))
 		}
 		return nil
 	}

@@ -18,7 +18,7 @@ import (
 func cliIn(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	code := exitStatus(Run(context.Background(), args, strings.NewReader(stdin), &out, &errOut))
 	return out.String(), errOut.String(), code
 }
 

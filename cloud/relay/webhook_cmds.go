@@ -40,7 +40,7 @@ func runOrgRotateSecret(ctx context.Context, args []string, stdout io.Writer) er
 	grace := f.FS.Duration("grace", 24*time.Hour, "how long the old secret also signs webhook-signature (0 to 168h)")
 	f.Check = func() error {
 		if *grace < 0 || *grace > cloud.MaxSecretGrace {
-			return fmt.Errorf("%w: --grace must be 0 to %s", errUsage, cloud.MaxSecretGrace)
+			return fmt.Errorf("%w: --grace must be 0 to %s", ErrUsage, cloud.MaxSecretGrace)
 		}
 		return nil
 	}
@@ -77,7 +77,7 @@ func runWebhookDeliveries(ctx context.Context, args []string, stdout io.Writer) 
 	limit := f.FS.Int("limit", 20, "how many deliveries, newest first (1..1000)")
 	f.Check = func() error {
 		if *limit < 1 || *limit > 1000 {
-			return fmt.Errorf("%w: --limit must be 1..1000", errUsage)
+			return fmt.Errorf("%w: --limit must be 1..1000", ErrUsage)
 		}
 		return nil
 	}

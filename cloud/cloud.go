@@ -2,7 +2,7 @@
 // API error codes, and the service interfaces that its packages implement
 // (sqlite: the store; api: the public REST API; agentlink: the agents'
 // websocket endpoint; alert: the alert engine; webhook: signed deliveries).
-// Wiring happens only in cloud/cmd/fleet-relay.
+// Wiring happens only in cloud/relay (fleet-relay's Main).
 package cloud
 
 import (

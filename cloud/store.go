@@ -15,7 +15,7 @@ import (
 // API and the administration every admin subcommand uses. The agent
 // endpoint's, the alert engine's and the webhook outbox's stores
 // (agentlink.Store, alert.Store, webhook.Store) are made from the same open
-// store by its package; cloud/cmd/fleet-relay does the wiring. The shared
+// store by its package; cloud/relay does the wiring. The shared
 // store test suite (cloud/storetest) is the contract's behaviour: every
 // implementation passes it.
 type Store interface {

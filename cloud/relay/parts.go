@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -36,6 +37,28 @@ func (m *Main) relayParts() []part {
 		{"cluster listener", m.startClusterListener},
 		{"retention sweep", m.startRetention},
 	}
+}
+
+// startParts starts m.parts in order; Close calls the stops they return
+// in reverse order.
+func (m *Main) startParts(ctx context.Context, mux *http.ServeMux) error {
+	for _, p := range m.parts {
+		stop, err := p.start(ctx, mux)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", p.name, err)
+		}
+		if stop == nil {
+			continue
+		}
+		name := p.name
+		m.stops = append(m.stops, func(ctx context.Context) error {
+			if err := stop(ctx); err != nil {
+				return fmt.Errorf("stop %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	return nil
 }
 
 // background runs run in a goroutine until ctx ends or the stop it

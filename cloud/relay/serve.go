@@ -159,14 +159,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.Metrics = relaymetrics.New()
 	mux := http.NewServeMux()
-	for _, p := range m.parts {
-		stop, err := p.start(bg, mux)
-		if err != nil {
-			return fmt.Errorf("start %s: %w", p.name, err)
-		}
-		if stop != nil {
-			m.stops = append(m.stops, stop)
-		}
+	if err := m.startParts(bg, mux); err != nil {
+		return err
 	}
 	m.access = logbatch.New(m.logOut, accessLogBatch, accessLogInterval)
 	access := slog.New(slog.NewJSONHandler(m.access, &slog.HandlerOptions{Level: m.logLevel})).With("component", "api")

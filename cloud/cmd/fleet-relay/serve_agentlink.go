@@ -21,8 +21,8 @@ func agentLinkExtension() extension {
 	return extension{
 		name: "agentlink",
 		flags: func(fs *flag.FlagSet) {
-			fs.DurationVar(&cfg.OrphanWindow, "agent-orphan-window", 0, "after a restart, how long devices left connected have to reconnect before going OFFLINE (default 90s)")
-			fs.DurationVar(&cfg.DefaultHeartbeat, "agent-default-heartbeat", 0, "heartbeat interval assumed when an agent announces none (default 30s)")
+			fs.DurationVar(&cfg.OrphanWindow, "agent-orphan-window", agentlink.DefaultOrphanWindow, "after a restart, how long devices left connected have to reconnect before going OFFLINE")
+			fs.DurationVar(&cfg.DefaultHeartbeat, "agent-default-heartbeat", agentlink.DefaultHeartbeatInterval, "heartbeat interval assumed when an agent announces none")
 		},
 		start: func(ctx context.Context, m *Main, mux *http.ServeMux) (func(context.Context) error, error) {
 			log := m.Logger.With("component", "agentlink")

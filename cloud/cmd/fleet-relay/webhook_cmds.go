@@ -149,9 +149,9 @@ func webhookExtension() extension {
 	backoff := webhook.DefaultBackoff()
 	var client webhook.ClientConfig
 	timeout := webhook.DefaultTimeout
-	perEndpoint := 16
-	retention := 7 * 24 * time.Hour
-	maxQueue := 1000
+	perEndpoint := webhook.DefaultPerEndpoint
+	retention := webhook.DefaultRetention
+	maxQueue := webhook.DefaultMaxQueue
 	lease := webhook.MaxLease
 	return extension{
 		name: "webhooks",

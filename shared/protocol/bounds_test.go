@@ -269,3 +269,17 @@ func TestDocsBoundsTable(t *testing.T) {
 		t.Errorf("docs/protocol.md does not hold the bounds table; it should read:\n%s", b.String())
 	}
 }
+
+// TestCheckHeartbeatAllocatesNothing: the relay checks every heartbeat;
+// one within bounds costs no allocation.
+func TestCheckHeartbeatAllocatesNothing(t *testing.T) {
+	h := &Heartbeat{Status: resource.StatusOnline, IPAddress: "2001:db8::7", VPN: &VPN{InterfaceName: "wg0", Endpoint: "1.2.3.4:51820"},
+		Channels: []ChannelState{{ID: "ttyS0", Live: "rx 12"}, {ID: "ttyS1"}, {ID: "can0", Error: "bus off"}}}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := CheckHeartbeat(h); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per heartbeat", n)
+	}
+}

@@ -22,6 +22,11 @@ func FuzzAgentOutputAccepted(f *testing.F) {
 	f.Add(false, "1.4.2", "10.0.0.7", "ttyS0,ttyS1,can0", int64(3), 42.5, uint64(1), uint8(0xff))
 	f.Add(true, "é\xff\xfe", "fe80::1%eth0", strings.Repeat("c", 200)+",a,a,", int64(-1), math.NaN(), uint64(protocol.MaxSeq), uint8(0))
 	f.Add(true, "<&>", `{"a":"<&>"}`, strings.Repeat("<", protocol.MaxEventDataBytes/2), int64(1<<40), math.Inf(-1), uint64(1<<63), uint8(0x0f))
+	ids64 := make([]string, protocol.MaxChannels)
+	for i := range ids64 {
+		ids64[i] = strings.Repeat(string(rune('a'+i%26)), 1+i%protocol.MaxChannelID)
+	}
+	f.Add(false, strings.Repeat("<", 2*protocol.MaxLive), strings.Repeat("\x01", protocol.MaxChannelError), strings.Join(ids64, ","), int64(0), 1.0, uint64(1), uint8(0))
 	f.Add(false, "PROVISIONING", "[1,2]", "device.online", int64(math.MinInt64), -1e300, uint64(0), uint8(0x31))
 	now := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
 	var d decoder
@@ -37,6 +42,9 @@ func FuzzAgentOutputAccepted(f *testing.F) {
 			b, err := codec.Marshal(&m)
 			if err != nil {
 				t.Fatalf("%s does not encode in %s: %v", m.Type, codec, err)
+			}
+			if len(b) > protocol.MaxMessageBytes {
+				t.Fatalf("a clamped %s of %d bytes in %s, over MaxMessageBytes", m.Type, len(b), codec)
 			}
 			got, err := d.decode(codec, b)
 			if err == nil {

@@ -189,7 +189,7 @@ func Table() []Bound {
 			add(prefix+strings.Join(names, ", "), fmt.Sprintf("at most %d bytes", max), truncated)
 		}
 	}
-	add("message", fmt.Sprintf("at most %d KiB, in either direction", MaxMessageBytes>>10), "records sent in batches that fit")
+	add("message", fmt.Sprintf("at most %d KiB, in either direction", MaxMessageBytes>>10), "records sent in batches that fit; a heartbeat's live values and errors shortened until it fits (logged)")
 	texts("hello.", names(helloTexts[:]), MaxTextField)
 	add("hello.appliedVersion", "not negative", "raised to 0")
 	add("hello.heartbeatInterval, hello.metricsInterval", "not negative (the relay clamps them to its own bounds)", "raised to 0")

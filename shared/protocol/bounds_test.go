@@ -283,3 +283,32 @@ func TestCheckHeartbeatAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per heartbeat", n)
 	}
 }
+
+// TestHeartbeatFitsTheMessageBound: 64 channels, each field within its
+// bound, can still make a heartbeat over MaxMessageBytes once JSON escapes
+// its text (a '<' is six bytes); the relay would refuse it (4001) at every
+// beat. The clamp shortens the live values and errors until it fits.
+func TestHeartbeatFitsTheMessageBound(t *testing.T) {
+	hb := Heartbeat{At: resource.T(time.Now()), Status: resource.StatusOnline, Channels: channels(MaxChannels)}
+	for i := range hb.Channels {
+		hb.Channels[i].Live = strings.Repeat("<\u2028", MaxLive)
+		hb.Channels[i].Error = strings.Repeat("\x01", MaxChannelError)
+		hb.Channels[i].PassthroughAddress = strings.Repeat("\"", MaxTextField)
+	}
+	lost := ClampHeartbeat(&hb)
+	if len(lost) != 1 || !strings.Contains(lost[0], "shortened") {
+		t.Errorf("lost %q", lost)
+	}
+	for _, codec := range []Codec{JSON, CBOR} {
+		b, err := codec.Marshal(&Message{Type: TypeHeartbeat, Heartbeat: &hb})
+		if err != nil || len(b) > MaxMessageBytes || (codec == JSON && len(b) < MaxMessageBytes*3/4) {
+			t.Errorf("%s: %d bytes, %v; want at most %d (JSON: not much less)", codec, len(b), err, MaxMessageBytes)
+		}
+	}
+	if err := CheckHeartbeat(&hb); err != nil {
+		t.Error(err)
+	}
+	if len(hb.Channels[0].Live) != MaxLive {
+		t.Errorf("the first channel's live value was shortened too: %d bytes", len(hb.Channels[0].Live))
+	}
+}

@@ -104,7 +104,74 @@ func ClampHeartbeat(h *Heartbeat) []string {
 		v.PeerCount = max(v.PeerCount, 0)
 		h.VPN = &v
 	}
+	if fitHeartbeat(h) {
+		lost = append(lost, fmt.Sprintf("over %d KiB as JSON: channels' live values and errors shortened", MaxMessageBytes>>10))
+	}
 	return lost
+}
+
+// heartbeatOverhead bounds the bytes of a heartbeat message besides its
+// strings, and channelOverhead those of one channel besides its strings.
+const (
+	heartbeatOverhead = 512
+	channelOverhead   = 160
+)
+
+// fitHeartbeat shortens the channels' live values, then their errors, last
+// channel first, until the heartbeat is within MaxMessageBytes as JSON
+// writes it (each string as long as jsonLen says; CBOR's is shorter). Each
+// field within its bound, 64 channels of escaped text would not be. It
+// reports whether it shortened anything.
+func fitHeartbeat(h *Heartbeat) bool {
+	size := heartbeatOverhead + jsonLen(h.IPAddress)
+	if v := h.VPN; v != nil {
+		size += jsonLen(v.InterfaceName) + jsonLen(v.Endpoint)
+	}
+	for _, c := range h.Channels {
+		size += channelOverhead + jsonLen(c.ID) + jsonLen(c.Live) + jsonLen(c.Error) + jsonLen(c.PassthroughAddress)
+	}
+	over := size - MaxMessageBytes
+	for i := len(h.Channels) - 1; i >= 0 && over > 0; i-- {
+		for _, p := range []*string{&h.Channels[i].Live, &h.Channels[i].Error} {
+			n := jsonLen(*p)
+			*p = shortenJSON(*p, max(n-over, 0))
+			over -= n - jsonLen(*p)
+		}
+	}
+	return size > MaxMessageBytes
+}
+
+// jsonLen bounds the length of s, valid UTF-8, inside a JSON string as
+// encoding/json writes it (HTML characters and control characters as
+// \u00XX, U+2028 and U+2029 escaped).
+func jsonLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += runeJSONLen(r)
+	}
+	return n
+}
+
+func runeJSONLen(r rune) int {
+	switch {
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+		return 6
+	case r == '"' || r == '\\':
+		return 2
+	}
+	return utf8.RuneLen(r)
+}
+
+// shortenJSON returns the longest prefix of s, valid UTF-8, whose jsonLen
+// is at most n.
+func shortenJSON(s string, n int) string {
+	used := 0
+	for i, r := range s {
+		if used += runeJSONLen(r); used > n {
+			return s[:i]
+		}
+	}
+	return s
 }
 
 // ClampRecord brings a record within Table, its times seen from now, the

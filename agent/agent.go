@@ -351,9 +351,6 @@ func (a *Agent) emit(ev protocol.Event) {
 	if ev.CreatedAt.IsZero() {
 		ev.CreatedAt = resource.T(a.now())
 	}
-	if len(ev.Data) > protocol.MaxEventDataBytes {
-		ev.Data = json.RawMessage(`{"truncated":true}`)
-	}
 	a.record(protocol.Record{Event: &ev})
 }
 

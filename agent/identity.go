@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -123,10 +124,10 @@ func readStatus(path string) (resource.DeviceStatus, error) {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	s := resource.DeviceStatus(strings.ToUpper(strings.TrimSpace(line)))
-	switch s {
-	case "":
+	switch {
+	case s == "":
 		return resource.StatusOnline, nil
-	case resource.StatusOnline, resource.StatusRebooting, resource.StatusUpdating, resource.StatusError:
+	case protocol.ReportedStatus(s):
 		return s, nil
 	}
 	return resource.StatusOnline, fmt.Errorf("status file %s: %q is not ONLINE, REBOOTING, UPDATING or ERROR", path, s)

@@ -114,6 +114,10 @@ type Link struct {
 	suspect    uint64
 	hits       int
 	lastBatch  []batch // in flight when the last session ended
+
+	// hbLost is what the clamp last left out of a heartbeat (Run's
+	// goroutine only), logged when it changes rather than at every beat.
+	hbLost string
 }
 
 // batch is one unacknowledged Records message.
@@ -385,6 +389,9 @@ type session struct {
 	// messages, oldest first.
 	sent     uint64
 	inflight []batch
+	// noRecords is set when the relay's stored sequence leaves the spool
+	// no number to give (welcome): records are not sent.
+	noRecords bool
 }
 
 // write sends m in the session's codec.
@@ -443,7 +450,7 @@ func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
 	if !l.opts.JSONOnly {
 		hello.Codecs = []protocol.Codec{protocol.CBOR}
 	}
-	sanitizeHello(&hello)
+	protocol.ClampHello(&hello)
 	s.codec = protocol.JSON // the hello and the welcome
 	if err := s.write(ctx, protocol.Message{Type: protocol.TypeHello, Hello: &hello}); err != nil {
 		return err
@@ -545,7 +552,16 @@ func (s *session) run(ctx context.Context, stop <-chan struct{}) error {
 func (s *session) welcome(w protocol.Welcome) error {
 	l := s.l
 	sp := l.opts.Spool
-	if rebased, err := sp.Rebase(w.LastSeq); err != nil {
+	if rebased, err := sp.Rebase(w.LastSeq); errors.Is(err, spool.ErrExhausted) {
+		// The relay holds a sequence this spool cannot number above (only
+		// a record sent with this device's token by something else than
+		// this agent gets there): no record can be sent that the relay
+		// would not take for one it has, so none is, and the rest of the
+		// link (heartbeats, configuration) works on.
+		s.noRecords = true
+		l.log.Error("the relay has stored a record sequence this agent cannot number above; records stay in the spool, unsent",
+			"relayLastSeq", w.LastSeq, "maxSeq", uint64(protocol.MaxSeq), "pending", sp.Stats().Pending, "err", err)
+	} else if err != nil {
 		return fmt.Errorf("spool rebase: %w", err)
 	} else if rebased {
 		l.log.Warn("relay has stored records beyond this agent's spool (state lost?); renumbered pending records", "relayLastSeq", w.LastSeq)
@@ -573,9 +589,11 @@ func (s *session) welcome(w protocol.Welcome) error {
 func (s *session) heartbeat(ctx context.Context) error {
 	hb := s.l.opts.Heartbeat()
 	hb.At = resource.T(time.Now())
-	sanitizeHeartbeat(&hb)
-	if hb.Channels == nil {
-		hb.Channels = []protocol.ChannelState{}
+	if lost := strings.Join(protocol.ClampHeartbeat(&hb), "; "); lost != s.l.hbLost {
+		s.l.hbLost = lost
+		if lost != "" {
+			s.l.log.Error("heartbeat out of the protocol's bounds; sent without what the relay would refuse", "lost", lost)
+		}
 	}
 	return s.l.heartbeatWritten(s.write(ctx, protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb}))
 }
@@ -587,6 +605,7 @@ func (s *session) handle(ctx context.Context, m protocol.Message) error {
 	case m.Type == protocol.TypeConfig && m.Config != nil:
 		s.l.log.Info("configuration received", "version", m.Config.Version)
 		res := s.l.opts.OnConfig(ctx, *m.Config)
+		protocol.ClampConfigApplied(&res)
 		if err := s.write(ctx, protocol.Message{Type: protocol.TypeConfigApplied, ConfigApplied: &res}); err != nil {
 			return err
 		}
@@ -630,7 +649,7 @@ func (s *session) flush(ctx context.Context) error {
 	if s.sent < s.l.probeUntil {
 		size, window = 1, 1 // finding a record the relay refuses
 	}
-	for len(s.inflight) < window {
+	for len(s.inflight) < window && !s.noRecords {
 		es, err := sp.Read(s.sent, size, protocol.MaxMessageBytes-recordsOverhead)
 		if err != nil {
 			return fmt.Errorf("spool read: %w", err)
@@ -661,7 +680,7 @@ func (s *session) drain(ctx context.Context, msgs <-chan protocol.Message, readE
 	dctx, cancel := context.WithTimeout(ctx, l.opts.DrainTimeout)
 	defer cancel()
 	err := s.flush(dctx)
-	for err == nil && (len(s.inflight) > 0 || l.opts.Spool.Stats().Pending > 0) {
+	for err == nil && !s.noRecords && (len(s.inflight) > 0 || l.opts.Spool.Stats().Pending > 0) {
 		select {
 		case <-deadline.C:
 			err = errors.New("drain timed out")

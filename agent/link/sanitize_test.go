@@ -8,13 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
+// The clamps themselves are tested, and fuzzed against the relay's checks,
+// in shared/protocol and cloud/agentlink; these tests hold the agent's
+// entry point to them.
+
 func TestSanitizeMetric(t *testing.T) {
-	now := resource.T(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
-	m := &resource.MetricSample{CapturedAt: now, CPUPct: math.NaN(), MemPct: 100.4, DiskUsedPct: -1, TempCPU: math.Inf(1), LoadAvg1: 2.5}
+	m := &resource.MetricSample{CapturedAt: resource.T(time.Now()), CPUPct: math.NaN(), MemPct: 100.4, DiskUsedPct: -1, TempCPU: math.Inf(1), LoadAvg1: 2.5}
 	if err := Sanitize(&protocol.Record{Metric: m}); err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +32,10 @@ func TestSanitizeMetric(t *testing.T) {
 }
 
 func TestSanitizeEvent(t *testing.T) {
-	now := resource.T(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
+	now := resource.T(time.Now())
+	ev := func(typ string, sev resource.Severity, msg, data string) protocol.Event {
+		return protocol.Event{ID: ids.New(), Type: typ, Severity: sev, Message: msg, Data: json.RawMessage(data), CreatedAt: now}
+	}
 	tests := []struct {
 		name     string
 		ev       protocol.Event
@@ -36,12 +43,15 @@ func TestSanitizeEvent(t *testing.T) {
 		wantData string
 		wantMsg  int
 	}{
-		{"fine", protocol.Event{Type: "usb.attached", Message: "m", Data: json.RawMessage(`{"a":1}`), CreatedAt: now}, false, `{"a":1}`, 1},
-		{"long message", protocol.Event{Type: "serial.error", Message: strings.Repeat("é", 2000), CreatedAt: now}, false, "", 2048},
-		{"big data", protocol.Event{Type: "serial.error", Data: json.RawMessage(`{"x":"` + strings.Repeat("y", 9000) + `"}`), CreatedAt: now}, false, `{"truncated":true}`, 0},
-		{"array data", protocol.Event{Type: "serial.error", Data: json.RawMessage(`[1,2]`), CreatedAt: now}, false, `{"truncated":true}`, 0},
-		{"bad type", protocol.Event{Type: "Serial Error", CreatedAt: now}, true, "", 0},
-		{"clock not set", protocol.Event{Type: "agent.started", CreatedAt: resource.T(time.Unix(100, 0))}, true, "", 0},
+		{"fine", ev("usb.attached", resource.SeverityInfo, "m", `{"a":1}`), false, `{"a":1}`, 1},
+		{"long message", ev("serial.error", resource.SeverityError, strings.Repeat("é", 2000), ""), false, "", 2048},
+		{"big data", ev("serial.error", resource.SeverityError, "", `{"x":"`+strings.Repeat("y", 9000)+`"}`), false, `{"truncated":true}`, 0},
+		{"array data", ev("serial.error", resource.SeverityError, "", `[1,2]`), false, `{"truncated":true}`, 0},
+		{"bad type", ev("Serial Error", resource.SeverityError, "", ""), true, "", 0},
+		{"the relay's own type", ev("device.online", resource.SeverityInfo, "", ""), true, "", 0},
+		{"no severity", ev("usb.attached", "", "", ""), true, "", 0},
+		{"no id", protocol.Event{Type: "usb.attached", Severity: resource.SeverityInfo, CreatedAt: now}, true, "", 0},
+		{"clock not set", protocol.Event{ID: ids.New(), Type: "agent.started", Severity: resource.SeverityInfo, CreatedAt: resource.T(time.Unix(100, 0))}, true, "", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,14 +74,3 @@ func TestSanitizeEvent(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "?") == s }
-
-func TestSanitizeHeartbeat(t *testing.T) {
-	hb := protocol.Heartbeat{IPAddress: strings.Repeat("1", 300)}
-	for i := 0; i < 70; i++ {
-		hb.Channels = append(hb.Channels, protocol.ChannelState{ID: "c", Live: strings.Repeat("x", 5000), Error: strings.Repeat("e", 600)})
-	}
-	sanitizeHeartbeat(&hb)
-	if len(hb.IPAddress) != 200 || len(hb.Channels) != protocol.MaxChannels || len(hb.Channels[0].Live) != 1024 || len(hb.Channels[0].Error) != 512 {
-		t.Fatalf("ip %d, channels %d, live %d, error %d", len(hb.IPAddress), len(hb.Channels), len(hb.Channels[0].Live), len(hb.Channels[0].Error))
-	}
-}

@@ -34,36 +34,64 @@ type Config struct {
 	Logger    *slog.Logger
 	Now       cloud.Now
 
-	// WriteTimeout bounds every write to an agent (default 10s).
+	// WriteTimeout bounds every write to an agent (DefaultWriteTimeout).
 	WriteTimeout time.Duration
 	// HandshakeTimeout is the time an agent has to send Hello after the
-	// upgrade (default 30s).
+	// upgrade (DefaultHandshakeTimeout).
 	HandshakeTimeout time.Duration
-	// SweepInterval is the period of the OFFLINE sweeper (default 1s).
+	// SweepInterval is the period of the OFFLINE sweeper
+	// (DefaultSweepInterval).
 	SweepInterval time.Duration
 	// OrphanWindow is how long a device that a previous relay process left
-	// connected has to reconnect before it goes OFFLINE (default 90s).
+	// connected has to reconnect before it goes OFFLINE
+	// (DefaultOrphanWindow).
 	OrphanWindow time.Duration
 	// DefaultHeartbeat is assumed when Hello names no heartbeat interval
-	// (default 30s). Announced intervals are clamped to [MinHeartbeat, 1h].
+	// (DefaultHeartbeatInterval). Announced intervals are clamped to
+	// [MinHeartbeat, MaxHeartbeat].
 	DefaultHeartbeat time.Duration
-	// MinHeartbeat is the smallest heartbeat interval honoured (default 100ms).
+	// MinHeartbeat is the smallest heartbeat interval honoured
+	// (DefaultMinHeartbeat).
 	MinHeartbeat time.Duration
-	// DefaultMetricsInterval is assumed when Hello names none (default 5m);
-	// at most one heartbeat event is recorded per metrics interval.
+	// DefaultMetricsInterval is assumed when Hello names none (the
+	// package's DefaultMetricsInterval); at most one heartbeat event is
+	// recorded per metrics interval. Announced ones are clamped to
+	// [MinHeartbeat, MaxMetricsInterval].
 	DefaultMetricsInterval time.Duration
 	// RevocationCheck is how often connected devices are checked for a
-	// revoked token (default 10s); their connections close with 4003.
+	// revoked token (DefaultRevocationCheck); their connections close with
+	// 4003.
 	RevocationCheck time.Duration
 	// RefusalLimit is how many refused upgrades (missing, unknown or
 	// revoked token) one client address (IPv6: its /64) may have per
 	// RefusalWindow before it is answered 429 without a token lookup
-	// (defaults 20 per minute). Refusals are logged one line per address
-	// and RefusalLogInterval at most, then summed up (default 1 minute).
+	// (DefaultRefusalLimit per DefaultRefusalWindow). Refusals are logged
+	// one line per address and RefusalLogInterval at most, then summed up
+	// (DefaultRefusalLogInterval).
 	RefusalLimit       int
 	RefusalWindow      time.Duration
 	RefusalLogInterval time.Duration
 }
+
+// The defaults of Config, which the relay's flags show, and the bounds on
+// the intervals an agent announces.
+const (
+	DefaultWriteTimeout       = 10 * time.Second
+	DefaultHandshakeTimeout   = 30 * time.Second
+	DefaultSweepInterval      = time.Second
+	DefaultOrphanWindow       = 90 * time.Second
+	DefaultHeartbeatInterval  = 30 * time.Second
+	DefaultMinHeartbeat       = 100 * time.Millisecond
+	DefaultMetricsInterval    = 5 * time.Minute
+	DefaultRevocationCheck    = 10 * time.Second
+	DefaultRefusalLimit       = 20
+	DefaultRefusalWindow      = time.Minute
+	DefaultRefusalLogInterval = time.Minute
+	// MaxHeartbeat is the longest heartbeat interval honoured.
+	MaxHeartbeat = time.Hour
+	// MaxMetricsInterval is the longest metrics interval honoured.
+	MaxMetricsInterval = 24 * time.Hour
+)
 
 func (c *Config) defaults() {
 	if c.Logger == nil {
@@ -77,18 +105,18 @@ func (c *Config) defaults() {
 			*d = v
 		}
 	}
-	def(&c.WriteTimeout, 10*time.Second)
-	def(&c.HandshakeTimeout, 30*time.Second)
-	def(&c.SweepInterval, time.Second)
-	def(&c.OrphanWindow, 90*time.Second)
-	def(&c.DefaultHeartbeat, 30*time.Second)
-	def(&c.MinHeartbeat, 100*time.Millisecond)
-	def(&c.DefaultMetricsInterval, 5*time.Minute)
-	def(&c.RevocationCheck, 10*time.Second)
-	def(&c.RefusalWindow, time.Minute)
-	def(&c.RefusalLogInterval, time.Minute)
+	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.HandshakeTimeout, DefaultHandshakeTimeout)
+	def(&c.SweepInterval, DefaultSweepInterval)
+	def(&c.OrphanWindow, DefaultOrphanWindow)
+	def(&c.DefaultHeartbeat, DefaultHeartbeatInterval)
+	def(&c.MinHeartbeat, DefaultMinHeartbeat)
+	def(&c.DefaultMetricsInterval, DefaultMetricsInterval)
+	def(&c.RevocationCheck, DefaultRevocationCheck)
+	def(&c.RefusalWindow, DefaultRefusalWindow)
+	def(&c.RefusalLogInterval, DefaultRefusalLogInterval)
 	if c.RefusalLimit <= 0 {
-		c.RefusalLimit = 20
+		c.RefusalLimit = DefaultRefusalLimit
 	}
 }
 

@@ -245,8 +245,8 @@ func (c *conn) hello(h *protocol.Hello) error {
 		return err
 	}
 	c.model, _ = catalog.Lookup(c.dev.Model)
-	hb := clampDuration(h.HeartbeatInterval.Duration, s.cfg.DefaultHeartbeat, s.cfg.MinHeartbeat, time.Hour)
-	c.metricsInterval = clampDuration(h.MetricsInterval.Duration, s.cfg.DefaultMetricsInterval, s.cfg.MinHeartbeat, 24*time.Hour)
+	hb := clampDuration(h.HeartbeatInterval.Duration, s.cfg.DefaultHeartbeat, s.cfg.MinHeartbeat, MaxHeartbeat)
+	c.metricsInterval = clampDuration(h.MetricsInterval.Duration, s.cfg.DefaultMetricsInterval, s.cfg.MinHeartbeat, MaxMetricsInterval)
 	now := s.now()
 	in := HelloIn{Device: c.dev, Session: c.session, At: now, Hello: *h, HeartbeatInterval: hb, Deadline: now.Add(storedDeadlineBeats * hb)}
 	switch c.connectFrom {
@@ -467,14 +467,11 @@ func (c *conn) records(r *protocol.Records) error {
 
 func (c *conn) configApplied(a *protocol.ConfigApplied) error {
 	s := c.srv
-	if a.Version < 0 {
-		return protoErr("configApplied.version must not be negative")
+	if err := protocol.CheckConfigApplied(a); err != nil {
+		return refused(err)
 	}
 	if d := c.knownDesired(); a.Version > d {
 		return protoErr("configApplied.version %d is above the desired version %d", a.Version, d)
-	}
-	if len(a.Error) > 1024 {
-		return protoErr("configApplied.error longer than 1024 bytes")
 	}
 	ctx, cancel := c.storeCtx()
 	out, err := s.cfg.Store.ConfigApplied(ctx, ConfigAppliedIn{Device: c.dev, Session: c.session, At: s.now(), Version: a.Version, Error: a.Error})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
 	"github.com/fleet/fleet/cloud/redis"
@@ -60,6 +61,7 @@ func DefaultConfig() Config {
 		LogLevel:          "info",
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		MetricsListen: DefaultMetricsListen,
+		Agent:         AgentConfig{OrphanWindow: agentlink.DefaultOrphanWindow, DefaultHeartbeat: agentlink.DefaultHeartbeatInterval},
 		Webhook:       defaultWebhookConfig(),
 		Panel:         defaultPanelConfig(),
 	}

@@ -21,14 +21,14 @@ type AgentConfig struct {
 }
 
 func (c *AgentConfig) flags(fs *flag.FlagSet) {
-	fs.DurationVar(&c.OrphanWindow, "agent-orphan-window", c.OrphanWindow, "after a restart, how long devices left connected have to reconnect before going OFFLINE (default 90s)")
-	fs.DurationVar(&c.DefaultHeartbeat, "agent-default-heartbeat", c.DefaultHeartbeat, "heartbeat interval assumed when an agent announces none (default 30s)")
+	fs.DurationVar(&c.OrphanWindow, "agent-orphan-window", c.OrphanWindow, "after a restart, how long devices left connected have to reconnect before going OFFLINE")
+	fs.DurationVar(&c.DefaultHeartbeat, "agent-default-heartbeat", c.DefaultHeartbeat, "heartbeat interval assumed when an agent announces none")
 }
 
 func (c *AgentConfig) validate() error {
 	return firstBad(
 		check{c.OrphanWindow < 0, "--agent-orphan-window must not be negative"},
-		check{c.DefaultHeartbeat < 0 || c.DefaultHeartbeat > time.Hour, "--agent-default-heartbeat must be 0 (the default) to 1h"},
+		check{c.DefaultHeartbeat < 0 || c.DefaultHeartbeat > time.Hour, "--agent-default-heartbeat must be 0 (agentlink's default) to 1h"},
 	)
 }
 

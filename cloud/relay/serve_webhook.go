@@ -23,8 +23,8 @@ type WebhookConfig struct {
 }
 
 func defaultWebhookConfig() WebhookConfig {
-	return WebhookConfig{Backoff: webhook.DefaultBackoff(), Timeout: webhook.DefaultTimeout, Concurrency: 16,
-		Retention: 7 * 24 * time.Hour, Lease: webhook.MaxLease, QueueLimit: 1000}
+	return WebhookConfig{Backoff: webhook.DefaultBackoff(), Timeout: webhook.DefaultTimeout, Concurrency: webhook.DefaultPerEndpoint,
+		Retention: webhook.DefaultRetention, Lease: webhook.MaxLease, QueueLimit: webhook.DefaultMaxQueue}
 }
 
 func (c *WebhookConfig) flags(fs *flag.FlagSet) {

@@ -30,31 +30,43 @@ type Config struct {
 	// Timeout bounds one attempt; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// PerEndpoint bounds concurrent attempts to one endpoint (URL host);
-	// 0 means 16.
+	// 0 means DefaultPerEndpoint.
 	PerEndpoint int
 	// MaxQueue bounds the deliveries held for one device and kind at one
 	// endpoint (the FIFO behind a failing receiver); beyond it the oldest
-	// waiting one is dropped (state failed). 0 means 1000.
+	// waiting one is dropped (state failed). 0 means DefaultMaxQueue.
 	MaxQueue int
 	// SecretTTL is how long an organization's secrets are cached; a rotated
-	// secret signs every attempt made after it. 0 means 5 s.
+	// secret signs every attempt made after it. 0 means DefaultSecretTTL.
 	SecretTTL time.Duration
 	// Lease is how long a shared outbox (Shared) leases this relay's
 	// deliveries, renewed every PollInterval; 0 means MaxLease, and it is
 	// at most MaxLease.
 	Lease time.Duration
 	// PollInterval is how often the outbox is read for deliveries added by
-	// another process (webhook redeliver); 0 means 1 s.
+	// another process (webhook redeliver); 0 means DefaultPollInterval.
 	PollInterval time.Duration
-	// Retention is how long ended deliveries are kept; 0 means 7 days.
+	// Retention is how long ended deliveries are kept; 0 means
+	// DefaultRetention.
 	Retention time.Duration
-	// UserAgent is sent with every attempt; "" means "fleet-relay-webhook/1".
+	// UserAgent is sent with every attempt; "" means DefaultUserAgent.
 	UserAgent string
 	// Observer, when set, hears how every attempt ends (for metrics).
 	Observer Observer
 	Logger   *slog.Logger
 	Now      func() time.Time
 }
+
+// The defaults of Config (with DefaultBackoff, DefaultTimeout and
+// MaxLease), which the relay's flags show.
+const (
+	DefaultPerEndpoint  = 16
+	DefaultMaxQueue     = 1000
+	DefaultSecretTTL    = 5 * time.Second
+	DefaultPollInterval = time.Second
+	DefaultRetention    = 7 * 24 * time.Hour
+	DefaultUserAgent    = "fleet-relay-webhook/1"
+)
 
 // Stats counts what a Dispatcher did since it started.
 type Stats struct {
@@ -146,28 +158,28 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.PerEndpoint <= 0 {
-		cfg.PerEndpoint = 16
+		cfg.PerEndpoint = DefaultPerEndpoint
 	}
 	if cfg.MaxQueue <= 0 {
-		cfg.MaxQueue = 1000
+		cfg.MaxQueue = DefaultMaxQueue
 	}
 	if cfg.MaxQueue < 2 {
 		cfg.MaxQueue = 2
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = time.Second
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.Lease <= 0 || cfg.Lease > MaxLease {
 		cfg.Lease = MaxLease
 	}
 	if cfg.SecretTTL <= 0 {
-		cfg.SecretTTL = 5 * time.Second
+		cfg.SecretTTL = DefaultSecretTTL
 	}
 	if cfg.Retention <= 0 {
-		cfg.Retention = 7 * 24 * time.Hour
+		cfg.Retention = DefaultRetention
 	}
 	if cfg.UserAgent == "" {
-		cfg.UserAgent = "fleet-relay-webhook/1"
+		cfg.UserAgent = DefaultUserAgent
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -12,12 +12,18 @@ import (
 	"github.com/fleet/fleet/cloud"
 )
 
-// DefaultBackoff returns the retry schedule: the wait before retry 1, 2, ... 5.
+// DefaultBackoff returns the retry schedule: the wait before retry 1, 2, ... 5
+// (DefaultBackoffFlag).
 func DefaultBackoff() []time.Duration {
-	return []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}
+	b, err := ParseBackoff(DefaultBackoffFlag)
+	if err != nil {
+		panic(err) // a constant, parsed by every test that sends
+	}
+	return b
 }
 
-// DefaultBackoffFlag is DefaultBackoff as the --webhook-backoff flag spells it.
+// DefaultBackoffFlag is the default retry schedule as the --webhook-backoff
+// flag spells it.
 const DefaultBackoffFlag = "5s,30s,2m,10m,30m"
 
 // MaxRetries bounds the retries of one delivery (attempts 1 to 6).

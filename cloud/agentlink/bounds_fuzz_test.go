@@ -1,0 +1,123 @@
+package agentlink
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// FuzzAgentOutputAccepted holds the two sides of shared/protocol's bounds
+// table to each other: whatever an agent puts in a message, once the
+// agent's clamps (protocol.Clamp*) have let it through, encoded as the agent
+// encodes it (JSON, or CBOR from the spool's JSON), the relay's decoder and
+// validation accept it. A message the relay refused would be sent again
+// forever (a heartbeat at every beat, a record at every reconnect).
+func FuzzAgentOutputAccepted(f *testing.F) {
+	f.Add(false, "1.4.2", "10.0.0.7", "ttyS0,ttyS1,can0", int64(3), 42.5, uint64(1), uint8(0xff))
+	f.Add(true, "é\xff\xfe", "fe80::1%eth0", strings.Repeat("c", 200)+",a,a,", int64(-1), math.NaN(), uint64(protocol.MaxSeq), uint8(0))
+	f.Add(true, "<&>", `{"a":"<&>"}`, strings.Repeat("<", protocol.MaxEventDataBytes/2), int64(1<<40), math.Inf(-1), uint64(1<<63), uint8(0x0f))
+	ids64 := make([]string, protocol.MaxChannels)
+	for i := range ids64 {
+		ids64[i] = strings.Repeat(string(rune('a'+i%26)), 1+i%protocol.MaxChannelID)
+	}
+	f.Add(false, strings.Repeat("<", 2*protocol.MaxLive), strings.Repeat("\x01", protocol.MaxChannelError), strings.Join(ids64, ","), int64(0), 1.0, uint64(1), uint8(0))
+	f.Add(false, "PROVISIONING", "[1,2]", "device.online", int64(math.MinInt64), -1e300, uint64(0), uint8(0x31))
+	now := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	var d decoder
+	f.Fuzz(func(t *testing.T, cbor bool, s1, s2, s3 string, n int64, x float64, seq uint64, pick uint8) {
+		codec := protocol.JSON
+		if cbor {
+			codec = protocol.CBOR
+		}
+		// accepted sends m as the agent would and fails unless the relay
+		// takes it.
+		accepted := func(codec protocol.Codec, m protocol.Message, validate func(protocol.Message) error) {
+			t.Helper()
+			b, err := codec.Marshal(&m)
+			if err != nil {
+				t.Fatalf("%s does not encode in %s: %v", m.Type, codec, err)
+			}
+			if len(b) > protocol.MaxMessageBytes {
+				t.Fatalf("a clamped %s of %d bytes in %s, over MaxMessageBytes", m.Type, len(b), codec)
+			}
+			got, err := d.decode(codec, b)
+			if err == nil {
+				err = validate(got)
+			}
+			if err != nil {
+				t.Fatalf("the relay refuses a clamped %s in %s: %v\n%q", m.Type, codec, err, b)
+			}
+		}
+		after := time.Duration(n % int64(72*time.Hour))
+
+		hello := protocol.Hello{AgentVersion: s1, FirmwareVersion: s2, Model: s3, DeviceName: s1 + s2, DeviceLocation: s2 + s3, Timezone: s3,
+			AppliedVersion: n, HeartbeatInterval: protocol.Duration{Duration: time.Duration(n)}, MetricsInterval: protocol.Duration{Duration: -time.Duration(n)}}
+		protocol.ClampHello(&hello)
+		accepted(protocol.JSON, protocol.Message{Type: protocol.TypeHello, Hello: &hello}, func(m protocol.Message) error { return validateHello(m.Hello) })
+
+		hb := protocol.Heartbeat{At: resource.T(now), Status: resource.DeviceStatus(s1), IPAddress: s2, AppliedVersion: -n,
+			VPN: &protocol.VPN{Up: pick&1 != 0, InterfaceName: s1, Endpoint: s3, PeerCount: int(n)}}
+		for i, id := range strings.Split(s3, ",") {
+			hb.Channels = append(hb.Channels, protocol.ChannelState{ID: id, Live: strings.Repeat(s1, i%3), Error: s2, PassthroughAddress: s3})
+		}
+		protocol.ClampHeartbeat(&hb)
+		accepted(codec, protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb}, func(m protocol.Message) error { return validateHeartbeat(m.Heartbeat) })
+
+		res := protocol.ConfigApplied{Version: min(n, 0), Error: s1 + s3}
+		protocol.ClampConfigApplied(&res)
+		accepted(codec, protocol.Message{Type: protocol.TypeConfigApplied, ConfigApplied: &res}, func(m protocol.Message) error {
+			return refused(protocol.CheckConfigApplied(m.ConfigApplied))
+		})
+
+		// Records: a metric and an event, each from the fuzzer's values or a
+		// well-formed one (pick's bits), numbered as a spool numbers them.
+		metric := &resource.MetricSample{CapturedAt: resource.T(now.Add(after)), CPUPct: x, MemPct: -x, DiskUsedPct: x * 1e6, TempCPU: math.Sqrt(x), LoadAvg1: float64(n)}
+		ev := &protocol.Event{ID: s1, Type: s2, Severity: resource.Severity(s3), Message: s1 + s2 + s3, Data: json.RawMessage(s2), CreatedAt: resource.T(now.Add(-after))}
+		if pick&2 != 0 {
+			ev.ID = ids.New()
+		}
+		if pick&4 != 0 {
+			ev.Type = protocol.EventSerialError
+		}
+		if pick&8 != 0 {
+			ev.Severity = resource.Severities[int(pick>>4)%len(resource.Severities)]
+		}
+		if pick&16 != 0 {
+			b, _ := json.Marshal(map[string]string{"k": s3})
+			ev.Data = b
+		}
+		var items []protocol.Record
+		seq = max(seq%(protocol.MaxSeq+1), 1)
+		for _, r := range []protocol.Record{{Metric: metric}, {Event: ev}} {
+			if protocol.ClampRecord(&r, now) != nil {
+				continue // not spooled
+			}
+			// The spool keeps the agent's JSON; CBOR is made from it.
+			payload, err := json.Marshal(r)
+			if err != nil {
+				t.Fatalf("spool payload: %v", err)
+			}
+			var spooled protocol.Record
+			if err := json.Unmarshal(payload, &spooled); err != nil {
+				t.Fatalf("spooled record does not decode: %v", err)
+			}
+			if seq > protocol.MaxSeq {
+				break // the spool gives no number above MaxSeq
+			}
+			spooled.Seq = seq
+			seq++
+			items = append(items, spooled)
+		}
+		if len(items) > 0 {
+			accepted(codec, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: items}}, func(m protocol.Message) error {
+				return validateRecords(m.Records.Items, now)
+			})
+		}
+	})
+}

@@ -1,0 +1,247 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// The agent's side of Table: each Clamp function brings a message within
+// the bounds the relay checks (check.go), changing what it can and saying
+// what it could not, so that the agent never sends what the relay refuses.
+// The clamps work on copies where a message shares memory with its maker
+// (a heartbeat's channels and VPN state).
+
+// ErrClockNotSet is returned by ClampRecord for a record stamped before
+// 2020: the gateway's clock has not been set (no RTC, no NTP yet).
+var ErrClockNotSet = errors.New("system clock not set (before 2020)")
+
+// truncatedData replaces event data over its bound or not an object.
+var truncatedData = json.RawMessage(`{"truncated":true}`)
+
+// text is s as valid UTF-8 (each run of invalid bytes replaced by U+FFFD)
+// of at most n bytes, not splitting a rune. JSON's encoder replaces each
+// invalid byte by U+FFFD (three bytes) by itself, and a CBOR text string
+// must be valid, or the relay refuses the whole message.
+func text(s string, n int) string {
+	if len(s) <= n && utf8.ValidString(s) {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func clampTexts[T any](v *T, fs []textField[T]) {
+	for _, f := range fs {
+		p := f.get(v)
+		*p = text(*p, f.max)
+	}
+}
+
+// ClampHello brings a hello within Table.
+func ClampHello(h *Hello) {
+	clampTexts(h, helloTexts[:])
+	h.AppliedVersion = max(h.AppliedVersion, 0)
+	h.HeartbeatInterval.Duration = max(h.HeartbeatInterval.Duration, 0)
+	h.MetricsInterval.Duration = max(h.MetricsInterval.Duration, 0)
+}
+
+// ClampHeartbeat brings a heartbeat within Table. It returns what it could
+// not keep, one line each (a channel left out, a status or address
+// replaced), for the agent's log; nil when it only shortened text.
+func ClampHeartbeat(h *Heartbeat) []string {
+	var lost []string
+	if !ReportedStatus(h.Status) {
+		lost = append(lost, fmt.Sprintf("status %q is not ONLINE, REBOOTING, UPDATING or ERROR: sent as ERROR", text(string(h.Status), 40)))
+		h.Status = resource.StatusError
+	}
+	if h.IPAddress != "" {
+		ip, err := netip.ParseAddr(h.IPAddress)
+		if err != nil || len(ip.WithZone("").String()) > MaxTextField {
+			lost = append(lost, fmt.Sprintf("ipAddress %q is not an IP address: sent empty", text(h.IPAddress, 45)))
+			h.IPAddress = ""
+		} else {
+			h.IPAddress = ip.WithZone("").String()
+		}
+	}
+	h.AppliedVersion = max(h.AppliedVersion, 0)
+	chans := make([]ChannelState, 0, min(len(h.Channels), MaxChannels))
+	for _, c := range h.Channels {
+		switch {
+		case c.ID == "" || len(c.ID) > MaxChannelID || !utf8.ValidString(c.ID):
+			lost = append(lost, fmt.Sprintf("channel id %q is not 1 to %d bytes of UTF-8: channel left out", text(c.ID, 40), MaxChannelID))
+			continue
+		case indexOfID(chans, c.ID) >= 0:
+			lost = append(lost, fmt.Sprintf("channel id %q repeated: the second left out", c.ID))
+			continue
+		case len(chans) == MaxChannels:
+			lost = append(lost, fmt.Sprintf("over %d channels: channel %q left out", MaxChannels, c.ID))
+			continue
+		}
+		clampTexts(&c, channelTexts[:])
+		chans = append(chans, c)
+	}
+	h.Channels = chans
+	if h.VPN != nil {
+		v := *h.VPN
+		clampTexts(&v, vpnTexts[:])
+		v.PeerCount = max(v.PeerCount, 0)
+		h.VPN = &v
+	}
+	if fitHeartbeat(h) {
+		lost = append(lost, fmt.Sprintf("over %d KiB as JSON: channels' live values and errors shortened", MaxMessageBytes>>10))
+	}
+	return lost
+}
+
+// heartbeatOverhead bounds the bytes of a heartbeat message besides its
+// strings, and channelOverhead those of one channel besides its strings.
+const (
+	heartbeatOverhead = 512
+	channelOverhead   = 160
+)
+
+// fitHeartbeat shortens the channels' live values, then their errors, last
+// channel first, until the heartbeat is within MaxMessageBytes as JSON
+// writes it (each string as long as jsonLen says; CBOR's is shorter). Each
+// field within its bound, 64 channels of escaped text would not be. It
+// reports whether it shortened anything.
+func fitHeartbeat(h *Heartbeat) bool {
+	size := heartbeatOverhead + jsonLen(h.IPAddress)
+	if v := h.VPN; v != nil {
+		size += jsonLen(v.InterfaceName) + jsonLen(v.Endpoint)
+	}
+	for _, c := range h.Channels {
+		size += channelOverhead + jsonLen(c.ID) + jsonLen(c.Live) + jsonLen(c.Error) + jsonLen(c.PassthroughAddress)
+	}
+	over := size - MaxMessageBytes
+	for i := len(h.Channels) - 1; i >= 0 && over > 0; i-- {
+		for _, p := range []*string{&h.Channels[i].Live, &h.Channels[i].Error} {
+			n := jsonLen(*p)
+			*p = shortenJSON(*p, max(n-over, 0))
+			over -= n - jsonLen(*p)
+		}
+	}
+	return size > MaxMessageBytes
+}
+
+// jsonLen bounds the length of s, valid UTF-8, inside a JSON string as
+// encoding/json writes it (HTML characters and control characters as
+// \u00XX, U+2028 and U+2029 escaped).
+func jsonLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += runeJSONLen(r)
+	}
+	return n
+}
+
+func runeJSONLen(r rune) int {
+	switch {
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+		return 6
+	case r == '"' || r == '\\':
+		return 2
+	}
+	return utf8.RuneLen(r)
+}
+
+// shortenJSON returns the longest prefix of s, valid UTF-8, whose jsonLen
+// is at most n.
+func shortenJSON(s string, n int) string {
+	used := 0
+	for i, r := range s {
+		if used += runeJSONLen(r); used > n {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// ClampRecord brings a record within Table, its times seen from now, the
+// agent's clock. It returns a *BoundError, or ErrClockNotSet for a time
+// before 2020, when the record cannot be made acceptable: it must then not
+// be spooled. Metric values are made finite and clamped to their ranges,
+// text is shortened, and event data that is not a JSON object or is over
+// MaxEventDataBytes as the agent sends it (compact, HTML characters
+// escaped) is replaced by {"truncated":true}.
+func ClampRecord(r *Record, now time.Time) error {
+	switch {
+	case r.Metric != nil && r.Event == nil:
+		m := r.Metric
+		if ClockNotSet(m.CapturedAt.Time) {
+			return ErrClockNotSet
+		}
+		if !SaneTime(m.CapturedAt.Time, now) {
+			return outOfBound("metric.capturedAt", "%s is more than %s ahead", resource.FormatTime(m.CapturedAt.Time), MaxFutureSkew)
+		}
+		for _, b := range MetricRanges() {
+			v := b.Value(m)
+			if math.IsNaN(*v) {
+				*v = 0
+			}
+			*v = min(max(*v, b.Lo), b.Hi)
+		}
+	case r.Event != nil && r.Metric == nil:
+		e := r.Event
+		if ClockNotSet(e.CreatedAt.Time) {
+			return ErrClockNotSet
+		}
+		switch {
+		case !SaneTime(e.CreatedAt.Time, now):
+			return outOfBound("event.createdAt", "%s is more than %s ahead", resource.FormatTime(e.CreatedAt.Time), MaxFutureSkew)
+		case !ids.Valid(e.ID):
+			return outOfBound("event.id", "%q is not an id", text(e.ID, 40))
+		case !ValidEventType(e.Type) || RelayEventType(e.Type):
+			return outOfBound("event.type", "%q is not lowercase dotted words of at most %d bytes, or is the relay's own", text(e.Type, 80), MaxEventType)
+		case !e.Severity.Valid():
+			return outOfBound("event.severity", "%q is not INFO, WARNING, ERROR or CRITICAL", text(string(e.Severity), 20))
+		}
+		clampTexts(e, eventTexts[:])
+		e.Data = clampData(e.Data)
+	default:
+		return outOfBound("", "holds exactly one of metric and event")
+	}
+	return nil
+}
+
+// clampData returns d as the agent sends it (encoding/json writes a
+// json.RawMessage compact, with <, > and & escaped), or truncatedData when
+// that is not a JSON object within MaxEventDataBytes. Null data is absent.
+func clampData(d json.RawMessage) json.RawMessage {
+	if len(d) == 0 || bytes.Equal(bytes.TrimSpace(d), []byte("null")) {
+		return nil
+	}
+	if !IsJSONObject(d) {
+		return truncatedData
+	}
+	sent, err := json.Marshal(d)
+	if err != nil || len(sent) > MaxEventDataBytes {
+		return truncatedData
+	}
+	return sent
+}
+
+// ClampConfigApplied brings a configApplied within Table, but for its
+// version's upper bound, which is the relay's state (the agent answers the
+// version it was sent).
+func ClampConfigApplied(a *ConfigApplied) {
+	a.Version = max(a.Version, 0)
+	clampTexts(a, configAppliedTexts[:])
+}

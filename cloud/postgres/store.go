@@ -137,7 +137,7 @@ func (db *DB) Versioner() cloud.Versioner { return db }
 // which costs cache hits, never correctness. It is one round trip, read
 // once per API request (cloud.MemoVersion), instead of the request's key
 // row and list page; requests that arrive together share one read that
-// began after each of them arrived (freshRead).
+// began after each of them arrived (cloud/internal/freshread).
 func (db *DB) DataVersion(ctx context.Context) (uint64, error) {
 	return cloud.MemoVersion(ctx, db.version.Do)
 }

@@ -56,43 +56,12 @@ type Store interface {
 // (the admin CLI, another relay), and never goes back. Equal numbers from
 // two calls mean nothing was committed in between, so what was read after
 // the first call is still current; of two different numbers, the larger
-// was read later (the page cache keeps only the newest version's pages). Caches on the request path (API key rows, list pages) tag what
-// they keep with it; read the version before the data it tags, never after.
+// was read later (the page cache keeps only the newest version's pages).
+// Caches on the request path (API key rows, list pages) tag what they keep
+// with it; read the version before the data it tags, never after. The API
+// reads it once per request and hands it to both caches.
 type Versioner interface {
 	DataVersion(ctx context.Context) (uint64, error)
-}
-
-// VersionMemo holds the data version read for one request. A store whose
-// DataVersion costs a round trip (PostgreSQL) reads it once per memo, so
-// the caches one API request consults (its key row, then its list page)
-// share one read: taken before either of them reads, it tags both (the rule
-// of Versioner). A memo serves one request's sequential reads, never two
-// requests, and is not safe for concurrent use.
-type VersionMemo struct {
-	v    uint64
-	err  error
-	read bool
-}
-
-type versionMemoKey struct{}
-
-// WithVersionMemo returns ctx carrying m for the stores' DataVersion.
-func WithVersionMemo(ctx context.Context, m *VersionMemo) context.Context {
-	return context.WithValue(ctx, versionMemoKey{}, m)
-}
-
-// MemoVersion returns read's version: the one the memo in ctx holds, or a
-// fresh read (kept in that memo when ctx has one).
-func MemoVersion(ctx context.Context, read func(context.Context) (uint64, error)) (uint64, error) {
-	m, _ := ctx.Value(versionMemoKey{}).(*VersionMemo)
-	if m == nil {
-		return read(ctx)
-	}
-	if !m.read {
-		m.v, m.err = read(ctx)
-		m.read = true
-	}
-	return m.v, m.err
 }
 
 // Admin is what the admin subcommands (org, key, device, webhook ...) do

@@ -2,7 +2,6 @@ package agentlink
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,14 +30,8 @@ type conn struct {
 	remote  string
 	log     *slog.Logger
 
-	connectFrom     resource.DeviceStatus // status before this connection
-	status          resource.DeviceStatus // status as last stored
-	metricsInterval time.Duration
-	lastHBEvent     time.Time
-	appliedVersion  int64
-	channels        map[string]protocol.ChannelState // as stored
-	model           catalog.Model
-	storedDeadline  time.Time // the device's deadline in the store
+	connectFrom resource.DeviceStatus // status before this connection
+	beatState                         // the device as stored (beat.go)
 
 	// shared with other goroutines
 	lastMsg    atomic.Int64 // unix nanos of the last message read
@@ -330,112 +323,68 @@ func (c *conn) pushConfig(applied int64) {
 	c.log.Info("config sent", "version", cfg.Version)
 }
 
+// heartbeat takes one heartbeat: its rules (beatState.beat) decide what it
+// changes; the connection hands that to the store in a pooled record
+// (hbPending), shares an unchanged tunnel state with the previous
+// heartbeat, and moves its state on once the store took it.
 func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	s := c.srv
 	read := time.Now()
 	if err := validateHeartbeat(h); err != nil {
 		return err
 	}
-	if h.AppliedVersion > c.appliedVersion {
-		// Never stored above what the relay issued (see hello).
-		h.AppliedVersion = min(h.AppliedVersion, c.knownDesired())
-	}
 	now := s.now()
-	hb := time.Duration(c.hbInterval.Load())
 	c.lastBeat.Store(read.UnixNano())
+	p := s.getPending(c)
+	p.read = read
+	d := c.beat(h, beatIn{now: now, interval: time.Duration(c.hbInterval.Load()), remote: c.remote}, c.knownDesired, p.channels)
+	if d.Channels != nil {
+		p.channels = d.Channels
+	}
+	if d.Event != nil {
+		d.Event.ID = newID()
+	}
 	in := HeartbeatIn{
 		Device:         c.dev,
 		Session:        c.session,
 		At:             now,
-		Status:         h.Status,
-		PrevStatus:     c.status,
-		IPAddress:      h.IPAddress,
-		AppliedVersion: h.AppliedVersion,
+		Deadline:       d.Deadline,
+		Status:         d.Status,
+		PrevStatus:     d.PrevStatus,
+		IPAddress:      d.IPAddress,
+		AppliedVersion: d.AppliedVersion,
+		Channels:       d.Channels,
+		HasChannels:    d.HasChannels,
+		Event:          d.Event,
 	}
-	if in.IPAddress == "" {
-		in.IPAddress = c.remote
-	}
-	// The stored deadline (for a relay that dies) moves every few
-	// heartbeats only: six intervals ahead once fewer than three remain.
-	if h.Status != c.status || c.storedDeadline.Sub(now) < 3*hb {
-		in.Deadline = now.Add(storedDeadlineBeats * hb)
-	}
-	p := s.getPending(c)
-	p.read = read
-	in.Channels = p.channels[:0]
-	var changed []resource.ChannelTelemetry // the Observers' to keep
-	serial := c.model.Has(resource.CapabilitySerialIO)
-	if serial && len(h.Channels) > 0 {
-		in.HasChannels = true
-		for _, ch := range h.Channels {
-			if _, ok := c.model.Channel(ch.ID); !ok {
-				continue // not a channel of this device's model
-			}
-			old, seen := c.channels[ch.ID]
-			if seen && old == ch {
-				continue
-			}
-			in.Channels = append(in.Channels, ch)
-			if !seen || old.Live != ch.Live || old.TxOn != ch.TxOn || old.Error != ch.Error {
-				changed = append(changed, resource.ChannelTelemetry{ID: ch.ID, Live: ch.Live, TxOn: ch.TxOn, Error: ch.Error})
-			}
-		}
-	}
-	p.channels = in.Channels
-	if len(in.Channels) == 0 {
-		in.Channels = nil
-	}
-	if c.lastHBEvent.IsZero() || now.Sub(c.lastHBEvent) >= c.metricsInterval {
-		data := map[string]any{"status": h.Status, "ipAddress": in.IPAddress, "appliedVersion": h.AppliedVersion}
-		if h.VPN != nil {
-			data["vpn"] = h.VPN
-		}
-		b, _ := json.Marshal(data)
-		in.Event = &resource.Event{ID: newID(), Type: protocol.EventHeartbeat, Severity: resource.SeverityInfo,
-			Message: "heartbeat (" + string(h.Status) + ")", Data: b, CreatedAt: resource.T(now)}
-	}
-	p.chb = cloud.Heartbeat{At: now, Status: h.Status, Changed: changed}
-	if h.VPN != nil {
-		vpn := cloud.VPNState{Up: h.VPN.Up, InterfaceName: h.VPN.InterfaceName, Endpoint: h.VPN.Endpoint, PeerCount: h.VPN.PeerCount}
-		if h.VPN.LastHandshake != nil {
-			vpn.LastHandshake = h.VPN.LastHandshake.Time
-		}
+	p.chb = cloud.Heartbeat{At: now, Status: d.Status, Changed: d.Changed}
+	if d.HasVPN {
 		// The state given to the Observers is never changed afterwards, so
 		// an unchanged tunnel shares the previous heartbeat's, and only a
-		// changed one is copied to the heap (vpn itself stays on the
+		// changed one is copied to the heap (d.VPN itself stays on the
 		// stack: taking its address would allocate it at every heartbeat,
 		// a fifth of what the relay allocated per heartbeat).
-		if c.lastVPN == nil || *c.lastVPN != vpn {
-			changedVPN := vpn
+		if c.lastVPN == nil || *c.lastVPN != d.VPN {
+			changedVPN := d.VPN
 			c.lastVPN = &changedVPN
 		}
 		p.chb.VPN = c.lastVPN
 	}
-	ev := in.Event
-	p.ev = ev
+	p.ev = d.Event
 	p.sent = h.At.Time
 	// The reader goes on at once; the store calls back after the commit.
 	// The connection's view moves ahead now: if the write fails, the
 	// connection is closed and the next one starts from the store. (The
 	// channels are taken before the call: once queued, p and its lists
 	// belong to the store until the callback, which may come at once.)
-	for _, ch := range in.Channels {
-		c.channels[ch.ID] = ch
-	}
+	c.applyChannels(&d)
 	ctx, cancel := c.storeCtx()
 	err := s.cfg.Store.Heartbeat(ctx, in, p.done)
 	cancel()
 	if err != nil {
 		return err
 	}
-	if !in.Deadline.IsZero() {
-		c.storedDeadline = in.Deadline
-	}
-	c.status = h.Status
-	c.appliedVersion = h.AppliedVersion
-	if ev != nil {
-		c.lastHBEvent = now
-	}
+	c.apply(&d, now)
 	return nil
 }
 

@@ -35,12 +35,14 @@ const DefaultRateLimit = 600
 const MaxBodyBytes = 64 << 10
 
 // Authenticator verifies the API key of a request. key is the token after
-// "Bearer " in the Authorization header. It returns the key, or a
-// *cloud.Error with code unauthorized, api_key_expired or api_key_revoked;
-// any other error is treated as internal. The apikey package's
-// Authenticator satisfies it.
+// "Bearer " in the Authorization header; version is the store's data
+// version as the request read it, before anything else (Config.Versioner;
+// versioned false: none), for the authenticator's cache of key rows. It
+// returns the key, or a *cloud.Error with code unauthorized,
+// api_key_expired or api_key_revoked; any other error is treated as
+// internal. The apikey package's Authenticator satisfies it.
 type Authenticator interface {
-	Authenticate(ctx context.Context, key string) (*cloud.APIKey, error)
+	AuthenticateAt(ctx context.Context, key string, version uint64, versioned bool) (*cloud.APIKey, error)
 }
 
 // Config is what NewServer needs.
@@ -49,8 +51,9 @@ type Config struct {
 	Serial  cloud.SerialService
 	Alerts  cloud.AlertService
 	Auth    Authenticator
-	// Versioner, when set, is the store's data version: the hot list pages
-	// (GET /devices, GET /alerts) are cached per version. Nil: no caching.
+	// Versioner, when set, is the store's data version, read once per
+	// request and handed to Auth (its key rows) and to the cache of the hot
+	// list pages (GET /devices, GET /alerts). Nil: no caching.
 	Versioner cloud.Versioner
 	// RateLimit is the budget in requests per minute per key (and per
 	// client address before authentication); 0 means DefaultRateLimit.

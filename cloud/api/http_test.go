@@ -365,9 +365,9 @@ type countingAuth struct {
 	calls atomic.Int64
 }
 
-func (c *countingAuth) Authenticate(ctx context.Context, key string) (*cloud.APIKey, error) {
+func (c *countingAuth) AuthenticateAt(ctx context.Context, key string, version uint64, versioned bool) (*cloud.APIKey, error) {
 	c.calls.Add(1)
-	return c.Authenticator.Authenticate(ctx, key)
+	return c.Authenticator.AuthenticateAt(ctx, key, version, versioned)
 }
 
 // TestFailedAuthBudget: once an address has used its budget of failed

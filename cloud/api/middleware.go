@@ -46,7 +46,7 @@ type reqInfo struct {
 	status    int
 	bytes     int64
 	remote    string // clientAddr, computed once
-	version   cloud.VersionMemo
+	version   requestVersion
 }
 
 type ctxKey struct{}
@@ -121,9 +121,6 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 		}
 		w.Header().Set(hdrRequestID, rec.info.id)
 		ctx := context.WithValue(r.Context(), ctxKey{}, &rec.info)
-		// One read of the store's data version serves the request's key
-		// cache and page cache (a round trip on PostgreSQL).
-		ctx = cloud.WithVersionMemo(ctx, &rec.info.version)
 		r = r.WithContext(ctx)
 		next.ServeHTTP(rec, r)
 		status := rec.info.status
@@ -284,7 +281,8 @@ func (s *Server) authenticate(r *http.Request, info *reqInfo) {
 		info.authErr = errors.New("api: no authenticator configured")
 		return
 	}
-	key, err := s.cfg.Auth.Authenticate(r.Context(), tok)
+	version, versioned := info.version.get(r.Context(), s.cfg.Versioner)
+	key, err := s.cfg.Auth.AuthenticateAt(r.Context(), tok, version, versioned)
 	if err != nil {
 		info.authErr = err
 		return

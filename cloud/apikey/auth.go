@@ -42,9 +42,11 @@ func MaxHashChecks() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 // failures in FailureWindow runs none until the window ends. Revocation and
 // expiry are checked on every call, so a revoked key is refused on its very
 // next request, even when another process (the admin CLI, another relay)
-// revoked it: the key's row is read on every call, or, when the key service
-// is also a cloud.Versioner (the store contract's data version), kept until
-// that version changes (any commit, by any process).
+// revoked it: the key's row is read on every call, or kept while the store's
+// data version (cloud.Versioner) holds still (no commit, by any process):
+// Authenticate reads that version itself when the key service is also a
+// cloud.Versioner; AuthenticateAt takes the one its caller read (the API
+// reads it once per request and shares it with its page cache).
 type Authenticator struct {
 	keys cloud.KeyService
 	now  cloud.Now
@@ -67,7 +69,7 @@ type Authenticator struct {
 	refused  map[[32]byte]cacheEntry
 	inflight map[[32]byte]*verifyCall
 	// rows holds key rows by id with the data version they were read at
-	// (key services that are a cloud.Versioner only).
+	// (calls that have a data version only).
 	rows map[string]keyRow
 	// used holds when each key's use was last recorded (key services that
 	// are cloud.KeyUseRecorders only).
@@ -135,13 +137,34 @@ func (a *Authenticator) FromHeader(ctx context.Context, header string) (*cloud.A
 // Authenticate returns the key that key names. Errors are *cloud.Error:
 // EUNAUTHORIZED for a malformed key, an unknown id or a wrong secret (one
 // message for all three); EREVOKED or EEXPIRED only once the secret
-// verified. Store failures are returned wrapped, as internal errors.
+// verified. Store failures are returned wrapped, as internal errors. When
+// the key service is also a cloud.Versioner, its data version is read
+// first (see AuthenticateAt).
 func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.APIKey, error) {
+	if _, _, ok := Parse(key); !ok {
+		return nil, unauthorized()
+	}
+	var version uint64
+	var versioned bool
+	if vs, ok := a.keys.(cloud.Versioner); ok {
+		v, err := vs.DataVersion(ctx)
+		version, versioned = v, err == nil
+	}
+	return a.AuthenticateAt(ctx, key, version, versioned)
+}
+
+// AuthenticateAt is Authenticate with the store's data version as the
+// caller read it, before this call and before anything it tags (the rule
+// of cloud.Versioner): the key's row is taken from the row cache when it
+// was read at that version, else read from the store and kept tagged with
+// it. versioned false means the caller has no version (the store offers
+// none, or its read failed): the row is read from the store and not kept.
+func (a *Authenticator) AuthenticateAt(ctx context.Context, key string, version uint64, versioned bool) (*cloud.APIKey, error) {
 	id, secret, ok := Parse(key)
 	if !ok {
 		return nil, unauthorized()
 	}
-	k, err := a.keyByID(ctx, id)
+	k, err := a.keyByID(ctx, id, version, versioned)
 	known := err == nil
 	if err != nil {
 		if cloud.ErrorCode(err) != cloud.ENOTFOUND {
@@ -198,21 +221,16 @@ func (a *Authenticator) recordUse(id string) {
 	}()
 }
 
-// keyByID returns the key's row: from the row cache when the store's data
-// version has not changed since it was read, else from the store. The
-// returned key is shared; callers must not modify it.
-func (a *Authenticator) keyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
-	vs, ok := a.keys.(cloud.Versioner)
-	if !ok {
+// keyByID returns the key's row: from the row cache when it was read at
+// data version ver, else from the store. The returned key is shared;
+// callers must not modify it.
+func (a *Authenticator) keyByID(ctx context.Context, id string, ver uint64, versioned bool) (*cloud.APIKey, error) {
+	if !versioned {
 		return a.keys.KeyByID(ctx, id)
 	}
-	// The version is read before the row: a commit racing with the read
+	// The version was read before the row: a commit racing with the read
 	// below changes the version the next call sees, so a row is never
 	// trusted beyond the version it was read at.
-	ver, err := vs.DataVersion(ctx)
-	if err != nil {
-		return a.keys.KeyByID(ctx, id)
-	}
 	a.mu.Lock()
 	r, hit := a.rows[id]
 	a.mu.Unlock()

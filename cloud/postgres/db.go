@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/freshread"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
@@ -49,7 +50,7 @@ type DB struct {
 	url      string // with the password, for the listener's own connection
 	password string // redacted from every error (see redact)
 
-	version freshRead // DataVersion's reads, shared by requests that arrive together
+	version *freshread.Reads // DataVersion's reads, shared by requests that arrive together
 
 	partMu sync.Mutex
 	parts  map[string]bool // partitions known to exist, by name
@@ -83,7 +84,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	}
 	db := &DB{Pool: pool, Now: time.Now, url: url, password: pw, parts: map[string]bool{}}
 	db.Services = sqlstore.NewServices(tables{db})
-	db.version = freshRead{read: db.snapshotVersion, timeout: versionTimeout}
+	db.version = freshread.New(db.snapshotVersion, versionTimeout)
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, redact(fmt.Errorf("postgres: connect to %s: %w", describe(cfg), err), pw)

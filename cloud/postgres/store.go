@@ -134,12 +134,12 @@ func (db *DB) Versioner() cloud.Versioner { return db }
 // would not do: a commit's record is in the log before the commit is
 // visible, so a read between the two could be kept at the new position
 // without the change. Transactions of any database on the server move it,
-// which costs cache hits, never correctness. It is one round trip, read
-// once per API request (cloud.MemoVersion), instead of the request's key
-// row and list page; requests that arrive together share one read that
-// began after each of them arrived (freshRead).
+// which costs cache hits, never correctness. It is one round trip, which
+// the API reads once per request instead of the request's key row and list
+// page; requests that arrive together share one read that began after each
+// of them arrived (cloud/internal/freshread).
 func (db *DB) DataVersion(ctx context.Context) (uint64, error) {
-	return cloud.MemoVersion(ctx, db.version.Do)
+	return db.version.Do(ctx)
 }
 
 // versionTimeout bounds one read of the data version: the requests waiting

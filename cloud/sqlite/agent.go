@@ -128,7 +128,7 @@ func (s *AgentStore) closeStmts() {
 // agent endpoint shut down and before DB.Close.
 func (s *AgentStore) Close() error {
 	s.w.close()
-	s.hb.raw.close()
+	s.hb.raw.Close()
 	s.closeStmts()
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/sqlite/rawstmt"
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -141,7 +142,7 @@ func (s *AgentStore) prepareBulk() error {
 		}
 		s.bulk[b.name] = st
 	}
-	// The heartbeat statements run at the driver level (rawStmts), each
+	// The heartbeat statements run at the driver level (rawstmt), each
 	// prepared on its first use.
 	for i := range hbStmts {
 		for k := 0; 1<<k <= hbMaxRows; k++ {
@@ -160,7 +161,7 @@ func (s *AgentStore) execRows(t *ingestTx, i int, args []any) (int64, error) {
 		k := min(bits.Len(uint(n))-1, bits.Len(hbMaxRows)-1)
 		rows := 1 << k
 		st := s.hbSQL[i][k]
-		c, err := s.hb.raw.exec(t, st.key, st.sql, args[:rows*width])
+		c, err := s.hb.raw.Exec(t.conn, st.key, st.sql, args[:rows*width])
 		if err != nil {
 			return 0, fmt.Errorf("sqlite: heartbeats (%s): %w", hbStmts[i].name, err)
 		}
@@ -253,7 +254,7 @@ type hbScratch struct {
 	groups []hbGroup
 	byKey  map[hbKey]int // index in groups
 	next   []int         // per job: the next job of its group, -1 after the last
-	raw    rawStmts
+	raw    rawstmt.Stmts
 }
 
 // applyHeartbeats is the writer's bulk function. A heartbeat that changes

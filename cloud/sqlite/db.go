@@ -160,7 +160,7 @@ func (db *DB) Close() error {
 		err = e
 	}
 	// Last: it closes the -shm descriptor, which must outlive every SQLite
-	// connection (see walIndex).
+	// connection (see walindex.Index).
 	db.ver.close()
 	return err
 }

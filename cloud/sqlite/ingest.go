@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/internal/ingestq"
+	"github.com/fleet/fleet/cloud/sqlite/rawstmt"
 )
 
 // ErrIngestClosed is returned by writes queued after the ingest writer
@@ -99,7 +100,7 @@ type ingestJob struct {
 type ingestTx struct {
 	ctx   context.Context
 	tx    *sql.Tx
-	conn  *sql.Conn // the connection tx runs on (rawStmts)
+	conn  *sql.Conn // the connection tx runs on (rawstmt)
 	bound map[*sql.Stmt]*sql.Stmt
 	local map[string]*sql.Stmt // prepared for this transaction only
 }
@@ -245,7 +246,7 @@ func (w *ingestWriter) runTx(batch []*ingestJob, errs []error) (time.Duration, e
 	// statement run under a context that can be cancelled, which costs more
 	// than the statement. A batch is bounded by maxJobsPerTx instead.
 	ctx := context.Background()
-	conn, tx, err := txConn(ctx, w.db.W)
+	conn, tx, err := rawstmt.Begin(ctx, w.db.W)
 	if err != nil {
 		w.log.Error("ingest: begin", "err", err)
 		return 0, fmt.Errorf("sqlite: ingest begin: %w", err)

@@ -70,7 +70,8 @@ func NewAlertService(db *DB) *AlertService { return &AlertService{Tables: tables
 // Keys returns db, whose KeyByID finds API keys.
 func (db *DB) Keys() cloud.KeyService { return db }
 
-// Versioner returns db: DataVersion follows the WAL index (version.go).
+// Versioner returns db: DataVersion follows the WAL index (version.go,
+// cloud/sqlite/walindex).
 func (db *DB) Versioner() cloud.Versioner { return db }
 
 // Ready reports whether the database file answers a read.

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+
+	"github.com/fleet/fleet/cloud/sqlite/walindex"
 )
 
 // DataVersion returns a number that changes whenever a transaction may have
@@ -15,10 +17,9 @@ import (
 // (API key rows, list pages) are tagged with it. Read it before the data it
 // tags, never after.
 //
-// On Linux it compares the header of the WAL index (the -shm file, mapped
-// read-only; every commit in WAL mode rewrites it, see
-// https://www.sqlite.org/walformat.html#the_wal_index_header) with the one
-// seen last: a few loads from shared memory. Elsewhere, or when the index
+// On Linux it compares the header of the WAL index (cloud/sqlite/walindex:
+// the -shm file, mapped read-only, which every commit in WAL mode rewrites)
+// with the one seen last: a few loads from shared memory. Elsewhere, or when the index
 // cannot be mapped, it reads PRAGMA data_version on a dedicated read-only
 // connection that never writes (the pragma changes when a connection other
 // than the one asking commits).
@@ -35,11 +36,11 @@ type versionReader struct {
 	closed  bool
 
 	// WAL-index header path
-	shm       *walIndex
+	shm       *walindex.Index
 	shmTried  bool
 	shmMapped bool // shm is usable; otherwise the pragma path
 	noShm     bool // tests: use the pragma
-	lastHdr   walHeader
+	lastHdr   walindex.Header
 	hdrValid  bool
 
 	// pragma path
@@ -58,11 +59,11 @@ func (v *versionReader) read(ctx context.Context, path string) (uint64, error) {
 		v.shmTried = true
 		var err error
 		// On error shm may still hold the open file, closed in close.
-		v.shm, err = openWALIndex(path)
+		v.shm, err = walindex.Open(path)
 		v.shmMapped = err == nil
 	}
 	if v.shmMapped && !v.noShm {
-		h, ok := v.shm.header()
+		h, ok := v.shm.Header()
 		if ok && v.hdrValid && h == v.lastHdr {
 			return v.counter, nil
 		}
@@ -118,12 +119,7 @@ func (v *versionReader) close() {
 	if v.db != nil {
 		v.db.Close()
 	}
-	if v.shm != nil { // after the pragma connection: see walIndex
-		v.shm.close()
-		v.shm = nil
-	}
+	// After the pragma connection: see walindex.Index.
+	v.shm.Close()
+	v.shm = nil
 }
-
-// walHeader is one copy of the WAL-index header: 48 bytes (version,
-// change counter, page size, last valid frame, checksums, salts).
-type walHeader [12]uint32

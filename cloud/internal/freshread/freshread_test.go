@@ -1,4 +1,4 @@
-package postgres
+package freshread
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func (s *stepReads) reads() int {
 }
 
 // waitFor polls cond (under f.mu) until it holds.
-func waitFor(t *testing.T, f *freshRead, what string, cond func() bool) {
+func waitFor(t *testing.T, f *Reads, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -68,7 +68,7 @@ type answer struct {
 // caller's request), and the callers that arrive together share it.
 func TestFreshReadNeverAnswersWithAnEarlierRead(t *testing.T) {
 	s := newStepReads()
-	f := &freshRead{read: s.read, timeout: time.Minute}
+	f := New(s.read, time.Minute)
 	ctx := context.Background()
 	do := func() chan answer {
 		c := make(chan answer, 1)
@@ -117,7 +117,7 @@ func TestFreshReadNeverAnswersWithAnEarlierRead(t *testing.T) {
 // joined) before it reads.
 func TestFreshReadGathersCallersReadyTogether(t *testing.T) {
 	s := newStepReads()
-	f := &freshRead{read: s.read, timeout: time.Minute}
+	f := New(s.read, time.Minute)
 	f.yield = func() {
 		waitFor(t, f, "three more callers join the first one's read", func() bool { return f.next != nil && f.next.callers == 4 })
 	}
@@ -143,11 +143,11 @@ func TestFreshReadGathersCallersReadyTogether(t *testing.T) {
 // when its caller arrived.
 func TestFreshReadConcurrentCallersSeeTheirArrival(t *testing.T) {
 	var source atomic.Uint64
-	f := &freshRead{timeout: time.Minute, read: func(context.Context) (uint64, error) {
+	f := New(func(context.Context) (uint64, error) {
 		v := source.Load()
 		time.Sleep(50 * time.Microsecond) // a round trip, during which commits go on
 		return v, nil
-	}}
+	}, time.Minute)
 	stop := make(chan struct{})
 	var writer sync.WaitGroup
 	writer.Go(func() {
@@ -186,7 +186,7 @@ func TestFreshReadConcurrentCallersSeeTheirArrival(t *testing.T) {
 // ends stops waiting without ending the read the others wait for.
 func TestFreshReadErrorsAndCancel(t *testing.T) {
 	s := newStepReads()
-	f := &freshRead{read: s.read, timeout: time.Minute}
+	f := New(s.read, time.Minute)
 	first := make(chan answer, 1)
 	go func() { v, err := f.Do(context.Background()); first <- answer{v, err} }()
 	<-s.started
@@ -211,7 +211,7 @@ func TestFreshReadErrorsAndCancel(t *testing.T) {
 	}
 
 	boom := errors.New("server gone")
-	f = &freshRead{timeout: time.Minute, read: func(context.Context) (uint64, error) { return 0, boom }}
+	f = New(func(context.Context) (uint64, error) { return 0, boom }, time.Minute)
 	if _, err := f.Do(context.Background()); !errors.Is(err, boom) {
 		t.Fatalf("got %v, want the read's error", err)
 	}

@@ -1,0 +1,153 @@
+package agentlink
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/hw/catalog"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// beatState is what a connection remembers of its device from one
+// heartbeat to the next, as stored: with a heartbeat and the time it was
+// read, the input of the heartbeat's rules (beatState.beat), which apply
+// moves it on. The connection's reader goroutine owns it.
+type beatState struct {
+	status          resource.DeviceStatus // as last stored
+	appliedVersion  int64                 // as last stored
+	storedDeadline  time.Time             // the device's deadline in the store
+	lastHBEvent     time.Time             // when the last heartbeat event was stored (zero: none yet)
+	metricsInterval time.Duration         // at most one heartbeat event per interval
+	channels        map[string]protocol.ChannelState
+	model           catalog.Model
+}
+
+// beatIn is what the rules take besides the state and the heartbeat.
+type beatIn struct {
+	now      time.Time     // the relay's time of the heartbeat
+	interval time.Duration // the heartbeat interval agreed at hello
+	remote   string        // the connection's client address
+}
+
+// beatDecision is what one heartbeat changes.
+type beatDecision struct {
+	Status         resource.DeviceStatus
+	PrevStatus     resource.DeviceStatus
+	IPAddress      string // the agent's, else the connection's
+	AppliedVersion int64  // never above what the relay issued
+	// Deadline is the new stored deadline; zero when the stored one stays.
+	Deadline time.Time
+	// HasChannels: the heartbeat reports the channels of a device whose
+	// model has serial ports (their telemetry time is stored).
+	HasChannels bool
+	// Channels are the reported channels of the model whose stored state
+	// changes (appended to the caller's memory, see beat).
+	Channels []protocol.ChannelState
+	// Changed are the channels whose telemetry (live, txOn, error) changed,
+	// for the Observers.
+	Changed []resource.ChannelTelemetry
+	// VPN is the tunnel state reported, when HasVPN.
+	VPN    cloud.VPNState
+	HasVPN bool
+	// Event is the heartbeat event to store, its ID left to the caller;
+	// nil when one was stored less than a metrics interval ago.
+	Event *resource.Event
+}
+
+// beat decides what heartbeat h changes, from the connection's state and
+// in; it changes nothing (apply does, once the store took the heartbeat).
+// knownDesired returns the highest desired configuration version the agent
+// can have been told of; it is asked only when the agent reports an applied
+// version above the stored one (it may wait for a configuration being
+// sent). (A parameter of its own, not a field of in: what in holds goes to
+// the store, and the function would go to the heap with it.)
+// The rules:
+//   - the status is the agent's; the applied version is the agent's, but
+//     never above the desired version the agent can have been told of (a
+//     version this relay never issued is never stored);
+//   - the IP address is the agent's, else the connection's;
+//   - the stored deadline (for a relay that dies) moves only when the
+//     status changes or fewer than three intervals of it remain: to six
+//     intervals ahead;
+//   - of the channels a device with serial ports reports, those of its
+//     model whose state differs from the stored one are stored, and those
+//     whose telemetry changed go to the Observers;
+//   - a heartbeat event is recorded at the first heartbeat and then at
+//     most once per metrics interval.
+//
+// Channels to store are appended to chans[:0], memory the caller reuses
+// (when Channels is not nil, it is that memory, grown as needed); Channels
+// is nil when none changes.
+func (st *beatState) beat(h *protocol.Heartbeat, in beatIn, knownDesired func() int64, chans []protocol.ChannelState) beatDecision {
+	d := beatDecision{Status: h.Status, PrevStatus: st.status, IPAddress: h.IPAddress, AppliedVersion: h.AppliedVersion}
+	if d.AppliedVersion > st.appliedVersion {
+		d.AppliedVersion = min(d.AppliedVersion, knownDesired())
+	}
+	if d.IPAddress == "" {
+		d.IPAddress = in.remote
+	}
+	if h.Status != st.status || st.storedDeadline.Sub(in.now) < 3*in.interval {
+		d.Deadline = in.now.Add(storedDeadlineBeats * in.interval)
+	}
+	d.Channels = chans[:0]
+	if st.model.Has(resource.CapabilitySerialIO) && len(h.Channels) > 0 {
+		d.HasChannels = true
+		for _, ch := range h.Channels {
+			if _, ok := st.model.Channel(ch.ID); !ok {
+				continue // not a channel of this device's model
+			}
+			old, seen := st.channels[ch.ID]
+			if seen && old == ch {
+				continue
+			}
+			d.Channels = append(d.Channels, ch)
+			if !seen || old.Live != ch.Live || old.TxOn != ch.TxOn || old.Error != ch.Error {
+				d.Changed = append(d.Changed, resource.ChannelTelemetry{ID: ch.ID, Live: ch.Live, TxOn: ch.TxOn, Error: ch.Error})
+			}
+		}
+	}
+	if len(d.Channels) == 0 {
+		d.Channels = nil
+	}
+	if h.VPN != nil {
+		d.HasVPN = true
+		d.VPN = cloud.VPNState{Up: h.VPN.Up, InterfaceName: h.VPN.InterfaceName, Endpoint: h.VPN.Endpoint, PeerCount: h.VPN.PeerCount}
+		if h.VPN.LastHandshake != nil {
+			d.VPN.LastHandshake = h.VPN.LastHandshake.Time
+		}
+	}
+	if st.lastHBEvent.IsZero() || in.now.Sub(st.lastHBEvent) >= st.metricsInterval {
+		data := map[string]any{"status": h.Status, "ipAddress": d.IPAddress, "appliedVersion": d.AppliedVersion}
+		if h.VPN != nil {
+			data["vpn"] = h.VPN
+		}
+		b, _ := json.Marshal(data)
+		d.Event = &resource.Event{Type: protocol.EventHeartbeat, Severity: resource.SeverityInfo,
+			Message: "heartbeat (" + string(h.Status) + ")", Data: b, CreatedAt: resource.T(in.now)}
+	}
+	return d
+}
+
+// applyChannels records the channels d stores as the stored state. The
+// connection calls it before handing the heartbeat to the store, which
+// owns d.Channels' memory from then on.
+func (st *beatState) applyChannels(d *beatDecision) {
+	for _, ch := range d.Channels {
+		st.channels[ch.ID] = ch
+	}
+}
+
+// apply moves the state on once the store took the heartbeat d decided,
+// at now.
+func (st *beatState) apply(d *beatDecision, now time.Time) {
+	if !d.Deadline.IsZero() {
+		st.storedDeadline = d.Deadline
+	}
+	st.status = d.Status
+	st.appliedVersion = d.AppliedVersion
+	if d.Event != nil {
+		st.lastHBEvent = now
+	}
+}

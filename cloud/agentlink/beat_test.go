@@ -1,0 +1,208 @@
+package agentlink
+
+import (
+	"maps"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/hw/catalog"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// TestBeatRules is the heartbeat's rules as a table: from the connection's
+// state (as stored), a heartbeat and its time, what the heartbeat changes
+// (the decision), and the state once the store took it. The state before
+// is as after hello: ONLINE, applied version 3, the stored deadline 5
+// minutes ahead (interval 10 s), the last heartbeat event 1 minute ago
+// (metrics interval 5 minutes), channel uart-1 stored idle, no tunnel.
+func TestBeatRules(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	const interval = 10 * time.Second
+	ig500, _ := catalog.Lookup("IG-500")
+	ig100, _ := catalog.Lookup("IG-100") // no serial ports
+	uartIdle := protocol.ChannelState{ID: "uart-1", Available: true, Live: "idle"}
+	handshake := resource.T(t0.Add(-time.Minute))
+
+	hb := func(edit func(h *protocol.Heartbeat)) protocol.Heartbeat {
+		h := protocol.Heartbeat{Status: resource.StatusOnline, IPAddress: "192.0.2.7", AppliedVersion: 3}
+		if edit != nil {
+			edit(&h)
+		}
+		return h
+	}
+	// same is the decision of a heartbeat that changes nothing but its
+	// time.
+	same := beatDecision{Status: resource.StatusOnline, PrevStatus: resource.StatusOnline, IPAddress: "192.0.2.7", AppliedVersion: 3}
+	with := func(edit func(d *beatDecision)) beatDecision {
+		d := same
+		edit(&d)
+		return d
+	}
+	for _, tc := range []struct {
+		name    string
+		state   func(st *beatState) // from the state after hello
+		hb      protocol.Heartbeat
+		desired int64 // the highest desired version the agent can know; 0: must not be asked
+		want    beatDecision
+		event   string // the heartbeat event's data, "" for none
+		after   func(st *beatState)
+	}{
+		{name: "nothing changed", hb: hb(nil), want: same},
+		{name: "no address reported: the connection's",
+			hb:   hb(func(h *protocol.Heartbeat) { h.IPAddress = "" }),
+			want: with(func(d *beatDecision) { d.IPAddress = "198.51.100.1" })},
+		{name: "a status change moves the stored deadline",
+			hb:   hb(func(h *protocol.Heartbeat) { h.Status = resource.StatusRebooting }),
+			want: with(func(d *beatDecision) { d.Status = resource.StatusRebooting; d.Deadline = t0.Add(6 * interval) }),
+			after: func(st *beatState) {
+				st.status = resource.StatusRebooting
+				st.storedDeadline = t0.Add(6 * interval)
+			}},
+		{name: "fewer than three intervals left move the stored deadline",
+			state: func(st *beatState) { st.storedDeadline = t0.Add(3*interval - time.Millisecond) },
+			hb:    hb(nil),
+			want:  with(func(d *beatDecision) { d.Deadline = t0.Add(6 * interval) }),
+			after: func(st *beatState) { st.storedDeadline = t0.Add(6 * interval) }},
+		{name: "three intervals left: the stored deadline stays",
+			state: func(st *beatState) { st.storedDeadline = t0.Add(3 * interval) },
+			hb:    hb(nil), want: same},
+		{name: "an applied version the agent was told of",
+			hb:      hb(func(h *protocol.Heartbeat) { h.AppliedVersion = 5 }),
+			desired: 6,
+			want:    with(func(d *beatDecision) { d.AppliedVersion = 5 }),
+			after:   func(st *beatState) { st.appliedVersion = 5 }},
+		{name: "an applied version above what the relay issued is stored as the issued one",
+			hb:      hb(func(h *protocol.Heartbeat) { h.AppliedVersion = 9 }),
+			desired: 4,
+			want:    with(func(d *beatDecision) { d.AppliedVersion = 4 }),
+			after:   func(st *beatState) { st.appliedVersion = 4 }},
+		{name: "an applied version below the stored one is the agent's",
+			hb:   hb(func(h *protocol.Heartbeat) { h.AppliedVersion = 1 }),
+			want: with(func(d *beatDecision) { d.AppliedVersion = 1 }),
+			after: func(st *beatState) {
+				st.appliedVersion = 1
+			}},
+		{name: "channels: unchanged, unknown to the model, changed state, changed telemetry, new",
+			hb: hb(func(h *protocol.Heartbeat) {
+				h.Channels = []protocol.ChannelState{uartIdle,
+					{ID: "uart-9", Live: "x"},
+					{ID: "rs485-1", Available: true, Live: "idle"}}
+			}),
+			state: func(st *beatState) {
+				st.channels["rs485-1"] = protocol.ChannelState{ID: "rs485-1", Available: false, Live: "idle"}
+			},
+			want: with(func(d *beatDecision) {
+				d.HasChannels = true
+				d.Channels = []protocol.ChannelState{{ID: "rs485-1", Available: true, Live: "idle"}}
+			}),
+			after: func(st *beatState) {
+				st.channels["rs485-1"] = protocol.ChannelState{ID: "rs485-1", Available: true, Live: "idle"}
+			}},
+		{name: "channels: live values changed and a channel seen first",
+			hb: hb(func(h *protocol.Heartbeat) {
+				h.Channels = []protocol.ChannelState{{ID: "uart-1", Available: true, Live: "rx 12", TxOn: true},
+					{ID: "gpio-1", Available: true, Live: "1"}}
+			}),
+			want: with(func(d *beatDecision) {
+				d.HasChannels = true
+				d.Channels = []protocol.ChannelState{{ID: "uart-1", Available: true, Live: "rx 12", TxOn: true}, {ID: "gpio-1", Available: true, Live: "1"}}
+				d.Changed = []resource.ChannelTelemetry{{ID: "uart-1", Live: "rx 12", TxOn: true}, {ID: "gpio-1", Live: "1"}}
+			}),
+			after: func(st *beatState) {
+				st.channels["uart-1"] = protocol.ChannelState{ID: "uart-1", Available: true, Live: "rx 12", TxOn: true}
+				st.channels["gpio-1"] = protocol.ChannelState{ID: "gpio-1", Available: true, Live: "1"}
+			}},
+		{name: "channels unchanged: reported, none stored",
+			hb:   hb(func(h *protocol.Heartbeat) { h.Channels = []protocol.ChannelState{uartIdle} }),
+			want: with(func(d *beatDecision) { d.HasChannels = true })},
+		{name: "a model without serial ports stores no channel",
+			state: func(st *beatState) { st.model = ig100; st.channels = map[string]protocol.ChannelState{} },
+			hb:    hb(func(h *protocol.Heartbeat) { h.Channels = []protocol.ChannelState{uartIdle} }),
+			want:  same},
+		{name: "the tunnel's state, as reported",
+			hb: hb(func(h *protocol.Heartbeat) {
+				h.VPN = &protocol.VPN{Up: true, InterfaceName: "wg0", Endpoint: "vpn.example:51820", PeerCount: 2, LastHandshake: &handshake}
+			}),
+			want: with(func(d *beatDecision) {
+				d.HasVPN = true
+				d.VPN = cloud.VPNState{Up: true, InterfaceName: "wg0", Endpoint: "vpn.example:51820", PeerCount: 2, LastHandshake: handshake.Time}
+			})},
+		{name: "a heartbeat event once a metrics interval passed",
+			state: func(st *beatState) { st.lastHBEvent = t0.Add(-5 * time.Minute) },
+			hb:    hb(func(h *protocol.Heartbeat) { h.VPN = &protocol.VPN{InterfaceName: "wg0"} }),
+			want: with(func(d *beatDecision) {
+				d.HasVPN = true
+				d.VPN = cloud.VPNState{InterfaceName: "wg0"}
+			}),
+			event: `{"appliedVersion":3,"ipAddress":"192.0.2.7","status":"ONLINE","vpn":{"up":false,"interfaceName":"wg0","endpoint":"","peerCount":0}}`,
+			after: func(st *beatState) { st.lastHBEvent = t0 }},
+		{name: "the first heartbeat event of a connection, with what is stored",
+			state:   func(st *beatState) { st.lastHBEvent = time.Time{} },
+			hb:      hb(func(h *protocol.Heartbeat) { h.IPAddress = ""; h.AppliedVersion = 7; h.Status = resource.StatusError }),
+			desired: 5,
+			want: with(func(d *beatDecision) {
+				d.Status, d.IPAddress, d.AppliedVersion, d.Deadline = resource.StatusError, "198.51.100.1", 5, t0.Add(6*interval)
+			}),
+			event: `{"appliedVersion":5,"ipAddress":"198.51.100.1","status":"ERROR"}`,
+			after: func(st *beatState) {
+				st.status, st.appliedVersion, st.storedDeadline, st.lastHBEvent = resource.StatusError, 5, t0.Add(6*interval), t0
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := beatState{status: resource.StatusOnline, appliedVersion: 3, storedDeadline: t0.Add(5 * time.Minute),
+				lastHBEvent: t0.Add(-time.Minute), metricsInterval: 5 * time.Minute, model: ig500,
+				channels: map[string]protocol.ChannelState{"uart-1": uartIdle}}
+			if tc.state != nil {
+				tc.state(&st)
+			}
+			want := st
+			want.channels = maps.Clone(st.channels)
+			if tc.after != nil {
+				tc.after(&want)
+			}
+			before := st
+			before.channels = maps.Clone(st.channels)
+			asked := false
+			knownDesired := func() int64 {
+				asked = true
+				if tc.desired == 0 {
+					t.Error("the desired version was asked for, although the applied one is not above the stored one")
+				}
+				return tc.desired
+			}
+			h := tc.hb
+			d := st.beat(&h, beatIn{now: t0, interval: interval, remote: "198.51.100.1"}, knownDesired, make([]protocol.ChannelState, 0, 1))
+			if tc.desired != 0 && !asked {
+				t.Error("an applied version above the stored one was not checked against the desired one")
+			}
+			if !reflect.DeepEqual(st, before) {
+				t.Fatalf("deciding changed the state:\n%+v\nwas\n%+v", st, before)
+			}
+			ev := d.Event
+			d.Event = nil
+			if !reflect.DeepEqual(d, tc.want) {
+				t.Errorf("decision\n%+v\nwant\n%+v", d, tc.want)
+			}
+			switch {
+			case ev == nil && tc.event != "":
+				t.Errorf("no heartbeat event, want one with %s", tc.event)
+			case ev != nil && tc.event == "":
+				t.Errorf("a heartbeat event %s, want none", ev.Data)
+			case ev != nil:
+				if string(ev.Data) != tc.event || ev.Type != protocol.EventHeartbeat || ev.Severity != resource.SeverityInfo ||
+					ev.Message != "heartbeat ("+string(h.Status)+")" || !ev.CreatedAt.Time.Equal(t0) || ev.ID != "" {
+					t.Errorf("heartbeat event %+v (data %s), want data %s at %s", ev, ev.Data, tc.event, t0)
+				}
+			}
+			d.Event = ev
+			st.applyChannels(&d)
+			st.apply(&d, t0)
+			if !reflect.DeepEqual(st, want) {
+				t.Errorf("state after the store took it\n%+v\nwant\n%+v", st, want)
+			}
+		})
+	}
+}

@@ -39,7 +39,7 @@ SINK_LISTEN ?= 127.0.0.1:9443
 # exec: run.sh is make's own child, so make's SIGTERM reaches it, and it stops
 # the demo when make is gone (see docs/demo.md).
 run: build ## demo: relay, 3 simulated gateways, HTTPS webhook sink; prints an API key and curl lines (deploy/demo/run.sh)
-	$(GO) build -o $(BIN)/fleet-webhook-sink ./cloud/cmd/fleet-webhook-sink
+	$(GO) build -o $(BIN)/fleet-webhook-sink ./deploy/demo/cmd/fleet-webhook-sink
 	@exec env BIN=$(BIN) DATA=$(DATA) LISTEN=$(LISTEN) SINK_LISTEN=$(SINK_LISTEN) ./deploy/demo/run.sh
 
 clean:

@@ -1,7 +1,7 @@
 # The relay cluster (issue 13). Its end-to-end tests (test/cluster: several
 # relays on SQLite and on PostgreSQL, the shipped HAProxy configuration,
 # agents, an HTTPS webhook receiver; kill -9 and SIGTERM) run in test-unit;
-# their harnesses (internal/pgtest, internal/haproxytest, internal/redistest)
+# their harnesses (test/rig/pgtest, test/rig/haproxytest, test/rig/redistest)
 # install postgresql, haproxy and redis-server with apt-get when missing.
 #
 # bench-cluster runs bench/cmd/fleet-clusterbench: a throwaway

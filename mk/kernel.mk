@@ -10,4 +10,4 @@
 TEST_TARGETS += test-kernel
 
 test-kernel:
-	FLEET_QEMU=1 $(GO) test -count=1 -timeout 10m -run '^TestQEMURig$$' -v ./internal/qemurig/
+	FLEET_QEMU=1 $(GO) test -count=1 -timeout 10m -run '^TestQEMURig$$' -v ./test/rig/qemurig/

@@ -4,9 +4,8 @@
 # The OpenAPI test (cloud/api/openapi_typescript_test.go) runs
 # openapi-typescript and tsc from the npm registry (pinned in
 # cloud/api/testdata/openapi-typescript/package-lock.json, installed by the
-# test into .cache/); node and npm come from node-tools (mk/panel.mk).
-
-test-unit: node-tools
+# test into .cache/); node and npm come from node-tools (mk/panel.mk), a
+# prerequisite of test-unit (Makefile).
 
 # Fuzzing: every Fuzz* target of the product's packages (cloud, agent,
 # shared, hw), one after the other, FUZZTIME each. `make fuzz` runs them for
@@ -25,13 +24,11 @@ FUZZ_DIRS  := cloud agent shared hw
 
 .PHONY: fuzz test-fuzz
 
-fuzz:
+fuzz: ## every fuzz target for FUZZTIME each (default 1m): make fuzz FUZZTIME=10m
 	@$(MAKE) --no-print-directory fuzz-run FUZZ_FOR=$(FUZZTIME)
 
-test-fuzz:
+test-fuzz: ## every fuzz target for FUZZ_BRIEF (3 s) each, as make test runs them
 	@$(MAKE) --no-print-directory fuzz-run FUZZ_FOR=$(FUZZ_BRIEF)
-
-TEST_TARGETS += test-fuzz
 
 .PHONY: fuzz-run
 fuzz-run:
@@ -62,7 +59,7 @@ fuzz-run:
 #   make bench                    bench-soak: the same for 10 minutes, as
 #                                 rows of the report.
 # Its short variant (100 agents, about 75 s) runs in make test
-# (bench/soak's TestShortSoak). A size-limited tmpfs holds the database
+# (bench/soak's TestShortSoak, make test-soak). A size-limited tmpfs holds the database
 # (mounted as root); without root the disk-full phase is skipped and the
 # report says so.
 
@@ -71,10 +68,10 @@ SOAK_AGENTS   ?= 2000
 
 .PHONY: soak bench-soak
 
-soak: build
+soak: build ## the soak under faults for SOAK_DURATION (10m) with SOAK_AGENTS (2,000) agents
 	$(GO) run ./bench/cmd/fleet-soak --relay $(BIN)/fleet-relay --duration $(SOAK_DURATION) --agents $(SOAK_AGENTS)
 
-bench-soak: bench-tool
+bench-soak: bench-tool ## the soak for 10 minutes, as rows of the bench report
 	$(GO) run ./bench/cmd/fleet-soak --relay $(BIN)/fleet-relay --duration 10m --agents $(SOAK_AGENTS)
 
 BENCH_TARGETS += bench-soak

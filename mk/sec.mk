@@ -13,7 +13,9 @@
 # (test-fuzz, FUZZ_BRIEF each). A crash stops the run; go test has written
 # the failing input to the package's testdata/fuzz/<target>/, where it stays
 # as a regression input once the bug is fixed (plain `go test` runs every
-# input there). Seed corpora live there too. Go 1.26's fuzzing engine may
+# input there). The run prints that input's contents (they are small) and
+# whether it fails again replayed alone, so that a failure in CI, whose
+# checkout goes with the input, can be reproduced from the log. Seed corpora live there too. Go 1.26's fuzzing engine may
 # report `context deadline exceeded` as the -fuzztime window closes on a
 # loaded machine (golang/go#75804, fixed in Go 1.27); such a run wrote no
 # input, so it passes when the target's corpus then replays clean.
@@ -41,7 +43,21 @@ fuzz-run:
 				$(GO) test -count=1 -run "^$$target\$$" $$dir > /dev/null 2>&1; then \
 				echo "  the fuzzing engine's deadline race at the end of -fuzztime (golang/go#75804, fixed in Go 1.27): no failing input written, and the corpus replays clean"; \
 			else \
-				cat .fuzz.log; rm -f .fuzz.log; echo "fuzz: $$target failed; the input is in $$dir/testdata/fuzz/$$target/"; exit 1; \
+				cat .fuzz.log; \
+				input=$$(sed -n 's|^.*Failing input written to \(testdata/fuzz/[^ ]*\).*$$|\1|p' .fuzz.log | head -n 1); \
+				rm -f .fuzz.log; \
+				if [ -n "$$input" ] && [ -f "$$dir/$$input" ]; then \
+					echo "fuzz: $$target failed on the input $$dir/$$input; its contents (to reproduce the run elsewhere, copy them to that file):"; \
+					echo "----8<----"; head -c 8192 "$$dir/$$input"; echo "---->8----"; \
+					if $(GO) test -count=1 -run "^$$target/$${input##*/}\$$" $$dir > /dev/null 2>&1; then \
+						echo "fuzz: replayed alone, the input passes (the failure came from the run, not from the input alone)"; \
+					else \
+						echo "fuzz: replayed alone, the input fails again: go test -run '^$$target/$${input##*/}\$$' $$dir"; \
+					fi; \
+				else \
+					echo "fuzz: $$target failed and wrote no input: the failure above is the fuzzing engine's or a seed's"; \
+				fi; \
+				exit 1; \
 			fi; \
 		fi; \
 		tail -n 3 .fuzz.log | grep -m1 'execs:' | sed 's/^/  /' || true; \

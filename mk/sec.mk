@@ -40,7 +40,8 @@ fuzz-run:
 		echo "fuzz: $$dir $$target for $(FUZZ_FOR)"; \
 		if ! $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_FOR) $$dir > .fuzz.log 2>&1; then \
 			if grep -q 'context deadline exceeded' .fuzz.log && ! grep -q 'Failing input written to' .fuzz.log && \
-				$(GO) test -count=1 -run "^$$target\$$" $$dir > /dev/null 2>&1; then \
+				echo "fuzz: the corpus replayed alone (go test -run '^$$target\$$' $$dir):" >> .fuzz.log && \
+				$(GO) test -count=1 -run "^$$target\$$" $$dir >> .fuzz.log 2>&1; then \
 				echo "  the fuzzing engine's deadline race at the end of -fuzztime (golang/go#75804, fixed in Go 1.27): no failing input written, and the corpus replays clean"; \
 			else \
 				cat .fuzz.log; \
@@ -60,7 +61,7 @@ fuzz-run:
 				exit 1; \
 			fi; \
 		fi; \
-		tail -n 3 .fuzz.log | grep -m1 'execs:' | sed 's/^/  /' || true; \
+		grep 'execs:' .fuzz.log | tail -n 1 | sed 's/^/  /' || true; \
 		n=$$((n+1)); \
 	done; rm -f .fuzz.log; echo "fuzz: $$n targets, $$(( $$(date +%s) - start )) s"
 

@@ -7,9 +7,12 @@ package fleet_test
 // fix.
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,7 +52,7 @@ func looksLikePath(s string) bool {
 		return false
 	}
 	switch top {
-	case "agent", "cloud", "hw", "shared", "bench", "internal", "test", "deploy", "docs", "mk":
+	case "agent", "cloud", "hw", "shared", "bench", "test", "deploy", "docs", "mk":
 		return true
 	}
 	return false
@@ -69,14 +72,7 @@ func TestArchitectureNamesExist(t *testing.T) {
 		}
 	}
 	// The picture: every folder it draws.
-	pic, _, ok := strings.Cut(doc[strings.Index(doc, "```")+3:], "```")
-	if !ok {
-		t.Fatalf("%s has no picture (a fenced block)", architectureDoc)
-	}
-	var dirs []string
-	for _, m := range regexp.MustCompile(`(?m)(?:^|[^/\w])((?:agent|cloud|hw|shared|bench|internal|test|deploy|docs)(?:/[a-z0-9_-]+)*/?)`).FindAllStringSubmatch(pic, -1) {
-		dirs = append(dirs, m[1])
-	}
+	dirs := pictureFolders(t, doc)
 	if len(dirs) < 20 {
 		t.Errorf("the picture names %d folders; want the rooms of the agent and the relay (20 or more)", len(dirs))
 	}
@@ -87,6 +83,127 @@ func TestArchitectureNamesExist(t *testing.T) {
 	}
 	if seen < 40 {
 		t.Errorf("%s names %d files and folders; the walks alone should name more than 40", architectureDoc, seen)
+	}
+}
+
+// pictureFolders returns the folders the page's picture (its first fenced
+// block) draws, as written (a room may end in a slash).
+func pictureFolders(t *testing.T, doc string) []string {
+	t.Helper()
+	pic, _, ok := strings.Cut(doc[strings.Index(doc, "```")+3:], "```")
+	if !ok {
+		t.Fatalf("%s has no picture (a fenced block)", architectureDoc)
+	}
+	var dirs []string
+	for _, m := range regexp.MustCompile(`(?m)(?:^|[^/\w])((?:agent|cloud|hw|shared|bench|test|deploy|docs)(?:/[a-z0-9_-]+)*/?)`).FindAllStringSubmatch(pic, -1) {
+		dirs = append(dirs, m[1])
+	}
+	return dirs
+}
+
+// module is the import path of the repository's root.
+const module = "github.com/fleet/fleet"
+
+// goList runs go list with args at the repository's root and returns the
+// lines it prints.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
+		}
+		t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// TestArchitectureShowsEveryPackage: every Go package of the repository is
+// drawn in the picture or named in the page's list of every package, so a
+// new package cannot go unmapped.
+func TestArchitectureShowsEveryPackage(t *testing.T) {
+	doc := readArchitecture(t)
+	shown := map[string]bool{}
+	for _, d := range pictureFolders(t, doc) {
+		shown[strings.TrimSuffix(d, "/")] = true
+	}
+	_, list, ok := strings.Cut(doc, "\n## Every package\n")
+	if !ok {
+		t.Fatalf("%s has no section \"## Every package\"", architectureDoc)
+	}
+	list, _, _ = strings.Cut(list, "\n## ")
+	for _, name := range backticked(list) {
+		shown[strings.TrimSuffix(name, "/")] = true
+	}
+	var missing []string
+	for _, pkg := range goList(t, "./...") {
+		rel, ok := strings.CutPrefix(pkg, module+"/")
+		if !ok {
+			continue // the repository-wide tests at the root
+		}
+		if !shown[rel] {
+			missing = append(missing, rel)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("%s shows neither in its picture nor in its list of every package: %s", architectureDoc, strings.Join(missing, ", "))
+	}
+}
+
+// The rooms of what ships, and what never does.
+var productRooms = []string{"agent", "cloud", "hw", "shared"}
+
+// room returns the top folder of a package of the module ("" for another
+// module's package).
+func room(importPath string) string {
+	rel, ok := strings.CutPrefix(importPath, module+"/")
+	if !ok {
+		return ""
+	}
+	top, _, _ := strings.Cut(rel, "/")
+	return top
+}
+
+// testHelper reports whether a package is a helper for tests kept beside
+// the code it exercises (cloud/storetest, hw/modbus/modbustest): tests
+// and other helpers import it, shipped code never.
+func testHelper(importPath string) bool {
+	return strings.HasSuffix(importPath, "test")
+}
+
+// TestShippedCodeImportsNoRig keeps what ships apart from what only tests,
+// measures or demonstrates it: the two binaries link only packages of the
+// product's rooms (agent/, cloud/, hw/, shared/) and no test helper, and no
+// product package, test helpers included, depends on the test rigs and
+// suites (test/), the benchmarks (bench/) or the demo's tools (deploy/).
+func TestShippedCodeImportsNoRig(t *testing.T) {
+	for _, pkg := range goList(t, "-deps", "./cloud/cmd/fleet-relay", "./agent/cmd/fleet-agent") {
+		if r := room(pkg); r != "" && (!slices.Contains(productRooms, r) || testHelper(pkg)) {
+			t.Errorf("fleet-relay or fleet-agent links %s, which must not ship", pkg)
+		}
+	}
+	var trees []string
+	for _, r := range productRooms {
+		trees = append(trees, "./"+r+"/...")
+	}
+	checked := 0
+	for _, line := range goList(t, append([]string{"-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}"}, trees...)...) {
+		imports := strings.Fields(line)
+		pkg := imports[0]
+		checked++
+		for _, dep := range imports[1:] {
+			switch r := room(dep); {
+			case r == "":
+			case !slices.Contains(productRooms, r):
+				t.Errorf("%s imports %s: product code (%s) may not import test rigs, benchmarks or demo tools; a test file may", pkg, dep, strings.Join(productRooms, "/, ")+"/")
+			case testHelper(dep) && !testHelper(pkg):
+				t.Errorf("%s imports the test helper %s; only tests and other test helpers may", pkg, dep)
+			}
+		}
+	}
+	if checked < 40 {
+		t.Errorf("checked %d product packages; is go list's pattern broken?", checked)
 	}
 }
 

@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/cloud/webhooksink"
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/deploy/demo/webhooksink"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // readmeSection returns the text of the README's "## <title>" section, up to
@@ -357,8 +357,8 @@ func TestREADMEFlags(t *testing.T) {
 	// fleet-webhook-sink: a table of flag, default, meaning (its flags have
 	// no variables), and its secret's variable named in the text.
 	sink := filepath.Join(t.TempDir(), "fleet-webhook-sink")
-	if out, err := exec.Command("go", "build", "-o", sink, "./cloud/cmd/fleet-webhook-sink").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cloud/cmd/fleet-webhook-sink: %v\n%s", err, out)
+	if out, err := exec.Command("go", "build", "-o", sink, "./deploy/demo/cmd/fleet-webhook-sink").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./deploy/demo/cmd/fleet-webhook-sink: %v\n%s", err, out)
 	}
 	sinkUsage := helpFlags(t, sink, "-h")
 	sinkFlags := sinkUsage.flags

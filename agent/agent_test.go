@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/relaystub"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/relaystub"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 func waitFor(t *testing.T, what string, cond func() bool) {

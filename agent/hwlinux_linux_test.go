@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/hw/modbus/modbustest"
-	"github.com/fleet/fleet/internal/ptytest"
-	"github.com/fleet/fleet/internal/relaystub"
-	"github.com/fleet/fleet/internal/testnet"
 	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/test/rig/ptytest"
+	"github.com/fleet/fleet/test/rig/relaystub"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 func channel(hb protocol.Heartbeat, id string) protocol.ChannelState {

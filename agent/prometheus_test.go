@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/fleet/fleet/internal/relaystub"
 	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/test/rig/relaystub"
 )
 
 // scrapeAgent reads the agent's /metrics; nil when it does not answer.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // agentUID is the numeric user the agent runs as in TestAgentAsServiceUser

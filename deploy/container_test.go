@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/test/rig/logbuf"
 )
 
 // image is the final stage of deploy/container/Dockerfile, as parsed.

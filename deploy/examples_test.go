@@ -18,8 +18,8 @@ import (
 	"github.com/peterbourgon/ff/v3/ffyaml"
 
 	"github.com/fleet/fleet/agent"
-	"github.com/fleet/fleet/internal/logbuf"
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/logbuf"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // TestAgentInstalledConfig parses deploy/agent.yaml, the file the package

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/logbuf"
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/logbuf"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // container is a Debian root booted with systemd-nspawn.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // Exposure thresholds of `systemd-analyze security` (0 safest, 10 unsafe;

@@ -8,7 +8,7 @@ AGENT_SIZE_LIMIT   := 15728640
 
 .PHONY: bench-agent bench-agent-size bench-agent-footprint
 
-bench-agent: bench-agent-size bench-agent-footprint
+bench-agent: bench-agent-size bench-agent-footprint ## fleet-agent's static binary sizes and its RSS and CPU at its defaults
 
 bench-agent-size: bench-tool
 	@mkdir -p $(BIN)/cross

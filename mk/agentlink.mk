@@ -36,7 +36,7 @@ LOADGEN_STATIC_TAGS = osusergo netgo sqlite_omit_load_extension
 .PHONY: bench-agentlink bench-agentlink-store bench-agentlink-decode
 BENCH_TARGETS += bench-agentlink bench-agentlink-store bench-agentlink-decode
 
-bench-agentlink:
+bench-agentlink: ## LOADGEN_AGENTS (20,000) agents on one relay, JSON and CBOR: RSS, heartbeats/s, p99, CPU, reconnect storm
 	$(GO) build -o $(BIN)/fleet-loadgen ./bench/cmd/fleet-loadgen
 	$(BIN)/fleet-loadgen --agents $(LOADGEN_AGENTS) --duration $(LOADGEN_DURATION) --codec json $(LOADGEN_FLAGS)
 	$(BIN)/fleet-loadgen --agents $(LOADGEN_AGENTS) --duration $(LOADGEN_DURATION) --codec cbor $(LOADGEN_FLAGS)
@@ -44,9 +44,9 @@ bench-agentlink:
 		-o $(BIN)/fleet-loadgen-static ./bench/cmd/fleet-loadgen
 	$(BIN)/fleet-loadgen guest --binary $(BIN)/fleet-loadgen-static --agents $(LOADGEN_AGENTS)
 
-bench-agentlink-store: bench-tool
+bench-agentlink-store: bench-tool ## the store's batching writer alone: heartbeats/s and CPU per heartbeat
 	$(BENCHREPORT) gotest --set agentlink-store -- $(GO) test -run '^$$' -bench BenchmarkAgentHeartbeats -benchtime 200000x ./cloud/sqlite/
 	$(BENCHREPORT) gotest --set agentlink-writer -- $(GO) test -run '^$$' -bench BenchmarkWriterHeartbeatTx -benchtime 40000x ./cloud/sqlite/
 
-bench-agentlink-decode: bench-tool
+bench-agentlink-decode: bench-tool ## the agent endpoint's heartbeat decoding, CBOR and JSON
 	$(BENCHREPORT) gotest --set agentlink-decode -- $(GO) test -run '^$$' -bench BenchmarkDecodeHeartbeat -benchtime 1s ./cloud/agentlink/

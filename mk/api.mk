@@ -9,11 +9,11 @@ BENCH_TARGETS += bench-api bench-api-micro
 
 APIBENCH_FLAGS ?=
 
-bench-api:
+bench-api: ## GET /devices and GET /alerts on loopback, 10,000 devices, 16 clients
 	$(GO) build -o $(BIN)/fleet-apibench ./bench/cmd/fleet-apibench
 	$(BIN)/fleet-apibench $(APIBENCH_FLAGS)
 
-bench-api-micro: bench-tool
+bench-api-micro: bench-tool ## the in-process Go benchmarks of the store, the handler and the request metrics
 	$(BENCHREPORT) gotest --set api-micro -- $(GO) test -run '^$$' -bench '^(BenchmarkListDevices25|BenchmarkAuthenticateCached)$$' -benchtime 1s ./cloud/sqlite/
 	$(BENCHREPORT) gotest --set api-micro-handler -- $(GO) test -run '^$$' -bench '^BenchmarkHandler$$/^(devices|alerts)$$' -benchtime 1s ./cloud/api/
 	$(BENCHREPORT) gotest --set api-routelabel -- $(GO) test -run '^$$' -bench '^BenchmarkRouteLabel$$' -benchtime 1s ./cloud/api/

@@ -10,5 +10,5 @@ BENCHREPORT := $(BIN)/fleet-benchreport
 
 .PHONY: bench-tool
 
-bench-tool:
+bench-tool: ## bin/fleet-benchreport
 	@$(GO) build -o $(BENCHREPORT) ./bench/cmd/fleet-benchreport

@@ -1,7 +1,8 @@
 # The relay cluster (issue 13). Its end-to-end tests (test/cluster: several
 # relays on SQLite and on PostgreSQL, the shipped HAProxy configuration,
-# agents, an HTTPS webhook receiver; kill -9 and SIGTERM) run in test-unit;
-# their harnesses (internal/pgtest, internal/haproxytest, internal/redistest)
+# agents, an HTTPS webhook receiver; kill -9 and SIGTERM) run in test-cluster
+# (Makefile);
+# their harnesses (test/rig/pgtest, test/rig/haproxytest, test/rig/redistest)
 # install postgresql, haproxy and redis-server with apt-get when missing.
 #
 # bench-cluster runs bench/cmd/fleet-clusterbench: a throwaway
@@ -20,7 +21,7 @@ BENCH_TARGETS += bench-cluster
 
 CLUSTERBENCH_FLAGS ?=
 
-bench-cluster: build
+bench-cluster: build ## PostgreSQL, three relays behind HAProxy and the load generators on this machine
 	$(GO) build -o $(BIN)/fleet-loadgen ./bench/cmd/fleet-loadgen
 	$(GO) build -o $(BIN)/fleet-clusterbench ./bench/cmd/fleet-clusterbench
 	$(BIN)/fleet-clusterbench --relay $(BIN)/fleet-relay --loadgen $(BIN)/fleet-loadgen $(CLUSTERBENCH_FLAGS)

@@ -14,7 +14,7 @@
 #                      from the mirror of this machine's apt sources), kept in
 #                      $(NSPAWN_ROOT): the deploy tests boot a copy with
 #                      systemd-nspawn, install the .debs in it and run the units.
-# The deploy tests (go test ./deploy/) run `make package-deps package` first,
+# The deploy tests (make test-deploy: go test ./deploy/) run `make package-deps package` first,
 # with DIST and BIN in a temporary folder of their own.
 
 NFPM_VERSION := v2.43.0
@@ -42,7 +42,7 @@ NSPAWN_ROOT ?= /var/cache/fleet-deploy/nspawn-bookworm
 
 .PHONY: relay-static package package-deps package-clean nspawn-root
 
-relay-static:
+relay-static: ## bin/fleet-relay-static: cgo SQLite, glibc linked in statically
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(RELAY_STATIC_TAGS)' -ldflags '$(RELAY_STATIC_LDFLAGS)' \
 		-o $(BIN)/fleet-relay-static ./cloud/cmd/fleet-relay
 
@@ -67,7 +67,7 @@ define pkg_stage
 	@sed -e 's|@STAGE@|$(STAGE)|g' deploy/package/$(1).yaml > $(STAGE)/$(1).yaml
 endef
 
-package: $(NFPM) relay-static
+package: $(NFPM) relay-static ## dist/*.deb: fleet-agent for amd64, arm64, armhf and fleet-relay for amd64 (nfpm)
 	@rm -f $(DIST)/fleet-agent_*.deb $(DIST)/fleet-relay_*.deb
 	$(call pkg_stage,fleet-agent,dialout gpio,agent.yaml)
 	$(call pkg_stage,fleet-relay,,relay.env)
@@ -87,7 +87,7 @@ package: $(NFPM) relay-static
 
 # systemd-container must match the installed systemd's version exactly;
 # when that version is no longer in the archive, apt upgrades systemd.
-package-deps:
+package-deps: ## what the deploy tests need from Debian (apt-get) when missing
 	@missing=; \
 	command -v dpkg-deb >/dev/null 2>&1 || missing="$$missing dpkg-dev"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
@@ -113,7 +113,7 @@ package-deps:
 
 # debootstrap into a temporary folder, then rename: an interrupted run
 # leaves no half-made root; flock serializes concurrent test runs.
-nspawn-root:
+nspawn-root: ## a minimal Debian bookworm root with systemd for the deploy tests (debootstrap)
 	@mkdir -p $(dir $(NSPAWN_ROOT))
 	@flock $(NSPAWN_ROOT).lock sh -c ' \
 	if [ -f $(NSPAWN_ROOT)/.complete ]; then exit 0; fi; \
@@ -125,7 +125,7 @@ nspawn-root:
 		{ tail -20 $(NSPAWN_ROOT).log; exit 1; }; \
 	touch $(NSPAWN_ROOT).tmp/.complete && mv $(NSPAWN_ROOT).tmp $(NSPAWN_ROOT)'
 
-package-clean:
+package-clean: ## remove dist/
 	rm -rf $(DIST)
 
 .PHONY: package-version

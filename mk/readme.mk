@@ -1,13 +1,12 @@
 # README checks (readme_test.go, root package) run the README's curl
 # examples with curl and its webhook signature lines with openssl (as do
-# cloud/webhook's tests of docs/webhooks.md). Install both before the unit
-# tests when missing (Debian packages; needs root).
+# cloud/webhook's tests of docs/webhooks.md), and the demo's test runs curl.
+# test-unit and test-demo (Makefile) install both first when missing
+# (Debian packages; needs root).
 
 .PHONY: test-tools
 
-test-unit: test-tools
-
-test-tools:
+test-tools: ## curl and openssl (apt-get) when missing, for the README's and the demo's tests
 	@missing=; for c in curl openssl; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing for the README and webhook tests"; \

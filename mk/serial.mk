@@ -9,11 +9,11 @@ BENCH_TARGETS += bench-serial-modbus bench-serial-passthrough
 
 .PHONY: bench-serial-modbus bench-serial-passthrough serial-ser2net
 
-bench-serial-modbus: bench-tool
+bench-serial-modbus: bench-tool ## Modbus RTU transaction time beside the wire-time formula
 	@echo "== serial: Modbus RTU transaction time vs (request+reply bytes) x 11 bits / baud + 2 x t3.5"
 	$(BENCHREPORT) gotest --set modbus -- $(GO) test -run '^$$' -bench 'RTUTransaction' -benchtime 200x ./hw/modbus/
 
-bench-serial-passthrough: serial-ser2net bench-tool
+bench-serial-passthrough: serial-ser2net bench-tool ## passthrough round trip and throughput beside ser2net
 	@echo "== serial: passthrough vs ser2net on one pseudo-terminal pair"
 	$(BENCHREPORT) gotest --set passthrough -- $(GO) test -run '^$$' -bench 'PassthroughVsSer2net' -benchtime 1x ./agent/passthrough/
 

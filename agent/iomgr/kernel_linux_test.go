@@ -8,9 +8,9 @@ import (
 
 	"github.com/fleet/fleet/hw/gpio/gpiosim"
 	"github.com/fleet/fleet/hw/linux"
-	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/kerneltest"
 )
 
 // TestKernelAgentChannels runs the agent's channel manager on the Linux

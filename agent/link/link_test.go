@@ -19,11 +19,11 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/fleet/fleet/agent/spool"
-	"github.com/fleet/fleet/internal/logbuf"
-	"github.com/fleet/fleet/internal/relaystub"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/logbuf"
+	"github.com/fleet/fleet/test/rig/relaystub"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 const testToken = "dev_tok_s3cr3t-value"

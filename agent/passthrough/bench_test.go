@@ -18,9 +18,9 @@ import (
 	"github.com/fleet/fleet/hw/modbus"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 	"github.com/fleet/fleet/hw/uart"
-	"github.com/fleet/fleet/internal/ptytest"
-	"github.com/fleet/fleet/internal/testnet"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/ptytest"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // BenchmarkPassthroughVsSer2net measures a raw TCP client reaching a device

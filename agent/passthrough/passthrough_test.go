@@ -15,9 +15,9 @@ import (
 	"github.com/fleet/fleet/hw/modbus"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 	"github.com/fleet/fleet/hw/uart"
-	"github.com/fleet/fleet/internal/ptytest"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/ptytest"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 // modbusChannel opens an rs485 port on a pty whose far end is sim.

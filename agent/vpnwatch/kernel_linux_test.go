@@ -12,9 +12,9 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/fleet/fleet/agent/vpnwatch"
-	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/kerneltest"
 )
 
 // TestKernelWireGuard runs the watcher against two real WireGuard

@@ -16,7 +16,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/test/rig/logbuf"
 )
 
 type deviceCred struct{ id, token string }

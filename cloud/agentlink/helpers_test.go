@@ -17,12 +17,12 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/internal/linktest"
-	"github.com/fleet/fleet/internal/logbuf"
-	"github.com/fleet/fleet/internal/sqlitetest"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/linktest"
+	"github.com/fleet/fleet/test/rig/logbuf"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 // recorder is a cloud.Observer that keeps every call.

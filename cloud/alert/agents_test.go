@@ -19,11 +19,11 @@ import (
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/internal/linktest"
-	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/linktest"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
 // relay runs the real agent endpoint (cloud/agentlink) over a real SQLite

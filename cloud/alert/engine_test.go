@@ -15,8 +15,8 @@ import (
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
 // env is a relay store on a real SQLite file, an alert engine whose alert

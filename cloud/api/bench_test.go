@@ -16,7 +16,7 @@ import (
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/internal/sqlitetest"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
 // BenchmarkHandler measures the server side of an authenticated request

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/internal/testload"
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -341,7 +341,7 @@ func TestEventPaginationUnderInserts(t *testing.T) {
 	cursor := ""
 	for pages := 0; ; pages++ {
 		if pages == 1 { // new events arrive while the walk goes on
-			stop = testload.Loop(t, func(int) error {
+			stop = storetest.WriteLoop(t, func(int) error {
 				_, err := e.db.InsertEvents(context.Background(), d.ID, []resource.Event{{Type: "usb.attached", Severity: resource.SeverityInfo, Message: "new"}})
 				return err
 			})

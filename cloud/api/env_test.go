@@ -19,8 +19,8 @@ import (
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/internal/logbuf"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/logbuf"
 )
 
 // env is a relay API on a real SQLite file behind a real HTTP server on

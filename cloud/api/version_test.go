@@ -15,7 +15,7 @@ import (
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/internal/sqlitetest"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
 // countedVersion is the real store, counting the reads of its data

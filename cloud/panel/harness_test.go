@@ -17,9 +17,9 @@ import (
 	"github.com/fleet/fleet/cloud/password"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/internal/sqlitetest"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
 // The tests run the panel on a real SQLite file behind a real HTTP server

@@ -13,8 +13,8 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 // TestUserTextIsText: names and texts that devices, agents and people

@@ -11,7 +11,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/postgres"
 	"github.com/fleet/fleet/cloud/storetest"
-	"github.com/fleet/fleet/internal/pgtest"
+	"github.com/fleet/fleet/test/rig/pgtest"
 )
 
 var srv *pgtest.Server

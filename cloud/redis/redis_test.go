@@ -11,8 +11,8 @@ import (
 	"github.com/go-chi/httprate"
 
 	"github.com/fleet/fleet/cloud/redis"
-	"github.com/fleet/fleet/internal/logbuf"
-	"github.com/fleet/fleet/internal/redistest"
+	"github.com/fleet/fleet/test/rig/logbuf"
+	"github.com/fleet/fleet/test/rig/redistest"
 )
 
 // relay is one relay's limiter: an httprate.RateLimiter on its own

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/sqlitetest"
-	"github.com/fleet/fleet/internal/testload"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
 // TestBackupWhileServing backs up the database of a running relay whose
@@ -33,7 +33,7 @@ func TestBackupWhileServing(t *testing.T) {
 		before = append(before, o.ID)
 	}
 	writes := 0
-	stop := testload.Loop(t, func(i int) error {
+	stop := storetest.WriteLoop(t, func(i int) error {
 		if _, err := m.DB.CreateOrg(ctx, fmt.Sprintf("during-%d", i)); err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // TestServeRefusesBadFlags: a flag value the relay cannot run with stops

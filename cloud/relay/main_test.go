@@ -23,11 +23,11 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/linktest"
-	"github.com/fleet/fleet/internal/pgtest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/linktest"
+	"github.com/fleet/fleet/test/rig/pgtest"
 )
 
 // run runs the command line args as fleet-relay does, with nothing on

@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud/postgres"
-	"github.com/fleet/fleet/internal/linktest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/linktest"
 )
 
 // The tests below run two or three relays in process on one PostgreSQL

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/test/rig/logbuf"
 )
 
 // TestPostgresRelaysStartTogether starts three relays at once on an empty

@@ -14,10 +14,10 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/fleet/fleet/internal/redistest"
-	"github.com/fleet/fleet/internal/testnet"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/test/rig/redistest"
+	"github.com/fleet/fleet/test/rig/testnet"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 // startServe runs serve in process with args after --db and --listen.

@@ -21,10 +21,10 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 // startRelayBinary runs `fleet-relay serve` and returns its address.

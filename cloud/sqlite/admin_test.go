@@ -8,7 +8,7 @@ import (
 
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/internal/sqlitetest"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
 // TestSecretsNotStoredInClear reads the rows themselves: an API key's

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/internal/sqlitetest"
-	"github.com/fleet/fleet/internal/testload"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
 // TestBackupUnderWriteLoad takes a backup while a writer keeps committing
@@ -26,7 +26,7 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 	}
 	var committed atomic.Int64 // orgs committed so far
 	committed.Store(50)
-	stop := testload.Loop(t, func(i int) error {
+	stop := storetest.WriteLoop(t, func(i int) error {
 		if _, err := db.CreateOrg(ctx, fmt.Sprintf("load-%d", i)); err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/internal/sqlitetest"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
 // benchStore is a store with one organization of 10,000 devices.

@@ -10,7 +10,6 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/alert"
-	"github.com/fleet/fleet/internal/testload"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -106,7 +105,7 @@ func testDevicePaginationUnderInserts(t *testing.T, open Opener) {
 		e.device(other.ID, "IG-100")
 	}
 	svc := e.Store.Devices()
-	stop := testload.Loop(t, func(i int) error {
+	stop := WriteLoop(t, func(i int) error {
 		_, _, err := e.Store.AddDevice(e.ctx, cloud.NewDevice{OrgID: org.ID, Name: "new", SerialNumber: fmt.Sprintf("N%05d", i), Model: "IG-100"})
 		return err
 	})
@@ -204,7 +203,7 @@ func testEventPaginationUnderInserts(t *testing.T, open Opener) {
 	e.records(d, batch...)
 	e.records(d2, batch2...)
 	svc := e.Store.Devices()
-	stop := testload.Loop(t, func(i int) error {
+	stop := WriteLoop(t, func(i int) error {
 		_, err := e.Agent.Records(e.ctx, agentlink.RecordsIn{Device: d.ref(), Session: "s",
 			Items: []protocol.Record{eventRecord("heartbeat", resource.SeverityInfo, t0.Add(time.Duration(i%100)*time.Millisecond))}})
 		return err
@@ -255,7 +254,7 @@ func testAlertPaginationUnderInserts(t *testing.T, open Opener) {
 	}
 	svc := e.Store.Alerts()
 	cpu := e.rule(org.ID, alert.RuleHighCPU)
-	stop := testload.Loop(t, func(i int) error {
+	stop := WriteLoop(t, func(i int) error {
 		d, _, err := e.Store.AddDevice(e.ctx, cloud.NewDevice{OrgID: org.ID, Name: "n", SerialNumber: fmt.Sprintf("N%05d", i), Model: "IG-500"})
 		if err != nil {
 			return err

@@ -18,7 +18,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/internal/sqlitetest"
+	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
 // env is a real SQLite file with one organization and one device.

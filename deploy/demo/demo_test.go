@@ -25,8 +25,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/linewatch"
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/linewatch"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // startTimeout covers a cold build of the relay (cgo SQLite) in the clone.

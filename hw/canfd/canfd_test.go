@@ -11,8 +11,8 @@ import (
 
 	"github.com/fleet/fleet/hw/canfd"
 	"github.com/fleet/fleet/hw/canfd/canfdtest"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 func cfg(mut func(c *serialcfg.CANFD)) serialcfg.Config {

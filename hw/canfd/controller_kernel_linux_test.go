@@ -8,7 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/fleet/fleet/internal/kerneltest"
+	"github.com/fleet/fleet/test/rig/kerneltest"
 )
 
 // TestKernelClassicController runs the netlink bit-timing path on a

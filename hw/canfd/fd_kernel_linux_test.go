@@ -13,8 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fleet/fleet/hw/canfd"
-	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/kerneltest"
 )
 
 // fdControllers returns the two CAN-FD controllers the rig gives the

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fleet/fleet/hw/canfd"
-	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/kerneltest"
 )
 
 // The TestKernel* tests need a kernel with can, can_raw, can_dev and vcan,

@@ -11,8 +11,8 @@ import (
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
 	"github.com/fleet/fleet/hw/gpio"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 func newPin() *gpiotest.Pin {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/fleet/fleet/hw/gpio"
 	"github.com/fleet/fleet/hw/gpio/gpiosim"
-	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/kerneltest"
 )
 
 // The TestKernel* tests run the GPIO driver on the kernel's GPIO character

@@ -9,8 +9,8 @@ import (
 
 	"github.com/fleet/fleet/hw/canfd"
 	"github.com/fleet/fleet/hw/linux"
-	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/kerneltest"
 )
 
 // TestKernelBackendCANFD opens canfd-1 through the Linux backend on a vcan

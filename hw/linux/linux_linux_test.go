@@ -9,7 +9,7 @@ import (
 	"github.com/fleet/fleet/hw"
 	"github.com/fleet/fleet/hw/linux"
 	"github.com/fleet/fleet/hw/uart"
-	"github.com/fleet/fleet/internal/ptytest"
+	"github.com/fleet/fleet/test/rig/ptytest"
 )
 
 // TestRealUARTOnPTY opens uart-1 with the real driver on a pseudo-terminal

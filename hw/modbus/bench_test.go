@@ -12,8 +12,8 @@ import (
 	"github.com/fleet/fleet/hw/modbus"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 	"github.com/fleet/fleet/hw/serialport"
-	"github.com/fleet/fleet/internal/ptytest"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/ptytest"
 )
 
 // BenchmarkRTUTransaction measures one Modbus RTU transaction (read 10

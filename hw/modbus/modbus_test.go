@@ -19,8 +19,8 @@ import (
 	"github.com/fleet/fleet/hw/modbus"
 	"github.com/fleet/fleet/hw/modbus/modbustest"
 	"github.com/fleet/fleet/hw/serialport"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 // rig is a slave simulator on the controller side of a pty pair, reached

@@ -15,8 +15,8 @@ import (
 
 	"github.com/fleet/fleet/hw/serialport"
 	"github.com/fleet/fleet/hw/uart"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 type peer struct {

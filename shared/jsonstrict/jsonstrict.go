@@ -14,6 +14,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 )
 
 // SyntaxError reports a body that is not valid JSON.
@@ -95,7 +96,7 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 			key, _ := kt.(string)
 			field := join(path, key)
 			if seen[key] {
-				return Fieldf(field, "is given twice")
+				return Fieldf(echo(field), "is given twice")
 			}
 			seen[key] = true
 			var ft reflect.Type
@@ -105,7 +106,7 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 				if ft, ok = fields[key]; !ok {
 					for name := range fields {
 						if strings.EqualFold(name, key) {
-							return Fieldf(field, "unknown field (names are case-sensitive: %s)", join(path, name))
+							return Fieldf(echo(field), "unknown field (names are case-sensitive: %s)", echo(join(path, name)))
 						}
 					}
 				}
@@ -162,6 +163,24 @@ func structFields(t reflect.Type, out map[string]reflect.Type) {
 	}
 }
 
+// maxEcho bounds how much of the body's own text (a member name, a path
+// of them, a literal) an error repeats, so that a message stays short
+// whatever the body held.
+const maxEcho = 64
+
+// echo returns s cut to at most maxEcho bytes at a character boundary,
+// with "..." where it was cut.
+func echo(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	i := maxEcho
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
+}
+
 func join(path, key string) string {
 	if path == "" {
 		return key
@@ -182,11 +201,11 @@ func classify(err error) error {
 		if field == "" {
 			return &FieldError{Msg: fmt.Sprintf("body must be a JSON %s", goTypeToJSON(te.Type.String()))}
 		}
-		return &FieldError{Field: field, Msg: fmt.Sprintf("must be %s, not %s", goTypeToJSON(te.Type.String()), te.Value)}
+		return &FieldError{Field: echo(field), Msg: fmt.Sprintf("must be %s, not %s", goTypeToJSON(te.Type.String()), echo(te.Value))}
 	}
 	msg := err.Error()
 	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return &FieldError{Field: strings.Trim(rest, `"`), Msg: "unknown field"}
+		return &FieldError{Field: echo(strings.Trim(rest, `"`)), Msg: "unknown field"}
 	}
 	var fe *FieldError
 	if errors.As(err, &fe) {

@@ -3,7 +3,9 @@ package jsonstrict_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fleet/fleet/shared/jsonstrict"
 )
@@ -69,5 +71,34 @@ func TestDecodeRepeatedMembersAnywhere(t *testing.T) {
 	}
 	if err := jsonstrict.Decode([]byte(`{"a":[{"x":1},{"x":2}]}`), &m); err != nil {
 		t.Errorf("one member per object, in an array: %v", err)
+	}
+}
+
+// TestErrorsEchoTheBodyBounded: an error names the member or literal at
+// fault, cut to 64 bytes at a character boundary, however long the body
+// made it (found by cloud/api's FuzzSerialPatchBody: a 2,000-byte unknown
+// member name made a 2,052-byte message).
+func TestErrorsEchoTheBodyBounded(t *testing.T) {
+	long := strings.Repeat("é", 1000)
+	for name, data := range map[string]string{
+		"unknown member":     `{"` + long + `":1}`,
+		"case-folded member": `{"inner":{"` + long + `":{}, "N":1}}`,
+		"member twice":       `{"inner":{"` + long + `":1,"` + long + `":2}}`,
+		"wrong type":         `{"webhookEnabled":1` + strings.Repeat("0", 2000) + `}`,
+		"deep path":          strings.Repeat(`{"inner":`, 200) + "1" + strings.Repeat("}", 200),
+	} {
+		var b body
+		err := jsonstrict.Decode([]byte(data), &b)
+		var fe *jsonstrict.FieldError
+		if !errors.As(err, &fe) {
+			t.Errorf("%s: %v, want a *FieldError", name, err)
+			continue
+		}
+		if msg := err.Error(); len(msg) > 200 || !utf8.ValidString(msg) {
+			t.Errorf("%s: message of %d bytes (UTF-8: %t): %.100q...", name, len(msg), utf8.ValidString(msg), msg)
+		}
+		if len(fe.Field) > 0 && !strings.HasSuffix(fe.Field, "...") && len(fe.Field) > 64 {
+			t.Errorf("%s: field %.80q... not cut", name, fe.Field)
+		}
 	}
 }

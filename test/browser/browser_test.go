@@ -25,9 +25,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/linewatch"
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/linewatch"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 const xssName = `<img src=x onerror=window.__xss=1>`
@@ -47,9 +47,8 @@ func TestBrowser(t *testing.T) {
 		t.Fatal("chromium is missing: make test-browser installs it (apt-get install chromium)")
 	}
 	bin := t.TempDir()
-	for _, cmd := range []string{"fleet-relay", "fleet-webhook-sink"} {
-		gobuild(t, top, filepath.Join(bin, cmd), "./cloud/cmd/"+cmd)
-	}
+	gobuild(t, top, filepath.Join(bin, "fleet-relay"), "./cloud/cmd/fleet-relay")
+	gobuild(t, top, filepath.Join(bin, "fleet-webhook-sink"), "./deploy/demo/cmd/fleet-webhook-sink")
 	gobuild(t, top, filepath.Join(bin, "fleet-agent"), "./agent/cmd/fleet-agent")
 
 	data := t.TempDir()

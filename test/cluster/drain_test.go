@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/fleetproc"
+	"github.com/fleet/fleet/test/rig/fleetproc"
 )
 
 // TestDrainMovesAgentsToTheNextRelay: two relays on one store, agents

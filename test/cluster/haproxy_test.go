@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/haproxytest"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/haproxytest"
 )
 
 // haproxyCfg is the configuration the project ships.

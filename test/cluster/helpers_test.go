@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/fleetproc"
+	"github.com/fleet/fleet/test/rig/fleetproc"
 )
 
 // readyz returns the status of GET base/readyz (0 when unreachable).

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/pgtest"
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/pgtest"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 var bins fleetproc.Bins

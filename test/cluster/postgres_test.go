@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/pgtest"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/pgtest"
 )
 
 // TestPostgresCluster is the relay cluster end to end, as issue 13 asks

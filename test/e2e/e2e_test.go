@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/internal/fleetproc"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/fleetproc"
 )
 
 type deviceInfo struct {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/pgtest"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/pgtest"
 )
 
 // outage is how long the database is away in TestPostgresOutage: shorter

@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // bins holds the binaries TestMain builds: agentJSON is fleet-agent built

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/logbuf"
-	"github.com/fleet/fleet/internal/relaystub"
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/logbuf"
+	"github.com/fleet/fleet/test/rig/relaystub"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 const token = "fleet_dt_process-test-token"

@@ -27,8 +27,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/fleet/fleet/bench/benchreport"
-	"github.com/fleet/fleet/internal/logbuf"
 	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/test/rig/logbuf"
 )
 
 func main() {

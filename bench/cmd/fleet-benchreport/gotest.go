@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/fleet/fleet/bench/benchreport"
-	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/test/rig/logbuf"
 )
 
 // goTest is `fleet-benchreport gotest --set NAME -- go test ...`.

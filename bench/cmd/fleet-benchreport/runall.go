@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/bench/benchreport"
-	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/test/rig/logbuf"
 )
 
 // runAll is `fleet-benchreport run`: every target in turn, then the report.

@@ -18,10 +18,10 @@ import (
 	"github.com/fleet/fleet/cloud/postgres"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/internal/haproxytest"
-	"github.com/fleet/fleet/internal/pgtest"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/haproxytest"
+	"github.com/fleet/fleet/test/rig/pgtest"
 )
 
 // Targets (DESIGN.md, performance targets: the cluster).

@@ -1,7 +1,7 @@
 // Command fleet-clusterbench is the relay cluster's benchmark (`make
 // bench-cluster`). Everything runs on this machine: PostgreSQL (a
-// throwaway cluster, internal/pgtest), three fleet-relay processes on it
-// behind the shipped HAProxy configuration (internal/haproxytest), and the
+// throwaway cluster, test/rig/pgtest), three fleet-relay processes on it
+// behind the shipped HAProxy configuration (test/rig/haproxytest), and the
 // load generators: fleet-loadgen agents as a process, apibench's HTTP
 // clients and an HTTPS webhook receiver in this one. Data is prepared
 // through the store contract (cloud.Store, webhook.Store), never with SQL.

@@ -28,9 +28,9 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/testnet"
 	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // listURLs returns the GET /devices paths apibench's clients take in turn:

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/bench/benchreport"
-	"github.com/fleet/fleet/internal/qemurig"
+	"github.com/fleet/fleet/test/rig/qemurig"
 )
 
 // rowMarker starts each report row the guest prints on its console.

@@ -1,7 +1,7 @@
 // Command fleet-webhook-sink is the demo's local HTTPS webhook receiver: it
 // verifies the signatures of the relay's webhooks with the organization's
 // secret (from FLEET_WEBHOOK_SECRET) and prints one line per delivery. The
-// logic is in cloud/webhooksink; see docs/demo.md.
+// logic is in deploy/demo/webhooksink; see docs/demo.md.
 package main
 
 import (
@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/fleet/fleet/cloud/webhooksink"
+	"github.com/fleet/fleet/deploy/demo/webhooksink"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/fleet/fleet/internal/kerneltest"
+	"github.com/fleet/fleet/test/rig/kerneltest"
 )
 
 // From linux/can.h: the size of struct canfd_frame and its BRS flag.

@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/debpkg"
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/debpkg"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // Proxy is one haproxy process.

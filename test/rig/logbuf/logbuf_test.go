@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleet/fleet/internal/logbuf"
+	"github.com/fleet/fleet/test/rig/logbuf"
 )
 
 func TestBufferKeepsAllOrTheLastMaxBytes(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/cloud/webhooksink"
+	"github.com/fleet/fleet/deploy/demo/webhooksink"
 )
 
 // signed returns the headers the relay sends with body, signed with

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/hw/modbus"
-	"github.com/fleet/fleet/internal/kerneltest"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/test/rig/kerneltest"
 )
 
 // uartCounters reads the 8250 driver's transmit and receive byte counts of

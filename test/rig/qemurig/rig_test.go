@@ -78,7 +78,7 @@ func TestQEMURig(t *testing.T) {
 			"github.com/fleet/fleet/agent/vpnwatch",
 			"github.com/fleet/fleet/hw/canfd",
 			"github.com/fleet/fleet/hw/gpio",
-			"github.com/fleet/fleet/internal/qemurig/guesttest",
+			"github.com/fleet/fleet/test/rig/qemurig/guesttest",
 		},
 		Env: map[string]string{
 			"FLEET_MODBUS_DEVICE":         "/dev/ttyS1",

@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/testwait"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 // Bins are the built binaries. AgentJSON is fleet-agent built with the

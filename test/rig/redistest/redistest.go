@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/internal/debpkg"
-	"github.com/fleet/fleet/internal/fleetproc"
-	"github.com/fleet/fleet/internal/testnet"
+	"github.com/fleet/fleet/test/rig/debpkg"
+	"github.com/fleet/fleet/test/rig/fleetproc"
+	"github.com/fleet/fleet/test/rig/testnet"
 )
 
 // Server is one redis-server process.

@@ -1,0 +1,143 @@
+// Package dialects opens the relay's store on each of its dialects for the
+// tests of the packages above the store (the API, the agent endpoint, the
+// alert engine, the webhook sender, the panel): a SQLite file in the test's
+// temporary directory and a PostgreSQL database on a throwaway server
+// (internal/pgtest) started once per test binary, a fresh database per
+// test copied from a template migrated once. It is the one place those
+// tests open a store; they seed it through the contract (storetest's seed
+// helpers), so that every test runs unchanged on both.
+package dialects
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/postgres"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/internal/pgtest"
+)
+
+// Each is the dialects of one test binary: declare one in the test
+// package, call Run in the tests and Close from TestMain after m.Run. The
+// PostgreSQL server starts with the first test that runs on it.
+type Each struct {
+	pg       pgtest.Shared
+	once     sync.Once
+	template string // the migrated database every test's database copies
+	err      error
+}
+
+// Run runs test as the subtests "sqlite" and "postgres", each given an
+// opener of fresh stores on an empty database of its dialect.
+func (e *Each) Run(t *testing.T, test func(t *testing.T, open storetest.Opener)) {
+	t.Run("sqlite", func(t *testing.T) { test(t, SQLite) })
+	t.Run("postgres", func(t *testing.T) { test(t, e.Postgres) })
+}
+
+// Close stops the PostgreSQL server if a test started it.
+func (e *Each) Close() { e.pg.Close() }
+
+// SQLite opens the stores on a new file in t's temporary directory with
+// clock now (time.Now when nil), closed when t ends. Tests that are about
+// SQLite itself (a process killed mid-write) use it alone, with SQLiteAt.
+func SQLite(t testing.TB, now cloud.Now) storetest.Stores {
+	t.Helper()
+	return SQLiteAt(t, filepath.Join(t.TempDir(), "fleet.db"), now)
+}
+
+// SQLiteAt is SQLite on the file at path.
+func SQLiteAt(t testing.TB, path string, now cloud.Now) storetest.Stores {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now != nil {
+		db.Now = now
+	}
+	agent, err := sqlite.NewAgentStore(db, slog.New(slog.DiscardHandler))
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	return bundle(t, storetest.Stores{
+		Store:  db,
+		Agent:  agent,
+		Engine: sqlite.NewAlertEngineStore(db),
+		Outbox: sqlite.NewWebhookStore(db),
+		Panel:  sqlite.NewPanelStore(db),
+		Reopen: func(t testing.TB) storetest.Stores { return SQLiteAt(t, path, now) },
+		Close:  func() { agent.Close(); db.Close() },
+	})
+}
+
+// Postgres opens the stores on a fresh database of the binary's PostgreSQL
+// server with clock now (time.Now when nil), closed when t ends.
+func (e *Each) Postgres(t testing.TB, now cloud.Now) storetest.Stores {
+	t.Helper()
+	srv := e.pg.Get(t)
+	e.once.Do(func() { e.template, e.err = migrate(srv) })
+	if e.err != nil {
+		t.Fatal(e.err)
+	}
+	return postgresAt(t, srv.CreateDBFrom(t, e.template), now, "relay-1")
+}
+
+// migrate makes the template database: a new one with every migration
+// applied.
+func migrate(srv *pgtest.Server) (string, error) {
+	ctx := context.Background()
+	u, _, err := srv.NewDatabase(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	db, err := postgres.Open(ctx, u)
+	if err != nil {
+		return "", err
+	}
+	db.Close()
+	p, err := url.Parse(u)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(p.Path, "/"), nil
+}
+
+func postgresAt(t testing.TB, url string, now cloud.Now, relay string) storetest.Stores {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now != nil {
+		db.Now = now
+	}
+	agent := postgres.NewAgentStore(db, slog.New(slog.DiscardHandler), relay)
+	var n int
+	return bundle(t, storetest.Stores{
+		Store:  db,
+		Agent:  agent,
+		Engine: postgres.NewAlertEngineStore(db),
+		Outbox: postgres.NewWebhookStore(db, relay),
+		Panel:  postgres.NewPanelStore(db),
+		Reopen: func(t testing.TB) storetest.Stores {
+			n++
+			return postgresAt(t, url, now, relay+"-"+string(rune('a'+n)))
+		},
+		Close: func() { agent.Close(); db.Close() },
+	})
+}
+
+// bundle makes s's Close idempotent and calls it when t ends.
+func bundle(t testing.TB, s storetest.Stores) storetest.Stores {
+	s.Close = sync.OnceFunc(s.Close)
+	t.Cleanup(s.Close)
+	return s
+}

@@ -10,6 +10,7 @@ package dialects
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"path/filepath"
@@ -140,4 +141,58 @@ func bundle(t testing.TB, s storetest.Stores) storetest.Stores {
 	s.Close = sync.OnceFunc(s.Close)
 	t.Cleanup(s.Close)
 	return s
+}
+
+// Exec runs a statement on the database under s directly, with ?
+// placeholders on either dialect. It is for the few states the contract
+// cannot make (rows a relay that crashed left behind); tests seed through
+// the contract everywhere else.
+func Exec(t testing.TB, s cloud.Store, query string, args ...any) {
+	t.Helper()
+	var err error
+	switch db := s.(type) {
+	case *sqlite.DB:
+		_, err = db.W.ExecContext(context.Background(), query, args...)
+	case *postgres.DB:
+		_, err = db.Pool.Exec(context.Background(), numbered(query), args...)
+	default:
+		t.Fatalf("dialects: a store of type %T", s)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// QueryRow reads one row from the database under s directly into dest,
+// with ? placeholders on either dialect, for the few facts the contract
+// has no reader for (the configuration version an agent applied).
+func QueryRow(t testing.TB, s cloud.Store, query string, args []any, dest ...any) {
+	t.Helper()
+	var err error
+	switch db := s.(type) {
+	case *sqlite.DB:
+		err = db.R.QueryRowContext(context.Background(), query, args...).Scan(dest...)
+	case *postgres.DB:
+		err = db.Pool.QueryRow(context.Background(), numbered(query), args...).Scan(dest...)
+	default:
+		t.Fatalf("dialects: a store of type %T", s)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// numbered rewrites ? placeholders as PostgreSQL's $1, $2, ...
+func numbered(query string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

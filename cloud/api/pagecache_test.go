@@ -56,7 +56,7 @@ func testListPagesFollowEveryCommit(t *testing.T, open storetest.Opener) {
 	}
 	// Another process's handle on the same database.
 	cli := e.s.Reopen(t)
-	storetest.Offline(t, cli.Agent, e.agent(d.ID), time.Now())
+	storetest.Offline(t, cli.Agent, e.agent(d.ID), time.Now(), time.Minute)
 	if got := names(e.keyA, "/devices"); len(got) != 1 || got[0] != "gw-1OFFLINE" {
 		t.Fatalf("after a status change by another handle: %v", got)
 	}

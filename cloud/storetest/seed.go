@@ -75,11 +75,11 @@ func Connect(tb testing.TB, a agentlink.Store, dev agentlink.Device, at time.Tim
 	return session
 }
 
-// Offline connects dev at lastSeen and disconnects it: the device is
-// OFFLINE, last seen at lastSeen.
-func Offline(tb testing.TB, a agentlink.Store, dev agentlink.Device, lastSeen time.Time) {
+// Offline connects dev at lastSeen, announcing heartbeats every interval,
+// and disconnects it: the device is OFFLINE, last seen at lastSeen.
+func Offline(tb testing.TB, a agentlink.Store, dev agentlink.Device, lastSeen time.Time, interval time.Duration) {
 	tb.Helper()
-	session := Connect(tb, a, dev, lastSeen, protocol.Hello{AgentVersion: "1.0.0"})
+	session := Connect(tb, a, dev, lastSeen, protocol.Hello{AgentVersion: "1.0.0", HeartbeatInterval: protocol.Duration{Duration: interval}})
 	if _, _, err := a.Disconnect(context.Background(), dev, session, lastSeen, "seeded"); err != nil {
 		tb.Fatalf("disconnect %s: %v", dev.ID, err)
 	}

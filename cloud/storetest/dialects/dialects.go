@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/postgres"
@@ -27,12 +28,23 @@ import (
 
 // Each is the dialects of one test binary: declare one in the test
 // package, call Run in the tests and Close from TestMain after m.Run. The
-// PostgreSQL server starts with the first test that runs on it.
+// PostgreSQL server starts with the first test that runs on it; the
+// database of the next test is made while a test runs, and a test's
+// database is dropped after it in the background.
 type Each struct {
 	pg       pgtest.Shared
 	once     sync.Once
 	template string // the migrated database every test's database copies
 	err      error
+	next     chan database // the next test's database, made ahead
+	drops    sync.WaitGroup
+}
+
+// database is a fresh copy of the template (or why there is none).
+type database struct {
+	url  string
+	drop func() error
+	err  error
 }
 
 // Run runs test as the subtests "sqlite" and "postgres", each given an
@@ -42,8 +54,18 @@ func (e *Each) Run(t *testing.T, test func(t *testing.T, open storetest.Opener))
 	t.Run("postgres", func(t *testing.T) { test(t, e.Postgres) })
 }
 
-// Close stops the PostgreSQL server if a test started it.
-func (e *Each) Close() { e.pg.Close() }
+// Close drops the databases and stops the PostgreSQL server if a test
+// started it.
+func (e *Each) Close() {
+	e.once.Do(func() {}) // no server is started after Close
+	e.drops.Wait()
+	if e.next != nil {
+		if db := <-e.next; db.err == nil {
+			db.drop()
+		}
+	}
+	e.pg.Close()
+}
 
 // SQLite opens the stores on a new file in t's temporary directory with
 // clock now (time.Now when nil), closed when t ends. Tests that are about
@@ -84,11 +106,37 @@ func SQLiteAt(t testing.TB, path string, now cloud.Now) storetest.Stores {
 func (e *Each) Postgres(t testing.TB, now cloud.Now) storetest.Stores {
 	t.Helper()
 	srv := e.pg.Get(t)
-	e.once.Do(func() { e.template, e.err = migrate(srv) })
+	e.once.Do(func() {
+		if e.template, e.err = migrate(srv); e.err == nil {
+			e.next = make(chan database, 1)
+			go e.create(srv)
+		}
+	})
 	if e.err != nil {
 		t.Fatal(e.err)
 	}
-	return postgresAt(t, srv.CreateDBFrom(t, e.template), now, "relay-1")
+	db := <-e.next
+	go e.create(srv)
+	if db.err != nil {
+		t.Fatal(db.err)
+	}
+	t.Cleanup(func() {
+		e.drops.Add(1)
+		go func() {
+			defer e.drops.Done()
+			db.drop()
+		}()
+	})
+	return postgresAt(t, db.url, now, "relay-1")
+}
+
+// create makes the next test's database.
+func (e *Each) create(srv *pgtest.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var db database
+	db.url, db.drop, db.err = srv.NewDatabase(ctx, e.template)
+	e.next <- db
 }
 
 // migrate makes the template database: a new one with every migration

@@ -127,7 +127,7 @@ func (e *Each) Postgres(t testing.TB, now cloud.Now) storetest.Stores {
 			db.drop()
 		}()
 	})
-	return postgresAt(t, db.url, now, "relay-1")
+	return PostgresAt(t, db.url, now, "relay-1")
 }
 
 // create makes the next test's database.
@@ -159,7 +159,11 @@ func migrate(srv *pgtest.Server) (string, error) {
 	return strings.TrimPrefix(p.Path, "/"), nil
 }
 
-func postgresAt(t testing.TB, url string, now cloud.Now, relay string) storetest.Stores {
+// PostgresAt opens the stores on the PostgreSQL database at url as relay
+// (the name the cluster's leases and outbox know it by) with clock now
+// (time.Now when nil), closed when t ends; Reopen opens them as another
+// relay.
+func PostgresAt(t testing.TB, url string, now cloud.Now, relay string) storetest.Stores {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), url)
 	if err != nil {
@@ -178,7 +182,7 @@ func postgresAt(t testing.TB, url string, now cloud.Now, relay string) storetest
 		Panel:  postgres.NewPanelStore(db),
 		Reopen: func(t testing.TB) storetest.Stores {
 			n++
-			return postgresAt(t, url, now, relay+"-"+string(rune('a'+n)))
+			return PostgresAt(t, url, now, relay+"-"+string(rune('a'+n)))
 		},
 		Close: func() { agent.Close(); db.Close() },
 	})

@@ -27,10 +27,13 @@ import (
 
 	"github.com/fleet/fleet/bench/benchstore"
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -103,6 +106,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return rep, err
 	}
 	defer db.Close()
+	agents, err := sqlite.NewAgentStore(db, logger)
+	if err != nil {
+		return rep, err
+	}
+	defer agents.Close()
 
 	// The server as the relay runs it: one write per response
 	// (api.Listener), the access log formatted (to a discarding writer),
@@ -110,9 +118,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	auth := apikey.NewAuthenticator(db, time.Now, 10_000)
 	srv := api.NewServer(api.Config{
 		Requests:  relaymetrics.New().Requests(),
-		Devices:   sqlite.NewDeviceService(db),
-		Serial:    sqlite.NewSerialService(db),
-		Alerts:    sqlite.NewAlertService(db),
+		Devices:   db.Devices(),
+		Serial:    db.Serial(),
+		Alerts:    db.Alerts(),
 		Auth:      auth,
 		Versioner: db,
 		RateLimit: 1 << 30,
@@ -192,7 +200,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		wctx, stopWriter := context.WithCancel(ctx)
 		writerDone := make(chan error, 1)
 		if ep.writes > 0 {
-			go func() { writerDone <- writer(wctx, db, devs, ep.writes, cfg.Warmup, &commits) }()
+			go func() { writerDone <- writer(wctx, agents, org, devs, ep.writes, cfg.Warmup, &commits) }()
 		} else {
 			writerDone <- nil
 		}
@@ -214,19 +222,28 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 }
 
 // writer changes a device's status perSec times a second until ctx ends,
-// counting the commits made after warmup.
-func writer(ctx context.Context, db *sqlite.DB, devs []string, perSec int, warmup time.Duration, commits *atomic.Int64) error {
+// as agents do (a connect, CONNECTING, then a disconnect, OFFLINE: one
+// commit each), counting the commits made after warmup.
+func writer(ctx context.Context, agents agentlink.Store, orgID string, devs []string, perSec int, warmup time.Duration, commits *atomic.Int64) error {
 	tick := time.NewTicker(time.Second / time.Duration(perSec))
 	defer tick.Stop()
 	measureFrom := time.Now().Add(warmup)
-	statuses := [...]resource.DeviceStatus{resource.StatusOnline, resource.StatusOffline}
+	session := ""
 	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}
-		if _, err := db.SetDeviceStatus(ctx, devs[i%len(devs)], statuses[i%2], time.Now()); err != nil {
+		dev := agentlink.Device{ID: devs[(i/2)%len(devs)], OrgID: orgID, Model: "IG-500"}
+		var err error
+		if now := time.Now(); i%2 == 0 {
+			session = ids.New()
+			_, err = agents.Connect(ctx, dev, session, now, now.Add(time.Minute))
+		} else {
+			_, _, err = agents.Disconnect(ctx, dev, session, now, "bench")
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -285,11 +302,16 @@ func seed(ctx context.Context, db *sqlite.DB, orgID string, n, alerts int) ([]st
 		}
 		ids = append(ids, d.ID)
 	}
-	// Same ordering as the list: created_at then id.
-	rules := []string{"high_cpu", "high_mem", "disk_full", "high_temp", "device_offline", "vpn_down"}
+	// Same ordering as the list: created_at then id. The alerts open as
+	// the alert engine opens them.
+	engine := sqlite.NewAlertEngineStore(db)
+	rules, err := engine.Rules(ctx, orgID)
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < alerts && i < n*len(rules); i++ {
-		_, err := db.InsertAlert(ctx, sqlite.NewAlert{DeviceID: ids[i%n], RuleName: rules[(i/n)%len(rules)], Message: "CPU above 90 % for 3 samples",
-			Payload: json.RawMessage(`{"metric":"cpuPct","value":97.2,"threshold":90}`)})
+		_, _, err := engine.OpenAlert(ctx, alert.Opening{OrgID: orgID, DeviceID: ids[i%n], Rule: rules[(i/n)%len(rules)], Message: "CPU above 90 % for 3 samples",
+			Payload: json.RawMessage(`{"metric":"cpuPct","value":97.2,"threshold":90}`), At: time.Now(), WithEvent: true})
 		if err != nil {
 			return nil, err
 		}
@@ -297,7 +319,7 @@ func seed(ctx context.Context, db *sqlite.DB, orgID string, n, alerts int) ([]st
 	var out []string
 	var page resource.List[resource.Device]
 	cursor := ""
-	svc := sqlite.NewDeviceService(db)
+	svc := db.Devices()
 	for {
 		var err error
 		page, err = svc.ListDevices(ctx, orgID, cloud.DeviceFilter{Page: cloud.Page{Limit: 100, Cursor: cursor}})

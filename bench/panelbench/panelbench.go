@@ -26,8 +26,10 @@ import (
 
 	"github.com/fleet/fleet/bench/benchstore"
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/password"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -123,7 +125,18 @@ func prepare(ctx context.Context, path string, cfg Config) (email, charted strin
 		f := float64(i % 100)
 		samples[i] = resource.MetricSample{CapturedAt: resource.T(at), CPUPct: 20 + f/2, MemPct: 40 + f/5, DiskUsedPct: 61.5, TempCPU: 45 + f/10, LoadAvg1: 0.5 + f/100}
 	}
-	if _, err := db.InsertMetrics(ctx, charted, samples); err != nil {
+	// As the charted device's agent sends them: one batch of records.
+	agents, err := sqlite.NewAgentStore(db, nil)
+	if err != nil {
+		return "", "", err
+	}
+	records := make([]protocol.Record, len(samples))
+	for i := range samples {
+		records[i] = protocol.Record{Seq: uint64(i + 1), Metric: &samples[i]}
+	}
+	_, err = agents.Records(ctx, agentlink.RecordsIn{Device: agentlink.Device{ID: charted, OrgID: org.ID, Model: "IG-500"}, Session: "bench", Items: records})
+	agents.Close()
+	if err != nil {
 		return "", "", err
 	}
 	hash, err := password.NewHasher(password.Default, 1).Hash(ctx, pw)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -26,12 +28,15 @@ import (
 )
 
 func TestRefusesBadTokensBeforeUpgrade(t *testing.T) {
-	e := newEnv(t, nil)
+	stores.Run(t, testRefusesBadTokensBeforeUpgrade)
+}
+
+func testRefusesBadTokensBeforeUpgrade(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	id, tok := e.addDevice("IG-500")
 	_, revokedTok := e.addDevice("IG-500")
-	revokedID := ""
-	e.db.R.QueryRow(`SELECT id FROM devices WHERE id <> ?`, id).Scan(&revokedID)
-	if _, err := e.db.RevokeDevice(context.Background(), revokedID); err != nil {
+	revokedID := storetest.Auth(t, e.s.Agent, revokedTok).ID
+	if _, err := e.s.Store.RevokeDevice(context.Background(), revokedID); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, token string }{
@@ -66,7 +71,11 @@ func TestRefusesBadTokensBeforeUpgrade(t *testing.T) {
 }
 
 func TestHelloStoresAgentInfoAndGoesOnline(t *testing.T) {
-	e := newEnv(t, nil)
+	stores.Run(t, testHelloStoresAgentInfoAndGoesOnline)
+}
+
+func testHelloStoresAgentInfoAndGoesOnline(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	id, tok := e.addDevice("IG-500")
 	if got := e.device(id).Status; got != "PROVISIONING" {
 		t.Fatalf("new device status = %s", got)
@@ -97,7 +106,7 @@ func TestHelloStoresAgentInfoAndGoesOnline(t *testing.T) {
 	if got, want := e.obs.statusList(id), []string{"PROVISIONING>CONNECTING", "CONNECTING>ONLINE"}; !slices.Equal(got, want) {
 		t.Errorf("status changes = %v, want %v", got, want)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'device.online' AND severity = 'INFO'`, id); n != 1 {
+	if n := e.countEvents(id, "device.online", func(ev resource.Event) bool { return ev.Severity == resource.SeverityInfo }); n != 1 {
 		t.Errorf("device.online events = %d", n)
 	}
 }
@@ -177,13 +186,17 @@ func testHeartbeatStoresStateAndChangedChannels(t *testing.T, e *env) {
 		t.Error("uart-1 reported unavailable but shows available")
 	}
 	// Three heartbeats within one metrics interval (5m default): one event.
-	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'heartbeat'`, id); n != 1 {
+	if n := e.countEvents(id, "heartbeat", nil); n != 1 {
 		t.Errorf("heartbeat events = %d, want 1", n)
 	}
 }
 
 func TestHeartbeatEventsOnePerMetricsInterval(t *testing.T) {
-	e := newEnv(t, nil)
+	stores.Run(t, testHeartbeatEventsOnePerMetricsInterval)
+}
+
+func testHeartbeatEventsOnePerMetricsInterval(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	id, tok := e.addDevice("IG-100")
 	h := hello()
 	h.MetricsInterval = protocol.Duration{Duration: 200 * time.Millisecond}
@@ -195,7 +208,7 @@ func TestHeartbeatEventsOnePerMetricsInterval(t *testing.T) {
 		n++
 		time.Sleep(20 * time.Millisecond)
 	}
-	got := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'heartbeat'`, id)
+	got := e.countEvents(id, "heartbeat", nil)
 	if got < 3 || got > 7 || got >= n/2 {
 		t.Errorf("%d heartbeat events for %d heartbeats over 1.1s at a 200ms metrics interval", got, n)
 	}
@@ -224,10 +237,10 @@ func testRecordsStoredOnceAndAcked(t *testing.T, e *env) {
 	if seq := a.records(metricRec(5, t0.Add(15*time.Minute), 40)); seq != 5 {
 		t.Fatalf("ack = %d, want 5", seq)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM metrics WHERE device_id = ?`, id); n != 4 {
+	if n := e.metrics(id); n != 4 {
 		t.Errorf("metrics stored = %d, want 4", n)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND id = ?`, id, evID); n != 1 {
+	if n := e.countEvents(id, "", func(ev resource.Event) bool { return ev.ID == evID }); n != 1 {
 		t.Errorf("event stored %d times", n)
 	}
 	e.obs.mu.Lock()
@@ -248,14 +261,22 @@ func testRecordsStoredOnceAndAcked(t *testing.T, e *env) {
 		t.Errorf("welcome.lastSeq = %d, want 5", w.LastSeq)
 	}
 	var data string
-	e.db.R.QueryRow(`SELECT data FROM events WHERE id = ?`, evID).Scan(&data)
+	for _, ev := range e.events(id, "") {
+		if ev.ID == evID {
+			data = string(ev.Data)
+		}
+	}
 	if data != `{"k":1}` {
 		t.Errorf("event data = %s", data)
 	}
 }
 
 func TestEventIDOfAnotherDeviceNeitherLeaksNorOverwrites(t *testing.T) {
-	e := newEnv(t, nil)
+	stores.Run(t, testEventIDOfAnotherDeviceNeitherLeaksNorOverwrites)
+}
+
+func testEventIDOfAnotherDeviceNeitherLeaksNorOverwrites(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	idA, tokA := e.addDevice("IG-500")
 	idB, tokB := e.addDevice("IG-500")
 	a, _ := e.connect(tokA, hello())
@@ -268,19 +289,29 @@ func TestEventIDOfAnotherDeviceNeitherLeaksNorOverwrites(t *testing.T) {
 	b.records(evB)
 	b.records(evB) // and its resend
 	var devOfShared, typ string
-	e.db.R.QueryRow(`SELECT device_id, type FROM events WHERE id = ?`, shared).Scan(&devOfShared, &typ)
+	for _, dev := range []string{idA, idB} {
+		for _, ev := range e.events(dev, "") {
+			if ev.ID == shared {
+				devOfShared, typ = dev, ev.Type
+			}
+		}
+	}
 	if devOfShared != idA || typ != "usb.attached" {
 		t.Errorf("event %s now belongs to %s as %s; device A's row was overwritten", shared, devOfShared, typ)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'usb.detached' AND message = 'from B'`, idB); n != 1 {
+	if n := e.countEvents(idB, "usb.detached", func(ev resource.Event) bool { return ev.Message == "from B" }); n != 1 {
 		t.Errorf("device B's event stored %d times, want once under its own id", n)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'usb.attached'`, idB); n != 0 {
+	if n := e.countEvents(idB, "usb.attached", nil); n != 0 {
 		t.Error("device A's event leaked to device B")
 	}
 }
 
 func TestBadInputClosesOnlyThatConnection(t *testing.T) {
+	stores.Run(t, testBadInputClosesOnlyThatConnection)
+}
+
+func testBadInputClosesOnlyThatConnection(t *testing.T, open storetest.Opener) {
 	now := time.Now()
 	big := `{"type":"heartbeat","heartbeat":{"status":"ONLINE","ipAddress":"` + strings.Repeat("x", protocol.MaxMessageBytes) + `"}}`
 	rec := func(items ...protocol.Record) []byte {
@@ -320,7 +351,7 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 		{"ipAddress with a zone", false, []byte(`{"type":"heartbeat","heartbeat":{"status":"ONLINE","ipAddress":"fe80::1%eth0","channels":[]}}`), protocol.CloseProtocolError, "ipAddress"},
 		{"configApplied above desired", false, []byte(`{"type":"config_applied","configApplied":{"version":7}}`), protocol.CloseProtocolError, "configApplied.version 7 is above the desired version 0"},
 	}
-	e := newEnv(t, nil)
+	e := newEnv(t, open, nil)
 	_, goodTok := e.addDevice("IG-500")
 	good, _ := e.connect(goodTok, hello())
 	for _, tc := range cases {
@@ -350,7 +381,7 @@ func (e *env) closedAlone(t *testing.T, a *agent, id string, other *agent, code 
 	if ce.Code != code || !strings.Contains(ce.Reason, reason) {
 		t.Errorf("closed with %d %q, want %d containing %q", ce.Code, ce.Reason, code, reason)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM metrics WHERE device_id = ?`, id); n != 0 {
+	if n := e.metrics(id); n != 0 {
 		t.Errorf("%d metrics stored from a rejected message", n)
 	}
 	other.heartbeat(protocol.Heartbeat{})
@@ -367,8 +398,10 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func TestNewerConnectionReplacesOlder(t *testing.T) {
-	e := newEnv(t, nil)
+func TestNewerConnectionReplacesOlder(t *testing.T) { stores.Run(t, testNewerConnectionReplacesOlder) }
+
+func testNewerConnectionReplacesOlder(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	id, tok := e.addDevice("IG-500")
 	old, _ := e.connect(tok, hello())
 	cur, _ := e.connect(tok, hello())
@@ -384,13 +417,17 @@ func TestNewerConnectionReplacesOlder(t *testing.T) {
 	if s := e.device(id).Status; s != "ONLINE" {
 		t.Errorf("status after replacement = %s, want ONLINE", s)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'device.offline'`, id); n != 0 {
+	if n := e.countEvents(id, "device.offline", nil); n != 0 {
 		t.Errorf("replacement recorded %d device.offline events", n)
 	}
 }
 
 func TestOfflineAfterThreeMissedHeartbeats(t *testing.T) {
-	e := newEnv(t, nil)
+	stores.Run(t, testOfflineAfterThreeMissedHeartbeats)
+}
+
+func testOfflineAfterThreeMissedHeartbeats(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	id, tok := e.addDevice("IG-500")
 	h := hello()
 	h.HeartbeatInterval = protocol.Duration{Duration: 100 * time.Millisecond}
@@ -413,13 +450,17 @@ func TestOfflineAfterThreeMissedHeartbeats(t *testing.T) {
 	if got := e.obs.statusList(id); got[len(got)-1] != "ONLINE>OFFLINE" {
 		t.Errorf("status changes = %v", got)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'device.offline' AND severity = 'WARNING'`, id); n != 1 {
+	if n := e.countEvents(id, "device.offline", func(ev resource.Event) bool { return ev.Severity == resource.SeverityWarning }); n != 1 {
 		t.Errorf("device.offline events = %d", n)
 	}
 }
 
 func TestOfflineWhenSocketClosesAndOnlineAgain(t *testing.T) {
-	e := newEnv(t, nil)
+	stores.Run(t, testOfflineWhenSocketClosesAndOnlineAgain)
+}
+
+func testOfflineWhenSocketClosesAndOnlineAgain(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	id, tok := e.addDevice("IG-500")
 	a, _ := e.connect(tok, hello())
 	a.ws.CloseNow() // the link drops
@@ -435,13 +476,11 @@ func TestOfflineWhenSocketClosesAndOnlineAgain(t *testing.T) {
 	}
 	want := []string{"device.online", "device.offline", "device.online"}
 	var got []string
-	rows, _ := e.db.R.Query(`SELECT type FROM events WHERE device_id = ? AND type LIKE 'device.%' ORDER BY created_at, rowid`, id)
-	for rows.Next() {
-		var s string
-		rows.Scan(&s)
-		got = append(got, s)
+	for _, ev := range slices.Backward(e.events(id, "")) { // oldest first
+		if strings.HasPrefix(ev.Type, "device.") {
+			got = append(got, ev.Type)
+		}
 	}
-	rows.Close()
 	if !slices.Equal(got, want) {
 		t.Errorf("events = %v, want %v", got, want)
 	}
@@ -451,14 +490,17 @@ func TestOfflineWhenSocketClosesAndOnlineAgain(t *testing.T) {
 }
 
 func TestDevicesLeftOnlineByACrashedRelayGoOffline(t *testing.T) {
-	e := newEnv(t, func(c *agentlink.Config) { c.OrphanWindow = 300 * time.Millisecond })
+	stores.Run(t, testDevicesLeftOnlineByACrashedRelayGoOffline)
+}
+
+func testDevicesLeftOnlineByACrashedRelayGoOffline(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, func(c *agentlink.Config) { c.OrphanWindow = 300 * time.Millisecond })
 	stale, _ := e.addDevice("IG-500")
 	back, backTok := e.addDevice("IG-500")
-	// A previous relay process died with both devices ONLINE and no deadline.
-	if _, err := e.db.W.Exec(`UPDATE devices SET status = 'ONLINE', agent_session = 'dead', agent_deadline = NULL WHERE id IN (?, ?)`, stale, back); err != nil {
-		t.Fatal(err)
-	}
-	srv2 := agentlink.New(agentlink.Config{Store: e.store, OrphanWindow: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	// A previous relay process died with both devices ONLINE and no
+	// deadline: a state no relay of today leaves, written directly.
+	dialects.Exec(t, e.s.Store, `UPDATE devices SET status = 'ONLINE', agent_session = 'dead', agent_deadline = NULL WHERE id IN (?, ?)`, stale, back)
+	srv2 := agentlink.New(agentlink.Config{Store: e.s.Agent, OrphanWindow: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go srv2.Run(ctx)
@@ -511,9 +553,7 @@ func testConfigReachesConnectedAgent(t *testing.T, e *env) {
 	}
 	a.send(protocol.Message{Type: protocol.TypeConfigApplied, ConfigApplied: &protocol.ConfigApplied{Version: 1}})
 	eventually(t, 2*time.Second, func() string {
-		var v int64
-		e.db.R.QueryRow(`SELECT applied_version FROM serial_state WHERE device_id = ?`, id).Scan(&v)
-		if v != 1 {
+		if v := e.appliedVersion(id); v != 1 {
 			return fmt.Sprintf("applied_version %d", v)
 		}
 		return ""
@@ -543,7 +583,11 @@ func testConfigReachesConnectedAgent(t *testing.T, e *env) {
 }
 
 func TestShutdownClosesWithShutdownCode(t *testing.T) {
-	e := newEnv(t, nil)
+	stores.Run(t, testShutdownClosesWithShutdownCode)
+}
+
+func testShutdownClosesWithShutdownCode(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	id, tok := e.addDevice("IG-500")
 	a, _ := e.connect(tok, hello())
 	done := make(chan error, 1)
@@ -567,11 +611,13 @@ func TestShutdownClosesWithShutdownCode(t *testing.T) {
 	}
 }
 
-func TestRevokedWhileConnected(t *testing.T) {
-	e := newEnv(t, func(c *agentlink.Config) { c.RevocationCheck = 50 * time.Millisecond })
+func TestRevokedWhileConnected(t *testing.T) { stores.Run(t, testRevokedWhileConnected) }
+
+func testRevokedWhileConnected(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, func(c *agentlink.Config) { c.RevocationCheck = 50 * time.Millisecond })
 	id, tok := e.addDevice("IG-500")
 	a, _ := e.connect(tok, hello())
-	if _, err := e.db.RevokeDevice(context.Background(), id); err != nil {
+	if _, err := e.s.Store.RevokeDevice(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	ce := a.expectClose(5 * time.Second)
@@ -651,10 +697,11 @@ func testConcurrentHeartbeatsKeepTheirOwnValues(t *testing.T, e *env) {
 		if r := e.device(id); r.IP != fmt.Sprintf("10.0.%d.%d", d, beats-1) {
 			t.Errorf("device %d: stored address %q, want its last", d, r.IP)
 		}
-		var live string
-		if err := e.db.R.QueryRow(`SELECT live FROM serial_channels WHERE device_id = ? AND channel_id = 'rs485-1'`, id).Scan(&live); err != nil {
+		ch, err := e.serial.Channel(context.Background(), e.org.ID, id, "rs485-1")
+		if err != nil {
 			t.Fatal(err)
 		}
+		live := ch.Telemetry.Live
 		if want := fmt.Sprintf("dev%d-beat%d", d, beats-1); live != want {
 			t.Errorf("device %d: stored live %q, want %q", d, live, want)
 		}
@@ -666,7 +713,11 @@ func testConcurrentHeartbeatsKeepTheirOwnValues(t *testing.T, e *env) {
 // nothing; the device's next connection has its records stored and acked
 // as before (the bad number did not become its last stored sequence).
 func TestSeqAboveInt64RefusedAndTelemetryGoesOn(t *testing.T) {
-	e := newEnv(t, nil)
+	stores.Run(t, testSeqAboveInt64RefusedAndTelemetryGoesOn)
+}
+
+func testSeqAboveInt64RefusedAndTelemetryGoesOn(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	id, tok := e.addDevice("IG-500")
 	a, _ := e.connect(tok, hello())
 	now := time.Now()
@@ -685,7 +736,7 @@ func TestSeqAboveInt64RefusedAndTelemetryGoesOn(t *testing.T) {
 	if seq := b.records(metricRec(4, now, 3)); seq != 4 {
 		t.Errorf("next record acked at %d, want 4", seq)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM metrics WHERE device_id = ?`, id); n != 2 {
+	if n := e.metrics(id); n != 2 {
 		t.Errorf("%d metrics stored, want 2", n)
 	}
 }
@@ -694,16 +745,14 @@ func TestSeqAboveInt64RefusedAndTelemetryGoesOn(t *testing.T) {
 // canonical spelling; a heartbeat's appliedVersion is never stored above
 // the desired version; an agent whose hello claims a version above the
 // desired one gets the desired configuration.
-func TestAgentReportsNormalized(t *testing.T) {
-	e := newEnv(t, nil)
+func TestAgentReportsNormalized(t *testing.T) { stores.Run(t, testAgentReportsNormalized) }
+
+func testAgentReportsNormalized(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	id, tok := e.addDevice("IG-500")
 	a, _ := e.connect(tok, hello())
 	a.sendRaw([]byte(`{"type":"heartbeat","heartbeat":{"status":"ONLINE","ipAddress":"2001:DB8:0:0::0:1","appliedVersion":9,"channels":[]}}`))
-	applied := func() int64 {
-		var v int64
-		e.db.R.QueryRow(`SELECT applied_version FROM serial_state WHERE device_id = ?`, id).Scan(&v)
-		return v
-	}
+	applied := func() int64 { return e.appliedVersion(id) }
 	eventually(t, 2*time.Second, func() string {
 		if ip := e.device(id).IP; ip != "2001:db8::1" {
 			return "ipAddress " + ip
@@ -745,6 +794,10 @@ func TestAgentReportsNormalized(t *testing.T) {
 // type close that connection with 4000 and store nothing; the protocol's
 // own limits keep their close codes; another agent carries on.
 func TestBadCBORClosesOnlyThatConnection(t *testing.T) {
+	stores.Run(t, testBadCBORClosesOnlyThatConnection)
+}
+
+func testBadCBORClosesOnlyThatConnection(t *testing.T, open storetest.Opener) {
 	now := time.Now()
 	cb := func(m protocol.Message) []byte {
 		b, err := protocol.CBOR.Marshal(&m)
@@ -788,7 +841,7 @@ func TestBadCBORClosesOnlyThatConnection(t *testing.T) {
 			{Seq: 1, Event: &protocol.Event{ID: ids.New(), Type: "usb.attached", Severity: resource.SeverityInfo, Data: json.RawMessage(`[1]`), CreatedAt: resource.T(now)}}}}}),
 			protocol.CloseProtocolError, "must be a JSON object"},
 	}
-	e := newEnv(t, nil)
+	e := newEnv(t, open, nil)
 	e.codec = protocol.CBOR
 	_, goodTok := e.addDevice("IG-500")
 	other, _ := e.connect(goodTok, hello())
@@ -830,8 +883,10 @@ func TestBadCBORClosesOnlyThatConnection(t *testing.T) {
 // (among codecs it does not know), and an agent offering nothing, as
 // agents from before CBOR, gets a welcome without a codec and JSON text
 // frames, acks included.
-func TestCodecNegotiation(t *testing.T) {
-	e := newEnv(t, nil)
+func TestCodecNegotiation(t *testing.T) { stores.Run(t, testCodecNegotiation) }
+
+func testCodecNegotiation(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, nil)
 	_, tok := e.addDevice("IG-500")
 	h := hello()
 	h.Codecs = []protocol.Codec{"msgpack", protocol.CBOR}
@@ -882,7 +937,11 @@ func (e *env) dialFrom(src, token string) (*http.Response, error) {
 // that address plus one summary with the count, and an agent on another
 // address connects meanwhile.
 func TestRefusalsRateLimitedAndLogsAggregated(t *testing.T) {
-	e := newEnv(t, func(c *agentlink.Config) { c.RefusalLimit = 5; c.RefusalLogInterval = 200 * time.Millisecond })
+	stores.Run(t, testRefusalsRateLimitedAndLogsAggregated)
+}
+
+func testRefusalsRateLimitedAndLogsAggregated(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open, func(c *agentlink.Config) { c.RefusalLimit = 5; c.RefusalLogInterval = 200 * time.Millisecond })
 	_, tok := e.addDevice("IG-500")
 	var s401, s429 int
 	for i := 0; i < 60; i++ {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,12 +17,12 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/test/rig/linktest"
 	"github.com/fleet/fleet/test/rig/logbuf"
-	"github.com/fleet/fleet/test/rig/sqlitetest"
 	"github.com/fleet/fleet/test/rig/testwait"
 )
 
@@ -80,64 +81,74 @@ func (r *recorder) eventTypes(id string) []string {
 	return out
 }
 
-// env is a relay's agent endpoint on a real SQLite file and a loopback
-// HTTP server.
+// env is a relay's agent endpoint on a real store (each test runs on
+// SQLite and on PostgreSQL, see stores) and a loopback HTTP server.
 type env struct {
-	t      *testing.T
-	db     *sqlite.DB
-	store  *sqlite.AgentStore
-	srv    *agentlink.Server
-	base   string // the loopback server's http://host:port
-	obs    *recorder
-	logs   *logbuf.Buffer
-	org    cloud.Org
-	serial *sqlite.SerialService
+	t    *testing.T
+	s    storetest.Stores
+	srv  *agentlink.Server
+	base string // the loopback server's http://host:port
+	obs  *recorder
+	logs *logbuf.Buffer
+	org  cloud.Org
+	// serial is the store's serial service, observed by the endpoint.
+	serial cloud.SerialService
 	// codec is what connect's agents offer in their hello: JSON (none, as
 	// agents from before CBOR) unless a test sets it.
 	codec protocol.Codec
+}
+
+// stores are the dialects every test of the endpoint runs on.
+var stores dialects.Each
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stores.Close()
+	os.Exit(code)
 }
 
 // codecs are the codecs the tests that run once per codec use: JSON, as an
 // agent from before CBOR speaks it, and CBOR.
 var codecs = []protocol.Codec{protocol.JSON, protocol.CBOR}
 
-// forCodecs runs test once per codec, on an endpoint of its own.
+// forCodecs runs test once per codec and store, on an endpoint of its own.
 func forCodecs(t *testing.T, test func(t *testing.T, e *env)) {
-	for _, c := range codecs {
-		t.Run(string(c), func(t *testing.T) {
-			e := newEnv(t, nil)
-			e.codec = c
-			test(t, e)
-		})
-	}
+	stores.Run(t, func(t *testing.T, open storetest.Opener) {
+		for _, c := range codecs {
+			t.Run(string(c), func(t *testing.T) {
+				e := newEnv(t, open, nil)
+				e.codec = c
+				test(t, e)
+			})
+		}
+	})
 }
 
-func newEnv(t *testing.T, tweak func(*agentlink.Config)) *env {
+func newEnv(t *testing.T, open storetest.Opener, tweak func(*agentlink.Config)) *env {
 	t.Helper()
-	db := sqlitetest.Open(t) // closed last
+	return newEnvOn(t, open(t, nil), tweak) // the store closes last
+}
+
+// newEnvOn is newEnv on stores s.
+func newEnvOn(t *testing.T, s storetest.Stores, tweak func(*agentlink.Config)) *env {
+	t.Helper()
 	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	store, err := sqlite.NewAgentStore(db, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() }) // after the endpoint shut down
-	org := sqlitetest.Org(t, db, "Acme")
+	org := storetest.Org(t, s.Store, "Acme")
 	obs := newRecorder()
-	cfg := agentlink.Config{Store: store, Observers: []cloud.Observer{obs}, Logger: log, SweepInterval: 20 * time.Millisecond}
+	cfg := agentlink.Config{Store: s.Agent, Observers: []cloud.Observer{obs}, Logger: log, SweepInterval: 20 * time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}
 	srv, base := linktest.Serve(t, cfg)
-	serial := sqlite.NewSerialService(db)
-	serial.Observer = srv
-	return &env{t: t, db: db, store: store, srv: srv, base: base, obs: obs, logs: logs, org: org, serial: serial}
+	s.Store.Observe(srv, nil)
+	return &env{t: t, s: s, srv: srv, base: base, obs: obs, logs: logs, org: org, serial: s.Store.Serial()}
 }
 
 // addDevice registers a device and returns its id and token.
 func (e *env) addDevice(model string) (string, string) {
 	e.t.Helper()
-	d, tok := sqlitetest.Device(e.t, e.db, cloud.NewDevice{OrgID: e.org.ID, Name: "gw", SerialNumber: "SN-" + time.Now().Format("150405.000000000"), Model: model})
+	d, tok := storetest.Device(e.t, e.s.Store, cloud.NewDevice{OrgID: e.org.ID, Name: "gw", SerialNumber: "SN-" + time.Now().Format("150405.000000000"), Model: model})
 	return d.ID, tok
 }
 
@@ -315,26 +326,67 @@ type deviceRow struct {
 
 func (e *env) device(id string) deviceRow {
 	e.t.Helper()
-	var r deviceRow
-	var ls *int64
-	err := e.db.R.QueryRow(`SELECT status, firmware_version, ip_address, agent_device_name, agent_device_location, agent_timezone, last_seen FROM devices WHERE id = ?`, id).
-		Scan(&r.Status, &r.Firmware, &r.IP, &r.AgentName, &r.AgentLocation, &r.AgentTZ, &ls)
+	d, err := e.s.Store.Devices().Device(context.Background(), e.org.ID, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if ls != nil {
-		r.LastSeen = *ls
+	r := deviceRow{Status: string(d.Status), Firmware: d.FirmwareVersion, IP: d.IPAddress, AgentName: d.AgentDeviceName,
+		AgentLocation: d.AgentDeviceLocation, AgentTZ: d.AgentTimezone}
+	if d.LastSeen != nil {
+		r.LastSeen = d.LastSeen.UnixMilli()
 	}
 	return r
 }
 
-func (e *env) count(q string, args ...any) int {
+// events returns the device's events of type typ ("" for all), newest
+// first, as the public API lists them.
+func (e *env) events(id, typ string) []resource.Event {
 	e.t.Helper()
-	var n int
-	if err := e.db.R.QueryRow(q, args...).Scan(&n); err != nil {
-		e.t.Fatal(err)
+	var all []resource.Event
+	f := cloud.EventFilter{Page: cloud.Page{Limit: 200}, Type: typ}
+	for {
+		l, err := e.s.Store.Devices().Events(context.Background(), e.org.ID, id, f)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		all = append(all, l.Data...)
+		if !l.Pagination.HasMore {
+			return all
+		}
+		f.Cursor = *l.Pagination.NextCursor
+	}
+}
+
+// countEvents counts the device's events of type typ for which match (nil:
+// any) holds.
+func (e *env) countEvents(id, typ string, match func(resource.Event) bool) int {
+	e.t.Helper()
+	n := 0
+	for _, ev := range e.events(id, typ) {
+		if match == nil || match(ev) {
+			n++
+		}
 	}
 	return n
+}
+
+// metrics counts the device's stored samples.
+func (e *env) metrics(id string) int {
+	e.t.Helper()
+	m, err := e.s.Store.Devices().Metrics(context.Background(), e.org.ID, id, cloud.MetricsQuery{From: time.Unix(0, 0), To: time.Now().Add(24 * time.Hour), Limit: 1000})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(m.Data)
+}
+
+// appliedVersion is the configuration version the store holds as applied
+// by the device's agent: no reader of the contract shows it.
+func (e *env) appliedVersion(id string) int64 {
+	e.t.Helper()
+	var v int64
+	dialects.QueryRow(e.t, e.s.Store, `SELECT applied_version FROM serial_state WHERE device_id = ?`, []any{id}, &v)
+	return v
 }
 
 // eventually retries f until it returns "" or d passes.

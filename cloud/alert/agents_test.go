@@ -17,21 +17,20 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/alert"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/test/rig/linktest"
-	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
-// relay runs the real agent endpoint (cloud/agentlink) over a real SQLite
-// file, with the alert engine and the webhook notifier as its observers and
+// relay runs the real agent endpoint (cloud/agentlink) over a real store
+// (each test runs on SQLite and on PostgreSQL), with the alert engine and the webhook notifier as its observers and
 // the webhook dispatcher sending to a real HTTPS receiver.
 type relay struct {
 	t      *testing.T
-	db     *sqlite.DB
+	s      storetest.Stores
 	org    cloud.Org
 	base   string // the agent endpoint's http://host:port
 	hooks  chan received
@@ -46,12 +45,12 @@ type received struct {
 	SigOK  bool
 }
 
-func newRelay(t *testing.T) *relay {
+func newRelay(t *testing.T, open storetest.Opener) *relay {
 	t.Helper()
 	ctx := context.Background()
-	db := sqlitetest.Open(t) // closed last, after the cleanup below
-	org := sqlitetest.Org(t, db, "acme")
-	r := &relay{t: t, db: db, org: org, hooks: make(chan received, 1000)}
+	s := open(t, nil) // closed last, after the cleanup below
+	org := storetest.Org(t, s.Store, "acme")
+	r := &relay{t: t, s: s, org: org, hooks: make(chan received, 1000)}
 	r.hookSv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		var ev struct{ Event, DeviceID string }
@@ -59,29 +58,24 @@ func newRelay(t *testing.T) *relay {
 		r.hooks <- received{Path: req.URL.Path, Event: ev.Event, Device: ev.DeviceID, Body: body, SigOK: signedBoth(org.WebhookSecret, req, body)}
 		w.WriteHeader(http.StatusOK)
 	}))
-	disp := startDispatcher(t, db, org.ID, r.hookSv, 20*time.Millisecond)
+	disp := startDispatcher(t, s, org.ID, r.hookSv, 20*time.Millisecond)
 	notifier := webhook.NewNotifier(disp)
-	engine := alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(db), Observer: notifier, SweepInterval: 50 * time.Millisecond})
-	store, err := sqlite.NewAgentStore(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	engine := alert.New(alert.Config{Store: s.Engine, Observer: notifier, SweepInterval: 50 * time.Millisecond})
 	ectx, cancel := context.WithCancel(ctx)
 	go engine.Run(ectx)
 	t.Cleanup(func() { // after the agent endpoint (below) shut down: no more observer calls
 		cancel()
 		disp.Close()
-		store.Close()
 		r.hookSv.Close()
 	})
-	_, r.base = linktest.Serve(t, agentlink.Config{Store: store, Observers: []cloud.Observer{engine, notifier}, SweepInterval: 20 * time.Millisecond,
+	_, r.base = linktest.Serve(t, agentlink.Config{Store: s.Agent, Observers: []cloud.Observer{engine, notifier}, SweepInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler)})
 	return r
 }
 
 func (r *relay) addDevice(serial string) (string, string) {
 	r.t.Helper()
-	d, tok := sqlitetest.Device(r.t, r.db, cloud.NewDevice{OrgID: r.org.ID, Name: serial, SerialNumber: serial, Model: "IG-500"})
+	d, tok := storetest.Device(r.t, r.s.Store, cloud.NewDevice{OrgID: r.org.ID, Name: serial, SerialNumber: serial, Model: "IG-500"})
 	return d.ID, tok
 }
 
@@ -107,13 +101,10 @@ func (r *relay) hook(device, event string) received {
 // waitAlert waits until the device has an alert of rule in state.
 func (r *relay) waitAlert(device, rule string, state resource.AlertState) resource.Alert {
 	r.t.Helper()
-	ruleID, err := r.db.RuleID(context.Background(), r.org.ID, rule)
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	ruleID := storetest.Rule(r.t, r.s.Engine, r.org.ID, rule).ID
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		for _, a := range listAlerts(r.t, r.db, r.org.ID, state) {
+		for _, a := range listAlerts(r.t, r.s.Store, r.org.ID, state) {
 			if a.DeviceID == device && a.RuleID == ruleID {
 				return a
 			}
@@ -187,8 +178,10 @@ func sample(at time.Time, cpu, disk float64) resource.MetricSample {
 // TestAgentsEndToEnd drives simulated agents through the real agent
 // endpoint: a CPU spike, a full disk, a tunnel that goes down and up, an
 // agent that goes silent and comes back, and signal forwarding.
-func TestAgentsEndToEnd(t *testing.T) {
-	r := newRelay(t)
+func TestAgentsEndToEnd(t *testing.T) { stores.Run(t, testAgentsEndToEnd) }
+
+func testAgentsEndToEnd(t *testing.T, open storetest.Opener) {
+	r := newRelay(t, open)
 	now := time.Now().Add(-time.Hour)
 
 	t.Run("cpu spike", func(t *testing.T) {
@@ -231,7 +224,7 @@ func TestAgentsEndToEnd(t *testing.T) {
 		a.heartbeat(&protocol.VPN{Up: true, InterfaceName: "wg0", Endpoint: "vpn.example.com:51820", PeerCount: 1})
 		r.waitAlert(dev, "vpn_down", resource.AlertResolved)
 		r.hook(dev, "alert.resolved")
-		evs, err := sqlite.NewDeviceService(r.db).Events(context.Background(), r.org.ID, dev, cloud.EventFilter{Page: cloud.Page{Limit: 50}, Type: "alert.vpn_down"})
+		evs, err := r.s.Store.Devices().Events(context.Background(), r.org.ID, dev, cloud.EventFilter{Page: cloud.Page{Limit: 50}, Type: "alert.vpn_down"})
 		if err != nil || len(evs.Data) != 1 {
 			t.Errorf("alert.vpn_down events: %d %v, want the agent's one", len(evs.Data), err)
 		}
@@ -261,7 +254,7 @@ func TestAgentsEndToEnd(t *testing.T) {
 			a.heartbeat(nil)
 			time.Sleep(100 * time.Millisecond)
 		}
-		for _, al := range listAlerts(r.t, r.db, r.org.ID, resource.AlertActive) {
+		for _, al := range listAlerts(r.t, r.s.Store, r.org.ID, resource.AlertActive) {
 			if al.DeviceID == dev {
 				t.Fatalf("device_offline opened for a quick reconnect: %s", al.Message)
 			}
@@ -277,7 +270,7 @@ func TestAgentsEndToEnd(t *testing.T) {
 	t.Run("signal forwarding", func(t *testing.T) {
 		dev, tok := r.addDevice("SIG1")
 		url, on := r.hookSv.URL+"/signals", true
-		if _, err := sqlite.NewSerialService(r.db).PatchSerial(context.Background(), r.org.ID, dev, cloud.SerialPatch{WebhookURL: &url, WebhookEnabled: &on}); err != nil {
+		if _, err := r.s.Store.Serial().PatchSerial(context.Background(), r.org.ID, dev, cloud.SerialPatch{WebhookURL: &url, WebhookEnabled: &on}); err != nil {
 			t.Fatal(err)
 		}
 		a := r.connect(t, tok, time.Minute)

@@ -12,20 +12,22 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/alert"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/resource"
-	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
-// env is a relay store on a real SQLite file, an alert engine whose alert
+// env is a relay store (each test runs on SQLite and on PostgreSQL), an
+// alert engine whose alert
 // webhooks go through the real dispatcher to a real HTTPS receiver.
 type env struct {
 	t      *testing.T
-	db     *sqlite.DB
+	s      storetest.Stores
 	org    cloud.Org
 	dev    cloud.DeviceRef
+	agent  agentlink.Device // dev, as its agent writes
 	engine *alert.Engine
 	notify cloud.AlertObserver
 	hooks  *hookReceiver
@@ -77,28 +79,29 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, open storetest.Opener) *env {
 	t.Helper()
-	db := sqlitetest.Open(t)
-	org := sqlitetest.Org(t, db, "acme")
-	d, _ := sqlitetest.Device(t, db, cloud.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: "SN1", Model: "IG-500"})
-	e := &env{t: t, db: db, org: org, dev: cloud.DeviceRef{ID: d.ID, OrgID: org.ID, Model: "IG-500"}, now: time.Now().UTC().Truncate(time.Second)}
-	e.clock = &clock{t: e.now}
-	db.Now = e.clock.Now
+	now := time.Now().UTC().Truncate(time.Second)
+	c := &clock{t: now}
+	s := open(t, c.Now)
+	org := storetest.Org(t, s.Store, "acme")
+	d, _ := storetest.Device(t, s.Store, cloud.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: "SN1", Model: "IG-500"})
+	e := &env{t: t, s: s, org: org, dev: cloud.DeviceRef{ID: d.ID, OrgID: org.ID, Model: "IG-500"}, now: now, clock: c}
+	e.agent = agentlink.Device{ID: d.ID, OrgID: org.ID, Model: "IG-500"}
 	e.hooks = &hookReceiver{secret: org.WebhookSecret, ch: make(chan resource.AlertWebhook, 100)}
 	e.hooks.srv = httptest.NewTLSServer(e.hooks)
 	t.Cleanup(e.hooks.srv.Close)
-	disp := startDispatcher(t, db, org.ID, e.hooks.srv, 10*time.Millisecond)
+	disp := startDispatcher(t, s, org.ID, e.hooks.srv, 10*time.Millisecond)
 	t.Cleanup(func() { disp.Close() })
 	e.notify = webhook.NewNotifier(disp)
-	e.engine = alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(db), Observer: e.notify, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now})
+	e.engine = alert.New(alert.Config{Store: s.Engine, Observer: e.notify, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now})
 	return e
 }
 
 // restart replaces the engine by a new one on the same store, as a relay
 // restart does.
 func (e *env) restart() {
-	e.engine = alert.New(alert.Config{Store: sqlite.NewAlertEngineStore(e.db), Observer: e.notify, Now: e.clock.Now})
+	e.engine = alert.New(alert.Config{Store: e.s.Engine, Observer: e.notify, Now: e.clock.Now})
 }
 
 // metrics stores samples (as the agent endpoint does) and tells the engine.
@@ -109,9 +112,7 @@ func (e *env) metrics(samples ...resource.MetricSample) {
 		samples[i].CapturedAt = resource.T(e.now)
 	}
 	e.clock.Set(e.now.Add(time.Second)) // stored a second after capture
-	if _, err := e.db.InsertMetrics(context.Background(), e.dev.ID, samples); err != nil {
-		e.t.Fatal(err)
-	}
+	storetest.Metrics(e.t, e.s.Agent, e.agent, samples...)
 	e.engine.MetricsStored(context.Background(), e.dev, samples)
 }
 
@@ -124,14 +125,14 @@ func disk(v float64) resource.MetricSample {
 
 func (e *env) alerts(state resource.AlertState) []resource.Alert {
 	e.t.Helper()
-	return listAlerts(e.t, e.db, e.org.ID, state)
+	return listAlerts(e.t, e.s.Store, e.org.ID, state)
 }
 
 // listAlerts returns the organization's alerts in state (the first 100),
 // as the API lists them.
-func listAlerts(t *testing.T, db *sqlite.DB, orgID string, state resource.AlertState) []resource.Alert {
+func listAlerts(t *testing.T, s cloud.Store, orgID string, state resource.AlertState) []resource.Alert {
 	t.Helper()
-	l, err := sqlite.NewAlertService(db).ListAlerts(context.Background(), orgID, cloud.AlertFilter{Page: cloud.Page{Limit: 100}, State: state})
+	l, err := s.Alerts().ListAlerts(context.Background(), orgID, cloud.AlertFilter{Page: cloud.Page{Limit: 100}, State: state})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func listAlerts(t *testing.T, db *sqlite.DB, orgID string, state resource.AlertS
 
 func (e *env) events(typ string) []resource.Event {
 	e.t.Helper()
-	l, err := sqlite.NewDeviceService(e.db).Events(context.Background(), e.org.ID, e.dev.ID, cloud.EventFilter{Page: cloud.Page{Limit: 200}, Type: typ})
+	l, err := e.s.Store.Devices().Events(context.Background(), e.org.ID, e.dev.ID, cloud.EventFilter{Page: cloud.Page{Limit: 200}, Type: typ})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -148,11 +149,7 @@ func (e *env) events(typ string) []resource.Event {
 }
 
 func (e *env) ruleID(name string) string {
-	id, err := e.db.RuleID(context.Background(), e.org.ID, name)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return id
+	return storetest.Rule(e.t, e.s.Engine, e.org.ID, name).ID
 }
 
 // hook waits for the next alert webhook.
@@ -183,7 +180,11 @@ func (e *env) noHook() {
 }
 
 func TestCPUSpikeOpensAfterNConsecutiveSamplesAndClearsWithHysteresis(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testCPUSpikeOpensAfterNConsecutiveSamplesAndClearsWithHysteresis)
+}
+
+func testCPUSpikeOpensAfterNConsecutiveSamplesAndClearsWithHysteresis(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	e.metrics(cpu(95), cpu(96))
 	e.metrics(cpu(50)) // breaks the run
 	e.metrics(cpu(95))
@@ -225,7 +226,11 @@ func TestCPUSpikeOpensAfterNConsecutiveSamplesAndClearsWithHysteresis(t *testing
 }
 
 func TestConsecutiveCountSurvivesRestart(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testConsecutiveCountSurvivesRestart)
+}
+
+func testConsecutiveCountSurvivesRestart(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	e.metrics(cpu(95), cpu(95))
 	e.restart()
 	e.metrics(cpu(95))
@@ -239,8 +244,10 @@ func TestConsecutiveCountSurvivesRestart(t *testing.T) {
 	}
 }
 
-func TestFullDiskAndSpooledBatch(t *testing.T) {
-	e := newEnv(t)
+func TestFullDiskAndSpooledBatch(t *testing.T) { stores.Run(t, testFullDiskAndSpooledBatch) }
+
+func testFullDiskAndSpooledBatch(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	e.metrics(disk(96)) // disk_full: one sample is enough
 	as := e.alerts(resource.AlertActive)
 	if len(as) != 1 || as[0].RuleID != e.ruleID("disk_full") || as[0].Severity != resource.SeverityError {
@@ -262,14 +269,16 @@ func TestFullDiskAndSpooledBatch(t *testing.T) {
 	}
 }
 
-func TestManualResolveNeedsNewSamples(t *testing.T) {
-	e := newEnv(t)
+func TestManualResolveNeedsNewSamples(t *testing.T) { stores.Run(t, testManualResolveNeedsNewSamples) }
+
+func testManualResolveNeedsNewSamples(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	e.metrics(cpu(95), cpu(95), cpu(95))
 	as := e.alerts(resource.AlertActive)
 	if len(as) != 1 {
 		t.Fatal("no alert")
 	}
-	if _, err := sqlite.NewAlertService(e.db).Resolve(context.Background(), e.org.ID, as[0].ID); err != nil {
+	if _, err := e.s.Store.Alerts().Resolve(context.Background(), e.org.ID, as[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	e.metrics(cpu(95), cpu(95))
@@ -283,12 +292,14 @@ func TestManualResolveNeedsNewSamples(t *testing.T) {
 }
 
 func TestAgentSilentOpensDeviceOffline(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testAgentSilentOpensDeviceOffline)
+}
+
+func testAgentSilentOpensDeviceOffline(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	ctx := context.Background()
 	lastSeen := e.clock.Now()
-	if _, err := e.db.SetDeviceStatus(ctx, e.dev.ID, resource.StatusOffline, lastSeen); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Offline(t, e.s.Agent, e.agent, lastSeen, 30*time.Second)
 	// The agent disconnected 10 s after its last heartbeat (interval 30 s):
 	// not yet three intervals.
 	e.clock.Set(lastSeen.Add(10 * time.Second))
@@ -315,7 +326,7 @@ func TestAgentSilentOpensDeviceOffline(t *testing.T) {
 	}
 	// Resolved by hand while still offline: not opened again, not even by a
 	// restarted engine.
-	if _, err := sqlite.NewAlertService(e.db).Resolve(ctx, e.org.ID, as[0].ID); err != nil {
+	if _, err := e.s.Store.Alerts().Resolve(ctx, e.org.ID, as[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	e.restart()
@@ -326,7 +337,7 @@ func TestAgentSilentOpensDeviceOffline(t *testing.T) {
 	}
 	// Back online, then silent again: a new alert, resolved when it returns.
 	e.clock.Set(lastSeen.Add(10 * time.Minute))
-	e.db.SetDeviceStatus(ctx, e.dev.ID, resource.StatusOffline, lastSeen.Add(10*time.Minute))
+	storetest.Offline(t, e.s.Agent, e.agent, lastSeen.Add(10*time.Minute), 30*time.Second)
 	e.clock.Set(lastSeen.Add(12 * time.Minute))
 	e.engine.StatusChanged(ctx, e.dev, resource.StatusOnline, resource.StatusOffline)
 	if h := e.hook(); h.Event != "alert.opened" {
@@ -341,7 +352,9 @@ func TestAgentSilentOpensDeviceOffline(t *testing.T) {
 	}
 }
 
-func TestTunnelDown(t *testing.T) {
+func TestTunnelDown(t *testing.T) { stores.Run(t, testTunnelDown) }
+
+func testTunnelDown(t *testing.T, open storetest.Opener) {
 	for _, tc := range []struct {
 		name string
 		up   func(e *env)
@@ -352,20 +365,18 @@ func TestTunnelDown(t *testing.T) {
 		}},
 		{"resolved by a vpn.up event", func(e *env) {
 			up := []resource.Event{{Type: "vpn.up", Severity: resource.SeverityInfo, Message: "tunnel up"}}
-			e.db.InsertEvents(context.Background(), e.dev.ID, up)
+			up = storetest.Events(e.t, e.s.Agent, e.agent, up...)
 			e.engine.EventsStored(context.Background(), e.dev, up)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newEnv(t, open)
 			ctx := context.Background()
 			// A heartbeat with the tunnel up while nothing is open changes nothing.
 			e.engine.HeartbeatStored(ctx, e.dev, cloud.Heartbeat{At: time.Now(), VPN: &cloud.VPNState{Up: true}})
 			down := []resource.Event{{Type: "alert.vpn_down", Severity: resource.SeverityError, Message: "VPN tunnel wg0 down",
 				Data: json.RawMessage(`{"interfaceName":"wg0","endpoint":"vpn.example.com:51820","peerCount":0}`)}}
-			if _, err := e.db.InsertEvents(ctx, e.dev.ID, down); err != nil { // stored by the agent endpoint
-				t.Fatal(err)
-			}
+			down = storetest.Events(t, e.s.Agent, e.agent, down...) // stored by the agent endpoint
 			e.engine.EventsStored(ctx, e.dev, down)
 			e.engine.EventsStored(ctx, e.dev, down) // a resend: still one alert
 			as := e.alerts(resource.AlertActive)
@@ -401,7 +412,11 @@ func TestTunnelDown(t *testing.T) {
 }
 
 func TestAtMostOneOpenAlertUnderConcurrency(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testAtMostOneOpenAlertUnderConcurrency)
+}
+
+func testAtMostOneOpenAlertUnderConcurrency(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	e.metrics(disk(95))
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {

@@ -11,9 +11,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/cloud/webhook"
 )
+
+// stores are the dialects every test of the engine runs on.
+var stores dialects.Each
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stores.Close()
+	os.Exit(code)
+}
 
 // signedBoth reports whether a webhook request carries both signatures
 // (X-Service-Signature and Standard Webhooks) of body with secret.
@@ -24,21 +34,21 @@ func signedBoth(secret string, r *http.Request, body []byte) bool {
 }
 
 // startDispatcher points org's alert webhook at receiver's /alerts and
-// starts the real webhook dispatcher on db, trusting receiver's
+// starts the real webhook dispatcher on s, trusting receiver's
 // certificate and retrying after backoff. The caller closes it.
-func startDispatcher(t *testing.T, db *sqlite.DB, orgID string, receiver *httptest.Server, backoff time.Duration) *webhook.Dispatcher {
+func startDispatcher(t *testing.T, s storetest.Stores, orgID string, receiver *httptest.Server, backoff time.Duration) *webhook.Dispatcher {
 	t.Helper()
 	ctx := context.Background()
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: receiver.Certificate().Raw}), 0o600)
-	if err := db.SetOrgAlertWebhook(ctx, orgID, receiver.URL+"/alerts"); err != nil {
+	if err := s.Store.SetOrgAlertWebhook(ctx, orgID, receiver.URL+"/alerts"); err != nil {
 		t.Fatal(err)
 	}
 	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: ca})
 	if err != nil {
 		t.Fatal(err)
 	}
-	disp, err := webhook.New(webhook.Config{Store: sqlite.NewWebhookStore(db), Client: client, Backoff: []time.Duration{backoff}})
+	disp, err := webhook.New(webhook.Config{Store: s.Outbox, Client: client, Backoff: []time.Duration{backoff}})
 	if err != nil {
 		t.Fatal(err)
 	}

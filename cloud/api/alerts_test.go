@@ -8,12 +8,18 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/resource"
 )
 
 func TestListAlerts(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testListAlerts)
+}
+
+func testListAlerts(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d1 := e.device(e.orgA.ID, "IG-500")
 	d2 := e.device(e.orgA.ID, "IG-500")
 	base := time.Now().Add(-time.Hour)
@@ -73,7 +79,12 @@ func TestListAlerts(t *testing.T) {
 // TestAlertStateTable walks the spec's state table cell by cell over HTTP.
 func TestAlertStateTable(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testAlertStateTable)
+}
+
+func testAlertStateTable(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	act := func(id, action string) resp {
 		return e.req(http.MethodPost, "/api/v1/public/alerts/"+id+"/"+action, e.keyA, nil)
 	}
@@ -157,7 +168,12 @@ func resolvedAt(a resource.Alert) *resource.Time     { return a.ResolvedAt }
 // that same resolvedAt.
 func TestConcurrentAckResolve(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testConcurrentAckResolve)
+}
+
+func testConcurrentAckResolve(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	a := e.alert(d.ID, "high_cpu", resource.AlertActive, time.Now().Add(-time.Minute))
 	type result struct {

@@ -9,21 +9,24 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/resource"
 )
 
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testAuthentication)
+}
+
+func testAuthentication(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	ctx := context.Background()
-	expired, err := apikey.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	past := time.Now().Add(-48 * time.Hour)
-	if err := e.db.InsertKey(ctx, &cloud.APIKey{ID: expired.ID, OrgID: e.orgA.ID, Name: "old", Hash: expired.Hash, Scopes: cloud.AllScopes, ExpiresAt: past.Add(24 * time.Hour), CreatedAt: past}); err != nil {
-		t.Fatal(err)
-	}
+	// A key made two days ago for a day.
+	e.ago.Store(int64(48 * time.Hour))
+	expired := struct{ ID, Key string }{Key: e.key(e.orgA.ID, cloud.AllScopes...)}
+	e.ago.Store(0)
+	expired.ID, _, _ = apikey.Parse(expired.Key)
 	id, _, _ := apikey.Parse(e.keyA)
 	wrongSecret := "svc_sk_" + id + "_" + strings.Repeat("A", 43)
 	expiredWrong := "svc_sk_" + expired.ID + "_" + strings.Repeat("B", 43)
@@ -58,7 +61,7 @@ func TestAuthentication(t *testing.T) {
 	e.get("/devices", k).want(t, http.StatusOK, "")
 	e.get("/devices", k).want(t, http.StatusOK, "")
 	kid, _, _ := apikey.Parse(k)
-	if _, err := e.db.RevokeKey(ctx, kid); err != nil {
+	if _, err := e.s.Store.RevokeKey(ctx, kid); err != nil {
 		t.Fatal(err)
 	}
 	e.get("/devices", k).want(t, http.StatusUnauthorized, cloud.EREVOKED)
@@ -70,7 +73,12 @@ func TestAuthentication(t *testing.T) {
 // one it needs (403 naming it) and with a key holding only that one.
 func TestScopes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testScopes)
+}
+
+func testScopes(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	a := e.alert(d.ID, "high_cpu", resource.AlertActive, time.Time{})
 	endpoints := []struct {

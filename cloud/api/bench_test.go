@@ -15,8 +15,8 @@ import (
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/relaymetrics"
-	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/test/rig/sqlitetest"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 )
 
 // BenchmarkHandler measures the server side of an authenticated request
@@ -24,25 +24,23 @@ import (
 // figures against the targets come from `make bench-api`.
 func BenchmarkHandler(b *testing.B) {
 	ctx := context.Background()
-	db := sqlitetest.Open(b)
-	org := sqlitetest.Org(b, db, "bench")
+	s := dialects.SQLite(b, nil)
+	org := storetest.Org(b, s.Store, "bench")
 	for i := 0; i < 500; i++ {
-		d, _ := sqlitetest.Device(b, db, cloud.NewDevice{OrgID: org.ID, Name: fmt.Sprintf("gw-%d", i), SerialNumber: fmt.Sprintf("SN-%d", i), Model: "IG-500"})
+		d, _ := storetest.Device(b, s.Store, cloud.NewDevice{OrgID: org.ID, Name: fmt.Sprintf("gw-%d", i), SerialNumber: fmt.Sprintf("SN-%d", i), Model: "IG-500"})
 		if i < 100 {
-			if _, err := db.InsertAlert(ctx, sqlite.NewAlert{DeviceID: d.ID, RuleName: "high_cpu", Message: "cpu"}); err != nil {
-				b.Fatal(err)
-			}
+			storetest.Alert(b, s.Engine, s.Store.Alerts(), storetest.NewAlert{OrgID: org.ID, DeviceID: d.ID, Rule: "high_cpu", Message: "cpu"})
 		}
 	}
-	_, key, err := db.CreateKey(ctx, org.ID, "bench", cloud.AllScopes, 0)
+	_, key, err := s.Store.CreateKey(ctx, org.ID, "bench", cloud.AllScopes, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	devices := sqlite.NewDeviceService(db)
-	auth := apikey.NewAuthenticator(db, time.Now, 100)
+	devices := s.Store.Devices()
+	auth := apikey.NewAuthenticator(s.Store.Keys(), time.Now, 100)
 	srv := api.NewServer(api.Config{
-		Devices: devices, Serial: sqlite.NewSerialService(db), Alerts: sqlite.NewAlertService(db),
-		Auth: auth, Versioner: db, RateLimit: 1 << 30,
+		Devices: devices, Serial: s.Store.Serial(), Alerts: s.Store.Alerts(),
+		Auth: auth, Versioner: s.Store.Versioner(), RateLimit: 1 << 30,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	// The store and the authenticator alone, for comparison: what the API
@@ -65,8 +63,8 @@ func BenchmarkHandler(b *testing.B) {
 	})
 	// The same server counting requests for /metrics, as the relay runs it.
 	measured := api.NewServer(api.Config{
-		Devices: devices, Serial: sqlite.NewSerialService(db), Alerts: sqlite.NewAlertService(db),
-		Auth: auth, Versioner: db, RateLimit: 1 << 30,
+		Devices: devices, Serial: s.Store.Serial(), Alerts: s.Store.Alerts(),
+		Auth: auth, Versioner: s.Store.Versioner(), RateLimit: 1 << 30,
 		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Requests: relaymetrics.New().Requests(),
 	})

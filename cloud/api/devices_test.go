@@ -12,13 +12,21 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
 func TestListDevices(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testListDevices)
+}
+
+func testListDevices(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	var devs []resource.DeviceDetail
 	for i := 0; i < 30; i++ {
 		devs = append(devs, e.device(e.orgA.ID, "IG-500"))
@@ -76,9 +84,7 @@ func TestListDevices(t *testing.T) {
 	if len(page.Data) != 1 || !page.Pagination.HasMore {
 		t.Fatalf("limit=1: %d items", len(page.Data))
 	}
-	if _, err := e.db.SetDeviceStatus(context.Background(), want[3], resource.StatusOnline, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Connect(t, e.s.Agent, e.agent(want[3]), time.Now(), protocol.Hello{AgentVersion: "1.0.0"})
 	r = e.get("/devices?status=ONLINE", e.keyA)
 	r.decode(t, &page)
 	if len(page.Data) != 1 || page.Data[0].ID != want[3] || page.Data[0].Status != resource.StatusOnline || page.Data[0].LastSeen == nil {
@@ -92,7 +98,12 @@ func TestListDevices(t *testing.T) {
 
 func TestDeviceDetailAndIsolation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testDeviceDetailAndIsolation)
+}
+
+func testDeviceDetailAndIsolation(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	a := e.device(e.orgA.ID, "IG-500")
 	b := e.device(e.orgB.ID, "IG-500")
 	r := e.get("/devices/"+a.ID, e.keyA)
@@ -137,8 +148,8 @@ func TestDeviceDetailAndIsolation(t *testing.T) {
 		}
 	}
 	// The alert of org B is neither changed nor listed.
-	got, err := e.alerts.Alert(context.Background(), e.orgB.ID, alertB.ID)
-	if err != nil || got.State != resource.AlertActive {
+	got, err := e.s.Store.Alerts().ListAlerts(context.Background(), e.orgB.ID, cloud.AlertFilter{Page: cloud.Page{Limit: 10}})
+	if err != nil || len(got.Data) != 1 || got.Data[0].ID != alertB.ID || got.Data[0].State != resource.AlertActive {
 		t.Fatalf("org B's alert changed: %+v %v", got, err)
 	}
 	var list resource.List[resource.Alert]
@@ -155,7 +166,12 @@ func TestDeviceDetailAndIsolation(t *testing.T) {
 // exactly once, and no device twice.
 func TestDevicePaginationUnderInserts(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testDevicePaginationUnderInserts)
+}
+
+func testDevicePaginationUnderInserts(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	before := map[string]bool{}
 	for i := 0; i < 60; i++ {
 		before[e.device(e.orgA.ID, "IG-100").ID] = true
@@ -177,7 +193,7 @@ func TestDevicePaginationUnderInserts(t *testing.T) {
 				return
 			default:
 			}
-			_, _, err := e.db.AddDevice(context.Background(), sqliteNewDevice(e.orgA.ID, fmt.Sprintf("LATE-%d", i)))
+			_, _, err := e.s.Store.AddDevice(context.Background(), cloud.NewDevice{OrgID: e.orgA.ID, Name: fmt.Sprintf("late LATE-%d", i), SerialNumber: fmt.Sprintf("LATE-%d", i), Model: "IG-100"})
 			if err != nil {
 				t.Error(err)
 				return
@@ -222,16 +238,19 @@ func TestDevicePaginationUnderInserts(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testMetrics)
+}
+
+func testMetrics(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	var samples []resource.MetricSample
 	for i := 0; i < 30; i++ { // every 5 minutes over 150 minutes
 		samples = append(samples, resource.MetricSample{CapturedAt: resource.T(now.Add(-time.Duration(i*5) * time.Minute)), CPUPct: float64(i), MemPct: 40, DiskUsedPct: 50, TempCPU: 55.5, LoadAvg1: 0.5})
 	}
-	if _, err := e.db.InsertMetrics(context.Background(), d.ID, samples); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Metrics(t, e.s.Agent, e.agent(d.ID), samples...)
 	// Default: the last hour before the server's now (samples at now-0 ..
 	// now-55m; the one at now-60m is just outside).
 	r := e.get("/devices/"+d.ID+"/metrics", e.keyA)
@@ -268,7 +287,12 @@ func TestMetrics(t *testing.T) {
 
 func TestEvents(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testEvents)
+}
+
+func testEvents(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	d2 := e.device(e.orgA.ID, "IG-500")
 	base := time.Now().Add(-time.Hour)
@@ -281,13 +305,8 @@ func TestEvents(t *testing.T) {
 		evs = append(evs, resource.Event{Type: typ, Severity: sev, Message: fmt.Sprintf("event %d", i), CreatedAt: resource.T(base.Add(time.Duration(i) * time.Second)),
 			Data: []byte(`{"interfaceName":"wg0","endpoint":"vpn.example:51820","peerCount":1}`)})
 	}
-	if _, err := e.db.InsertEvents(context.Background(), d.ID, evs); err != nil {
-		t.Fatal(err)
-	}
-	other := []resource.Event{{Type: "agent.started", Severity: resource.SeverityInfo, Message: "x"}}
-	if _, err := e.db.InsertEvents(context.Background(), d2.ID, other); err != nil {
-		t.Fatal(err)
-	}
+	evs = storetest.Events(t, e.s.Agent, e.agent(d.ID), evs...)
+	storetest.Events(t, e.s.Agent, e.agent(d2.ID), resource.Event{Type: "agent.started", Severity: resource.SeverityInfo, Message: "x"})
 	r := e.get("/devices/"+d.ID+"/events", e.keyA)
 	r.want(t, http.StatusOK, "")
 	var page resource.List[resource.Event]
@@ -321,7 +340,12 @@ func TestEvents(t *testing.T) {
 // once and the walk ends.
 func TestEventPaginationUnderInserts(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testEventPaginationUnderInserts)
+}
+
+func testEventPaginationUnderInserts(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	base := time.Now().Add(-time.Hour)
 	var evs []resource.Event
@@ -329,9 +353,7 @@ func TestEventPaginationUnderInserts(t *testing.T) {
 		// Several events share a millisecond: the id breaks the tie.
 		evs = append(evs, resource.Event{Type: "heartbeat", Severity: resource.SeverityInfo, Message: "hb", CreatedAt: resource.T(base.Add(time.Duration(i/3) * time.Millisecond))})
 	}
-	if _, err := e.db.InsertEvents(context.Background(), d.ID, evs); err != nil {
-		t.Fatal(err)
-	}
+	evs = storetest.Events(t, e.s.Agent, e.agent(d.ID), evs...)
 	before := map[string]bool{}
 	for _, ev := range evs {
 		before[ev.ID] = true
@@ -342,7 +364,8 @@ func TestEventPaginationUnderInserts(t *testing.T) {
 	for pages := 0; ; pages++ {
 		if pages == 1 { // new events arrive while the walk goes on
 			stop = storetest.WriteLoop(t, func(int) error {
-				_, err := e.db.InsertEvents(context.Background(), d.ID, []resource.Event{{Type: "usb.attached", Severity: resource.SeverityInfo, Message: "new"}})
+				_, err := e.s.Agent.Records(context.Background(), agentlink.RecordsIn{Device: e.agent(d.ID), Session: "s", Items: []protocol.Record{{Seq: 1,
+					Event: &protocol.Event{ID: ids.New(), Type: "usb.attached", Severity: resource.SeverityInfo, Message: "new", Data: []byte(`{}`), CreatedAt: resource.T(time.Now())}}}})
 				return err
 			})
 		}

@@ -9,64 +9,77 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/test/rig/logbuf"
 )
 
-// env is a relay API on a real SQLite file behind a real HTTP server on
-// loopback, with two organizations and a full-scope key for each.
+// env is a relay API on a real store (each test runs on SQLite and on
+// PostgreSQL, see stores) behind a real HTTP server on loopback, with two
+// organizations and a full-scope key for each.
 type env struct {
 	t      *testing.T
-	db     *sqlite.DB
+	s      storetest.Stores
 	srv    *httptest.Server
 	client *http.Client
 	tr     *specTransport
 	logs   *logbuf.Buffer
 	auth   *apikey.Authenticator
-	alerts *sqlite.AlertService
+	// ago moves the store's clock into the past (see newEnvOn).
+	ago atomic.Int64
 
 	orgA, orgB cloud.Org
 	keyA, keyB string
 	serial     atomic.Int64
+	mu         sync.Mutex
+	devices    map[string]agentlink.Device // by id, as the agents write
+}
+
+// stores are the dialects every test of the API runs on.
+var stores dialects.Each
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stores.Close()
+	os.Exit(code)
 }
 
 type envOption func(*api.Config)
 
 func withRateLimit(n int) envOption { return func(c *api.Config) { c.RateLimit = n } }
 
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t *testing.T, open storetest.Opener, opts ...envOption) *env {
 	t.Helper()
-	return newEnvAt(t, filepath.Join(t.TempDir(), "fleet.db"), opts...)
+	e := &env{}
+	return newEnvOn(t, e, open(t, e.now), opts...)
 }
 
-// newEnvAt is newEnv on the database file at path.
-func newEnvAt(t *testing.T, path string, opts ...envOption) *env {
+// now is the store's clock: the time, or ago before it.
+func (e *env) now() time.Time { return time.Now().Add(-time.Duration(e.ago.Load())) }
+
+// newEnvOn is newEnv on stores s opened with e's clock.
+func newEnvOn(t *testing.T, e *env, s storetest.Stores, opts ...envOption) *env {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	e := &env{t: t, db: db, logs: &logbuf.Buffer{}}
-	e.auth = apikey.NewAuthenticator(db, time.Now, 1000)
-	e.alerts = sqlite.NewAlertService(db)
+	e.t, e.s, e.logs, e.devices = t, s, &logbuf.Buffer{}, map[string]agentlink.Device{}
+	e.auth = apikey.NewAuthenticator(s.Store.Keys(), time.Now, 1000)
 	cfg := api.Config{
-		Devices:   sqlite.NewDeviceService(db),
-		Serial:    sqlite.NewSerialService(db),
-		Alerts:    e.alerts,
+		Devices:   s.Store.Devices(),
+		Serial:    s.Store.Serial(),
+		Alerts:    s.Store.Alerts(),
 		Auth:      e.auth,
-		Versioner: db,
+		Versioner: s.Store.Versioner(),
 		RateLimit: 1_000_000,
 		Logger:    slog.New(slog.NewJSONHandler(e.logs, nil)),
 	}
@@ -82,12 +95,8 @@ func newEnvAt(t *testing.T, path string, opts ...envOption) *env {
 			t.Errorf("an API key reached the log")
 		}
 	})
-	if e.orgA, err = db.CreateOrg(ctx, "Org A"); err != nil {
-		t.Fatal(err)
-	}
-	if e.orgB, err = db.CreateOrg(ctx, "Org B"); err != nil {
-		t.Fatal(err)
-	}
+	e.orgA = storetest.Org(t, s.Store, "Org A")
+	e.orgB = storetest.Org(t, s.Store, "Org B")
 	e.keyA = e.key(e.orgA.ID, cloud.AllScopes...)
 	e.keyB = e.key(e.orgB.ID, cloud.AllScopes...)
 	return e
@@ -96,7 +105,7 @@ func newEnvAt(t *testing.T, path string, opts ...envOption) *env {
 // key creates an API key of org with scopes and returns the full key.
 func (e *env) key(orgID string, scopes ...string) string {
 	e.t.Helper()
-	_, k, err := e.db.CreateKey(context.Background(), orgID, "test key", scopes, 24*time.Hour)
+	_, k, err := e.s.Store.CreateKey(context.Background(), orgID, "test key", scopes, 24*time.Hour)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -107,22 +116,26 @@ func (e *env) key(orgID string, scopes ...string) string {
 func (e *env) device(orgID, model string) resource.DeviceDetail {
 	e.t.Helper()
 	n := e.serial.Add(1)
-	d, _, err := e.db.AddDevice(context.Background(), sqlite.NewDevice{OrgID: orgID, Name: fmt.Sprintf("gw-%d", n), SerialNumber: fmt.Sprintf("SN-%06d", n), Model: model, Location: "Hall 1"})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	d, _ := storetest.Device(e.t, e.s.Store, cloud.NewDevice{OrgID: orgID, Name: fmt.Sprintf("gw-%d", n), SerialNumber: fmt.Sprintf("SN-%06d", n), Model: model, Location: "Hall 1"})
+	e.mu.Lock()
+	e.devices[d.ID] = agentlink.Device{ID: d.ID, OrgID: orgID, Model: model}
+	e.mu.Unlock()
 	return d
 }
 
-// alert opens an alert of rule on the device.
+// agent is the device of id (made by device) as its agent writes.
+func (e *env) agent(id string) agentlink.Device {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.devices[id]
+}
+
+// alert opens an alert of rule on the device at at (zero: now) and moves it
+// to state.
 func (e *env) alert(deviceID, rule string, state resource.AlertState, at time.Time) resource.Alert {
 	e.t.Helper()
-	a, err := e.db.InsertAlert(context.Background(), sqlite.NewAlert{DeviceID: deviceID, RuleName: rule, State: state, Message: rule + " on " + deviceID, CreatedAt: at,
-		Payload: json.RawMessage(`{"value":97.5}`)})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return a
+	return storetest.Alert(e.t, e.s.Engine, e.s.Store.Alerts(), storetest.NewAlert{OrgID: e.agent(deviceID).OrgID, DeviceID: deviceID, Rule: rule, State: state,
+		Message: rule + " on " + deviceID, At: at, Payload: json.RawMessage(`{"value":97.5}`)})
 }
 
 // resp is a decoded response.
@@ -208,8 +221,4 @@ func (r resp) want(tb testing.TB, status int, code string) {
 	if code != "" && r.errCode() != code {
 		tb.Fatalf("code %q, want %q; body %s", r.errCode(), code, r.body)
 	}
-}
-
-func sqliteNewDevice(orgID, serial string) sqlite.NewDevice {
-	return sqlite.NewDevice{OrgID: orgID, Name: "late " + serial, SerialNumber: serial, Model: "IG-100"}
 }

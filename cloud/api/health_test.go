@@ -8,14 +8,17 @@ import (
 	"testing"
 
 	"github.com/fleet/fleet/cloud/api"
+	"github.com/fleet/fleet/cloud/storetest"
 )
 
 // TestHealthAndReadiness checks what a load balancer and a monitor see:
 // /healthz and /readyz answer without a key and outside the rate limit,
 // and /readyz turns 503 with a reason while Config.Ready refuses.
-func TestHealthAndReadiness(t *testing.T) {
+func TestHealthAndReadiness(t *testing.T) { stores.Run(t, testHealthAndReadiness) }
+
+func testHealthAndReadiness(t *testing.T, open storetest.Opener) {
 	var refuse atomic.Pointer[error]
-	e := newEnv(t, withRateLimit(2), func(c *api.Config) {
+	e := newEnv(t, open, withRateLimit(2), func(c *api.Config) {
 		c.Ready = func(context.Context) error {
 			if p := refuse.Load(); p != nil {
 				return *p

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/api"
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -49,8 +50,13 @@ func checkRateHeaders(t *testing.T, r resp, limit int) (remaining int) {
 
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
+	stores.Run(t, testRateLimit)
+}
+
+func testRateLimit(t *testing.T, open storetest.Opener) {
+	t.Parallel()
 	const limit = 5
-	e := newEnv(t, withRateLimit(limit))
+	e := newEnv(t, open, withRateLimit(limit))
 	// Every kind of response carries the headers: 200, 401, 404, 405.
 	r := e.get("/devices", e.keyA)
 	r.want(t, http.StatusOK, "")
@@ -98,7 +104,12 @@ func TestRateLimit(t *testing.T) {
 // TestHTTPErrors covers the transport-level rows of the error table.
 func TestHTTPErrors(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testHTTPErrors)
+}
+
+func testHTTPErrors(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	serialPath := "/api/v1/public/devices/" + d.ID + "/serial"
 
@@ -205,7 +216,12 @@ func TestHTTPErrors(t *testing.T) {
 // TestQueryValidation is the table of every query-parameter rule.
 func TestQueryValidation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testQueryValidation)
+}
+
+func testQueryValidation(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	dev := "/devices/" + d.ID
 	for _, c := range []struct {
@@ -288,10 +304,15 @@ func (f failingDevices) ListDevices(ctx context.Context, orgID string, flt cloud
 // internal_error without its details, logs them, and the server goes on.
 func TestInternalErrors(t *testing.T) {
 	t.Parallel()
+	stores.Run(t, testInternalErrors)
+}
+
+func testInternalErrors(t *testing.T, open storetest.Opener) {
+	t.Parallel()
 	for _, mode := range []string{"error", "panic"} {
 		t.Run(mode, func(t *testing.T) {
 			var dev cloud.DeviceService
-			e := newEnv(t, func(c *api.Config) { dev = c.Devices; c.Devices = failingDevices{c.Devices, mode} })
+			e := newEnv(t, open, func(c *api.Config) { dev = c.Devices; c.Devices = failingDevices{c.Devices, mode} })
 			_ = dev
 			r := e.get("/devices", e.keyA)
 			r.want(t, http.StatusInternalServerError, cloud.EINTERNAL)
@@ -312,7 +333,12 @@ func TestInternalErrors(t *testing.T) {
 // which is logged.
 func TestStoreUnavailable(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *api.Config) { c.Devices = failingDevices{c.Devices, "unavailable"} })
+	stores.Run(t, testStoreUnavailable)
+}
+
+func testStoreUnavailable(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open, func(c *api.Config) { c.Devices = failingDevices{c.Devices, "unavailable"} })
 	r := e.get("/devices", e.keyA)
 	r.want(t, http.StatusServiceUnavailable, cloud.ESERVICEUNAVAILABLE)
 	if r.header.Get("Retry-After") == "" || strings.Contains(string(r.body), "secret") {
@@ -375,9 +401,14 @@ func (c *countingAuth) AuthenticateAt(ctx context.Context, key string, version u
 // verified (no bcrypt), while a key that verified before keeps working.
 func TestFailedAuthBudget(t *testing.T) {
 	t.Parallel()
+	stores.Run(t, testFailedAuthBudget)
+}
+
+func testFailedAuthBudget(t *testing.T, open storetest.Opener) {
+	t.Parallel()
 	const limit = 4
 	var counter *countingAuth
-	e := newEnv(t, withRateLimit(limit), func(c *api.Config) {
+	e := newEnv(t, open, withRateLimit(limit), func(c *api.Config) {
 		counter = &countingAuth{Authenticator: c.Auth}
 		c.Auth = counter
 	})

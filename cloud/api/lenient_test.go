@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/fleet/fleet/cloud/api"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 )
 
 // TestLenientInputRefused: member names are matched exactly and once;
@@ -16,7 +18,12 @@ import (
 // time parameters stay within years 0001 to 9999.
 func TestLenientInputRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testLenientInputRefused)
+}
+
+func testLenientInputRefused(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	serial := api.Prefix + "/devices/" + d.ID + "/serial"
 
@@ -101,7 +108,8 @@ func TestLenientInputRefused(t *testing.T) {
 
 // TestStorageFullAnswers503: a write refused because the store's disk is
 // full (SQLite's SQLITE_FULL on a real database on a full filesystem) is a
-// 503 service_unavailable in the error envelope, with Retry-After.
+// 503 service_unavailable in the error envelope, with Retry-After. It runs
+// on SQLite only: the full disk is the one under the relay's database file.
 func TestStorageFullAnswers503(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("mounting a size-limited tmpfs needs root")
@@ -111,7 +119,8 @@ func TestStorageFullAnswers503(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	e := newEnvAt(t, filepath.Join(dir, "relay.db"))
+	e := &env{}
+	newEnvOn(t, e, dialects.SQLiteAt(t, filepath.Join(dir, "relay.db"), e.now))
 	d := e.device(e.orgA.ID, "IG-500")
 	// Fill the filesystem the database is on.
 	f, err := os.Create(filepath.Join(dir, "filler"))

@@ -3,8 +3,10 @@ package api_test
 import (
 	"context"
 	"testing"
+	"time"
 
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -13,9 +15,11 @@ import (
 // store: a change by this relay's own writer and one by another process on
 // the same file (the admin CLI) both show on the very next request, and
 // the two organizations never see each other's pages.
-func TestListPagesFollowEveryCommit(t *testing.T) {
+func TestListPagesFollowEveryCommit(t *testing.T) { stores.Run(t, testListPagesFollowEveryCommit) }
+
+func testListPagesFollowEveryCommit(t *testing.T, open storetest.Opener) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	e.device(e.orgB.ID, "IG-500")
 	names := func(key, path string) []string {
@@ -46,26 +50,18 @@ func TestListPagesFollowEveryCommit(t *testing.T) {
 		}
 	}
 	// This relay's writer.
-	if _, err := e.db.SetDeviceStatus(ctx, d.ID, resource.StatusOnline, e.db.Now()); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Connect(t, e.s.Agent, e.agent(d.ID), time.Now(), protocol.Hello{AgentVersion: "1.0.0"})
 	if got := names(e.keyA, "/devices"); len(got) != 1 || got[0] != "gw-1ONLINE" {
 		t.Fatalf("after a status change: %v", got)
 	}
-	// Another process's handle on the same file.
-	cli, err := sqlite.Open(ctx, e.db.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	if _, err := cli.W.ExecContext(ctx, `UPDATE devices SET name = 'renamed' WHERE id = ?`, d.ID); err != nil {
-		t.Fatal(err)
-	}
-	if got := names(e.keyA, "/devices"); len(got) != 1 || got[0] != "renamedONLINE" {
-		t.Fatalf("after a rename by another handle: %v", got)
+	// Another process's handle on the same database.
+	cli := e.s.Reopen(t)
+	storetest.Offline(t, cli.Agent, e.agent(d.ID), time.Now(), time.Minute)
+	if got := names(e.keyA, "/devices"); len(got) != 1 || got[0] != "gw-1OFFLINE" {
+		t.Fatalf("after a status change by another handle: %v", got)
 	}
 
-	a := e.alert(d.ID, "high_cpu", resource.AlertActive, e.db.Now())
+	a := e.alert(d.ID, "high_cpu", resource.AlertActive, time.Now())
 	for i := 0; i < 2; i++ {
 		if got := names(e.keyA, "/alerts"); len(got) != 1 || got[0] != "high_cpu on "+d.ID+"ACTIVE" {
 			t.Fatalf("alerts: %v", got)
@@ -74,7 +70,7 @@ func TestListPagesFollowEveryCommit(t *testing.T) {
 			t.Fatalf("org B sees org A's alerts: %v", got)
 		}
 	}
-	if _, err := sqlite.NewAlertService(cli).Acknowledge(ctx, e.orgA.ID, a.ID); err != nil {
+	if _, err := cli.Store.Alerts().Acknowledge(ctx, e.orgA.ID, a.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := names(e.keyA, "/alerts"); len(got) != 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/api"
+	"github.com/fleet/fleet/cloud/storetest"
 )
 
 // requestLog is a RequestObserver that keeps what it heard.
@@ -40,9 +41,11 @@ func (l *requestLog) last(t *testing.T) observed {
 // TestRequestObserverRoutes checks the route, method and status the API
 // reports for each request: the route pattern, never the raw path, and ""
 // for paths no route matches.
-func TestRequestObserverRoutes(t *testing.T) {
+func TestRequestObserverRoutes(t *testing.T) { stores.Run(t, testRequestObserverRoutes) }
+
+func testRequestObserverRoutes(t *testing.T, open storetest.Opener) {
 	obs := &requestLog{}
-	e := newEnv(t, func(c *api.Config) { c.Requests = obs })
+	e := newEnv(t, open, func(c *api.Config) { c.Requests = obs })
 	dev := e.device(e.orgA.ID, "IG-500")
 	p := api.Prefix
 	cases := []struct {

@@ -1,13 +1,14 @@
 package api_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -18,7 +19,12 @@ func rs485Body() map[string]any {
 
 func TestSerialState(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testSerialState)
+}
+
+func testSerialState(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	r := e.get("/devices/"+d.ID+"/serial", e.keyA)
 	r.want(t, http.StatusOK, "")
@@ -45,9 +51,8 @@ func TestSerialState(t *testing.T) {
 		t.Fatalf("telemetry before any report: %s", r.body)
 	}
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	if err := e.db.SetChannelTelemetry(context.Background(), d.ID, at, []resource.ChannelTelemetry{{ID: "rs485-1", Live: "12 34", TxOn: true}, {ID: "canfd-1", Live: "0x123#DEADBEEF", Error: "bus-off"}}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Channels(t, e.s.Agent, e.agent(d.ID), at, protocol.ChannelState{ID: "rs485-1", Available: true, Live: "12 34", TxOn: true},
+		protocol.ChannelState{ID: "canfd-1", Available: true, Live: "0x123#DEADBEEF", Error: "bus-off"})
 	r = e.get("/devices/"+d.ID+"/serial/telemetry", e.keyA)
 	var tel resource.One[resource.SerialTelemetry]
 	r.decode(t, &tel)
@@ -92,7 +97,12 @@ func TestSerialState(t *testing.T) {
 
 func TestPatchSerial(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testPatchSerial)
+}
+
+func testPatchSerial(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	path := "/api/v1/public/devices/" + d.ID + "/serial"
 	patch := func(body string) resp { return e.req(http.MethodPatch, path, e.keyA, body) }
@@ -161,7 +171,12 @@ func TestPatchSerial(t *testing.T) {
 // cell by cell.
 func TestPutChannel(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	stores.Run(t, testPutChannel)
+}
+
+func testPutChannel(t *testing.T, open storetest.Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
 	d := e.device(e.orgA.ID, "IG-500")
 	base := "/api/v1/public/devices/" + d.ID + "/serial/channels/"
 	r := e.req(http.MethodPut, base+"rs485-1", e.keyA, rs485Body())
@@ -182,9 +197,7 @@ func TestPutChannel(t *testing.T) {
 
 	// Fixtures for the order of checks.
 	ig300 := e.device(e.orgA.ID, "IG-300") // gpio-2 is not configurable
-	if err := e.db.SetChannelAvailable(context.Background(), d.ID, "rs485-2", false); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Channels(t, e.s.Agent, e.agent(d.ID), time.Now(), protocol.ChannelState{ID: "rs485-2", Available: false})
 	small := e.device(e.orgA.ID, "IG-100")
 	other := e.device(e.orgB.ID, "IG-500")
 	gpioOut := map[string]any{"kind": "gpio", "direction": "out", "pull": "none", "debounceMs": 0, "tx": map[string]any{"enabled": true, "intervalMs": 0, "value": 1}}

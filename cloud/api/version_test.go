@@ -49,7 +49,7 @@ func TestOneDataVersionReadPerRequest(t *testing.T) {
 	}
 	dev, _ := sqlitetest.Device(t, db, cloud.NewDevice{OrgID: org.ID, Name: "gw-1", SerialNumber: "SN-1", Model: "IG-500"})
 	srv := httptest.NewServer(api.NewServer(api.Config{
-		Devices: sqlite.NewDeviceService(db), Serial: sqlite.NewSerialService(db), Alerts: sqlite.NewAlertService(db),
+		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(),
 		Auth: apikey.NewAuthenticator(store, time.Now, 0), Versioner: store, RateLimit: 1 << 20,
 		Logger: slog.New(slog.DiscardHandler),
 	}))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/panel"
+	"github.com/fleet/fleet/cloud/storetest"
 )
 
 func sessionCookie(t *testing.T, r response) *http.Cookie {
@@ -24,8 +25,10 @@ func sessionCookie(t *testing.T, r response) *http.Cookie {
 	return nil
 }
 
-func TestSignIn(t *testing.T) {
-	h := newHarness(t)
+func TestSignIn(t *testing.T) { stores.Run(t, testSignIn) }
+
+func testSignIn(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.anon()
 	if r := c.get("/panel/alerts"); r.status != http.StatusSeeOther || r.header.Get("Location") != "/panel/login?next=%2Fpanel%2Falerts" {
 		t.Fatalf("signed out: %d %s", r.status, r.header.Get("Location"))
@@ -62,8 +65,10 @@ func TestSignIn(t *testing.T) {
 	}
 }
 
-func TestSecureCookieUnderTLS(t *testing.T) {
-	h := newHarness(t, func(c *panel.Config) { c.Secure = true })
+func TestSecureCookieUnderTLS(t *testing.T) { stores.Run(t, testSecureCookieUnderTLS) }
+
+func testSecureCookieUnderTLS(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open, func(c *panel.Config) { c.Secure = true })
 	r := h.anon().post("/panel/login", url.Values{"email": {"owner@acme.example"}, "password": {testPassword}})
 	if !sessionCookie(t, r).Secure {
 		t.Error("the session cookie is not Secure when the relay serves TLS")
@@ -72,8 +77,10 @@ func TestSecureCookieUnderTLS(t *testing.T) {
 
 // TestFreshSessionAtSignIn: signing in replaces the session id; the one
 // held before (planted by an attacker, say) is dead.
-func TestFreshSessionAtSignIn(t *testing.T) {
-	h := newHarness(t)
+func TestFreshSessionAtSignIn(t *testing.T) { stores.Run(t, testFreshSessionAtSignIn) }
+
+func testFreshSessionAtSignIn(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.anon()
 	first := sessionCookie(t, c.post("/panel/login", url.Values{"email": {"viewer@acme.example"}, "password": {testPassword}}))
 	second := sessionCookie(t, c.post("/panel/login", url.Values{"email": {"admin@acme.example"}, "password": {testPassword}}))
@@ -85,8 +92,10 @@ func TestFreshSessionAtSignIn(t *testing.T) {
 	}
 }
 
-func TestSignOut(t *testing.T) {
-	h := newHarness(t)
+func TestSignOut(t *testing.T) { stores.Run(t, testSignOut) }
+
+func testSignOut(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleMember)
 	token := c.session()
 	if r := c.post("/panel/logout", nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/panel/login?notice=signed-out" {
@@ -99,8 +108,10 @@ func TestSignOut(t *testing.T) {
 
 // TestTamperedSession: a cookie the store does not know signs the user out
 // with a notice.
-func TestTamperedSession(t *testing.T) {
-	h := newHarness(t)
+func TestTamperedSession(t *testing.T) { stores.Run(t, testTamperedSession) }
+
+func testTamperedSession(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleOwner)
 	tok := c.session()
 	bad := h.withSession(tok[:len(tok)-2] + "xx")
@@ -113,8 +124,10 @@ func TestTamperedSession(t *testing.T) {
 	}
 }
 
-func TestIdleAndAbsoluteTimeouts(t *testing.T) {
-	h := newHarness(t, func(c *panel.Config) { c.IdleTimeout, c.Lifetime = time.Second, 3*time.Second })
+func TestIdleAndAbsoluteTimeouts(t *testing.T) { stores.Run(t, testIdleAndAbsoluteTimeouts) }
+
+func testIdleAndAbsoluteTimeouts(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open, func(c *panel.Config) { c.IdleTimeout, c.Lifetime = time.Second, 3*time.Second })
 	idle := h.signIn(cloud.RoleViewer)
 	busy := h.signIn(cloud.RoleViewer)
 	deadline := time.Now().Add(4 * time.Second)
@@ -137,8 +150,10 @@ func TestIdleAndAbsoluteTimeouts(t *testing.T) {
 
 // TestChangesApplyOnNextRequest: a role change, a disabled user and a new
 // password take effect on the user's very next request.
-func TestChangesApplyOnNextRequest(t *testing.T) {
-	h := newHarness(t)
+func TestChangesApplyOnNextRequest(t *testing.T) { stores.Run(t, testChangesApplyOnNextRequest) }
+
+func testChangesApplyOnNextRequest(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	us := h.ps
 	viewer := h.signIn(cloud.RoleViewer)
 	if r := viewer.get("/panel/settings/api-keys"); r.status != http.StatusForbidden {
@@ -163,8 +178,10 @@ func TestChangesApplyOnNextRequest(t *testing.T) {
 	}
 }
 
-func TestSignInThrottle(t *testing.T) {
-	h := newHarness(t, func(c *panel.Config) { c.Throttle = panel.Throttle{PerAccount: 3, PerAddress: 5, Window: time.Hour} })
+func TestSignInThrottle(t *testing.T) { stores.Run(t, testSignInThrottle) }
+
+func testSignInThrottle(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open, func(c *panel.Config) { c.Throttle = panel.Throttle{PerAccount: 3, PerAddress: 5, Window: time.Hour} })
 	c := h.anon()
 	for i := 0; i < 3; i++ {
 		if r := c.post("/panel/login", url.Values{"email": {"admin@acme.example"}, "password": {"guess number " + string(rune('0'+i))}}); r.status != http.StatusUnauthorized {
@@ -202,9 +219,11 @@ func (c *countingSessions) CommitSession(ctx context.Context, h string, b []byte
 // TestPagesDoNotRewriteTheSession: with the default idle timeout, reading
 // pages moves the session's expiry in the store at most once a minute, not
 // on every request; a change of the session (a notice) is written at once.
-func TestPagesDoNotRewriteTheSession(t *testing.T) {
+func TestPagesDoNotRewriteTheSession(t *testing.T) { stores.Run(t, testPagesDoNotRewriteTheSession) }
+
+func testPagesDoNotRewriteTheSession(t *testing.T, open storetest.Opener) {
 	counter := &countingSessions{}
-	h := newHarness(t, func(c *panel.Config) { counter.SessionStore = c.Sessions; c.Sessions = counter })
+	h := newHarness(t, open, func(c *panel.Config) { counter.SessionStore = c.Sessions; c.Sessions = counter })
 	c := h.signIn(cloud.RoleMember)
 	after := counter.commits.Load()
 	for i := 0; i < 5; i++ {

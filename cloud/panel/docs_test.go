@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/storetest"
 )
 
 // docTables returns the rows of the Markdown tables of docs/panel.md, by
@@ -59,8 +60,10 @@ func TestDocsRoleMatrix(t *testing.T) {
 
 // TestDocsRoutes: docs/panel.md lists every route with its permission, and
 // no other.
-func TestDocsRoutes(t *testing.T) {
-	h := newHarness(t)
+func TestDocsRoutes(t *testing.T) { stores.Run(t, testDocsRoutes) }
+
+func testDocsRoutes(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	documented := map[string]string{}
 	for _, r := range docTables(t)["method"] {
 		documented[r[0]+" "+r[1]] = r[2]

@@ -8,22 +8,34 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/panel"
 	"github.com/fleet/fleet/cloud/password"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
-	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
-// The tests run the panel on a real SQLite file behind a real HTTP server
-// on loopback, signed in as people of each role.
+// The tests run the panel on a real store (each on SQLite and on
+// PostgreSQL, see stores) behind a real HTTP server on loopback, signed in
+// as people of each role.
+
+// stores are the dialects every test of the panel runs on.
+var stores dialects.Each
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stores.Close()
+	os.Exit(code)
+}
 
 const testPassword = "correct horse battery staple"
 
@@ -33,14 +45,16 @@ var fastHasher = password.NewHasher(password.Params{MemoryKiB: 64, Time: 1, Thre
 type harness struct {
 	t        *testing.T
 	ctx      context.Context
-	db       *sqlite.DB
-	ps       *sqlite.PanelStore
+	s        storetest.Stores
+	db       cloud.Store
+	ps       cloud.PanelStore
 	srv      *panel.Server
 	ts       *httptest.Server
 	org      cloud.Org
 	other    cloud.Org
 	users    map[cloud.Role]cloud.User
 	device   resource.DeviceDetail // an IG-500 of org
+	token    string                // device's agent token
 	gate     resource.DeviceDetail // an IG-100 of org (no serial I/O)
 	foreign  resource.DeviceDetail // a device of the other organization
 	alerts   []resource.Alert      // one ACTIVE alert per alert action route
@@ -48,26 +62,27 @@ type harness struct {
 	delivery string // an alert webhook delivery that failed with 503
 }
 
-func newHarness(t *testing.T, tweak ...func(*panel.Config)) *harness {
+func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config)) *harness {
 	t.Helper()
 	ctx := context.Background()
-	db := sqlitetest.Open(t)
-	h := &harness{t: t, ctx: ctx, db: db, ps: sqlite.NewPanelStore(db), users: map[cloud.Role]cloud.User{}}
+	s := open(t, nil)
+	db := s.Store
+	h := &harness{t: t, ctx: ctx, s: s, db: db, ps: s.Panel, users: map[cloud.Role]cloud.User{}}
 	h.org = must(db.CreateOrg(ctx, "Acme"))
 	h.other = must(db.CreateOrg(ctx, "Other"))
 	for _, r := range cloud.Roles {
 		h.users[r] = h.mustUser(h.org.ID, strings.ToLower(string(r))+"@acme.example", r)
 	}
 	h.mustUser(h.other.ID, "owner@other.example", cloud.RoleOwner)
-	h.device, _ = must2(db.AddDevice(ctx, cloud.NewDevice{OrgID: h.org.ID, Name: "Press line 1", SerialNumber: "SN-1", Model: "IG-500", Location: "Hall A"}))
+	h.device, h.token = must2(db.AddDevice(ctx, cloud.NewDevice{OrgID: h.org.ID, Name: "Press line 1", SerialNumber: "SN-1", Model: "IG-500", Location: "Hall A"}))
 	h.gate, _ = must2(db.AddDevice(ctx, cloud.NewDevice{OrgID: h.org.ID, Name: "Gatehouse", SerialNumber: "SN-2", Model: "IG-100"}))
 	h.foreign, _ = must2(db.AddDevice(ctx, cloud.NewDevice{OrgID: h.other.ID, Name: "Not yours", SerialNumber: "SN-9", Model: "IG-500"}))
 	for _, rule := range []string{"high_cpu", "high_mem", "disk_full", "high_temp"} {
-		h.alerts = append(h.alerts, must(db.InsertAlert(ctx, sqlite.NewAlert{DeviceID: h.device.ID, RuleName: rule, Message: rule + " over its threshold"})))
+		h.alerts = append(h.alerts, storetest.Alert(t, s.Engine, db.Alerts(), storetest.NewAlert{OrgID: h.org.ID, DeviceID: h.device.ID, Rule: rule, Message: rule + " over its threshold"}))
 	}
 	h.delivery = ids.New()
 	now := time.Now()
-	if err := sqlite.NewWebhookStore(db).WriteOutbox(ctx, []*webhook.Delivery{{ID: h.delivery, OrgID: h.org.ID, DeviceID: h.device.ID,
+	if err := s.Outbox.WriteOutbox(ctx, []*webhook.Delivery{{ID: h.delivery, OrgID: h.org.ID, DeviceID: h.device.ID,
 		Event: "alert.opened", URL: "https://example.com/alerts", Body: []byte(`{}`), NextAttemptAt: now, CreatedAt: now}},
 		[]webhook.Attempt{{DeliveryID: h.delivery, Number: 1, At: now, StatusCode: 503, State: webhook.StateFailed}}); err != nil {
 		t.Fatal(err)
@@ -76,7 +91,7 @@ func newHarness(t *testing.T, tweak ...func(*panel.Config)) *harness {
 	cfg := panel.Config{
 		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(),
 		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps,
-		Hasher: fastHasher, Now: db.Now,
+		Hasher: fastHasher, Now: time.Now,
 	}
 	for _, f := range tweak {
 		f(&cfg)
@@ -88,6 +103,12 @@ func newHarness(t *testing.T, tweak ...func(*panel.Config)) *harness {
 	h.ts = httptest.NewServer(h.srv)
 	t.Cleanup(h.ts.Close)
 	return h
+}
+
+// agent is d, a device of org, as its agent (of token) writes.
+func (h *harness) agent(token string) agentlink.Device {
+	h.t.Helper()
+	return storetest.Auth(h.t, h.s.Agent, token)
 }
 
 func (h *harness) mustUser(org, email string, r cloud.Role) cloud.User {

@@ -1,7 +1,6 @@
 package panel_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,22 +11,24 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 // TestUserTextIsText: names and texts that devices, agents and people
 // choose are rendered as text, never markup.
-func TestUserTextIsText(t *testing.T) {
-	h := newHarness(t)
+func TestUserTextIsText(t *testing.T) { stores.Run(t, testUserTextIsText) }
+
+func testUserTextIsText(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	evil := `<img src=x onerror="alert(1)">`
-	d, _ := must2(h.db.AddDevice(h.ctx, cloud.NewDevice{OrgID: h.org.ID, Name: evil, SerialNumber: "SN-X", Model: "IG-500", Location: "<script>alert(2)</script>"}))
-	if err := h.db.SetDeviceInfo(h.ctx, d.ID, sqlite.DeviceInfo{AgentDeviceName: "<b>agent</b>", AgentDeviceLocation: "<i>loc</i>"}); err != nil {
-		t.Fatal(err)
-	}
-	must(h.db.InsertEvent(h.ctx, d.ID, resource.Event{Type: "serial.error", Severity: resource.SeverityError, Message: `<svg onload=alert(3)>`}))
-	must(h.db.InsertAlert(h.ctx, sqlite.NewAlert{DeviceID: d.ID, RuleName: "high_cpu", Message: `<a href=javascript:alert(4)>x</a>`}))
+	d, tok := must2(h.db.AddDevice(h.ctx, cloud.NewDevice{OrgID: h.org.ID, Name: evil, SerialNumber: "SN-X", Model: "IG-500", Location: "<script>alert(2)</script>"}))
+	agent := h.agent(tok)
+	storetest.Connect(t, h.s.Agent, agent, time.Now(), protocol.Hello{AgentVersion: "1.0.0", DeviceName: "<b>agent</b>", DeviceLocation: "<i>loc</i>"})
+	storetest.Events(t, h.s.Agent, agent, resource.Event{Type: "serial.error", Severity: resource.SeverityError, Message: `<svg onload=alert(3)>`})
+	storetest.Alert(t, h.s.Engine, h.db.Alerts(), storetest.NewAlert{OrgID: h.org.ID, DeviceID: d.ID, Rule: "high_cpu", Message: `<a href=javascript:alert(4)>x</a>`})
 	c := h.signIn(cloud.RoleViewer)
 	for _, path := range []string{"/panel/", "/panel/devices/" + d.ID, "/panel/alerts"} {
 		body := c.get(path).body
@@ -44,8 +45,10 @@ func TestUserTextIsText(t *testing.T) {
 
 // TestSecurityHeaders: every page carries the CSP (no inline script, no
 // framing), and no page holds an inline script.
-func TestSecurityHeaders(t *testing.T) {
-	h := newHarness(t)
+func TestSecurityHeaders(t *testing.T) { stores.Run(t, testSecurityHeaders) }
+
+func testSecurityHeaders(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleOwner)
 	inline := regexp.MustCompile(`<script(?:\s+[^>]*)?>`)
 	for _, path := range []string{"/panel/login", "/panel/", "/panel/devices/" + h.device.ID, "/panel/alerts", "/panel/settings/api-keys", "/panel/settings/webhooks", "/panel/settings/members", "/panel/nothing"} {
@@ -65,8 +68,10 @@ func TestSecurityHeaders(t *testing.T) {
 	}
 }
 
-func TestCrossOriginPostRefused(t *testing.T) {
-	h := newHarness(t)
+func TestCrossOriginPostRefused(t *testing.T) { stores.Run(t, testCrossOriginPostRefused) }
+
+func testCrossOriginPostRefused(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleOwner)
 	form := url.Values{"name": {"CSRF"}, "scope": {cloud.ScopeDevicesRead}, "expires": {"7"}}
 	before := h.state()
@@ -88,8 +93,10 @@ func TestCrossOriginPostRefused(t *testing.T) {
 	}
 }
 
-func TestOversizedFormRefused(t *testing.T) {
-	h := newHarness(t)
+func TestOversizedFormRefused(t *testing.T) { stores.Run(t, testOversizedFormRefused) }
+
+func testOversizedFormRefused(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleOwner)
 	before := h.state()
 	r := c.post("/panel/settings/api-keys", url.Values{"name": {strings.Repeat("k", 70<<10)}, "scope": {cloud.ScopeDevicesRead}, "expires": {"7"}})
@@ -101,8 +108,10 @@ func TestOversizedFormRefused(t *testing.T) {
 	}
 }
 
-func TestOtherOrganizationIsNotFound(t *testing.T) {
-	h := newHarness(t)
+func TestOtherOrganizationIsNotFound(t *testing.T) { stores.Run(t, testOtherOrganizationIsNotFound) }
+
+func testOtherOrganizationIsNotFound(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleOwner)
 	for _, p := range []string{"/panel/devices/" + h.foreign.ID, "/panel/devices/" + h.foreign.ID + "/channels", "/panel/devices/no-such-device"} {
 		if r := c.get(p); r.status != http.StatusNotFound {
@@ -119,8 +128,10 @@ func TestOtherOrganizationIsNotFound(t *testing.T) {
 
 // TestKeyLifecycle: create (shown once, with its creator), used (last used
 // shown), revoked after a confirmation.
-func TestKeyLifecycle(t *testing.T) {
-	h := newHarness(t)
+func TestKeyLifecycle(t *testing.T) { stores.Run(t, testKeyLifecycle) }
+
+func testKeyLifecycle(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleAdmin)
 	page := c.get("/panel/settings/api-keys").body
 	for _, s := range []string{`<label for="key-name">Name</label>`, `<label for="expires">Expires</label>`, `>Create key</button>`, `>Never</option>`, `>365 days</option>`} {
@@ -144,7 +155,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if strings.Contains(c.get("/panel/settings/api-keys").body, key) {
 		t.Fatal("the key is shown a second time")
 	}
-	auth := apikey.NewAuthenticator(h.db, h.db.Now, 0)
+	auth := apikey.NewAuthenticator(h.db.Keys(), time.Now, 0)
 	k, err := auth.Authenticate(h.ctx, key)
 	if err != nil || !k.HasScope(cloud.ScopeAlertsRead) || k.HasScope(cloud.ScopeDevicesWrite) {
 		t.Fatalf("the new key: %v %v", k, err)
@@ -187,7 +198,11 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 // TestChannelConfigErrorBesideField: serialcfg's error is shown beside the
 // field it names and nothing is saved; a valid form is saved.
 func TestChannelConfigErrorBesideField(t *testing.T) {
-	h := newHarness(t)
+	stores.Run(t, testChannelConfigErrorBesideField)
+}
+
+func testChannelConfigErrorBesideField(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleMember)
 	form := h.effectiveForms()["/panel/devices/{id}/channels/{ch}"]
 	before := h.state()
@@ -219,8 +234,10 @@ func TestChannelConfigErrorBesideField(t *testing.T) {
 	}
 }
 
-func TestAlertsBulk(t *testing.T) {
-	h := newHarness(t)
+func TestAlertsBulk(t *testing.T) { stores.Run(t, testAlertsBulk) }
+
+func testAlertsBulk(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleMember)
 	page := c.get("/panel/alerts").body
 	if !strings.Contains(page, ">Acknowledge selected</button>") || !strings.Contains(page, "Press line 1") {
@@ -250,8 +267,10 @@ func TestAlertsBulk(t *testing.T) {
 	}
 }
 
-func TestMembers(t *testing.T) {
-	h := newHarness(t)
+func TestMembers(t *testing.T) { stores.Run(t, testMembers) }
+
+func testMembers(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleOwner)
 	r := c.post("/panel/settings/members", url.Values{"email": {"new.hire@acme.example"}, "role": {"MEMBER"}})
 	pw := regexp.MustCompile(`id="new-password" class="secret" readonly value="([A-Za-z0-9]+)"`).FindStringSubmatch(r.body)
@@ -286,14 +305,14 @@ func TestMembers(t *testing.T) {
 	}
 }
 
-func TestFleetPage(t *testing.T) {
-	h := newHarness(t)
+func TestFleetPage(t *testing.T) { stores.Run(t, testFleetPage) }
+
+func testFleetPage(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	for i := 0; i < 60; i++ {
 		must2(h.db.AddDevice(h.ctx, cloud.NewDevice{OrgID: h.org.ID, Name: fmt.Sprintf("Pump %02d", i), SerialNumber: fmt.Sprintf("P-%02d", i), Model: "IG-100", Location: "Hall C"}))
 	}
-	if _, err := h.db.SetDeviceStatus(h.ctx, h.device.ID, resource.StatusOnline, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Connect(t, h.s.Agent, h.agent(h.token), time.Now(), protocol.Hello{AgentVersion: "1.0.0"})
 	c := h.signIn(cloud.RoleViewer)
 	first := c.get("/panel/").body
 	for _, s := range []string{"Devices 1–50 of 62", "<strong>62</strong> all", "<strong>1</strong> <span class=\"status status-online\">ONLINE</span>", `rel="next"`, `<label for="q">Search</label>`, `<label for="status">Status</label>`} {
@@ -315,16 +334,16 @@ func TestFleetPage(t *testing.T) {
 	}
 }
 
-func TestDevicePageCharts(t *testing.T) {
-	h := newHarness(t)
+func TestDevicePageCharts(t *testing.T) { stores.Run(t, testDevicePageCharts) }
+
+func testDevicePageCharts(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	now := time.Now().UTC().Truncate(time.Minute)
 	var samples []resource.MetricSample
 	for i := 0; i < 2016; i++ { // a week at one per 5 minutes
 		samples = append(samples, resource.MetricSample{CapturedAt: resource.T(now.Add(-time.Duration(i) * 5 * time.Minute)), CPUPct: 12.5, MemPct: 40, DiskUsedPct: 60, TempCPU: 51, LoadAvg1: 0.7})
 	}
-	if _, err := h.db.InsertMetrics(context.Background(), h.device.ID, samples); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Metrics(t, h.s.Agent, h.agent(h.token), samples...)
 	c := h.signIn(cloud.RoleViewer)
 	for rng, n := range map[string]int{"1h": 12, "24h": 288, "7d": 2016} {
 		body := c.get("/panel/devices/" + h.device.ID + "?range=" + rng).body

@@ -9,14 +9,17 @@ import (
 	"testing"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/storetest"
 )
 
 // TestRoleMatrix requests every route as every role: a role without the
 // route's permission gets 403 and, for actions, the organization's state
 // is unchanged even though the form would have worked; a role with it is
 // served (never 403, never sent to sign in).
-func TestRoleMatrix(t *testing.T) {
-	h := newHarness(t)
+func TestRoleMatrix(t *testing.T) { stores.Run(t, testRoleMatrix) }
+
+func testRoleMatrix(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	routes := h.srv.Routes()
 	if len(routes) < 20 {
 		t.Fatalf("only %d routes", len(routes))
@@ -70,8 +73,10 @@ func TestRoleMatrix(t *testing.T) {
 // TestEffectiveFormsWork proves that the forms the matrix sends to refused
 // roles do change things when an OWNER sends them: the 403s above refused
 // real changes.
-func TestEffectiveFormsWork(t *testing.T) {
-	h := newHarness(t)
+func TestEffectiveFormsWork(t *testing.T) { stores.Run(t, testEffectiveFormsWork) }
+
+func testEffectiveFormsWork(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
 	c := h.signIn(cloud.RoleOwner)
 	for pattern, form := range h.effectiveForms() {
 		before := h.state()

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/postgres"
 	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/test/rig/pgtest"
 )
 
@@ -70,23 +70,5 @@ func openDB(t testing.TB, url string) *postgres.DB {
 
 func openStores(t testing.TB, url string, now cloud.Now, relay string) storetest.Stores {
 	t.Helper()
-	db, err := postgres.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Now = now
-	agent := postgres.NewAgentStore(db, slog.New(slog.DiscardHandler), relay)
-	n := 1
-	return storetest.Stores{
-		Store:  db,
-		Agent:  agent,
-		Engine: postgres.NewAlertEngineStore(db),
-		Outbox: postgres.NewWebhookStore(db, relay),
-		Panel:  postgres.NewPanelStore(db),
-		Reopen: func(t testing.TB) storetest.Stores {
-			n++
-			return openStores(t, url, now, relay+"-"+string(rune('a'+n)))
-		},
-		Close: func() { agent.Close(); db.Close() },
-	}
+	return dialects.PostgresAt(t, url, now, relay)
 }

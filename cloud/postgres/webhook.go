@@ -163,7 +163,8 @@ func recordAttempts(ctx context.Context, tx pgx.Tx, attempts []webhook.Attempt) 
 		dStatus, dEnded = append(dStatus, nullStatus(a.StatusCode)), append(dEnded, ended)
 	}
 	_, err := tx.Exec(ctx, `UPDATE webhook_deliveries d SET state = v.state, attempts = GREATEST(d.attempts, v.num), next_attempt_at = v.next,
-		last_status = v.status, last_error = v.err, ended_at = v.ended, lease_owner = NULL, lease_until = NULL
+		last_status = v.status, last_error = v.err, ended_at = v.ended,
+		lease_owner = CASE WHEN v.state = 'pending' THEN d.lease_owner END, lease_until = CASE WHEN v.state = 'pending' THEN d.lease_until END
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::int[], $6::text[], $7::bigint[]) AS v(id, state, num, next, status, err, ended)
 		WHERE d.id = v.id AND d.state = 'pending'`, dID, dState, dNum, dNext, dStatus, dErr, dEnded)
 	return err

@@ -29,7 +29,7 @@ func benchStore(b *testing.B) (*sqlite.DB, cloud.Org) {
 // per page (first page and a middle page), from parallel clients.
 func BenchmarkListDevices25(b *testing.B) {
 	db, org := benchStore(b)
-	svc := sqlite.NewDeviceService(db)
+	svc := db.Devices()
 	ctx := context.Background()
 	first, err := svc.ListDevices(ctx, org.ID, cloud.DeviceFilter{Page: cloud.Page{Limit: 25}})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
@@ -146,7 +145,7 @@ func (db *DB) AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetai
 
 const insertDeviceSQL = sqlstore.InsertDeviceSQL
 
-// RevokeDevice revokes the device's token: DeviceByToken refuses it from
+// RevokeDevice revokes the device's token: AuthDevice refuses it from
 // then on. Idempotent (the first revocation time is kept, and returned);
 // ENOTFOUND for an unknown id.
 func (db *DB) RevokeDevice(ctx context.Context, id string) (time.Time, error) {
@@ -164,24 +163,6 @@ func (db *DB) RevokeDevice(ctx context.Context, id string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("sqlite: revoke device: %w", err)
 	}
 	return MsTime(at), nil
-}
-
-// DeviceByToken returns the device a device token belongs to; an unknown or
-// revoked token is EUNAUTHORIZED (indistinguishably).
-func (db *DB) DeviceByToken(ctx context.Context, token string) (cloud.DeviceRef, error) {
-	st, err := db.readStmt(ctx, deviceByTokenSQL)
-	if err != nil {
-		return cloud.DeviceRef{}, err
-	}
-	var ref cloud.DeviceRef
-	err = st.QueryRowContext(ctx, apikey.HashDeviceToken(token)).Scan(&ref.ID, &ref.OrgID, &ref.Model)
-	if errors.Is(err, sql.ErrNoRows) {
-		return cloud.DeviceRef{}, cloud.Errorf(cloud.EUNAUTHORIZED, "unknown or revoked device token")
-	}
-	if err != nil {
-		return cloud.DeviceRef{}, fmt.Errorf("sqlite: device by token: %w", err)
-	}
-	return ref, nil
 }
 
 // SetDeviceStatus sets the device's status and, when lastSeen is not zero,
@@ -206,28 +187,6 @@ func (db *DB) SetDeviceStatus(ctx context.Context, id string, status resource.De
 		return "", fmt.Errorf("sqlite: set device status: %w", err)
 	}
 	return resource.DeviceStatus(prev), nil
-}
-
-// DeviceInfo is what an agent tells about its device.
-type DeviceInfo struct {
-	FirmwareVersion     string
-	IPAddress           string
-	AgentDeviceName     string
-	AgentDeviceLocation string
-	AgentTimezone       string
-}
-
-// SetDeviceInfo stores what the agent reported about the device.
-func (db *DB) SetDeviceInfo(ctx context.Context, id string, info DeviceInfo) error {
-	res, err := db.W.ExecContext(ctx, `UPDATE devices SET firmware_version = ?, ip_address = ?, agent_device_name = ?, agent_device_location = ?, agent_timezone = ? WHERE id = ?`,
-		info.FirmwareVersion, info.IPAddress, info.AgentDeviceName, info.AgentDeviceLocation, info.AgentTimezone, id)
-	if err != nil {
-		return fmt.Errorf("sqlite: set device info: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return deviceNotFound(id)
-	}
-	return nil
 }
 
 // InsertMetrics stores samples of the device; a sample whose capturedAt is
@@ -301,15 +260,6 @@ func (db *DB) InsertEvents(ctx context.Context, deviceID string, events []resour
 		return 0, fmt.Errorf("sqlite: insert events: %w", err)
 	}
 	return int(n), nil
-}
-
-// InsertEvent stores one event (see InsertEvents) and returns it as stored.
-func (db *DB) InsertEvent(ctx context.Context, deviceID string, e resource.Event) (resource.Event, error) {
-	evs := []resource.Event{e}
-	if _, err := db.InsertEvents(ctx, deviceID, evs); err != nil {
-		return resource.Event{}, err
-	}
-	return evs[0], nil
 }
 
 // execEach prepares query in tx, runs it with the arguments of each of n

@@ -22,11 +22,6 @@ func (db *DB) CreateKey(ctx context.Context, orgID, name string, scopes []string
 	return k, key, wrapErr("insert key", err)
 }
 
-// InsertKey stores k as given (its hash already made).
-func (db *DB) InsertKey(ctx context.Context, k *cloud.APIKey) error {
-	return wrapErr("insert key", sqlstore.InsertKey(ctx, sqlConn{db.W}, k, ""))
-}
-
 const (
 	listKeysSQL = `SELECT ` + sqlstore.KeyColumns + ` FROM api_keys WHERE org_id = ? ORDER BY created_at, id`
 )

@@ -41,20 +41,6 @@ func (db *DB) Org(ctx context.Context, id string) (cloud.Org, error) {
 	return o, nil
 }
 
-// RuleID returns the id of the organization's alert rule named name, or
-// ENOTFOUND.
-func (db *DB) RuleID(ctx context.Context, orgID, name string) (string, error) {
-	var id string
-	err := db.R.QueryRowContext(ctx, `SELECT id FROM alert_rules WHERE org_id = ? AND name = ?`, orgID, name).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", cloud.Errorf(cloud.ENOTFOUND, "alert rule %q not found", name)
-	}
-	if err != nil {
-		return "", fmt.Errorf("sqlite: rule id: %w", err)
-	}
-	return id, nil
-}
-
 // ListOrgs returns every organization, oldest first (admin use).
 func (db *DB) ListOrgs(ctx context.Context) ([]cloud.Org, error) {
 	rows, err := db.R.QueryContext(ctx, `SELECT `+sqlstore.OrgColumns+` FROM orgs ORDER BY created_at, id`)

@@ -51,22 +51,6 @@ func (c sqlConn) Exec(ctx context.Context, query string, args ...any) (int64, er
 	return res.RowsAffected()
 }
 
-// The store's domain services, on its tables.
-type (
-	DeviceService = sqlstore.DeviceService
-	SerialService = sqlstore.SerialService
-	AlertService  = sqlstore.AlertService
-)
-
-// NewDeviceService returns the device service of db.
-func NewDeviceService(db *DB) *DeviceService { return &DeviceService{Tables: tables{db}} }
-
-// NewSerialService returns the serial service of db.
-func NewSerialService(db *DB) *SerialService { return &SerialService{Tables: tables{db}} }
-
-// NewAlertService returns the alert service of db.
-func NewAlertService(db *DB) *AlertService { return &AlertService{Tables: tables{db}} }
-
 // Keys returns db, whose KeyByID finds API keys.
 func (db *DB) Keys() cloud.KeyService { return db }
 

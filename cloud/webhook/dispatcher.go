@@ -758,6 +758,14 @@ func (d *Dispatcher) renew(ctx context.Context) error {
 	if d.shared == nil {
 		return nil
 	}
+	// Only what was in memory before the renewal can have been lost: a
+	// delivery claimed while it ran is held, though not in its answer.
+	d.mu.Lock()
+	var before []*Delivery
+	for _, q := range d.queues {
+		before = append(before, q.items...)
+	}
+	d.mu.Unlock()
 	held, err := d.shared.Renew(ctx, d.cfg.Lease)
 	if err != nil {
 		return err
@@ -767,11 +775,9 @@ func (d *Dispatcher) renew(ctx context.Context) error {
 		h[id] = true
 	}
 	d.mu.Lock()
-	for _, q := range d.queues {
-		for _, dl := range q.items {
-			if !h[dl.ID] {
-				d.lost[dl.ID] = true
-			}
+	for _, dl := range before {
+		if !h[dl.ID] && d.known[dl.ID] {
+			d.lost[dl.ID] = true
 		}
 	}
 	d.mu.Unlock()

@@ -11,13 +11,17 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/resource"
 )
 
 func TestSignalForwardedOnceWithChangedChannelsOnly(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testSignalForwardedOnceWithChangedChannelsOnly)
+}
+
+func testSignalForwardedOnceWithChangedChannelsOnly(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
 	e.forward(t, e.device, rcv.URL("/hook"))
 	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
@@ -49,11 +53,15 @@ func TestSignalForwardedOnceWithChangedChannelsOnly(t *testing.T) {
 }
 
 func TestNoSignalWhenForwardingDisabled(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testNoSignalWhenForwardingDisabled)
+}
+
+func testNoSignalWhenForwardingDisabled(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
 	e.forward(t, e.device, rcv.URL("/hook"))
 	off := false
-	if _, err := sqlitePatch(e, cloud.SerialPatch{WebhookEnabled: &off}); err != nil {
+	if _, err := patchSerial(e, cloud.SerialPatch{WebhookEnabled: &off}); err != nil {
 		t.Fatal(err)
 	}
 	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
@@ -71,13 +79,17 @@ func TestNoSignalWhenForwardingDisabled(t *testing.T) {
 // (the serial service tells the notifier) takes effect at the very next
 // heartbeat: forwarding off, then on to another URL.
 func TestForwardingReadOnceUntilItChanges(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testForwardingReadOnceUntilItChanges)
+}
+
+func testForwardingReadOnceUntilItChanges(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
 	e.forward(t, e.device, rcv.URL("/a"))
 	reads := &countingStore{Store: e.store}
 	n := webhook.NewNotifier(newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile, store: reads}))
-	serial := sqlite.NewSerialService(e.db)
-	serial.Observer = n
+	serial := e.s.Store.Serial()
+	e.s.Store.Observe(n, nil)
 	ctx := context.Background()
 	beat := func(live string) {
 		n.HeartbeatStored(ctx, cloud.DeviceRef{ID: e.device, OrgID: e.org.ID, Model: "IG-500"},
@@ -128,7 +140,9 @@ func (s *countingStore) Forwarding(ctx context.Context, deviceID string) (string
 
 // TestRetryPolicy scripts the receiver's first answer and checks whether the
 // delivery is retried (and then delivered) or ends failed after one attempt.
-func TestRetryPolicy(t *testing.T) {
+func TestRetryPolicy(t *testing.T) { stores.Run(t, testRetryPolicy) }
+
+func testRetryPolicy(t *testing.T, open storetest.Opener) {
 	cases := []struct {
 		name    string
 		first   func(w http.ResponseWriter) int
@@ -148,7 +162,7 @@ func TestRetryPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newEnv(t, open)
 			rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(h hit, w http.ResponseWriter) int {
 				if h.Path == "/elsewhere" {
 					return 200
@@ -192,8 +206,10 @@ func TestRetryPolicy(t *testing.T) {
 	}
 }
 
-func TestExhaustedAfterFiveRetries(t *testing.T) {
-	e := newEnv(t)
+func TestExhaustedAfterFiveRetries(t *testing.T) { stores.Run(t, testExhaustedAfterFiveRetries) }
+
+func testExhaustedAfterFiveRetries(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(hit, http.ResponseWriter) int { return 502 })
 	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
 	dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}
@@ -213,8 +229,10 @@ func TestExhaustedAfterFiveRetries(t *testing.T) {
 	}
 }
 
-func TestRetryAfterHonoured(t *testing.T) {
-	e := newEnv(t)
+func TestRetryAfterHonoured(t *testing.T) { stores.Run(t, testRetryAfterHonoured) }
+
+func testRetryAfterHonoured(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(h hit, w http.ResponseWriter) int {
 		if h.Attempt == 1 {
 			w.Header().Set("Retry-After", "1")
@@ -233,8 +251,10 @@ func TestRetryAfterHonoured(t *testing.T) {
 	}
 }
 
-func TestPrivateAddressRefusedAtDial(t *testing.T) {
-	e := newEnv(t)
+func TestPrivateAddressRefusedAtDial(t *testing.T) { stores.Run(t, testPrivateAddressRefusedAtDial) }
+
+func testPrivateAddressRefusedAtDial(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
 	d := newDispatcher(t, e, dispOpts{caFile: rcv.caFile}) // no allow-private
 	dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}
@@ -248,8 +268,10 @@ func TestPrivateAddressRefusedAtDial(t *testing.T) {
 	}
 }
 
-func TestTLSVerifiedWithoutExtraCA(t *testing.T) {
-	e := newEnv(t)
+func TestTLSVerifiedWithoutExtraCA(t *testing.T) { stores.Run(t, testTLSVerifiedWithoutExtraCA) }
+
+func testTLSVerifiedWithoutExtraCA(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
 	d := newDispatcher(t, e, dispOpts{allowPrivate: true, backoff: []time.Duration{time.Hour}}) // CA not trusted
 	dl := &webhook.Delivery{OrgID: e.org.ID, DeviceID: e.device, Event: webhook.EventSignal, URL: rcv.URL("/"), Body: []byte(`{}`)}
@@ -276,7 +298,11 @@ func TestTLSVerifiedWithoutExtraCA(t *testing.T) {
 }
 
 func TestDeliveriesOfOneDeviceKeepTheirOrder(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testDeliveriesOfOneDeviceKeepTheirOrder)
+}
+
+func testDeliveriesOfOneDeviceKeepTheirOrder(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(h hit, w http.ResponseWriter) int {
 		var b struct{ N int }
 		json.Unmarshal(h.Body, &b)
@@ -316,7 +342,11 @@ func TestDeliveriesOfOneDeviceKeepTheirOrder(t *testing.T) {
 // TestSlowEndpointDoesNotDelayOthers keeps one endpoint's requests hanging
 // and checks that another endpoint's deliveries all arrive meanwhile.
 func TestSlowEndpointDoesNotDelayOthers(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testSlowEndpointDoesNotDelayOthers)
+}
+
+func testSlowEndpointDoesNotDelayOthers(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	release := make(chan struct{})
 	slow := newReceiver(t, func() string { return e.org.WebhookSecret }, func(hit, http.ResponseWriter) int { <-release; return 200 })
 	defer close(release)
@@ -339,10 +369,12 @@ func TestSlowEndpointDoesNotDelayOthers(t *testing.T) {
 	}
 }
 
-func TestAlertWebhook(t *testing.T) {
-	e := newEnv(t)
+func TestAlertWebhook(t *testing.T) { stores.Run(t, testAlertWebhook) }
+
+func testAlertWebhook(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
-	if err := e.db.SetOrgAlertWebhook(context.Background(), e.org.ID, rcv.URL("/alerts")); err != nil {
+	if err := e.s.Store.SetOrgAlertWebhook(context.Background(), e.org.ID, rcv.URL("/alerts")); err != nil {
 		t.Fatal(err)
 	}
 	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
@@ -362,8 +394,10 @@ func TestAlertWebhook(t *testing.T) {
 	}
 }
 
-func TestRotatedSecretSignsRetries(t *testing.T) {
-	e := newEnv(t)
+func TestRotatedSecretSignsRetries(t *testing.T) { stores.Run(t, testRotatedSecretSignsRetries) }
+
+func testRotatedSecretSignsRetries(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	secret := e.org.WebhookSecret
 	var cur = func() string { return secret }
 	rotated := make(chan string, 1)
@@ -388,7 +422,7 @@ func TestRotatedSecretSignsRetries(t *testing.T) {
 	if h := rcv.wait(t, 1, 5*time.Second)[0]; !h.SigOK {
 		t.Fatal("first attempt not signed with the original secret")
 	}
-	ns, err := e.db.RotateOrgSecret(context.Background(), e.org.ID, 0)
+	ns, err := e.s.Store.RotateOrgSecret(context.Background(), e.org.ID, 0)
 	if err != nil || !strings.HasPrefix(ns, "whsec_") {
 		t.Fatalf("rotate: %q %v", ns, err)
 	}
@@ -398,8 +432,10 @@ func TestRotatedSecretSignsRetries(t *testing.T) {
 	}
 }
 
-func TestRedeliver(t *testing.T) {
-	e := newEnv(t)
+func TestRedeliver(t *testing.T) { stores.Run(t, testRedeliver) }
+
+func testRedeliver(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	var seen atomic.Int32
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(h hit, w http.ResponseWriter) int {
 		if seen.Add(1) == 1 {
@@ -415,7 +451,7 @@ func TestRedeliver(t *testing.T) {
 	e.waitState(t, dl.ID, "failed", 5*time.Second)
 	rcv.wait(t, 1, time.Second)
 	// As the admin CLI does, from outside the dispatcher: a new outbox row.
-	id, err := e.db.RedeliverWebhook(context.Background(), dl.ID)
+	id, err := e.s.Store.RedeliverWebhook(context.Background(), dl.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,16 +462,18 @@ func TestRedeliver(t *testing.T) {
 	e.waitState(t, id, "delivered", 5*time.Second)
 }
 
-func sqlitePatch(e *env, p cloud.SerialPatch) (resource.SerialPatchResult, error) {
-	return sqlite.NewSerialService(e.db).PatchSerial(context.Background(), e.org.ID, e.device, p)
+func patchSerial(e *env, p cloud.SerialPatch) (resource.SerialPatchResult, error) {
+	return e.s.Store.Serial().PatchSerial(context.Background(), e.org.ID, e.device, p)
 }
 
 // TestShutdownLetsAttemptsFinish checks that Shutdown waits for an attempt
 // in flight (recorded delivered) while Close aborts one (left pending).
-func TestShutdownLetsAttemptsFinish(t *testing.T) {
+func TestShutdownLetsAttemptsFinish(t *testing.T) { stores.Run(t, testShutdownLetsAttemptsFinish) }
+
+func testShutdownLetsAttemptsFinish(t *testing.T, open storetest.Opener) {
 	for _, graceful := range []bool{true, false} {
 		t.Run(map[bool]string{true: "Shutdown", false: "Close"}[graceful], func(t *testing.T) {
-			e := newEnv(t)
+			e := newEnv(t, open)
 			rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(hit, http.ResponseWriter) int {
 				time.Sleep(400 * time.Millisecond)
 				return 200
@@ -468,8 +506,10 @@ func TestShutdownLetsAttemptsFinish(t *testing.T) {
 // hanging receiver and checks that the queue behind it stays bounded: the
 // oldest waiting deliveries end failed ("dropped"), the newest are sent, in
 // order.
-func TestFullQueueDropsOldestWaiting(t *testing.T) {
-	e := newEnv(t)
+func TestFullQueueDropsOldestWaiting(t *testing.T) { stores.Run(t, testFullQueueDropsOldestWaiting) }
+
+func testFullQueueDropsOldestWaiting(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	release := make(chan struct{})
 	var first atomic.Bool
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, func(hit, http.ResponseWriter) int {
@@ -518,9 +558,13 @@ func TestFullQueueDropsOldestWaiting(t *testing.T) {
 // secret, X-Service-Signature the new one only; after the grace, only the
 // new one signs.
 func TestRotationGraceSignsWithBothSecrets(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testRotationGraceSignsWithBothSecrets)
+}
+
+func testRotationGraceSignsWithBothSecrets(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	old := e.org.WebhookSecret
-	ns, err := e.db.RotateOrgSecret(context.Background(), e.org.ID, time.Hour)
+	ns, err := e.s.Store.RotateOrgSecret(context.Background(), e.org.ID, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +586,7 @@ func TestRotationGraceSignsWithBothSecrets(t *testing.T) {
 		t.Errorf("webhook-signature %q: want signatures by the new and the old secret", sigs)
 	}
 	// Grace over (a rotation without grace clears the previous secret).
-	ns2, err := e.db.RotateOrgSecret(context.Background(), e.org.ID, 0)
+	ns2, err := e.s.Store.RotateOrgSecret(context.Background(), e.org.ID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,30 +16,45 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/test/rig/sqlitetest"
 )
 
-// env is a real SQLite file with one organization and one device.
+// env is a real store (each test runs on SQLite and on PostgreSQL) with
+// one organization and one device.
 type env struct {
-	db     *sqlite.DB
-	store  *sqlite.WebhookStore
+	s      storetest.Stores
+	store  webhook.Store
 	org    cloud.Org
 	device string
 }
 
-func newEnv(t testing.TB) *env {
+// stores are the dialects every test of the sender runs on.
+var stores dialects.Each
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stores.Close()
+	os.Exit(code)
+}
+
+func newEnv(t testing.TB, open storetest.Opener) *env {
 	t.Helper()
-	db := sqlitetest.Open(t)
-	org := sqlitetest.Org(t, db, "acme")
-	dev, _ := sqlitetest.Device(t, db, cloud.NewDevice{OrgID: org.ID, Name: "gw-1", SerialNumber: "SN1", Model: "IG-500"})
-	return &env{db: db, store: sqlite.NewWebhookStore(db), org: org, device: dev.ID}
+	return newEnvOn(t, open(t, nil))
+}
+
+// newEnvOn is newEnv on stores s.
+func newEnvOn(t testing.TB, s storetest.Stores) *env {
+	t.Helper()
+	org := storetest.Org(t, s.Store, "acme")
+	dev, _ := storetest.Device(t, s.Store, cloud.NewDevice{OrgID: org.ID, Name: "gw-1", SerialNumber: "SN1", Model: "IG-500"})
+	return &env{s: s, store: s.Outbox, org: org, device: dev.ID}
 }
 
 func (e *env) addDevice(t testing.TB, serial string) string {
 	t.Helper()
-	dev, _ := sqlitetest.Device(t, e.db, cloud.NewDevice{OrgID: e.org.ID, Name: serial, SerialNumber: serial, Model: "IG-500"})
+	dev, _ := storetest.Device(t, e.s.Store, cloud.NewDevice{OrgID: e.org.ID, Name: serial, SerialNumber: serial, Model: "IG-500"})
 	return dev.ID
 }
 
@@ -47,7 +62,7 @@ func (e *env) addDevice(t testing.TB, serial string) string {
 func (e *env) forward(t testing.TB, device, url string) {
 	t.Helper()
 	on := true
-	if _, err := sqlite.NewSerialService(e.db).PatchSerial(context.Background(), e.org.ID, device, cloud.SerialPatch{WebhookURL: &url, WebhookEnabled: &on}); err != nil {
+	if _, err := e.s.Store.Serial().PatchSerial(context.Background(), e.org.ID, device, cloud.SerialPatch{WebhookURL: &url, WebhookEnabled: &on}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -203,7 +218,7 @@ func newDispatcher(t testing.TB, e *env, o dispOpts) *webhook.Dispatcher {
 // deliveries reads the organization's deliveries (newest first).
 func (e *env) deliveries(t testing.TB) []cloud.DeliveryInfo {
 	t.Helper()
-	ds, err := e.db.WebhookDeliveries(context.Background(), e.org.ID, 1000)
+	ds, err := e.s.Store.WebhookDeliveries(context.Background(), e.org.ID, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/cloud/webhook"
 )
 
@@ -80,8 +81,10 @@ func handler(secret string, seen map[string]bool, deliver func(body []byte)) htt
 
 // --- docs/webhooks.md: Go receiver (end) ---
 
-func TestDocumentedReceiver(t *testing.T) {
-	e := newEnv(t)
+func TestDocumentedReceiver(t *testing.T) { stores.Run(t, testDocumentedReceiver) }
+
+func testDocumentedReceiver(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	got := make(chan []byte, 10)
 	srv := httptest.NewTLSServer(handler(e.org.WebhookSecret, map[string]bool{}, func(b []byte) { got <- b }))
 	defer srv.Close()

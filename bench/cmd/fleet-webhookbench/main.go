@@ -196,7 +196,7 @@ func latency(dir string, agents, changes int, every time.Duration) (p50, p99 tim
 	if err != nil {
 		return 0, 0, "", 0, err
 	}
-	serial := sqlite.NewSerialService(db)
+	serial := db.Serial()
 	on := true
 	url := rcv.URL + "/signals"
 	var wg sync.WaitGroup

@@ -76,6 +76,12 @@ type Opening struct {
 	// WithEvent stores the alert.<rule> device event with the alert; false
 	// when the agent's event already is that event (vpn_down).
 	WithEvent bool
+	// LastSeen, for device_offline, is the device's last heartbeat as the
+	// sweep read it: the alert opens only if the device is still OFFLINE
+	// with no heartbeat since. A device back in between (the engine told of
+	// it found nothing to resolve yet) would otherwise keep an ACTIVE alert
+	// while it is online.
+	LastSeen time.Time
 }
 
 // Store is what the engine needs from the relay's store; cloud/sqlite
@@ -89,7 +95,10 @@ type Store interface {
 	// so a store with round trips answers both in one.
 	Window(ctx context.Context, orgID, deviceID string, until time.Time, n int) ([]resource.MetricSample, map[string]RuleState, error)
 	// OpenAlert stores an ACTIVE alert (and its alert.<rule> event when
-	// o.WithEvent); opened is false when one is already open.
+	// o.WithEvent); opened is false when one is already open, or when
+	// o.LastSeen is set and the device is no longer OFFLINE with that last
+	// heartbeat (checked in the same transaction, ordered with the
+	// device's hello).
 	OpenAlert(ctx context.Context, o Opening) (a resource.Alert, opened bool, err error)
 	// ResolveAlert resolves the device's open alert of the rule and stores
 	// an alert.resolved event with message; resolved is false when none was
@@ -459,7 +468,7 @@ func (e *Engine) sweep(ctx context.Context, deviceID string) {
 			payload, _ := json.Marshal(map[string]any{"rule": r.Name, "lastSeen": resource.T(o.LastSeen), "heartbeatIntervalMs": o.Heartbeat.Milliseconds()})
 			msg := fmt.Sprintf("Device offline: no heartbeat since %s (3 heartbeat intervals of %s)", resource.FormatTime(o.LastSeen), o.Heartbeat)
 			unlock := e.lock(o.Device.ID)
-			if _, ok := e.open(ctx, Opening{OrgID: o.Device.OrgID, DeviceID: o.Device.ID, Rule: r, Message: msg, Payload: payload, At: e.cfg.Now(), WithEvent: true}); ok {
+			if _, ok := e.open(ctx, Opening{OrgID: o.Device.OrgID, DeviceID: o.Device.ID, Rule: r, Message: msg, Payload: payload, At: e.cfg.Now(), WithEvent: true, LastSeen: o.LastSeen}); ok {
 				opened++
 			}
 			unlock()

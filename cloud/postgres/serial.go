@@ -88,12 +88,15 @@ func (t tables) PutChannel(ctx context.Context, deviceID, channelID, config stri
 		if avail != nil && !*avail {
 			return cloud.Errorf(cloud.EUNAVAILABLE, "channel %s is not available on the device", channelID)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO serial_channels (device_id, channel_id, config) VALUES ($1, $2, $3)
-			ON CONFLICT (device_id, channel_id) DO UPDATE SET config = excluded.config`, deviceID, channelID, config); err != nil {
-			return err
-		}
+		// serial_state before serial_channels, the order in which the
+		// heartbeat writer locks them (applyHeartbeats): the other order
+		// deadlocked with it under load (40P01).
 		if _, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id, desired_version) VALUES ($1, 1)
 			ON CONFLICT (device_id) DO UPDATE SET desired_version = serial_state.desired_version + 1`, deviceID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO serial_channels (device_id, channel_id, config) VALUES ($1, $2, $3)
+			ON CONFLICT (device_id, channel_id) DO UPDATE SET config = excluded.config`, deviceID, channelID, config); err != nil {
 			return err
 		}
 		return notifyConfig(ctx, tx, deviceID)

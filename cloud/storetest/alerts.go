@@ -348,7 +348,17 @@ func testOfflineDevices(t *testing.T, open Opener) {
 		t.Errorf("an ONLINE device is not offline: %+v", off)
 	}
 	r := e.rule(d.OrgID, alert.RuleDeviceOffline)
-	if _, ok, err := e.Engine.OpenAlert(e.ctx, alert.Opening{OrgID: d.OrgID, DeviceID: d.ID, Rule: r, Message: "offline", At: now, WithEvent: true}); err != nil || !ok {
+	// Opened only for the outage read: not for a device ONLINE, not after
+	// a heartbeat since (a device back between the read and the opening).
+	for _, o := range []alert.Opening{
+		{OrgID: quiet.OrgID, DeviceID: quiet.ID, Rule: r, Message: "offline", At: now, WithEvent: true, LastSeen: t0},
+		{OrgID: d.OrgID, DeviceID: d.ID, Rule: r, Message: "offline", At: now, WithEvent: true, LastSeen: t0.Add(-time.Second)},
+	} {
+		if _, ok, err := e2.Engine.OpenAlert(e.ctx, o); err != nil || ok {
+			t.Errorf("device_offline of %s, last seen %s, opened: %v %v", o.DeviceID, o.LastSeen, ok, err)
+		}
+	}
+	if _, ok, err := e.Engine.OpenAlert(e.ctx, alert.Opening{OrgID: d.OrgID, DeviceID: d.ID, Rule: r, Message: "offline", At: now, WithEvent: true, LastSeen: off[0].LastSeen}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if off, _ := e2.Engine.OfflineDevices(e.ctx, now.Add(time.Hour), "", 100); len(off) != 0 {

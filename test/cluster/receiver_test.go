@@ -24,7 +24,7 @@ type hook struct {
 	Event    string
 	Device   string
 	At       time.Time // the body's "at"
-	Rule     string    // an alert webhook's payload.rule
+	Alert    string    // an alert webhook's alert id
 	Channels []resource.ChannelTelemetry
 	Received time.Time
 }
@@ -71,9 +71,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		At       resource.Time               `json:"at"`
 		Channels []resource.ChannelTelemetry `json:"channels"`
 		Alert    struct {
-			Payload struct {
-				Rule string `json:"rule"`
-			} `json:"payload"`
+			ID string `json:"id"`
 		} `json:"alert"`
 	}
 	h := hook{ID: r.Header.Get(webhook.HeaderDeliveryID), Attempt: r.Header.Get(webhook.HeaderAttempt), Received: now}
@@ -86,7 +84,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	case h.ID == "":
 		rc.bad = append(rc.bad, "no delivery id: "+string(body))
 	default:
-		h.Event, h.Device, h.At, h.Rule, h.Channels = b.Event, b.DeviceID, b.At.Time, b.Alert.Payload.Rule, b.Channels
+		h.Event, h.Device, h.At, h.Alert, h.Channels = b.Event, b.DeviceID, b.At.Time, b.Alert.ID, b.Channels
 		rc.hooks = append(rc.hooks, h)
 	}
 	rc.mu.Unlock()
@@ -124,14 +122,13 @@ func firsts(hooks []hook) ([]hook, map[string]int) {
 	return out, n
 }
 
-// opened returns the distinct alert.opened deliveries of a device's alerts
-// of rule.
-func (rc *receiver) opened(deviceID, rule string) []hook {
+// opened returns the distinct alert.opened deliveries of alert id.
+func (rc *receiver) opened(id string) []hook {
 	hooks, _ := rc.got()
 	first, _ := firsts(hooks)
 	var out []hook
 	for _, h := range first {
-		if h.Event == "alert.opened" && h.Device == deviceID && h.Rule == rule {
+		if h.Event == "alert.opened" && h.Alert == id {
 			out = append(out, h)
 		}
 	}

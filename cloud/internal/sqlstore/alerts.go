@@ -67,11 +67,23 @@ func AlertNotFound(id string) error { return cloud.Errorf(cloud.ENOTFOUND, "aler
 // o.WithEvent, its alert.<rule> event (OpenedEvent), in one AlertTx;
 // opened is false when the device already has an open alert of the rule,
 // for which insert, the store's INSERT (arguments: id, organization,
-// device, rule, severity, message, payload, created_at), stores nothing
-// (alert.Store's OpenAlert).
+// device, rule, severity, message, payload, created_at), stores nothing,
+// or when o.LastSeen is set and the device is no longer OFFLINE with that
+// last heartbeat (alert.Store's OpenAlert).
 func OpenAlert(ctx context.Context, t AlertTables, o alert.Opening, insert string) (a resource.Alert, opened bool, err error) {
 	a = NewAlert(o)
 	err = t.AlertTx(ctx, a.CreatedAt.UnixMilli(), "open alert", func(tx Querier) error {
+		if !o.LastSeen.IsZero() {
+			// Still the outage the sweep read? The UPDATE locks the device's
+			// row: a hello committed first leaves nothing to match, one
+			// committing later waits for this transaction and its resolve
+			// then finds the alert.
+			n, err := tx.Exec(ctx, `UPDATE devices SET last_seen = last_seen WHERE id = ? AND status = 'OFFLINE' AND last_seen = ?`,
+				o.DeviceID, o.LastSeen.UnixMilli())
+			if err != nil || n == 0 {
+				return err
+			}
+		}
 		n, err := tx.Exec(ctx, insert, a.ID, o.OrgID, o.DeviceID, o.Rule.ID, string(a.Severity), a.Message, string(a.Payload), a.CreatedAt.UnixMilli())
 		if err != nil || n == 0 {
 			return err

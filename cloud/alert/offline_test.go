@@ -1,0 +1,72 @@
+package alert_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// midSweep is the engine's store with a step run once between a sweep's
+// read of the silent devices and the alerts it opens for them: what
+// another relay (or this one's agent endpoint) commits in that gap.
+type midSweep struct {
+	alert.Store
+	step func()
+	once sync.Once
+}
+
+func (s *midSweep) OfflineDevices(ctx context.Context, now time.Time, deviceID string, limit int) ([]alert.Offline, error) {
+	out, err := s.Store.OfflineDevices(ctx, now, deviceID, limit)
+	if len(out) > 0 {
+		s.once.Do(s.step)
+	}
+	return out, err
+}
+
+// TestDeviceBackDuringTheSweepIsLeftNoAlert: the sweep reads a device
+// silent for three heartbeat intervals; before it opens device_offline the
+// agent is back (its hello stored: ONLINE, a new last heartbeat) and the
+// engine, told the device is ONLINE, finds no alert to resolve. The sweep
+// then opens none: an alert opened now would stay ACTIVE for a device that
+// is online until its next outage ends. Once the device is silent again,
+// that outage opens its alert.
+func TestDeviceBackDuringTheSweepIsLeftNoAlert(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	lastSeen := e.clock.Now()
+	if _, err := e.db.SetDeviceStatus(ctx, e.dev.ID, resource.StatusOffline, lastSeen); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set(lastSeen.Add(91 * time.Second)) // three intervals of 30 s
+	back := func() {
+		if _, err := e.db.SetDeviceStatus(ctx, e.dev.ID, resource.StatusOnline, e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		e.engine.StatusChanged(ctx, e.dev, resource.StatusOffline, resource.StatusOnline)
+	}
+	e.engine = alert.New(alert.Config{Store: &midSweep{Store: sqlite.NewAlertEngineStore(e.db), step: back}, Observer: e.notify, Now: e.clock.Now})
+	e.engine.StatusChanged(ctx, e.dev, resource.StatusOnline, resource.StatusOffline)
+	for _, state := range []resource.AlertState{resource.AlertActive, resource.AlertResolved} {
+		if as := e.alerts(state); len(as) != 0 {
+			t.Fatalf("%d %s alerts for a device back online before the sweep opened one: %+v", len(as), state, as)
+		}
+	}
+	e.noHook()
+
+	// Silent again for three intervals: this outage opens its alert.
+	wentQuiet := e.clock.Now()
+	e.db.SetDeviceStatus(ctx, e.dev.ID, resource.StatusOffline, time.Time{})
+	e.clock.Set(wentQuiet.Add(91 * time.Second))
+	e.engine.StatusChanged(ctx, e.dev, resource.StatusOnline, resource.StatusOffline)
+	if h := e.hook(); h.Event != "alert.opened" {
+		t.Fatalf("webhook %s", h.Event)
+	}
+	if as := e.alerts(resource.AlertActive); len(as) != 1 {
+		t.Fatalf("%d active alerts for the next outage, want 1", len(as))
+	}
+}

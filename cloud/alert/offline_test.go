@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/alert"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -36,20 +37,21 @@ func (s *midSweep) OfflineDevices(ctx context.Context, now time.Time, deviceID s
 // is online until its next outage ends. Once the device is silent again,
 // that outage opens its alert.
 func TestDeviceBackDuringTheSweepIsLeftNoAlert(t *testing.T) {
-	e := newEnv(t)
+	stores.Run(t, testDeviceBackDuringTheSweepIsLeftNoAlert)
+}
+
+func testDeviceBackDuringTheSweepIsLeftNoAlert(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
 	ctx := context.Background()
 	lastSeen := e.clock.Now()
-	if _, err := e.db.SetDeviceStatus(ctx, e.dev.ID, resource.StatusOffline, lastSeen); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Offline(t, e.s.Agent, e.agent, lastSeen, 30*time.Second)
 	e.clock.Set(lastSeen.Add(91 * time.Second)) // three intervals of 30 s
+	var session string
 	back := func() {
-		if _, err := e.db.SetDeviceStatus(ctx, e.dev.ID, resource.StatusOnline, e.clock.Now()); err != nil {
-			t.Fatal(err)
-		}
+		session = storetest.Connect(t, e.s.Agent, e.agent, e.clock.Now(), protocol.Hello{AgentVersion: "1.0.0", HeartbeatInterval: protocol.Duration{Duration: 30 * time.Second}})
 		e.engine.StatusChanged(ctx, e.dev, resource.StatusOffline, resource.StatusOnline)
 	}
-	e.engine = alert.New(alert.Config{Store: &midSweep{Store: sqlite.NewAlertEngineStore(e.db), step: back}, Observer: e.notify, Now: e.clock.Now})
+	e.engine = alert.New(alert.Config{Store: &midSweep{Store: e.s.Engine, step: back}, Observer: e.notify, Now: e.clock.Now})
 	e.engine.StatusChanged(ctx, e.dev, resource.StatusOnline, resource.StatusOffline)
 	for _, state := range []resource.AlertState{resource.AlertActive, resource.AlertResolved} {
 		if as := e.alerts(state); len(as) != 0 {
@@ -60,7 +62,9 @@ func TestDeviceBackDuringTheSweepIsLeftNoAlert(t *testing.T) {
 
 	// Silent again for three intervals: this outage opens its alert.
 	wentQuiet := e.clock.Now()
-	e.db.SetDeviceStatus(ctx, e.dev.ID, resource.StatusOffline, time.Time{})
+	if _, _, err := e.s.Agent.Disconnect(ctx, e.agent, session, wentQuiet, "test"); err != nil {
+		t.Fatal(err)
+	}
 	e.clock.Set(wentQuiet.Add(91 * time.Second))
 	e.engine.StatusChanged(ctx, e.dev, resource.StatusOnline, resource.StatusOffline)
 	if h := e.hook(); h.Event != "alert.opened" {

@@ -55,6 +55,8 @@ type DB struct {
 	parts  map[string]bool // partitions known to exist, by name
 
 	sqlstore.Services // Devices, Serial, Alerts, Observe
+	// the queries written once for both stores, in PostgreSQL's dialect
+	sqlstore.Store
 }
 
 // Open connects to the database named by url (any URL or keyword/value
@@ -83,6 +85,10 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	}
 	db := &DB{Pool: pool, Now: time.Now, url: url, password: pw, parts: map[string]bool{}}
 	db.Services = sqlstore.NewServices(tables{db})
+	db.Store = sqlstore.Store{Dialect: dialect, R: pgConn{pool}, W: pgConn{pool}, Clock: func() time.Time { return db.Now() },
+		Tx: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
+			return db.writeTx(ctx, func(tx pgx.Tx) error { return fn(pgConn{tx}) })
+		}}
 	db.version = freshRead{read: db.snapshotVersion, timeout: versionTimeout}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
@@ -264,6 +270,27 @@ func msTime(ms *int64) time.Time {
 
 // timeMs converts t to nullable Unix milliseconds.
 var timeMs = sqlstore.NullMs
+
+// dialect is PostgreSQL's: the shared statements' placeholders numbered
+// and INSERT OR IGNORE spelt ON CONFLICT DO NOTHING (pgConn), errors of an
+// unreachable server ESERVICEUNAVAILABLE, other relays told of changes by
+// NOTIFY, an organization's users changed under a lock on its row.
+var dialect = sqlstore.Dialect{
+	Name:     "postgres",
+	IsUnique: isUnique,
+	Classify: func(err error) error {
+		if unreachable(err) {
+			return cloud.Unavailable(err)
+		}
+		return err
+	},
+	Changed: func(ctx context.Context, tx sqlstore.Querier, c sqlstore.Change, id string) error {
+		channel := map[sqlstore.Change]string{sqlstore.ChangeOutbox: channelOutbox, sqlstore.ChangeRevoked: channelRevoked, sqlstore.ChangeConfig: channelConfig}[c]
+		_, err := tx.Exec(ctx, `SELECT pg_notify(?, ?)`, channel, id)
+		return err
+	},
+	LockOrg: `SELECT 1 FROM orgs WHERE id = ? FOR UPDATE`,
+}
 
 // storeError formats an error of the store (as fmt.Errorf); one caused by
 // the database being unreachable (refused or lost connections, a server

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
@@ -23,23 +24,8 @@ const (
 	channelOutbox   = "fleet_outbox"   // webhook deliveries this relay did not take were queued
 )
 
-// Handlers are what a relay does with the cluster's notifications; nil
-// fields are ignored. Each is called on the listener's goroutine and must
-// not block for long.
-type Handlers struct {
-	// Config: the device's desired serial configuration changed.
-	Config func(deviceID string)
-	// Presence: session took the device (on any relay).
-	Presence func(deviceID, session string)
-	// Revoked: the device's token was revoked.
-	Revoked func(deviceID string)
-	// Outbox: webhook deliveries were queued for another relay to take.
-	Outbox func()
-	// Resync runs after every (re)connection of the listener, once it
-	// listens: notifications sent while it was not listening are lost, so
-	// it catches up on what they would have said.
-	Resync func(ctx context.Context) error
-}
+// Handlers are what a relay does with the cluster's notifications.
+type Handlers = cloud.ClusterHandlers
 
 // ListenReconnect is how long the listener waits before it connects again
 // after losing its connection.

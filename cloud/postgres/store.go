@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,7 +69,8 @@ func (r pgRow) Scan(dest ...any) error {
 	return err
 }
 
-// numbered rewrites the ? placeholders of query as $1, $2, … : the one way
+// numbered rewrites the ? placeholders of query as $1, $2, … (and an INSERT
+// OR IGNORE as ON CONFLICT DO NOTHING): the one way
 // the statements of cloud/internal/sqlstore, written with ? for both
 // stores, reach PostgreSQL (they hold no ? in a literal). Most are
 // constants and the rest are built per call in a handful of shapes (a
@@ -76,7 +78,7 @@ func (r pgRow) Scan(dest ...any) error {
 // each is rewritten once and kept (up to maxNumbered of them); a statement
 // without ? is its own rewrite.
 func numbered(query string) string {
-	if strings.IndexByte(query, '?') < 0 {
+	if strings.IndexByte(query, '?') < 0 && !strings.HasPrefix(query, insertOrIgnore) {
 		return query
 	}
 	if q, ok := numberedCache.Load(query); ok {
@@ -98,7 +100,15 @@ var (
 	numberedCount atomic.Int64
 )
 
+// insertOrIgnore starts a shared statement that inserts unless a unique
+// constraint holds the row already: ON CONFLICT DO NOTHING here.
+const insertOrIgnore = "INSERT OR IGNORE INTO "
+
 func renumber(query string) string {
+	ignore := strings.HasPrefix(query, insertOrIgnore)
+	if ignore {
+		query = "INSERT INTO " + query[len(insertOrIgnore):] + " ON CONFLICT DO NOTHING"
+	}
 	var b strings.Builder
 	n := 0
 	for _, r := range query {
@@ -186,4 +196,28 @@ func (db *DB) Ready(ctx context.Context) error {
 		return errors.New("postgres: database migrations pending (a newer relay's schema is not applied yet)")
 	}
 	return nil
+}
+
+// Stores returns db with the stores of the relay's parts made from it, for
+// the relay process named relay in the cluster (the devices' presence,
+// webhook leases).
+func (db *DB) Stores(relay string) cloud.Stores {
+	return cloud.Stores{
+		Store: db,
+		Now:   func() time.Time { return db.Now() },
+		Panel: NewPanelStore(db),
+		NewAgentStore: func(log *slog.Logger) (cloud.AgentStoreCloser, error) {
+			return NewAgentStore(db, log, relay), nil
+		},
+		Engine: NewAlertEngineStore(db),
+		Outbox: NewWebhookStore(db, relay),
+		Cluster: &cloud.Cluster{
+			Relay:        relay,
+			Listen:       db.Listen,
+			StaleConfigs: func(ctx context.Context) ([]string, error) { return db.StaleConfigs(ctx, relay) },
+			Lease: func(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+				return db.TryLease(ctx, name, relay, ttl)
+			},
+		},
+	}
 }

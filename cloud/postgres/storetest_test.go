@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -20,8 +19,12 @@ func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
 
 // TestStore runs the shared store suite on a PostgreSQL database per test.
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t testing.TB, now cloud.Now) storetest.Stores {
-		return openStores(t, migratedDB(t), now, "relay-1")
+	storetest.Run(t, func(t testing.TB, now cloud.Now) (cloud.Stores, func(testing.TB) cloud.Stores) {
+		url, n := migratedDB(t), 1
+		return openStores(t, url, now, "relay-1"), func(t testing.TB) cloud.Stores {
+			n++
+			return openStores(t, url, now, "relay-1-"+string(rune('a'+n)))
+		}
 	})
 }
 
@@ -68,25 +71,12 @@ func openDB(t testing.TB, url string) *postgres.DB {
 	return db
 }
 
-func openStores(t testing.TB, url string, now cloud.Now, relay string) storetest.Stores {
+func openStores(t testing.TB, url string, now cloud.Now, relay string) cloud.Stores {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.Now = now
-	agent := postgres.NewAgentStore(db, slog.New(slog.DiscardHandler), relay)
-	n := 1
-	return storetest.Stores{
-		Store:  db,
-		Agent:  agent,
-		Engine: postgres.NewAlertEngineStore(db),
-		Outbox: postgres.NewWebhookStore(db, relay),
-		Panel:  postgres.NewPanelStore(db),
-		Reopen: func(t testing.TB) storetest.Stores {
-			n++
-			return openStores(t, url, now, relay+"-"+string(rune('a'+n)))
-		},
-		Close: func() { agent.Close(); db.Close() },
-	}
+	return db.Stores(relay)
 }

@@ -9,10 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/shared/ids"
 )
 
 // WebhookStore is the webhook outbox on PostgreSQL, shared by the relays
@@ -349,57 +347,4 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 		return total, storeError("postgres: prune deliveries: %w", err)
 	}
 	return total, nil
-}
-
-// WebhookDeliveries returns the organization's most recent deliveries,
-// newest first, each with its attempts.
-func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliveryInfo, error) {
-	out, err := sqlstore.WebhookDeliveries(ctx, pgConn{db.Pool}, orgID, limit)
-	if err != nil {
-		return nil, storeError("postgres: deliveries: %w", err)
-	}
-	return out, nil
-}
-
-// WebhookDeliveryCounts counts the organization's deliveries by state.
-func (db *DB) WebhookDeliveryCounts(ctx context.Context, orgID string) (map[string]int, error) {
-	type stateCount struct {
-		state string
-		n     int
-	}
-	rows, err := query(ctx, db, "delivery counts", func(r sqlstore.Row) (stateCount, error) {
-		var c stateCount
-		err := r.Scan(&c.state, &c.n) // before c is returned: return c, r.Scan(...) may read c first
-		return c, err
-	}, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = $1 GROUP BY state`, orgID)
-	if err != nil {
-		return nil, err
-	}
-	counts := make(map[string]int, len(rows))
-	for _, c := range rows {
-		counts[c.state] = c.n
-	}
-	return counts, nil
-}
-
-// RedeliverWebhook queues a new delivery with the body, URL and event of
-// delivery id and returns the new delivery's id.
-func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
-	newID := ids.New()
-	now := db.NowMs()
-	err := db.writeTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
-			SELECT $1, org_id, device_id, event, url, body, 'pending', 0, $2, id, $2 FROM webhook_deliveries WHERE id = $3`, newID, now, id)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return sqlstore.DeliveryNotFound(id)
-		}
-		return notify(ctx, tx, channelOutbox, "") // a relay takes it now rather than at its next poll
-	})
-	if err != nil {
-		return "", wrapErr("redeliver", err)
-	}
-	return newID, nil
 }

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
@@ -37,8 +38,9 @@ type DB struct {
 	// Now is the clock.
 	Now cloud.Now
 
-	path  string
-	stmts sync.Map // query text -> *sql.Stmt on R (see readStmt)
+	path   string
+	stmts  sync.Map     // query text -> *sql.Stmt on R (see readStmt)
+	nstmts atomic.Int64 // how many stmts holds
 
 	ver versionReader // see DataVersion
 
@@ -46,6 +48,8 @@ type DB struct {
 
 	// the services of Devices, Serial and Alerts (store.go)
 	sqlstore.Services // Devices, Serial, Alerts, Observe
+	// the queries written once for both stores, in SQLite's dialect
+	sqlstore.Store
 }
 
 // Open opens (creating if needed) the database file at path and applies
@@ -87,6 +91,10 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	}
 	db := &DB{W: w, Now: time.Now, path: path}
 	db.Services = sqlstore.NewServices(tables{db})
+	db.Store = sqlstore.Store{Dialect: dialect, R: stmtConn{db}, W: sqlConn{w}, Clock: func() time.Time { return db.Now() },
+		Tx: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
+			return db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) })
+		}}
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -256,6 +264,7 @@ func (db *DB) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 		st.Close()
 		return v.(*sql.Stmt), nil
 	}
+	db.nstmts.Add(1)
 	return st, nil
 }
 

@@ -3,7 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"log/slog"
 	"time"
+
+	"github.com/mattn/go-sqlite3"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
@@ -51,6 +55,87 @@ func (c sqlConn) Exec(ctx context.Context, query string, args ...any) (int64, er
 	return res.RowsAffected()
 }
 
+// dialect is SQLite's: the shared statements run as they are written, and
+// the one writer serializes every transaction.
+var dialect = sqlstore.Dialect{Name: "sqlite", IsUnique: isUnique}
+
+// isUnique reports a unique-constraint violation.
+func isUnique(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.ExtendedCode == sqlite3.ErrConstraintUnique || se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey)
+}
+
+// stmtConn runs the shared code's reads on the readers, each statement
+// prepared once and kept (readStmt), up to maxStmts of them; a statement
+// beyond those runs unprepared.
+type stmtConn struct{ db *DB }
+
+const maxStmts = 1024
+
+func (c stmtConn) stmt(ctx context.Context, query string) (interface {
+	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+	QueryContext(ctx context.Context, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+}, error) {
+	if c.db.nstmts.Load() >= maxStmts {
+		if _, ok := c.db.stmts.Load(query); !ok {
+			return unprepared{c.db.R, query}, nil
+		}
+	}
+	return c.db.readStmt(ctx, query)
+}
+
+func (c stmtConn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	st, err := c.stmt(ctx, query)
+	if err != nil {
+		return sqlstore.ErrRow(err)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (c stmtConn) Query(ctx context.Context, query string, args []any, each func(sqlstore.Row) error) error {
+	st, err := c.stmt(ctx, query)
+	if err != nil {
+		return err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	return sqlstore.EachRow(rows, each)
+}
+
+func (c stmtConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	st, err := c.stmt(ctx, query)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// unprepared is a statement run on a pool without preparing it.
+type unprepared struct {
+	db    *sql.DB
+	query string
+}
+
+func (u unprepared) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	return u.db.QueryRowContext(ctx, u.query, args...)
+}
+
+func (u unprepared) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	return u.db.QueryContext(ctx, u.query, args...)
+}
+
+func (u unprepared) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return u.db.ExecContext(ctx, u.query, args...)
+}
+
 // The store's domain services, on its tables.
 type (
 	DeviceService = sqlstore.DeviceService
@@ -67,6 +152,8 @@ func NewSerialService(db *DB) *SerialService { return &SerialService{Tables: tab
 // NewAlertService returns the alert service of db.
 func NewAlertService(db *DB) *AlertService { return &AlertService{Tables: tables{db}} }
 
+var _ cloud.KeyUseRecorder = (*DB)(nil)
+
 // Keys returns db, whose KeyByID finds API keys.
 func (db *DB) Keys() cloud.KeyService { return db }
 
@@ -77,4 +164,22 @@ func (db *DB) Versioner() cloud.Versioner { return db }
 func (db *DB) Ready(ctx context.Context) error {
 	var one int
 	return db.R.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
+}
+
+// Stores returns db with the stores of the relay's parts made from it.
+func (db *DB) Stores() cloud.Stores {
+	return cloud.Stores{
+		Store: db,
+		Now:   func() time.Time { return db.Now() },
+		Panel: NewPanelStore(db),
+		NewAgentStore: func(log *slog.Logger) (cloud.AgentStoreCloser, error) {
+			a, err := NewAgentStore(db, log)
+			if err != nil {
+				return nil, err
+			}
+			return a, nil
+		},
+		Engine: NewAlertEngineStore(db),
+		Outbox: NewWebhookStore(db),
+	}
 }

@@ -8,10 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/shared/ids"
 )
 
 // WebhookStore is the webhook outbox (webhook.Store) on SQLite.
@@ -212,70 +210,4 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 		return total, fmt.Errorf("sqlite: prune deliveries: %w", err)
 	}
 	return total, nil
-}
-
-// WebhookDeliveries returns the organization's most recent deliveries,
-// newest first, each with its attempts.
-func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliveryInfo, error) {
-	out, err := sqlstore.WebhookDeliveries(ctx, sqlConn{db.R}, orgID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: deliveries: %w", err)
-	}
-	return out, nil
-}
-
-// WebhookDeliveryCounts counts the organization's deliveries by state.
-func (db *DB) WebhookDeliveryCounts(ctx context.Context, orgID string) (map[string]int, error) {
-	rows, err := db.R.QueryContext(ctx, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = ? GROUP BY state`, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: delivery counts: %w", err)
-	}
-	defer rows.Close()
-	counts := map[string]int{}
-	for rows.Next() {
-		var state string
-		var n int
-		if err := rows.Scan(&state, &n); err != nil {
-			return nil, fmt.Errorf("sqlite: delivery counts: %w", err)
-		}
-		counts[state] = n
-	}
-	return counts, rows.Err()
-}
-
-// RedeliverWebhook queues a new delivery with the body, URL and event of
-// delivery id (in any state) and returns the new delivery's id. A running
-// relay picks it up from the outbox within its poll interval.
-func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
-	newID := ids.New()
-	now := db.NowMs()
-	err := db.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
-			SELECT ?, org_id, device_id, event, url, body, 'pending', 0, ?, id, ? FROM webhook_deliveries WHERE id = ?`, newID, now, now, id)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return sqlstore.DeliveryNotFound(id)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", wrapErr("redeliver", err)
-	}
-	return newID, nil
-}
-
-// SetOrgAlertWebhook implements cloud.Store (sqlstore.SetOrgAlertWebhook).
-func (db *DB) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	return wrapErr("set alert webhook", sqlstore.SetOrgAlertWebhook(ctx, sqlConn{db.W}, orgID, url))
-}
-
-// MaxSecretGrace bounds the grace period of a rotated secret.
-const MaxSecretGrace = cloud.MaxSecretGrace
-
-// RotateOrgSecret implements cloud.Store (sqlstore.RotateOrgSecret).
-func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
-	secret, err := sqlstore.RotateOrgSecret(ctx, sqlConn{db.W}, orgID, grace, db.Now())
-	return secret, wrapErr("rotate secret", err)
 }

@@ -80,7 +80,7 @@ type Main struct {
 	Logger *slog.Logger
 
 	// Set by Run. DB is the store named by --db (either dialect).
-	DB    *relayStore
+	DB    *cloud.Stores
 	Store Services
 	// Metrics is the Prometheus registry of the relay's parts; extensions
 	// attach theirs in start.
@@ -248,8 +248,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.front.set(mux)
 	m.ready.serving(storePinger(m.DB.Store))
 
-	if m.DB.Listen != nil {
-		go m.DB.Listen(bg, &m.Cluster, m.Logger.With("component", "cluster"))
+	if m.DB.Cluster != nil {
+		go m.DB.Cluster.Listen(bg, m.Cluster.handlers(), m.Logger.With("component", "cluster"))
 	}
 	rlog := m.Logger.With("component", "retention")
 	go runRetention(bg, m.DB, leaseHolder(m.DB, "retention", 2*c.RetentionInterval+time.Minute, rlog), c.Retention, c.RetentionInterval, rlog)

@@ -13,6 +13,14 @@ type Querier interface {
 	Exec(ctx context.Context, query string, args ...any) (int64, error)
 }
 
+// ErrRow is a row whose Scan returns err: a Querier's QueryRow when the
+// statement could not be prepared.
+func ErrRow(err error) Row { return errRow{err} }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
 // Collect reads every row of query with scan, into a slice that is empty
 // rather than nil.
 func Collect[T any](ctx context.Context, q Querier, scan func(Row) (T, error), query string, args ...any) ([]T, error) {

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -12,36 +11,6 @@ import (
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/resource"
 )
-
-// AlertPage implements sqlstore.AlertTables.
-func (t tables) AlertPage(ctx context.Context, k sqlstore.Keyset[resource.Alert]) (resource.List[resource.Alert], error) {
-	return listPage(ctx, t.db, k)
-}
-
-const alertSQL = `SELECT ` + sqlstore.AlertColumns + ` FROM alerts WHERE id = $1 AND org_id = $2`
-
-// Alert implements sqlstore.AlertTables.
-func (t tables) Alert(ctx context.Context, orgID, id string) (resource.Alert, error) {
-	a, err := sqlstore.ScanAlert(t.db.Pool.QueryRow(ctx, alertSQL, id, orgID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return a, alertNotFound(id)
-	}
-	if err != nil {
-		return a, storeError("postgres: alert: %w", err)
-	}
-	return a, nil
-}
-
-var alertNotFound = sqlstore.AlertNotFound
-
-// AlertTx implements sqlstore.AlertTables: the row lock of an UPDATE orders
-// concurrent transactions (another relay's too).
-func (t tables) AlertTx(ctx context.Context, eventsAt int64, what string, fn func(sqlstore.Querier) error) error {
-	if err := t.db.ensureDays(ctx, "events", eventsAt); err != nil {
-		return err
-	}
-	return wrapErr(what, t.db.writeTx(ctx, func(tx pgx.Tx) error { return fn(pgConn{tx}) }))
-}
 
 // insertEvents stores relay-made events (fresh ids) of one device in tx.
 // The caller made sure of their partitions (ensureDays) before it began tx:
@@ -71,7 +40,7 @@ type AlertEngineStore struct {
 
 // NewAlertEngineStore returns the alert engine's store on db.
 func NewAlertEngineStore(db *DB) *AlertEngineStore {
-	return &AlertEngineStore{AlertEngineStore: sqlstore.AlertEngineStore{Store: &db.Store, Tables: tables{db}}, db: db}
+	return &AlertEngineStore{AlertEngineStore: sqlstore.AlertEngineStore{Store: &db.Store}, db: db}
 }
 
 // Window implements alert.Store: the two reads of sqlstore's Window sent

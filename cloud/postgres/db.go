@@ -84,8 +84,10 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, redact(fmt.Errorf("postgres: %w", err), pw)
 	}
 	db := &DB{Pool: pool, Now: time.Now, url: url, password: pw, parts: map[string]bool{}}
-	db.Services = sqlstore.NewServices(tables{db})
-	db.Store = sqlstore.Store{Dialect: dialect, R: pgConn{pool}, W: pgConn{pool}, Clock: func() time.Time { return db.Now() },
+	db.Services = sqlstore.NewServices(&db.Store)
+	d := dialect
+	d.EventsAt = func(ctx context.Context, atMs int64) error { return db.ensureDays(ctx, "events", atMs) }
+	db.Store = sqlstore.Store{Dialect: d, R: pgConn{pool}, W: pgConn{pool}, Clock: func() time.Time { return db.Now() },
 		Tx: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
 			return db.writeTx(ctx, func(tx pgx.Tx) error { return fn(pgConn{tx}) })
 		}}

@@ -21,7 +21,8 @@ import (
 const (
 	channelPresence = "fleet_presence" // payload "<device id> <session>": the session took the device
 	channelRevoked  = "fleet_revoked"  // payload: the device whose token was revoked
-	channelOutbox   = "fleet_outbox"   // webhook deliveries this relay did not take were queued
+	channelOutbox   = "fleet_outbox"
+	channelConfig   = "fleet_config" // payload: the device whose desired serial configuration changed   // webhook deliveries this relay did not take were queued
 )
 
 // Handlers are what a relay does with the cluster's notifications.

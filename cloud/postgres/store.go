@@ -21,15 +21,6 @@ import (
 
 var _ cloud.Store = (*DB)(nil)
 
-// tables are db's tables in PostgreSQL's dialect, under the services of
-// cloud/internal/sqlstore.
-type tables struct{ db *DB }
-
-var _ sqlstore.Tables = tables{}
-
-// Now implements sqlstore.Tables: db's clock.
-func (t tables) Now() time.Time { return t.db.Now() }
-
 // pgConn runs the statements of cloud/internal/sqlstore (a Querier) on the
 // pool or a transaction: their ? placeholders numbered ($1, $2, …),
 // pgx.ErrNoRows as sql.ErrNoRows.

@@ -422,7 +422,7 @@ func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Dur
 
 // DesiredConfig implements agentlink.Store.
 func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (protocol.Config, bool, error) {
-	return sqlstore.DesiredConfig(ctx, tables{s.db}, dev, func(ch string, err error) {
+	return sqlstore.DesiredConfig(ctx, &s.db.Store, dev, func(ch string, err error) {
 		s.log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch, "err", err)
 	})
 }

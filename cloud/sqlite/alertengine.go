@@ -8,5 +8,5 @@ type AlertEngineStore = sqlstore.AlertEngineStore
 
 // NewAlertEngineStore returns the alert engine's store on db.
 func NewAlertEngineStore(db *DB) *AlertEngineStore {
-	return &AlertEngineStore{Store: &db.Store, Tables: tables{db}}
+	return &AlertEngineStore{Store: &db.Store}
 }

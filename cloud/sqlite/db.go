@@ -23,7 +23,6 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/shared/resource"
 )
 
 //go:embed migrations/*.sql
@@ -90,7 +89,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	db := &DB{W: w, Now: time.Now, path: path}
-	db.Services = sqlstore.NewServices(tables{db})
+	db.Services = sqlstore.NewServices(&db.Store)
 	db.Store = sqlstore.Store{Dialect: dialect, R: stmtConn{db}, W: sqlConn{w}, Clock: func() time.Time { return db.Now() },
 		Tx: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
 			return db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) })
@@ -290,20 +289,3 @@ func collect[T any](rows *sql.Rows, err error, what string, scan func(sqlstore.R
 	return out, nil
 }
 
-// listPage reads the page of k on the readers.
-func listPage[T any](ctx context.Context, db *DB, k sqlstore.Keyset[T]) (resource.List[T], error) {
-	q, args, err := k.SQL()
-	if err != nil {
-		return k.Page(nil, err, nil)
-	}
-	st, err := db.readStmt(ctx, q)
-	if err != nil {
-		return k.Page(nil, err, nil)
-	}
-	rows, err := st.QueryContext(ctx, args...)
-	list, err := collect(rows, err, k.What, k.Scan)
-	return k.Page(list, err, func() error {
-		_, err := db.cursorTime(ctx, k.CursorSQL(), k.Cursor, k.Scope)
-		return err
-	})
-}

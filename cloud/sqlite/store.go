@@ -15,15 +15,6 @@ import (
 
 var _ cloud.Store = (*DB)(nil)
 
-// tables are db's tables in SQLite's dialect, under the services of
-// cloud/internal/sqlstore.
-type tables struct{ db *DB }
-
-var _ sqlstore.Tables = tables{}
-
-// Now implements sqlstore.Tables: db's clock.
-func (t tables) Now() time.Time { return t.db.Now() }
-
 // sqlConn runs the statements of cloud/internal/sqlstore (a Querier) on a
 // pool (db.R) or a transaction.
 type sqlConn struct {
@@ -144,13 +135,13 @@ type (
 )
 
 // NewDeviceService returns the device service of db.
-func NewDeviceService(db *DB) *DeviceService { return &DeviceService{Tables: tables{db}} }
+func NewDeviceService(db *DB) *DeviceService { return &DeviceService{Tables: &db.Store} }
 
 // NewSerialService returns the serial service of db.
-func NewSerialService(db *DB) *SerialService { return &SerialService{Tables: tables{db}} }
+func NewSerialService(db *DB) *SerialService { return &SerialService{Tables: &db.Store} }
 
 // NewAlertService returns the alert service of db.
-func NewAlertService(db *DB) *AlertService { return &AlertService{Tables: tables{db}} }
+func NewAlertService(db *DB) *AlertService { return &AlertService{Tables: &db.Store} }
 
 var _ cloud.KeyUseRecorder = (*DB)(nil)
 

@@ -13,12 +13,8 @@ import (
 )
 
 // AlertEngineStore is the alert engine's store (cloud.AlertEngineStore),
-// written once for both stores on a store's queries and its alert tables
-// (AlertTx).
-type AlertEngineStore struct {
-	*Store
-	Tables AlertTables
-}
+// written once for both stores.
+type AlertEngineStore struct{ *Store }
 
 var _ alert.Store = AlertEngineStore{}
 
@@ -97,14 +93,14 @@ func ScanRuleState(r Row) (rule string, st alert.RuleState, err error) {
 // an open alert of the rule (the unique partial index decides, across
 // relays).
 func (s AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (resource.Alert, bool, error) {
-	return OpenAlert(ctx, s.Tables, o, `INSERT OR IGNORE INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
+	return OpenAlert(ctx, s.Store, o, `INSERT OR IGNORE INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
 		VALUES (?, ?, ?, ?, 'ACTIVE', ?, ?, ?, ?)`)
 }
 
 // ResolveAlert resolves the device's open alert of the rule and stores an
 // alert.resolved event, in one transaction.
 func (s AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID string, r alert.Rule, message string, at time.Time) (resource.Alert, bool, error) {
-	return ResolveAlert(ctx, s.Tables, orgID, deviceID, r, message, at)
+	return ResolveAlert(ctx, s.Store, orgID, deviceID, r, message, at)
 }
 
 // OpenAlertID returns the id of the device's open alert of the rule, or "".

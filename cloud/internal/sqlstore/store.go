@@ -27,6 +27,11 @@ type Dialect struct {
 	// relays sharing the database must hear of, and tells them at commit
 	// (PostgreSQL: NOTIFY); nil on a store no other relay shares.
 	Changed func(ctx context.Context, tx Querier, c Change, id string) error
+	// EventsAt, when set, makes sure that events created at atMs (Unix
+	// milliseconds) have somewhere to go before a transaction writes them
+	// (PostgreSQL: the day's partition, created before the transaction,
+	// which would otherwise wait on the lock it takes).
+	EventsAt func(ctx context.Context, atMs int64) error
 	// LockOrg is a statement that locks the organization's row (?) until
 	// the transaction ends, so that its users change one at a time
 	// whichever relay changes them; "" where the store's one writer

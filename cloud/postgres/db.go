@@ -9,14 +9,11 @@ package postgres
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/url"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -28,9 +25,6 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
-
-//go:embed migrations/*.sql
-var migrationFS embed.FS
 
 // Advisory lock keys (pg_advisory_lock): one for migrations, one for
 // partition changes. Arbitrary constants, "fleet" in their high bytes.
@@ -156,8 +150,9 @@ func (db *DB) Close() error {
 // NowMs returns the clock's time in Unix milliseconds.
 func (db *DB) NowMs() int64 { return db.Now().UnixMilli() }
 
-// migrate applies every embedded migration not yet recorded, each in its
-// own transaction, in file-name order, holding the migration lock: a relay
+// migrate applies the steps of the migration sequence (sqlstore's) not
+// yet recorded, each in its own transaction, in order, holding the
+// migration lock: a relay
 // that starts while another migrates waits for it and then finds nothing
 // left to do.
 func (db *DB) migrate(ctx context.Context) error {
@@ -173,14 +168,16 @@ func (db *DB) migrate(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
 		return storeError("postgres: migrations table: %w", err)
 	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	steps, err := sqlstore.Migrations("postgres")
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := migrateFile(ctx, conn.Conn(), name); err != nil {
-			return err
+	for _, m := range steps {
+		err := pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
+			return sqlstore.Migrate(ctx, pgConn{tx}, m, time.Now().UnixMilli())
+		})
+		if err != nil {
+			return storeError("postgres: %w", err)
 		}
 	}
 	return analyzeUnplanned(ctx, conn.Conn())
@@ -218,42 +215,18 @@ func analyzeUnplanned(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-func migrateFile(ctx context.Context, conn *pgx.Conn, name string) error {
-	short := strings.TrimPrefix(name, "migrations/")
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE name = $1`, short).Scan(&n); err != nil {
-			return storeError("postgres: migration %s: %w", short, err)
-		}
-		if n > 0 {
-			return nil
-		}
-		body, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, string(body)); err != nil {
-			return storeError("postgres: migration %s: %w", short, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name, applied_at) VALUES ($1, $2)`, short, time.Now().UnixMilli()); err != nil {
-			return storeError("postgres: migration %s: %w", short, err)
-		}
-		return nil
-	})
-}
-
 // migrationsPending reports whether embedded migrations are not applied
 // yet.
 func (db *DB) migrationsPending(ctx context.Context) (bool, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	steps, err := sqlstore.Migrations("postgres")
 	if err != nil {
 		return false, err
 	}
-	var n int
-	if err := db.Pool.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+	names, err := query(ctx, db, "migrations", sqlstore.ScanString, `SELECT name FROM schema_migrations`)
+	if err != nil {
 		return false, err
 	}
-	return n < len(names), nil
+	return sqlstore.Pending(steps, names), nil
 }
 
 // writeTx runs fn in a transaction (read committed).

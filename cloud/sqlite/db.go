@@ -8,13 +8,9 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"embed"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"runtime"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,9 +20,6 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
-
-//go:embed migrations/*.sql
-var migrationFS embed.FS
 
 // DB is an open store.
 type DB struct {
@@ -175,49 +168,23 @@ func (db *DB) Close() error {
 // NowMs returns the clock's time in Unix milliseconds.
 func (db *DB) NowMs() int64 { return db.Now().UnixMilli() }
 
-// migrate applies every embedded migration not yet recorded, each in its own
-// transaction, in file-name order.
+// migrate applies the steps of the migration sequence (sqlstore's) not
+// yet recorded, each in its own immediate transaction, in order.
 func (db *DB) migrate(ctx context.Context) error {
 	if _, err := db.W.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("sqlite: migrations table: %w", err)
 	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	steps, err := sqlstore.Migrations("sqlite")
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := db.migrateFile(ctx, name); err != nil {
-			return err
+	for _, m := range steps {
+		err := db.WriteTx(ctx, func(tx *sql.Tx) error { return sqlstore.Migrate(ctx, sqlConn{tx}, m, time.Now().UnixMilli()) })
+		if err != nil {
+			return fmt.Errorf("sqlite: %w", err)
 		}
 	}
 	return nil
-}
-
-func (db *DB) migrateFile(ctx context.Context, name string) error {
-	tx, err := db.W.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", name, err)
-	}
-	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE name = ?`, name).Scan(&n); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", name, err)
-	}
-	if n > 0 {
-		return nil
-	}
-	body, err := migrationFS.ReadFile(name)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", strings.TrimPrefix(name, "migrations/"), err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)`, name, time.Now().UnixMilli()); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", name, err)
-	}
-	return tx.Commit()
 }
 
 // WriteTx runs fn in an immediate transaction on the writer.
@@ -288,4 +255,3 @@ func collect[T any](rows *sql.Rows, err error, what string, scan func(sqlstore.R
 	}
 	return out, nil
 }
-

@@ -25,6 +25,7 @@ type AgentStore struct {
 	db    *DB
 	log   *slog.Logger
 	w     *ingestWriter
+	merge agentlink.HeartbeatMerge // applyHeartbeats' memory (writer goroutine only)
 	relay string
 }
 

@@ -36,13 +36,20 @@ func (c pgConn) QueryRow(ctx context.Context, query string, args ...any) sqlstor
 	return pgRow{c.q.QueryRow(ctx, numbered(query), args...)}
 }
 
-func (c pgConn) Query(ctx context.Context, query string, args []any, each func(sqlstore.Row) error) error {
+func (c pgConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
 	rows, err := c.q.Query(ctx, numbered(query), args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rows.Close()
-	return sqlstore.EachRow(rows, each)
+	return pgRows{rows}, nil
+}
+
+// pgRows are pgx.Rows as sqlstore.Rows.
+type pgRows struct{ pgx.Rows }
+
+func (r pgRows) Close() error {
+	r.Rows.Close()
+	return r.Rows.Err()
 }
 
 func (c pgConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {

@@ -36,7 +36,7 @@ type AgentStore struct {
 	// hbSet are the bulk function's memory (writer goroutine only).
 	hbSQL [len(hbStmts)][]hbSized
 	hb    hbScratch
-	hbSet []*hbGroup
+	hbSet []int
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)

@@ -29,13 +29,12 @@ func (c sqlConn) QueryRow(ctx context.Context, query string, args ...any) sqlsto
 	return c.q.QueryRowContext(ctx, query, args...)
 }
 
-func (c sqlConn) Query(ctx context.Context, query string, args []any, each func(sqlstore.Row) error) error {
+func (c sqlConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
 	rows, err := c.q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rows.Close()
-	return sqlstore.EachRow(rows, each)
+	return rows, nil
 }
 
 func (c sqlConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
@@ -84,17 +83,16 @@ func (c stmtConn) QueryRow(ctx context.Context, query string, args ...any) sqlst
 	return st.QueryRowContext(ctx, args...)
 }
 
-func (c stmtConn) Query(ctx context.Context, query string, args []any, each func(sqlstore.Row) error) error {
+func (c stmtConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
 	st, err := c.stmt(ctx, query)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rows.Close()
-	return sqlstore.EachRow(rows, each)
+	return rows, nil
 }
 
 func (c stmtConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {

@@ -128,7 +128,7 @@ func (s *Store) WebhookDeliveries(ctx context.Context, orgID string, limit int) 
 // WebhookDeliveryCounts counts the organization's deliveries by state.
 func (s *Store) WebhookDeliveryCounts(ctx context.Context, orgID string) (map[string]int, error) {
 	counts := map[string]int{}
-	err := s.R.Query(ctx, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = ? GROUP BY state`, []any{orgID}, func(r Row) error {
+	err := Each(ctx, s.R, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = ? GROUP BY state`, []any{orgID}, func(r Row) error {
 		var state string
 		var n int
 		err := r.Scan(&state, &n)

@@ -68,7 +68,7 @@ func (s AlertEngineStore) Window(ctx context.Context, orgID, deviceID string, un
 	}
 	slices.Reverse(ms)
 	states := map[string]alert.RuleState{}
-	err = s.R.Query(ctx, WindowStatesSQL, []any{orgID, deviceID}, func(r Row) error {
+	err = Each(ctx, s.R, WindowStatesSQL, []any{orgID, deviceID}, func(r Row) error {
 		rule, st, err := ScanRuleState(r)
 		states[rule] = st
 		return err

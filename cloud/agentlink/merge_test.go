@@ -15,7 +15,9 @@ import (
 func TestHeartbeatMerge(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	dev := Device{ID: "d1"}
-	ch := func(id, live string) protocol.ChannelState { return protocol.ChannelState{ID: id, Available: true, Live: live} }
+	ch := func(id, live string) protocol.ChannelState {
+		return protocol.ChannelState{ID: id, Available: true, Live: live}
+	}
 	hbs := []HeartbeatIn{
 		{Device: dev, Session: "a", At: t0, Deadline: t0.Add(time.Minute), HasChannels: true, Channels: []protocol.ChannelState{ch("gpio-1", "0"), ch("gpio-2", "0")}},
 		{Device: dev, Session: "b", At: t0.Add(time.Second)},

@@ -234,15 +234,6 @@ func (db *DB) writeTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, db.Pool, fn)
 }
 
-// msTime converts nullable Unix milliseconds to a UTC time; NULL or 0 gives
-// zero.
-func msTime(ms *int64) time.Time {
-	if ms == nil || *ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(*ms).UTC()
-}
-
 // timeMs converts t to nullable Unix milliseconds.
 var timeMs = sqlstore.NullMs
 

@@ -20,5 +20,3 @@ func query[T any](ctx context.Context, db *DB, what string, scan func(sqlstore.R
 	}
 	return out, nil
 }
-
-var deviceNotFound = sqlstore.DeviceNotFound

@@ -11,7 +11,3 @@ type PanelStore = sqlstore.PanelStore
 
 // NewPanelStore returns the panel's store of db.
 func NewPanelStore(db *DB) *PanelStore { return &PanelStore{Store: &db.Store} }
-
-// wrapErr passes nil and domain errors through and wraps the others as
-// internal.
-var wrapErr = dialect.Wrap

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -20,16 +19,17 @@ import (
 // serialized by an advisory lock and skip rows being written (FOR UPDATE
 // SKIP LOCKED). Leases are timed by the database server's clock.
 type WebhookStore struct {
-	db    *DB
-	relay string
-	lease atomic.Int64 // of inserts claimed, in ms
+	db                   *DB
+	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget
+	relay                string
+	lease                atomic.Int64 // of inserts claimed, in ms
 }
 
 var _ webhook.Shared = (*WebhookStore)(nil)
 
 // NewWebhookStore returns the outbox of db as relay sees it.
 func NewWebhookStore(db *DB, relay string) *WebhookStore {
-	s := &WebhookStore{db: db, relay: relay}
+	s := &WebhookStore{db: db, OutboxReads: sqlstore.OutboxReads{Store: &db.Store}, relay: relay}
 	s.SetLease(webhook.MaxLease)
 	return s
 }
@@ -289,38 +289,6 @@ func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*
 		return nil, 0, storeError("postgres: pending deliveries: %w", err)
 	}
 	return out, maxSeq, nil
-}
-
-// OrgSecrets implements webhook.Store (sqlstore.OrgSecrets).
-func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
-	sec, err := sqlstore.OrgSecrets(ctx, pgConn{s.db.Pool}, orgID, s.db.Now())
-	return sec, wrapErr("org secret", err)
-}
-
-// Forwarding returns the device's organization and its forwarding URL when
-// forwarding is enabled.
-func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string, string, error) {
-	var orgID string
-	var url *string
-	var enabled *bool
-	err := s.db.Pool.QueryRow(ctx, `SELECT d.org_id, s.webhook_url, s.webhook_enabled FROM devices d
-		LEFT JOIN serial_state s ON s.device_id = d.id WHERE d.id = $1`, deviceID).Scan(&orgID, &url, &enabled)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", "", deviceNotFound(deviceID)
-	}
-	if err != nil {
-		return "", "", storeError("postgres: forwarding: %w", err)
-	}
-	if enabled == nil || !*enabled || url == nil {
-		return orgID, "", nil
-	}
-	return orgID, *url, nil
-}
-
-// AlertTarget implements webhook.Store (sqlstore.AlertTarget).
-func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string, string, error) {
-	orgID, url, err := sqlstore.AlertTarget(ctx, pgConn{s.db.Pool}, deviceID)
-	return orgID, url, wrapErr("alert target", err)
 }
 
 // Prune deletes deliveries that ended before t, with their attempts, 2,000

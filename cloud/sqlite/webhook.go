@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,16 +13,19 @@ import (
 
 // WebhookStore is the webhook outbox (webhook.Store) on SQLite.
 type WebhookStore struct {
-	db *DB
+	db                   *DB
+	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget
 
 	mu sync.Mutex // guards the lazily prepared statements below
-	st struct{ insert, attempt, update, forwarding *sql.Stmt }
+	st struct{ insert, attempt, update *sql.Stmt }
 }
 
 var _ webhook.Store = (*WebhookStore)(nil)
 
 // NewWebhookStore returns the outbox of db.
-func NewWebhookStore(db *DB) *WebhookStore { return &WebhookStore{db: db} }
+func NewWebhookStore(db *DB) *WebhookStore {
+	return &WebhookStore{db: db, OutboxReads: sqlstore.OutboxReads{Store: &db.Store}}
+}
 
 const deliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
 
@@ -149,42 +151,6 @@ func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*
 			NextAttemptAt: time.UnixMilli(next.Int64).UTC(), CreatedAt: time.UnixMilli(created.Int64).UTC()})
 	}
 	return out, maxSeq, rows.Err()
-}
-
-// OrgSecrets implements webhook.Store (sqlstore.OrgSecrets).
-func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
-	sec, err := sqlstore.OrgSecrets(ctx, sqlConn{s.db.R}, orgID, s.db.Now())
-	return sec, wrapErr("org secret", err)
-}
-
-// Forwarding returns the device's organization and its forwarding URL when
-// forwarding is enabled.
-func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string, string, error) {
-	var orgID string
-	var url sql.NullString
-	var enabled sql.NullBool
-	st, err := s.stmt(ctx, &s.st.forwarding, s.db.R, `SELECT d.org_id, s.webhook_url, s.webhook_enabled FROM devices d
-		LEFT JOIN serial_state s ON s.device_id = d.id WHERE d.id = ?`)
-	if err != nil {
-		return "", "", fmt.Errorf("sqlite: forwarding: %w", err)
-	}
-	err = st.QueryRowContext(ctx, deviceID).Scan(&orgID, &url, &enabled)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", deviceNotFound(deviceID)
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("sqlite: forwarding: %w", err)
-	}
-	if !enabled.Bool || !url.Valid {
-		return orgID, "", nil
-	}
-	return orgID, url.String, nil
-}
-
-// AlertTarget implements webhook.Store (sqlstore.AlertTarget).
-func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string, string, error) {
-	orgID, url, err := sqlstore.AlertTarget(ctx, sqlConn{s.db.R}, deviceID)
-	return orgID, url, wrapErr("alert target", err)
 }
 
 // Prune deletes deliveries that ended before t, with their attempts, in

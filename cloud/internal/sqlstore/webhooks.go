@@ -94,34 +94,57 @@ func DeviceNotFound(id string) error {
 	return cloud.Errorf(cloud.ENOTFOUND, "device %q not found", id)
 }
 
-// OrgSecrets reads the organization's signing secret with q and, until its
-// grace period ends at now, the previous one (webhook.Store's).
-func OrgSecrets(ctx context.Context, q Querier, orgID string, now time.Time) (webhook.Secrets, error) {
+// OutboxReads are the reads of the webhook outbox (webhook.Store) that
+// both stores make alike; each store's outbox embeds them.
+type OutboxReads struct{ *Store }
+
+// OrgSecrets returns the organization's signing secret and, until its
+// grace period ends, the previous one (webhook.Store's).
+func (s OutboxReads) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
 	var sec webhook.Secrets
 	var until int64
-	err := q.QueryRow(ctx, `SELECT webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
+	err := s.R.QueryRow(ctx, `SELECT webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
 		Scan(&sec.Current, &sec.Previous, &until)
 	if errors.Is(err, sql.ErrNoRows) {
 		return webhook.Secrets{}, OrgNotFound(orgID)
 	}
 	if err != nil {
-		return webhook.Secrets{}, err
+		return webhook.Secrets{}, s.Wrap("org secret", err)
 	}
-	if until <= now.UnixMilli() {
+	if until <= s.nowMs() {
 		sec.Previous = ""
 	}
 	return sec, nil
 }
 
-// AlertTarget reads the device's organization and its alert webhook URL
-// with q (webhook.Store's).
-func AlertTarget(ctx context.Context, q Querier, deviceID string) (orgID, url string, err error) {
-	err = q.QueryRow(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = ?`, deviceID).Scan(&orgID, &url)
+// Forwarding returns the device's organization and its signal-forwarding
+// URL when forwarding is enabled (webhook.Store's).
+func (s OutboxReads) Forwarding(ctx context.Context, deviceID string) (orgID, url string, err error) {
+	var u sql.NullString
+	var enabled sql.NullBool
+	err = s.R.QueryRow(ctx, `SELECT d.org_id, s.webhook_url, s.webhook_enabled FROM devices d
+		LEFT JOIN serial_state s ON s.device_id = d.id WHERE d.id = ?`, deviceID).Scan(&orgID, &u, &enabled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", DeviceNotFound(deviceID)
 	}
 	if err != nil {
-		return "", "", err
+		return "", "", s.Wrap("forwarding", err)
+	}
+	if !enabled.Bool || !u.Valid {
+		return orgID, "", nil
+	}
+	return orgID, u.String, nil
+}
+
+// AlertTarget returns the device's organization and its alert webhook URL
+// (webhook.Store's).
+func (s OutboxReads) AlertTarget(ctx context.Context, deviceID string) (orgID, url string, err error) {
+	err = s.R.QueryRow(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = ?`, deviceID).Scan(&orgID, &url)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", DeviceNotFound(deviceID)
+	}
+	if err != nil {
+		return "", "", s.Wrap("alert target", err)
 	}
 	return orgID, url, nil
 }

@@ -255,7 +255,10 @@ var dialect = sqlstore.Dialect{
 		_, err := tx.Exec(ctx, `SELECT pg_notify(?, ?)`, channel, id)
 		return err
 	},
-	LockOrg: `SELECT 1 FROM orgs WHERE id = ? FOR UPDATE`,
+	LockOrg:     `SELECT 1 FROM orgs WHERE id = ? FOR UPDATE`,
+	LockRows:    " FOR UPDATE",
+	SkipLocked:  " FOR UPDATE SKIP LOCKED",
+	OfflineAlso: ", agent_relay = NULL",
 }
 
 // storeError formats an error of the store (as fmt.Errorf); one caused by

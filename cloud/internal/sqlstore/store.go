@@ -32,6 +32,15 @@ type Dialect struct {
 	// (PostgreSQL: the day's partition, created before the transaction,
 	// which would otherwise wait on the lock it takes).
 	EventsAt func(ctx context.Context, atMs int64) error
+	// LockRows ends a SELECT of rows the transaction changes next, locking
+	// them (PostgreSQL: " FOR UPDATE"), SkipLocked one that takes only the
+	// rows no other transaction holds (" FOR UPDATE SKIP LOCKED"); "" where
+	// the one writer serializes every transaction.
+	LockRows, SkipLocked string
+	// OfflineAlso is what a device going OFFLINE clears besides its session
+	// and deadline (PostgreSQL: ", agent_relay = NULL", the relay that
+	// held it).
+	OfflineAlso string
 	// LockOrg is a statement that locks the organization's row (?) until
 	// the transaction ends, so that its users change one at a time
 	// whichever relay changes them; "" where the store's one writer

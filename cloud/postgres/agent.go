@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -22,11 +21,12 @@ import (
 // device's epoch and records the relay (presence), and a write of an older
 // session is refused with ErrSessionGone, so that relay closes it.
 type AgentStore struct {
-	db    *DB
-	log   *slog.Logger
-	w     *ingestWriter
-	merge agentlink.HeartbeatMerge // applyHeartbeats' memory (writer goroutine only)
-	relay string
+	sqlstore.AgentReads // AuthDevice, Revoked, DesiredConfig
+	db                  *DB
+	log                 *slog.Logger
+	w                   *ingestWriter
+	merge               agentlink.HeartbeatMerge // applyHeartbeats' memory (writer goroutine only)
+	relay               string
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)
@@ -40,7 +40,7 @@ func NewAgentStore(db *DB, log *slog.Logger, relay string) *AgentStore {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &AgentStore{db: db, log: log, relay: relay}
+	s := &AgentStore{db: db, log: log, AgentReads: sqlstore.AgentReads{Store: &db.Store, Log: log}, relay: relay}
 	s.w = newIngestWriter(db, log)
 	s.w.bulk = s.applyHeartbeats
 	return s
@@ -50,23 +50,6 @@ func NewAgentStore(db *DB, log *slog.Logger, relay string) *AgentStore {
 func (s *AgentStore) Close() error {
 	s.w.close()
 	return nil
-}
-
-// AuthDevice implements agentlink.Store.
-func (s *AgentStore) AuthDevice(ctx context.Context, tokenHash [32]byte) (agentlink.Device, error) {
-	var d agentlink.Device
-	var revoked *int64
-	var status string
-	err := s.db.Pool.QueryRow(ctx, `SELECT id, org_id, model, status, token_revoked_at FROM devices WHERE token_hash = $1`, tokenHash[:]).
-		Scan(&d.ID, &d.OrgID, &d.Model, &status, &revoked)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && revoked != nil {
-		return agentlink.Device{}, agentlink.ErrUnauthorized
-	}
-	if err != nil {
-		return agentlink.Device{}, storeError("postgres: auth device: %w", err)
-	}
-	d.Status = resource.DeviceStatus(status)
-	return d, nil
 }
 
 // agentTx returns the agent store's writes (sqlstore.AgentWrites) in tx.
@@ -268,11 +251,6 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 	return out, err
 }
 
-// Revoked implements agentlink.Store.
-func (s *AgentStore) Revoked(ctx context.Context) ([]string, error) {
-	return query(ctx, s.db, "revoked devices", sqlstore.ScanString, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
-}
-
 // Orphans implements agentlink.Store.
 func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Duration) (int, error) {
 	tag, err := s.db.Pool.Exec(ctx, `UPDATE devices SET agent_deadline = $1 WHERE agent_deadline IS NULL AND status IN `+onlineish, now.Add(window).UnixMilli())
@@ -280,11 +258,4 @@ func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Dur
 		return 0, storeError("postgres: orphans: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
-}
-
-// DesiredConfig implements agentlink.Store.
-func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (protocol.Config, bool, error) {
-	return sqlstore.DesiredConfig(ctx, &s.db.Store, dev, func(ch string, err error) {
-		s.log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch, "err", err)
-	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -19,10 +18,11 @@ import (
 // writes go through one writer goroutine that coalesces the writes of many
 // connections into one transaction; Close stops it.
 type AgentStore struct {
-	db  *DB
-	log *slog.Logger
-	w   *ingestWriter
-	st  agentStmts
+	sqlstore.AgentReads // AuthDevice, Revoked, DesiredConfig
+	db                  *DB
+	log                 *slog.Logger
+	w                   *ingestWriter
+	st                  agentStmts
 	// bulk holds the multi-row statements for full chunks and the
 	// heartbeat statements, by kind or query text.
 	bulk map[string]*sql.Stmt
@@ -47,8 +47,7 @@ var _ agentlink.Store = (*AgentStore)(nil)
 // agentStmts are the writer's prepared statements.
 type agentStmts struct {
 	connect, heartbeatStatus, event, eventOwner *sql.Stmt
-	lastSeq, session, orphans, rowids          *sql.Stmt
-	auth                                       *sql.Stmt // on the readers
+	lastSeq, session, orphans, rowids           *sql.Stmt
 }
 
 // onlineish are the statuses of a connected device.
@@ -59,13 +58,12 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &AgentStore{db: db, log: log, rowids: make(map[string]*devRowids)}
+	s := &AgentStore{db: db, log: log, AgentReads: sqlstore.AgentReads{Store: &db.Store, Log: log}, rowids: make(map[string]*devRowids)}
 	prep := []struct {
 		dst  **sql.Stmt
 		pool *sql.DB
 		q    string
 	}{
-		{&s.st.auth, db.R, `SELECT id, org_id, model, status, token_revoked_at FROM devices WHERE token_hash = ?`},
 		{&s.st.connect, db.W, `UPDATE devices SET status = 'CONNECTING', agent_session = ?, agent_deadline = ? WHERE id = ?`},
 		// A heartbeat that changes the status (the other heartbeats go in
 		// bulk: agent_heartbeats.go), so that most heartbeats touch neither
@@ -110,7 +108,7 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 }
 
 func (s *AgentStore) closeStmts() {
-	for _, st := range []*sql.Stmt{s.st.auth, s.st.connect, s.st.heartbeatStatus,
+	for _, st := range []*sql.Stmt{s.st.connect, s.st.heartbeatStatus,
 		s.st.event, s.st.eventOwner, s.st.lastSeq, s.st.session, s.st.orphans, s.st.rowids} {
 		if st != nil {
 			st.Close()
@@ -135,25 +133,6 @@ func (s *AgentStore) Close() error {
 
 // Stats returns the writer's counters.
 func (s *AgentStore) Stats() IngestStats { return s.w.snapshot() }
-
-// AuthDevice implements agentlink.Store.
-func (s *AgentStore) AuthDevice(ctx context.Context, tokenHash [32]byte) (agentlink.Device, error) {
-	var d agentlink.Device
-	var revoked sql.NullInt64
-	var status string
-	err := s.st.auth.QueryRowContext(ctx, tokenHash[:]).Scan(&d.ID, &d.OrgID, &d.Model, &status, &revoked)
-	if errors.Is(err, sql.ErrNoRows) {
-		return agentlink.Device{}, agentlink.ErrUnauthorized
-	}
-	if err != nil {
-		return agentlink.Device{}, fmt.Errorf("sqlite: auth device: %w", err)
-	}
-	if revoked.Valid {
-		return agentlink.Device{}, agentlink.ErrUnauthorized
-	}
-	d.Status = resource.DeviceStatus(status)
-	return d, nil
-}
 
 // agentTx returns the agent store's writes (sqlstore.AgentWrites) in the
 // writer's transaction t.
@@ -355,12 +334,6 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 	return out, err
 }
 
-// Revoked implements agentlink.Store.
-func (s *AgentStore) Revoked(ctx context.Context) ([]string, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
-	return collect(rows, err, "revoked devices", sqlstore.ScanString)
-}
-
 // Orphans implements agentlink.Store.
 func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Duration) (int, error) {
 	var n int64
@@ -373,11 +346,4 @@ func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Dur
 		return nil
 	})
 	return int(n), err
-}
-
-// DesiredConfig implements agentlink.Store.
-func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (protocol.Config, bool, error) {
-	return sqlstore.DesiredConfig(ctx, &s.db.Store, dev, func(ch string, err error) {
-		s.log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch, "err", err)
-	})
 }

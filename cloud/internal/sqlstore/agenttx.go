@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/fleet/fleet/cloud/agentlink"
@@ -127,4 +128,44 @@ func (a AgentWrites) SetOffline(ctx context.Context, id string) error {
 func (a AgentWrites) Due(ctx context.Context, now time.Time) ([]agentlink.Device, error) {
 	out, err := Collect(ctx, a.Q, ScanDue, dueSQL+a.D.SkipLocked, now.UnixMilli())
 	return out, a.wrap(err, "sweep")
+}
+
+// AgentReads are the agent endpoint store's reads (agentlink.Store's
+// AuthDevice, Revoked, DesiredConfig), written once; each store's agent
+// store embeds them. Log hears of a stored channel configuration that does
+// not decode.
+type AgentReads struct {
+	*Store
+	Log *slog.Logger
+}
+
+// AuthDevice implements agentlink.Store: ErrUnauthorized for an unknown or
+// revoked token.
+func (s AgentReads) AuthDevice(ctx context.Context, tokenHash [32]byte) (agentlink.Device, error) {
+	var d agentlink.Device
+	var revoked sql.NullInt64
+	var status string
+	err := s.R.QueryRow(ctx, `SELECT id, org_id, model, status, token_revoked_at FROM devices WHERE token_hash = ?`, tokenHash[:]).
+		Scan(&d.ID, &d.OrgID, &d.Model, &status, &revoked)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && revoked.Valid {
+		return agentlink.Device{}, agentlink.ErrUnauthorized
+	}
+	if err != nil {
+		return agentlink.Device{}, s.Wrap("auth device", err)
+	}
+	d.Status = resource.DeviceStatus(status)
+	return d, nil
+}
+
+// Revoked implements agentlink.Store.
+func (s AgentReads) Revoked(ctx context.Context) ([]string, error) {
+	out, err := Collect(ctx, s.R, ScanString, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
+	return out, s.Wrap("revoked devices", err)
+}
+
+// DesiredConfig implements agentlink.Store (the package's DesiredConfig).
+func (s AgentReads) DesiredConfig(ctx context.Context, dev agentlink.Device) (protocol.Config, bool, error) {
+	return DesiredConfig(ctx, s.Store, dev, func(ch string, err error) {
+		s.Log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch, "err", err)
+	})
 }

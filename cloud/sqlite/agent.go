@@ -137,7 +137,7 @@ func (s *AgentStore) Stats() IngestStats { return s.w.snapshot() }
 // agentTx returns the agent store's writes (sqlstore.AgentWrites) in the
 // writer's transaction t.
 func (s *AgentStore) agentTx(t *ingestTx) sqlstore.AgentWrites {
-	return sqlstore.AgentWrites{Q: writerConn{s, t}, D: &dialect, Event: func(ctx context.Context, dev agentlink.Device, ev *resource.Event) error {
+	return sqlstore.AgentWrites{Q: s.writerConn(t), D: &dialect, Event: func(ctx context.Context, dev agentlink.Device, ev *resource.Event) error {
 		data := string(ev.Data)
 		if data == "" {
 			data = "{}"
@@ -147,51 +147,16 @@ func (s *AgentStore) agentTx(t *ingestTx) sqlstore.AgentWrites {
 	}}
 }
 
-// writerConn runs the shared statements in the writer's transaction t:
-// those of sqlstore.AgentSQL prepared once on the writer (shared), any
-// other once per transaction.
-type writerConn struct {
-	s *AgentStore
-	t *ingestTx
-}
-
-func (c writerConn) stmt(query string) (*sql.Stmt, error) {
-	if st, ok := c.s.shared[query]; ok {
-		return c.t.stmt(st), nil
+// writerConn returns the shared statements for the writer's transaction
+// t: those of sqlstore.AgentSQL prepared once on the writer (shared) and
+// bound to t, any other prepared once per transaction.
+func (s *AgentStore) writerConn(t *ingestTx) prepared {
+	return func(_ context.Context, query string) (statement, error) {
+		if st, ok := s.shared[query]; ok {
+			return t.stmt(st), nil
+		}
+		return t.prepare(query)
 	}
-	return c.t.prepare(query)
-}
-
-func (c writerConn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	st, err := c.stmt(query)
-	if err != nil {
-		return sqlstore.ErrRow(err)
-	}
-	return st.QueryRowContext(ctx, args...)
-}
-
-func (c writerConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	st, err := c.stmt(query)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
-}
-
-func (c writerConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	st, err := c.stmt(query)
-	if err != nil {
-		return 0, err
-	}
-	res, err := st.ExecContext(ctx, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
 }
 
 // Connect implements agentlink.Store.

@@ -83,7 +83,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	}
 	db := &DB{W: w, Now: time.Now, path: path}
 	db.Services = sqlstore.NewServices(&db.Store)
-	db.Store = sqlstore.Store{Dialect: dialect, R: stmtConn{db}, W: sqlConn{w}, Clock: func() time.Time { return db.Now() },
+	db.Store = sqlstore.Store{Dialect: dialect, R: prepared(db.readerStmt), W: sqlConn{w}, Clock: func() time.Time { return db.Now() },
 		Tx: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
 			return db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) })
 		}}

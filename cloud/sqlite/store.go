@@ -55,36 +55,28 @@ func isUnique(err error) bool {
 	return errors.As(err, &se) && (se.ExtendedCode == sqlite3.ErrConstraintUnique || se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey)
 }
 
-// stmtConn runs the shared code's reads on the readers, each statement
-// prepared once and kept (readStmt), up to maxStmts of them; a statement
-// beyond those runs unprepared.
-type stmtConn struct{ db *DB }
-
-const maxStmts = 1024
-
-func (c stmtConn) stmt(ctx context.Context, query string) (interface {
+// statement is a prepared statement (*sql.Stmt) or one run unprepared.
+type statement interface {
 	QueryRowContext(ctx context.Context, args ...any) *sql.Row
 	QueryContext(ctx context.Context, args ...any) (*sql.Rows, error)
 	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
-}, error) {
-	if c.db.nstmts.Load() >= maxStmts {
-		if _, ok := c.db.stmts.Load(query); !ok {
-			return unprepared{c.db.R, query}, nil
-		}
-	}
-	return c.db.readStmt(ctx, query)
 }
 
-func (c stmtConn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	st, err := c.stmt(ctx, query)
+// prepared runs the shared code's statements (a sqlstore.Querier) as the
+// function returns them, prepared: readerStmt on the readers, writerConn's
+// in the agent writer's transaction.
+type prepared func(ctx context.Context, query string) (statement, error)
+
+func (p prepared) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	st, err := p(ctx, query)
 	if err != nil {
 		return sqlstore.ErrRow(err)
 	}
 	return st.QueryRowContext(ctx, args...)
 }
 
-func (c stmtConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	st, err := c.stmt(ctx, query)
+func (p prepared) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	st, err := p(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +87,8 @@ func (c stmtConn) Query(ctx context.Context, query string, args ...any) (sqlstor
 	return rows, nil
 }
 
-func (c stmtConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	st, err := c.stmt(ctx, query)
+func (p prepared) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	st, err := p(ctx, query)
 	if err != nil {
 		return 0, err
 	}
@@ -105,6 +97,21 @@ func (c stmtConn) Exec(ctx context.Context, query string, args ...any) (int64, e
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// maxStmts bounds the statements readerStmt keeps prepared; one beyond
+// them runs unprepared.
+const maxStmts = 1024
+
+// readerStmt returns query prepared once on the readers and kept
+// (readStmt), up to maxStmts of them.
+func (db *DB) readerStmt(ctx context.Context, query string) (statement, error) {
+	if db.nstmts.Load() >= maxStmts {
+		if _, ok := db.stmts.Load(query); !ok {
+			return unprepared{db.R, query}, nil
+		}
+	}
+	return db.readStmt(ctx, query)
 }
 
 // unprepared is a statement run on a pool without preparing it.

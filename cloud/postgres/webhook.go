@@ -20,7 +20,7 @@ import (
 // SKIP LOCKED). Leases are timed by the database server's clock.
 type WebhookStore struct {
 	db                   *DB
-	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget
+	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget, Pending
 	relay                string
 	lease                atomic.Int64 // of inserts claimed, in ms
 }
@@ -222,7 +222,7 @@ func (s *WebhookStore) Claim(ctx context.Context, limit int, lease time.Duration
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*webhook.Delivery, error) { return scanDelivery(r) })
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*webhook.Delivery, error) { return sqlstore.ScanDelivery(r) })
 		return err
 	})
 	if err != nil {
@@ -255,40 +255,6 @@ func nullStatus(code int) *int32 {
 	}
 	c := int32(code)
 	return &c
-}
-
-const deliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
-
-func scanDelivery(r pgx.Row) (*webhook.Delivery, error) {
-	var d webhook.Delivery
-	var state string
-	var next, created int64
-	err := r.Scan(&d.Seq, &d.ID, &d.OrgID, &d.DeviceID, &d.Event, &d.URL, &d.Body, &state, &d.Attempts, &next, &created)
-	d.State, d.NextAttemptAt, d.CreatedAt = webhook.State(state), time.UnixMilli(next).UTC(), time.UnixMilli(created).UTC()
-	return &d, err
-}
-
-// Pending returns up to limit pending deliveries with seq > after, in
-// order, and the outbox's highest seq, from one snapshot (one transaction
-// at repeatable read).
-func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, int64, error) {
-	var out []*webhook.Delivery
-	var maxSeq int64
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM webhook_deliveries`).Scan(&maxSeq); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > $1 ORDER BY seq LIMIT $2`, after, limit)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*webhook.Delivery, error) { return scanDelivery(r) })
-		return err
-	})
-	if err != nil {
-		return nil, 0, storeError("postgres: pending deliveries: %w", err)
-	}
-	return out, maxSeq, nil
 }
 
 // Prune deletes deliveries that ended before t, with their attempts, 2,000

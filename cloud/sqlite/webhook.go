@@ -14,7 +14,7 @@ import (
 // WebhookStore is the webhook outbox (webhook.Store) on SQLite.
 type WebhookStore struct {
 	db                   *DB
-	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget
+	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget, Pending
 
 	mu sync.Mutex // guards the lazily prepared statements below
 	st struct{ insert, attempt, update *sql.Stmt }
@@ -26,8 +26,6 @@ var _ webhook.Store = (*WebhookStore)(nil)
 func NewWebhookStore(db *DB) *WebhookStore {
 	return &WebhookStore{db: db, OutboxReads: sqlstore.OutboxReads{Store: &db.Store}}
 }
-
-const deliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
 
 // WriteOutbox inserts deliveries and records attempts with their delivery's
 // new state in one transaction, with statements prepared once on the
@@ -120,37 +118,6 @@ func nullStatus(code int) sql.NullInt64 {
 		return sql.NullInt64{}
 	}
 	return sql.NullInt64{Int64: int64(code), Valid: true}
-}
-
-// Pending returns up to limit pending deliveries with seq > after, in
-// order, and the outbox's highest seq, from one statement (one snapshot).
-func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, int64, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT m.max_seq, d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at
-		FROM (SELECT COALESCE(MAX(seq), 0) AS max_seq FROM webhook_deliveries) m
-		LEFT JOIN (SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?) d ON 1
-		ORDER BY d.seq`, after, limit)
-	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite: pending deliveries: %w", err)
-	}
-	defer rows.Close()
-	var out []*webhook.Delivery
-	var maxSeq int64
-	for rows.Next() {
-		var seq sql.NullInt64
-		var id, org, dev, event, url, state sql.NullString
-		var body []byte
-		var attempts, next, created sql.NullInt64
-		if err := rows.Scan(&maxSeq, &seq, &id, &org, &dev, &event, &url, &body, &state, &attempts, &next, &created); err != nil {
-			return nil, 0, fmt.Errorf("sqlite: pending deliveries: %w", err)
-		}
-		if !seq.Valid {
-			continue // no pending delivery: the row only carries max_seq
-		}
-		out = append(out, &webhook.Delivery{Seq: seq.Int64, ID: id.String, OrgID: org.String, DeviceID: dev.String, Event: event.String,
-			URL: url.String, Body: body, State: webhook.State(state.String), Attempts: int(attempts.Int64),
-			NextAttemptAt: time.UnixMilli(next.Int64).UTC(), CreatedAt: time.UnixMilli(created.Int64).UTC()})
-	}
-	return out, maxSeq, rows.Err()
 }
 
 // Prune deletes deliveries that ended before t, with their attempts, in

@@ -95,7 +95,8 @@ func DeviceNotFound(id string) error {
 }
 
 // OutboxReads are the reads of the webhook outbox (webhook.Store) that
-// both stores make alike; each store's outbox embeds them.
+// both stores make alike (OrgSecrets, Forwarding, AlertTarget, Pending);
+// each store's outbox embeds them.
 type OutboxReads struct{ *Store }
 
 // OrgSecrets returns the organization's signing secret and, until its
@@ -134,6 +135,46 @@ func (s OutboxReads) Forwarding(ctx context.Context, deviceID string) (orgID, ur
 		return orgID, "", nil
 	}
 	return orgID, u.String, nil
+}
+
+// DeliveryColumns are the columns ScanDelivery reads, in order.
+const DeliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
+
+// ScanDelivery reads a row of DeliveryColumns.
+func ScanDelivery(r Row) (*webhook.Delivery, error) {
+	var d webhook.Delivery
+	var state string
+	var next, created int64
+	err := r.Scan(&d.Seq, &d.ID, &d.OrgID, &d.DeviceID, &d.Event, &d.URL, &d.Body, &state, &d.Attempts, &next, &created)
+	d.State, d.NextAttemptAt, d.CreatedAt = webhook.State(state), time.UnixMilli(next).UTC(), time.UnixMilli(created).UTC()
+	return &d, err
+}
+
+// Pending returns up to limit pending deliveries with seq > after, in
+// order, and the outbox's highest seq, from one statement (one snapshot,
+// one round trip).
+func (s OutboxReads) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, int64, error) {
+	var out []*webhook.Delivery
+	var maxSeq int64
+	err := Each(ctx, s.R, `SELECT m.max_seq, d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at
+		FROM (SELECT COALESCE(MAX(seq), 0) AS max_seq FROM webhook_deliveries) m
+		LEFT JOIN (SELECT `+DeliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?) d ON true
+		ORDER BY d.seq`, []any{after, limit}, func(r Row) error {
+		var seq, attempts, next, created sql.NullInt64
+		var id, org, dev, event, url, state sql.NullString
+		var body []byte
+		if err := r.Scan(&maxSeq, &seq, &id, &org, &dev, &event, &url, &body, &state, &attempts, &next, &created); err != nil || !seq.Valid {
+			return err // !seq.Valid: no pending delivery, the row only carries max_seq
+		}
+		out = append(out, &webhook.Delivery{Seq: seq.Int64, ID: id.String, OrgID: org.String, DeviceID: dev.String, Event: event.String,
+			URL: url.String, Body: body, State: webhook.State(state.String), Attempts: int(attempts.Int64),
+			NextAttemptAt: time.UnixMilli(next.Int64).UTC(), CreatedAt: time.UnixMilli(created.Int64).UTC()})
+		return nil
+	})
+	if err != nil {
+		return nil, 0, s.Wrap("pending deliveries", err)
+	}
+	return out, maxSeq, nil
 }
 
 // AlertTarget returns the device's organization and its alert webhook URL

@@ -222,7 +222,7 @@ func (db *DB) migrationsPending(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	names, err := query(ctx, db, "migrations", sqlstore.ScanString, `SELECT name FROM schema_migrations`)
+	names, err := sqlstore.Collect(ctx, db.R, sqlstore.ScanString, `SELECT name FROM schema_migrations`)
 	if err != nil {
 		return false, err
 	}

@@ -94,8 +94,9 @@ func (r resync) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) error 
 // desired serial configuration is newer than what their agent applied:
 // after a listener reconnects, these may have missed a push.
 func (db *DB) StaleConfigs(ctx context.Context, relay string) ([]string, error) {
-	return query(ctx, db, "stale configs", sqlstore.ScanString, `SELECT d.id FROM devices d JOIN serial_state s ON s.device_id = d.id
-		WHERE d.agent_relay = $1 AND d.agent_session IS NOT NULL AND s.desired_version > s.applied_version`, relay)
+	out, err := sqlstore.Collect(ctx, db.R, sqlstore.ScanString, `SELECT d.id FROM devices d JOIN serial_state s ON s.device_id = d.id
+		WHERE d.agent_relay = ? AND d.agent_session IS NOT NULL AND s.desired_version > s.applied_version`, relay)
+	return out, db.Wrap("stale configs", err)
 }
 
 // notify sends a notification on channel in tx.

@@ -233,25 +233,3 @@ func (db *DB) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	db.nstmts.Add(1)
 	return st, nil
 }
-
-// collect reads every row of rows (returned with err by a query) with scan
-// into a slice, empty rather than nil, and closes them; its errors name
-// what.
-func collect[T any](rows *sql.Rows, err error, what string, scan func(sqlstore.Row) (T, error)) ([]T, error) {
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
-	}
-	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: %s: %w", what, err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
-	}
-	return out, nil
-}

@@ -31,9 +31,6 @@ type AgentStore struct {
 
 var _ agentlink.Store = (*AgentStore)(nil)
 
-// onlineish are the statuses of a connected device.
-const onlineish = `('ONLINE', 'CONNECTING', 'REBOOTING', 'UPDATING', 'ERROR')`
-
 // NewAgentStore starts the writer goroutine. relay names this relay
 // process in the devices' presence (agent_relay).
 func NewAgentStore(db *DB, log *slog.Logger, relay string) *AgentStore {
@@ -253,9 +250,6 @@ func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.Stat
 
 // Orphans implements agentlink.Store.
 func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Duration) (int, error) {
-	tag, err := s.db.Pool.Exec(ctx, `UPDATE devices SET agent_deadline = $1 WHERE agent_deadline IS NULL AND status IN `+onlineish, now.Add(window).UnixMilli())
-	if err != nil {
-		return 0, storeError("postgres: orphans: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
+	n, err := s.db.W.Exec(ctx, sqlstore.OrphansSQL, now.Add(window).UnixMilli())
+	return int(n), s.db.Wrap("orphans", err)
 }

@@ -50,9 +50,6 @@ type agentStmts struct {
 	lastSeq, session, orphans, rowids           *sql.Stmt
 }
 
-// onlineish are the statuses of a connected device.
-const onlineish = `('ONLINE', 'CONNECTING', 'REBOOTING', 'UPDATING', 'ERROR')`
-
 // NewAgentStore prepares the statements and starts the writer goroutine.
 func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 	if log == nil {
@@ -74,7 +71,7 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 		{&s.st.lastSeq, db.W, `UPDATE devices SET agent_last_seq = MAX(agent_last_seq, ?) WHERE id = ? RETURNING agent_last_seq`},
 		{&s.st.session, db.W, `SELECT status FROM devices WHERE id = ? AND agent_session = ?`},
 		{&s.st.rowids, db.W, `SELECT d.rowid, COALESCE((SELECT s.rowid FROM serial_state AS s WHERE s.device_id = d.id), 0) FROM devices AS d WHERE d.id = ?`},
-		{&s.st.orphans, db.W, `UPDATE devices SET agent_deadline = ? WHERE agent_deadline IS NULL AND status IN ` + onlineish},
+		{&s.st.orphans, db.W, sqlstore.OrphansSQL},
 	}
 	for _, p := range prep {
 		st, err := p.pool.Prepare(p.q)

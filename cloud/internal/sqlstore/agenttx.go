@@ -39,6 +39,13 @@ const (
 	dueSQL        = `SELECT ` + DueColumns + ` FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < ? ORDER BY agent_deadline LIMIT 2000`
 )
 
+// OrphansSQL is the orphan rule (agentlink.Store's Orphans): a device in
+// a connected status (the statuses a session holds it in) without a
+// deadline was left so by a relay process that ended; it gets the deadline
+// given, after which the sweep takes it OFFLINE unless its agent
+// reconnects.
+const OrphansSQL = `UPDATE devices SET agent_deadline = ? WHERE agent_deadline IS NULL AND status IN ('ONLINE', 'CONNECTING', 'REBOOTING', 'UPDATING', 'ERROR')`
+
 func (d *Dialect) setOfflineSQL() string {
 	return `UPDATE devices SET status = 'OFFLINE', agent_session = NULL, agent_deadline = NULL` + d.OfflineAlso + ` WHERE id = ?`
 }

@@ -22,6 +22,7 @@ import (
 // session is refused with ErrSessionGone, so that relay closes it.
 type AgentStore struct {
 	sqlstore.AgentReads // AuthDevice, Revoked, DesiredConfig
+	sqlstore.AgentFlows // Hello, ConfigApplied, Disconnect, Sweep
 	db                  *DB
 	log                 *slog.Logger
 	w                   *ingestWriter
@@ -40,6 +41,13 @@ func NewAgentStore(db *DB, log *slog.Logger, relay string) *AgentStore {
 	s := &AgentStore{db: db, log: log, AgentReads: sqlstore.AgentReads{Store: &db.Store, Log: log}, relay: relay}
 	s.w = newIngestWriter(db, log)
 	s.w.bulk = s.applyHeartbeats
+	s.Run = func(ctx context.Context, eventsAt int64, fn func(context.Context, sqlstore.AgentTx) error) error {
+		job := &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, s.agentTx(tx)) }}
+		if eventsAt != 0 {
+			job.events = []int64{eventsAt}
+		}
+		return s.w.do(ctx, job)
+	}
 	return s
 }
 
@@ -75,21 +83,6 @@ func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session 
 		return notify(ctx, tx, channelPresence, dev.ID+" "+session)
 	}})
 	return ch, err
-}
-
-// Hello implements agentlink.Store (sqlstore.Hello).
-func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink.HelloOut, error) {
-	var out agentlink.HelloOut
-	job := &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		out, err = sqlstore.Hello(ctx, s.agentTx(tx), in)
-		return err
-	}}
-	if in.OnlineEvent {
-		job.events = []int64{in.At.UnixMilli()}
-	}
-	err := s.w.do(ctx, job)
-	return out, err
 }
 
 // Records implements agentlink.Store: samples and events in multi-row
@@ -215,37 +208,6 @@ func (s *AgentStore) insertAgentEvents(ctx context.Context, tx pgx.Tx, dev agent
 		pending = again
 	}
 	return out, nil
-}
-
-// ConfigApplied implements agentlink.Store (sqlstore.ConfigApplied).
-func (s *AgentStore) ConfigApplied(ctx context.Context, in agentlink.ConfigAppliedIn) (agentlink.ConfigAppliedOut, error) {
-	err := s.w.do(ctx, &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error {
-		return sqlstore.ConfigApplied(ctx, s.agentTx(tx), in)
-	}})
-	return agentlink.ConfigAppliedOut{}, err
-}
-
-// Disconnect implements agentlink.Store (sqlstore.Disconnect).
-func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, session string, at time.Time, reason string) (agentlink.StatusChange, bool, error) {
-	var ch agentlink.StatusChange
-	var ok bool
-	err := s.w.do(ctx, &ingestJob{events: []int64{at.UnixMilli()}, apply: func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		ch, ok, err = sqlstore.Disconnect(ctx, s.agentTx(tx), dev, session, at, reason)
-		return err
-	}})
-	return ch, ok, err
-}
-
-// Sweep implements agentlink.Store (sqlstore.Sweep).
-func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.StatusChange, error) {
-	var out []agentlink.StatusChange
-	err := s.w.do(ctx, &ingestJob{events: []int64{now.UnixMilli()}, apply: func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		out, err = sqlstore.Sweep(ctx, s.agentTx(tx), now)
-		return err
-	}})
-	return out, err
 }
 
 // Orphans implements agentlink.Store.

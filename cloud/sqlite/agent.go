@@ -19,6 +19,7 @@ import (
 // connections into one transaction; Close stops it.
 type AgentStore struct {
 	sqlstore.AgentReads // AuthDevice, Revoked, DesiredConfig
+	sqlstore.AgentFlows // Hello, ConfigApplied, Disconnect, Sweep
 	db                  *DB
 	log                 *slog.Logger
 	w                   *ingestWriter
@@ -101,6 +102,9 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 	}
 	w.bulk = s.applyHeartbeats
 	s.w = w
+	s.Run = func(ctx context.Context, _ int64, fn func(context.Context, sqlstore.AgentTx) error) error {
+		return w.do(ctx, true, func(t *ingestTx) error { return fn(t.ctx, s.agentTx(t)) })
+	}
 	return s, nil
 }
 
@@ -171,17 +175,6 @@ func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session 
 		return nil
 	})
 	return ch, err
-}
-
-// Hello implements agentlink.Store (sqlstore.Hello).
-func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink.HelloOut, error) {
-	var out agentlink.HelloOut
-	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		var err error
-		out, err = sqlstore.Hello(t.ctx, s.agentTx(t), in)
-		return err
-	})
-	return out, err
 }
 
 // Records implements agentlink.Store.
@@ -261,39 +254,6 @@ func (s *AgentStore) insertAgentEvent(t *ingestTx, dev agentlink.Device, e *prot
 		ev.ID = agentlink.RemapEventID(dev.ID, e.ID)
 	}
 	return ev, false, nil
-}
-
-// ConfigApplied implements agentlink.Store (sqlstore.ConfigApplied). The
-// agent records the serial.config_applied event (and serial.error for
-// failures) itself.
-func (s *AgentStore) ConfigApplied(ctx context.Context, in agentlink.ConfigAppliedIn) (agentlink.ConfigAppliedOut, error) {
-	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		return sqlstore.ConfigApplied(t.ctx, s.agentTx(t), in)
-	})
-	return agentlink.ConfigAppliedOut{}, err
-}
-
-// Disconnect implements agentlink.Store (sqlstore.Disconnect).
-func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, session string, at time.Time, reason string) (agentlink.StatusChange, bool, error) {
-	var ch agentlink.StatusChange
-	var ok bool
-	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		var err error
-		ch, ok, err = sqlstore.Disconnect(t.ctx, s.agentTx(t), dev, session, at, reason)
-		return err
-	})
-	return ch, ok, err
-}
-
-// Sweep implements agentlink.Store (sqlstore.Sweep).
-func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.StatusChange, error) {
-	var out []agentlink.StatusChange
-	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		var err error
-		out, err = sqlstore.Sweep(t.ctx, s.agentTx(t), now)
-		return err
-	})
-	return out, err
 }
 
 // Orphans implements agentlink.Store.

@@ -149,3 +149,13 @@ func TelemetryView(deviceID string, m catalog.Model, at *resource.Time, rows map
 	}
 	return out
 }
+
+// ChannelUsable is the rule of a channel's availability: a channel that
+// the agent reported unusable (reported true, available false) takes no
+// desired configuration, EUNAVAILABLE; one never reported takes it.
+func ChannelUsable(channelID string, reported, available bool) error {
+	if reported && !available {
+		return Errorf(EUNAVAILABLE, "channel %s is not available on the device", channelID)
+	}
+	return nil
+}

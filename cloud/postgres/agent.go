@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -22,16 +21,16 @@ import (
 // device's epoch and records the relay (presence), and a write of an older
 // session is refused with ErrSessionGone, so that relay closes it.
 type AgentStore struct {
-	db    *DB
-	log   *slog.Logger
-	w     *ingestWriter
-	relay string
+	sqlstore.AgentReads // AuthDevice, Revoked, DesiredConfig
+	sqlstore.AgentFlows // Hello, ConfigApplied, Disconnect, Sweep
+	db                  *DB
+	log                 *slog.Logger
+	w                   *ingestWriter
+	merge               agentlink.HeartbeatMerge // applyHeartbeats' memory (writer goroutine only)
+	relay               string
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)
-
-// onlineish are the statuses of a connected device.
-const onlineish = `('ONLINE', 'CONNECTING', 'REBOOTING', 'UPDATING', 'ERROR')`
 
 // NewAgentStore starts the writer goroutine. relay names this relay
 // process in the devices' presence (agent_relay).
@@ -39,9 +38,16 @@ func NewAgentStore(db *DB, log *slog.Logger, relay string) *AgentStore {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &AgentStore{db: db, log: log, relay: relay}
+	s := &AgentStore{db: db, log: log, AgentReads: sqlstore.AgentReads{Store: &db.Store, Log: log}, relay: relay}
 	s.w = newIngestWriter(db, log)
 	s.w.bulk = s.applyHeartbeats
+	s.Run = func(ctx context.Context, eventsAt int64, fn func(context.Context, sqlstore.AgentTx) error) error {
+		job := &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, s.agentTx(tx)) }}
+		if eventsAt != 0 {
+			job.events = []int64{eventsAt}
+		}
+		return s.w.do(ctx, job)
+	}
 	return s
 }
 
@@ -51,124 +57,11 @@ func (s *AgentStore) Close() error {
 	return nil
 }
 
-// AuthDevice implements agentlink.Store.
-func (s *AgentStore) AuthDevice(ctx context.Context, tokenHash [32]byte) (agentlink.Device, error) {
-	var d agentlink.Device
-	var revoked *int64
-	var status string
-	err := s.db.Pool.QueryRow(ctx, `SELECT id, org_id, model, status, token_revoked_at FROM devices WHERE token_hash = $1`, tokenHash[:]).
-		Scan(&d.ID, &d.OrgID, &d.Model, &status, &revoked)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && revoked != nil {
-		return agentlink.Device{}, agentlink.ErrUnauthorized
-	}
-	if err != nil {
-		return agentlink.Device{}, storeError("postgres: auth device: %w", err)
-	}
-	d.Status = resource.DeviceStatus(status)
-	return d, nil
-}
-
-// agentTx runs the agent store's statements in the writer's transaction
-// (sqlstore.AgentTx).
-type agentTx struct {
-	s  *AgentStore
-	tx pgx.Tx
-}
-
-var _ sqlstore.AgentTx = agentTx{}
-
-// DeviceState implements sqlstore.AgentTx, locking the device's row for
-// the transaction.
-func (a agentTx) DeviceState(ctx context.Context, id string) (status resource.DeviceStatus, session string, lastSeq uint64, err error) {
-	var st string
-	var seq int64
-	if err := a.tx.QueryRow(ctx, `SELECT status, COALESCE(agent_session, ''), agent_last_seq FROM devices WHERE id = $1 FOR UPDATE`, id).Scan(&st, &session, &seq); err != nil {
-		return "", "", 0, storeError("postgres: device %s status: %w", id, err)
-	}
-	return resource.DeviceStatus(st), session, uint64(seq), nil
-}
-
-// SessionStatus implements sqlstore.AgentTx, locking the device's row.
-func (a agentTx) SessionStatus(ctx context.Context, id, session string) (resource.DeviceStatus, bool, error) {
-	var st string
-	err := a.tx.QueryRow(ctx, `SELECT status FROM devices WHERE id = $1 AND agent_session = $2 FOR UPDATE`, id, session).Scan(&st)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, storeError("postgres: session of %s: %w", id, err)
-	}
-	return resource.DeviceStatus(st), true, nil
-}
-
-// SetOnline implements sqlstore.AgentTx.
-func (a agentTx) SetOnline(ctx context.Context, in agentlink.HelloIn, deadline time.Time) error {
-	h := in.Hello
-	if _, err := a.tx.Exec(ctx, `UPDATE devices SET status = 'ONLINE', firmware_version = $1, agent_device_name = $2, agent_device_location = $3,
-		agent_timezone = $4, agent_version = $5, agent_heartbeat_ms = $6, last_seen = $7, agent_deadline = $8 WHERE id = $9`,
-		h.FirmwareVersion, h.DeviceName, h.DeviceLocation, h.Timezone, h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(),
-		deadline.UnixMilli(), in.Device.ID); err != nil {
-		return storeError("postgres: hello %s: %w", in.Device.ID, err)
-	}
-	return nil
-}
-
-// InsertEvent implements sqlstore.AgentTx.
-func (a agentTx) InsertEvent(ctx context.Context, dev agentlink.Device, ev *resource.Event) error {
-	return a.s.db.insertEvents(ctx, a.tx, dev.OrgID, dev.ID, []resource.Event{*ev})
-}
-
-// SerialState implements sqlstore.AgentTx.
-func (a agentTx) SerialState(ctx context.Context, id string) (desiredVersion int64, channels []protocol.ChannelState, err error) {
-	if err := a.tx.QueryRow(ctx, `INSERT INTO serial_state (device_id) VALUES ($1) ON CONFLICT (device_id) DO UPDATE SET device_id = excluded.device_id
-		RETURNING desired_version`, id).Scan(&desiredVersion); err != nil {
-		return 0, nil, storeError("postgres: desired version %s: %w", id, err)
-	}
-	rows, err := a.tx.Query(ctx, `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, '') FROM serial_channels
-		WHERE device_id = $1 AND available IS NOT NULL`, id)
-	if err != nil {
-		return 0, nil, storeError("postgres: channels %s: %w", id, err)
-	}
-	channels, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.ChannelState, error) {
-		var c protocol.ChannelState
-		err := r.Scan(&c.ID, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.PassthroughAddress)
-		return c, err
-	})
-	if err != nil {
-		return 0, nil, storeError("postgres: channels %s: %w", id, err)
-	}
-	return desiredVersion, channels, nil
-}
-
-// SetApplied implements sqlstore.AgentTx.
-func (a agentTx) SetApplied(ctx context.Context, id string, version int64) error {
-	if _, err := a.tx.Exec(ctx, `UPDATE serial_state SET applied_version = $1 WHERE device_id = $2`, version, id); err != nil {
-		return storeError("postgres: config applied %s: %w", id, err)
-	}
-	return nil
-}
-
-// SetOffline implements sqlstore.AgentTx, clearing the device's relay too.
-func (a agentTx) SetOffline(ctx context.Context, id string) error {
-	if _, err := a.tx.Exec(ctx, `UPDATE devices SET status = 'OFFLINE', agent_session = NULL, agent_deadline = NULL, agent_relay = NULL WHERE id = $1`, id); err != nil {
-		return storeError("postgres: offline %s: %w", id, err)
-	}
-	return nil
-}
-
-// Due implements sqlstore.AgentTx. Relays sweeping at once skip each
-// other's rows (SKIP LOCKED), so each device goes OFFLINE once.
-func (a agentTx) Due(ctx context.Context, now time.Time) ([]agentlink.Device, error) {
-	rows, err := a.tx.Query(ctx, `SELECT `+sqlstore.DueColumns+` FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < $1
-		ORDER BY agent_deadline LIMIT 2000 FOR UPDATE SKIP LOCKED`, now.UnixMilli())
-	if err != nil {
-		return nil, storeError("postgres: sweep: %w", err)
-	}
-	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agentlink.Device, error) { return sqlstore.ScanDue(r) })
-	if err != nil {
-		return nil, storeError("postgres: sweep: %w", err)
-	}
-	return due, nil
+// agentTx returns the agent store's writes (sqlstore.AgentWrites) in tx.
+func (s *AgentStore) agentTx(tx pgx.Tx) sqlstore.AgentWrites {
+	return sqlstore.AgentWrites{Q: pgConn{tx}, D: &s.db.Dialect, Event: func(ctx context.Context, dev agentlink.Device, ev *resource.Event) error {
+		return s.db.insertEvents(ctx, tx, dev.OrgID, dev.ID, []resource.Event{*ev})
+	}}
 }
 
 // Connect implements agentlink.Store: session becomes the device's, on this
@@ -176,7 +69,7 @@ func (a agentTx) Due(ctx context.Context, now time.Time) ([]agentlink.Device, er
 func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session string, at, deadline time.Time) (agentlink.StatusChange, error) {
 	ch := agentlink.StatusChange{Device: dev, To: resource.StatusConnecting}
 	err := s.w.do(ctx, &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error {
-		from, _, _, err := agentTx{s, tx}.DeviceState(ctx, dev.ID)
+		from, _, _, err := s.agentTx(tx).DeviceState(ctx, dev.ID)
 		if err != nil {
 			return err
 		}
@@ -190,21 +83,6 @@ func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session 
 		return notify(ctx, tx, channelPresence, dev.ID+" "+session)
 	}})
 	return ch, err
-}
-
-// Hello implements agentlink.Store (sqlstore.Hello).
-func (s *AgentStore) Hello(ctx context.Context, in agentlink.HelloIn) (agentlink.HelloOut, error) {
-	var out agentlink.HelloOut
-	job := &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		out, err = sqlstore.Hello(ctx, agentTx{s, tx}, in)
-		return err
-	}}
-	if in.OnlineEvent {
-		job.events = []int64{in.At.UnixMilli()}
-	}
-	err := s.w.do(ctx, job)
-	return out, err
 }
 
 // Records implements agentlink.Store: samples and events in multi-row
@@ -332,54 +210,8 @@ func (s *AgentStore) insertAgentEvents(ctx context.Context, tx pgx.Tx, dev agent
 	return out, nil
 }
 
-// ConfigApplied implements agentlink.Store (sqlstore.ConfigApplied).
-func (s *AgentStore) ConfigApplied(ctx context.Context, in agentlink.ConfigAppliedIn) (agentlink.ConfigAppliedOut, error) {
-	err := s.w.do(ctx, &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error {
-		return sqlstore.ConfigApplied(ctx, agentTx{s, tx}, in)
-	}})
-	return agentlink.ConfigAppliedOut{}, err
-}
-
-// Disconnect implements agentlink.Store (sqlstore.Disconnect).
-func (s *AgentStore) Disconnect(ctx context.Context, dev agentlink.Device, session string, at time.Time, reason string) (agentlink.StatusChange, bool, error) {
-	var ch agentlink.StatusChange
-	var ok bool
-	err := s.w.do(ctx, &ingestJob{events: []int64{at.UnixMilli()}, apply: func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		ch, ok, err = sqlstore.Disconnect(ctx, agentTx{s, tx}, dev, session, at, reason)
-		return err
-	}})
-	return ch, ok, err
-}
-
-// Sweep implements agentlink.Store (sqlstore.Sweep).
-func (s *AgentStore) Sweep(ctx context.Context, now time.Time) ([]agentlink.StatusChange, error) {
-	var out []agentlink.StatusChange
-	err := s.w.do(ctx, &ingestJob{events: []int64{now.UnixMilli()}, apply: func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		out, err = sqlstore.Sweep(ctx, agentTx{s, tx}, now)
-		return err
-	}})
-	return out, err
-}
-
-// Revoked implements agentlink.Store.
-func (s *AgentStore) Revoked(ctx context.Context) ([]string, error) {
-	return query(ctx, s.db, "revoked devices", sqlstore.ScanString, `SELECT id FROM devices WHERE token_revoked_at IS NOT NULL AND agent_session IS NOT NULL`)
-}
-
 // Orphans implements agentlink.Store.
 func (s *AgentStore) Orphans(ctx context.Context, now time.Time, window time.Duration) (int, error) {
-	tag, err := s.db.Pool.Exec(ctx, `UPDATE devices SET agent_deadline = $1 WHERE agent_deadline IS NULL AND status IN `+onlineish, now.Add(window).UnixMilli())
-	if err != nil {
-		return 0, storeError("postgres: orphans: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
-}
-
-// DesiredConfig implements agentlink.Store.
-func (s *AgentStore) DesiredConfig(ctx context.Context, dev agentlink.Device) (protocol.Config, bool, error) {
-	return sqlstore.DesiredConfig(ctx, tables{s.db}, dev, func(ch string, err error) {
-		s.log.Error("stored channel config does not decode; sending the default", "device", dev.ID, "channel", ch, "err", err)
-	})
+	n, err := s.db.W.Exec(ctx, sqlstore.OrphansSQL, now.Add(window).UnixMilli())
+	return int(n), s.db.Wrap("orphans", err)
 }

@@ -3,13 +3,11 @@ package postgres
 import (
 	"context"
 	"sort"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/hw/catalog"
-	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -30,32 +28,22 @@ func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, do
 	return s.w.enqueue(ctx, &ingestJob{hb: hb})
 }
 
-// hbGroup is the heartbeats of one session in one transaction, applied as
-// one: the device row and the serial telemetry time get the values of the
-// last of them, each channel the state of the last that reported it.
-type hbGroup struct {
-	id, session string
-	jobs        []int // indexes in the transaction's heartbeats, in order
-	last        int
-	deadline    time.Time
-	serialAt    int // the last job with serial telemetry, -1: none
-	chans       []protocol.ChannelState
-}
-
 // applyHeartbeats stores a transaction's heartbeats: a heartbeat that
 // changes the status updates its device row on its own first; then the
-// heartbeats of each session are merged and written with one statement
-// per table (rows given as arrays, unnest), devices in id order so that
-// relays writing the same rows lock them in the same order.
+// heartbeats of each session are merged (agentlink.HeartbeatMerge) and
+// written with one statement per table (rows given as arrays, unnest),
+// devices in id order so that relays writing the same rows lock them in
+// the same order.
 func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJob, errs []error) error {
-	byKey := map[[2]string]*hbGroup{}
-	var groups []*hbGroup
+	m := &s.merge
+	defer m.Reset()
 	for i, hb := range hbs {
 		in := &hb.in
 		hb.out = agentlink.HeartbeatOut{}
 		if in.Status != in.PrevStatus {
 			if in.Deadline.IsZero() {
 				errs[i] = storeError("postgres: heartbeat %s: status change without a deadline", in.Device.ID)
+				m.Skip()
 				continue
 			}
 			tag, err := tx.Exec(ctx, `UPDATE devices SET last_seen = $1, ip_address = $2, agent_deadline = $3, status = $4 WHERE id = $5 AND agent_session = $6`,
@@ -65,30 +53,17 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 			}
 			if tag.RowsAffected() == 0 {
 				errs[i] = agentlink.ErrSessionGone
+				m.Skip()
 				continue
 			}
 		}
-		k := [2]string{in.Device.ID, in.Session}
-		g := byKey[k]
-		if g == nil {
-			g = &hbGroup{id: in.Device.ID, session: in.Session, serialAt: -1}
-			byKey[k] = g
-			groups = append(groups, g)
-		}
-		g.jobs = append(g.jobs, i)
-		g.last = i
-		if !in.Deadline.IsZero() {
-			g.deadline = in.Deadline
-		}
-		if hb.serial && in.HasChannels {
-			g.serialAt = i
-			g.chans = agentlink.MergeChannels(g.chans, in.Channels)
-		}
+		m.Add(in, hb.serial)
 	}
+	groups := m.Groups
 	if len(groups) == 0 {
 		return nil
 	}
-	sort.Slice(groups, func(a, b int) bool { return groups[a].id < groups[b].id })
+	sort.Slice(groups, func(a, b int) bool { return groups[a].DeviceID < groups[b].DeviceID })
 
 	// Device rows: last seen, address, deadline; RETURNING names the
 	// sessions that still own their device.
@@ -96,8 +71,8 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 	id, session, ip := make([]string, n), make([]string, n), make([]string, n)
 	seen, deadline := make([]int64, n), make([]*int64, n)
 	for i, g := range groups {
-		in := &hbs[g.last].in
-		id[i], session[i], ip[i], seen[i], deadline[i] = g.id, g.session, in.IPAddress, in.At.UnixMilli(), timeMs(g.deadline)
+		in := &hbs[g.Last].in
+		id[i], session[i], ip[i], seen[i], deadline[i] = g.DeviceID, g.Session, in.IPAddress, in.At.UnixMilli(), timeMs(g.Deadline)
 	}
 	rows, err := tx.Query(ctx, `UPDATE devices d SET last_seen = v.seen, ip_address = v.ip, agent_deadline = COALESCE(v.deadline, d.agent_deadline)
 		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS v(id, session, seen, ip, deadline)
@@ -126,23 +101,23 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 	var evOrg, evDev []string
 	var evs []resource.Event
 	for _, g := range groups {
-		if !matched[[2]string{g.id, g.session}] {
-			for _, i := range g.jobs {
+		if !matched[[2]string{g.DeviceID, g.Session}] {
+			for i := g.First; i >= 0; i = m.Next(i) {
 				if errs[i] == nil {
 					errs[i] = agentlink.ErrSessionGone
 				}
 			}
 			continue
 		}
-		if g.serialAt >= 0 {
-			in := &hbs[g.serialAt].in
-			serialID, serialAt, applied = append(serialID, g.id), append(serialAt, in.At.UnixMilli()), append(applied, in.AppliedVersion)
-			for _, c := range g.chans {
-				chDev, chID, chAvail, chLive = append(chDev, g.id), append(chID, c.ID), append(chAvail, c.Available), append(chLive, c.Live)
+		if g.SerialAt >= 0 {
+			in := &hbs[g.SerialAt].in
+			serialID, serialAt, applied = append(serialID, g.DeviceID), append(serialAt, in.At.UnixMilli()), append(applied, in.AppliedVersion)
+			for _, c := range g.Channels {
+				chDev, chID, chAvail, chLive = append(chDev, g.DeviceID), append(chID, c.ID), append(chAvail, c.Available), append(chLive, c.Live)
 				chTx, chErr, chPass = append(chTx, c.TxOn), append(chErr, c.Error), append(chPass, c.PassthroughAddress)
 			}
 		}
-		for _, i := range g.jobs {
+		for i := g.First; i >= 0; i = m.Next(i) {
 			hb := hbs[i]
 			in := &hb.in
 			hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}

@@ -9,14 +9,11 @@ package postgres
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/url"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -29,9 +26,6 @@ import (
 	"github.com/fleet/fleet/cloud/internal/freshread"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
-
-//go:embed migrations/*.sql
-var migrationFS embed.FS
 
 // Advisory lock keys (pg_advisory_lock): one for migrations, one for
 // partition changes. Arbitrary constants, "fleet" in their high bytes.
@@ -56,6 +50,8 @@ type DB struct {
 	parts  map[string]bool // partitions known to exist, by name
 
 	sqlstore.Services // Devices, Serial, Alerts, Observe
+	// the queries written once for both stores, in PostgreSQL's dialect
+	sqlstore.Store
 }
 
 // Open connects to the database named by url (any URL or keyword/value
@@ -83,7 +79,13 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, redact(fmt.Errorf("postgres: %w", err), pw)
 	}
 	db := &DB{Pool: pool, Now: time.Now, url: url, password: pw, parts: map[string]bool{}}
-	db.Services = sqlstore.NewServices(tables{db})
+	db.Services = sqlstore.NewServices(&db.Store)
+	d := dialect
+	d.EventsAt = func(ctx context.Context, atMs int64) error { return db.ensureDays(ctx, "events", atMs) }
+	db.Store = sqlstore.Store{Dialect: d, R: pgConn{pool}, W: pgConn{pool}, Clock: func() time.Time { return db.Now() },
+		Tx: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
+			return db.writeTx(ctx, func(tx pgx.Tx) error { return fn(pgConn{tx}) })
+		}}
 	db.version = freshread.New(db.snapshotVersion, versionTimeout)
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
@@ -149,8 +151,9 @@ func (db *DB) Close() error {
 // NowMs returns the clock's time in Unix milliseconds.
 func (db *DB) NowMs() int64 { return db.Now().UnixMilli() }
 
-// migrate applies every embedded migration not yet recorded, each in its
-// own transaction, in file-name order, holding the migration lock: a relay
+// migrate applies the steps of the migration sequence (sqlstore's) not
+// yet recorded, each in its own transaction, in order, holding the
+// migration lock: a relay
 // that starts while another migrates waits for it and then finds nothing
 // left to do.
 func (db *DB) migrate(ctx context.Context) error {
@@ -166,14 +169,16 @@ func (db *DB) migrate(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
 		return storeError("postgres: migrations table: %w", err)
 	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	steps, err := sqlstore.Migrations("postgres")
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := migrateFile(ctx, conn.Conn(), name); err != nil {
-			return err
+	for _, m := range steps {
+		err := pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
+			return sqlstore.Migrate(ctx, pgConn{tx}, m, time.Now().UnixMilli())
+		})
+		if err != nil {
+			return storeError("postgres: %w", err)
 		}
 	}
 	return analyzeUnplanned(ctx, conn.Conn())
@@ -211,42 +216,18 @@ func analyzeUnplanned(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-func migrateFile(ctx context.Context, conn *pgx.Conn, name string) error {
-	short := strings.TrimPrefix(name, "migrations/")
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE name = $1`, short).Scan(&n); err != nil {
-			return storeError("postgres: migration %s: %w", short, err)
-		}
-		if n > 0 {
-			return nil
-		}
-		body, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, string(body)); err != nil {
-			return storeError("postgres: migration %s: %w", short, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name, applied_at) VALUES ($1, $2)`, short, time.Now().UnixMilli()); err != nil {
-			return storeError("postgres: migration %s: %w", short, err)
-		}
-		return nil
-	})
-}
-
 // migrationsPending reports whether embedded migrations are not applied
 // yet.
 func (db *DB) migrationsPending(ctx context.Context) (bool, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	steps, err := sqlstore.Migrations("postgres")
 	if err != nil {
 		return false, err
 	}
-	var n int
-	if err := db.Pool.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+	names, err := sqlstore.Collect(ctx, db.R, sqlstore.ScanString, `SELECT name FROM schema_migrations`)
+	if err != nil {
 		return false, err
 	}
-	return n < len(names), nil
+	return sqlstore.Pending(steps, names), nil
 }
 
 // writeTx runs fn in a transaction (read committed).
@@ -254,17 +235,32 @@ func (db *DB) writeTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, db.Pool, fn)
 }
 
-// msTime converts nullable Unix milliseconds to a UTC time; NULL or 0 gives
-// zero.
-func msTime(ms *int64) time.Time {
-	if ms == nil || *ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(*ms).UTC()
-}
-
 // timeMs converts t to nullable Unix milliseconds.
 var timeMs = sqlstore.NullMs
+
+// dialect is PostgreSQL's: the shared statements' placeholders numbered
+// and INSERT OR IGNORE spelt ON CONFLICT DO NOTHING (pgConn), errors of an
+// unreachable server ESERVICEUNAVAILABLE, other relays told of changes by
+// NOTIFY, an organization's users changed under a lock on its row.
+var dialect = sqlstore.Dialect{
+	Name:     "postgres",
+	IsUnique: isUnique,
+	Classify: func(err error) error {
+		if unreachable(err) {
+			return cloud.Unavailable(err)
+		}
+		return err
+	},
+	Changed: func(ctx context.Context, tx sqlstore.Querier, c sqlstore.Change, id string) error {
+		channel := map[sqlstore.Change]string{sqlstore.ChangeOutbox: channelOutbox, sqlstore.ChangeRevoked: channelRevoked, sqlstore.ChangeConfig: channelConfig}[c]
+		_, err := tx.Exec(ctx, `SELECT pg_notify(?, ?)`, channel, id)
+		return err
+	},
+	LockOrg:     `SELECT 1 FROM orgs WHERE id = ? FOR UPDATE`,
+	LockRows:    " FOR UPDATE",
+	SkipLocked:  " FOR UPDATE SKIP LOCKED",
+	OfflineAlso: ", agent_relay = NULL",
+}
 
 // storeError formats an error of the store (as fmt.Errorf); one caused by
 // the database being unreachable (refused or lost connections, a server

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
@@ -20,26 +21,12 @@ import (
 const (
 	channelPresence = "fleet_presence" // payload "<device id> <session>": the session took the device
 	channelRevoked  = "fleet_revoked"  // payload: the device whose token was revoked
-	channelOutbox   = "fleet_outbox"   // webhook deliveries this relay did not take were queued
+	channelOutbox   = "fleet_outbox"
+	channelConfig   = "fleet_config" // payload: the device whose desired serial configuration changed   // webhook deliveries this relay did not take were queued
 )
 
-// Handlers are what a relay does with the cluster's notifications; nil
-// fields are ignored. Each is called on the listener's goroutine and must
-// not block for long.
-type Handlers struct {
-	// Config: the device's desired serial configuration changed.
-	Config func(deviceID string)
-	// Presence: session took the device (on any relay).
-	Presence func(deviceID, session string)
-	// Revoked: the device's token was revoked.
-	Revoked func(deviceID string)
-	// Outbox: webhook deliveries were queued for another relay to take.
-	Outbox func()
-	// Resync runs after every (re)connection of the listener, once it
-	// listens: notifications sent while it was not listening are lost, so
-	// it catches up on what they would have said.
-	Resync func(ctx context.Context) error
-}
+// Handlers are what a relay does with the cluster's notifications.
+type Handlers = cloud.ClusterHandlers
 
 // ListenReconnect is how long the listener waits before it connects again
 // after losing its connection.
@@ -107,8 +94,9 @@ func (r resync) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) error 
 // desired serial configuration is newer than what their agent applied:
 // after a listener reconnects, these may have missed a push.
 func (db *DB) StaleConfigs(ctx context.Context, relay string) ([]string, error) {
-	return query(ctx, db, "stale configs", sqlstore.ScanString, `SELECT d.id FROM devices d JOIN serial_state s ON s.device_id = d.id
-		WHERE d.agent_relay = $1 AND d.agent_session IS NOT NULL AND s.desired_version > s.applied_version`, relay)
+	out, err := sqlstore.Collect(ctx, db.R, sqlstore.ScanString, `SELECT d.id FROM devices d JOIN serial_state s ON s.device_id = d.id
+		WHERE d.agent_relay = ? AND d.agent_session IS NOT NULL AND s.desired_version > s.applied_version`, relay)
+	return out, db.Wrap("stale configs", err)
 }
 
 // notify sends a notification on channel in tx.

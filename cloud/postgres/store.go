@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,15 +20,6 @@ import (
 )
 
 var _ cloud.Store = (*DB)(nil)
-
-// tables are db's tables in PostgreSQL's dialect, under the services of
-// cloud/internal/sqlstore.
-type tables struct{ db *DB }
-
-var _ sqlstore.Tables = tables{}
-
-// Now implements sqlstore.Tables: db's clock.
-func (t tables) Now() time.Time { return t.db.Now() }
 
 // pgConn runs the statements of cloud/internal/sqlstore (a Querier) on the
 // pool or a transaction: their ? placeholders numbered ($1, $2, …),
@@ -44,13 +36,20 @@ func (c pgConn) QueryRow(ctx context.Context, query string, args ...any) sqlstor
 	return pgRow{c.q.QueryRow(ctx, numbered(query), args...)}
 }
 
-func (c pgConn) Query(ctx context.Context, query string, args []any, each func(sqlstore.Row) error) error {
+func (c pgConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
 	rows, err := c.q.Query(ctx, numbered(query), args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rows.Close()
-	return sqlstore.EachRow(rows, each)
+	return pgRows{rows}, nil
+}
+
+// pgRows are pgx.Rows as sqlstore.Rows.
+type pgRows struct{ pgx.Rows }
+
+func (r pgRows) Close() error {
+	r.Rows.Close()
+	return r.Rows.Err()
 }
 
 func (c pgConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
@@ -68,7 +67,8 @@ func (r pgRow) Scan(dest ...any) error {
 	return err
 }
 
-// numbered rewrites the ? placeholders of query as $1, $2, … : the one way
+// numbered rewrites the ? placeholders of query as $1, $2, … (and an INSERT
+// OR IGNORE as ON CONFLICT DO NOTHING): the one way
 // the statements of cloud/internal/sqlstore, written with ? for both
 // stores, reach PostgreSQL (they hold no ? in a literal). Most are
 // constants and the rest are built per call in a handful of shapes (a
@@ -76,7 +76,7 @@ func (r pgRow) Scan(dest ...any) error {
 // each is rewritten once and kept (up to maxNumbered of them); a statement
 // without ? is its own rewrite.
 func numbered(query string) string {
-	if strings.IndexByte(query, '?') < 0 {
+	if strings.IndexByte(query, '?') < 0 && !strings.HasPrefix(query, insertOrIgnore) {
 		return query
 	}
 	if q, ok := numberedCache.Load(query); ok {
@@ -98,7 +98,15 @@ var (
 	numberedCount atomic.Int64
 )
 
+// insertOrIgnore starts a shared statement that inserts unless a unique
+// constraint holds the row already: ON CONFLICT DO NOTHING here.
+const insertOrIgnore = "INSERT OR IGNORE INTO "
+
 func renumber(query string) string {
+	ignore := strings.HasPrefix(query, insertOrIgnore)
+	if ignore {
+		query = "INSERT INTO " + query[len(insertOrIgnore):] + " ON CONFLICT DO NOTHING"
+	}
 	var b strings.Builder
 	n := 0
 	for _, r := range query {
@@ -186,4 +194,28 @@ func (db *DB) Ready(ctx context.Context) error {
 		return errors.New("postgres: database migrations pending (a newer relay's schema is not applied yet)")
 	}
 	return nil
+}
+
+// Stores returns db with the stores of the relay's parts made from it, for
+// the relay process named relay in the cluster (the devices' presence,
+// webhook leases).
+func (db *DB) Stores(relay string) cloud.Stores {
+	return cloud.Stores{
+		Store: db,
+		Now:   func() time.Time { return db.Now() },
+		Panel: NewPanelStore(db),
+		NewAgentStore: func(log *slog.Logger) (cloud.AgentStoreCloser, error) {
+			return NewAgentStore(db, log, relay), nil
+		},
+		Engine: NewAlertEngineStore(db),
+		Outbox: NewWebhookStore(db, relay),
+		Cluster: &cloud.Cluster{
+			Relay:        relay,
+			Listen:       db.Listen,
+			StaleConfigs: func(ctx context.Context) ([]string, error) { return db.StaleConfigs(ctx, relay) },
+			Lease: func(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+				return db.TryLease(ctx, name, relay, ttl)
+			},
+		},
+	}
 }

@@ -2,17 +2,14 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/shared/ids"
 )
 
 // WebhookStore is the webhook outbox on PostgreSQL, shared by the relays
@@ -22,16 +19,17 @@ import (
 // serialized by an advisory lock and skip rows being written (FOR UPDATE
 // SKIP LOCKED). Leases are timed by the database server's clock.
 type WebhookStore struct {
-	db    *DB
-	relay string
-	lease atomic.Int64 // of inserts claimed, in ms
+	db                   *DB
+	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget, Pending
+	relay                string
+	lease                atomic.Int64 // of inserts claimed, in ms
 }
 
 var _ webhook.Shared = (*WebhookStore)(nil)
 
 // NewWebhookStore returns the outbox of db as relay sees it.
 func NewWebhookStore(db *DB, relay string) *WebhookStore {
-	s := &WebhookStore{db: db, relay: relay}
+	s := &WebhookStore{db: db, OutboxReads: sqlstore.OutboxReads{Store: &db.Store}, relay: relay}
 	s.SetLease(webhook.MaxLease)
 	return s
 }
@@ -225,7 +223,7 @@ func (s *WebhookStore) Claim(ctx context.Context, limit int, lease time.Duration
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*webhook.Delivery, error) { return scanDelivery(r) })
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*webhook.Delivery, error) { return sqlstore.ScanDelivery(r) })
 		return err
 	})
 	if err != nil {
@@ -260,72 +258,6 @@ func nullStatus(code int) *int32 {
 	return &c
 }
 
-const deliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
-
-func scanDelivery(r pgx.Row) (*webhook.Delivery, error) {
-	var d webhook.Delivery
-	var state string
-	var next, created int64
-	err := r.Scan(&d.Seq, &d.ID, &d.OrgID, &d.DeviceID, &d.Event, &d.URL, &d.Body, &state, &d.Attempts, &next, &created)
-	d.State, d.NextAttemptAt, d.CreatedAt = webhook.State(state), time.UnixMilli(next).UTC(), time.UnixMilli(created).UTC()
-	return &d, err
-}
-
-// Pending returns up to limit pending deliveries with seq > after, in
-// order, and the outbox's highest seq, from one snapshot (one transaction
-// at repeatable read).
-func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, int64, error) {
-	var out []*webhook.Delivery
-	var maxSeq int64
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM webhook_deliveries`).Scan(&maxSeq); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > $1 ORDER BY seq LIMIT $2`, after, limit)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*webhook.Delivery, error) { return scanDelivery(r) })
-		return err
-	})
-	if err != nil {
-		return nil, 0, storeError("postgres: pending deliveries: %w", err)
-	}
-	return out, maxSeq, nil
-}
-
-// OrgSecrets implements webhook.Store (sqlstore.OrgSecrets).
-func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
-	sec, err := sqlstore.OrgSecrets(ctx, pgConn{s.db.Pool}, orgID, s.db.Now())
-	return sec, wrapErr("org secret", err)
-}
-
-// Forwarding returns the device's organization and its forwarding URL when
-// forwarding is enabled.
-func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string, string, error) {
-	var orgID string
-	var url *string
-	var enabled *bool
-	err := s.db.Pool.QueryRow(ctx, `SELECT d.org_id, s.webhook_url, s.webhook_enabled FROM devices d
-		LEFT JOIN serial_state s ON s.device_id = d.id WHERE d.id = $1`, deviceID).Scan(&orgID, &url, &enabled)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", "", deviceNotFound(deviceID)
-	}
-	if err != nil {
-		return "", "", storeError("postgres: forwarding: %w", err)
-	}
-	if enabled == nil || !*enabled || url == nil {
-		return orgID, "", nil
-	}
-	return orgID, *url, nil
-}
-
-// AlertTarget implements webhook.Store (sqlstore.AlertTarget).
-func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string, string, error) {
-	orgID, url, err := sqlstore.AlertTarget(ctx, pgConn{s.db.Pool}, deviceID)
-	return orgID, url, wrapErr("alert target", err)
-}
-
 // Prune deletes deliveries that ended before t, with their attempts, 2,000
 // at a time.
 func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, error) {
@@ -350,57 +282,4 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 		return total, storeError("postgres: prune deliveries: %w", err)
 	}
 	return total, nil
-}
-
-// WebhookDeliveries returns the organization's most recent deliveries,
-// newest first, each with its attempts.
-func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliveryInfo, error) {
-	out, err := sqlstore.WebhookDeliveries(ctx, pgConn{db.Pool}, orgID, limit)
-	if err != nil {
-		return nil, storeError("postgres: deliveries: %w", err)
-	}
-	return out, nil
-}
-
-// WebhookDeliveryCounts counts the organization's deliveries by state.
-func (db *DB) WebhookDeliveryCounts(ctx context.Context, orgID string) (map[string]int, error) {
-	type stateCount struct {
-		state string
-		n     int
-	}
-	rows, err := query(ctx, db, "delivery counts", func(r sqlstore.Row) (stateCount, error) {
-		var c stateCount
-		err := r.Scan(&c.state, &c.n) // before c is returned: return c, r.Scan(...) may read c first
-		return c, err
-	}, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = $1 GROUP BY state`, orgID)
-	if err != nil {
-		return nil, err
-	}
-	counts := make(map[string]int, len(rows))
-	for _, c := range rows {
-		counts[c.state] = c.n
-	}
-	return counts, nil
-}
-
-// RedeliverWebhook queues a new delivery with the body, URL and event of
-// delivery id and returns the new delivery's id.
-func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
-	newID := ids.New()
-	now := db.NowMs()
-	err := db.writeTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
-			SELECT $1, org_id, device_id, event, url, body, 'pending', 0, $2, id, $2 FROM webhook_deliveries WHERE id = $3`, newID, now, id)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return sqlstore.DeliveryNotFound(id)
-		}
-		return notify(ctx, tx, channelOutbox, "") // a relay takes it now rather than at its next poll
-	})
-	if err != nil {
-		return "", wrapErr("redeliver", err)
-	}
-	return newID, nil
 }

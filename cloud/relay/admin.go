@@ -16,7 +16,7 @@ func runOrgCreate(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("org create")
 	f.Create = true
 	name := f.String("name", "organization name", true)
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		org, err := st.CreateOrg(ctx, *name)
 		if err != nil {
 			return output{}, err
@@ -66,7 +66,7 @@ func runKeyCreate(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return nil
 	}
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		k, key, err := st.CreateKey(ctx, *org, *name, sc, ttl)
 		if err != nil {
 			return output{}, err
@@ -81,7 +81,7 @@ func runKeyCreate(ctx context.Context, args []string, stdout io.Writer) error {
 
 func runKeyList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("key list")
-	return f.runInOrg(ctx, args, stdout, func(ctx context.Context, st *relayStore, org string) (output, error) {
+	return f.runInOrg(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores, org string) (output, error) {
 		keys, err := st.Panel.OrgKeys(ctx, org)
 		if err != nil {
 			return output{}, err
@@ -119,7 +119,7 @@ type revokedJSON struct {
 func runKeyRevoke(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("key revoke")
 	id := f.String("id", "key id", true)
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		k, err := st.RevokeKey(ctx, *id)
 		if err != nil {
 			return output{}, err
@@ -137,7 +137,7 @@ func runDeviceAdd(ctx context.Context, args []string, stdout io.Writer) error {
 	serial := f.String("serial", "serial number, unique in the organization", true)
 	model := f.String("model", "hardware model from the catalog, e.g. IG-500", true)
 	location := f.String("location", "location", false)
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		d, token, err := st.AddDevice(ctx, cloud.NewDevice{OrgID: *org, Name: *name, SerialNumber: *serial, Model: *model, Location: *location})
 		if err != nil {
 			return output{}, err
@@ -157,7 +157,7 @@ func runDeviceAdd(ctx context.Context, args []string, stdout io.Writer) error {
 func runDeviceRevoke(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("device revoke")
 	id := f.String("id", "device id", true)
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		at, err := st.RevokeDevice(ctx, *id)
 		if err != nil {
 			return output{}, err

@@ -11,7 +11,7 @@ import (
 
 func runOrgList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("org list")
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		orgs, err := st.ListOrgs(ctx)
 		if err != nil {
 			return output{}, err
@@ -37,7 +37,7 @@ func runOrgList(ctx context.Context, args []string, stdout io.Writer) error {
 
 func runDeviceList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("device list")
-	return f.runInOrg(ctx, args, stdout, func(ctx context.Context, st *relayStore, org string) (output, error) {
+	return f.runInOrg(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores, org string) (output, error) {
 		devices := []resource.Device{}
 		cursor := ""
 		for {

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fleet/fleet/cloud/postgres"
+	"github.com/fleet/fleet/cloud"
 )
 
 // clusterHandlers are what the relay's parts do with the changes other
@@ -27,9 +27,9 @@ type clusterHandlers struct {
 	Resync []func(ctx context.Context) error
 }
 
-// postgresHandlers turns h into the PostgreSQL store's handlers.
-func (h *clusterHandlers) postgresHandlers() postgres.Handlers {
-	return postgres.Handlers{
+// handlers turns h into the store's cluster handlers.
+func (h *clusterHandlers) handlers() cloud.ClusterHandlers {
+	return cloud.ClusterHandlers{
 		Config: func(id string) {
 			for _, f := range h.Config {
 				f(id)
@@ -65,12 +65,12 @@ func (h *clusterHandlers) postgresHandlers() postgres.Handlers {
 // (PostgreSQL LISTEN) and hands it to Main.Cluster, reconnecting when its
 // connection drops; on SQLite there is nothing to hear.
 func (m *Main) startClusterListener(ctx context.Context, _ *http.ServeMux) (func(context.Context) error, error) {
-	if m.DB.Listen == nil {
+	if m.DB.Cluster == nil {
 		return nil, nil
 	}
 	log := m.Logger.With("component", "cluster")
 	return background(ctx, func(ctx context.Context) {
-		if err := m.DB.Listen(ctx, &m.Cluster, log); err != nil && ctx.Err() == nil {
+		if err := m.DB.Cluster.Listen(ctx, m.Cluster.handlers(), log); err != nil && ctx.Err() == nil {
 			log.Error("cluster listener stopped", "err", err)
 		}
 	}), nil
@@ -80,12 +80,12 @@ func (m *Main) startClusterListener(ctx context.Context, _ *http.ServeMux) (func
 // lease name (taking or renewing it for ttl), so that one relay at a time
 // runs a job and another takes over within ttl when it dies; on a store
 // without leases (one relay) the answer is always yes.
-func leaseHolder(st *relayStore, name string, ttl time.Duration, log *slog.Logger) func(ctx context.Context) bool {
-	if st.Lease == nil {
+func leaseHolder(st *cloud.Stores, name string, ttl time.Duration, log *slog.Logger) func(ctx context.Context) bool {
+	if st.Cluster == nil {
 		return func(context.Context) bool { return true }
 	}
 	return func(ctx context.Context) bool {
-		ok, err := st.Lease(ctx, name, ttl)
+		ok, err := st.Cluster.Lease(ctx, name, ttl)
 		if err != nil && ctx.Err() == nil {
 			log.Warn("lease not taken", "lease", name, "err", err)
 		}

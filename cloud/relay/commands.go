@@ -189,7 +189,7 @@ type output struct {
 // run parses args (parse), opens the store, runs do on it and prints its
 // output. Every admin command but backup and store copy, which open no
 // relay store, ends in it.
-func (f *adminFlags) run(ctx context.Context, args []string, stdout io.Writer, do func(ctx context.Context, st *relayStore) (output, error)) error {
+func (f *adminFlags) run(ctx context.Context, args []string, stdout io.Writer, do func(ctx context.Context, st *cloud.Stores) (output, error)) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -207,9 +207,9 @@ func (f *adminFlags) run(ctx context.Context, args []string, stdout io.Writer, d
 
 // runInOrg adds --org and runs do for that organization once it is known
 // to exist: listing an unknown organization is not_found, not an empty list.
-func (f *adminFlags) runInOrg(ctx context.Context, args []string, stdout io.Writer, do func(ctx context.Context, st *relayStore, org string) (output, error)) error {
+func (f *adminFlags) runInOrg(ctx context.Context, args []string, stdout io.Writer, do func(ctx context.Context, st *cloud.Stores, org string) (output, error)) error {
 	org := f.String("org", "organization id", true)
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		if _, err := st.Org(ctx, *org); err != nil {
 			return output{}, err
 		}

@@ -183,8 +183,8 @@ func TestClusterPresence(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 	var epoch int64
-	if err := conn.QueryRow(context.Background(), `SELECT agent_relay, agent_epoch FROM devices WHERE id = $1`, c.devID).Scan(&relay, &epoch); err != nil || relay != c.relays[1].DB.Relay || epoch != 2 {
-		t.Errorf("presence: relay %q epoch %d (%v), want %q and 2", relay, epoch, err, c.relays[1].DB.Relay)
+	if err := conn.QueryRow(context.Background(), `SELECT agent_relay, agent_epoch FROM devices WHERE id = $1`, c.devID).Scan(&relay, &epoch); err != nil || relay != c.relays[1].DB.Cluster.Relay || epoch != 2 {
+		t.Errorf("presence: relay %q epoch %d (%v), want %q and 2", relay, epoch, err, c.relays[1].DB.Cluster.Relay)
 	}
 }
 

@@ -32,7 +32,7 @@ type Main struct {
 	Logger *slog.Logger
 
 	// Set by Run. DB is the store named by --db (either dialect).
-	DB    *relayStore
+	DB    *cloud.Stores
 	Store Services
 	// Metrics is the Prometheus registry of the relay's parts; each part
 	// attaches its own as it starts.

@@ -59,9 +59,9 @@ func (m *Main) startAgentLink(ctx context.Context, mux *http.ServeMux) (func(con
 	m.Cluster.Config = append(m.Cluster.Config, srv.DesiredConfigChanged)
 	m.Cluster.Presence = append(m.Cluster.Presence, srv.Superseded)
 	m.Cluster.Revoked = append(m.Cluster.Revoked, srv.Revoked)
-	if m.DB.StaleConfigs != nil {
+	if m.DB.Cluster != nil {
 		m.Cluster.Resync = append(m.Cluster.Resync, func(ctx context.Context) error {
-			ids, err := m.DB.StaleConfigs(ctx)
+			ids, err := m.DB.Cluster.StaleConfigs(ctx)
 			for _, id := range ids {
 				srv.DesiredConfigChanged(id)
 			}

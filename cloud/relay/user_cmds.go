@@ -89,7 +89,7 @@ func (a *app) runUserCreate(ctx context.Context, args []string, stdout io.Writer
 	var role cloud.Role
 	var hash string
 	passwordFromStdin(ctx, f, a.stdin, &hash, func() error { return parseRole(&role) })
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		u, err := st.Panel.CreateUser(ctx, cloud.NewUser{OrgID: *org, Email: *email, Role: role, PasswordHash: hash})
 		if err != nil {
 			return output{}, err
@@ -102,7 +102,7 @@ func (a *app) runUserCreate(ctx context.Context, args []string, stdout io.Writer
 
 func runUserList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("user list")
-	return f.runInOrg(ctx, args, stdout, func(ctx context.Context, st *relayStore, org string) (output, error) {
+	return f.runInOrg(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores, org string) (output, error) {
 		users, err := st.Panel.ListUsers(ctx, org)
 		if err != nil {
 			return output{}, err
@@ -132,7 +132,7 @@ func runUserList(ctx context.Context, args []string, stdout io.Writer) error {
 // with message.
 func changeUser(ctx context.Context, f *adminFlags, args []string, stdout io.Writer, id *string,
 	change func(st cloud.PanelStore, u cloud.User) (cloud.User, error), message func(u cloud.User) string) error {
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		u, err := st.Panel.UserByID(ctx, *id)
 		if err != nil {
 			return output{}, err

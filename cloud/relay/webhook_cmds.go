@@ -15,7 +15,7 @@ func runOrgSetAlertWebhook(ctx context.Context, args []string, stdout io.Writer)
 	f := newAdminFlags("org set-alert-webhook")
 	org := f.String("org", "organization id", true)
 	url := f.String("url", `https URL that receives alert.opened, alert.acknowledged and alert.resolved ("" clears it)`, false)
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		if err := st.SetOrgAlertWebhook(ctx, *org, *url); err != nil {
 			return output{}, err
 		}
@@ -44,7 +44,7 @@ func runOrgRotateSecret(ctx context.Context, args []string, stdout io.Writer) er
 		}
 		return nil
 	}
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		secret, err := st.RotateOrgSecret(ctx, *org, *grace)
 		if err != nil {
 			return output{}, err
@@ -81,7 +81,7 @@ func runWebhookDeliveries(ctx context.Context, args []string, stdout io.Writer) 
 		}
 		return nil
 	}
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		ds, err := st.WebhookDeliveries(ctx, *org, *limit)
 		if err != nil {
 			return output{}, err
@@ -120,7 +120,7 @@ func runWebhookDeliveries(ctx context.Context, args []string, stdout io.Writer) 
 func runWebhookRedeliver(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("webhook redeliver")
 	id := f.String("id", "delivery id, as webhook deliveries shows it", true)
-	return f.run(ctx, args, stdout, func(ctx context.Context, st *relayStore) (output, error) {
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
 		newID, err := st.RedeliverWebhook(ctx, *id)
 		if err != nil {
 			return output{}, err

@@ -8,12 +8,10 @@ import (
 	"math/bits"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite/rawstmt"
 	"github.com/fleet/fleet/hw/catalog"
-	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -228,78 +226,43 @@ func nullText(s string) any {
 	return s
 }
 
-// hbKey is a heartbeat's device and session.
-type hbKey struct{ id, session string }
-
-// hbGroup is the heartbeats of one session in one transaction, applied
-// as one: the device row and the serial telemetry time get the values of
-// the last of them, each channel the state of the last that reported it,
-// and every heartbeat event is stored. The state committed is what
-// applying them one by one in order would leave.
-type hbGroup struct {
-	key      hbKey
-	first    int // the first job; hbScratch.next links the others in queue order
-	last     int // the last job
-	deadline time.Time
-	// serialAt is the last job that carries serial telemetry, -1: none.
-	serialAt int
-	r        *devRowids              // as looked up for the device row
-	chans    []protocol.ChannelState // by first report, last state of each
-}
-
 // hbScratch is the bulk function's memory, kept from one transaction to
 // the next so that a transaction allocates nothing per heartbeat in the
 // common case (writer goroutine only).
 type hbScratch struct {
-	groups []hbGroup
-	byKey  map[hbKey]int // index in groups
-	next   []int         // per job: the next job of its group, -1 after the last
-	raw    rawstmt.Stmts
+	merge agentlink.HeartbeatMerge
+	rows  []*devRowids // per group of merge: as looked up for the device row
+	raw   rawstmt.Stmts
 }
 
 // applyHeartbeats is the writer's bulk function. A heartbeat that changes
 // the status first updates the device row alone (the status, and the
 // deadline, move only with such a heartbeat); then the heartbeats of each
-// session are merged (hbGroup) and written with one statement per table.
+// session are merged (agentlink.HeartbeatMerge) and written with one
+// statement per table.
 func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []error) error {
-	sc := &s.hb
-	if sc.byKey == nil {
-		sc.byKey = make(map[hbKey]int)
-	}
-	groups, next := sc.groups[:0], sc.next[:0]
+	m := &s.hb.merge
 	defer func() {
-		clear(sc.byKey)
-		clear(groups)
-		sc.groups, sc.next = groups[:0], next[:0]
+		m.Reset()
+		clear(s.hb.rows)
+		s.hb.rows = s.hb.rows[:0]
 	}()
 	for i, j := range jobs {
-		next = append(next, -1)
 		in := &j.hb.in
 		if in.Status != in.PrevStatus {
 			if errs[i] = s.applyStatus(t, j.hb); errs[i] != nil {
+				m.Skip()
 				continue
 			}
 		}
-		key := hbKey{in.Device.ID, in.Session}
-		gi, ok := sc.byKey[key]
-		if !ok {
-			gi = len(groups)
-			sc.byKey[key] = gi
-			groups = append(groups, hbGroup{key: key, first: i, last: i, serialAt: -1})
-		} else {
-			next[groups[gi].last] = i
-		}
-		g := &groups[gi]
-		g.last = i
-		if !in.Deadline.IsZero() {
-			g.deadline = in.Deadline
-		}
-		if j.hb.serial && in.HasChannels {
-			g.serialAt = i
-			g.chans = agentlink.MergeChannels(g.chans, in.Channels)
-		}
+		m.Add(in, j.hb.serial)
 	}
-	matched, err := s.updateDevices(t, jobs, groups)
+	groups := m.Groups
+	for len(s.hb.rows) < len(groups) {
+		s.hb.rows = append(s.hb.rows, nil)
+	}
+	rows := s.hb.rows[:len(groups)]
+	matched, err := s.updateDevices(t, jobs, groups, rows)
 	if err != nil {
 		return err
 	}
@@ -307,26 +270,27 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 	var events [][]any
 	for gi := range groups {
 		g := &groups[gi]
-		if matched != nil && !matched[g.key] {
-			for i := g.first; i >= 0; i = next[i] {
+		if matched != nil && !matched[gi] {
+			for i := g.First; i >= 0; i = m.Next(i) {
 				errs[i] = agentlink.ErrSessionGone
 			}
 			continue
 		}
-		dev := jobs[g.last].hb.in.Device
-		if g.serialAt >= 0 {
-			in := &jobs[g.serialAt].hb.in
-			if g.r == nil || g.r.serial == 0 {
-				if g.r, err = s.rowidsOf(t, dev.ID, true); err != nil {
+		dev := jobs[g.Last].hb.in.Device
+		if g.SerialAt >= 0 {
+			in := &jobs[g.SerialAt].hb.in
+			if rows[gi] == nil || rows[gi].serial == 0 {
+				if rows[gi], err = s.rowidsOf(t, dev.ID, true); err != nil {
 					return err
 				}
 			}
-			serial = append(serial, g.r.serialArg, in.At.UnixMilli(), in.AppliedVersion, g.r.idArg)
-			for _, c := range g.chans {
-				chans = append(chans, g.r.idArg, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullText(c.PassthroughAddress))
+			r := rows[gi]
+			serial = append(serial, r.serialArg, in.At.UnixMilli(), in.AppliedVersion, r.idArg)
+			for _, c := range g.Channels {
+				chans = append(chans, r.idArg, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullText(c.PassthroughAddress))
 			}
 		}
-		for i := g.first; i >= 0; i = next[i] {
+		for i := g.First; i >= 0; i = m.Next(i) {
 			hb := jobs[i].hb
 			in := &hb.in
 			hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
@@ -432,21 +396,21 @@ func (s *AgentStore) rowidsOf(t *ingestTx, id string, serial bool) (*devRowids, 
 
 // updateDevices writes each group's device row (the values of its last
 // heartbeat; groups with a new deadline through the statement that also
-// sets it). It returns nil when every group's session still owns its
-// device (the common case: the updates matched every row), else the keys
-// of the groups whose row it updated.
-func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []hbGroup) (map[hbKey]bool, error) {
-	var matched map[hbKey]bool
+// sets it), keeping the rowids it looked up in rows (by group). It returns
+// nil when every group's session still owns its device (the common case:
+// the updates matched every row), else the groups whose row it updated.
+func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []agentlink.HeartbeatGroup, rows []*devRowids) (map[int]bool, error) {
+	var matched map[int]bool
 	set := s.hbSet[:0]
-	defer func() { clear(set); s.hbSet = set[:0] }()
+	defer func() { s.hbSet = set[:0] }()
 	for k := range 2 {
 		set = set[:0]
 		for gi := range groups {
-			if g := &groups[gi]; g.deadline.IsZero() == (k == 0) {
-				set = append(set, g)
+			if groups[gi].Deadline.IsZero() == (k == 0) {
+				set = append(set, gi)
 			}
 		}
-		ok, err := s.writeDevices(t, jobs, set, k)
+		ok, err := s.writeDevices(t, jobs, groups, rows, set, k)
 		if err != nil {
 			return nil, err
 		}
@@ -454,17 +418,17 @@ func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []hbGr
 			// A remembered rowid may be stale (the file was vacuumed by
 			// another process): look them up again and repeat (the rows
 			// already written get the same values).
-			for _, g := range set {
-				delete(s.rowids, jobs[g.last].hb.in.Device.ID)
+			for _, gi := range set {
+				delete(s.rowids, groups[gi].DeviceID)
 			}
-			if ok, err = s.writeDevices(t, jobs, set, k); err != nil {
+			if ok, err = s.writeDevices(t, jobs, groups, rows, set, k); err != nil {
 				return nil, err
 			}
 		}
 		if ok {
 			if matched != nil {
-				for _, g := range set {
-					matched[g.key] = true
+				for _, gi := range set {
+					matched[gi] = true
 				}
 			}
 			continue
@@ -472,43 +436,44 @@ func (s *AgentStore) updateDevices(t *ingestTx, jobs []*ingestJob, groups []hbGr
 		// Some session lost its device (rare: a takeover or the sweeper):
 		// ask which still own theirs.
 		if matched == nil {
-			matched = make(map[hbKey]bool, len(groups))
+			matched = make(map[int]bool, len(groups))
 			if k == 1 { // the first statement matched every row
 				for gi := range groups {
-					if g := &groups[gi]; g.deadline.IsZero() {
-						matched[g.key] = true
+					if groups[gi].Deadline.IsZero() {
+						matched[gi] = true
 					}
 				}
 			}
 		}
-		for _, g := range set {
-			in := &jobs[g.last].hb.in
+		for _, gi := range set {
+			g := &groups[gi]
 			var st string
-			err := t.stmt(s.st.session).QueryRowContext(t.ctx, in.Device.ID, in.Session).Scan(&st)
+			err := t.stmt(s.st.session).QueryRowContext(t.ctx, g.DeviceID, g.Session).Scan(&st)
 			switch {
 			case err == nil:
-				matched[g.key] = true
+				matched[gi] = true
 			case !errors.Is(err, sql.ErrNoRows):
-				return nil, fmt.Errorf("sqlite: heartbeat session of %s: %w", in.Device.ID, err)
+				return nil, fmt.Errorf("sqlite: heartbeat session of %s: %w", g.DeviceID, err)
 			}
 		}
 	}
 	return matched, nil
 }
 
-// writeDevices writes the device rows of set, with the deadline when
-// deadline is 1; ok reports that every row matched.
-func (s *AgentStore) writeDevices(t *ingestTx, jobs []*ingestJob, set []*hbGroup, deadline int) (ok bool, err error) {
+// writeDevices writes the device rows of the groups in set, with the
+// deadline when deadline is 1; ok reports that every row matched.
+func (s *AgentStore) writeDevices(t *ingestTx, jobs []*ingestJob, groups []agentlink.HeartbeatGroup, rows []*devRowids, set []int, deadline int) (ok bool, err error) {
 	args := s.hbArgs[deadline][:0]
-	for _, g := range set {
-		in := &jobs[g.last].hb.in
-		if g.r, err = s.rowidsOf(t, in.Device.ID, false); err != nil {
+	for _, gi := range set {
+		g := &groups[gi]
+		in := &jobs[g.Last].hb.in
+		if rows[gi], err = s.rowidsOf(t, in.Device.ID, false); err != nil {
 			return false, err
 		}
-		session, ip := g.r.sessionAndIP(in)
-		args = append(args, g.r.devArg, in.At.UnixMilli(), ip, session)
+		session, ip := rows[gi].sessionAndIP(in)
+		args = append(args, rows[gi].devArg, in.At.UnixMilli(), ip, session)
 		if deadline == 1 {
-			args = append(args, g.deadline.UnixMilli())
+			args = append(args, g.Deadline.UnixMilli())
 		}
 	}
 	s.hbArgs[deadline] = args

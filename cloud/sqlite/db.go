@@ -8,25 +8,18 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"embed"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"runtime"
-	"sort"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
-	"github.com/fleet/fleet/shared/resource"
 )
-
-//go:embed migrations/*.sql
-var migrationFS embed.FS
 
 // DB is an open store.
 type DB struct {
@@ -37,8 +30,9 @@ type DB struct {
 	// Now is the clock.
 	Now cloud.Now
 
-	path  string
-	stmts sync.Map // query text -> *sql.Stmt on R (see readStmt)
+	path   string
+	stmts  sync.Map     // query text -> *sql.Stmt on R (see readStmt)
+	nstmts atomic.Int64 // how many stmts holds
 
 	ver versionReader // see DataVersion
 
@@ -46,6 +40,8 @@ type DB struct {
 
 	// the services of Devices, Serial and Alerts (store.go)
 	sqlstore.Services // Devices, Serial, Alerts, Observe
+	// the queries written once for both stores, in SQLite's dialect
+	sqlstore.Store
 }
 
 // Open opens (creating if needed) the database file at path and applies
@@ -86,7 +82,11 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	db := &DB{W: w, Now: time.Now, path: path}
-	db.Services = sqlstore.NewServices(tables{db})
+	db.Services = sqlstore.NewServices(&db.Store)
+	db.Store = sqlstore.Store{Dialect: dialect, R: prepared(db.readerStmt), W: sqlConn{w}, Clock: func() time.Time { return db.Now() },
+		Tx: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
+			return db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) })
+		}}
 	if err := db.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -168,49 +168,23 @@ func (db *DB) Close() error {
 // NowMs returns the clock's time in Unix milliseconds.
 func (db *DB) NowMs() int64 { return db.Now().UnixMilli() }
 
-// migrate applies every embedded migration not yet recorded, each in its own
-// transaction, in file-name order.
+// migrate applies the steps of the migration sequence (sqlstore's) not
+// yet recorded, each in its own immediate transaction, in order.
 func (db *DB) migrate(ctx context.Context) error {
 	if _, err := db.W.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("sqlite: migrations table: %w", err)
 	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	steps, err := sqlstore.Migrations("sqlite")
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := db.migrateFile(ctx, name); err != nil {
-			return err
+	for _, m := range steps {
+		err := db.WriteTx(ctx, func(tx *sql.Tx) error { return sqlstore.Migrate(ctx, sqlConn{tx}, m, time.Now().UnixMilli()) })
+		if err != nil {
+			return fmt.Errorf("sqlite: %w", err)
 		}
 	}
 	return nil
-}
-
-func (db *DB) migrateFile(ctx context.Context, name string) error {
-	tx, err := db.W.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", name, err)
-	}
-	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE name = ?`, name).Scan(&n); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", name, err)
-	}
-	if n > 0 {
-		return nil
-	}
-	body, err := migrationFS.ReadFile(name)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", strings.TrimPrefix(name, "migrations/"), err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)`, name, time.Now().UnixMilli()); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", name, err)
-	}
-	return tx.Commit()
 }
 
 // WriteTx runs fn in an immediate transaction on the writer.
@@ -256,45 +230,6 @@ func (db *DB) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 		st.Close()
 		return v.(*sql.Stmt), nil
 	}
+	db.nstmts.Add(1)
 	return st, nil
-}
-
-// collect reads every row of rows (returned with err by a query) with scan
-// into a slice, empty rather than nil, and closes them; its errors name
-// what.
-func collect[T any](rows *sql.Rows, err error, what string, scan func(sqlstore.Row) (T, error)) ([]T, error) {
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
-	}
-	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: %s: %w", what, err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
-	}
-	return out, nil
-}
-
-// listPage reads the page of k on the readers.
-func listPage[T any](ctx context.Context, db *DB, k sqlstore.Keyset[T]) (resource.List[T], error) {
-	q, args, err := k.SQL()
-	if err != nil {
-		return k.Page(nil, err, nil)
-	}
-	st, err := db.readStmt(ctx, q)
-	if err != nil {
-		return k.Page(nil, err, nil)
-	}
-	rows, err := st.QueryContext(ctx, args...)
-	list, err := collect(rows, err, k.What, k.Scan)
-	return k.Page(list, err, func() error {
-		_, err := db.cursorTime(ctx, k.CursorSQL(), k.Cursor, k.Scope)
-		return err
-	})
 }

@@ -36,8 +36,8 @@ func (e *Export) Close() error { return e.tx.Rollback() }
 // Tables returns the names of the store's tables (SQLite's own and the
 // migrations' bookkeeping left out).
 func (e *Export) Tables(ctx context.Context) ([]string, error) {
-	rows, err := e.tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name`)
-	return collect(rows, err, "export", sqlstore.ScanString)
+	out, err := sqlstore.Collect(ctx, sqlConn{e.tx}, sqlstore.ScanString, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name`)
+	return out, wrapErr("export", err)
 }
 
 // Range returns the smallest and largest value of an integer column of

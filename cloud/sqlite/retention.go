@@ -25,10 +25,9 @@ func (db *DB) SweepRetention(ctx context.Context, keep time.Duration) (metrics, 
 	cut := db.Now().Add(-keep).UnixMilli()
 	// metrics has no index on captured_at alone: walk it per device through
 	// its primary key (device_id, captured_at).
-	rows, err := db.R.QueryContext(ctx, `SELECT id FROM devices`)
-	devices, err := collect(rows, err, "retention", sqlstore.ScanString)
+	devices, err := sqlstore.Collect(ctx, sqlConn{db.R}, sqlstore.ScanString, `SELECT id FROM devices`)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, wrapErr("retention", err)
 	}
 	for _, id := range devices {
 		n, err := db.deleteBatches(ctx, `DELETE FROM metrics WHERE device_id = ?1 AND captured_at < ?2 AND captured_at IN

@@ -3,22 +3,17 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"log/slog"
 	"time"
+
+	"github.com/mattn/go-sqlite3"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
 var _ cloud.Store = (*DB)(nil)
-
-// tables are db's tables in SQLite's dialect, under the services of
-// cloud/internal/sqlstore.
-type tables struct{ db *DB }
-
-var _ sqlstore.Tables = tables{}
-
-// Now implements sqlstore.Tables: db's clock.
-func (t tables) Now() time.Time { return t.db.Now() }
 
 // sqlConn runs the statements of cloud/internal/sqlstore (a Querier) on a
 // pool (db.R) or a transaction.
@@ -34,13 +29,12 @@ func (c sqlConn) QueryRow(ctx context.Context, query string, args ...any) sqlsto
 	return c.q.QueryRowContext(ctx, query, args...)
 }
 
-func (c sqlConn) Query(ctx context.Context, query string, args []any, each func(sqlstore.Row) error) error {
+func (c sqlConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
 	rows, err := c.q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rows.Close()
-	return sqlstore.EachRow(rows, each)
+	return rows, nil
 }
 
 func (c sqlConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
@@ -50,6 +44,95 @@ func (c sqlConn) Exec(ctx context.Context, query string, args ...any) (int64, er
 	}
 	return res.RowsAffected()
 }
+
+// dialect is SQLite's: the shared statements run as they are written, and
+// the one writer serializes every transaction.
+var dialect = sqlstore.Dialect{Name: "sqlite", IsUnique: isUnique}
+
+// isUnique reports a unique-constraint violation.
+func isUnique(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.ExtendedCode == sqlite3.ErrConstraintUnique || se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey)
+}
+
+// statement is a prepared statement (*sql.Stmt) or one run unprepared.
+type statement interface {
+	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+	QueryContext(ctx context.Context, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+}
+
+// prepared runs the shared code's statements (a sqlstore.Querier) as the
+// function returns them, prepared: readerStmt on the readers, writerConn's
+// in the agent writer's transaction.
+type prepared func(ctx context.Context, query string) (statement, error)
+
+func (p prepared) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	st, err := p(ctx, query)
+	if err != nil {
+		return sqlstore.ErrRow(err)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (p prepared) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	st, err := p(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (p prepared) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	st, err := p(ctx, query)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// maxStmts bounds the statements readerStmt keeps prepared; one beyond
+// them runs unprepared.
+const maxStmts = 1024
+
+// readerStmt returns query prepared once on the readers and kept
+// (readStmt), up to maxStmts of them.
+func (db *DB) readerStmt(ctx context.Context, query string) (statement, error) {
+	if db.nstmts.Load() >= maxStmts {
+		if _, ok := db.stmts.Load(query); !ok {
+			return unprepared{db.R, query}, nil
+		}
+	}
+	return db.readStmt(ctx, query)
+}
+
+// unprepared is a statement run on a pool without preparing it.
+type unprepared struct {
+	db    *sql.DB
+	query string
+}
+
+func (u unprepared) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	return u.db.QueryRowContext(ctx, u.query, args...)
+}
+
+func (u unprepared) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	return u.db.QueryContext(ctx, u.query, args...)
+}
+
+func (u unprepared) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return u.db.ExecContext(ctx, u.query, args...)
+}
+
+var _ cloud.KeyUseRecorder = (*DB)(nil)
 
 // Keys returns db, whose KeyByID finds API keys.
 func (db *DB) Keys() cloud.KeyService { return db }
@@ -62,4 +145,22 @@ func (db *DB) Versioner() cloud.Versioner { return db }
 func (db *DB) Ready(ctx context.Context) error {
 	var one int
 	return db.R.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
+}
+
+// Stores returns db with the stores of the relay's parts made from it.
+func (db *DB) Stores() cloud.Stores {
+	return cloud.Stores{
+		Store: db,
+		Now:   func() time.Time { return db.Now() },
+		Panel: NewPanelStore(db),
+		NewAgentStore: func(log *slog.Logger) (cloud.AgentStoreCloser, error) {
+			a, err := NewAgentStore(db, log)
+			if err != nil {
+				return nil, err
+			}
+			return a, nil
+		},
+		Engine: NewAlertEngineStore(db),
+		Outbox: NewWebhookStore(db),
+	}
 }

@@ -3,31 +3,29 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/webhook"
-	"github.com/fleet/fleet/shared/ids"
 )
 
 // WebhookStore is the webhook outbox (webhook.Store) on SQLite.
 type WebhookStore struct {
-	db *DB
+	db                   *DB
+	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget, Pending
 
 	mu sync.Mutex // guards the lazily prepared statements below
-	st struct{ insert, attempt, update, forwarding *sql.Stmt }
+	st struct{ insert, attempt, update *sql.Stmt }
 }
 
 var _ webhook.Store = (*WebhookStore)(nil)
 
 // NewWebhookStore returns the outbox of db.
-func NewWebhookStore(db *DB) *WebhookStore { return &WebhookStore{db: db} }
-
-const deliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
+func NewWebhookStore(db *DB) *WebhookStore {
+	return &WebhookStore{db: db, OutboxReads: sqlstore.OutboxReads{Store: &db.Store}}
+}
 
 // WriteOutbox inserts deliveries and records attempts with their delivery's
 // new state in one transaction, with statements prepared once on the
@@ -122,73 +120,6 @@ func nullStatus(code int) sql.NullInt64 {
 	return sql.NullInt64{Int64: int64(code), Valid: true}
 }
 
-// Pending returns up to limit pending deliveries with seq > after, in
-// order, and the outbox's highest seq, from one statement (one snapshot).
-func (s *WebhookStore) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, int64, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT m.max_seq, d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at
-		FROM (SELECT COALESCE(MAX(seq), 0) AS max_seq FROM webhook_deliveries) m
-		LEFT JOIN (SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?) d ON 1
-		ORDER BY d.seq`, after, limit)
-	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite: pending deliveries: %w", err)
-	}
-	defer rows.Close()
-	var out []*webhook.Delivery
-	var maxSeq int64
-	for rows.Next() {
-		var seq sql.NullInt64
-		var id, org, dev, event, url, state sql.NullString
-		var body []byte
-		var attempts, next, created sql.NullInt64
-		if err := rows.Scan(&maxSeq, &seq, &id, &org, &dev, &event, &url, &body, &state, &attempts, &next, &created); err != nil {
-			return nil, 0, fmt.Errorf("sqlite: pending deliveries: %w", err)
-		}
-		if !seq.Valid {
-			continue // no pending delivery: the row only carries max_seq
-		}
-		out = append(out, &webhook.Delivery{Seq: seq.Int64, ID: id.String, OrgID: org.String, DeviceID: dev.String, Event: event.String,
-			URL: url.String, Body: body, State: webhook.State(state.String), Attempts: int(attempts.Int64),
-			NextAttemptAt: time.UnixMilli(next.Int64).UTC(), CreatedAt: time.UnixMilli(created.Int64).UTC()})
-	}
-	return out, maxSeq, rows.Err()
-}
-
-// OrgSecrets implements webhook.Store (sqlstore.OrgSecrets).
-func (s *WebhookStore) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
-	sec, err := sqlstore.OrgSecrets(ctx, sqlConn{s.db.R}, orgID, s.db.Now())
-	return sec, wrapErr("org secret", err)
-}
-
-// Forwarding returns the device's organization and its forwarding URL when
-// forwarding is enabled.
-func (s *WebhookStore) Forwarding(ctx context.Context, deviceID string) (string, string, error) {
-	var orgID string
-	var url sql.NullString
-	var enabled sql.NullBool
-	st, err := s.stmt(ctx, &s.st.forwarding, s.db.R, `SELECT d.org_id, s.webhook_url, s.webhook_enabled FROM devices d
-		LEFT JOIN serial_state s ON s.device_id = d.id WHERE d.id = ?`)
-	if err != nil {
-		return "", "", fmt.Errorf("sqlite: forwarding: %w", err)
-	}
-	err = st.QueryRowContext(ctx, deviceID).Scan(&orgID, &url, &enabled)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", deviceNotFound(deviceID)
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("sqlite: forwarding: %w", err)
-	}
-	if !enabled.Bool || !url.Valid {
-		return orgID, "", nil
-	}
-	return orgID, url.String, nil
-}
-
-// AlertTarget implements webhook.Store (sqlstore.AlertTarget).
-func (s *WebhookStore) AlertTarget(ctx context.Context, deviceID string) (string, string, error) {
-	orgID, url, err := sqlstore.AlertTarget(ctx, sqlConn{s.db.R}, deviceID)
-	return orgID, url, wrapErr("alert target", err)
-}
-
 // Prune deletes deliveries that ended before t, with their attempts, in
 // transactions of at most 2,000 deliveries so that the writer is never held
 // for long.
@@ -212,70 +143,4 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 		return total, fmt.Errorf("sqlite: prune deliveries: %w", err)
 	}
 	return total, nil
-}
-
-// WebhookDeliveries returns the organization's most recent deliveries,
-// newest first, each with its attempts.
-func (db *DB) WebhookDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliveryInfo, error) {
-	out, err := sqlstore.WebhookDeliveries(ctx, sqlConn{db.R}, orgID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: deliveries: %w", err)
-	}
-	return out, nil
-}
-
-// WebhookDeliveryCounts counts the organization's deliveries by state.
-func (db *DB) WebhookDeliveryCounts(ctx context.Context, orgID string) (map[string]int, error) {
-	rows, err := db.R.QueryContext(ctx, `SELECT state, COUNT(*) FROM webhook_deliveries WHERE org_id = ? GROUP BY state`, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: delivery counts: %w", err)
-	}
-	defer rows.Close()
-	counts := map[string]int{}
-	for rows.Next() {
-		var state string
-		var n int
-		if err := rows.Scan(&state, &n); err != nil {
-			return nil, fmt.Errorf("sqlite: delivery counts: %w", err)
-		}
-		counts[state] = n
-	}
-	return counts, rows.Err()
-}
-
-// RedeliverWebhook queues a new delivery with the body, URL and event of
-// delivery id (in any state) and returns the new delivery's id. A running
-// relay picks it up from the outbox within its poll interval.
-func (db *DB) RedeliverWebhook(ctx context.Context, id string) (string, error) {
-	newID := ids.New()
-	now := db.NowMs()
-	err := db.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
-			SELECT ?, org_id, device_id, event, url, body, 'pending', 0, ?, id, ? FROM webhook_deliveries WHERE id = ?`, newID, now, now, id)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return sqlstore.DeliveryNotFound(id)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", wrapErr("redeliver", err)
-	}
-	return newID, nil
-}
-
-// SetOrgAlertWebhook implements cloud.Store (sqlstore.SetOrgAlertWebhook).
-func (db *DB) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	return wrapErr("set alert webhook", sqlstore.SetOrgAlertWebhook(ctx, sqlConn{db.W}, orgID, url))
-}
-
-// MaxSecretGrace bounds the grace period of a rotated secret.
-const MaxSecretGrace = cloud.MaxSecretGrace
-
-// RotateOrgSecret implements cloud.Store (sqlstore.RotateOrgSecret).
-func (db *DB) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
-	secret, err := sqlstore.RotateOrgSecret(ctx, sqlConn{db.W}, orgID, grace, db.Now())
-	return secret, wrapErr("rotate secret", err)
 }

@@ -183,7 +183,7 @@ func testDevicesAndTokens(t *testing.T, open Opener) {
 	if again, err := e.Store.RevokeDevice(e.ctx, d.ID); err != nil || !again.Equal(at) {
 		t.Errorf("second revoke: %v, %v; want the first time kept", again, err)
 	}
-	for _, s := range []Stores{e.Stores, e.reopen().Stores} {
+	for _, s := range []*env{e, e.reopen()} {
 		if _, err := s.Agent.AuthDevice(e.ctx, sum(token)); !errors.Is(err, agentlink.ErrUnauthorized) {
 			t.Errorf("revoked token: %v", err)
 		}

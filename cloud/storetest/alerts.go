@@ -137,7 +137,7 @@ func testAlertConcurrentTransitions(t *testing.T, open Opener) {
 	}
 	results := make(chan result, 50)
 	concurrently(50, func(i int) {
-		svc := []Stores{e.Stores, e2.Stores}[i%4/2].Store.Alerts()
+		svc := []*env{e, e2}[i%4/2].Store.Alerts()
 		if i%2 == 0 {
 			r, err := svc.Acknowledge(e.ctx, d.OrgID, a.ID)
 			results <- result{"ack", r, err}
@@ -231,7 +231,7 @@ func testOneOpenAlert(t *testing.T, open Opener) {
 	var mu sync.Mutex
 	opened := 0
 	concurrently(20, func(i int) {
-		_, ok, err := []Stores{e.Stores, e2.Stores}[i%2].Engine.OpenAlert(e.ctx, opening)
+		_, ok, err := []*env{e, e2}[i%2].Engine.OpenAlert(e.ctx, opening)
 		if err != nil {
 			t.Errorf("open: %v", err)
 		}

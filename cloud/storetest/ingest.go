@@ -223,7 +223,7 @@ func testRecordsFromTwoHandles(t *testing.T, open Opener) {
 	var mu sync.Mutex
 	inserted := map[string]int{}
 	concurrently(8, func(i int) { // 4 rounds on each handle
-		s := []Stores{e.Stores, e2.Stores}[i%2]
+		s := []*env{e, e2}[i%2]
 		out, err := s.Agent.Records(e.ctx, agentlink.RecordsIn{Device: d.ref(), Session: "s", Items: batch})
 		if err != nil {
 			t.Error(err)

@@ -294,7 +294,7 @@ func testPanelKeys(t *testing.T, open Opener) {
 		t.Fatal("the store's KeyService records no key use (cloud.KeyUseRecorder): the panel's 'last used' would stay empty")
 	}
 	lastUsed := func() time.Time {
-		keys, _ := e.Reopen(t).Panel.OrgKeys(e.ctx, o.ID)
+		keys, _ := e.reopen().Panel.OrgKeys(e.ctx, o.ID)
 		return keys[0].LastUsedAt
 	}
 	at := e.clock.Now()

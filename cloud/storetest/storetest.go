@@ -1,6 +1,7 @@
 // Package storetest is the shared behaviour suite of the relay's stores:
-// every implementation of the store contract (cloud.Store with the
-// agentlink, alert and webhook stores made from it) runs Run in its own
+// every implementation of the store contract (the bundle cloud.Stores:
+// cloud.Store with the agent endpoint's, alert engine's, outbox's and
+// panel's stores made from it) runs Run in its own
 // tests, against a real database, and must pass it unchanged. The tests
 // check behaviour a user of the API or an agent would see (ordering, keyset
 // cursors under concurrent inserts, tenant isolation, the alert state table,
@@ -12,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,32 +23,50 @@ import (
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/apikey"
-	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// Stores is one open store as the relay uses it.
+// Stores is one test's open store: the relay's bundle (cloud.Stores) with
+// the agent endpoint's store opened from it, as a relay process holds them.
+// It adds no store of its own.
 type Stores struct {
-	Store  cloud.Store
-	Agent  agentlink.Store
-	Engine alert.Store
-	Outbox webhook.Store
-	// Panel is the panel's store (users, sessions, fleet page, keys with
-	// creator and last use, webhook settings).
-	Panel cloud.PanelStore
-	// Reopen opens another handle on the same database with the same clock,
-	// as a second relay process (or the admin CLI) would; the suite closes
-	// it.
+	cloud.Stores
+	// Agent is the agent endpoint's store, made by Stores.NewAgentStore.
+	Agent cloud.AgentStoreCloser
+	// Reopen opens another handle on the same database with the same
+	// clock, as a second relay process (or the admin CLI) would; it is
+	// closed when the test ends.
 	Reopen func(t testing.TB) Stores
-	// Close closes what Open opened (the agent store, then the store).
+	// Close closes the agent store, then the store (idempotent; also run
+	// when the test ends).
 	Close func()
 }
 
-// Opener opens a store on a fresh, empty database whose clock is now, and
-// arranges for it to be closed when t ends (Run also closes it).
+// Opener opens the stores of a fresh, empty database whose clock is now,
+// closed when t ends (cloud/storetest/dialects has one per dialect).
 type Opener func(t testing.TB, now cloud.Now) Stores
+
+// Open makes s's agent store and returns both as one test's Stores, closed
+// when t ends; reopen (nil: none) opens another bundle on the same
+// database.
+func Open(t testing.TB, s cloud.Stores, reopen func(t testing.TB) cloud.Stores) Stores {
+	t.Helper()
+	agent, err := s.NewAgentStore(slog.New(slog.DiscardHandler))
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	closeAll := func() { once.Do(func() { agent.Close(); s.Close() }) }
+	t.Cleanup(closeAll)
+	out := Stores{Stores: s, Agent: agent, Close: closeAll}
+	if reopen != nil {
+		out.Reopen = func(t testing.TB) Stores { return Open(t, reopen(t), reopen) }
+	}
+	return out
+}
 
 // Run runs the whole suite against the stores open makes.
 func Run(t *testing.T, open Opener) {
@@ -142,23 +162,24 @@ type env struct {
 	t     testing.TB
 	ctx   context.Context
 	clock *Clock
-	Stores
+	cloud.Stores
+	// Agent is the agent endpoint's store made from Stores.
+	Agent  agentlink.Store
+	reopen func() *env
 }
 
 func newEnv(t testing.TB, open Opener) *env {
 	t.Helper()
 	c := NewClock(t0)
-	s := open(t, c.Now)
-	t.Cleanup(s.Close)
-	return &env{t: t, ctx: context.Background(), clock: c, Stores: s}
+	return start(t, c, open(t, c.Now))
 }
 
-// reopen is a second handle on e's database (another relay or process).
-func (e *env) reopen() *env {
-	e.t.Helper()
-	s := e.Reopen(e.t)
-	e.t.Cleanup(s.Close)
-	return &env{t: e.t, ctx: e.ctx, clock: e.clock, Stores: s}
+// start makes the env of s; its reopen is a second handle on the same
+// database (another relay or process).
+func start(t testing.TB, c *Clock, s Stores) *env {
+	t.Helper()
+	return &env{t: t, ctx: context.Background(), clock: c, Stores: s.Stores, Agent: s.Agent,
+		reopen: func() *env { return start(t, c, s.Reopen(t)) }}
 }
 
 // newTwoRelays is a store with a second handle on it, as two relays have,
@@ -303,13 +324,13 @@ func (e *env) alert(d device, rule string, state resource.AlertState) resource.A
 }
 
 // Heartbeats connects devices new IG-500s of orgID as agents on s
-// (Connect, then Hello) and stores beats heartbeats from each, every one
-// a second after the last and changing gpio-1's live value, each waited
-// for: the load of a
-// store-specific test of how a store writes heartbeats.
+// (Connect, then Hello, on its agent store) and stores beats heartbeats from
+// each, every one a second after the last and changing gpio-1's live value,
+// each waited for: the load of a store-specific test of how a store writes
+// heartbeats.
 func Heartbeats(t testing.TB, s Stores, orgID string, devices, beats int) {
 	t.Helper()
-	e := &env{t: t, ctx: context.Background(), clock: NewClock(time.Now()), Stores: s}
+	e := &env{t: t, ctx: context.Background(), clock: NewClock(time.Now()), Stores: s.Stores, Agent: s.Agent}
 	ds, sessions := make([]device, devices), make([]string, devices)
 	for i := range ds {
 		ds[i] = e.device(orgID, "IG-500")

@@ -179,3 +179,51 @@ func Sweep(ctx context.Context, t AgentTx, now time.Time) ([]agentlink.StatusCha
 	}
 	return out, nil
 }
+
+// AgentFlows are agentlink.Store's Hello, ConfigApplied, Disconnect and
+// Sweep, written once over Run, the store's way of running fn in its
+// agent-endpoint write transaction; eventsAt, when not zero, is when the
+// events fn may store were made (Unix ms: a store with daily partitions
+// makes sure of the day's first). Each store's agent store embeds them.
+type AgentFlows struct {
+	Run func(ctx context.Context, eventsAt int64, fn func(ctx context.Context, tx AgentTx) error) error
+}
+
+// Hello implements agentlink.Store (the package's Hello).
+func (f AgentFlows) Hello(ctx context.Context, in agentlink.HelloIn) (out agentlink.HelloOut, err error) {
+	var at int64
+	if in.OnlineEvent {
+		at = in.At.UnixMilli()
+	}
+	err = f.Run(ctx, at, func(ctx context.Context, tx AgentTx) (err error) {
+		out, err = Hello(ctx, tx, in)
+		return err
+	})
+	return out, err
+}
+
+// ConfigApplied implements agentlink.Store (the package's ConfigApplied):
+// it records no event (the agent sends serial.config_applied, and
+// serial.error for a failure, as records of its own).
+func (f AgentFlows) ConfigApplied(ctx context.Context, in agentlink.ConfigAppliedIn) (agentlink.ConfigAppliedOut, error) {
+	err := f.Run(ctx, 0, func(ctx context.Context, tx AgentTx) error { return ConfigApplied(ctx, tx, in) })
+	return agentlink.ConfigAppliedOut{}, err
+}
+
+// Disconnect implements agentlink.Store (the package's Disconnect).
+func (f AgentFlows) Disconnect(ctx context.Context, dev agentlink.Device, session string, at time.Time, reason string) (ch agentlink.StatusChange, ok bool, err error) {
+	err = f.Run(ctx, at.UnixMilli(), func(ctx context.Context, tx AgentTx) (err error) {
+		ch, ok, err = Disconnect(ctx, tx, dev, session, at, reason)
+		return err
+	})
+	return ch, ok, err
+}
+
+// Sweep implements agentlink.Store (the package's Sweep).
+func (f AgentFlows) Sweep(ctx context.Context, now time.Time) (out []agentlink.StatusChange, err error) {
+	err = f.Run(ctx, now.UnixMilli(), func(ctx context.Context, tx AgentTx) (err error) {
+		out, err = Sweep(ctx, tx, now)
+		return err
+	})
+	return out, err
+}

@@ -5,97 +5,86 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/resource"
 )
 
-// PanelDB is what Panel needs of a store beyond its pools (both stores'
-// DB has it).
-type PanelDB interface {
-	// Org reads the organization id, or ENOTFOUND.
-	Org(ctx context.Context, id string) (cloud.Org, error)
-	// RedeliverWebhook queues a copy of delivery id (cloud.Store's).
-	RedeliverWebhook(ctx context.Context, id string) (string, error)
-}
+// PanelStore is cloud.PanelStore, written once: users and sessions
+// (users.go), the fleet page's reads, the organization's keys with their
+// creator and last use, and its webhook settings and deliveries.
+type PanelStore struct{ *Store }
 
-// Panel is what both stores' cloud.PanelStore does alike, on a store's
-// pools: a user's changes (Users), the device search, the organization's
-// keys and its webhook settings and deliveries. Embedded in the store's
-// PanelStore, its methods are the store's.
-type Panel struct {
-	Users
-	db          PanelDB
-	read, write Querier
-	wrap        func(what string, err error) error
-}
-
-// NewPanel returns the Panel of a store: its tables (for Users), its DB,
-// its reading and writing pools (one pool, on PostgreSQL) and its wrapErr,
-// which passes nil and domain errors through and wraps the others as the
-// store's failure to do what.
-func NewPanel(t UserTables, db PanelDB, read, write Querier, wrap func(what string, err error) error) Panel {
-	return Panel{Users: Users{Tables: t}, db: db, read: read, write: write, wrap: wrap}
-}
+var _ cloud.PanelStore = PanelStore{}
 
 // SearchDevices returns one page of the organization's devices, oldest
 // first, filtered by status and a case-insensitive substring, with the
 // number of matches (SearchDevices on the reader).
-func (p Panel) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
-	page, err := SearchDevices(ctx, p.read, orgID, q)
-	return page, p.wrap("search devices", err)
+func (p PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
+	page, err := SearchDevices(ctx, p.R, orgID, q)
+	return page, p.Wrap("search devices", err)
 }
 
 // CreateOrgKey makes a key for the organization on behalf of nk.CreatedBy
 // ("" for the admin CLI) and stores its bcrypt hash (CreateKey). It
 // returns the stored key and the full key string, which exists nowhere else
 // afterwards.
-func (p Panel) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
-	k, key, err := CreateKey(ctx, p.write, p.db.Org, nk, p.Tables.Now())
-	return k, key, p.wrap("insert key", err)
+func (p PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
+	k, key, err := CreateKey(ctx, p.W, p.Org, nk, p.Clock())
+	return k, key, p.Wrap("insert key", err)
 }
 
 // OrgKeys lists the organization's keys newest first, revoked ones
 // included, with their creator's email and last use (OrgKeys on the
 // reader).
-func (p Panel) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
-	keys, err := OrgKeys(ctx, p.read, orgID)
-	return keys, p.wrap("org keys", err)
+func (p PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo, error) {
+	keys, err := OrgKeys(ctx, p.R, orgID)
+	return keys, p.Wrap("org keys", err)
 }
 
 // WebhookSettings returns the organization's alert webhook URL, signing
 // secret and until when the previous secret still signs (WebhookSettings on
 // the reader).
-func (p Panel) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
-	out, err := WebhookSettings(ctx, p.read, orgID, p.Tables.Now())
-	return out, p.wrap("webhook settings", err)
+func (p PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
+	out, err := WebhookSettings(ctx, p.R, orgID, p.Clock())
+	return out, p.Wrap("webhook settings", err)
 }
 
 // SetOrgAlertWebhook sets or clears the organization's alert webhook URL
 // (SetOrgAlertWebhook on the writer).
-func (p Panel) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	return p.wrap("set alert webhook", SetOrgAlertWebhook(ctx, p.write, orgID, url))
+func (p PanelStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
+	return p.Wrap("set alert webhook", SetOrgAlertWebhook(ctx, p.W, orgID, url))
 }
 
 // RotateOrgSecret gives the organization a new signing secret
 // (RotateOrgSecret on the writer).
-func (p Panel) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
-	secret, err := RotateOrgSecret(ctx, p.write, orgID, grace, p.Tables.Now())
-	return secret, p.wrap("rotate secret", err)
+func (p PanelStore) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
+	secret, err := RotateOrgSecret(ctx, p.W, orgID, grace, p.Clock())
+	return secret, p.Wrap("rotate secret", err)
 }
 
 // RecentDeliveries summarizes the organization's newest deliveries
 // (WebhookDeliveries on the reader).
-func (p Panel) RecentDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliverySummary, error) {
-	ds, err := WebhookDeliveries(ctx, p.read, orgID, limit)
+func (p PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit int) ([]cloud.DeliverySummary, error) {
+	ds, err := WebhookDeliveries(ctx, p.R, orgID, limit)
 	if err != nil {
-		return nil, p.wrap("deliveries", err)
+		return nil, p.Wrap("deliveries", err)
 	}
 	return cloud.SummarizeDeliveries(ds), nil
 }
 
+// StatusCounts counts the organization's devices by status.
+func (p PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resource.DeviceStatus]int, error) {
+	counts, err := Collect(ctx, p.R, ScanStatusCount, `SELECT status, COUNT(*) FROM devices WHERE org_id = ? GROUP BY status`, orgID)
+	if err != nil {
+		return nil, p.Wrap("status counts", err)
+	}
+	return CountsByStatus(counts), nil
+}
+
 // RedeliverOrgWebhook queues a copy of the organization's delivery id
 // (OrgDelivery, then the store's RedeliverWebhook).
-func (p Panel) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
-	if err := OrgDelivery(ctx, p.read, orgID, id); err != nil {
-		return "", p.wrap("redeliver", err)
+func (p PanelStore) RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error) {
+	if err := OrgDelivery(ctx, p.R, orgID, id); err != nil {
+		return "", p.Wrap("redeliver", err)
 	}
-	return p.db.RedeliverWebhook(ctx, id)
+	return p.RedeliverWebhook(ctx, id)
 }

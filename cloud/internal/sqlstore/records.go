@@ -121,29 +121,25 @@ type scanAlso struct {
 
 func (s scanAlso) Scan(dest ...any) error { return s.row.Scan(append(dest, s.extra...)...) }
 
-// InsertOrg stores org and its default alert rules with q, addRule being
-// the store's INSERT of a rule (see AddDefaultRules).
-func InsertOrg(ctx context.Context, q Querier, org cloud.Org, addRule string) error {
+// InsertOrg stores org and its default alert rules with q.
+func InsertOrg(ctx context.Context, q Querier, org cloud.Org) error {
 	if _, err := q.Exec(ctx, `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES (?, ?, ?, ?)`,
 		org.ID, org.Name, org.WebhookSecret, org.CreatedAt.UnixMilli()); err != nil {
 		return err
 	}
-	return AddDefaultRules(ctx, q, addRule, org.ID, org.CreatedAt.UnixMilli())
+	return AddDefaultRules(ctx, q, org.ID, org.CreatedAt.UnixMilli())
 }
 
 // AddDefaultRules adds the default alert rules (cloud.DefaultRules) that
 // the organization orgID lacks, created at at (Unix milliseconds); nothing
-// when there is no such organization. addRule is the store's INSERT of a
-// rule that stores nothing when the organization has one of its name
-// (arguments: id, organization, name, severity, metric, threshold, clear
-// threshold, consecutive, created_at; the rule enabled).
-func AddDefaultRules(ctx context.Context, q Querier, addRule, orgID string, at int64) error {
+// when there is no such organization.
+func AddDefaultRules(ctx context.Context, q Querier, orgID string, at int64) error {
 	var n int
 	if err := q.QueryRow(ctx, `SELECT COUNT(*) FROM orgs WHERE id = ?`, orgID).Scan(&n); err != nil || n == 0 {
 		return err
 	}
 	for _, r := range cloud.DefaultRules() {
-		if _, err := q.Exec(ctx, addRule, ids.New(), orgID, r.Name, string(r.Severity), r.Metric, r.Threshold, r.ClearThreshold, r.Consecutive, at); err != nil {
+		if _, err := q.Exec(ctx, addRuleSQL, ids.New(), orgID, r.Name, string(r.Severity), r.Metric, r.Threshold, r.ClearThreshold, r.Consecutive, at); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,6 @@ type Tables interface {
 	DeviceTables
 	SerialTables
 	AlertTables
-	UserTables
 }
 
 // Services are a store's domain services on its tables: embedded in the

@@ -10,16 +10,6 @@ import (
 	"github.com/fleet/fleet/shared/ids"
 )
 
-// UserTables is what Users needs of a store.
-type UserTables interface {
-	// UserTx runs fn in a write transaction in which the organization's
-	// users change one at a time, whichever relay changes them; its error,
-	// unless a domain error, is wrapped as the store's failure to do what.
-	UserTx(ctx context.Context, orgID, what string, fn func(Querier) error) error
-	// Now is the store's clock.
-	Now() time.Time
-}
-
 // NewUser validates nu and makes the user it adds: a fresh id, the email
 // normalized, created at now to the millisecond.
 func NewUser(nu cloud.NewUser, now time.Time) (cloud.User, error) {
@@ -43,17 +33,112 @@ func ErrEmailTaken(email string) error {
 	return cloud.Errorf(cloud.ECONFLICT, "a user with email %q already exists", email)
 }
 
-// Users are the panel's changes of a user (part of cloud.PanelStore), on a
-// store's tables.
-type Users struct{ Tables UserTables }
+// userTx runs fn in a write transaction in which the organization's
+// users change one at a time, whichever relay changes them (the
+// dialect's LockOrg); its error, unless a domain error, is wrapped as the
+// store's failure to do what.
+func (s *Store) userTx(ctx context.Context, orgID, what string, fn func(Querier) error) error {
+	return s.Wrap(what, s.Tx(ctx, func(tx Querier) error {
+		if s.LockOrg != "" {
+			if _, err := tx.Exec(ctx, s.LockOrg, orgID); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	}))
+}
+
+// CreateUser adds a user to an organization; an email in use in any
+// organization (the unique index decides, whichever relay races) is
+// ECONFLICT.
+func (p PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.User, error) {
+	u, err := NewUser(nu, p.Clock())
+	if err != nil {
+		return cloud.User{}, err
+	}
+	if _, err := p.Org(ctx, nu.OrgID); err != nil {
+		return cloud.User{}, err
+	}
+	_, err = p.W.Exec(ctx, `INSERT INTO users (`+UserColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)`,
+		u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, u.CreatedAt.UnixMilli())
+	if p.IsUnique(err) {
+		return cloud.User{}, ErrEmailTaken(u.Email)
+	}
+	if err != nil {
+		return cloud.User{}, p.Wrap("create user", err)
+	}
+	return u, nil
+}
+
+func (p PanelStore) oneUser(ctx context.Context, notFound error, q string, args ...any) (cloud.User, error) {
+	u, err := ScanUser(p.R.QueryRow(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return cloud.User{}, notFound
+	}
+	return u, p.Wrap("user", err)
+}
+
+// UserByID returns the user with id in any organization, or ENOTFOUND. The
+// panel reads it on every request (a primary-key lookup).
+func (p PanelStore) UserByID(ctx context.Context, id string) (cloud.User, error) {
+	return p.oneUser(ctx, UserNotFound(id), `SELECT `+UserColumns+` FROM users WHERE id = ?`, id)
+}
+
+// UserByEmail returns the user with email (any case), or ENOTFOUND.
+func (p PanelStore) UserByEmail(ctx context.Context, email string) (cloud.User, error) {
+	notFound := cloud.Errorf(cloud.ENOTFOUND, "no user with that email")
+	e, err := cloud.NormalizeEmail(email)
+	if err != nil {
+		return cloud.User{}, notFound
+	}
+	return p.oneUser(ctx, notFound, `SELECT `+UserColumns+` FROM users WHERE email = ?`, e)
+}
+
+// ListUsers returns the organization's users, oldest first.
+func (p PanelStore) ListUsers(ctx context.Context, orgID string) ([]cloud.User, error) {
+	out, err := Collect(ctx, p.R, ScanUser, `SELECT `+UserColumns+` FROM users WHERE org_id = ? ORDER BY created_at, id`, orgID)
+	return out, p.Wrap("list users", err)
+}
+
+// FindSession returns the data of an unexpired session.
+func (p PanelStore) FindSession(ctx context.Context, tokenHash string) ([]byte, bool, error) {
+	var data []byte
+	err := p.R.QueryRow(ctx, `SELECT data FROM sessions WHERE token_hash = ? AND expires_at > ?`, tokenHash, p.nowMs()).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, p.Wrap("find session", err)
+	}
+	return data, true, nil
+}
+
+// CommitSession inserts or replaces a session.
+func (p PanelStore) CommitSession(ctx context.Context, tokenHash string, data []byte, expiry time.Time) error {
+	_, err := p.W.Exec(ctx, `INSERT INTO sessions (token_hash, data, expires_at) VALUES (?, ?, ?)
+		ON CONFLICT (token_hash) DO UPDATE SET data = excluded.data, expires_at = excluded.expires_at`, tokenHash, data, expiry.UnixMilli())
+	return p.Wrap("commit session", err)
+}
+
+// DeleteSession removes a session (no error when there is none).
+func (p PanelStore) DeleteSession(ctx context.Context, tokenHash string) error {
+	_, err := p.W.Exec(ctx, `DELETE FROM sessions WHERE token_hash = ?`, tokenHash)
+	return p.Wrap("delete session", err)
+}
+
+// DeleteExpiredSessions removes sessions expired before now.
+func (p PanelStore) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
+	n, err := p.W.Exec(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, now.UnixMilli())
+	return n, p.Wrap("delete expired sessions", err)
+}
 
 // SetUserRole changes the role of the organization's user id. Demoting the
 // last active OWNER is ECONFLICT.
-func (s Users) SetUserRole(ctx context.Context, orgID, id string, role cloud.Role) (cloud.User, error) {
+func (p PanelStore) SetUserRole(ctx context.Context, orgID, id string, role cloud.Role) (cloud.User, error) {
 	if _, err := cloud.ParseRole(string(role)); err != nil {
 		return cloud.User{}, err
 	}
-	return s.change(ctx, orgID, id, "set role", func(tx Querier, u *cloud.User) error {
+	return p.change(ctx, orgID, id, "set role", func(tx Querier, u *cloud.User) error {
 		if role != cloud.RoleOwner {
 			if err := keepAnOwner(ctx, tx, *u, "demoted"); err != nil {
 				return err
@@ -68,15 +153,15 @@ func (s Users) SetUserRole(ctx context.Context, orgID, id string, role cloud.Rol
 // DisableUser disables the organization's user id (idempotent): they can no
 // longer sign in and their sessions end on their next request. Disabling the
 // last active OWNER is ECONFLICT.
-func (s Users) DisableUser(ctx context.Context, orgID, id string) (cloud.User, error) {
-	return s.change(ctx, orgID, id, "disable user", func(tx Querier, u *cloud.User) error {
+func (p PanelStore) DisableUser(ctx context.Context, orgID, id string) (cloud.User, error) {
+	return p.change(ctx, orgID, id, "disable user", func(tx Querier, u *cloud.User) error {
 		if u.Disabled() {
 			return nil
 		}
 		if err := keepAnOwner(ctx, tx, *u, "disabled"); err != nil {
 			return err
 		}
-		u.DisabledAt = s.Tables.Now().UTC().Truncate(time.Millisecond)
+		u.DisabledAt = p.Clock().UTC().Truncate(time.Millisecond)
 		_, err := tx.Exec(ctx, `UPDATE users SET disabled_at = ? WHERE id = ?`, u.DisabledAt.UnixMilli(), id)
 		return err
 	})
@@ -84,13 +169,13 @@ func (s Users) DisableUser(ctx context.Context, orgID, id string) (cloud.User, e
 
 // SetUserPassword stores a new password hash and ends the user's sessions
 // signed in before now.
-func (s Users) SetUserPassword(ctx context.Context, orgID, id, hash string) (cloud.User, error) {
+func (p PanelStore) SetUserPassword(ctx context.Context, orgID, id, hash string) (cloud.User, error) {
 	if hash == "" {
 		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
 	}
-	return s.change(ctx, orgID, id, "set password", func(tx Querier, u *cloud.User) error {
+	return p.change(ctx, orgID, id, "set password", func(tx Querier, u *cloud.User) error {
 		u.PasswordHash = hash
-		u.PasswordChangedAt = s.Tables.Now().UTC().Truncate(time.Millisecond)
+		u.PasswordChangedAt = p.Clock().UTC().Truncate(time.Millisecond)
 		_, err := tx.Exec(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ? WHERE id = ?`, hash, u.PasswordChangedAt.UnixMilli(), id)
 		return err
 	})
@@ -98,9 +183,9 @@ func (s Users) SetUserPassword(ctx context.Context, orgID, id, hash string) (clo
 
 // change reads the organization's user id in a UserTx and lets fn change
 // it; ENOTFOUND without the user.
-func (s Users) change(ctx context.Context, orgID, id, what string, fn func(tx Querier, u *cloud.User) error) (cloud.User, error) {
+func (p PanelStore) change(ctx context.Context, orgID, id, what string, fn func(tx Querier, u *cloud.User) error) (cloud.User, error) {
 	var u cloud.User
-	err := s.Tables.UserTx(ctx, orgID, what, func(tx Querier) error {
+	err := p.userTx(ctx, orgID, what, func(tx Querier) error {
 		var err error
 		u, err = ScanUser(tx.QueryRow(ctx, `SELECT `+UserColumns+` FROM users WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {

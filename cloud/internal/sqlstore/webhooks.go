@@ -94,34 +94,98 @@ func DeviceNotFound(id string) error {
 	return cloud.Errorf(cloud.ENOTFOUND, "device %q not found", id)
 }
 
-// OrgSecrets reads the organization's signing secret with q and, until its
-// grace period ends at now, the previous one (webhook.Store's).
-func OrgSecrets(ctx context.Context, q Querier, orgID string, now time.Time) (webhook.Secrets, error) {
+// OutboxReads are the reads of the webhook outbox (webhook.Store) that
+// both stores make alike (OrgSecrets, Forwarding, AlertTarget, Pending);
+// each store's outbox embeds them.
+type OutboxReads struct{ *Store }
+
+// OrgSecrets returns the organization's signing secret and, until its
+// grace period ends, the previous one (webhook.Store's).
+func (s OutboxReads) OrgSecrets(ctx context.Context, orgID string) (webhook.Secrets, error) {
 	var sec webhook.Secrets
 	var until int64
-	err := q.QueryRow(ctx, `SELECT webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
+	err := s.R.QueryRow(ctx, `SELECT webhook_secret, previous_webhook_secret, previous_secret_until FROM orgs WHERE id = ?`, orgID).
 		Scan(&sec.Current, &sec.Previous, &until)
 	if errors.Is(err, sql.ErrNoRows) {
 		return webhook.Secrets{}, OrgNotFound(orgID)
 	}
 	if err != nil {
-		return webhook.Secrets{}, err
+		return webhook.Secrets{}, s.Wrap("org secret", err)
 	}
-	if until <= now.UnixMilli() {
+	if until <= s.nowMs() {
 		sec.Previous = ""
 	}
 	return sec, nil
 }
 
-// AlertTarget reads the device's organization and its alert webhook URL
-// with q (webhook.Store's).
-func AlertTarget(ctx context.Context, q Querier, deviceID string) (orgID, url string, err error) {
-	err = q.QueryRow(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = ?`, deviceID).Scan(&orgID, &url)
+// Forwarding returns the device's organization and its signal-forwarding
+// URL when forwarding is enabled (webhook.Store's).
+func (s OutboxReads) Forwarding(ctx context.Context, deviceID string) (orgID, url string, err error) {
+	var u sql.NullString
+	var enabled sql.NullBool
+	err = s.R.QueryRow(ctx, `SELECT d.org_id, s.webhook_url, s.webhook_enabled FROM devices d
+		LEFT JOIN serial_state s ON s.device_id = d.id WHERE d.id = ?`, deviceID).Scan(&orgID, &u, &enabled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", DeviceNotFound(deviceID)
 	}
 	if err != nil {
-		return "", "", err
+		return "", "", s.Wrap("forwarding", err)
+	}
+	if !enabled.Bool || !u.Valid {
+		return orgID, "", nil
+	}
+	return orgID, u.String, nil
+}
+
+// DeliveryColumns are the columns ScanDelivery reads, in order.
+const DeliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
+
+// ScanDelivery reads a row of DeliveryColumns.
+func ScanDelivery(r Row) (*webhook.Delivery, error) {
+	var d webhook.Delivery
+	var state string
+	var next, created int64
+	err := r.Scan(&d.Seq, &d.ID, &d.OrgID, &d.DeviceID, &d.Event, &d.URL, &d.Body, &state, &d.Attempts, &next, &created)
+	d.State, d.NextAttemptAt, d.CreatedAt = webhook.State(state), time.UnixMilli(next).UTC(), time.UnixMilli(created).UTC()
+	return &d, err
+}
+
+// Pending returns up to limit pending deliveries with seq > after, in
+// order, and the outbox's highest seq, from one statement (one snapshot,
+// one round trip).
+func (s OutboxReads) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, int64, error) {
+	var out []*webhook.Delivery
+	var maxSeq int64
+	err := Each(ctx, s.R, `SELECT m.max_seq, d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at
+		FROM (SELECT COALESCE(MAX(seq), 0) AS max_seq FROM webhook_deliveries) m
+		LEFT JOIN (SELECT `+DeliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?) d ON true
+		ORDER BY d.seq`, []any{after, limit}, func(r Row) error {
+		var seq, attempts, next, created sql.NullInt64
+		var id, org, dev, event, url, state sql.NullString
+		var body []byte
+		if err := r.Scan(&maxSeq, &seq, &id, &org, &dev, &event, &url, &body, &state, &attempts, &next, &created); err != nil || !seq.Valid {
+			return err // !seq.Valid: no pending delivery, the row only carries max_seq
+		}
+		out = append(out, &webhook.Delivery{Seq: seq.Int64, ID: id.String, OrgID: org.String, DeviceID: dev.String, Event: event.String,
+			URL: url.String, Body: body, State: webhook.State(state.String), Attempts: int(attempts.Int64),
+			NextAttemptAt: time.UnixMilli(next.Int64).UTC(), CreatedAt: time.UnixMilli(created.Int64).UTC()})
+		return nil
+	})
+	if err != nil {
+		return nil, 0, s.Wrap("pending deliveries", err)
+	}
+	return out, maxSeq, nil
+}
+
+// AlertTarget returns the device's organization and its alert webhook URL
+// (webhook.Store's).
+func (s OutboxReads) AlertTarget(ctx context.Context, deviceID string) (orgID, url string, err error) {
+	err = s.R.QueryRow(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = ?`, deviceID).Scan(&orgID, &url)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", DeviceNotFound(deviceID)
+	}
+	if err != nil {
+		return "", "", s.Wrap("alert target", err)
 	}
 	return orgID, url, nil
 }

@@ -11,7 +11,6 @@ package dialects
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -78,27 +77,17 @@ func SQLite(t testing.TB, now cloud.Now) storetest.Stores {
 // SQLiteAt is SQLite on the file at path.
 func SQLiteAt(t testing.TB, path string, now cloud.Now) storetest.Stores {
 	t.Helper()
-	db, err := sqlite.Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
+	open := func(t testing.TB) cloud.Stores {
+		db, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now != nil {
+			db.Now = now
+		}
+		return db.Stores()
 	}
-	if now != nil {
-		db.Now = now
-	}
-	agent, err := sqlite.NewAgentStore(db, slog.New(slog.DiscardHandler))
-	if err != nil {
-		db.Close()
-		t.Fatal(err)
-	}
-	return bundle(t, storetest.Stores{
-		Store:  db,
-		Agent:  agent,
-		Engine: sqlite.NewAlertEngineStore(db),
-		Outbox: sqlite.NewWebhookStore(db),
-		Panel:  sqlite.NewPanelStore(db),
-		Reopen: func(t testing.TB) storetest.Stores { return SQLiteAt(t, path, now) },
-		Close:  func() { agent.Close(); db.Close() },
-	})
+	return storetest.Open(t, open(t), open)
 }
 
 // Postgres opens the stores on a fresh database of the binary's PostgreSQL
@@ -165,34 +154,21 @@ func migrate(srv *pgtest.Server) (string, error) {
 // relay.
 func PostgresAt(t testing.TB, url string, now cloud.Now, relay string) storetest.Stores {
 	t.Helper()
-	db, err := postgres.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if now != nil {
-		db.Now = now
-	}
-	agent := postgres.NewAgentStore(db, slog.New(slog.DiscardHandler), relay)
 	var n int
-	return bundle(t, storetest.Stores{
-		Store:  db,
-		Agent:  agent,
-		Engine: postgres.NewAlertEngineStore(db),
-		Outbox: postgres.NewWebhookStore(db, relay),
-		Panel:  postgres.NewPanelStore(db),
-		Reopen: func(t testing.TB) storetest.Stores {
-			n++
-			return PostgresAt(t, url, now, relay+"-"+string(rune('a'+n)))
-		},
-		Close: func() { agent.Close(); db.Close() },
+	open := func(t testing.TB, relay string) cloud.Stores {
+		db, err := postgres.Open(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now != nil {
+			db.Now = now
+		}
+		return db.Stores(relay)
+	}
+	return storetest.Open(t, open(t, relay), func(t testing.TB) cloud.Stores {
+		n++
+		return open(t, relay+"-"+string(rune('a'+n)))
 	})
-}
-
-// bundle makes s's Close idempotent and calls it when t ends.
-func bundle(t testing.TB, s storetest.Stores) storetest.Stores {
-	s.Close = sync.OnceFunc(s.Close)
-	t.Cleanup(s.Close)
-	return s
 }
 
 // Exec runs a statement on the database under s directly, with ?

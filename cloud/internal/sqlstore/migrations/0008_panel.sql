@@ -1,6 +1,7 @@
 -- The panel (issue 14): people who sign in, their sessions, and for each API
--- key who made it and when it was last used. Numbered as SQLite's
--- migration of the same tables (0060-0079: the panel).
+-- key who made it and when it was last used. One file for both stores: its
+-- types read alike in both (SQLite stores the bytea column's blobs as they
+-- are).
 
 CREATE TABLE users (
     id                  text PRIMARY KEY,

@@ -1,5 +1,5 @@
 -- The relay's schema on PostgreSQL, the same tables and columns as the SQLite
--- store's (cloud/sqlite/migrations) so that `fleet-relay store copy` moves
+-- store's (its migrations 0001-0005 beside this file) so that `fleet-relay store copy` moves
 -- rows one to one. Times are Unix milliseconds (bigint), UTC, as there.
 -- metrics and events are partitioned by day on their time column; the store
 -- creates partitions ahead and on demand, and retention drops whole ones.

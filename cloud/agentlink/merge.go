@@ -1,0 +1,88 @@
+package agentlink
+
+import (
+	"time"
+
+	"github.com/fleet/fleet/shared/protocol"
+)
+
+// HeartbeatMerge is the rule by which a store writes the heartbeats of one
+// transaction: those of one session are applied as one (a
+// HeartbeatGroup), which leaves the state that applying them one by one in
+// order would. Both stores merge with it and write each group's result
+// with one statement per table. It keeps its memory from one transaction
+// to the next (Reset), so that merging allocates nothing per heartbeat in
+// the common case; it is not safe for concurrent use.
+type HeartbeatMerge struct {
+	// Groups are the sessions' merged heartbeats, in the order of their
+	// first heartbeat.
+	Groups []HeartbeatGroup
+	byKey  map[sessionKey]int // index in Groups
+	next   []int              // per heartbeat: the next of its group, -1 after the last
+}
+
+type sessionKey struct{ device, session string }
+
+// HeartbeatGroup is the heartbeats of one session in one transaction: the
+// device row and the serial telemetry time take the values of the last of
+// them (Last, SerialAt), the deadline the last one set, each channel the
+// state of the last heartbeat that reported it, and every heartbeat's
+// event is stored.
+type HeartbeatGroup struct {
+	DeviceID, Session string
+	// First and Last are the group's first and last heartbeat, by their
+	// index in the transaction; Next links the others in order.
+	First, Last int
+	// Deadline is the last deadline set, zero when none.
+	Deadline time.Time
+	// SerialAt is the last heartbeat that carries serial telemetry, -1
+	// when none does.
+	SerialAt int
+	// Channels are the reported channels, by first report, each in the
+	// state of its last.
+	Channels []protocol.ChannelState
+}
+
+// Add merges the transaction's next heartbeat into its session's group
+// and returns the group's index; serial is whether the device's model has
+// serial I/O (only then do its channels count).
+func (m *HeartbeatMerge) Add(in *HeartbeatIn, serial bool) int {
+	i := len(m.next)
+	m.next = append(m.next, -1)
+	if m.byKey == nil {
+		m.byKey = make(map[sessionKey]int)
+	}
+	key := sessionKey{in.Device.ID, in.Session}
+	gi, ok := m.byKey[key]
+	if !ok {
+		gi = len(m.Groups)
+		m.byKey[key] = gi
+		m.Groups = append(m.Groups, HeartbeatGroup{DeviceID: in.Device.ID, Session: in.Session, First: i, Last: i, SerialAt: -1})
+	} else {
+		m.next[m.Groups[gi].Last] = i
+	}
+	g := &m.Groups[gi]
+	g.Last = i
+	if !in.Deadline.IsZero() {
+		g.Deadline = in.Deadline
+	}
+	if serial && in.HasChannels {
+		g.SerialAt = i
+		g.Channels = MergeChannels(g.Channels, in.Channels)
+	}
+	return gi
+}
+
+// Skip passes over the transaction's next heartbeat: one that failed on
+// its own and takes no part.
+func (m *HeartbeatMerge) Skip() { m.next = append(m.next, -1) }
+
+// Next returns the heartbeat of i's group after i, -1 after the last.
+func (m *HeartbeatMerge) Next(i int) int { return m.next[i] }
+
+// Reset empties m for the next transaction, keeping its memory.
+func (m *HeartbeatMerge) Reset() {
+	clear(m.byKey)
+	clear(m.Groups)
+	m.Groups, m.next = m.Groups[:0], m.next[:0]
+}

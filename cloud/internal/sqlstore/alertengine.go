@@ -1,0 +1,129 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// AlertEngineStore is the alert engine's store (cloud.AlertEngineStore),
+// written once for both stores.
+type AlertEngineStore struct{ *Store }
+
+var _ alert.Store = AlertEngineStore{}
+
+// Rules returns the organization's rules, first inserting any default rule
+// (cloud.DefaultRules) it lacks.
+func (s AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rule, error) {
+	rules, err := s.readRules(ctx, orgID)
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, r := range rules {
+		have[r.Name] = true
+	}
+	missing := false
+	for _, d := range cloud.DefaultRules() {
+		missing = missing || !have[d.Name]
+	}
+	if !missing {
+		return rules, nil
+	}
+	err = s.Tx(ctx, func(tx Querier) error { return AddDefaultRules(ctx, tx, orgID, s.nowMs()) })
+	if err != nil {
+		return nil, s.Wrap("default rules", err)
+	}
+	return s.readRules(ctx, orgID)
+}
+
+func (s AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert.Rule, error) {
+	out, err := Collect(ctx, s.R, ScanRule, `SELECT `+RuleColumns+` FROM alert_rules WHERE org_id = ? ORDER BY name`, orgID)
+	return out, s.Wrap("rules", err)
+}
+
+// WindowSamplesSQL and WindowStatesSQL are the two reads of Window: the
+// device's newest samples captured at or before a time (newest first),
+// and per rule its open alert and when its last alert resolved.
+const (
+	WindowSamplesSQL = `SELECT ` + SampleColumns + ` FROM metrics
+		WHERE device_id = ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`
+	WindowStatesSQL = `SELECT rule_id, COALESCE(MAX(id) FILTER (WHERE state <> 'RESOLVED'), ''), MAX(resolved_at) FILTER (WHERE state = 'RESOLVED')
+		FROM alerts WHERE org_id = ? AND device_id = ? GROUP BY rule_id`
+)
+
+// Window implements alert.Store: the device's newest n samples captured at
+// or before until, ascending, and its state per rule id (two reads; a
+// store with round trips may send both at once).
+func (s AlertEngineStore) Window(ctx context.Context, orgID, deviceID string, until time.Time, n int) ([]resource.MetricSample, map[string]alert.RuleState, error) {
+	ms, err := Collect(ctx, s.R, ScanSample, WindowSamplesSQL, deviceID, until.UnixMilli(), n)
+	if err != nil {
+		return nil, nil, s.Wrap("recent metrics", err)
+	}
+	slices.Reverse(ms)
+	states := map[string]alert.RuleState{}
+	err = Each(ctx, s.R, WindowStatesSQL, []any{orgID, deviceID}, func(r Row) error {
+		rule, st, err := ScanRuleState(r)
+		states[rule] = st
+		return err
+	})
+	return ms, states, s.Wrap("rule states", err)
+}
+
+// ScanRuleState reads a row of WindowStatesSQL.
+func ScanRuleState(r Row) (rule string, st alert.RuleState, err error) {
+	var open string
+	var resolved sql.NullInt64
+	err = r.Scan(&rule, &open, &resolved)
+	st = alert.RuleState{OpenID: open}
+	if resolved.Valid && resolved.Int64 != 0 {
+		st.LastResolved = time.UnixMilli(resolved.Int64).UTC()
+	}
+	return rule, st, err
+}
+
+// OpenAlert stores an ACTIVE alert and, with o.WithEvent, its alert.<rule>
+// event, in one transaction; opened is false when the device already has
+// an open alert of the rule (the unique partial index decides, across
+// relays).
+func (s AlertEngineStore) OpenAlert(ctx context.Context, o alert.Opening) (resource.Alert, bool, error) {
+	return OpenAlert(ctx, s.Store, o, `INSERT OR IGNORE INTO alerts (id, org_id, device_id, rule_id, state, severity, message, payload, created_at)
+		VALUES (?, ?, ?, ?, 'ACTIVE', ?, ?, ?, ?)`)
+}
+
+// ResolveAlert resolves the device's open alert of the rule and stores an
+// alert.resolved event, in one transaction.
+func (s AlertEngineStore) ResolveAlert(ctx context.Context, orgID, deviceID string, r alert.Rule, message string, at time.Time) (resource.Alert, bool, error) {
+	return ResolveAlert(ctx, s.Store, orgID, deviceID, r, message, at)
+}
+
+// OpenAlertID returns the id of the device's open alert of the rule, or "".
+func (s AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID string) (string, error) {
+	var id string
+	err := s.R.QueryRow(ctx, `SELECT id FROM alerts WHERE device_id = ? AND rule_id = ? AND state <> 'RESOLVED'`, deviceID, ruleID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, s.Wrap("open alert", err)
+}
+
+// OfflineDevices returns up to limit devices (all, or only deviceID when
+// not "") that are OFFLINE with no heartbeat for three of their heartbeat
+// intervals at now, and that have no device_offline alert created since
+// their last heartbeat.
+func (s AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID string, limit int) ([]alert.Offline, error) {
+	out, err := Collect(ctx, s.R, ScanOffline, `SELECT `+OfflineColumns+` FROM devices d
+		WHERE d.status = 'OFFLINE' AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= ?
+		  AND (? = '' OR d.id = ?)
+		  AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.device_id = d.id
+		        AND a.rule_id = (SELECT r.id FROM alert_rules r WHERE r.org_id = d.org_id AND r.name = ?)
+		        AND a.created_at >= d.last_seen)
+		LIMIT ?`, now.UnixMilli(), deviceID, deviceID, alert.RuleDeviceOffline, limit)
+	return out, s.Wrap("offline devices", err)
+}

@@ -1,0 +1,257 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// The tables of the services (Tables), written once: Store implements
+// Tables, and NewServices(store) makes the services of cloud.Store.
+
+var _ Tables = (*Store)(nil)
+
+// Now is the store's clock (Tables).
+func (s *Store) Now() time.Time { return s.Clock() }
+
+// DeviceDetail implements DeviceTables.
+func (s *Store) DeviceDetail(ctx context.Context, orgID, id string) (resource.DeviceDetail, error) {
+	var dd resource.DeviceDetail
+	var notes sql.NullString
+	var err error
+	dd.Device, err = ScanDevice(s.R.QueryRow(ctx, `SELECT `+DeviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone FROM devices WHERE id = ? AND org_id = ?`, id, orgID),
+		&notes, &dd.AgentDeviceName, &dd.AgentDeviceLocation, &dd.AgentTimezone)
+	if errors.Is(err, sql.ErrNoRows) {
+		return resource.DeviceDetail{}, DeviceNotFound(id)
+	}
+	if err != nil {
+		return resource.DeviceDetail{}, s.Wrap("device", err)
+	}
+	if notes.Valid {
+		dd.Notes = &notes.String
+	}
+	return dd, nil
+}
+
+// NewestSamples implements DeviceTables.
+func (s *Store) NewestSamples(ctx context.Context, deviceID string, from, to time.Time, n int) ([]resource.MetricSample, error) {
+	out, err := Collect(ctx, s.R, ScanSample, SamplesSQL, deviceID, from.UnixMilli(), to.UnixMilli(), n)
+	return out, s.Wrap("metrics", err)
+}
+
+// DevicePage implements DeviceTables.
+func (s *Store) DevicePage(ctx context.Context, k Keyset[resource.Device]) (resource.List[resource.Device], error) {
+	return listPage(ctx, s, k)
+}
+
+// EventPage implements DeviceTables.
+func (s *Store) EventPage(ctx context.Context, k Keyset[resource.Event]) (resource.List[resource.Event], error) {
+	return listPage(ctx, s, k)
+}
+
+// AlertPage implements AlertTables.
+func (s *Store) AlertPage(ctx context.Context, k Keyset[resource.Alert]) (resource.List[resource.Alert], error) {
+	return listPage(ctx, s, k)
+}
+
+// listPage reads the page of k on the readers.
+func listPage[T any](ctx context.Context, s *Store, k Keyset[T]) (resource.List[T], error) {
+	q, args, err := k.SQL()
+	if err != nil {
+		return k.Page(nil, err, nil)
+	}
+	list, err := Collect(ctx, s.R, k.Scan, q, args...)
+	return k.Page(list, s.Wrap(k.What, err), func() error { return s.checkCursor(ctx, k.CursorSQL(), k.Cursor, k.Scope) })
+}
+
+// checkCursor returns ECURSOR unless query (cursor, scope) finds the
+// cursor's item.
+func (s *Store) checkCursor(ctx context.Context, query, cursor, scope string) error {
+	if !ids.Valid(cursor) {
+		return cloud.ErrCursor()
+	}
+	var at int64
+	err := s.R.QueryRow(ctx, query, cursor, scope).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cloud.ErrCursor()
+	}
+	return s.Wrap("cursor", err)
+}
+
+// DeviceModelSQL reads the model of an organization's device.
+const DeviceModelSQL = `SELECT model FROM devices WHERE id = ? AND org_id = ?`
+
+// DeviceModel implements DeviceTables and SerialTables.
+func (s *Store) DeviceModel(ctx context.Context, orgID, deviceID string) (string, error) {
+	var model string
+	err := s.R.QueryRow(ctx, DeviceModelSQL, deviceID, orgID).Scan(&model)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", DeviceNotFound(deviceID)
+	}
+	return model, s.Wrap("device", err)
+}
+
+// Alert implements AlertTables.
+func (s *Store) Alert(ctx context.Context, orgID, id string) (resource.Alert, error) {
+	a, err := ScanAlert(s.R.QueryRow(ctx, `SELECT `+AlertColumns+` FROM alerts WHERE id = ? AND org_id = ?`, id, orgID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, AlertNotFound(id)
+	}
+	return a, s.Wrap("alert", err)
+}
+
+// AlertTx implements AlertTables: the dialect's EventsAt first, then a
+// write transaction (SQLite's writer serializes them; on PostgreSQL the
+// row lock of an UPDATE orders concurrent ones, another relay's too).
+func (s *Store) AlertTx(ctx context.Context, eventsAt int64, what string, fn func(Querier) error) error {
+	if s.EventsAt != nil {
+		if err := s.EventsAt(ctx, eventsAt); err != nil {
+			return err
+		}
+	}
+	return s.Wrap(what, s.Tx(ctx, fn))
+}
+
+// AddDevice registers a device in PROVISIONING state with a fresh device
+// token, of which only the SHA-256 sum is stored, and its serial state
+// row. It returns the device and the token (shown once). An unknown model
+// is EINVALID naming the catalog's models; a serial number already used in
+// the organization is ECONFLICT (the unique index decides, whichever relay
+// races).
+func (s *Store) AddDevice(ctx context.Context, nd cloud.NewDevice) (resource.DeviceDetail, string, error) {
+	d, err := PrepareDevice(nd, s.Clock())
+	if err != nil {
+		return resource.DeviceDetail{}, "", err
+	}
+	if _, err := s.Org(ctx, d.OrgID); err != nil {
+		return resource.DeviceDetail{}, "", err
+	}
+	err = s.Tx(ctx, func(tx Querier) error {
+		if _, err := tx.Exec(ctx, InsertDeviceSQL, d.Args()...); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES (?)`, d.Detail.ID)
+		return err
+	})
+	if s.IsUnique(err) {
+		return resource.DeviceDetail{}, "", ErrSerialTaken(d.Detail.SerialNumber)
+	}
+	if err != nil {
+		return resource.DeviceDetail{}, "", s.Wrap("add device", err)
+	}
+	return d.Detail, d.Token, nil
+}
+
+// RevokeDevice revokes the device's token: the agent endpoint refuses it
+// from then on, and every relay closes the device's connection
+// (ChangeRevoked). Idempotent (the first revocation time is kept, and
+// returned); ENOTFOUND for an unknown id.
+func (s *Store) RevokeDevice(ctx context.Context, id string) (time.Time, error) {
+	var at int64
+	err := s.Tx(ctx, func(tx Querier) error {
+		if err := tx.QueryRow(ctx, `UPDATE devices SET token_revoked_at = COALESCE(token_revoked_at, ?) WHERE id = ? RETURNING token_revoked_at`, s.nowMs(), id).Scan(&at); err != nil {
+			return err
+		}
+		return s.changed(ctx, tx, ChangeRevoked, id)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, DeviceNotFound(id)
+	}
+	if err != nil {
+		return time.Time{}, s.Wrap("revoke device", err)
+	}
+	return time.UnixMilli(at).UTC(), nil
+}
+
+// readSerialState reads the device's serial state with q;
+// DefaultSerialState when it has no row.
+func readSerialState(ctx context.Context, q Querier, deviceID string) (SerialState, error) {
+	st, err := ScanSerialState(q.QueryRow(ctx, `SELECT `+SerialStateColumns+` FROM serial_state WHERE device_id = ?`, deviceID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return DefaultSerialState(), nil
+	}
+	return st, err
+}
+
+// SerialRows implements SerialTables.
+func (s *Store) SerialRows(ctx context.Context, deviceID string) (SerialState, map[string]*cloud.StoredChannel, error) {
+	st, err := readSerialState(ctx, s.R, deviceID)
+	if err != nil {
+		return st, nil, s.Wrap("serial state", err)
+	}
+	chans, err := Collect(ctx, s.R, ScanChannel, `SELECT `+ChannelColumns+` FROM serial_channels WHERE device_id = ?`, deviceID)
+	if err != nil {
+		return st, nil, s.Wrap("serial channels", err)
+	}
+	return st, ChannelsByID(chans), nil
+}
+
+// StoredChannel implements SerialTables.
+func (s *Store) StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error) {
+	var row cloud.StoredChannel
+	err := s.R.QueryRow(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).
+		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.Wrap("serial channel", err)
+	}
+	return &row, nil
+}
+
+// PatchSerial implements SerialTables; other relays hear of the change
+// (ChangeConfig).
+func (s *Store) PatchSerial(ctx context.Context, deviceID string, p cloud.SerialPatch) (SerialState, error) {
+	var st SerialState
+	err := s.Tx(ctx, func(tx Querier) error {
+		if _, err := tx.Exec(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
+			return err
+		}
+		q, args := SerialPatchSQL(p, deviceID)
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return err
+		}
+		if err := s.changed(ctx, tx, ChangeConfig, deviceID); err != nil {
+			return err
+		}
+		var err error
+		st, err = readSerialState(ctx, tx, deviceID)
+		return err
+	})
+	return st, s.Wrap("patch serial", err)
+}
+
+// PutChannel implements SerialTables: a channel the agent reported
+// unusable takes no configuration (cloud.ChannelUnavailable); other
+// relays hear of the change (ChangeConfig).
+func (s *Store) PutChannel(ctx context.Context, deviceID, channelID, config string) error {
+	err := s.Tx(ctx, func(tx Querier) error {
+		var avail sql.NullBool
+		err := tx.QueryRow(ctx, `SELECT available FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).Scan(&avail)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if err := cloud.ChannelUsable(channelID, avail.Valid, avail.Bool); err != nil {
+			return err
+		}
+		// serial_state before serial_channels, the order in which the
+		// heartbeat writer locks them (applyHeartbeats): the other order
+		// deadlocked with it on PostgreSQL under load (40P01).
+		if _, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id, desired_version) VALUES (?, 1)
+			ON CONFLICT (device_id) DO UPDATE SET desired_version = serial_state.desired_version + 1`, deviceID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO serial_channels (device_id, channel_id, config) VALUES (?, ?, ?)
+			ON CONFLICT (device_id, channel_id) DO UPDATE SET config = excluded.config`, deviceID, channelID, config); err != nil {
+			return err
+		}
+		return s.changed(ctx, tx, ChangeConfig, deviceID)
+	})
+	return s.Wrap("put channel", err)
+}

@@ -1,0 +1,64 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
+	"github.com/fleet/fleet/cloud/sqlite"
+)
+
+// A database made before the stores shared one migration sequence holds
+// the steps under the names SQLite recorded then (migrations/0020_...):
+// it opens without running any of them again, records the steps it lacks
+// (PostgreSQL's own ones, with nothing to do here), and serves.
+func TestMigrateLegacyNames(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	steps, err := sqlstore.Migrations("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.ExecContext(ctx, `CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	legacy := 0
+	for _, m := range steps {
+		if m.Legacy == "" {
+			continue
+		}
+		legacy++
+		if _, err := old.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("old schema %s: %v", m.Legacy, err)
+		}
+		if _, err := old.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, 1)`, m.Legacy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+	if legacy != 6 {
+		t.Fatalf("%d steps have a legacy SQLite name, want the 6 files SQLite had", legacy)
+	}
+
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open a database of the old numbering: %v", err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(steps) {
+		t.Errorf("%d migrations recorded, want %d (the %d old names and the steps SQLite lacked)", n, len(steps), legacy)
+	}
+	if _, err := db.CreateOrg(ctx, "acme"); err != nil {
+		t.Errorf("create org on the migrated database: %v", err)
+	}
+}

@@ -77,7 +77,6 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		query{"alert cursor", sqlstore.AlertList("o", cloud.AlertFilter{}).CursorSQL()},
 		query{"key by id", `SELECT ` + sqlstore.KeyColumns + ` FROM api_keys WHERE id = ?`},
 		query{"keys of org", listKeysSQL},
-		query{"device by token", deviceByTokenSQL},
 		query{"device model", deviceModelSQL},
 		query{"serial channels", `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ?`},
 	)

@@ -86,11 +86,16 @@ func TestStoreCopy(t *testing.T) {
 		storetest.Alert(t, s.Engine, s.Store.Alerts(), storetest.NewAlert{OrgID: org.ID, DeviceID: devs[i].ID, Rule: "high_cpu", State: st, Message: "CPU high",
 			Payload: json.RawMessage(`{"value":97.5}`), At: now.Add(-time.Duration(i) * time.Hour)})
 	}
+	// The outbox: a delivery tried once, and one never tried. Neither is
+	// due while the test runs: the webhook sender of each relay it starts
+	// would otherwise make an attempt of its own, at a moment of its own,
+	// and the deliveries read before the copy would differ from those read
+	// after it for that reason alone.
 	outbox := s.Outbox
 	dl := &webhook.Delivery{ID: "dlvcopy1", OrgID: org.ID, DeviceID: devs[0].ID, Event: webhook.EventSignal, URL: "https://hooks.example.com/s",
 		Body: []byte(`{"event":"serial.signal"}`), NextAttemptAt: now, CreatedAt: now}
 	if err := outbox.WriteOutbox(ctx, []*webhook.Delivery{dl, {ID: "dlvcopy2", OrgID: org.ID, DeviceID: devs[1].ID, Event: webhook.EventAlertOpened,
-		URL: "https://hooks.example.com/alerts", Body: []byte(`{}`), NextAttemptAt: now, CreatedAt: now}}, nil); err != nil {
+		URL: "https://hooks.example.com/alerts", Body: []byte(`{}`), NextAttemptAt: now.Add(time.Hour), CreatedAt: now}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := outbox.WriteOutbox(ctx, nil, []webhook.Attempt{{DeliveryID: dl.ID, Number: 1, At: now, StatusCode: 503, Duration: 12 * time.Millisecond,

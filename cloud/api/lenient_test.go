@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/cloud/storetest/dialects"
+	"github.com/fleet/fleet/shared/resource"
 )
 
 // TestLenientInputRefused: member names are matched exactly and once;
@@ -108,8 +110,21 @@ func testLenientInputRefused(t *testing.T, open storetest.Opener) {
 
 // TestStorageFullAnswers503: a write refused because the store's disk is
 // full (SQLite's SQLITE_FULL on a real database on a full filesystem) is a
-// 503 service_unavailable in the error envelope, with Retry-After. It runs
-// on SQLite only: the full disk is the one under the relay's database file.
+// 503 service_unavailable in the error envelope, with Retry-After, and
+// writes succeed again once space is freed. It runs on SQLite only: the
+// full disk is the one under the relay's database file.
+//
+// A commit only appends to the WAL; cloud/sqlite's checkpointer copies the
+// WAL into relay.db every 500 ms, after which the next commit restarts the
+// WAL from its beginning, over space the file already has (and when idle
+// it truncates the WAL to zero bytes). So a full disk refuses a commit only
+// when the WAL must grow past its size, and rewriting the same row never
+// makes it: after a checkpoint that copied the WAL of the setup (about
+// 230 KiB), such PATCHes reuse it for ever. Here each request stores a new
+// device's forwarding (a row of about 1.5 KiB, a new page of relay.db), so
+// the checkpointer soon cannot extend relay.db, the WAL can no longer
+// restart, and every commit appends to it until the disk refuses one:
+// within a bounded number of requests whatever the checkpointer did before.
 func TestStorageFullAnswers503(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("mounting a size-limited tmpfs needs root")
@@ -121,7 +136,10 @@ func TestStorageFullAnswers503(t *testing.T) {
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
 	e := &env{}
 	newEnvOn(t, e, dialects.SQLiteAt(t, filepath.Join(dir, "relay.db"), e.now))
-	d := e.device(e.orgA.ID, "IG-500")
+	devices := make([]resource.DeviceDetail, 64) // 64 new rows of 1.5 KiB: more than relay.db's slack
+	for i := range devices {
+		devices[i] = e.device(e.orgA.ID, "IG-500")
+	}
 	// Fill the filesystem the database is on.
 	f, err := os.Create(filepath.Join(dir, "filler"))
 	if err != nil {
@@ -134,17 +152,32 @@ func TestStorageFullAnswers503(t *testing.T) {
 		}
 	}
 	f.Close()
+	// The disk holds 2 MiB and each commit appends at least one 2 KiB page
+	// to the WAL once it cannot restart: 2,000 requests are far more than
+	// it takes.
+	const most = 2000
 	var r resp
-	for i := 0; i < 20; i++ { // each PATCH grows the WAL until it cannot
-		r = e.req(http.MethodPatch, api.Prefix+"/devices/"+d.ID+"/serial", e.keyA, `{"webhookUrl":"https://hooks.example.com/`+strings.Repeat("x", 1500)+`"}`)
+	n := 0
+	for ; n < most; n++ {
+		d := devices[n%len(devices)]
+		r = e.req(http.MethodPatch, api.Prefix+"/devices/"+d.ID+"/serial", e.keyA, fmt.Sprintf(`{"webhookUrl":"https://hooks.example.com/%d/%s"}`, n, strings.Repeat("x", 1500)))
 		if r.status != http.StatusOK {
 			break
 		}
+	}
+	if n == most {
+		sizes := ""
+		for _, name := range []string{"relay.db", "relay.db-wal"} {
+			if st, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				sizes += fmt.Sprintf(" %s %d B", name, st.Size())
+			}
+		}
+		t.Fatalf("%d PATCHes storing new data all answered 200 on a full disk (%s): the store wrote them somewhere", most, sizes)
 	}
 	r.want(t, http.StatusServiceUnavailable, "service_unavailable")
 	if r.header.Get("Retry-After") == "" {
 		t.Error("503 without Retry-After")
 	}
 	os.Remove(filepath.Join(dir, "filler"))
-	e.req(http.MethodPatch, api.Prefix+"/devices/"+d.ID+"/serial", e.keyA, `{"mode":"both"}`).want(t, http.StatusOK, "")
+	e.req(http.MethodPatch, api.Prefix+"/devices/"+devices[0].ID+"/serial", e.keyA, `{"mode":"both"}`).want(t, http.StatusOK, "")
 }

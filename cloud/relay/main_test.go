@@ -22,7 +22,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/test/rig/fleetproc"
@@ -474,23 +475,17 @@ func TestHelp(t *testing.T) {
 func TestServeRunsRetention(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "relay.db")
-	db, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	org, _ := db.CreateOrg(ctx, "acme")
-	d, _, err := db.AddDevice(ctx, sqlite.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: "S", Model: "IG-100"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Open beside the relay, as another process would, to count the rows.
+	s := dialects.SQLiteAt(t, path, nil)
+	org := storetest.Org(t, s.Store, "acme")
+	_, token := storetest.Device(t, s.Store, cloud.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: "S", Model: "IG-100"})
+	dev := storetest.Auth(t, s.Agent, token)
 	old := resource.T(time.Now().Add(-49 * time.Hour))
-	if _, err := db.InsertEvents(ctx, d.ID, []resource.Event{{Type: "agent.started", CreatedAt: old}, {Type: "agent.started"}}); err != nil {
-		t.Fatal(err)
+	events := storetest.Events(t, s.Agent, dev, resource.Event{Type: "agent.started", CreatedAt: old}, resource.Event{Type: "agent.started"})
+	metrics := storetest.Metrics(t, s.Agent, dev, resource.MetricSample{CapturedAt: old}, resource.MetricSample{CapturedAt: resource.T(time.Now())})
+	if len(events) != 2 || len(metrics) != 2 {
+		t.Fatalf("stored %d events and %d metrics, want 2 and 2", len(events), len(metrics))
 	}
-	if _, err := db.InsertMetrics(ctx, d.ID, []resource.MetricSample{{CapturedAt: old}, {CapturedAt: resource.T(time.Now())}}); err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close() // counts the rows beside the relay, as another process would
 
 	m := NewMain(io.Discard)
 	if err := m.ParseFlags([]string{"--db", path, "--listen", "127.0.0.1:0", "--retention", "48h"}); err != nil {
@@ -503,8 +498,8 @@ func TestServeRunsRetention(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var events, metrics int
-		db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM events`).Scan(&events)
-		db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM metrics`).Scan(&metrics)
+		dialects.QueryRow(t, s.Store, `SELECT COUNT(*) FROM events`, nil, &events)
+		dialects.QueryRow(t, s.Store, `SELECT COUNT(*) FROM metrics`, nil, &metrics)
 		if events == 1 && metrics == 1 {
 			return
 		}

@@ -12,8 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/storetest"
+	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -49,12 +52,17 @@ func TestStoreCopy(t *testing.T) {
 	mustJSON(t, &struct{}{}, "org", "set-alert-webhook", "--db", path, "--org", org.ID, "--url", "https://hooks.example.com/alerts")
 	mustJSON(t, &struct{}{}, "org", "rotate-secret", "--db", path, "--org", org.ID, "--grace", "48h")
 
-	db, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
+	// Agents, the alert engine and a user make the rest, through the
+	// contract, as on a relay.
+	s := dialects.SQLiteAt(t, path, nil)
+	agents := make([]agentlink.Device, 3)
+	for i, d := range devs[:3] {
+		agents[i] = storetest.Auth(t, s.Agent, d.Token)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	for i, d := range devs[:3] {
+	storetest.Channels(t, s.Agent, agents[0], now, protocol.ChannelState{ID: "rs485-1", Available: true, Live: "17 42", TxOn: true},
+		protocol.ChannelState{ID: "canfd-1", Available: true, Error: "bus-off"}, protocol.ChannelState{ID: "rs485-2", Available: false})
+	for i, dev := range agents[:3] {
 		var samples []resource.MetricSample
 		var events []resource.Event
 		for k := 0; k < 300; k++ {
@@ -65,41 +73,36 @@ func TestStoreCopy(t *testing.T) {
 					Data: json.RawMessage(`{"uptime":` + fmt.Sprint(k) + `,"note":"ünïcode ✓"}`)})
 			}
 		}
-		if _, err := db.InsertMetrics(ctx, d.ID, samples); err != nil {
-			t.Fatal(err)
+		if got := storetest.Metrics(t, s.Agent, dev, samples...); len(got) != len(samples) {
+			t.Fatalf("%d metrics stored of %d", len(got), len(samples))
 		}
-		if _, err := db.InsertEvents(ctx, d.ID, events); err != nil {
-			t.Fatal(err)
+		if got := storetest.Events(t, s.Agent, dev, events...); len(got) != len(events) {
+			t.Fatalf("%d events stored of %d", len(got), len(events))
 		}
 		// Seen just now: no device_offline alert opens while the test runs.
-		if _, err := db.SetDeviceStatus(ctx, d.ID, resource.StatusOffline, now.Add(time.Duration(i)*time.Millisecond)); err != nil {
-			t.Fatal(err)
-		}
+		storetest.Offline(t, s.Agent, dev, now.Add(time.Duration(i)*time.Millisecond), time.Minute)
 	}
 	for i, st := range []resource.AlertState{resource.AlertActive, resource.AlertAcknowledged, resource.AlertResolved} {
-		if _, err := db.InsertAlert(ctx, sqlite.NewAlert{DeviceID: devs[i].ID, RuleName: "high_cpu", State: st, Message: "CPU high",
-			Payload: json.RawMessage(`{"value":97.5}`), CreatedAt: now.Add(-time.Duration(i) * time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
+		storetest.Alert(t, s.Engine, s.Store.Alerts(), storetest.NewAlert{OrgID: org.ID, DeviceID: devs[i].ID, Rule: "high_cpu", State: st, Message: "CPU high",
+			Payload: json.RawMessage(`{"value":97.5}`), At: now.Add(-time.Duration(i) * time.Hour)})
 	}
-	if err := db.SetChannelTelemetry(ctx, devs[0].ID, now, []resource.ChannelTelemetry{{ID: "rs485-1", Live: "17 42", TxOn: true}, {ID: "canfd-1", Error: "bus-off"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.SetChannelAvailable(ctx, devs[0].ID, "rs485-2", false); err != nil {
-		t.Fatal(err)
-	}
-	outbox := sqlite.NewWebhookStore(db)
+	// The outbox: a delivery tried once, and one never tried. Neither is
+	// due while the test runs: the webhook sender of each relay it starts
+	// would otherwise make an attempt of its own, at a moment of its own,
+	// and the deliveries read before the copy would differ from those read
+	// after it for that reason alone.
+	outbox := s.Outbox
 	dl := &webhook.Delivery{ID: "dlvcopy1", OrgID: org.ID, DeviceID: devs[0].ID, Event: webhook.EventSignal, URL: "https://hooks.example.com/s",
 		Body: []byte(`{"event":"serial.signal"}`), NextAttemptAt: now, CreatedAt: now}
 	if err := outbox.WriteOutbox(ctx, []*webhook.Delivery{dl, {ID: "dlvcopy2", OrgID: org.ID, DeviceID: devs[1].ID, Event: webhook.EventAlertOpened,
-		URL: "https://hooks.example.com/alerts", Body: []byte(`{}`), NextAttemptAt: now, CreatedAt: now}}, nil); err != nil {
+		URL: "https://hooks.example.com/alerts", Body: []byte(`{}`), NextAttemptAt: now.Add(time.Hour), CreatedAt: now}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := outbox.WriteOutbox(ctx, nil, []webhook.Attempt{{DeliveryID: dl.ID, Number: 1, At: now, StatusCode: 503, Duration: 12 * time.Millisecond,
 		State: webhook.StatePending, NextAttemptAt: now.Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
+	s.Close()
 
 	m := startServe(t, path, "--rate-limit", "100000")
 	base := "http://" + m.Addr() + "/api/v1/public"

@@ -77,7 +77,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		query{"alert cursor", sqlstore.AlertList("o", cloud.AlertFilter{}).CursorSQL()},
 		query{"key by id", `SELECT ` + sqlstore.KeyColumns + ` FROM api_keys WHERE id = ?`},
 		query{"keys of org", sqlstore.ListKeysSQL},
-		query{"device by token", deviceByTokenSQL},
+		query{"device by token", sqlstore.DeviceByTokenSQL},
 		query{"device model", deviceModelSQL},
 		query{"serial channels", `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ?`},
 	)

@@ -29,6 +29,15 @@ func metricSets() map[string][]benchreport.Metric {
 		return benchreport.Metric{Benchmark: bench, Unit: "ns/op", Scale: scale,
 			Row: benchreport.Row{Area: area, Figure: figure, Unit: unit, Notes: notes}}
 	}
+	// connHB is the allocation per heartbeat of BenchmarkConnHeartbeat's
+	// sub-benchmark name, at most bytes, with its CPU time beside it.
+	connHB := func(name, when string, bytes float64) benchreport.Metric {
+		return benchreport.Metric{Benchmark: "BenchmarkConnHeartbeat/" + name, Unit: "B/op",
+			Extra: []benchreport.Extra{{Unit: "allocs/op", Label: "allocations"}, {Unit: "ns/op", Label: "CPU", Scale: 1e-3, RowUnit: "µs"}},
+			Row: benchreport.Row{Area: "agent link", Figure: "connection's allocation per heartbeat (8 channels, " + when + "), store left out", Unit: "B",
+				Target: &benchreport.Target{Op: benchreport.AtMost, Value: bytes},
+				Notes:  "the connection's share of the relay's allocation per heartbeat; target: what it allocated when the heartbeat's rules became a pure function (issue 25)"}}
+	}
 	return map[string][]benchreport.Metric{
 		// bench-serial-modbus: hw/modbus BenchmarkRTUTransaction.
 		"modbus": {modbus("9600"), modbus("115200")},
@@ -67,6 +76,13 @@ func metricSets() map[string][]benchreport.Metric {
 			perOp("BenchmarkDecodeHeartbeat/encoding/json", "agent link", "heartbeat decode, encoding/json (same message)", "µs",
 				"for information: the same with encoding/json, the JSON decoder before"),
 		},
+		// bench-agentlink-decode, second: cloud/agentlink
+		// BenchmarkConnHeartbeat, a connection's work per decoded heartbeat,
+		// the store answering at once. Its targets are the allocations
+		// measured when the heartbeat's rules became beat.go (issue 25):
+		// none when nothing changed, 144 B in 2 when a channel's value and
+		// the tunnel's peer count did.
+		"agentlink-conn": {connHB("steady", "nothing changed", 0), connHB("changing", "a channel's value and the tunnel's peer count changed", 144)},
 		// bench-api-micro: cloud/sqlite BenchmarkListDevices25 and
 		// BenchmarkAuthenticateCached ("api-micro"), cloud/api
 		// BenchmarkHandler ("api-micro-handler"; its store-devices and auth

@@ -146,13 +146,17 @@ type AgentReads struct {
 	Log *slog.Logger
 }
 
+// DeviceByTokenSQL finds a device by its token's hash (AuthDevice; the
+// stores' explain tests check it is served by an index).
+const DeviceByTokenSQL = `SELECT id, org_id, model, status, token_revoked_at FROM devices WHERE token_hash = ?`
+
 // AuthDevice implements agentlink.Store: ErrUnauthorized for an unknown or
 // revoked token.
 func (s AgentReads) AuthDevice(ctx context.Context, tokenHash [32]byte) (agentlink.Device, error) {
 	var d agentlink.Device
 	var revoked sql.NullInt64
 	var status string
-	err := s.R.QueryRow(ctx, `SELECT id, org_id, model, status, token_revoked_at FROM devices WHERE token_hash = ?`, tokenHash[:]).
+	err := s.R.QueryRow(ctx, DeviceByTokenSQL, tokenHash[:]).
 		Scan(&d.ID, &d.OrgID, &d.Model, &status, &revoked)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && revoked.Valid {
 		return agentlink.Device{}, agentlink.ErrUnauthorized

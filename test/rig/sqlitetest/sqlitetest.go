@@ -1,8 +1,12 @@
-// Package sqlitetest is the store of the tests of the relay's packages
-// above it (alerts, webhooks, the agents' endpoint, the panel, the API):
-// a real SQLite file in the test's temporary directory, closed when the
-// test ends, and the organizations and devices a test starts from, made
-// through the store as the admin CLI makes them.
+// Package sqlitetest opens the relay's SQLite store itself (*sqlite.DB,
+// a real file in the test's temporary directory, closed when the test
+// ends) for the tests about that store rather than the contract:
+// cloud/sqlite's own tests and benchmarks, the relay's backup test (OpenCopy
+// checks a backup as an operator restoring it would), benchstore's test
+// and the API's count of data-version reads. Org and Device make the
+// organizations and devices they start from, as the admin CLI does. The
+// tests of the packages above the store use cloud/storetest/dialects and
+// its seed helpers instead, and run on both stores.
 package sqlitetest
 
 import (

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud/storetest"
-	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/test/rig/dialects"
 )
 
 // stores are the dialects every test of the engine runs on.

@@ -16,7 +16,7 @@ import (
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/cloud/storetest"
-	"github.com/fleet/fleet/cloud/storetest/dialects"
+	"github.com/fleet/fleet/test/rig/dialects"
 )
 
 // BenchmarkHandler measures the server side of an authenticated request

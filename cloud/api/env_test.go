@@ -21,8 +21,8 @@ import (
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/storetest"
-	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/dialects"
 	"github.com/fleet/fleet/test/rig/logbuf"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/storetest"
-	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/dialects"
 )
 
 // TestLenientInputRefused: member names are matched exactly and once;

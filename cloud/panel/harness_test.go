@@ -18,10 +18,10 @@ import (
 	"github.com/fleet/fleet/cloud/panel"
 	"github.com/fleet/fleet/cloud/password"
 	"github.com/fleet/fleet/cloud/storetest"
-	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/dialects"
 )
 
 // The tests run the panel on a real store (each on SQLite and on

@@ -10,7 +10,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/postgres"
 	"github.com/fleet/fleet/cloud/storetest"
-	"github.com/fleet/fleet/cloud/storetest/dialects"
+	"github.com/fleet/fleet/test/rig/dialects"
 	"github.com/fleet/fleet/test/rig/pgtest"
 )
 

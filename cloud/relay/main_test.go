@@ -23,9 +23,9 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/storetest"
-	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/dialects"
 	"github.com/fleet/fleet/test/rig/fleetproc"
 	"github.com/fleet/fleet/test/rig/linktest"
 	"github.com/fleet/fleet/test/rig/pgtest"

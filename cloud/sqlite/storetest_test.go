@@ -6,7 +6,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/storetest"
-	"github.com/fleet/fleet/cloud/storetest/dialects"
+	"github.com/fleet/fleet/test/rig/dialects"
 )
 
 // TestStore runs the shared store suite on a SQLite file.

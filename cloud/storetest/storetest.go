@@ -45,7 +45,7 @@ type Stores struct {
 }
 
 // Opener opens the stores of a fresh, empty database whose clock is now,
-// closed when t ends (cloud/storetest/dialects has one per dialect).
+// closed when t ends (test/rig/dialects has one per dialect).
 type Opener func(t testing.TB, now cloud.Now) Stores
 
 // Open makes s's agent store and returns both as one test's Stores, closed

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/test/rig/dialects"
 )
 
 // TestHelperDispatcherProcess is the child of TestKillDuringRetries: a

@@ -17,8 +17,8 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/storetest"
-	"github.com/fleet/fleet/cloud/storetest/dialects"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/test/rig/dialects"
 )
 
 // env is a real store (each test runs on SQLite and on PostgreSQL) with

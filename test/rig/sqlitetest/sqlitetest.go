@@ -5,7 +5,7 @@
 // checks a backup as an operator restoring it would), benchstore's test
 // and the API's count of data-version reads. Org and Device make the
 // organizations and devices they start from, as the admin CLI does. The
-// tests of the packages above the store use cloud/storetest/dialects and
+// tests of the packages above the store use test/rig/dialects and
 // its seed helpers instead, and run on both stores.
 package sqlitetest
 

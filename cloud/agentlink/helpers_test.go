@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -101,11 +100,7 @@ type env struct {
 // stores are the dialects every test of the endpoint runs on.
 var stores dialects.Each
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	stores.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stores.Main(m) }
 
 // codecs are the codecs the tests that run once per codec use: JSON, as an
 // agent from before CBOR speaks it, and CBOR.

@@ -19,11 +19,7 @@ import (
 // stores are the dialects every test of the engine runs on.
 var stores dialects.Each
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	stores.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stores.Main(m) }
 
 // signedBoth reports whether a webhook request carries both signatures
 // (X-Service-Signature and Standard Webhooks) of body with secret.

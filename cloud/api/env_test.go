@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,11 +49,7 @@ type env struct {
 // stores are the dialects every test of the API runs on.
 var stores dialects.Each
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	stores.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stores.Main(m) }
 
 type envOption func(*api.Config)
 

@@ -8,7 +8,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,11 +30,7 @@ import (
 // stores are the dialects every test of the panel runs on.
 var stores dialects.Each
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	stores.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stores.Main(m) }
 
 const testPassword = "correct horse battery staple"
 

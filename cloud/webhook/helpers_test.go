@@ -33,11 +33,7 @@ type env struct {
 // stores are the dialects every test of the sender runs on.
 var stores dialects.Each
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	stores.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stores.Main(m) }
 
 func newEnv(t testing.TB, open storetest.Opener) *env {
 	t.Helper()

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -51,6 +52,14 @@ type database struct {
 func (e *Each) Run(t *testing.T, test func(t *testing.T, open storetest.Opener)) {
 	t.Run("sqlite", func(t *testing.T) { test(t, SQLite) })
 	t.Run("postgres", func(t *testing.T) { test(t, e.Postgres) })
+}
+
+// Main runs a test binary's tests (a TestMain's m) and then closes e, and
+// exits with their status.
+func (e *Each) Main(m *testing.M) {
+	code := m.Run()
+	e.Close()
+	os.Exit(code)
 }
 
 // Close drops the databases and stops the PostgreSQL server if a test

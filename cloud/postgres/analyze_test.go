@@ -30,7 +30,7 @@ func TestOpenAnalyzesACopiedDatabase(t *testing.T) {
 	}
 	db.Close() // CREATE DATABASE ... TEMPLATE wants no one connected
 	p, _ := url.Parse(src)
-	copied := stores.Server(t).CreateDBFrom(t, strings.TrimPrefix(p.Path, "/"))
+	copied := srv.CreateDBFrom(t, strings.TrimPrefix(p.Path, "/"))
 
 	db = openDB(t, copied)
 	var cols int

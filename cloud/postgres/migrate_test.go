@@ -16,7 +16,7 @@ import (
 // serves.
 func TestMigrateLegacyNames(t *testing.T) {
 	ctx := context.Background()
-	url, drop, err := stores.Server(t).NewDatabase(ctx, "")
+	url, drop, err := srv.NewDatabase(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,19 +2,21 @@ package postgres_test
 
 import (
 	"context"
+	"net/url"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/postgres"
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/test/rig/dialects"
+	"github.com/fleet/fleet/test/rig/pgtest"
 )
 
-// stores is the binary's PostgreSQL server and its template database
-// (test/rig/dialects), shared with every store test of this package.
-var stores dialects.Each
+var srv *pgtest.Server
 
-func TestMain(m *testing.M) { stores.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
 
 // TestStore runs the shared store suite on a PostgreSQL database per test.
 func TestStore(t *testing.T) {
@@ -23,10 +25,36 @@ func TestStore(t *testing.T) {
 	})
 }
 
-// migratedDB returns the URL of a fresh database with the schema applied.
+var template struct {
+	once sync.Once
+	name string
+	err  error
+}
+
+// migratedDB returns the URL of a fresh database with the schema applied:
+// a copy of a template migrated once per test binary.
 func migratedDB(t testing.TB) string {
 	t.Helper()
-	return stores.PostgresURL(t)
+	template.once.Do(func() {
+		ctx := context.Background()
+		u, _, err := srv.NewDatabase(ctx, "")
+		if err != nil {
+			template.err = err
+			return
+		}
+		db, err := postgres.Open(ctx, u)
+		if err != nil {
+			template.err = err
+			return
+		}
+		db.Close()
+		p, _ := url.Parse(u)
+		template.name = strings.TrimPrefix(p.Path, "/")
+	})
+	if template.err != nil {
+		t.Fatal(template.err)
+	}
+	return srv.CreateDBFrom(t, template.name)
 }
 
 // openDB opens the store on url, closed when the test ends.

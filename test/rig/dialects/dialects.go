@@ -103,16 +103,7 @@ func SQLiteAt(t testing.TB, path string, now cloud.Now) storetest.Stores {
 // server with clock now (time.Now when nil), closed when t ends.
 func (e *Each) Postgres(t testing.TB, now cloud.Now) storetest.Stores {
 	t.Helper()
-	return PostgresAt(t, e.PostgresURL(t), now, "relay-1")
-}
-
-// PostgresURL returns the URL of a fresh database with every migration
-// applied (a copy of the template) on the binary's PostgreSQL server,
-// dropped in the background when t ends: for the PostgreSQL store's own
-// tests, which also reach the database directly.
-func (e *Each) PostgresURL(t testing.TB) string {
-	t.Helper()
-	srv := e.Server(t)
+	srv := e.pg.Get(t)
 	e.once.Do(func() {
 		if e.template, e.err = migrate(srv); e.err == nil {
 			e.next = make(chan database, 1)
@@ -134,14 +125,7 @@ func (e *Each) PostgresURL(t testing.TB) string {
 			db.drop()
 		}()
 	})
-	return db.url
-}
-
-// Server returns the binary's PostgreSQL server, starting it on the first
-// call.
-func (e *Each) Server(t testing.TB) *pgtest.Server {
-	t.Helper()
-	return e.pg.Get(t)
+	return PostgresAt(t, db.url, now, "relay-1")
 }
 
 // create makes the next test's database.

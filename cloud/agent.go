@@ -138,6 +138,8 @@ type RecordsIn struct {
 type RecordsOut struct {
 	Metrics []resource.MetricSample
 	Events  []resource.Event
+	// Points are the point samples the batch stored (not resends).
+	Points []protocol.PointSample
 	LastSeq uint64
 }
 

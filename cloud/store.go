@@ -26,6 +26,8 @@ type Store interface {
 	Serial() SerialService
 	Alerts() AlertService
 	Keys() KeyService
+	// Points reads devices' points and their history.
+	Points() PointService
 
 	// Observe names who hears of changes made through the services:
 	// config of desired serial configuration changes (PATCH /serial, PUT

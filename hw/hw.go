@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/serialcfg"
@@ -62,4 +63,23 @@ func CheckConfig(who, kind string, cfg serialcfg.Config) error {
 		return fmt.Errorf("%s: %w", who, err)
 	}
 	return nil
+}
+
+// PointReader is a Port that reads points (serialcfg.Config.PointDefs):
+// rs485 registers, canfd signals, a gpio input's level. The agent's sampler
+// calls ReadPoints every sampling round.
+type PointReader interface {
+	// ReadPoints returns the latest reading of each configured point, in
+	// configuration order; a point not read yet has a zero At.
+	ReadPoints() []PointReading
+}
+
+// PointReading is a point's latest reading: Value (a bool as 0 or 1) when
+// Err is "", else the cause of the failed read ("modbus exception 2:
+// illegal data address (slave 7)"); At is when it was read.
+type PointReading struct {
+	Name  string
+	Value float64
+	Err   string
+	At    time.Time
 }

@@ -2,6 +2,7 @@ package agentlink
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -99,7 +100,7 @@ func (st *beatState) beat(h *protocol.Heartbeat, in beatIn, knownDesired func() 
 				continue // not a channel of this device's model
 			}
 			old, seen := st.channels[ch.ID]
-			if seen && old == ch {
+			if seen && sameChannel(old, ch) {
 				continue
 			}
 			d.Channels = append(d.Channels, ch)
@@ -150,4 +151,10 @@ func (st *beatState) apply(d *beatDecision, now time.Time) {
 	if d.Event != nil {
 		st.lastHBEvent = now
 	}
+}
+
+// sameChannel reports whether a channel's reported state is unchanged.
+func sameChannel(a, b protocol.ChannelState) bool {
+	return a.ID == b.ID && a.Available == b.Available && a.Live == b.Live && a.TxOn == b.TxOn &&
+		a.Error == b.Error && a.PassthroughAddress == b.PassthroughAddress && slices.Equal(a.Points, b.Points)
 }

@@ -37,6 +37,8 @@ const (
 	MaxChannels = 64
 	// MaxEventDataBytes bounds an event's data object.
 	MaxEventDataBytes = 8 << 10
+	// MaxPointSamples bounds the samples of one Records item.
+	MaxPointSamples = 512
 	// MaxSeq bounds record sequence numbers (2^63-1: the relay's stores
 	// keep them as signed 64-bit integers); a record above it is a
 	// protocol error, and an agent's spool never numbers one above it.
@@ -147,6 +149,20 @@ type ChannelState struct {
 	TxOn               bool   `json:"txOn" cbor:"4,keyasint,omitempty"`
 	Error              string `json:"error" cbor:"5,keyasint,omitempty"`
 	PassthroughAddress string `json:"passthroughAddress,omitempty" cbor:"6,keyasint,omitempty"`
+	// Points is the latest reading of each of the channel's points (agents
+	// from before points send none).
+	Points []PointState `json:"points,omitempty" cbor:"7,keyasint,omitempty"`
+}
+
+// PointState is a point's latest reading at the agent. Quality is "good"
+// (Value holds it), "bad" (the read failed; Error says why) or "stale" (not
+// read for 3 × its interval). Name is the point's name within the channel.
+type PointState struct {
+	Name    string        `json:"name" cbor:"1,keyasint,omitempty"`
+	Value   float64       `json:"value" cbor:"2,keyasint,omitempty"`
+	Quality string        `json:"quality" cbor:"3,keyasint,omitempty"`
+	Error   string        `json:"error,omitempty" cbor:"4,keyasint,omitempty"`
+	At      resource.Time `json:"at" cbor:"5,keyasint,omitempty"`
 }
 
 // Telemetry returns the channel's telemetry part.
@@ -159,11 +175,30 @@ type Records struct {
 	Items []Record `json:"items" cbor:"1,keyasint"`
 }
 
-// Record is one spooled metric sample or event; exactly one is set.
+// Record is one spooled metric sample, event or batch of point samples;
+// exactly one is set.
 type Record struct {
 	Seq    uint64                 `json:"seq" cbor:"1,keyasint,omitempty"`
 	Metric *resource.MetricSample `json:"metric,omitempty" cbor:"2,keyasint,omitempty"`
 	Event  *Event                 `json:"event,omitempty" cbor:"3,keyasint,omitempty"`
+	Points *PointBatch            `json:"points,omitempty" cbor:"4,keyasint,omitempty"`
+}
+
+// PointBatch is the point samples the agent recorded in one sampling
+// round (at most MaxPointSamples), spooled and acknowledged as one record.
+type PointBatch struct {
+	Samples []PointSample `json:"samples" cbor:"1,keyasint"`
+}
+
+// PointSample is one recorded reading of a point: Point is its id
+// ("rs485-1.boiler_temp"), At the agent's time of the read. Error is "" for
+// a good reading (Value holds it; a bool is 0 or 1) and the cause of a bad
+// one (quality "bad"; Value is then 0).
+type PointSample struct {
+	Point string        `json:"point" cbor:"1,keyasint,omitempty"`
+	At    resource.Time `json:"at" cbor:"2,keyasint,omitempty"`
+	Value float64       `json:"value" cbor:"3,keyasint,omitempty"`
+	Error string        `json:"error,omitempty" cbor:"4,keyasint,omitempty"`
 }
 
 // Event is an agent event. ID is a cuid the agent made when the event

@@ -155,6 +155,8 @@ type Channel struct {
 	// PassthroughAddress is "host:port" of the channel's raw TCP port when the
 	// device runs in passthrough or both mode and the agent opened one.
 	PassthroughAddress *string `json:"passthroughAddress,omitempty"`
+	// Points is the latest state of each of the channel's points.
+	Points []PointRef `json:"points"`
 }
 
 // SerialState is GET /devices/{id}/serial.
@@ -180,6 +182,8 @@ type ChannelTelemetry struct {
 	Live  string `json:"live"`
 	TxOn  bool   `json:"txOn"`
 	Error string `json:"error"`
+	// Points is the latest state of each of the channel's points.
+	Points []PointRef `json:"points"`
 }
 
 // SerialTelemetry is GET /devices/{id}/serial/telemetry.
@@ -244,6 +248,8 @@ type SignalWebhook struct {
 	DeviceID string             `json:"deviceId"`
 	At       Time               `json:"at"`
 	Channels []ChannelTelemetry `json:"channels"`
+	// Points are the points whose value or quality changed.
+	Points []PointRef `json:"points"`
 }
 
 // AlertWebhook is the body of an alert webhook.

@@ -66,6 +66,8 @@ type RS485 struct {
 	// Polls optionally reads several slaves on the same bus (an extension of
 	// the spec's single slaveId); each entry names its own slaveId.
 	Polls []ModbusPoll `json:"polls,omitempty"`
+	// Points optionally name typed values the master reads (points.go).
+	Points []RS485Point `json:"points,omitempty"`
 }
 
 // RS485Tx writes Value to Register of the slave (function 6).
@@ -96,6 +98,8 @@ type CANFD struct {
 	SamplePoint    float64 `json:"samplePoint"`
 	ListenOnly     bool    `json:"listenOnly"`
 	Tx             CANFDTx `json:"tx"`
+	// Points optionally name signals of received frames (points.go).
+	Points []CANPoint `json:"points,omitempty"`
 }
 
 // CANFDTx sends one frame.

@@ -17,11 +17,13 @@ type Services struct {
 	devices *DeviceService
 	serial  *SerialService
 	alerts  *AlertService
+	points  *PointService
 }
 
 // NewServices returns the services on t.
 func NewServices(t Tables) Services {
-	return Services{devices: &DeviceService{Tables: t}, serial: &SerialService{Tables: t}, alerts: &AlertService{Tables: t}}
+	return Services{devices: &DeviceService{Tables: t}, serial: &SerialService{Tables: t}, alerts: &AlertService{Tables: t},
+		points: &PointService{Tables: t}}
 }
 
 // Devices returns the device service.
@@ -32,6 +34,9 @@ func (s *Services) Serial() cloud.SerialService { return s.serial }
 
 // Alerts returns the alert service.
 func (s *Services) Alerts() cloud.AlertService { return s.alerts }
+
+// Points returns the point service.
+func (s *Services) Points() cloud.PointService { return s.points }
 
 // Observe sets the observers of the services returned by Serial and
 // Alerts.

@@ -99,6 +99,7 @@ func ChannelView(c catalog.Channel, row *StoredChannel) (resource.Channel, error
 	ch := resource.Channel{
 		ID: c.ID, Group: c.Group, Label: c.Label, Terminals: append([]string{}, c.Terminals...),
 		Configurable: c.Configurable, Available: true, Config: c.DefaultConfig(),
+		Points: []resource.PointRef{},
 	}
 	if row == nil {
 		return ch, nil
@@ -141,7 +142,7 @@ func SerialView(deviceID string, m catalog.Model, state resource.SerialState, ro
 func TelemetryView(deviceID string, m catalog.Model, at *resource.Time, rows map[string]*StoredChannel) resource.SerialTelemetry {
 	out := resource.SerialTelemetry{DeviceID: deviceID, At: at, Channels: make([]resource.ChannelTelemetry, 0, len(m.Channels))}
 	for _, c := range m.Channels {
-		t := resource.ChannelTelemetry{ID: c.ID}
+		t := resource.ChannelTelemetry{ID: c.ID, Points: []resource.PointRef{}}
 		if row := rows[c.ID]; row != nil {
 			t.Live, t.TxOn, t.Error = row.Live, row.TxOn, row.Error
 		}

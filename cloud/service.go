@@ -110,7 +110,7 @@ type Heartbeat struct {
 	VPN    *VPNState
 	// Changed holds the channels whose telemetry (live, txOn, error) differs
 	// from the previous report; empty when nothing changed.
-	Changed []resource.ChannelTelemetry
+	Changed []resource.SignalChannel
 }
 
 // Observer is told what agents reported, after it was stored. The alert

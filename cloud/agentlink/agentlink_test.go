@@ -142,7 +142,7 @@ func testHeartbeatStoresStateAndChangedChannels(t *testing.T, e *env) {
 	e.obs.mu.Lock()
 	hbs := e.obs.heartbeats[id]
 	e.obs.mu.Unlock()
-	ids := func(cs []resource.ChannelTelemetry) (out []string) {
+	ids := func(cs []resource.SignalChannel) (out []string) {
 		for _, c := range cs {
 			out = append(out, c.ID+"="+c.Live)
 		}

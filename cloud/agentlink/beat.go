@@ -48,7 +48,7 @@ type beatDecision struct {
 	Channels []protocol.ChannelState
 	// Changed are the channels whose telemetry (live, txOn, error) changed,
 	// for the Observers.
-	Changed []resource.ChannelTelemetry
+	Changed []resource.SignalChannel
 	// VPN is the tunnel state reported, when HasVPN.
 	VPN    cloud.VPNState
 	HasVPN bool
@@ -105,7 +105,7 @@ func (st *beatState) beat(h *protocol.Heartbeat, in beatIn, knownDesired func() 
 			}
 			d.Channels = append(d.Channels, ch)
 			if !seen || old.Live != ch.Live || old.TxOn != ch.TxOn || old.Error != ch.Error {
-				d.Changed = append(d.Changed, resource.ChannelTelemetry{ID: ch.ID, Live: ch.Live, TxOn: ch.TxOn, Error: ch.Error})
+				d.Changed = append(d.Changed, resource.SignalChannel{ID: ch.ID, Live: ch.Live, TxOn: ch.TxOn, Error: ch.Error})
 			}
 		}
 	}

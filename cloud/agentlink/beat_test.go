@@ -109,7 +109,7 @@ func TestBeatRules(t *testing.T) {
 			want: with(func(d *beatDecision) {
 				d.HasChannels = true
 				d.Channels = []protocol.ChannelState{{ID: "uart-1", Available: true, Live: "rx 12", TxOn: true}, {ID: "gpio-1", Available: true, Live: "1"}}
-				d.Changed = []resource.ChannelTelemetry{{ID: "uart-1", Live: "rx 12", TxOn: true}, {ID: "gpio-1", Live: "1"}}
+				d.Changed = []resource.SignalChannel{{ID: "uart-1", Live: "rx 12", TxOn: true}, {ID: "gpio-1", Live: "1"}}
 			}),
 			after: func(st *beatState) {
 				st.channels["uart-1"] = protocol.ChannelState{ID: "uart-1", Available: true, Live: "rx 12", TxOn: true}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -282,7 +281,7 @@ func testAgentsEndToEnd(t *testing.T, open storetest.Opener) {
 		h := r.hook(dev, "serial.signal")
 		var body resource.SignalWebhook
 		json.Unmarshal(h.Body, &body)
-		if h.Path != "/signals" || body.DeviceID != dev || len(body.Channels) != 1 || !reflect.DeepEqual(body.Channels[0], resource.ChannelTelemetry{ID: "gpio-1", Live: "1"}) {
+		if h.Path != "/signals" || body.DeviceID != dev || len(body.Channels) != 1 || body.Channels[0] != (resource.SignalChannel{ID: "gpio-1", Live: "1"}) {
 			t.Errorf("signal webhook %s: want only gpio-1 changed", h.Body)
 		}
 		deadline := time.After(300 * time.Millisecond)

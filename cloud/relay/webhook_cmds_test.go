@@ -79,7 +79,7 @@ func TestWebhooksThroughTheRelayKilledAndRestarted(t *testing.T) {
 		ts, _ := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
 		var b struct {
 			Event    string
-			Channels []resource.ChannelTelemetry
+			Channels []resource.SignalChannel
 		}
 		json.Unmarshal(body, &b)
 		h := hitRec{id: id, event: b.Event, n: -1, at: time.Now()}

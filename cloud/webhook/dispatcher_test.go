@@ -31,7 +31,7 @@ func testSignalForwardedOnceWithChangedChannelsOnly(t *testing.T, open storetest
 	at := time.Date(2026, 11, 22, 3, 0, 0, 123_000_000, time.UTC)
 
 	n.HeartbeatStored(ctx, dev, cloud.Heartbeat{At: at, Status: resource.StatusOnline}) // nothing changed
-	changed := []resource.ChannelTelemetry{{ID: "rs485-1", Live: "17 42", TxOn: true}, {ID: "canfd-1", Live: "0x123#DEADBEEF", Error: "bus-off"}}
+	changed := []resource.SignalChannel{{ID: "rs485-1", Live: "17 42", TxOn: true}, {ID: "canfd-1", Live: "0x123#DEADBEEF", Error: "bus-off"}}
 	n.HeartbeatStored(ctx, dev, cloud.Heartbeat{At: at, Status: resource.StatusOnline, Changed: changed})
 
 	h := rcv.wait(t, 1, 5*time.Second)[0]
@@ -66,7 +66,7 @@ func testNoSignalWhenForwardingDisabled(t *testing.T, open storetest.Opener) {
 	}
 	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
 	webhook.NewNotifier(d).HeartbeatStored(context.Background(), cloud.DeviceRef{ID: e.device, OrgID: e.org.ID},
-		cloud.Heartbeat{At: time.Now(), Changed: []resource.ChannelTelemetry{{ID: "gpio-1", Live: "1"}}})
+		cloud.Heartbeat{At: time.Now(), Changed: []resource.SignalChannel{{ID: "gpio-1", Live: "1"}}})
 	rcv.quiet(t, 300*time.Millisecond)
 	if n := len(e.deliveries(t)); n != 0 {
 		t.Errorf("%d deliveries stored, want 0", n)
@@ -93,7 +93,7 @@ func testForwardingReadOnceUntilItChanges(t *testing.T, open storetest.Opener) {
 	ctx := context.Background()
 	beat := func(live string) {
 		n.HeartbeatStored(ctx, cloud.DeviceRef{ID: e.device, OrgID: e.org.ID, Model: "IG-500"},
-			cloud.Heartbeat{At: time.Now(), Status: resource.StatusOnline, Changed: []resource.ChannelTelemetry{{ID: "gpio-1", Live: live}}})
+			cloud.Heartbeat{At: time.Now(), Status: resource.StatusOnline, Changed: []resource.SignalChannel{{ID: "gpio-1", Live: live}}})
 	}
 	for i := range 5 {
 		beat(strconv.Itoa(i % 2))

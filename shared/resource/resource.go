@@ -247,9 +247,19 @@ type SignalWebhook struct {
 	Event    string             `json:"event"`
 	DeviceID string             `json:"deviceId"`
 	At       Time               `json:"at"`
-	Channels []ChannelTelemetry `json:"channels"`
-	// Points are the points whose value or quality changed.
-	Points []PointRef `json:"points"`
+	Channels []SignalChannel `json:"channels"`
+	// Points are the points whose value or quality changed (omitted when
+	// none did).
+	Points []PointRef `json:"points,omitempty"`
+}
+
+// SignalChannel is a changed channel in a serial.signal webhook, in the
+// spec's shape.
+type SignalChannel struct {
+	ID    string `json:"id"`
+	Live  string `json:"live"`
+	TxOn  bool   `json:"txOn"`
+	Error string `json:"error"`
 }
 
 // AlertWebhook is the body of an alert webhook.

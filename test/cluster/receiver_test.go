@@ -25,7 +25,7 @@ type hook struct {
 	Device   string
 	At       time.Time // the body's "at"
 	Alert    string    // an alert webhook's alert id
-	Channels []resource.ChannelTelemetry
+	Channels []resource.SignalChannel
 	Received time.Time
 }
 
@@ -69,7 +69,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		Event    string                      `json:"event"`
 		DeviceID string                      `json:"deviceId"`
 		At       resource.Time               `json:"at"`
-		Channels []resource.ChannelTelemetry `json:"channels"`
+		Channels []resource.SignalChannel `json:"channels"`
 		Alert    struct {
 			ID string `json:"id"`
 		} `json:"alert"`

@@ -244,9 +244,9 @@ type ErrorDetail struct {
 
 // SignalWebhook is the body of a serial.signal webhook.
 type SignalWebhook struct {
-	Event    string             `json:"event"`
-	DeviceID string             `json:"deviceId"`
-	At       Time               `json:"at"`
+	Event    string          `json:"event"`
+	DeviceID string          `json:"deviceId"`
+	At       Time            `json:"at"`
 	Channels []SignalChannel `json:"channels"`
 	// Points are the points whose value or quality changed (omitted when
 	// none did).

@@ -32,12 +32,12 @@ func every(ms int) func(*serialcfg.RS485Point) {
 	return func(p *serialcfg.RS485Point) { p.IntervalMs = ms }
 }
 
-func openWith(t *testing.T, r *rig, cfg serialcfg.Config, opts modbus.Options) *modbus.Port {
+func openWith(t *testing.T, path string, cfg serialcfg.Config, opts modbus.Options) *modbus.Port {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	p, err := modbus.OpenWith(context.Background(), r.link, cfg, nil, opts)
+	p, err := modbus.OpenWith(context.Background(), path, cfg, nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestPointsPlanned(t *testing.T) {
 			pt("m", "discrete", 100, "bool", every(60000)),
 		}
 	})
-	p := openWith(t, r, cfg, fast)
+	p := openWith(t, r.link, cfg, fast)
 	rs := readings(t, p, "every point read", allRead)
 	want := map[string]float64{"a": -2, "b": 123456, "c": 123456, "d": 123456, "e": 123456, "f": 65538, "g": 21.5,
 		"h": 1, "i": 21.5, "j": -1, "k": 1, "l": 0, "m": 1}
@@ -144,7 +144,7 @@ func TestPointsLimitsSplitTransactions(t *testing.T) {
 		pts = append(pts, pt("p"+string(rune('a'+i%26))+string(rune('a'+i/26)), "input", 4*i, "u64", every(60000)))
 	}
 	pts = append(pts, pt("fast", "input", 140, "u16", every(100)))
-	p := openWith(t, r, rs485(func(c *serialcfg.RS485) { c.Points = pts }), fast)
+	p := openWith(t, r.link, rs485(func(c *serialcfg.RS485) { c.Points = pts }), fast)
 	readings(t, p, "every point read", allRead)
 	time.Sleep(50 * time.Millisecond)
 	var big, small int
@@ -172,7 +172,7 @@ func TestPointsLimitsSplitTransactions(t *testing.T) {
 func TestPointException2OnePoint(t *testing.T) {
 	r := newRig(t, modbustest.Options{IDs: []int{7}})
 	r.sim.SetUnavailable(7, 11, true)
-	p := openWith(t, r, rs485(func(c *serialcfg.RS485) {
+	p := openWith(t, r.link, rs485(func(c *serialcfg.RS485) {
 		c.Points = []serialcfg.RS485Point{pt("a", "holding", 10, "u16"), pt("b", "holding", 11, "u16"), pt("c", "holding", 12, "u16")}
 	}), fast)
 	rs := readings(t, p, "b bad, a and c good", func(rs []hw.PointReading) bool {
@@ -199,7 +199,7 @@ func TestSilentSlaveBacksOff(t *testing.T) {
 	r.sim.SetFault(1, modbustest.Fault{NoReply: true})
 	opts := fast
 	opts.ResponseTimeout = 300 * time.Millisecond
-	p := openWith(t, r, rs485(func(c *serialcfg.RS485) {
+	p := openWith(t, r.link, rs485(func(c *serialcfg.RS485) {
 		c.SlaveID = 2
 		c.Points = []serialcfg.RS485Point{pt("dead", "holding", 0, "u16", slave(1)), pt("alive", "holding", 0, "u16", slave(2))}
 	}), opts)
@@ -235,7 +235,7 @@ func TestStaleErrorAfterApply(t *testing.T) {
 			c.Points = []serialcfg.RS485Point{pt("temp", "holding", 5, "u16")}
 		})
 	}
-	p := openWith(t, r, cfg(1), fast) // response timeout 1 s
+	p := openWith(t, r.link, cfg(1), fast) // response timeout 1 s
 	testwait.For(t, "a request to slave 1 in flight", 10*time.Second, func() bool { return r.sim.Requests(1, modbus.FuncReadHolding) >= 1 })
 	if err := p.Apply(context.Background(), cfg(7)); err != nil {
 		t.Fatal(err)

@@ -182,12 +182,7 @@ func (p RS485Point) WithDefaults(channelSlave int) RS485Point {
 	if p.Order == "" && isRegisterFunction(p.Function) {
 		p.Order = "ABCD"
 	}
-	if p.Scale == 0 {
-		p.Scale = 1
-	}
-	if p.IntervalMs == 0 {
-		p.IntervalMs = DefaultPointIntervalMs
-	}
+	commonDefaults(&p.Scale, &p.IntervalMs)
 	return p
 }
 
@@ -201,13 +196,18 @@ func (p CANPoint) WithDefaults() CANPoint {
 	if p.ByteOrder == "" {
 		p.ByteOrder = "little"
 	}
-	if p.Scale == 0 {
-		p.Scale = 1
-	}
-	if p.IntervalMs == 0 {
-		p.IntervalMs = DefaultPointIntervalMs
-	}
+	commonDefaults(&p.Scale, &p.IntervalMs)
 	return p
+}
+
+// commonDefaults fills the defaults rs485 points and CAN signals share.
+func commonDefaults(scale *float64, intervalMs *int) {
+	if *scale == 0 {
+		*scale = 1
+	}
+	if *intervalMs == 0 {
+		*intervalMs = DefaultPointIntervalMs
+	}
 }
 
 func isRegisterFunction(f string) bool { return f == "holding" || f == "input" }

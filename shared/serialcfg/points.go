@@ -215,15 +215,8 @@ func isRegisterFunction(f string) bool { return f == "holding" || f == "input" }
 // validatePoints checks an rs485 channel's points; errors name the field
 // as points[i].field.
 func (c *RS485) validatePoints() error {
-	if err := pointCount(len(c.Points)); err != nil {
-		return err
-	}
-	names := map[string]int{}
-	for i, p := range c.Points {
-		f := func(name string) string { return fmt.Sprintf("points[%d].%s", i, name) }
-		if err := pointName(f("name"), p.Name, names, i); err != nil {
-			return err
-		}
+	return eachPoint(len(c.Points), func(i int) string { return c.Points[i].Name }, func(i int, f func(string) string) error {
+		p := c.Points[i]
 		if p.SlaveID != 0 {
 			if err := rangeInt(f("slaveId"), p.SlaveID, 1, 247); err != nil {
 				return err
@@ -259,25 +252,15 @@ func (c *RS485) validatePoints() error {
 				return err
 			}
 		}
-		if err := pointCommon(f, p.Scale, p.Offset, p.Unit, p.IntervalMs, p.Deadband); err != nil {
-			return err
-		}
-	}
-	return nil
+		return pointCommon(f, p.Scale, p.Offset, p.Unit, p.IntervalMs, p.Deadband)
+	})
 }
 
 // validatePoints checks a canfd channel's points (DBC semantics over a
 // 64-byte payload).
 func (c *CANFD) validatePoints() error {
-	if err := pointCount(len(c.Points)); err != nil {
-		return err
-	}
-	names := map[string]int{}
-	for i, p := range c.Points {
-		f := func(name string) string { return fmt.Sprintf("points[%d].%s", i, name) }
-		if err := pointName(f("name"), p.Name, names, i); err != nil {
-			return err
-		}
+	return eachPoint(len(c.Points), func(i int) string { return c.Points[i].Name }, func(i int, f func(string) string) error {
+		p := c.Points[i]
 		if _, _, err := ParseCANID(p.CanID); err != nil {
 			return jsonstrict.Fieldf(f("canId"), "%v", err)
 		}
@@ -307,11 +290,8 @@ func (c *CANFD) validatePoints() error {
 		if p.Min != nil && p.Max != nil && *p.Min > *p.Max {
 			return jsonstrict.Fieldf(f("min"), "must not be above max (%g > %g)", *p.Min, *p.Max)
 		}
-		if err := pointCommon(f, p.Scale, p.Offset, p.Unit, p.IntervalMs, p.Deadband); err != nil {
-			return err
-		}
-	}
-	return nil
+		return pointCommon(f, p.Scale, p.Offset, p.Unit, p.IntervalMs, p.Deadband)
+	})
 }
 
 // MaxCANPayloadBits is the bits of the largest (64-byte FD) payload.
@@ -332,9 +312,21 @@ func CANSignalEnd(start, length int, big bool) int {
 	return start + length - 1
 }
 
-func pointCount(n int) error {
+// eachPoint checks the count of n points and their names (name(i)), then
+// runs check on each with f naming its fields (points[i].field).
+func eachPoint(n int, name func(int) string, check func(i int, f func(string) string) error) error {
 	if n > MaxPoints {
 		return jsonstrict.Fieldf("points", "at most %d points per channel (got %d)", MaxPoints, n)
+	}
+	seen := map[string]int{}
+	for i := range n {
+		f := func(field string) string { return fmt.Sprintf("points[%d].%s", i, field) }
+		if err := pointName(f("name"), name(i), seen, i); err != nil {
+			return err
+		}
+		if err := check(i, f); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -58,7 +58,9 @@ type slaveBackoff struct {
 func isBits(function string) bool { return function == "coil" || function == "discrete" }
 
 // plan groups points into transactions as Telegraf's modbus input does
-// with its request optimisation: points of one slave, function and
+// with its max_insert request optimisation (holes of up to 8 registers
+// filled where Telegraf fills 50 by default, since a hole may hold
+// registers the slave does not map): points of one slave, function and
 // interval, sorted by address, share a transaction while it stays within
 // Modbus's limits (125 registers, 2,000 coils or discrete inputs) and the
 // gap to the next point is at most a few registers (maxGapRegisters) or

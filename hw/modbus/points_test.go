@@ -1,9 +1,12 @@
 package modbus_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"math"
+	"net"
 	"testing"
 	"time"
 
@@ -264,5 +267,48 @@ func TestStaleErrorAfterApply(t *testing.T) {
 			t.Fatalf("point error %q after the move to slave 7", rs[0].Err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPointsShareTheBusWithARawClient: in mode both, points, a poll and a
+// passthrough client take turns transaction by transaction: every raw
+// reply is whole and answers its request, the slave never sees an
+// interleaved frame, and the points keep being read.
+func TestPointsShareTheBusWithARawClient(t *testing.T) {
+	r := newRig(t, modbustest.Options{IDs: []int{7, 8}})
+	p := openWith(t, r.link, rs485(func(c *serialcfg.RS485) {
+		c.Poll = poll("holding", 0, 2)
+		c.Points = []serialcfg.RS485Point{pt("a", "holding", 10, "u32"), pt("b", "input", 0, "u16", slave(8))}
+	}), fast)
+	client, server := net.Pipe()
+	defer client.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.ServeRaw(ctx, server) }()
+	defer func() { cancel(); server.Close(); <-served }()
+	first := p.ReadPoints()
+	for i := range 50 {
+		reg := uint16(i % 20)
+		if _, err := client.Write(modbus.AppendCRC([]byte{8, 3, 0, byte(reg), 0, 1})); err != nil {
+			t.Fatal(err)
+		}
+		client.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got := make([]byte, 7)
+		if _, err := io.ReadFull(client, got); err != nil {
+			t.Fatalf("raw reply %d: %v", i, err)
+		}
+		v := 800 + reg
+		if want := modbus.AppendCRC([]byte{8, 3, 2, byte(v >> 8), byte(v)}); !bytes.Equal(got, want) {
+			t.Fatalf("raw reply %d: % x, want % x", i, got, want)
+		}
+	}
+	rs := readings(t, p, "points read again", func(rs []hw.PointReading) bool {
+		return allRead(rs) && rs[0].At.After(first[0].At) && rs[1].At.After(first[1].At)
+	})
+	if rs[0].Value != 710<<16|711 || rs[1].Value != 10800 || rs[0].Err != "" || rs[1].Err != "" {
+		t.Errorf("points %+v", rs)
+	}
+	if st := r.sim.Stats(); st.BadFrames != 0 {
+		t.Errorf("the slave saw %d interleaved or corrupted frames", st.BadFrames)
 	}
 }

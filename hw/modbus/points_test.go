@@ -149,7 +149,6 @@ func TestPointsLimitsSplitTransactions(t *testing.T) {
 	pts = append(pts, pt("fast", "input", 140, "u16", every(100)))
 	p := openWith(t, r.link, rs485(func(c *serialcfg.RS485) { c.Points = pts }), fast)
 	readings(t, p, "every point read", allRead)
-	time.Sleep(50 * time.Millisecond)
 	var big, small int
 	for _, f := range r.sim.Frames() {
 		if len(f) == 8 && f[1] == modbus.FuncReadInput {
@@ -200,14 +199,16 @@ func TestPointException2OnePoint(t *testing.T) {
 func TestSilentSlaveBacksOff(t *testing.T) {
 	r := newRig(t, modbustest.Options{IDs: []int{1, 2}})
 	r.sim.SetFault(1, modbustest.Fault{NoReply: true})
-	opts := fast
-	opts.ResponseTimeout = 300 * time.Millisecond
 	p := openWith(t, r.link, rs485(func(c *serialcfg.RS485) {
 		c.SlaveID = 2
 		c.Points = []serialcfg.RS485Point{pt("dead", "holding", 0, "u16", slave(1)), pt("alive", "holding", 0, "u16", slave(2))}
-	}), opts)
-	testwait.For(t, "30 reads of the good slave", 30*time.Second, func() bool { return r.sim.Requests(2, modbus.FuncReadHolding) >= 30 })
+	}), fast)
+	// Each request to the silent slave holds the bus for the response
+	// timeout (1 s); backing off from 200 ms leaves the good one 20 reads
+	// after about four of them.
+	testwait.For(t, "20 reads of the good slave", 30*time.Second, func() bool { return r.sim.Requests(2, modbus.FuncReadHolding) >= 20 })
 	silent, good := r.sim.Requests(1, modbus.FuncReadHolding), r.sim.Requests(2, modbus.FuncReadHolding)
+	t.Logf("requests: silent slave %d, good slave %d", silent, good)
 	// Without backoff both are read every round (equal counts).
 	if silent*3 > good {
 		t.Errorf("silent slave asked %d times while the good one was read %d times: no backoff", silent, good)
@@ -238,7 +239,9 @@ func TestStaleErrorAfterApply(t *testing.T) {
 			c.Points = []serialcfg.RS485Point{pt("temp", "holding", 5, "u16")}
 		})
 	}
-	p := openWith(t, r.link, cfg(1), fast) // response timeout 1 s
+	opts := fast
+	opts.ResponseTimeout = 2 * time.Second // the window in which Apply runs
+	p := openWith(t, r.link, cfg(1), opts)
 	testwait.For(t, "a request to slave 1 in flight", 10*time.Second, func() bool { return r.sim.Requests(1, modbus.FuncReadHolding) >= 1 })
 	if err := p.Apply(context.Background(), cfg(7)); err != nil {
 		t.Fatal(err)

@@ -4,9 +4,11 @@
 // own, over go.bug.st/serial (through hw/serialport), and ends a reply frame
 // on the 3.5-character line silence rather than after a fixed sleep. The
 // port polls registers (functions 3 and 4) of one or several slaves into
-// live telemetry, writes a register (function 6) for tx, reports timeouts,
-// CRC errors and exceptions by name, reopens a port that went away, and
-// shares the bus with a raw passthrough client transaction by transaction.
+// live telemetry, writes a register (function 6) for tx, reads points
+// (typed values decoded from registers, coils and discrete inputs in
+// planned transactions, points.go), reports timeouts, CRC errors and
+// exceptions by name, reopens a port that went away, and shares the bus
+// with a raw passthrough client transaction by transaction.
 package modbus
 
 import (

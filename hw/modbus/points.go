@@ -109,18 +109,28 @@ func plan(points []serialcfg.RS485Point) []*block {
 // setPoints installs the points of c (with p.mu held): a point whose
 // definition did not change keeps its reading; keep gains the slaves read.
 func (p *Port) setPoints(c serialcfg.RS485, now time.Time, keep map[int]bool) {
-	old := map[serialcfg.RS485Point]hw.PointReading{}
-	for _, s := range p.points {
-		if s.def.Bit == nil {
-			old[s.def] = s.reading
+	// A point's identity: its definition with the bit by value.
+	type same struct {
+		def serialcfg.RS485Point
+		bit int
+	}
+	key := func(d serialcfg.RS485Point) same {
+		k := same{def: d, bit: -1}
+		if d.Bit != nil {
+			k.bit, k.def.Bit = *d.Bit, nil
 		}
+		return k
+	}
+	old := map[same]hw.PointReading{}
+	for _, s := range p.points {
+		old[key(s.def)] = s.reading
 	}
 	defs := make([]serialcfg.RS485Point, len(c.Points))
 	p.points = make([]pointSlot, len(c.Points))
 	for i, pt := range c.Points {
 		defs[i] = pt.WithDefaults(c.SlaveID)
 		p.points[i] = pointSlot{def: defs[i], reading: hw.PointReading{Name: pt.Name}}
-		if r, ok := old[defs[i]]; ok {
+		if r, ok := old[key(defs[i])]; ok {
 			p.points[i].reading = r
 		}
 		keep[defs[i].SlaveID] = true

@@ -315,3 +315,29 @@ func TestPointsShareTheBusWithARawClient(t *testing.T) {
 		t.Errorf("the slave saw %d interleaved or corrupted frames", st.BadFrames)
 	}
 }
+
+// TestApplyKeepsUnchangedPoints: an Apply that leaves a point as it was
+// keeps its reading (it has no unread moment); a changed point is read
+// anew.
+func TestApplyKeepsUnchangedPoints(t *testing.T) {
+	r := newRig(t, modbustest.Options{IDs: []int{7}})
+	bit := func(p *serialcfg.RS485Point) { b := 1; p.Bit = &b }
+	cfg := func(reg int) serialcfg.Config {
+		return rs485(func(c *serialcfg.RS485) {
+			c.Points = []serialcfg.RS485Point{pt("flag", "holding", 0, "bool", bit, every(60000)), pt("moved", "holding", reg, "u16", every(60000))}
+		})
+	}
+	r.sim.SetHolding(7, 0, 2) // bit 1 set
+	p := openWith(t, r.link, cfg(1), fast)
+	before := readings(t, p, "both points read", allRead)
+	if err := p.Apply(context.Background(), cfg(2)); err != nil {
+		t.Fatal(err)
+	}
+	if now := p.ReadPoints()[0]; now.At.IsZero() || now.Value != 1 || before[0].Value != 1 {
+		t.Errorf("unchanged point %+v became %+v across the Apply", before[0], now)
+	}
+	after := readings(t, p, "the moved point read", func(rs []hw.PointReading) bool { return rs[1].Value == 702 })
+	if !after[1].At.After(before[1].At) || after[1].Err != "" {
+		t.Errorf("moved point %+v, want 702 read after the Apply", after[1])
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"io"
 	"math"
-	"net"
 	"testing"
 	"time"
 
@@ -283,12 +282,7 @@ func TestPointsShareTheBusWithARawClient(t *testing.T) {
 		c.Poll = poll("holding", 0, 2)
 		c.Points = []serialcfg.RS485Point{pt("a", "holding", 10, "u32"), pt("b", "input", 0, "u16", slave(8))}
 	}), fast)
-	client, server := net.Pipe()
-	defer client.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- p.ServeRaw(ctx, server) }()
-	defer func() { cancel(); server.Close(); <-served }()
+	client := rawClient(t, p)
 	first := p.ReadPoints()
 	for i := range 50 {
 		reg := uint16(i % 20)

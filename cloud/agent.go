@@ -139,7 +139,7 @@ type RecordsOut struct {
 	Metrics []resource.MetricSample
 	Events  []resource.Event
 	// Points are the point samples the batch stored (not resends).
-	Points []protocol.PointSample
+	Points  []protocol.PointSample
 	LastSeq uint64
 }
 

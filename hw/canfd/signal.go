@@ -1,6 +1,7 @@
 package canfd
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -95,16 +96,27 @@ func (s Signal) Raw(data []byte) (raw uint64, ok bool) {
 	if len(data) < s.Bytes() {
 		return 0, false
 	}
+	// Nine bytes from the signal's first byte hold it whatever its bit
+	// offset; bytes past the payload (beyond the signal) read as 0.
+	var buf [9]byte
 	if s.Big {
 		pos := s.msbIndex()
-		for i := range s.Length {
-			b := pos + i
-			raw = raw<<1 | uint64(data[b/8]>>(7-b%8)&1)
+		first, shift := pos/8, pos%8
+		copy(buf[:], data[first:])
+		word := binary.BigEndian.Uint64(buf[:8])
+		if shift > 0 {
+			word = word<<shift | uint64(buf[8])>>(8-shift)
 		}
+		raw = word >> (64 - s.Length)
 	} else {
-		for i := range s.Length {
-			b := s.Start + i
-			raw |= uint64(data[b/8]>>(b%8)&1) << i
+		first, shift := s.Start/8, s.Start%8
+		copy(buf[:], data[first:])
+		raw = binary.LittleEndian.Uint64(buf[:8])
+		if shift > 0 {
+			raw = raw>>shift | uint64(buf[8])<<(64-shift)
+		}
+		if s.Length < 64 {
+			raw &= 1<<s.Length - 1
 		}
 	}
 	if s.Signed && s.Length < 64 && raw>>(s.Length-1)&1 == 1 {

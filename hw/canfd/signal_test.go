@@ -2,6 +2,7 @@ package canfd_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -248,5 +249,30 @@ func TestPointsFromFrames(t *testing.T) {
 	}
 	if len(r.port.ReadPoints()) != 4 {
 		t.Error("a refused apply changed the points")
+	}
+}
+
+// BenchmarkSignalDecode decodes one signal of a 64-byte FD payload: a
+// 16-bit Motorola signal and a 64-bit Intel one.
+func BenchmarkSignalDecode(b *testing.B) {
+	data := make([]byte, 64)
+	for i := range data {
+		data[i] = byte(i * 37)
+	}
+	for _, p := range []serialcfg.CANPoint{
+		{CanID: "0x200", StartBit: 255, Length: 16, ByteOrder: "big", Signed: true, Scale: 0.1},
+		{CanID: "0x200", StartBit: 448, Length: 64, ByteOrder: "little"},
+	} {
+		s, err := canfd.CompileSignal(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("%s-%dbit", p.ByteOrder, p.Length), func(b *testing.B) {
+			for b.Loop() {
+				if _, ok := s.Decode(data); !ok {
+					b.Fatal("too short")
+				}
+			}
+		})
 	}
 }

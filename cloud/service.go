@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
@@ -121,6 +122,14 @@ type Observer interface {
 	HeartbeatStored(ctx context.Context, dev DeviceRef, hb Heartbeat)
 	EventsStored(ctx context.Context, dev DeviceRef, events []resource.Event)
 	StatusChanged(ctx context.Context, dev DeviceRef, from, to resource.DeviceStatus)
+}
+
+// PointObserver is an Observer that is told of the point samples agents
+// reported too, after they were stored (each sample once, not its
+// resends), with the other records of their batch. The alert engine
+// implements it to read points; an Observer that does not is not told.
+type PointObserver interface {
+	PointsStored(ctx context.Context, dev DeviceRef, samples []protocol.PointSample)
 }
 
 // AlertObserver is told when an alert changes state through any path (the

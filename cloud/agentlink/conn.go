@@ -410,6 +410,13 @@ func (c *conn) records(r *protocol.Records) error {
 			o.MetricsStored(s.ctx, ref, out.Metrics)
 		}
 	}
+	if len(out.Points) > 0 {
+		for _, o := range s.cfg.Observers {
+			if po, ok := o.(cloud.PointObserver); ok {
+				po.PointsStored(s.ctx, ref, out.Points)
+			}
+		}
+	}
 	s.eventsStored(ref, out.Events)
 	return c.send(&protocol.Message{Type: protocol.TypeAck, Ack: &protocol.Ack{Seq: out.LastSeq}})
 }

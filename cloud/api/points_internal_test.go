@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"math"
 	"net/http/httptest"
 	"strings"
@@ -26,6 +27,13 @@ func TestPointEncodingMatchesEncodingJSON(t *testing.T) {
 	for _, f := range trickyFloats {
 		raw.Data = append(raw.Data, resource.PointSample{At: at, Value: f})
 		buckets.Data = append(buckets.Data, resource.PointBucket{At: at, Min: f, Max: -f, Avg: f / 3, Last: f, Count: 7})
+	}
+	// Times across days, before 1970, at the ends of the range.
+	for _, t := range []time.Time{resource.MinTime, resource.MinTime.Add(999 * time.Millisecond), time.Date(1969, 12, 31, 23, 59, 59, 999e6, time.UTC),
+		time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1970, 1, 1, 0, 0, 0, 1e6, time.UTC), time.Date(2024, 2, 29, 23, 59, 59, 999e6, time.UTC),
+		time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(1900, 6, 15, 12, 34, 56, 789e6, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC),
+		time.Date(2026, 1, 2, 15, 4, 5, 0, time.FixedZone("x", -7*3600))} {
+		raw.Data = append(raw.Data, resource.PointSample{At: resource.T(t), Value: 1.0})
 	}
 	got, err := appendPointSamples(nil, raw.Data, &raw.Window)
 	if err != nil {
@@ -174,4 +182,52 @@ func TestWantsCSV(t *testing.T) {
 			t.Errorf("wantsCSV(%q) = %v", accept, got)
 		}
 	}
+}
+
+// BenchmarkPointSamplesEncode is the cost of encoding a raw page of 1,000
+// samples (the samples route's default limit): by hand into a reused
+// buffer, as the handler does, against encoding/json.
+func BenchmarkPointSamplesEncode(b *testing.B) {
+	start := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
+	page := resource.PointSamples{Data: make([]resource.PointSample, 1000)}
+	for i := range page.Data {
+		page.Data[i] = resource.PointSample{At: resource.T(start.Add(time.Duration(i) * time.Second)), Value: 20 + float64(i%97)*0.125}
+	}
+	page.Window = resource.Window{From: page.Data[0].At, To: page.Data[999].At}
+	b.Run("hand", func(b *testing.B) {
+		buf := make([]byte, 0, 64<<10)
+		b.ReportAllocs()
+		for b.Loop() {
+			var err error
+			if buf, err = appendPointSamples(buf[:0], page.Data, &page.Window); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.SetBytes(int64(len(buf)))
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		var buf bytes.Buffer
+		b.ReportAllocs()
+		for b.Loop() {
+			buf.Reset()
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(page); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.SetBytes(int64(buf.Len()))
+	})
+	b.Run("csv", func(b *testing.B) {
+		series := cloud.PointSeries{Raw: page.Data, Window: page.Window}
+		buf := make([]byte, 0, 64<<10)
+		b.ReportAllocs()
+		for b.Loop() {
+			var err error
+			if buf, err = appendPointCSV(buf[:0], false, &series); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.SetBytes(int64(len(buf)))
+	})
 }

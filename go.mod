@@ -28,6 +28,7 @@ require (
 	github.com/rs/zerolog v1.28.0
 	github.com/vishvananda/netlink v1.3.1
 	go.bug.st/serial v1.8.0
+	go.einride.tech/can v0.17.0
 	golang.org/x/crypto v0.58.0
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 	golang.org/x/sys v0.49.0

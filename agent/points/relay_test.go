@@ -13,42 +13,11 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
-	"github.com/fleet/fleet/hw"
-	"github.com/fleet/fleet/hw/catalog"
-	"github.com/fleet/fleet/hw/sim"
 	"github.com/fleet/fleet/shared/protocol"
-	"github.com/fleet/fleet/shared/serialcfg"
 	"github.com/fleet/fleet/test/rig/linktest"
 	"github.com/fleet/fleet/test/rig/sqlitetest"
 	"github.com/fleet/fleet/test/rig/testwait"
 )
-
-// levels is the simulator with gpio inputs that read a level: each input
-// toggles every 300 ms (gpio-2 every 600 ms). It stands in for hw/sim's
-// own point readings until they land (issue 26, the canbus lane).
-type levels struct{ sim.Backend }
-
-func (b *levels) Open(ctx context.Context, ch catalog.Channel, device string, cfg serialcfg.Config) (hw.Port, error) {
-	p, err := b.Backend.Open(ctx, ch, device, cfg)
-	if err != nil || ch.Group != serialcfg.KindGPIO {
-		return p, err
-	}
-	period := 300 * time.Millisecond
-	if ch.ID == "gpio-2" {
-		period *= 2
-	}
-	return &levelPort{Port: p, period: period}, nil
-}
-
-type levelPort struct {
-	hw.Port
-	period time.Duration
-}
-
-func (p *levelPort) ReadPoints() []hw.PointReading {
-	now := time.Now()
-	return []hw.PointReading{{Name: serialcfg.GPIOLevelPoint, Value: float64(now.UnixNano() / int64(p.period) % 2), At: now.Truncate(p.period)}}
-}
 
 // recordsSeen is the relay's SQLite agent store, keeping the records the
 // endpoint handed it.
@@ -80,8 +49,8 @@ func (s *recordsSeen) samples() []protocol.PointSample {
 	return out
 }
 
-// TestAgentRecordsPointsToARelay: fleet-agent on the simulator samples its
-// gpio inputs' levels; the relay's agent endpoint (cloud/agentlink over
+// TestAgentRecordsPointsToARelay: fleet-agent on the simulator (--hw sim)
+// samples its gpio inputs' levels; the relay's agent endpoint (cloud/agentlink over
 // loopback, a SQLite store) takes the point records it sends, with the
 // points' ids, each level change once.
 func TestAgentRecordsPointsToARelay(t *testing.T) {
@@ -103,7 +72,7 @@ func TestAgentRecordsPointsToARelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), agent.Options{Backend: &levels{}})
+	a, err := agent.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), agent.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +81,8 @@ func TestAgentRecordsPointsToARelay(t *testing.T) {
 	go func() { a.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	// Read each second (the level's interval), a level toggling every
-	// 300 ms is seen changed about every other second.
+	// The simulator's inputs toggle every second, read each second (the
+	// level's interval).
 	testwait.For(t, "four samples of each gpio input's level", 40*time.Second, func() bool {
 		n := map[string]int{}
 		for _, s := range store.samples() {

@@ -65,19 +65,7 @@ func TestPointSamplesThroughARelayCrash(t *testing.T) {
 
 	// kill -9 while the values change; the agent spools; a restart on the
 	// same file, killed again in the middle of the backlog; a restart.
-	f.relay.Kill()
-	time.Sleep(4 * time.Second)
-	online := len(fleetproc.LogLines(t, f.relayLog(), "agent online"))
-	f.startRelay()
-	fleetproc.Eventually(t, 30*time.Second, func() string {
-		if len(fleetproc.LogLines(t, f.relayLog(), "agent online")) <= online {
-			return "the agent has not reconnected"
-		}
-		return ""
-	})
-	f.relay.Kill()
-	time.Sleep(2 * time.Second)
-	f.startRelay()
+	f.crashRelayTwice(4*time.Second, 2*time.Second)
 	f.waitStatus(0, "ONLINE", 60*time.Second)
 	time.Sleep(2 * time.Second)
 
@@ -140,6 +128,26 @@ func TestPointSamplesThroughARelayCrash(t *testing.T) {
 		}
 	}
 	f.relay.Stop(t, 30*time.Second)
+}
+
+// crashRelayTwice kills the relay with SIGKILL, restarts it on the same
+// database after down, kills it again right after the first agent is back
+// (in the middle of the backlog flush) and restarts it after down2.
+func (f *fleet) crashRelayTwice(down, down2 time.Duration) {
+	f.t.Helper()
+	f.relay.Kill()
+	time.Sleep(down) // the agents spool meanwhile
+	online := len(fleetproc.LogLines(f.t, f.relayLog(), "agent online"))
+	f.startRelay()
+	fleetproc.Eventually(f.t, 30*time.Second, func() string {
+		if len(fleetproc.LogLines(f.t, f.relayLog(), "agent online")) <= online {
+			return "no agent reconnected"
+		}
+		return ""
+	})
+	f.relay.Kill()
+	time.Sleep(down2)
+	f.startRelay()
 }
 
 func mapsKeys(m map[int64]float64) []int64 {

@@ -116,6 +116,12 @@ type HeartbeatIn struct {
 	// serial telemetry time is set whenever HasChannels.
 	Channels    []protocol.ChannelState
 	HasChannels bool
+	// Points, when as long as Channels, holds the stored form of each
+	// channel's point states (cloud.EncodePointStates; "" for none), encoded
+	// by the caller off the store's writer (the agent endpoint does); nil
+	// when no channel reports points. When shorter than Channels, the store
+	// encodes them.
+	Points []string
 	// Event is a heartbeat event to record (at most one per metrics
 	// interval), or nil.
 	Event *resource.Event

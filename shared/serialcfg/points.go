@@ -333,7 +333,7 @@ func eachPoint(n int, name func(int) string, check func(i int, f func(string) st
 
 // pointName checks the name of point i and that no earlier point has it.
 func pointName(field, name string, seen map[string]int, i int) error {
-	if !validPointName(name) {
+	if !ValidPointName(name) {
 		return jsonstrict.Fieldf(field, "must match [a-z][a-z0-9_]{0,%d} (got %q)", MaxPointName-1, name)
 	}
 	if j, dup := seen[name]; dup {
@@ -343,7 +343,9 @@ func pointName(field, name string, seen map[string]int, i int) error {
 	return nil
 }
 
-func validPointName(s string) bool {
+// ValidPointName reports whether s is a point's name:
+// [a-z][a-z0-9_]{0,31} (at most MaxPointName bytes).
+func ValidPointName(s string) bool {
 	if len(s) == 0 || len(s) > MaxPointName || s[0] < 'a' || s[0] > 'z' {
 		return false
 	}

@@ -53,6 +53,8 @@ type deviceData struct {
 	OlderEventsURL string
 	EventsURL      string
 
+	Points pointsData
+
 	// Serial is nil for a model without serial I/O (SerialNote says so).
 	Serial     *resource.SerialState
 	SerialNote string
@@ -129,6 +131,15 @@ func (s *Server) deviceData(ctx context.Context, rq *request, id string, q url.V
 		d.EventsURL = base + "?" + v.Encode() + "#events"
 	}
 
+	if d.Points, err = s.points(ctx, org, dev); err != nil {
+		// The rest of the page is still worth showing.
+		if errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+		s.log.Error("panel: points of a device could not be read", "device", dev.ID, "err", err)
+		d.Points.Note = "The points could not be read; it has been logged."
+	}
+
 	st, err := s.cfg.Serial.Serial(ctx, org, dev.ID)
 	switch {
 	case cloud.ErrorCode(err) == cloud.ECAPABILITY:
@@ -140,7 +151,11 @@ func (s *Server) deviceData(ctx context.Context, rq *request, id string, q url.V
 		d.SerialForm = newSerialForm(st)
 		for _, ch := range st.Channels {
 			if ch.Configurable {
-				d.Forms = append(d.Forms, newChannelForm(ch))
+				f := newChannelForm(ch)
+				if f.DBC != nil {
+					f.DBC.Action = base + "/channels/" + url.PathEscape(ch.ID) + "/dbc"
+				}
+				d.Forms = append(d.Forms, f)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"unicode"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/dbcimport"
@@ -62,7 +63,7 @@ func (s *Server) importDBC(w http.ResponseWriter, r *http.Request, rq *request) 
 		s.fail(w, r, rq, cloud.Errorf(cloud.EKIND, "%s is not a CAN FD channel; only CAN FD channels import DBC files", chID))
 		return
 	}
-	cfg, err := s.dbcConfig(r, f)
+	cfg, skipped, err := s.dbcConfig(r, f)
 	if err == nil {
 		_, err = s.cfg.Serial.PutChannel(ctx, rq.User.OrgID, d.Device.ID, chID, cfg)
 	}
@@ -79,12 +80,19 @@ func (s *Server) importDBC(w http.ResponseWriter, r *http.Request, rq *request) 
 		default:
 			f.DBC.Error = cloud.ErrorMessage(err)
 		}
+		if !strings.HasSuffix(f.DBC.Error, ".") {
+			f.DBC.Error += "."
+		}
 		f.DBC.Error += " Nothing was changed."
 		f.Open = true
 		s.render(w, r, rq, http.StatusBadRequest, "device", d.Device.Name, d)
 		return
 	}
-	s.flash(r, fmt.Sprintf("%s now has %d point%s from the DBC file; the agent applies it at once if connected.", chID, len(cfg.CANFD.Points), plural(len(cfg.CANFD.Points))))
+	msg := fmt.Sprintf("DBC file imported: %s now has %d point%s; the agent applies them at once if connected.", chID, len(cfg.CANFD.Points), plural(len(cfg.CANFD.Points)))
+	if len(skipped) > 0 {
+		msg += " Skipped: " + strings.Join(skipped, "; ")
+	}
+	s.flash(r, msg)
 	http.Redirect(w, r, "/panel/devices/"+url.PathEscape(d.Device.ID)+"#config-"+chID, http.StatusSeeOther)
 }
 
@@ -93,41 +101,38 @@ var errDBC = errors.New("DBC import")
 
 // dbcConfig reads the upload and returns the channel's configuration with
 // the file's points merged in.
-func (s *Server) dbcConfig(r *http.Request, f *channelForm) (serialcfg.Config, error) {
+func (s *Server) dbcConfig(r *http.Request, f *channelForm) (serialcfg.Config, []string, error) {
 	if err := r.ParseMultipartForm(maxDBCBody); err != nil {
 		if tooBig(err) {
-			return serialcfg.Config{}, err
+			return serialcfg.Config{}, nil, err
 		}
-		return serialcfg.Config{}, fmt.Errorf("%w: choose a .dbc file to upload (the form was not a file upload: %v)", errDBC, err)
+		return serialcfg.Config{}, nil, fmt.Errorf("%w: choose a .dbc file to upload (the form was not a file upload: %v)", errDBC, err)
 	}
 	defer r.MultipartForm.RemoveAll()
 	f.DBC.Messages = strings.TrimSpace(r.PostFormValue("messages"))
 	file, hdr, err := r.FormFile("dbc")
 	if err != nil {
-		return serialcfg.Config{}, fmt.Errorf("%w: choose a .dbc file to upload", errDBC)
+		return serialcfg.Config{}, nil, fmt.Errorf("%w: choose a .dbc file to upload", errDBC)
 	}
 	defer file.Close()
 	if hdr.Size > MaxDBCBytes {
-		return serialcfg.Config{}, &http.MaxBytesError{Limit: MaxDBCBytes}
+		return serialcfg.Config{}, nil, &http.MaxBytesError{Limit: MaxDBCBytes}
 	}
 	src, err := io.ReadAll(io.LimitReader(file, MaxDBCBytes+1))
 	if err != nil {
-		return serialcfg.Config{}, fmt.Errorf("%w: the file could not be read: %v", errDBC, err)
+		return serialcfg.Config{}, nil, fmt.Errorf("%w: the file could not be read: %v", errDBC, err)
 	}
 	if len(src) > MaxDBCBytes {
-		return serialcfg.Config{}, &http.MaxBytesError{Limit: MaxDBCBytes}
+		return serialcfg.Config{}, nil, &http.MaxBytesError{Limit: MaxDBCBytes}
 	}
-	var messages []string
-	for _, m := range strings.FieldsFunc(f.DBC.Messages, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' }) {
-		messages = append(messages, m)
-	}
-	pts, err := dbcimport.Points(path.Base(hdr.Filename), src, messages)
+	messages := strings.FieldsFunc(f.DBC.Messages, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	res, err := dbcimport.Import(path.Base(hdr.Filename), src, messages)
 	if err != nil {
-		return serialcfg.Config{}, fmt.Errorf("%w: %w", errDBC, err)
+		return serialcfg.Config{}, nil, fmt.Errorf("%w: %w", errDBC, err)
 	}
-	merged, err := dbcimport.Merge(*f.Channel.Config.CANFD, pts)
+	merged, err := dbcimport.Merge(*f.Channel.Config.CANFD, res.Points)
 	if err != nil {
-		return serialcfg.Config{}, fmt.Errorf("%w: %w", errDBC, err)
+		return serialcfg.Config{}, nil, fmt.Errorf("%w: %w", errDBC, err)
 	}
-	return serialcfg.Config{CANFD: &merged}, nil
+	return serialcfg.Config{Kind: serialcfg.KindCANFD, CANFD: &merged}, res.Skipped, nil
 }

@@ -172,6 +172,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/panel/devices/{id}", cloud.PermView, s.devicePage},
 		{"GET", "/panel/devices/{id}/channels", cloud.PermView, s.channelsFragment},
 		{"POST", "/panel/devices/{id}/channels/{ch}", cloud.PermConfigure, s.putChannel},
+		{"POST", dbcRoute, cloud.PermConfigure, s.importDBC},
 		{"POST", "/panel/devices/{id}/serial", cloud.PermConfigure, s.patchSerial},
 		{"GET", "/panel/alerts", cloud.PermView, s.alertsPage},
 		{"POST", "/panel/alerts/acknowledge", cloud.PermAlerts, s.alertsAction},

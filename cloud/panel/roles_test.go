@@ -175,6 +175,7 @@ func (h *harness) effectiveForms() map[string]url.Values {
 	chForm.Set("baudRate", "19200")
 	return map[string]url.Values{
 		"/panel/devices/{id}/channels/{ch}":                  chForm,
+		"/panel/devices/{id}/channels/{ch}/dbc":              {},
 		"/panel/devices/{id}/serial":                         {"mode": {"both"}, "webhookUrl": {"https://example.com/signals"}, "webhookEnabled": {"true"}},
 		"/panel/alerts/acknowledge":                          {"id": {h.alerts[2].ID}},
 		"/panel/alerts/resolve":                              {"id": {h.alerts[3].ID}},

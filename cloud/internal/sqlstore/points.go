@@ -23,5 +23,5 @@ func (s *PointService) Points(ctx context.Context, orgID, deviceID string, now t
 
 // PointSamples implements cloud.PointService.
 func (s *PointService) PointSamples(ctx context.Context, orgID, deviceID, pointID string, q cloud.PointQuery) (cloud.PointSeries, error) {
-	return cloud.PointSeries{}, errPointsTODO
+	return s.pointSamples(ctx, orgID, deviceID, pointID, q)
 }

@@ -111,6 +111,11 @@ type Heartbeat struct {
 	// Changed holds the channels whose telemetry (live, txOn, error) differs
 	// from the previous report; empty when nothing changed.
 	Changed []resource.SignalChannel
+	// ChangedPoints holds the points whose value or quality differs from the
+	// previous report (a point reported for the first time included), with
+	// ids <channelId>.<name>, units and types from the desired
+	// configuration; empty when none changed.
+	ChangedPoints []resource.PointRef
 }
 
 // Observer is told what agents reported, after it was stored. The alert

@@ -115,9 +115,9 @@ var hbStmts = [...]bulkStmt{
 	hbSerial: {name: "serial", cols: []string{"rowid", "telemetry_at", "applied_version", "device_id"},
 		head: `UPDATE serial_state SET telemetry_at = v.column2, applied_version = v.column3 FROM (VALUES `,
 		tail: `) AS v WHERE serial_state.rowid = v.column1 AND +serial_state.device_id = v.column4`},
-	hbChannels: insertStmt("INSERT", "serial_channels", []string{"device_id", "channel_id", "available", "live", "tx_on", "error", "passthrough_address"},
+	hbChannels: insertStmt("INSERT", "serial_channels", []string{"device_id", "channel_id", "available", "live", "tx_on", "error", "passthrough_address", "points"},
 		` ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
-			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`),
+			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address, points = excluded.points`),
 }
 
 // The record statements, run in chunks of up to hbChunk rows (execBulk).
@@ -289,8 +289,8 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 			}
 			r := rows[gi]
 			serial = append(serial, r.serialArg, in.At.UnixMilli(), in.AppliedVersion, r.idArg)
-			for _, c := range g.Channels {
-				chans = append(chans, r.idArg, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullText(c.PassthroughAddress))
+			for k, c := range g.Channels {
+				chans = append(chans, r.idArg, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullText(c.PassthroughAddress), nullText(g.PointsOf(k)))
 			}
 		}
 		for i := g.First; i >= 0; i = m.Next(i) {

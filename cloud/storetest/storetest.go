@@ -95,6 +95,7 @@ func Run(t *testing.T, open Opener) {
 		{"SerialTelemetryAndAvailability", testSerialTelemetry},
 		{"PutChannel", testPutChannel},
 		{"PatchSerial", testPatchSerial},
+		{"PointState", testPointState},
 		{"RecordsExactlyOnce", testRecordsExactlyOnce},
 		{"RecordsFromTwoHandles", testRecordsFromTwoHandles},
 		{"RecordsConcurrentBatches", testRecordsConcurrentBatches},

@@ -61,7 +61,7 @@ func (s *PointService) pointSamples(ctx context.Context, orgID, deviceID, pointI
 			if err != nil {
 				return out, err
 			}
-			view, err := cloud.ChannelView(ch, row, false) // only its configuration is read
+			view, err := cloud.ChannelView(ch, row, false) // only its config is read
 			if err != nil {
 				return out, err
 			}

@@ -180,9 +180,9 @@ step("a point's chart draws its buckets, switches ranges and downloads CSV", asy
     return Number(await chart.getAttribute("data-points")) > 0;
   }, 90_000);
   for (const [label, range] of [["Last 1 h", "1h"], ["Last 7 d", "7d"], ["Last 24 h", "24h"]]) {
-    await page.getByRole("link", { name: label }).click();
+    await page.getByRole("link", { name: label, exact: true }).click();
     await page.waitForURL((u) => u.searchParams.get("range") === range);
-    assert((await page.getByRole("link", { name: label }).getAttribute("aria-current")) === "true", `${label} is not marked current`);
+    assert((await page.getByRole("link", { name: label, exact: true }).getAttribute("aria-current")) === "true", `${label} is not marked current`);
     await chart.locator("canvas").waitFor();
     assert(Number(await chart.getAttribute("data-points")) > 0, `range ${range}: no bucket drawn`);
   }

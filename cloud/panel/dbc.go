@@ -43,22 +43,12 @@ type dbcForm struct {
 // or all) into the canfd channel's points, merged with those it has.
 func (s *Server) importDBC(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	d, err := s.deviceData(ctx, rq, r.PathValue("id"), url.Values{})
+	d, f, err := s.channelPage(r, rq)
 	if err != nil {
 		s.fail(w, r, rq, err)
 		return
 	}
-	chID := r.PathValue("ch")
-	var f *channelForm
-	for i := range d.Forms {
-		if d.Forms[i].Channel.ID == chID {
-			f = &d.Forms[i]
-		}
-	}
-	if f == nil {
-		s.fail(w, r, rq, cloud.Errorf(cloud.ENOTFOUND, "no configurable channel %q", chID))
-		return
-	}
+	chID := f.Channel.ID
 	if f.DBC == nil {
 		s.fail(w, r, rq, cloud.Errorf(cloud.EKIND, "%s is not a CAN FD channel; only CAN FD channels import DBC files", chID))
 		return

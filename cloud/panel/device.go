@@ -326,22 +326,12 @@ func (s *Server) patchSerial(w http.ResponseWriter, r *http.Request, rq *request
 // it; the first error is shown beside its field and nothing is saved.
 func (s *Server) putChannel(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	d, err := s.deviceData(ctx, rq, r.PathValue("id"), url.Values{})
+	d, f, err := s.channelPage(r, rq)
 	if err != nil {
 		s.fail(w, r, rq, err)
 		return
 	}
-	chID := r.PathValue("ch")
-	var f *channelForm
-	for i := range d.Forms {
-		if d.Forms[i].Channel.ID == chID {
-			f = &d.Forms[i]
-		}
-	}
-	if f == nil {
-		s.fail(w, r, rq, cloud.Errorf(cloud.ENOTFOUND, "no configurable channel %q", chID))
-		return
-	}
+	chID := f.Channel.ID
 	cfg, err := f.apply(r.PostForm)
 	if err == nil {
 		_, err = s.cfg.Serial.PutChannel(ctx, rq.User.OrgID, d.Device.ID, chID, cfg)
@@ -366,6 +356,23 @@ func (s *Server) putChannel(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	s.flash(r, "Configuration of "+chID+" saved; the agent applies it at once if connected.")
 	http.Redirect(w, r, "/panel/devices/"+url.PathEscape(d.Device.ID)+"#config-"+chID, http.StatusSeeOther)
+}
+
+// channelPage reads the device page of the request's device, and the
+// configuration form of its channel ch (ENOTFOUND when it has no
+// configurable channel of that id), for the forms that change a channel.
+func (s *Server) channelPage(r *http.Request, rq *request) (*deviceData, *channelForm, error) {
+	d, err := s.deviceData(r.Context(), rq, r.PathValue("id"), url.Values{})
+	if err != nil {
+		return nil, nil, err
+	}
+	chID := r.PathValue("ch")
+	for i := range d.Forms {
+		if d.Forms[i].Channel.ID == chID {
+			return d, &d.Forms[i], nil
+		}
+	}
+	return nil, nil, cloud.Errorf(cloud.ENOTFOUND, "no configurable channel %q", chID)
 }
 
 // The serialcfg kinds' choices, for selects in the channel forms.

@@ -57,7 +57,11 @@ func testDBCImport(t *testing.T, open storetest.Opener) {
 		}
 	}
 
-	if r := h.signIn(cloud.RoleViewer).upload(path, nil, file(testDBC)); r.status != http.StatusForbidden {
+	viewer := h.signIn(cloud.RoleViewer)
+	if strings.Contains(viewer.get("/panel/devices/"+h.device.ID).body, "Import DBC") {
+		t.Error("a VIEWER is offered the DBC import")
+	}
+	if r := viewer.upload(path, nil, file(testDBC)); r.status != http.StatusForbidden {
 		t.Errorf("VIEWER import: %d", r.status)
 	}
 

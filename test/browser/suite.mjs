@@ -187,7 +187,7 @@ step("a point's chart draws its buckets, switches ranges and downloads CSV", asy
     assert(Number(await chart.getAttribute("data-points")) > 0, `range ${range}: no bucket drawn`);
   }
   await shoot(page, "point");
-  for (const [name, header] of [[/^Download the last 24 h of .* as CSV/, "at,min,max,avg,last,count"], [/^Download the raw samples/, "at,value"]]) {
+  for (const [name, header] of [[/^Download CSV: .*, the last 24 h in 2 min buckets$/, "at,min,max,avg,last,count"], [/^Raw samples \(CSV\): .*, the last 24 h$/, "at,value"]]) {
     const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name }).click()]);
     const text = readFileSync(await download.path(), "utf8");
     const lines = text.trim().split("\n");

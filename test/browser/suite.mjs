@@ -239,6 +239,28 @@ step("the keyboard reaches a point's chart and its ranges, with visible focus", 
   await page.waitForURL((u) => u.searchParams.get("range") === "1h");
 });
 
+step("a DBC file imported on a CAN FD channel's page becomes its points; a malformed one names its line", async () => {
+  const dbc = (extra) => ({ name: "browser.dbc", mimeType: "application/octet-stream", buffer: Buffer.from(
+    `VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_: ECU\n\nBO_ 1280 BrowserFrame: 8 ECU\n SG_ BrowserLevel : 0|8@1+ (0.5,0) [0|127.5] "%" ECU\n${extra}`) });
+  await page.goto(`${BASE}/panel/devices/${DEVICE}`);
+  const form = page.locator("#config-canfd-1");
+  await form.locator("summary").click();
+  await form.getByLabel("DBC file", { exact: true }).setInputFiles(dbc("BO_ 1281 Broken: eight ECU\n"));
+  await form.getByRole("button", { name: "Import DBC into canfd-1" }).click();
+  await page.getByText("browser.dbc:11:").waitFor();
+  await page.goto(`${BASE}/panel/devices/${DEVICE}`);
+  assert((await pointRow(page, "canfd-1.browser_level").count()) === 0, "the malformed file added a point");
+  await page.locator("#config-canfd-1 summary").click();
+  await page.locator("#config-canfd-1").getByLabel("DBC file", { exact: true }).setInputFiles(dbc(""));
+  await page.locator("#config-canfd-1").getByLabel("Messages (optional)").fill("BrowserFrame");
+  await page.getByRole("button", { name: "Import DBC into canfd-1" }).click();
+  await page.getByText("DBC file imported: canfd-1 now has").waitFor();
+  await pointRow(page, "canfd-1.browser_level").waitFor();
+  const [status, body] = curl(KEY, `/devices/${DEVICE}/serial/channels/canfd-1`);
+  const pt = JSON.parse(body).data.config.points.find((p) => p.name === "browser_level");
+  assert(status === 200 && pt && pt.canId === "0x500" && pt.scale === 0.5 && pt.unit === "%", `canfd-1's point through the API: ${JSON.stringify(pt)}`);
+});
+
 step("acknowledging an alert changes its state in the API", async () => {
   const row = await until("the Gatehouse's device_offline alert on the alerts page", async () => {
     await page.goto(BASE + "/panel/alerts");

@@ -37,11 +37,16 @@ type channelForm struct {
 	Fields  []field
 	Error   string // an error that names no field of the form
 	Open    bool   // shown unfolded (after an error)
-	raw     []byte
+	// DBC is the DBC import form of a canfd channel, nil for others.
+	DBC *dbcForm
+	raw []byte
 }
 
 func newChannelForm(ch resource.Channel) channelForm {
 	f := channelForm{Channel: ch}
+	if ch.Config.CANFD != nil {
+		f.DBC = &dbcForm{Channel: ch.ID}
+	}
 	raw, err := json.Marshal(ch.Config)
 	if err != nil || bytes.Equal(raw, []byte("null")) {
 		f.Error = "This channel has no configuration to edit."

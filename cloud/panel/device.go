@@ -53,6 +53,8 @@ type deviceData struct {
 	OlderEventsURL string
 	EventsURL      string
 
+	Points pointsData
+
 	// Serial is nil for a model without serial I/O (SerialNote says so).
 	Serial     *resource.SerialState
 	SerialNote string
@@ -129,6 +131,15 @@ func (s *Server) deviceData(ctx context.Context, rq *request, id string, q url.V
 		d.EventsURL = base + "?" + v.Encode() + "#events"
 	}
 
+	if d.Points, err = s.points(ctx, org, dev); err != nil {
+		// The rest of the page is still worth showing.
+		if errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+		s.log.Error("panel: points of a device could not be read", "device", dev.ID, "err", err)
+		d.Points.Note = "The points could not be read; it has been logged."
+	}
+
 	st, err := s.cfg.Serial.Serial(ctx, org, dev.ID)
 	switch {
 	case cloud.ErrorCode(err) == cloud.ECAPABILITY:
@@ -140,7 +151,11 @@ func (s *Server) deviceData(ctx context.Context, rq *request, id string, q url.V
 		d.SerialForm = newSerialForm(st)
 		for _, ch := range st.Channels {
 			if ch.Configurable {
-				d.Forms = append(d.Forms, newChannelForm(ch))
+				f := newChannelForm(ch)
+				if f.DBC != nil {
+					f.DBC.Action = base + "/channels/" + url.PathEscape(ch.ID) + "/dbc"
+				}
+				d.Forms = append(d.Forms, f)
 			}
 		}
 	}
@@ -311,22 +326,12 @@ func (s *Server) patchSerial(w http.ResponseWriter, r *http.Request, rq *request
 // it; the first error is shown beside its field and nothing is saved.
 func (s *Server) putChannel(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	d, err := s.deviceData(ctx, rq, r.PathValue("id"), url.Values{})
+	d, f, err := s.channelPage(r, rq)
 	if err != nil {
 		s.fail(w, r, rq, err)
 		return
 	}
-	chID := r.PathValue("ch")
-	var f *channelForm
-	for i := range d.Forms {
-		if d.Forms[i].Channel.ID == chID {
-			f = &d.Forms[i]
-		}
-	}
-	if f == nil {
-		s.fail(w, r, rq, cloud.Errorf(cloud.ENOTFOUND, "no configurable channel %q", chID))
-		return
-	}
+	chID := f.Channel.ID
 	cfg, err := f.apply(r.PostForm)
 	if err == nil {
 		_, err = s.cfg.Serial.PutChannel(ctx, rq.User.OrgID, d.Device.ID, chID, cfg)
@@ -351,6 +356,23 @@ func (s *Server) putChannel(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	s.flash(r, "Configuration of "+chID+" saved; the agent applies it at once if connected.")
 	http.Redirect(w, r, "/panel/devices/"+url.PathEscape(d.Device.ID)+"#config-"+chID, http.StatusSeeOther)
+}
+
+// channelPage reads the device page of the request's device, and the
+// configuration form of its channel ch (ENOTFOUND when it has no
+// configurable channel of that id), for the forms that change a channel.
+func (s *Server) channelPage(r *http.Request, rq *request) (*deviceData, *channelForm, error) {
+	d, err := s.deviceData(r.Context(), rq, r.PathValue("id"), url.Values{})
+	if err != nil {
+		return nil, nil, err
+	}
+	chID := r.PathValue("ch")
+	for i := range d.Forms {
+		if d.Forms[i].Channel.ID == chID {
+			return d, &d.Forms[i], nil
+		}
+	}
+	return nil, nil, cloud.Errorf(cloud.ENOTFOUND, "no configurable channel %q", chID)
 }
 
 // The serialcfg kinds' choices, for selects in the channel forms.

@@ -1,9 +1,11 @@
 package panel_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -20,6 +22,7 @@ import (
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 	"github.com/fleet/fleet/test/rig/dialects"
 )
 
@@ -33,6 +36,9 @@ var stores dialects.Each
 func TestMain(m *testing.M) { stores.Main(m) }
 
 const testPassword = "correct horse battery staple"
+
+// testPoint is the point the harness's device reads on rs485-1.
+const testPoint = "rs485-1.boiler_temp"
 
 // fastHasher keeps argon2id cheap in tests.
 var fastHasher = password.NewHasher(password.Params{MemoryKiB: 64, Time: 1, Threads: 1}, 4)
@@ -82,9 +88,13 @@ func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config
 		[]webhook.Attempt{{DeliveryID: h.delivery, Number: 1, At: now, StatusCode: 503, State: webhook.StateFailed}}); err != nil {
 		t.Fatal(err)
 	}
+	// rs485-1 reads one point, testPoint.
+	ch := must(db.Serial().Channel(ctx, h.org.ID, h.device.ID, "rs485-1"))
+	ch.Config.RS485.Points = []serialcfg.RS485Point{{Name: "boiler_temp", Function: "holding", Register: 0, Type: "f32", Unit: "°C"}}
+	must(db.Serial().PutChannel(ctx, h.org.ID, h.device.ID, "rs485-1", ch.Config))
 	h.key, _ = must2(db.CreateKey(ctx, h.org.ID, "ERP", []string{cloud.ScopeDevicesRead}, 0))
 	cfg := panel.Config{
-		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(),
+		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(), Points: db.Points(),
 		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps,
 		Hasher: fastHasher, Now: time.Now,
 	}
@@ -194,6 +204,36 @@ func (c *client) get(path string) response {
 	c.t.Helper()
 	req, _ := http.NewRequest("GET", c.base+path, nil)
 	return c.do(req)
+}
+
+// upload posts form as multipart/form-data with one file, as a browser
+// sends a form with a file input.
+func (c *client) upload(path string, form url.Values, file upload) response {
+	c.t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for k, vs := range form {
+		for _, v := range vs {
+			mw.WriteField(k, v)
+		}
+	}
+	if file.Field != "" {
+		fw, err := mw.CreateFormFile(file.Field, file.Name)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		fw.Write(file.Content)
+	}
+	mw.Close()
+	req, _ := http.NewRequest("POST", c.base+path, &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	return c.do(req)
+}
+
+// upload is a file a form sends.
+type upload struct {
+	Field, Name string
+	Content     []byte
 }
 
 func (c *client) post(path string, form url.Values) response {

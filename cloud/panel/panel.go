@@ -40,10 +40,13 @@ const (
 
 // Config is what New needs.
 type Config struct {
-	Devices  cloud.DeviceService
-	Fleet    cloud.FleetView
-	Serial   cloud.SerialService
-	Alerts   cloud.AlertService
+	Devices cloud.DeviceService
+	Fleet   cloud.FleetView
+	Serial  cloud.SerialService
+	Alerts  cloud.AlertService
+	// Points backs the device page's points and their charts; nil hides
+	// them.
+	Points   cloud.PointService
 	Users    cloud.UserService
 	Sessions cloud.SessionStore
 	Keys     cloud.KeyAdmin
@@ -136,6 +139,15 @@ type route struct {
 	h               func(w http.ResponseWriter, r *http.Request, rq *request)
 }
 
+// bodyLimit bounds the body of a POST to pattern: MaxFormBytes, more for
+// the DBC upload.
+func bodyLimit(pattern string) int64 {
+	if pattern == dbcRoute {
+		return maxDBCBody
+	}
+	return MaxFormBytes
+}
+
 // RouteInfo describes a route for the role-matrix tests and docs.
 type RouteInfo struct {
 	Method, Pattern string
@@ -160,6 +172,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/panel/devices/{id}", cloud.PermView, s.devicePage},
 		{"GET", "/panel/devices/{id}/channels", cloud.PermView, s.channelsFragment},
 		{"POST", "/panel/devices/{id}/channels/{ch}", cloud.PermConfigure, s.putChannel},
+		{"POST", dbcRoute, cloud.PermConfigure, s.importDBC},
 		{"POST", "/panel/devices/{id}/serial", cloud.PermConfigure, s.patchSerial},
 		{"GET", "/panel/alerts", cloud.PermView, s.alertsPage},
 		{"POST", "/panel/alerts/acknowledge", cloud.PermAlerts, s.alertsAction},
@@ -173,6 +186,13 @@ func (s *Server) routeTable() []route {
 		{"POST", "/panel/settings/members", cloud.PermMembers, s.addMember},
 		{"POST", "/panel/settings/members/{id}/role", cloud.PermMembers, s.setMemberRole},
 		{"POST", "/panel/settings/members/{id}/disable", cloud.PermMembers, s.disableMember},
+	}
+	if s.cfg.Points != nil {
+		rs = append(rs,
+			route{"GET", "/panel/devices/{id}/points", cloud.PermView, s.pointsFragment},
+			route{"GET", "/panel/devices/{id}/points/{point}", cloud.PermView, s.pointPage},
+			route{"GET", "/panel/devices/{id}/points/{point}/samples.csv", cloud.PermView, s.pointCSV},
+		)
 	}
 	if s.cfg.Webhooks != nil {
 		rs = append(rs,
@@ -232,11 +252,11 @@ func (s *Server) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
+			limit := bodyLimit(rt.Pattern)
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			if err := r.ParseForm(); err != nil {
-				var tooBig *http.MaxBytesError
-				if errors.As(err, &tooBig) {
-					s.renderError(w, r, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form was larger than %d KiB and was refused; nothing was changed.", MaxFormBytes>>10))
+				if tooBig(err) {
+					s.renderError(w, r, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form was larger than %d KiB and was refused; nothing was changed.", limit>>10))
 					return
 				}
 				s.renderError(w, r, nil, http.StatusBadRequest, "The form could not be read; nothing was changed.")
@@ -258,6 +278,12 @@ func (s *Server) guard(rt route) http.Handler {
 		}
 		rt.h(w, r, rq)
 	})
+}
+
+// tooBig reports whether err is a body over its route's bound.
+func tooBig(err error) bool {
+	var e *http.MaxBytesError
+	return errors.As(err, &e)
 }
 
 // fail renders err: a domain error with its status and message, an internal

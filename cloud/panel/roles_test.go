@@ -53,7 +53,7 @@ func testRoleMatrix(t *testing.T, open storetest.Opener) {
 				t.Fatalf("no effective form for %s", rt.Pattern)
 			}
 			before := h.state()
-			resp := c.post(path, form)
+			resp := h.send(c, rt.Pattern, form)
 			if resp.status != http.StatusForbidden {
 				t.Errorf("%s: status %d, want 403", name, resp.status)
 			}
@@ -80,7 +80,7 @@ func testEffectiveFormsWork(t *testing.T, open storetest.Opener) {
 	c := h.signIn(cloud.RoleOwner)
 	for pattern, form := range h.effectiveForms() {
 		before := h.state()
-		resp := c.post(h.fill(pattern), form)
+		resp := h.send(c, pattern, form)
 		if resp.status >= 400 {
 			t.Errorf("%s: %d %s", pattern, resp.status, resp.body)
 			continue
@@ -89,6 +89,35 @@ func testEffectiveFormsWork(t *testing.T, open storetest.Opener) {
 			t.Errorf("%s: the OWNER's form changed nothing", pattern)
 		}
 	}
+}
+
+// send posts form to the route of pattern, with the DBC file of
+// effectiveUploads when the route takes one.
+func (h *harness) send(c *client, pattern string, form url.Values) response {
+	if up, ok := effectiveUploads[pattern]; ok {
+		return c.upload(h.fill(pattern), form, up)
+	}
+	return c.post(h.fill(pattern), form)
+}
+
+// testDBC is a DBC file of one message with two signals, one of each byte
+// order.
+const testDBC = `VERSION ""
+
+NS_ :
+
+BS_:
+
+BU_: ECU Gateway
+
+BO_ 256 EngineData: 8 ECU
+ SG_ EngineSpeed : 0|16@1+ (0.25,0) [0|16383.75] "rpm" Gateway
+ SG_ CoolantTemp : 23|8@0- (1,-40) [-40|215] "degC" Gateway
+`
+
+// effectiveUploads are the files the routes that take one are sent.
+var effectiveUploads = map[string]upload{
+	"/panel/devices/{id}/channels/{ch}/dbc": {Field: "dbc", Name: "engine.dbc", Content: []byte(testDBC)},
 }
 
 func want(allowed bool) string {
@@ -106,7 +135,9 @@ func isSignIn(r response) bool {
 func (h *harness) fill(pattern string) string {
 	r := strings.NewReplacer(
 		"/devices/{id}", "/devices/"+h.device.ID,
+		"{ch}/dbc", "canfd-1/dbc",
 		"{ch}", "rs485-1",
+		"{point}", testPoint,
 		"/alerts/{id}/acknowledge", "/alerts/"+h.alerts[0].ID+"/acknowledge",
 		"/alerts/{id}/resolve", "/alerts/"+h.alerts[1].ID+"/resolve",
 		"/api-keys/{id}", "/api-keys/"+h.key.ID,
@@ -144,6 +175,7 @@ func (h *harness) effectiveForms() map[string]url.Values {
 	chForm.Set("baudRate", "19200")
 	return map[string]url.Values{
 		"/panel/devices/{id}/channels/{ch}":                  chForm,
+		"/panel/devices/{id}/channels/{ch}/dbc":              {},
 		"/panel/devices/{id}/serial":                         {"mode": {"both"}, "webhookUrl": {"https://example.com/signals"}, "webhookEnabled": {"true"}},
 		"/panel/alerts/acknowledge":                          {"id": {h.alerts[2].ID}},
 		"/panel/alerts/resolve":                              {"id": {h.alerts[3].ID}},

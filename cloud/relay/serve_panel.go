@@ -41,7 +41,7 @@ func (m *Main) startPanel(ctx context.Context, mux *http.ServeMux) (func(context
 	c := m.Config.Panel
 	p := m.DB.Panel
 	srv, err := panel.New(panel.Config{
-		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts,
+		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Points: m.DB.Points(),
 		Fleet: p, Users: p, Sessions: p, Keys: p, Webhooks: p,
 		IdleTimeout: c.IdleTimeout, Lifetime: c.Lifetime, Throttle: c.Throttle,
 		Secure: m.Config.TLSCert != "", Logger: m.Logger.With("component", "panel"), Now: m.DB.Now,

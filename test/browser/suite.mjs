@@ -5,7 +5,7 @@
 // is "N passed, M failed", and the exit status is 1 when any failed.
 import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -147,6 +147,118 @@ step("channels refresh by themselves", async () => {
     const now = await page.locator("#channels tr", { hasText: "rs485-1" }).locator("code.live").textContent();
     return now !== first;
   }, 20_000);
+});
+
+// The demo's IG-500s read points on rs485-1 (deploy/demo/run.sh): a
+// temperature and a counter that moves every second.
+const COUNTER = "rs485-1.pulse_count";
+const pointRow = (p, id) => p.locator(`#points tr[data-point-id="${id}"]`);
+
+step("points are listed and refresh by themselves", async () => {
+  await page.goto(`${BASE}/panel/devices/${DEVICE}`);
+  const value = pointRow(page, COUNTER).locator(".value");
+  const first = await until(`${COUNTER}'s first reading`, async () => {
+    const v = (await value.textContent()).trim();
+    return v !== "—" ? v : null;
+  }, 60_000);
+  const row = await pointRow(page, COUNTER).textContent();
+  assert(/good/.test(row) && /(\d+ s ago|now)/.test(row), `${COUNTER}'s row: ${row}`);
+  await page.evaluate(() => { window.__notReloaded = true; });
+  await page.waitForResponse((r) => r.url().endsWith(`/panel/devices/${DEVICE}/points`) && r.status() === 200, { timeout: 10_000 });
+  await until(`${COUNTER}'s value to change on the page`, async () => (await value.textContent()).trim() !== first, 30_000);
+  assert(await page.evaluate(() => window.__notReloaded === true), "the page was reloaded to show the new value");
+});
+
+step("a point's chart draws its buckets, switches ranges and downloads CSV", async () => {
+  await pointRow(page, COUNTER).getByRole("link").click();
+  await page.waitForURL(`${BASE}/panel/devices/${DEVICE}/points/${COUNTER}`);
+  await page.getByRole("heading", { level: 1, name: COUNTER }).waitFor();
+  const chart = page.locator(".point-chart");
+  await until("the chart's first bucket", async () => {
+    await page.reload();
+    await chart.locator("canvas").waitFor();
+    return Number(await chart.getAttribute("data-points")) > 0;
+  }, 90_000);
+  for (const [label, range] of [["Last 1 h", "1h"], ["Last 7 d", "7d"], ["Last 24 h", "24h"]]) {
+    await page.getByRole("link", { name: label, exact: true }).click();
+    await page.waitForURL((u) => u.searchParams.get("range") === range);
+    assert((await page.getByRole("link", { name: label, exact: true }).getAttribute("aria-current")) === "true", `${label} is not marked current`);
+    await chart.locator("canvas").waitFor();
+    assert(Number(await chart.getAttribute("data-points")) > 0, `range ${range}: no bucket drawn`);
+  }
+  await shoot(page, "point");
+  for (const [name, header] of [[/^Download CSV: .*, the last 24 h in 2 min buckets$/, "at,min,max,avg,last,count"], [/^Raw samples \(CSV\): .*, the last 24 h$/, "at,value"]]) {
+    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name }).click()]);
+    const text = readFileSync(await download.path(), "utf8");
+    const lines = text.trim().split("\n");
+    assert(lines[0] === header, `${name}: header ${JSON.stringify(lines[0])}`);
+    assert(lines.length >= 2, `${name}: no rows`);
+    assert(download.suggestedFilename().startsWith(COUNTER) && download.suggestedFilename().endsWith(".csv"), `${name}: file ${download.suggestedFilename()}`);
+  }
+});
+
+step("at 360 px the device and point pages do not scroll sideways and the chart fits", async () => {
+  await page.setViewportSize({ width: 360, height: 800 });
+  for (const path of [`/panel/devices/${DEVICE}`, `/panel/devices/${DEVICE}/points/${COUNTER}?range=1h`]) {
+    await page.goto(BASE + path);
+    await page.waitForTimeout(300);
+    const [scroll, client] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+    assert(scroll <= client, `${path} at 360 px: ${scroll} px wide in ${client}`);
+  }
+  const box = await page.locator(".point-chart canvas").boundingBox();
+  assert(box && box.x >= 0 && box.x + box.width <= 360, `the chart at 360 px: ${JSON.stringify(box)}`);
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.waitForTimeout(300); // the chart grows back after a resize
+  const wide = await page.locator(".point-chart canvas").boundingBox();
+  assert(wide.width > box.width, `the chart did not resize: ${box.width} then ${wide.width} px`);
+});
+
+step("the keyboard reaches a point's chart and its ranges, with visible focus", async () => {
+  await page.goto(`${BASE}/panel/devices/${DEVICE}`);
+  const target = `point-${COUNTER}`;
+  let tabs = 0;
+  for (; tabs < 150; tabs++) {
+    await page.keyboard.press("Tab");
+    if ((await page.evaluate(() => document.activeElement && document.activeElement.id)) === target) break;
+  }
+  assert(tabs < 150, `${target} not reached in 150 Tab presses`);
+  const outline = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+  assert(outline !== "none", "the focused point link shows no focus outline");
+  // A refresh of the list keeps the focus on the same link.
+  await page.waitForResponse((r) => r.url().endsWith(`/panel/devices/${DEVICE}/points`), { timeout: 10_000 });
+  await page.waitForTimeout(200);
+  assert((await page.evaluate(() => document.activeElement && document.activeElement.id)) === target, "the points refresh lost the focus");
+  await page.keyboard.press("Enter");
+  await page.waitForURL(`${BASE}/panel/devices/${DEVICE}/points/${COUNTER}`);
+  for (let i = 0; i < 40; i++) {
+    await page.keyboard.press("Tab");
+    if ((await page.evaluate(() => document.activeElement && document.activeElement.getAttribute("aria-label"))) === "Last 1 h") break;
+  }
+  assert((await page.evaluate(() => document.activeElement.getAttribute("aria-label"))) === "Last 1 h", "the 1 h range is not reachable by Tab");
+  await page.keyboard.press("Enter");
+  await page.waitForURL((u) => u.searchParams.get("range") === "1h");
+});
+
+step("a DBC file imported on a CAN FD channel's page becomes its points; a malformed one names its line", async () => {
+  const dbc = (extra) => ({ name: "browser.dbc", mimeType: "application/octet-stream", buffer: Buffer.from(
+    `VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_: ECU\n\nBO_ 1280 BrowserFrame: 8 ECU\n SG_ BrowserLevel : 0|8@1+ (0.5,0) [0|127.5] "%" ECU\n${extra}`) });
+  await page.goto(`${BASE}/panel/devices/${DEVICE}`);
+  const form = page.locator("#config-canfd-1");
+  await form.locator("summary").click();
+  await form.getByLabel("DBC file", { exact: true }).setInputFiles(dbc("BO_ 1281 Broken: eight ECU\n"));
+  await form.getByRole("button", { name: "Import DBC into canfd-1" }).click();
+  await page.getByText("browser.dbc:11:").waitFor();
+  await page.goto(`${BASE}/panel/devices/${DEVICE}`);
+  assert((await pointRow(page, "canfd-1.browser_level").count()) === 0, "the malformed file added a point");
+  await page.locator("#config-canfd-1 summary").click();
+  await page.locator("#config-canfd-1").getByLabel("DBC file", { exact: true }).setInputFiles(dbc(""));
+  await page.locator("#config-canfd-1").getByLabel("Messages (optional)").fill("BrowserFrame");
+  await page.getByRole("button", { name: "Import DBC into canfd-1" }).click();
+  await page.getByText("DBC file imported: canfd-1 now has").waitFor();
+  await pointRow(page, "canfd-1.browser_level").waitFor();
+  const [status, body] = curl(KEY, `/devices/${DEVICE}/serial/channels/canfd-1`);
+  const pt = JSON.parse(body).data.config.points.find((p) => p.name === "browser_level");
+  assert(status === 200 && pt && pt.canId === "0x500" && pt.scale === 0.5 && pt.unit === "%", `canfd-1's point through the API: ${JSON.stringify(pt)}`);
 });
 
 step("acknowledging an alert changes its state in the API", async () => {

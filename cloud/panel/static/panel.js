@@ -1,4 +1,4 @@
-// Fleet panel: charts (uPlot), copy buttons, "select all". Loaded as a file
+// Fleet panel: charts (uPlot: the device's metrics, a point's buckets), copy buttons, "select all". Loaded as a file
 // (the Content-Security-Policy allows no inline script); every page works
 // without it, less the charts and the copy buttons.
 (function () {
@@ -42,10 +42,44 @@
     });
   }
 
+  // drawPointChart draws a point's buckets: the band from each bucket's
+  // minimum to its maximum and the average as a line (data-point-chart:
+  // {"t":[...], "min":[...], "max":[...], "avg":[...]}, nulls at gaps).
+  function drawPointChart() {
+    if (typeof uPlot === "undefined") return;
+    document.querySelectorAll(".chart[data-point-chart]").forEach(function (fig) {
+      var data;
+      try { data = JSON.parse(fig.getAttribute("data-point-chart")); } catch (e) { return; }
+      var plot = fig.querySelector(".plot"), unit = fig.getAttribute("data-unit") || "";
+      var from = Number(fig.getAttribute("data-from")), to = Number(fig.getAttribute("data-to"));
+      var bool = fig.getAttribute("data-bool") === "true";
+      var fmt = function (v) {
+        if (v == null) return "—";
+        if (bool) return v >= 0.5 ? "on" : "off";
+        return Number(v.toPrecision(7)) + (unit ? " " + unit : "");
+      };
+      plot.textContent = "";
+      var color = "#1f5fbf";
+      var chart = new uPlot({
+        width: Math.max(plot.clientWidth, 200), height: 240,
+        legend: { show: true },
+        scales: { x: { time: true, range: function () { return [from, to]; } }, y: bool ? { range: [-0.1, 1.1] } : {} },
+        axes: [{}, { size: 60, values: function (u, vals) { return vals.map(function (v) { return bool ? (v === 1 ? "on" : v === 0 ? "off" : "") : String(v); }); } }],
+        series: [{},
+          { label: "max", stroke: color + "55", width: 1, value: function (u, v) { return fmt(v); }, points: { show: false } },
+          { label: "avg", stroke: color, width: 2, value: function (u, v) { return fmt(v); }, points: { show: data.t.length < 60 } },
+          { label: "min", stroke: color + "55", width: 1, value: function (u, v) { return fmt(v); }, points: { show: false } }],
+        bands: [{ series: [1, 3], fill: color + "2e" }]
+      }, [data.t, data.max, data.avg, data.min], plot);
+      fig.setAttribute("data-points", String(data.t.length));
+      fig._chart = chart;
+    });
+  }
+
   function resizeCharts() {
     document.querySelectorAll(".chart").forEach(function (fig) {
       var plot = fig.querySelector(".plot");
-      if (fig._chart && plot) fig._chart.setSize({ width: Math.max(plot.clientWidth, 200), height: 180 });
+      if (fig._chart && plot) fig._chart.setSize({ width: Math.max(plot.clientWidth, 200), height: fig._chart.height });
     });
   }
 
@@ -77,6 +111,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     drawCharts();
+    drawPointChart();
     copyButtons();
     selectAll();
     var t;

@@ -121,10 +121,6 @@ func testPoints(t *testing.T, open storetest.Opener) {
 	if p := byID["rs485-1.alarm"]; p.Value != true || p.Quality != "good" {
 		t.Errorf("alarm (bool): %+v", p)
 	}
-	// gpio-1's newest sample (a 1, 10 min ago) is its state.
-	if p := byID["gpio-1.level"]; p.Value != true || p.At == nil || !p.At.Equal(start.Add(590*time.Second)) {
-		t.Errorf("gpio-1.level: %+v", p)
-	}
 
 	samplesPath := func(point string, q url.Values) string {
 		return base + "/points/" + point + "/samples?" + q.Encode()

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/sqlite/rawstmt"
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/resource"
@@ -123,6 +124,8 @@ var hbStmts = [...]bulkStmt{
 var (
 	eventRows  = insertStmt("INSERT OR IGNORE", "events", []string{"id", "org_id", "device_id", "type", "severity", "message", "data", "created_at"}, "")
 	metricRows = insertStmt("INSERT OR IGNORE", "metrics", []string{"device_id", "captured_at", "cpu_pct", "mem_pct", "disk_used_pct", "temp_cpu", "load_avg1"}, ` RETURNING captured_at`)
+	pointRows  = bulkStmt{name: "point_head", cols: []string{"series_id", "at", "value", "error"},
+		head: sqlstore.PointHeadSQL, tail: sqlstore.PointHeadTail + ` RETURNING series_id || '/' || at`}
 )
 
 // hbSized is a heartbeat statement for 1<<k rows: its key among the
@@ -133,7 +136,7 @@ type hbSized struct{ key, sql string }
 // makes the text of every heartbeat statement.
 func (s *AgentStore) prepareBulk() error {
 	s.bulk = make(map[string]*sql.Stmt)
-	for _, b := range []*bulkStmt{&eventRows, &metricRows} {
+	for _, b := range []*bulkStmt{&eventRows, &metricRows, &pointRows} {
 		st, err := s.db.W.Prepare(b.sql(hbChunk))
 		if err != nil {
 			return fmt.Errorf("sqlite: prepare bulk %s: %w", b.name, err)

@@ -16,5 +16,5 @@ var errPointsTODO = errors.New("points: not implemented yet")
 
 // PointSamples implements cloud.PointService.
 func (s *PointService) PointSamples(ctx context.Context, orgID, deviceID, pointID string, q cloud.PointQuery) (cloud.PointSeries, error) {
-	return cloud.PointSeries{}, errPointsTODO
+	return s.pointSamples(ctx, orgID, deviceID, pointID, q)
 }

@@ -34,6 +34,16 @@ func pointsJSON(t testing.TB, v any) string {
 	return string(b)
 }
 
+// telemetry reads d's serial telemetry.
+func (e *env) telemetry(d device) resource.SerialTelemetry {
+	e.t.Helper()
+	tel, err := e.Store.Serial().Telemetry(e.ctx, d.OrgID, d.ID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tel
+}
+
 // testPointState: the point states a heartbeat reports are stored with the
 // channel and read back, for each point of the desired configuration, through
 // telemetry, channel detail and the device's points; a point never reported
@@ -51,10 +61,7 @@ func testPointState(t *testing.T, open Opener) {
 	}
 
 	// Configured, never reported.
-	tel, err := svc.Telemetry(e.ctx, org.ID, d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tel := e.telemetry(d)
 	stale := `[{"id":"rs485-1.temp","value":null,"unit":"°C","quality":"stale","at":null},` +
 		`{"id":"rs485-1.pump","value":null,"unit":"","quality":"stale","at":null},` +
 		`{"id":"rs485-1.pressure","value":null,"unit":"bar","quality":"stale","at":null}]`
@@ -80,11 +87,7 @@ func testPointState(t *testing.T, open Opener) {
 	want := `[{"id":"rs485-1.temp","value":21.5,"unit":"°C","quality":"good","at":` + readAt + `},` +
 		`{"id":"rs485-1.pump","value":true,"unit":"","quality":"good","at":` + readAt + `},` +
 		`{"id":"rs485-1.pressure","value":null,"unit":"bar","quality":"bad","at":` + readAt + `}]`
-	tel, err = svc.Telemetry(e.ctx, org.ID, d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := pointsJSON(t, tel.Channels[1].Points); got != want {
+	if got := pointsJSON(t, e.telemetry(d).Channels[1].Points); got != want {
 		t.Errorf("telemetry points\n%s\nwant\n%s", got, want)
 	}
 	ch, err := svc.Channel(e.ctx, org.ID, d.ID, "rs485-1")
@@ -141,8 +144,8 @@ func testPointState(t *testing.T, open Opener) {
 	if got := pointsJSON(t, list); got != wantMerged {
 		t.Errorf("points with stored samples\n%s\nwant\n%s", got, wantMerged)
 	}
-	if tel, _ := svc.Telemetry(e.ctx, org.ID, d.ID); pointsJSON(t, tel.Channels[1].Points) != want {
-		t.Errorf("telemetry took stored samples: %s", pointsJSON(t, tel.Channels[1].Points))
+	if got := pointsJSON(t, e.telemetry(d).Channels[1].Points); got != want {
+		t.Errorf("telemetry took stored samples: %s", got)
 	}
 
 	// The agent endpoint learns the stored point states at the next hello,
@@ -171,11 +174,7 @@ func testPointState(t *testing.T, open Opener) {
 	wantOffline := `[{"id":"rs485-1.temp","value":21.5,"unit":"°C","quality":"stale","at":` + readAt + `},` +
 		`{"id":"rs485-1.pump","value":true,"unit":"","quality":"stale","at":` + readAt + `},` +
 		`{"id":"rs485-1.pressure","value":null,"unit":"bar","quality":"stale","at":` + readAt + `}]`
-	tel, err = svc.Telemetry(e.ctx, org.ID, d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := pointsJSON(t, tel.Channels[1].Points); got != wantOffline {
+	if got := pointsJSON(t, e.telemetry(d).Channels[1].Points); got != wantOffline {
 		t.Errorf("offline telemetry points\n%s\nwant\n%s", got, wantOffline)
 	}
 	if ch, _ := svc.Channel(e.ctx, org.ID, d.ID, "rs485-1"); pointsJSON(t, ch.Points) != wantOffline {

@@ -66,9 +66,9 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b struct {
-		Event    string                      `json:"event"`
-		DeviceID string                      `json:"deviceId"`
-		At       resource.Time               `json:"at"`
+		Event    string                   `json:"event"`
+		DeviceID string                   `json:"deviceId"`
+		At       resource.Time            `json:"at"`
 		Channels []resource.SignalChannel `json:"channels"`
 		Alert    struct {
 			ID string `json:"id"`

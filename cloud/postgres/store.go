@@ -207,12 +207,12 @@ func (db *DB) Stores(relay string) cloud.Stores {
 		NewAgentStore: func(log *slog.Logger) (cloud.AgentStoreCloser, error) {
 			return NewAgentStore(db, log, relay), nil
 		},
-		Engine: NewAlertEngineStore(db),
-		Outbox: NewWebhookStore(db, relay),
+		Engine:       NewAlertEngineStore(db),
+		Outbox:       NewWebhookStore(db, relay),
+		StaleConfigs: func(ctx context.Context) ([]string, error) { return db.StaleConfigs(ctx, relay) },
 		Cluster: &cloud.Cluster{
-			Relay:        relay,
-			Listen:       db.Listen,
-			StaleConfigs: func(ctx context.Context) ([]string, error) { return db.StaleConfigs(ctx, relay) },
+			Relay:  relay,
+			Listen: db.Listen,
 			Lease: func(ctx context.Context, name string, ttl time.Duration) (bool, error) {
 				return db.TryLease(ctx, name, relay, ttl)
 			},

@@ -179,13 +179,16 @@ func (s AgentReads) Revoked(ctx context.Context) ([]string, error) {
 // may have missed. relay, when not "", keeps those whose socket that relay
 // holds (a store several relays share records it in agent_relay).
 func (s *Store) StaleConfigs(ctx context.Context, relay string) ([]string, error) {
-	q := `SELECT d.id FROM devices d JOIN serial_state s ON s.device_id = d.id
-		WHERE d.agent_session IS NOT NULL AND s.desired_version > s.applied_version`
+	// serial_state's narrow rows are scanned, devices looked up by key
+	// for the few stale ones only.
+	q := `SELECT s.device_id FROM serial_state s WHERE s.desired_version > s.applied_version
+		AND EXISTS (SELECT 1 FROM devices d WHERE d.id = s.device_id AND d.agent_session IS NOT NULL`
 	var args []any
 	if relay != "" {
 		q += ` AND d.agent_relay = ?`
 		args = append(args, relay)
 	}
+	q += `)`
 	out, err := Collect(ctx, s.R, ScanString, q, args...)
 	return out, s.Wrap("stale configs", err)
 }

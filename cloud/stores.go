@@ -31,6 +31,13 @@ type Stores struct {
 	Outbox Outbox
 	// PointHistory compacts and sweeps point history.
 	PointHistory PointHistory
+	// StaleConfigs lists the devices connected to this relay whose agent
+	// has not applied their desired configuration. The relay asks it when
+	// a change may have reached the store without reaching it: on
+	// PostgreSQL after its cluster listener reconnects, on SQLite whenever
+	// the data version (Versioner) moved, since another process (the admin
+	// CLI) may have changed a desired configuration.
+	StaleConfigs func(ctx context.Context) ([]string, error)
 	// Cluster is set when several relays may share the store
 	// (PostgreSQL), nil on SQLite.
 	Cluster *Cluster
@@ -49,9 +56,6 @@ type Cluster struct {
 	Relay string
 	// Listen hears what other relays change until ctx ends.
 	Listen func(ctx context.Context, h ClusterHandlers, log *slog.Logger) error
-	// StaleConfigs lists the devices connected to this relay whose agent
-	// has not applied their desired configuration.
-	StaleConfigs func(ctx context.Context) ([]string, error)
 	// Lease takes or renews a cluster-wide lease for this relay.
 	Lease func(ctx context.Context, name string, ttl time.Duration) (bool, error)
 }

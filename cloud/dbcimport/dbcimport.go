@@ -192,13 +192,11 @@ func point(canID string, m *dbc.MessageDef, s dbc.SignalDef) (serialcfg.CANPoint
 	if p.Name, err = PointName(string(s.Name)); err != nil {
 		return p, err
 	}
-	if s.Size < 1 || s.Size > 64 {
-		return p, fmt.Errorf("length %d: a point reads 1 to 64 bits", s.Size)
+	last, err := p.LastByte()
+	if err != nil {
+		return p, fmt.Errorf("bits %d|%d@%d: %w", s.StartBit, s.Size, endian(s.IsBigEndian), err)
 	}
-	if s.StartBit >= 8*maxFrameBytes {
-		return p, fmt.Errorf("start bit %d is beyond a 64-byte frame", s.StartBit)
-	}
-	if last := LastByte(p.StartBit, p.Length, s.IsBigEndian); last < 0 || uint64(last) >= m.Size {
+	if uint64(last) >= m.Size {
 		return p, fmt.Errorf("bits %d|%d@%d do not fit the message's %d bytes", s.StartBit, s.Size, endian(s.IsBigEndian), m.Size)
 	}
 	if len([]rune(p.Unit)) > serialcfg.MaxPointUnit {
@@ -216,21 +214,6 @@ func endian(big bool) int {
 		return 0
 	}
 	return 1
-}
-
-// LastByte returns the index of the last payload byte a signal of length
-// bits at startBit (as a DBC file writes it) occupies, or -1 when a
-// Motorola signal runs off the start of the payload. A frame needs
-// LastByte+1 bytes to carry the signal.
-func LastByte(startBit, length int, big bool) int {
-	if !big {
-		return (startBit + length - 1) / 8
-	}
-	// Motorola: startBit is the MSB in sawtooth numbering; in the payload's
-	// MSB-first bit order it sits at startBit/8*8 + 7 - startBit%8, and the
-	// signal runs on towards higher bytes.
-	msb := startBit/8*8 + 7 - startBit%8
-	return (msb + length - 1) / 8
 }
 
 var pointNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgxlisten"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/cloud/internal/sqlstore"
 )
 
 // What one relay changes, the others hear through LISTEN/NOTIFY: the store
@@ -88,15 +87,6 @@ func (r resync) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) error 
 		return nil
 	}
 	return r.fn(ctx)
-}
-
-// StaleConfigs returns the devices whose socket relay holds and whose
-// desired serial configuration is newer than what their agent applied:
-// after a listener reconnects, these may have missed a push.
-func (db *DB) StaleConfigs(ctx context.Context, relay string) ([]string, error) {
-	out, err := sqlstore.Collect(ctx, db.R, sqlstore.ScanString, `SELECT d.id FROM devices d JOIN serial_state s ON s.device_id = d.id
-		WHERE d.agent_relay = ? AND d.agent_session IS NOT NULL AND s.desired_version > s.applied_version`, relay)
-	return out, db.Wrap("stale configs", err)
 }
 
 // notify sends a notification on channel in tx.

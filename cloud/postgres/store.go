@@ -210,10 +210,10 @@ func (db *DB) Stores(relay string) cloud.Stores {
 		Engine:       NewAlertEngineStore(db),
 		Outbox:       NewWebhookStore(db, relay),
 		PointHistory: db,
+		StaleConfigs: func(ctx context.Context) ([]string, error) { return db.StaleConfigs(ctx, relay) },
 		Cluster: &cloud.Cluster{
-			Relay:        relay,
-			Listen:       db.Listen,
-			StaleConfigs: func(ctx context.Context) ([]string, error) { return db.StaleConfigs(ctx, relay) },
+			Relay:  relay,
+			Listen: db.Listen,
 			Lease: func(ctx context.Context, name string, ttl time.Duration) (bool, error) {
 				return db.TryLease(ctx, name, relay, ttl)
 			},

@@ -17,7 +17,8 @@ import (
 // device's canfd channel (DESIGN.md "Points"): the channel's desired
 // configuration gains them (same-named points replaced) and is stored
 // through the serial service, as PUT /serial/channels/{id} stores it, so
-// the agent receives it and, on PostgreSQL, every relay hears of it.
+// the agent receives it: on PostgreSQL every relay hears of it, on SQLite
+// the serving relay sees the data version move (serve_agentlink.go).
 // Nothing changes on any error.
 func runChannelImportDBC(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("channel import-dbc")
@@ -86,7 +87,7 @@ func runChannelImportDBC(ctx context.Context, args []string, stdout io.Writer) e
 			if st.Cluster != nil {
 				fmt.Fprintln(w, "Every relay was notified; the agent's relay sends it the configuration now.")
 			} else {
-				fmt.Fprintln(w, "The relay sends the agent the configuration when it next connects (or with the device's next configuration change through the API).")
+				fmt.Fprintln(w, "A relay serving this database sends the configuration to the connected agent within about a second (an agent not connected gets it when it next connects).")
 			}
 		}}, nil
 	})

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // AgentConfig is the agents' endpoint's part of Config; 0 takes
@@ -35,7 +37,10 @@ func (c *AgentConfig) validate() error {
 // startAgentLink mounts the agents' websocket endpoint at protocol.Path.
 // What agents report goes, after each commit, to the alert engine and then
 // to the webhook notifier (signals); desired-configuration changes made
-// through the API reach connected agents at once.
+// through the API reach connected agents at once, those made by another
+// relay (PostgreSQL: LISTEN/NOTIFY) or another process on the same SQLite
+// file (the admin CLI: the data version moves, watchVersion) within about
+// a second.
 func (m *Main) startAgentLink(ctx context.Context, mux *http.ServeMux) (func(context.Context) error, error) {
 	log := m.Logger.With("component", "agentlink")
 	store, err := m.DB.NewAgentStore(log)
@@ -59,13 +64,21 @@ func (m *Main) startAgentLink(ctx context.Context, mux *http.ServeMux) (func(con
 	m.Cluster.Config = append(m.Cluster.Config, srv.DesiredConfigChanged)
 	m.Cluster.Presence = append(m.Cluster.Presence, srv.Superseded)
 	m.Cluster.Revoked = append(m.Cluster.Revoked, srv.Revoked)
+	pushStale := func(ctx context.Context) error {
+		ids, err := m.DB.StaleConfigs(ctx)
+		for _, id := range ids {
+			srv.DesiredConfigChanged(id)
+		}
+		return err
+	}
+	stopWatch := func(context.Context) error { return nil }
 	if m.DB.Cluster != nil {
-		m.Cluster.Resync = append(m.Cluster.Resync, func(ctx context.Context) error {
-			ids, err := m.DB.Cluster.StaleConfigs(ctx)
-			for _, id := range ids {
-				srv.DesiredConfigChanged(id)
-			}
-			return err
+		m.Cluster.Resync = append(m.Cluster.Resync, pushStale)
+	} else if v := m.DB.Versioner(); v != nil {
+		// No notifications on SQLite: another process's change (the
+		// admin CLI on the same file) shows as a move of the data version.
+		stopWatch = background(ctx, func(ctx context.Context) {
+			watchVersion(ctx, v, configPoll, pushStale, log)
 		})
 	}
 	// Draining tells agents to reconnect elsewhere (1012) before
@@ -77,8 +90,46 @@ func (m *Main) startAgentLink(ctx context.Context, mux *http.ServeMux) (func(con
 		}
 	})
 	return func(sctx context.Context) error {
+		stopWatch(sctx)
 		err := srv.Shutdown(sctx)
 		stopRun(sctx)
 		return errors.Join(err, store.Close())
 	}, nil
+}
+
+// configPoll is how often a relay without cluster notifications (SQLite)
+// reads the store's data version to find desired configurations that
+// another process changed.
+const configPoll = time.Second
+
+// watchVersion reads v's data version every interval until ctx ends and,
+// when it moved since the previous read, runs changed (which reads what the
+// move may have changed). While nothing is committed it reads the version
+// only: on SQLite a few loads from the mapped WAL index. A failed changed
+// runs again at the next tick.
+func watchVersion(ctx context.Context, v cloud.Versioner, interval time.Duration, changed func(context.Context) error, log *slog.Logger) {
+	last, err := v.DataVersion(ctx)
+	known := err == nil
+	tick.Every(ctx, interval, func() {
+		cur, err := v.DataVersion(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("data version not read", "err", err)
+			}
+			known = false
+			return
+		}
+		if known && cur == last {
+			return
+		}
+		// The version is read before what it tags: a commit after this
+		// read moves it again and is caught at the next tick.
+		if err := changed(ctx); err != nil {
+			if ctx.Err() == nil {
+				log.Warn("stale desired configurations not read", "err", err)
+			}
+			return
+		}
+		last, known = cur, true
+	})
 }

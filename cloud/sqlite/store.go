@@ -163,5 +163,6 @@ func (db *DB) Stores() cloud.Stores {
 		Engine:       NewAlertEngineStore(db),
 		Outbox:       NewWebhookStore(db),
 		PointHistory: db,
+		StaleConfigs: func(ctx context.Context) ([]string, error) { return db.StaleConfigs(ctx, "") },
 	}
 }

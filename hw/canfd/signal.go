@@ -29,6 +29,8 @@ type Signal struct {
 	Signed   bool
 	Scale    float64
 	Offset   float64
+
+	bytes int // payload bytes needed, from serialcfg.CANLastByte
 }
 
 // ParsePointCANID parses a point's canId: serialcfg.ParseCANID, and an id
@@ -58,32 +60,20 @@ func CompileSignal(p serialcfg.CANPoint) (Signal, error) {
 	default:
 		return Signal{}, fmt.Errorf("byteOrder: %q is not little or big", p.ByteOrder)
 	}
-	if s.Length < 1 || s.Length > 64 {
-		return Signal{}, fmt.Errorf("length: %d is not 1..64", s.Length)
+	last, err := serialcfg.CANLastByte(s.Start, s.Length, s.Big)
+	if err != nil {
+		return Signal{}, err
 	}
-	if s.Start < 0 || s.Start >= 8*MaxFDData {
-		return Signal{}, fmt.Errorf("startBit: %d is not 0..%d", s.Start, 8*MaxFDData-1)
-	}
-	if s.Bytes() > MaxFDData {
-		return Signal{}, fmt.Errorf("startBit: %d bits from bit %d do not fit a 64-byte frame", s.Length, s.Start)
-	}
+	s.bytes = last + 1
 	if s.Scale == 0 {
 		s.Scale = 1
 	}
 	return s, nil
 }
 
-// msbIndex is the position of a Motorola signal's most significant bit in
-// the payload read as one big-endian bit string (bit 0 = bit 7 of byte 0).
-func (s Signal) msbIndex() int { return s.Start/8*8 + 7 - s.Start%8 }
-
-// Bytes returns how many payload bytes a frame needs to carry the signal.
-func (s Signal) Bytes() int {
-	if s.Big {
-		return (s.msbIndex()+s.Length-1)/8 + 1
-	}
-	return (s.Start+s.Length-1)/8 + 1
-}
+// Bytes returns how many payload bytes a frame needs to carry the signal
+// (serialcfg.CANLastByte + 1).
+func (s Signal) Bytes() int { return s.bytes }
 
 // Matches reports whether f is a data frame with the signal's id.
 func (s Signal) Matches(f Frame) bool {
@@ -100,7 +90,7 @@ func (s Signal) Raw(data []byte) (raw uint64, ok bool) {
 	// offset; bytes past the payload (beyond the signal) read as 0.
 	var buf [9]byte
 	if s.Big {
-		pos := s.msbIndex()
+		pos := serialcfg.CANSawtoothMSB(s.Start)
 		first, shift := pos/8, pos%8
 		copy(buf[:], data[first:])
 		word := binary.BigEndian.Uint64(buf[:8])

@@ -275,9 +275,12 @@ func (c *CANFD) validatePoints() error {
 				return err
 			}
 		}
-		if last := CANSignalEnd(p.StartBit, p.Length, p.ByteOrder == "big"); last >= MaxCANPayloadBits {
-			return jsonstrict.Fieldf(f("length"), "a signal of %d bits from start bit %d (%s) ends past the 64-byte payload",
-				p.Length, p.StartBit, p.WithDefaults().ByteOrder)
+		if _, err := p.LastByte(); err != nil {
+			var fe *jsonstrict.FieldError
+			if errors.As(err, &fe) {
+				return jsonstrict.Fieldf(f(fe.Field), "%s", fe.Msg)
+			}
+			return err
 		}
 		for _, m := range []struct {
 			name string
@@ -297,19 +300,46 @@ func (c *CANFD) validatePoints() error {
 // MaxCANPayloadBits is the bits of the largest (64-byte FD) payload.
 const MaxCANPayloadBits = 64 * 8
 
-// CANSignalEnd returns the payload bit, counted from the first byte's most
-// significant bit for a big-endian (Motorola) signal and from its least
-// significant bit for a little-endian (Intel) one, that a signal of length
-// bits starting at DBC start bit start occupies last: a signal fits a
-// payload of n bytes when the result is below 8n. For Intel the bits run
-// from start upwards; for Motorola start names the most significant bit
-// in the DBC's sawtooth numbering (byte*8 + bit, bit 7 the byte's MSB) and
-// the signal runs towards the next bytes.
-func CANSignalEnd(start, length int, big bool) int {
-	if big {
-		return start/8*8 + 7 - start%8 + length - 1
+// CANSawtoothMSB returns where the most significant bit of a big-endian
+// (Motorola) signal with DBC start bit startBit sits in the payload read
+// as one MSB-first bit string (position 0 = bit 7 of byte 0). A DBC file
+// numbers bits byte*8 + bit with bit 0 a byte's least significant, and a
+// Motorola signal names its MSB there, then runs down within the byte and
+// on from bit 7 of the next (the "sawtooth").
+func CANSawtoothMSB(startBit int) int { return startBit/8*8 + 7 - startBit%8 }
+
+// CANLastByte is the one rule for where a CAN signal sits in a frame: it
+// returns the index of the last payload byte that a signal of length bits
+// at DBC start bit startBit occupies, so a frame carries the signal when
+// its payload has more than that many bytes. A little-endian (Intel, @1)
+// signal has its least significant bit at startBit and runs on towards
+// higher bits and bytes; a big-endian (Motorola, @0) one has its most
+// significant bit there (CANSawtoothMSB) and runs on towards later bytes.
+// It fails when length is not 1..64, startBit not 0..511 or the signal
+// ends past the 64-byte FD payload; the error names the field at fault.
+func CANLastByte(startBit, length int, bigEndian bool) (int, error) {
+	if length < 1 || length > 64 {
+		return 0, jsonstrict.Fieldf("length", "must be 1..64 (got %d)", length)
 	}
-	return start + length - 1
+	if startBit < 0 || startBit >= MaxCANPayloadBits {
+		return 0, jsonstrict.Fieldf("startBit", "must be 0..%d (got %d)", MaxCANPayloadBits-1, startBit)
+	}
+	last := startBit + length - 1 // Intel: counted from byte 0's LSB
+	order := "little"
+	if bigEndian {
+		last = CANSawtoothMSB(startBit) + length - 1 // counted from byte 0's MSB
+		order = "big"
+	}
+	if last >= MaxCANPayloadBits {
+		return 0, jsonstrict.Fieldf("length", "%d bits from start bit %d (%s) do not fit a 64-byte frame",
+			length, startBit, order)
+	}
+	return last / 8, nil
+}
+
+// LastByte is CANLastByte for p (byte order "" is little).
+func (p CANPoint) LastByte() (int, error) {
+	return CANLastByte(p.StartBit, p.Length, p.ByteOrder == "big")
 }
 
 // eachPoint checks the count of n points and their names (name(i)), then

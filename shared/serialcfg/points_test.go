@@ -216,21 +216,60 @@ func TestPointNonFiniteRefused(t *testing.T) {
 	}
 }
 
-func TestCANSignalEnd(t *testing.T) {
+// TestCANLastByte holds the one rule for where a CAN signal sits (used by
+// validation, the DBC import and the agent's decoder) at the edges of a
+// classic 8-byte and a 64-byte FD payload, in both byte orders.
+func TestCANLastByte(t *testing.T) {
+	const ok = ""
 	for _, tc := range []struct {
+		name          string
 		start, length int
 		big           bool
-		want          int
+		want          int    // last payload byte
+		field         string // or the field the error names
 	}{
-		{0, 8, false, 7},
-		{7, 8, true, 7},   // Motorola byte 0 whole: MSB is bit 7
-		{7, 16, true, 15}, // bytes 0 and 1
-		{0, 1, true, 7},   // the LSB of byte 0 counted from its MSB
-		{12, 4, true, 14}, // bits 4..1 of byte 1: 8+(7-4)+3
-		{511, 8, true, 511},
+		{"intel byte 0", 0, 8, false, 0, ok},
+		{"intel fills 8 bytes", 0, 64, false, 7, ok},
+		{"intel one bit past 8 bytes", 1, 64, false, 8, ok},
+		{"intel last bit of byte 7", 63, 1, false, 7, ok},
+		{"intel first bit of byte 8", 64, 1, false, 8, ok},
+		{"intel fills the last 8 of 64 bytes", 448, 64, false, 63, ok},
+		{"intel last bit of 64 bytes", 511, 1, false, 63, ok},
+		{"intel past 64 bytes", 505, 8, false, 0, "length"},
+		{"intel 64 bits one past 64 bytes", 449, 64, false, 0, "length"},
+		{"motorola byte 0", 7, 8, true, 0, ok},
+		{"motorola fills 8 bytes", 7, 64, true, 7, ok},
+		{"motorola from bit 6 reaches byte 8", 6, 64, true, 8, ok},
+		{"motorola lsb of byte 0", 0, 1, true, 0, ok},
+		{"motorola lsb of byte 0 runs into byte 1", 0, 2, true, 1, ok},
+		{"motorola lsb of byte 7", 56, 1, true, 7, ok},
+		{"motorola byte 7", 63, 8, true, 7, ok},
+		{"motorola fills the last 8 of 64 bytes", 455, 64, true, 63, ok},
+		{"motorola byte 63", 511, 8, true, 63, ok},
+		{"motorola lsb of byte 63", 504, 1, true, 63, ok},
+		{"motorola lsb of byte 63 runs past", 504, 2, true, 0, "length"},
+		{"motorola byte 63 and one bit past", 511, 9, true, 0, "length"},
+		{"motorola 64 bits one past 64 bytes", 454, 64, true, 0, "length"},
+		{"length 0", 0, 0, false, 0, "length"},
+		{"length 65", 0, 65, true, 0, "length"},
+		{"start bit 512", 512, 1, false, 0, "startBit"},
+		{"start bit -1", -1, 1, true, 0, "startBit"},
 	} {
-		if got := serialcfg.CANSignalEnd(tc.start, tc.length, tc.big); got != tc.want {
-			t.Errorf("CANSignalEnd(%d, %d, %v) = %d, want %d", tc.start, tc.length, tc.big, got, tc.want)
+		got, err := serialcfg.CANLastByte(tc.start, tc.length, tc.big)
+		var fe *jsonstrict.FieldError
+		switch {
+		case tc.field == ok && (err != nil || got != tc.want):
+			t.Errorf("%s: CANLastByte(%d, %d, %v) = %d, %v; want %d", tc.name, tc.start, tc.length, tc.big, got, err, tc.want)
+		case tc.field != ok && (!errors.As(err, &fe) || fe.Field != tc.field):
+			t.Errorf("%s: CANLastByte(%d, %d, %v) = %d, %v; want an error naming %s", tc.name, tc.start, tc.length, tc.big, got, err, tc.field)
+		}
+		order := "little"
+		if tc.big {
+			order = "big"
+		}
+		p := serialcfg.CANPoint{StartBit: tc.start, Length: tc.length, ByteOrder: order}
+		if pg, perr := p.LastByte(); pg != got || (perr == nil) != (err == nil) {
+			t.Errorf("%s: CANPoint.LastByte = %d, %v; CANLastByte %d, %v", tc.name, pg, perr, got, err)
 		}
 	}
 }

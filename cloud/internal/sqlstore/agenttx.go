@@ -181,6 +181,25 @@ func (s AgentReads) Revoked(ctx context.Context) ([]string, error) {
 	return out, s.Wrap("revoked devices", err)
 }
 
+// StaleConfigs returns the devices with an agent connected whose desired
+// serial configuration is newer than what their agent applied: pushes they
+// may have missed. relay, when not "", keeps those whose socket that relay
+// holds (a store several relays share records it in agent_relay).
+func (s *Store) StaleConfigs(ctx context.Context, relay string) ([]string, error) {
+	// serial_state's narrow rows are scanned, devices looked up by key
+	// for the few stale ones only.
+	q := `SELECT s.device_id FROM serial_state s WHERE s.desired_version > s.applied_version
+		AND EXISTS (SELECT 1 FROM devices d WHERE d.id = s.device_id AND d.agent_session IS NOT NULL`
+	var args []any
+	if relay != "" {
+		q += ` AND d.agent_relay = ?`
+		args = append(args, relay)
+	}
+	q += `)`
+	out, err := Collect(ctx, s.R, ScanString, q, args...)
+	return out, s.Wrap("stale configs", err)
+}
+
 // DesiredConfig implements agentlink.Store (the package's DesiredConfig).
 func (s AgentReads) DesiredConfig(ctx context.Context, dev agentlink.Device) (protocol.Config, bool, error) {
 	return DesiredConfig(ctx, s.Store, dev, func(ch string, err error) {

@@ -21,6 +21,12 @@ func TestPointStatesRoundTrip(t *testing.T) {
 		{Name: "temp", Value: 21.5, Quality: "good", At: at},
 		{Name: "pressure", Quality: "bad", Error: `modbus exception 2: "illegal data address" (slave 7)`, At: at},
 		{Name: "count", Value: 4294967295, Quality: "stale"},
+		{Name: "tiny", Value: -2.5e-7, Quality: "good", At: at},
+	}
+	stored := EncodePointStates(in)
+	if want := `[["temp",21.5,1795723200123],["pressure",0,1795723200123,"bad","modbus exception 2: \"illegal data address\" (slave 7)"],` +
+		`["count",4294967295,0,"stale"],["tiny",-2.5e-07,1795723200123]]`; stored != want {
+		t.Errorf("stored form\n%s\nwant\n%s", stored, want)
 	}
 	if EncodePointStates(nil) != "" {
 		t.Error("no points are not stored as empty")
@@ -31,6 +37,10 @@ func TestPointStatesRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, in) {
 		t.Errorf("read back\n%+v\nwant\n%+v", got, in)
+	}
+	odd := []protocol.PointState{{Name: "x", Quality: "bad", Error: "tab\tnewline\nnon-ASCII é, a \\ and \x01", At: at}}
+	if got, err := DecodePointStates(EncodePointStates(odd)); err != nil || !reflect.DeepEqual(got, odd) {
+		t.Errorf("an error text with characters JSON escapes read back as %+v, %v", got, err)
 	}
 	nan, err := DecodePointStates(EncodePointStates([]protocol.PointState{{Name: "x", Value: math.Inf(1), Quality: "good", At: at}}))
 	if err != nil || len(nan) != 1 || !math.IsNaN(nan[0].Value) {

@@ -39,14 +39,15 @@ type PointSeriesRef struct {
 	CompactedTo int64
 }
 
-// PointHeadSQL inserts head rows through the series they name, unless
-// compacted past them (arguments: series id, at, value, error for each of
+// PointHeadSQL inserts head rows unless their series is compacted past
+// them (a subquery by primary key per row: as a join, SQLite may read
+// the series table once per statement instead) (arguments: series id, at, value, error for each of
 // the VALUES rows the caller appends, then PointHeadTail). The caller
 // picks the conflict clause: INSERT OR IGNORE, so a resend stores nothing.
 const (
 	PointHeadSQL = `INSERT OR IGNORE INTO point_head (series_id, at, value, error)
 	SELECT v.column1, v.column2, v.column3, v.column4 FROM (VALUES `
-	PointHeadTail = `) AS v JOIN point_series AS s ON s.id = v.column1 WHERE v.column2 > s.compacted_to`
+	PointHeadTail = `) AS v WHERE v.column2 > (SELECT s.compacted_to FROM point_series AS s WHERE s.id = v.column1)`
 )
 
 // PointSeriesCache maps a device's point id to its series id, for an

@@ -246,9 +246,11 @@ func (s *Store) scanChunks(ctx context.Context, ref PointSeriesRef, from, to int
 // errStop ends a scan early.
 var errStop = errors.New("stop")
 
-// PointHistory calls each for every sample of the device's point in [from,
-// to] (Unix ms), ascending; found is false when the point has no history.
-func (s *Store) PointHistory(ctx context.Context, deviceID, pointID string, from, to int64, each func(StoredSample) error) (found bool, err error) {
+// PointHistory calls each with every sample of the device's point in
+// [from, to] (Unix ms), ascending, a slice at a time (a chunk's, reused
+// from one call to the next; a bad reading is a NaN); found is false when
+// the point has no history.
+func (s *Store) PointHistory(ctx context.Context, deviceID, pointID string, from, to int64, each func([]ChunkSample) error) (found bool, err error) {
 	ref, ok, err := s.pointSeries(ctx, deviceID, pointID)
 	if err != nil || !ok {
 		return false, s.Wrap("point history", err)
@@ -257,25 +259,19 @@ func (s *Store) PointHistory(ctx context.Context, deviceID, pointID string, from
 	if err != nil {
 		return true, s.Wrap("point history", err)
 	}
-	err = s.scanChunks(ctx, ref, from, to, false, func(c []ChunkSample, lastErr *string) error {
-		for i, x := range c {
-			var cause *string
-			if i == len(c)-1 {
-				cause = lastErr
-			}
-			if err := each(x.Stored(cause)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err = s.scanChunks(ctx, ref, from, to, false, func(c []ChunkSample, _ *string) error { return each(c) })
 	if err != nil {
 		return true, s.Wrap("point history", err)
 	}
-	for _, x := range head {
-		if err := each(x); err != nil {
-			return true, err
+	tail := make([]ChunkSample, len(head))
+	for i, x := range head {
+		tail[i] = ChunkSample{At: x.At, Value: x.Value}
+		if x.Bad {
+			tail[i].Value = badNaN
 		}
+	}
+	if len(tail) > 0 {
+		return true, each(tail)
 	}
 	return true, nil
 }

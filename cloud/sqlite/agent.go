@@ -275,9 +275,9 @@ func (s *AgentStore) insertPoints(t *ingestTx, deviceID string, points []*protoc
 		return nil, nil, fmt.Errorf("sqlite: %w", err)
 	}
 	args := s.pointArgs[:0]
-	for _, p := range points {
+	for i, p := range points {
 		v, cause := sqlstore.HeadValue(p)
-		args = append(args, ids[p.Point], p.At.UnixMilli(), v, cause)
+		args = append(args, ids[i], p.At.UnixMilli(), v, cause)
 	}
 	s.pointArgs = args
 	defer clear(args)
@@ -310,14 +310,14 @@ func (s *AgentStore) insertPoints(t *ingestTx, deviceID string, points []*protoc
 		rows := make([][]any, len(points))
 		for i, p := range points {
 			v, cause := sqlstore.HeadValue(p)
-			rows[i] = []any{ids[p.Point], p.At.UnixMilli(), v, cause}
+			rows[i] = []any{ids[i], p.At.UnixMilli(), v, cause}
 		}
 		inserted := make(map[string]bool, len(points))
 		if err := s.execBulk(t, &pointRows, rows, inserted); err != nil {
 			return nil, nil, err
 		}
-		for _, p := range points {
-			if k := pointKey(ids[p.Point], p.At.UnixMilli()); inserted[k] {
+		for i, p := range points {
+			if k := pointKey(ids[i], p.At.UnixMilli()); inserted[k] {
 				out = append(out, *p)
 				delete(inserted, k)
 			}

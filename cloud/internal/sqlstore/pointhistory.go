@@ -56,15 +56,7 @@ const (
 // Safe for concurrent use.
 type PointSeriesCache struct {
 	mu sync.RWMutex
-	m  map[[2]string]int64
-}
-
-// Lookup returns the series id of the device's point, if cached.
-func (c *PointSeriesCache) Lookup(deviceID, pointID string) (int64, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	id, ok := c.m[[2]string{deviceID, pointID}]
-	return id, ok
+	m  map[string]map[string]int64 // by device id, then point id
 }
 
 // Add caches the device's series ids, by point id.
@@ -75,36 +67,48 @@ func (c *PointSeriesCache) Add(deviceID string, ids map[string]int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[[2]string]int64)
+		c.m = make(map[string]map[string]int64)
+	}
+	dev := c.m[deviceID]
+	if dev == nil {
+		dev = make(map[string]int64, len(ids))
+		c.m[deviceID] = dev
 	}
 	for p, id := range ids {
-		c.m[[2]string{deviceID, p}] = id
+		dev[p] = id
 	}
 }
 
-// Resolve returns the series id of each point a sample of samples names,
-// creating the series the device lacks with q (in the caller's
-// transaction): ids by point id, and fresh, those not found in the cache,
-// for the caller to Add once the transaction committed.
-func (c *PointSeriesCache) Resolve(ctx context.Context, q Querier, deviceID string, samples []*protocol.PointSample) (ids, fresh map[string]int64, err error) {
-	ids = make(map[string]int64)
-	for _, p := range samples {
-		if _, ok := ids[p.Point]; ok {
-			continue
+// Resolve returns the series id of the point of each of samples, in
+// order, creating the series the device lacks with q (in the caller's
+// transaction), and fresh, the ids not found in the cache, for the caller
+// to Add once the transaction committed.
+func (c *PointSeriesCache) Resolve(ctx context.Context, q Querier, deviceID string, samples []*protocol.PointSample) (ids []int64, fresh map[string]int64, err error) {
+	ids = make([]int64, len(samples))
+	var missing []int
+	c.mu.RLock()
+	dev := c.m[deviceID]
+	for i, p := range samples {
+		id, ok := dev[p.Point]
+		if !ok {
+			missing = append(missing, i)
 		}
-		if id, ok := c.Lookup(deviceID, p.Point); ok {
-			ids[p.Point] = id
-			continue
+		ids[i] = id
+	}
+	c.mu.RUnlock()
+	for _, i := range missing {
+		p := samples[i].Point
+		id, ok := fresh[p]
+		if !ok {
+			if id, err = seriesID(ctx, q, deviceID, p); err != nil {
+				return nil, nil, err
+			}
+			if fresh == nil {
+				fresh = make(map[string]int64)
+			}
+			fresh[p] = id
 		}
-		id, err := seriesID(ctx, q, deviceID, p.Point)
-		if err != nil {
-			return nil, nil, err
-		}
-		ids[p.Point] = id
-		if fresh == nil {
-			fresh = make(map[string]int64)
-		}
-		fresh[p.Point] = id
+		ids[i] = id
 	}
 	return ids, fresh, nil
 }

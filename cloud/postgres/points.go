@@ -20,9 +20,9 @@ type pointBatch struct {
 }
 
 // insertPoints stores the samples of batches in the head with one INSERT
-// whose RETURNING names the rows actually inserted (a resent sample, or
-// one of a series compacted past it, is not), and sets each batch's out
-// and fresh. A sample two batches carry goes to the first.
+// and sets each batch's out (the samples inserted: a resent sample, or
+// one of a series compacted past it, is not) and fresh. A sample two
+// batches carry goes to the first.
 func insertPoints(ctx context.Context, tx pgx.Tx, cache *sqlstore.PointSeriesCache, batches []*pointBatch) error {
 	type key struct{ series, at int64 }
 	n := 0
@@ -44,7 +44,7 @@ func insertPoints(ctx context.Context, tx pgx.Tx, cache *sqlstore.PointSeriesCac
 		b.fresh = fresh
 		keys[i] = make([]key, len(b.pts))
 		for k, p := range b.pts {
-			id, ms := ids[p.Point], p.At.UnixMilli()
+			id, ms := ids[k], p.At.UnixMilli()
 			keys[i][k] = key{id, ms}
 			series, at = append(series, id), append(at, ms)
 			if p.Error != "" {
@@ -56,10 +56,34 @@ func insertPoints(ctx context.Context, tx pgx.Tx, cache *sqlstore.PointSeriesCac
 			}
 		}
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO point_head (series_id, at, value, error)
-		SELECT v.s, v.a, v.v, v.e FROM unnest($1::bigint[], $2::bigint[], $3::float8[], $4::text[]) AS v(s, a, v, e)
-		JOIN point_series p ON p.id = v.s WHERE v.a > p.compacted_to
-		ON CONFLICT DO NOTHING RETURNING series_id, at`, series, at, value, cause)
+	// Without RETURNING first: the rows inserted are all or none of the
+	// samples in the usual cases (new batches, or resends), which the
+	// command tag says; otherwise the insert is rolled back to a savepoint
+	// and made again with RETURNING, which names them.
+	if _, err := tx.Exec(ctx, "SAVEPOINT p"); err != nil {
+		return storeError("postgres: insert point samples: %w", err)
+	}
+	tag, err := tx.Exec(ctx, insertPointsSQL, series, at, value, cause)
+	if err != nil {
+		return storeError("postgres: insert point samples: %w", err)
+	}
+	switch tag.RowsAffected() {
+	case int64(n), 0:
+		all := tag.RowsAffected() > 0
+		for _, b := range batches {
+			if all {
+				b.out = make([]protocol.PointSample, len(b.pts))
+				for i, p := range b.pts {
+					b.out[i] = *p
+				}
+			}
+		}
+		return releasePoints(ctx, tx)
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO p"); err != nil {
+		return storeError("postgres: insert point samples: %w", err)
+	}
+	rows, err := tx.Query(ctx, insertPointsSQL+` RETURNING series_id, at`, series, at, value, cause)
 	if err != nil {
 		return storeError("postgres: insert point samples: %w", err)
 	}
@@ -79,5 +103,21 @@ func insertPoints(ctx context.Context, tx pgx.Tx, cache *sqlstore.PointSeriesCac
 			}
 		}
 	}
+	return releasePoints(ctx, tx)
+}
+
+// releasePoints releases insertPoints' savepoint.
+func releasePoints(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, "RELEASE p"); err != nil {
+		return storeError("postgres: insert point samples: %w", err)
+	}
 	return nil
 }
+
+// insertPointsSQL inserts head rows given as arrays (series ids, times,
+// values, causes), unless their series is compacted past them or they
+// are there already.
+const insertPointsSQL = `INSERT INTO point_head (series_id, at, value, error)
+	SELECT v.s, v.a, v.v, v.e FROM unnest($1::bigint[], $2::bigint[], $3::float8[], $4::text[]) AS v(s, a, v, e)
+	JOIN point_series p ON p.id = v.s WHERE v.a > p.compacted_to
+	ON CONFLICT DO NOTHING`

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"errors"
 
 	"github.com/fleet/fleet/cloud"
 )
@@ -11,8 +10,6 @@ import (
 type PointService struct {
 	Tables Tables
 }
-
-var errPointsTODO = errors.New("points: not implemented yet")
 
 // PointSamples implements cloud.PointService.
 func (s *PointService) PointSamples(ctx context.Context, orgID, deviceID, pointID string, q cloud.PointQuery) (cloud.PointSeries, error) {

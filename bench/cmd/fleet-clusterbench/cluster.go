@@ -80,6 +80,9 @@ func run(ctx context.Context, c config) error {
 	if err := b.cluster(ctx, db, pg.ten, pg.urls, pg.tokens); err != nil {
 		return err
 	}
+	if b.onlyPoints {
+		return nil
+	}
 
 	if db, _, err = srv.NewDatabase(ctx, tmpl); err != nil {
 		return err
@@ -205,6 +208,9 @@ func (b *bench) cluster(ctx context.Context, db string, ten benchstore.Tenant, u
 		return m
 	}
 	cond := fmt.Sprintf("3 relays on PostgreSQL behind HAProxy (the shipped configuration), PostgreSQL and the load generators on %d CPUs shared with other work; %s", runtime.NumCPU(), b.procsNote())
+	if b.onlyPoints {
+		return b.pointsStep(hp, ten.Tokens, &sw, roots, cond)
+	}
 
 	// 1. GET /devices through HAProxy.
 	fmt.Println("GET /devices through HAProxy ...")
@@ -281,7 +287,12 @@ func (b *bench) cluster(ctx context.Context, db string, ten benchstore.Tenant, u
 	if err != nil {
 		return err
 	}
-	return record(row)
+	if err := record(row); err != nil {
+		return err
+	}
+
+	// 5. Point samples through HAProxy.
+	return b.pointsStep(hp, ten.Tokens, &sw, roots, cond)
 }
 
 // waitUp waits until HAProxy sees every relay UP.

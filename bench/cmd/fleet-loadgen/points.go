@@ -109,49 +109,53 @@ func (s pointSnapshot) since(before pointSnapshot) pointSnapshot {
 	return d
 }
 
-// sendPoints sends agent a's next sampling round; the samples count once
-// written.
+// sendPoints sends agent a's next sampling round.
 func (b *bench) sendPoints(a *lagent, due time.Time) {
 	ws := a.ws
 	if ws == nil {
 		return
 	}
-	p := &a.points
-	// The agent's time of the read, a millisecond apart at least from the
-	// round before (each point keeps one sample per time).
-	at := time.Now().Truncate(time.Millisecond)
-	if !at.After(p.lastAt) {
-		at = p.lastAt.Add(time.Millisecond)
-	}
-	p.lastAt = at
 	a.seq++
-	rec := pointBatch(b.pointIDs, a.idx, p.rounds, a.seq, at)
-	p.rounds++
-	sent := time.Now()
-	p.mu.Lock()
-	p.pending = append(p.pending, sentBatch{seq: a.seq, samples: len(b.pointIDs), at: sent})
-	p.mu.Unlock()
-	if err := writeMsg(context.Background(), ws, b.f.codec, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{rec}}}); err != nil {
-		return
-	}
-	b.points.sent.Add(int64(len(b.pointIDs)))
-	b.points.lag[agentlink.LatencyBucketOf(max(0, sent.Sub(due)))].Add(1)
+	rec := a.points.next(b.pointIDs, a.idx, a.seq, due, time.Now(), &b.points)
+	writeMsg(context.Background(), ws, b.f.codec, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{rec}}})
 }
 
 // pointsAcked counts the batches of a up to seq as stored.
-func (b *bench) pointsAcked(a *lagent, seq uint64) {
+func (b *bench) pointsAcked(a *lagent, seq uint64) { a.points.acked(seq, &b.points) }
+
+// acked counts the batches up to seq as stored in c.
+func (p *pointAgent) acked(seq uint64, c *pointCounters) {
 	now := time.Now()
-	p := &a.points
 	p.mu.Lock()
 	i := 0
 	for ; i < len(p.pending) && p.pending[i].seq <= seq; i++ {
 		sb := p.pending[i]
-		b.points.acked.Add(int64(sb.samples))
-		b.points.batches.Add(1)
-		b.points.lat[agentlink.LatencyBucketOf(now.Sub(sb.at))].Add(1)
+		c.acked.Add(int64(sb.samples))
+		c.batches.Add(1)
+		c.lat[agentlink.LatencyBucketOf(now.Sub(sb.at))].Add(1)
 	}
 	p.pending = p.pending[i:]
 	p.mu.Unlock()
+}
+
+// next returns the record of the agent's next sampling round, numbered
+// seq, and counts it as sent at sent (due: when it was scheduled) in c.
+func (p *pointAgent) next(ids []string, idx int, seq uint64, due, sent time.Time, c *pointCounters) protocol.Record {
+	// The agent's time of the read, a millisecond apart at least from the
+	// round before (each point keeps one sample per time).
+	at := sent.Truncate(time.Millisecond)
+	if !at.After(p.lastAt) {
+		at = p.lastAt.Add(time.Millisecond)
+	}
+	p.lastAt = at
+	rec := pointBatch(ids, idx, p.rounds, seq, at)
+	p.rounds++
+	p.mu.Lock()
+	p.pending = append(p.pending, sentBatch{seq: seq, samples: len(ids), at: sent})
+	p.mu.Unlock()
+	c.sent.Add(int64(len(ids)))
+	c.lag[agentlink.LatencyBucketOf(max(0, sent.Sub(due)))].Add(1)
+	return rec
 }
 
 // runPoints is the point samples benchmark, once every agent is connected:

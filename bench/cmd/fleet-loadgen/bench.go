@@ -181,7 +181,7 @@ func runBench(ctx context.Context, args []string) error {
 		return recordCapacity(capacity{agents: n, rss: rss, baseRSS: baseRSS, connectTime: connectTime})
 	}
 	if f.points > 0 {
-		return b.runPoints(ctx)
+		return b.runPoints(ctx, dbPath, ten)
 	}
 
 	// Phase 2: steady heartbeats.

@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/bench/benchreport"
+	"github.com/fleet/fleet/bench/benchstore"
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
@@ -73,6 +76,7 @@ type sentBatch struct {
 type pointAgent struct {
 	mu      sync.Mutex
 	pending []sentBatch
+	stored  int // batches acknowledged
 	rounds  int
 	lastAt  time.Time
 }
@@ -135,6 +139,7 @@ func (p *pointAgent) acked(seq uint64, c *pointCounters) {
 		c.lat[agentlink.LatencyBucketOf(now.Sub(sb.at))].Add(1)
 	}
 	p.pending = p.pending[i:]
+	p.stored += i
 	p.mu.Unlock()
 }
 
@@ -163,7 +168,7 @@ func (p *pointAgent) next(ids []string, idx int, seq uint64, due, sent time.Time
 // --points-interval, both spread evenly over their period; after a warm-up,
 // the samples acknowledged per second over the window and each batch's
 // send-to-ack latency; then every batch sent acknowledged (the drain).
-func (b *bench) runPoints(ctx context.Context) error {
+func (b *bench) runPoints(ctx context.Context, dbPath string, ten benchstore.Tenant) error {
 	f, relay := b.f, b.relay
 	n := len(b.agents)
 	b.pointIDs = pointIDs(f.points)
@@ -217,6 +222,7 @@ func (b *bench) runPoints(ctx context.Context) error {
 		return fmt.Errorf("stop relay: %w", err)
 	}
 
+	checked, checkErr := b.checkPointsStored(ctx, dbPath, ten, 100)
 	w := p1.since(p0)
 	fig := pointFigures{agents: n, points: f.points, every: f.pointsInterval, heartbeatEvery: f.interval, codec: f.codec, window: window,
 		offered: offered, sentRate: float64(w.sent) / window.Seconds(), rate: float64(w.acked) / window.Seconds(),
@@ -225,7 +231,7 @@ func (b *bench) runPoints(ctx context.Context) error {
 		alloc: float64(mem1.totalAlloc-mem0.totalAlloc) / float64(max(w.acked, 1)),
 		busy:  (s1.Store.Busy - s0.Store.Busy).Seconds() / window.Seconds(),
 		perTx: float64(s1.Link.Records-s0.Link.Records) / float64(max(s1.Store.Transactions-s0.Store.Transactions, 1)),
-		sent:  final.sent, acked: final.acked, drained: drained}
+		sent:  final.sent, acked: final.acked, drained: drained, checked: checked, checkErr: checkErr}
 	fmt.Println()
 	fmt.Printf("point samples benchmark, %d agents × %d points every %v, speaking %s (figure | target)\n", n, f.points, f.pointsInterval, f.codec)
 	fmt.Printf("  point samples stored per second %8.0f /s | >= %d /s%s  (offered %.0f /s, sent %.0f /s; acknowledged by the relay after its commit)\n",
@@ -237,13 +243,53 @@ func (b *bench) runPoints(ctx context.Context) error {
 	fmt.Printf("  relay writer busy               %8.0f %%  |            (%.0f records per transaction)\n", 100*fig.busy, fig.perTx)
 	fmt.Printf("  box load average                %s at the window's start, %s at its end\n", load0, load1)
 	fmt.Printf("  drain                           %s: %d samples sent, %d acknowledged\n", drained, final.sent, final.acked)
+	fmt.Printf("  read back through the store     %d samples of every 100th agent, each once%s\n", checked, errNote(checkErr))
 	if err := recordPoints(fig); err != nil {
 		return err
 	}
 	if final.acked != final.sent {
 		return fmt.Errorf("%d point samples sent, %d acknowledged", final.sent, final.acked)
 	}
-	return nil
+	return checkErr
+}
+
+// checkPointsStored reads back, through the public API's service
+// (cloud.PointService), every point's samples of every every-th agent
+// (the relay stopped): each must hold one sample per batch the relay
+// acknowledged, no more, no fewer. It returns the samples read.
+func (b *bench) checkPointsStored(ctx context.Context, dbPath string, ten benchstore.Tenant, every int) (int64, error) {
+	st, err := sqlite.Open(ctx, dbPath)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	var n int64
+	for i := 0; i < len(b.agents); i += every {
+		a := b.agents[i]
+		a.points.mu.Lock()
+		want := a.points.stored
+		a.points.mu.Unlock()
+		for _, id := range b.pointIDs {
+			s, err := st.Points().PointSamples(ctx, ten.Org, ten.Devices[i], id,
+				cloud.PointQuery{From: spoolStart, To: time.Now().Add(time.Hour), Limit: 10000})
+			if err != nil {
+				return n, fmt.Errorf("samples of %s of device %s: %w", id, ten.Devices[i], err)
+			}
+			n += int64(len(s.Raw))
+			if len(s.Raw) != want {
+				return n, fmt.Errorf("device %s holds %d samples of %s, want %d (one per batch acknowledged)", ten.Devices[i], len(s.Raw), id, want)
+			}
+		}
+	}
+	return n, nil
+}
+
+// errNote is ": err" or nothing.
+func errNote(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
 }
 
 // pointsCaughtUp waits (up to d) until at most slack samples sent are not
@@ -284,6 +330,8 @@ type pointFigures struct {
 	busy, perTx           float64
 	sent, acked           int64 // over the whole run
 	drained               string
+	checked               int64 // samples read back through the store
+	checkErr              error
 }
 
 // Figure names of the point rows (the cluster's are fleet-clusterbench's).
@@ -299,8 +347,8 @@ func recordPoints(f pointFigures) error {
 	rows := []benchreport.Row{
 		{Area: "points", Figure: figPointRate + suffix, Unit: "samples/s", Measured: f.rate,
 			Target: &benchreport.Target{Op: benchreport.AtLeast, Value: targetPointRate},
-			Notes: fmt.Sprintf("samples acknowledged by the relay (it acks a batch after its commit) over %v; offered %s by %s, sent %s; relay writer busy %s, %s records a transaction; relay and load generator share the machine",
-				f.window.Round(time.Second), num(f.offered, "/s"), load, num(f.sentRate, "/s"), num(100*f.busy, "%"), num(f.perTx, ""))},
+			Notes: fmt.Sprintf("samples acknowledged by the relay (it acks a batch after its commit) over %v (every 100th agent's, %s samples, read back through the store afterwards: each once); offered %s by %s, sent %s; relay writer busy %s, %s records a transaction; relay and load generator share the machine",
+				f.window.Round(time.Second), num(float64(f.checked), ""), num(f.offered, "/s"), load, num(f.sentRate, "/s"), num(100*f.busy, "%"), num(f.perTx, ""))},
 		{Area: "points", Figure: "point batch send-to-ack p99, one relay on SQLite" + suffix, Unit: "ms", Measured: ms(f.p99),
 			Notes: fmt.Sprintf("for information: p50 %s; a batch of %d samples from its send to its ack; sender lag p99 %s", num(ms(f.p50), "ms"), f.points, num(ms(f.lagP99), "ms"))},
 		{Area: "points", Figure: "relay CPU per point sample stored" + suffix, Unit: "µs", Measured: us(f.relayCPU),
@@ -311,6 +359,8 @@ func recordPoints(f pointFigures) error {
 		rows[0].Error = "no point sample acknowledged"
 	case f.acked != f.sent:
 		rows[0].Error = fmt.Sprintf("%d samples sent, %d acknowledged once the load stopped (%s)", f.sent, f.acked, f.drained)
+	case f.checkErr != nil:
+		rows[0].Error = "read back: " + f.checkErr.Error()
 	}
 	return benchreport.Record(rows...)
 }

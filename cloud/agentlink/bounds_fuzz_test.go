@@ -10,6 +10,7 @@ import (
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // FuzzAgentOutputAccepted holds the two sides of shared/protocol's bounds
@@ -28,6 +29,8 @@ func FuzzAgentOutputAccepted(f *testing.F) {
 	}
 	f.Add(false, strings.Repeat("<", 2*protocol.MaxLive), strings.Repeat("\x01", protocol.MaxChannelError), strings.Join(ids64, ","), int64(0), 1.0, uint64(1), uint8(0))
 	f.Add(false, "PROVISIONING", "[1,2]", "device.online", int64(math.MinInt64), -1e300, uint64(0), uint8(0x31))
+	f.Add(true, "boiler_temp", "modbus exception 2: illegal data address (slave 7)", "rs485-1,can0,gpio-1", int64(5e9), 21.5, uint64(7), uint8(0xe0))
+	f.Add(false, "level", "", "gpio-1", int64(-3e9), math.Inf(1), uint64(9), uint8(0x60))
 	now := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
 	var d decoder
 	f.Fuzz(func(t *testing.T, cbor bool, s1, s2, s3 string, n int64, x float64, seq uint64, pick uint8) {
@@ -63,8 +66,22 @@ func FuzzAgentOutputAccepted(f *testing.F) {
 
 		hb := protocol.Heartbeat{At: resource.T(now), Status: resource.DeviceStatus(s1), IPAddress: s2, AppliedVersion: -n,
 			VPN: &protocol.VPN{Up: pick&1 != 0, InterfaceName: s1, Endpoint: s3, PeerCount: int(n)}}
+		// Points: names, qualities and values from the fuzzer's, or
+		// well-formed ones (pick's bits 5 and 6).
+		name, quality := s1, s2
+		if pick&32 != 0 {
+			name = "boiler_temp"
+		}
+		if pick&64 != 0 {
+			quality = []string{serialcfg.QualityGood, serialcfg.QualityBad, serialcfg.QualityStale}[int(pick>>4)%3]
+		}
 		for i, id := range strings.Split(s3, ",") {
-			hb.Channels = append(hb.Channels, protocol.ChannelState{ID: id, Live: strings.Repeat(s1, i%3), Error: s2, PassthroughAddress: s3})
+			var points []protocol.PointState
+			for j := range i % 3 * 40 {
+				points = append(points, protocol.PointState{Name: name + strings.Repeat("x", j%2), Value: x * float64(j), Quality: quality,
+					Error: strings.Repeat(s2, j%4), At: resource.T(now.Add(after * time.Duration(j%3)))})
+			}
+			hb.Channels = append(hb.Channels, protocol.ChannelState{ID: id, Live: strings.Repeat(s1, i%3), Error: s2, PassthroughAddress: s3, Points: points})
 		}
 		protocol.ClampHeartbeat(&hb)
 		accepted(codec, protocol.Message{Type: protocol.TypeHeartbeat, Heartbeat: &hb}, func(m protocol.Message) error { return validateHeartbeat(m.Heartbeat) })
@@ -92,9 +109,21 @@ func FuzzAgentOutputAccepted(f *testing.F) {
 			b, _ := json.Marshal(map[string]string{"k": s3})
 			ev.Data = b
 		}
+		var samples []protocol.PointSample
+		for i, id := range strings.Split(s3, ",") {
+			point := id + "." + name
+			if pick&128 != 0 {
+				point = serialcfg.PointID("rs485-1", name)
+			}
+			samples = append(samples, protocol.PointSample{Point: point, At: resource.T(now.Add(after * time.Duration(i%3-1))), Value: x * float64(i), Error: strings.Repeat(s2, i%3)})
+		}
+		recs := []protocol.Record{{Metric: metric}, {Event: ev}}
+		for _, b := range protocol.SplitPointSamples(samples) {
+			recs = append(recs, protocol.Record{Points: &protocol.PointBatch{Samples: b}})
+		}
 		var items []protocol.Record
 		seq = max(seq%(protocol.MaxSeq+1), 1)
-		for _, r := range []protocol.Record{{Metric: metric}, {Event: ev}} {
+		for _, r := range recs {
 			if protocol.ClampRecord(&r, now) != nil {
 				continue // not spooled
 			}

@@ -49,6 +49,7 @@ func (a *app) commands() []command {
 		{path: "user list", usage: "list an organization's panel users", run: runUserList},
 		{path: "user set-role", usage: "change a panel user's role", run: runUserSetRole},
 		{path: "user disable", usage: "disable a panel user (signed out on their next request)", run: runUserDisable},
+		{path: "channel import-dbc", usage: "turn a DBC file's signals into points of a device's canfd channel", run: runChannelImportDBC},
 		{path: "user reset-password", usage: "set a panel user's password (read from stdin); ends their sessions", run: a.runUserResetPassword},
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // Bounds on what an agent reports, beyond the size of a message. They are
@@ -39,6 +41,11 @@ const (
 	// MaxFutureSkew is how far after the relay's clock a record may be
 	// stamped.
 	MaxFutureSkew = 24 * time.Hour
+	// MaxPointID bounds a point's id, "<channelId>.<name>".
+	MaxPointID = MaxChannelID + 1 + serialcfg.MaxPointName
+	// MaxPointBatchBytes bounds the samples of one points record as the
+	// agent spools it (JSON), so that a record always fits a message.
+	MaxPointBatchBytes = 64 << 10
 )
 
 // earliestRecord is the oldest capturedAt or createdAt the relay accepts.
@@ -82,6 +89,38 @@ func ValidEventType(t string) bool {
 		}
 	}
 	return word
+}
+
+// ValidPointName reports whether n is a point's name: a lowercase letter,
+// then lowercase letters, digits and '_', at most serialcfg.MaxPointName
+// bytes.
+func ValidPointName(n string) bool {
+	if n == "" || len(n) > serialcfg.MaxPointName || n[0] < 'a' || n[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(n); i++ {
+		if ch := n[i]; (ch < 'a' || ch > 'z') && (ch < '0' || ch > '9') && ch != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidPointID reports whether id is a point's id, "<channelId>.<name>":
+// a channel id of 1 to MaxChannelID bytes of UTF-8 and a point name
+// (ValidPointName).
+func ValidPointID(id string) bool {
+	ch, name, ok := serialcfg.SplitPointID(id)
+	return ok && len(ch) <= MaxChannelID && utf8.ValidString(ch) && ValidPointName(name)
+}
+
+// ValidQuality reports whether q is a point's quality: good, bad or stale.
+func ValidQuality(q string) bool {
+	switch q {
+	case serialcfg.QualityGood, serialcfg.QualityBad, serialcfg.QualityStale:
+		return true
+	}
+	return false
 }
 
 // RelayEventType reports whether t is one of the event types the relay
@@ -189,7 +228,7 @@ func Table() []Bound {
 			add(prefix+strings.Join(names, ", "), fmt.Sprintf("at most %d bytes", max), truncated)
 		}
 	}
-	add("message", fmt.Sprintf("at most %d KiB, in either direction", MaxMessageBytes>>10), "records sent in batches that fit; a heartbeat's live values and errors shortened until it fits (logged)")
+	add("message", fmt.Sprintf("at most %d KiB, in either direction", MaxMessageBytes>>10), "records sent in batches that fit; a heartbeat's live values and errors shortened, then the last channels' points left out, until it fits (logged)")
 	texts("hello.", names(helloTexts[:]), MaxTextField)
 	add("hello.appliedVersion", "not negative", "raised to 0")
 	add("hello.heartbeatInterval, hello.metricsInterval", "not negative (the relay clamps them to its own bounds)", "raised to 0")
@@ -201,15 +240,26 @@ func Table() []Bound {
 	for _, f := range channelTexts {
 		add("heartbeat.channels[]."+f.name, fmt.Sprintf("at most %d bytes", f.max), truncated)
 	}
+	add("heartbeat.channels[].points", fmt.Sprintf("at most %d", serialcfg.MaxPoints), "the first kept")
+	add("heartbeat.channels[].points[].name", fmt.Sprintf("`[a-z][a-z0-9_]*`, at most %d bytes, unique within the channel", serialcfg.MaxPointName), "the point left out, logged")
+	add("heartbeat.channels[].points[].quality", "`good`, `bad` or `stale`", "sent as `bad`")
+	add("heartbeat.channels[].points[].value", "finite; 0 when `bad` (`stale` keeps the last value read)", "not finite: sent as `bad` (`not a finite number`); 0 when `bad`")
+	add("heartbeat.channels[].points[].error", fmt.Sprintf("at most %d bytes", MaxChannelError), truncated)
+	add("heartbeat.channels[].points[].at", fmt.Sprintf("absent (not read yet), or from 2020-01-01 to %s after the heartbeat's `at`", hours(MaxFutureSkew)), "sent absent")
 	texts("heartbeat.vpn.", names(vpnTexts[:]), MaxTextField)
 	add("heartbeat.vpn.peerCount", "not negative", "raised to 0")
 	add("records.items", fmt.Sprintf("1 to %d per message", MaxBatch), fmt.Sprintf("batches of at most %d", MaxBatch))
 	add("records.items[].seq", "1 to 2⁶³−1 (`MaxSeq`), rising within a message", "the spool numbers no record above it; when the relay holds a sequence it cannot number above, records are not sent (logged)")
-	add("records.items[]", "exactly one of `metric` and `event`", "record not spooled, logged")
+	add("records.items[]", "exactly one of `metric`, `event` and `points`", "record not spooled, logged")
 	add("metric.capturedAt, event.createdAt", fmt.Sprintf("from 2020-01-01 to %s after the relay's clock", hours(MaxFutureSkew)), "record not spooled, logged (before 2020: the clock is not set)")
 	for _, r := range MetricRanges() {
 		add("metric."+r.Name, fmt.Sprintf("finite, %g to %g", r.Lo, r.Hi), "clamped (NaN: 0)")
 	}
+	add("points.samples", fmt.Sprintf("1 to %d per record", MaxPointSamples), fmt.Sprintf("a round's samples split into records of at most %d samples and %d KiB as JSON", MaxPointSamples, MaxPointBatchBytes>>10))
+	add("points.samples[].point", fmt.Sprintf("`<channelId>.<name>`: a channel id as `heartbeat.channels[].id`, a name as `heartbeat.channels[].points[].name` (at most %d bytes in all)", MaxPointID), "the sample left out; a record left with none not spooled, logged")
+	add("points.samples[].at", fmt.Sprintf("from 2020-01-01 to %s after the relay's clock", hours(MaxFutureSkew)), "the sample left out; a record left with none not spooled, logged (before 2020: the clock is not set)")
+	add("points.samples[].value", "finite; 0 when `error` is set", "not finite: recorded as a bad sample (`not a finite number`)")
+	add("points.samples[].error", fmt.Sprintf("at most %d bytes", MaxChannelError), truncated)
 	add("event.id", "an id (lowercase letters and digits, 2 to 32)", "record not spooled, logged")
 	add("event.type", fmt.Sprintf("lowercase dotted words (`usb.attached`), at most %d bytes; not `heartbeat`, `device.online`, `device.offline` or `alert.resolved` (the relay's own)", MaxEventType), "record not spooled, logged")
 	add("event.severity", "`INFO`, `WARNING`, `ERROR` or `CRITICAL`", "record not spooled, logged")

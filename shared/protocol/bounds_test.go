@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 func TestValidEventType(t *testing.T) {
@@ -125,9 +126,35 @@ func TestBounds(t *testing.T) {
 		return &Record{Metric: m}
 	}
 	hbt := func(mod func(h *Heartbeat)) *Heartbeat {
-		h := &Heartbeat{Status: resource.StatusOnline, Channels: []ChannelState{{ID: "ttyS0"}}}
+		h := &Heartbeat{At: at, Status: resource.StatusOnline, Channels: []ChannelState{{ID: "ttyS0"}}}
 		mod(h)
 		return h
+	}
+	pst := func(mod func(p *PointState)) *Heartbeat {
+		return hbt(func(h *Heartbeat) {
+			p := PointState{Name: "boiler_temp", Value: 21.5, Quality: "good", At: at}
+			mod(&p)
+			h.Channels[0].Points = []PointState{p}
+		})
+	}
+	pts := func(mod func(s *PointSample)) *Record {
+		s := PointSample{Point: "rs485-1.boiler_temp", At: at, Value: 21.5}
+		mod(&s)
+		return &Record{Points: &PointBatch{Samples: []PointSample{s}}}
+	}
+	samples := func(n int) *Record {
+		b := &PointBatch{Samples: make([]PointSample, n)}
+		for i := range b.Samples {
+			b.Samples[i] = PointSample{Point: "can0.s" + strconv.Itoa(i), At: at, Value: float64(i)}
+		}
+		return &Record{Points: b}
+	}
+	states := func(n int) *Heartbeat {
+		return hbt(func(h *Heartbeat) {
+			for i := range n {
+				h.Channels[0].Points = append(h.Channels[0].Points, PointState{Name: "p" + strconv.Itoa(i), Quality: "stale"})
+			}
+		})
 	}
 	n := func(s string, k int) string { return strings.Repeat(s, k) }
 	type side int
@@ -155,6 +182,37 @@ func TestBounds(t *testing.T) {
 		{"passthrough", hbt(func(h *Heartbeat) { h.Channels[0].PassthroughAddress = n("p", MaxTextField+1) }), "heartbeat.channels[0].passthroughAddress", clamped, hbt(func(h *Heartbeat) {})},
 		{"vpn", hbt(func(h *Heartbeat) { h.VPN = &VPN{Endpoint: n("v", MaxTextField+1)} }), "heartbeat.vpn.endpoint", clamped, hbt(func(h *Heartbeat) { h.VPN = &VPN{Endpoint: n("v", MaxTextField)} })},
 		{"peers", hbt(func(h *Heartbeat) { h.VPN = &VPN{PeerCount: -1} }), "heartbeat.vpn.peerCount", clamped, hbt(func(h *Heartbeat) { h.VPN = &VPN{PeerCount: 0} })},
+		{"point states", states(serialcfg.MaxPoints + 1), "heartbeat.channels[0].points", clamped, states(serialcfg.MaxPoints)},
+		{"point name", pst(func(p *PointState) { p.Name = "Boiler" }), "heartbeat.channels[0].points[0].name", clamped, pst(func(p *PointState) { p.Name = n("b", serialcfg.MaxPointName) })},
+		{"point name repeated", hbt(func(h *Heartbeat) {
+			h.Channels[0].Points = []PointState{{Name: "a", Quality: "bad"}, {Name: "a", Quality: "bad"}}
+		}), "heartbeat.channels[0].points[1].name", clamped,
+			hbt(func(h *Heartbeat) {
+				h.Channels[0].Points = []PointState{{Name: "a", Quality: "bad"}, {Name: "b", Quality: "bad"}}
+			})},
+		{"point quality", pst(func(p *PointState) { p.Quality = "ok" }), "heartbeat.channels[0].points[0].quality", clamped, pst(func(p *PointState) { p.Quality = "stale" })},
+		{"point value", pst(func(p *PointState) { p.Value = math.Inf(1) }), "heartbeat.channels[0].points[0].value", clamped, pst(func(p *PointState) { p.Value = math.MaxFloat64 })},
+		{"bad point's value", pst(func(p *PointState) { p.Quality, p.Error = "bad", "timeout" }), "heartbeat.channels[0].points[0].value", clamped,
+			pst(func(p *PointState) { p.Quality, p.Error, p.Value = "bad", n("e", MaxChannelError), 0 })},
+		{"point error", pst(func(p *PointState) { p.Quality, p.Value, p.Error = "bad", 0, n("e", MaxChannelError+1) }), "heartbeat.channels[0].points[0].error", clamped, pst(func(p *PointState) {})},
+		{"point at", pst(func(p *PointState) { p.At = resource.T(now.Add(MaxFutureSkew + time.Second)) }), "heartbeat.channels[0].points[0].at", clamped,
+			pst(func(p *PointState) { p.At = resource.Time{} })},
+		{"point samples", samples(MaxPointSamples + 1), "records.items[0].points.samples", notSpooled, samples(MaxPointSamples)},
+		{"no point samples", samples(0), "records.items[0].points.samples", notSpooled, samples(1)},
+		{"point id", pts(func(s *PointSample) { s.Point = "rs485-1.Boiler" }), "records.items[0].points.samples[0].point", notSpooled,
+			pts(func(s *PointSample) { s.Point = n("c", MaxChannelID) + "." + n("b", serialcfg.MaxPointName) })},
+		{"point id's channel", pts(func(s *PointSample) { s.Point = n("c", MaxChannelID+1) + ".b" }), "records.items[0].points.samples[0].point", notSpooled,
+			pts(func(s *PointSample) { s.Point = "a.b.c" })},
+		{"point id without a channel", pts(func(s *PointSample) { s.Point = "boiler" }), "records.items[0].points.samples[0].point", notSpooled, pts(func(s *PointSample) {})},
+		{"point sample before 2020", pts(func(s *PointSample) { s.At = resource.T(earliestRecord.Add(-time.Millisecond)) }), "records.items[0].points.samples[0].at", notSpooled,
+			pts(func(s *PointSample) { s.At = resource.T(earliestRecord) })},
+		{"point sample ahead", pts(func(s *PointSample) { s.At = resource.T(now.Add(MaxFutureSkew + time.Second)) }), "records.items[0].points.samples[0].at", notSpooled,
+			pts(func(s *PointSample) { s.At = resource.T(now.Add(MaxFutureSkew)) })},
+		{"point sample value", pts(func(s *PointSample) { s.Value = math.NaN() }), "records.items[0].points.samples[0].value", clamped, pts(func(s *PointSample) { s.Value = -math.MaxFloat64 })},
+		{"bad sample's value", pts(func(s *PointSample) { s.Error = "modbus timeout (slave 7)" }), "records.items[0].points.samples[0].value", clamped,
+			pts(func(s *PointSample) { s.Value, s.Error = 0, "modbus timeout (slave 7)" })},
+		{"point sample error", pts(func(s *PointSample) { s.Value, s.Error = 0, n("é", MaxChannelError) }), "records.items[0].points.samples[0].error", clamped,
+			pts(func(s *PointSample) { s.Value, s.Error = 0, n("é", MaxChannelError/2) })},
 		{"cpu", met(func(m *resource.MetricSample) { m.CPUPct = 100.01 }), "metric.cpuPct", clamped, met(func(m *resource.MetricSample) { m.CPUPct = 100 })},
 		{"temperature", met(func(m *resource.MetricSample) { m.TempCPU = math.Inf(-1) }), "metric.tempCpu", clamped, met(func(m *resource.MetricSample) { m.TempCPU = -100 })},
 		{"NaN", met(func(m *resource.MetricSample) { m.LoadAvg1 = math.NaN() }), "metric.loadAvg1", clamped, met(func(m *resource.MetricSample) { m.LoadAvg1 = 100000 })},
@@ -180,7 +238,7 @@ func TestBounds(t *testing.T) {
 		case *Heartbeat:
 			return CheckHeartbeat(m)
 		case *Record:
-			return CheckRecords([]Record{{Seq: 1, Metric: m.Metric, Event: m.Event}}, now)
+			return CheckRecords([]Record{{Seq: 1, Metric: m.Metric, Event: m.Event, Points: m.Points}}, now)
 		case *ConfigApplied:
 			return CheckConfigApplied(m)
 		}
@@ -310,5 +368,74 @@ func TestHeartbeatFitsTheMessageBound(t *testing.T) {
 	}
 	if len(hb.Channels[0].Live) != MaxLive {
 		t.Errorf("the first channel's live value was shortened too: %d bytes", len(hb.Channels[0].Live))
+	}
+}
+
+// TestHeartbeatWithPointsFitsTheMessageBound: 64 channels of 64 points,
+// each within its bounds, are over MaxMessageBytes as JSON; the clamp
+// leaves out the last channels' points until the heartbeat fits.
+func TestHeartbeatWithPointsFitsTheMessageBound(t *testing.T) {
+	at := resource.T(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
+	hb := Heartbeat{At: at, Status: resource.StatusOnline, Channels: channels(MaxChannels)}
+	for i := range hb.Channels {
+		for j := range serialcfg.MaxPoints {
+			hb.Channels[i].Points = append(hb.Channels[i].Points, PointState{Name: "point_" + strconv.Itoa(j), Value: -1.2345678901234567e-300,
+				Quality: "good", Error: strings.Repeat("<", 40), At: at})
+		}
+	}
+	lost := ClampHeartbeat(&hb)
+	if len(lost) != 1 || !strings.Contains(lost[0], "points left out") {
+		t.Errorf("lost %q", lost)
+	}
+	for _, codec := range []Codec{JSON, CBOR} {
+		b, err := codec.Marshal(&Message{Type: TypeHeartbeat, Heartbeat: &hb})
+		if err != nil || len(b) > MaxMessageBytes {
+			t.Errorf("%s: %d bytes, %v; want at most %d", codec, len(b), err, MaxMessageBytes)
+		}
+	}
+	if err := CheckHeartbeat(&hb); err != nil {
+		t.Error(err)
+	}
+	if len(hb.Channels[0].Points) != serialcfg.MaxPoints || hb.Channels[MaxChannels-1].Points != nil {
+		t.Errorf("points kept: first channel %d, last %d", len(hb.Channels[0].Points), len(hb.Channels[MaxChannels-1].Points))
+	}
+}
+
+// TestSplitPointSamples: a round's samples go out in records the relay
+// takes, each within MaxPointSamples and, as the agent spools it (JSON),
+// within MaxPointBatchBytes, in order and all of them.
+func TestSplitPointSamples(t *testing.T) {
+	now := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	var ss []PointSample
+	for i := range 1500 {
+		s := PointSample{Point: "rs485-1.p" + strconv.Itoa(i%64), At: resource.T(now), Value: 1.0 / float64(i+1)}
+		if i >= 1100 {
+			s.Value, s.Error = 0, strings.Repeat("<\x01", MaxChannelError)
+		}
+		ss = append(ss, s)
+	}
+	batches := SplitPointSamples(ss)
+	n := 0
+	for i, b := range batches {
+		r := Record{Points: &PointBatch{Samples: b}}
+		if err := ClampRecord(&r, now); err != nil {
+			t.Fatalf("batch %d of %d samples: %v", i, len(b), err)
+		}
+		payload, _ := json.Marshal(r)
+		if len(b) > MaxPointSamples || len(payload) > MaxPointBatchBytes {
+			t.Errorf("batch %d: %d samples, %d bytes as JSON", i, len(b), len(payload))
+		}
+		if err := CheckRecords([]Record{{Seq: 1, Points: r.Points}}, now); err != nil {
+			t.Errorf("batch %d: %v", i, err)
+		}
+		for _, s := range b {
+			if s.Point != ss[n].Point {
+				t.Fatalf("sample %d is %s, want %s", n, s.Point, ss[n].Point)
+			}
+			n++
+		}
+	}
+	if n != len(ss) || len(batches) < 3 {
+		t.Errorf("%d samples in %d batches, want %d", n, len(batches), len(ss))
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // The relay's side of Table: each Check function returns a *BoundError
@@ -81,6 +82,9 @@ func CheckHeartbeat(h *Heartbeat) error {
 		if err := checkTexts("", c, channelTexts[:]); err != nil {
 			return within(fmt.Sprintf("heartbeat.channels[%d]", i), err)
 		}
+		if err := checkPointStates(c.Points, h.At.Time); err != nil {
+			return within(fmt.Sprintf("heartbeat.channels[%d]", i), err)
+		}
 	}
 	if v := h.VPN; v != nil {
 		if err := checkTexts("heartbeat.vpn.", v, vpnTexts[:]); err != nil {
@@ -92,6 +96,44 @@ func CheckHeartbeat(h *Heartbeat) error {
 	}
 	return nil
 }
+
+// checkPointStates checks a channel's point states, their times against
+// the heartbeat's.
+func checkPointStates(ps []PointState, at time.Time) error {
+	if len(ps) > serialcfg.MaxPoints {
+		return outOfBound("points", "has %d points, over %d", len(ps), serialcfg.MaxPoints)
+	}
+	for i := range ps {
+		p := &ps[i]
+		switch {
+		case !ValidPointName(p.Name):
+			return outOfBound(fmt.Sprintf("points[%d].name", i), "%q is not a point name", clip(p.Name, 40))
+		case indexOfPoint(ps[:i], p.Name) >= 0:
+			return outOfBound(fmt.Sprintf("points[%d].name", i), "%q repeated", p.Name)
+		case !ValidQuality(p.Quality):
+			return outOfBound(fmt.Sprintf("points[%d].quality", i), "%q is not good, bad or stale", clip(p.Quality, 20))
+		case !finite(p.Value) || (p.Value != 0 && p.Quality == serialcfg.QualityBad):
+			return outOfBound(fmt.Sprintf("points[%d].value", i), "not finite, or not 0 for quality bad")
+		case len(p.Error) > MaxChannelError:
+			return outOfBound(fmt.Sprintf("points[%d].error", i), "longer than %d bytes", MaxChannelError)
+		case !p.At.IsZero() && !SaneTime(p.At.Time, at):
+			return outOfBound(fmt.Sprintf("points[%d].at", i), "%s out of range", resource.FormatTime(p.At.Time))
+		}
+	}
+	return nil
+}
+
+// indexOfPoint returns the index of the point name in ps, or -1.
+func indexOfPoint(ps []PointState, name string) int {
+	for j := range ps {
+		if ps[j].Name == name {
+			return j
+		}
+	}
+	return -1
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // indexOfID returns the index of the channel id in cs, or -1.
 func indexOfID(cs []ChannelState, id string) int {
@@ -140,8 +182,10 @@ func within(prefix string, err error) error {
 // returns is relative to the record ("metric.cpuPct"; "" for the record).
 func CheckRecord(r *Record, now time.Time) error {
 	switch {
-	case r.Metric != nil && r.Event != nil:
-		return outOfBound("", "holds both a metric and an event")
+	case kinds(r) != 1:
+		return outOfBound("", "holds %d of a metric, an event and points, not one", kinds(r))
+	case r.Points != nil:
+		return checkPointSamples(r.Points.Samples, now)
 	case r.Metric != nil:
 		m := r.Metric
 		if !SaneTime(m.CapturedAt.Time, now) {
@@ -173,8 +217,46 @@ func CheckRecord(r *Record, now time.Time) error {
 		if err := checkTexts("event.", e, eventTexts[:]); err != nil {
 			return err
 		}
-	default:
-		return outOfBound("", "holds neither a metric nor an event")
+	}
+	return nil
+}
+
+// kinds returns how many of a metric, an event and points r holds.
+func kinds(r *Record) int {
+	n := 0
+	for _, set := range []bool{r.Metric != nil, r.Event != nil, r.Points != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// checkPointSamples checks the samples of a points record.
+func checkPointSamples(ss []PointSample, now time.Time) error {
+	if len(ss) == 0 || len(ss) > MaxPointSamples {
+		return outOfBound("points.samples", "has %d samples, not 1 to %d", len(ss), MaxPointSamples)
+	}
+	for i := range ss {
+		if err := checkPointSample(&ss[i], now); err != nil {
+			return within(fmt.Sprintf("points.samples[%d]", i), err)
+		}
+	}
+	return nil
+}
+
+// checkPointSample checks one point sample; the field of its error is
+// relative to the sample.
+func checkPointSample(s *PointSample, now time.Time) error {
+	switch {
+	case len(s.Point) > MaxPointID || !ValidPointID(s.Point):
+		return outOfBound("point", "%q is not <channelId>.<name>", clip(s.Point, MaxPointID))
+	case !SaneTime(s.At.Time, now):
+		return outOfBound("at", "%s out of range", resource.FormatTime(s.At.Time))
+	case !finite(s.Value) || (s.Value != 0 && s.Error != ""):
+		return outOfBound("value", "not finite, or not 0 beside an error")
+	case len(s.Error) > MaxChannelError:
+		return outOfBound("error", "longer than %d bytes", MaxChannelError)
 	}
 	return nil
 }

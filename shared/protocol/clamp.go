@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // The agent's side of Table: each Clamp function brings a message within
@@ -95,6 +97,7 @@ func ClampHeartbeat(h *Heartbeat) []string {
 			continue
 		}
 		clampTexts(&c, channelTexts[:])
+		c.Points, lost = clampPointStates(c.ID, c.Points, h.At.Time, lost)
 		chans = append(chans, c)
 	}
 	h.Channels = chans
@@ -105,9 +108,51 @@ func ClampHeartbeat(h *Heartbeat) []string {
 		h.VPN = &v
 	}
 	if fitHeartbeat(h) {
-		lost = append(lost, fmt.Sprintf("over %d KiB as JSON: channels' live values and errors shortened", MaxMessageBytes>>10))
+		lost = append(lost, fmt.Sprintf("over %d KiB as JSON: channels' live values and errors shortened, or their points left out", MaxMessageBytes>>10))
 	}
 	return lost
+}
+
+// notFinite is the error of a point whose value is NaN or infinite.
+const notFinite = "not a finite number"
+
+// clampPointStates returns a copy of a channel's point states within
+// Table, their times seen from at, the heartbeat's, with lost extended by
+// what it left out.
+func clampPointStates(channel string, ps []PointState, at time.Time, lost []string) ([]PointState, []string) {
+	if len(ps) == 0 {
+		return nil, lost
+	}
+	out := make([]PointState, 0, min(len(ps), serialcfg.MaxPoints))
+	for _, p := range ps {
+		switch {
+		case !ValidPointName(p.Name):
+			lost = append(lost, fmt.Sprintf("channel %q: point name %q is not [a-z][a-z0-9_]* of at most %d bytes: point left out", channel, text(p.Name, 40), serialcfg.MaxPointName))
+			continue
+		case indexOfPoint(out, p.Name) >= 0:
+			lost = append(lost, fmt.Sprintf("channel %q: point %q repeated: the second left out", channel, p.Name))
+			continue
+		case len(out) == serialcfg.MaxPoints:
+			lost = append(lost, fmt.Sprintf("channel %q: over %d points: point %q left out", channel, serialcfg.MaxPoints, p.Name))
+			continue
+		}
+		if !ValidQuality(p.Quality) {
+			lost = append(lost, fmt.Sprintf("channel %q: point %q quality %q is not good, bad or stale: sent as bad", channel, p.Name, text(p.Quality, 20)))
+			p.Quality = serialcfg.QualityBad
+		}
+		if !finite(p.Value) {
+			p.Quality, p.Error = serialcfg.QualityBad, notFinite
+		}
+		if p.Quality == serialcfg.QualityBad {
+			p.Value = 0
+		}
+		p.Error = text(p.Error, MaxChannelError)
+		if !p.At.IsZero() && !SaneTime(p.At.Time, at) {
+			p.At = resource.Time{}
+		}
+		out = append(out, p)
+	}
+	return out, lost
 }
 
 // heartbeatOverhead bounds the bytes of a heartbeat message besides its
@@ -115,12 +160,16 @@ func ClampHeartbeat(h *Heartbeat) []string {
 const (
 	heartbeatOverhead = 512
 	channelOverhead   = 160
+	// pointOverhead bounds the bytes of one point state besides its name
+	// and error (a value of up to 24 characters, a time, the quality).
+	pointOverhead = 120
 )
 
 // fitHeartbeat shortens the channels' live values, then their errors, last
-// channel first, until the heartbeat is within MaxMessageBytes as JSON
-// writes it (each string as long as jsonLen says; CBOR's is shorter). Each
-// field within its bound, 64 channels of escaped text would not be. It
+// channel first, then leaves out their points, last channel first, until
+// the heartbeat is within MaxMessageBytes as JSON writes it (each string as
+// long as jsonLen says; CBOR's is shorter). Each field within its bound,
+// 64 channels of escaped text (or of 64 points each) would not be. It
 // reports whether it shortened anything.
 func fitHeartbeat(h *Heartbeat) bool {
 	size := heartbeatOverhead + jsonLen(h.IPAddress)
@@ -128,7 +177,7 @@ func fitHeartbeat(h *Heartbeat) bool {
 		size += jsonLen(v.InterfaceName) + jsonLen(v.Endpoint)
 	}
 	for _, c := range h.Channels {
-		size += channelOverhead + jsonLen(c.ID) + jsonLen(c.Live) + jsonLen(c.Error) + jsonLen(c.PassthroughAddress)
+		size += channelOverhead + jsonLen(c.ID) + jsonLen(c.Live) + jsonLen(c.Error) + jsonLen(c.PassthroughAddress) + pointsLen(c.Points)
 	}
 	over := size - MaxMessageBytes
 	for i := len(h.Channels) - 1; i >= 0 && over > 0; i-- {
@@ -138,7 +187,20 @@ func fitHeartbeat(h *Heartbeat) bool {
 			over -= n - jsonLen(*p)
 		}
 	}
+	for i := len(h.Channels) - 1; i >= 0 && over > 0; i-- {
+		over -= pointsLen(h.Channels[i].Points)
+		h.Channels[i].Points = nil
+	}
 	return size > MaxMessageBytes
+}
+
+// pointsLen bounds the length of point states as JSON.
+func pointsLen(ps []PointState) int {
+	n := 0
+	for _, p := range ps {
+		n += pointOverhead + jsonLen(p.Name) + jsonLen(p.Error)
+	}
+	return n
 }
 
 // jsonLen bounds the length of s, valid UTF-8, inside a JSON string as
@@ -183,7 +245,11 @@ func shortenJSON(s string, n int) string {
 // escaped) is replaced by {"truncated":true}.
 func ClampRecord(r *Record, now time.Time) error {
 	switch {
-	case r.Metric != nil && r.Event == nil:
+	case kinds(r) != 1:
+		return outOfBound("", "holds exactly one of metric, event and points")
+	case r.Points != nil:
+		return clampPointSamples(r.Points, now)
+	case r.Metric != nil:
 		m := r.Metric
 		if ClockNotSet(m.CapturedAt.Time) {
 			return ErrClockNotSet
@@ -198,7 +264,7 @@ func ClampRecord(r *Record, now time.Time) error {
 			}
 			*v = min(max(*v, b.Lo), b.Hi)
 		}
-	case r.Event != nil && r.Metric == nil:
+	case r.Event != nil:
 		e := r.Event
 		if ClockNotSet(e.CreatedAt.Time) {
 			return ErrClockNotSet
@@ -215,10 +281,92 @@ func ClampRecord(r *Record, now time.Time) error {
 		}
 		clampTexts(e, eventTexts[:])
 		e.Data = clampData(e.Data)
-	default:
-		return outOfBound("", "holds exactly one of metric and event")
 	}
 	return nil
+}
+
+// clampPointSamples brings a points record within Table: a sample whose
+// point id or time the relay would refuse is left out (the error names the
+// first, for the log, when any is; ErrClockNotSet when it is the time),
+// a value that is not finite is recorded as a bad sample, errors are
+// shortened. A record left without samples, or over MaxPointSamples or
+// MaxPointBatchBytes (SplitPointSamples keeps within them), returns a
+// *BoundError: it must not be spooled.
+func clampPointSamples(b *PointBatch, now time.Time) error {
+	if len(b.Samples) > MaxPointSamples || SamplesLen(b.Samples) > MaxPointBatchBytes {
+		return outOfBound("points.samples", "over %d samples or %d KiB", MaxPointSamples, MaxPointBatchBytes>>10)
+	}
+	var first error
+	kept := b.Samples[:0:0]
+	for i, s := range b.Samples {
+		var err error
+		switch {
+		case len(s.Point) > MaxPointID || !ValidPointID(s.Point):
+			err = outOfBound(fmt.Sprintf("points.samples[%d].point", i), "%q is not <channelId>.<name>", text(s.Point, 80))
+		case ClockNotSet(s.At.Time):
+			err = ErrClockNotSet
+		case !SaneTime(s.At.Time, now):
+			err = outOfBound(fmt.Sprintf("points.samples[%d].at", i), "%s is more than %s ahead", resource.FormatTime(s.At.Time), MaxFutureSkew)
+		}
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		if !finite(s.Value) {
+			s.Value, s.Error = 0, notFinite
+		}
+		if s.Error != "" {
+			s.Value = 0
+		}
+		s.Error = text(s.Error, MaxChannelError)
+		kept = append(kept, s)
+	}
+	b.Samples = kept
+	if len(kept) == 0 {
+		if first == nil {
+			first = outOfBound("points.samples", "has no samples")
+		}
+		return first
+	}
+	return nil
+}
+
+// sampleOverhead bounds the bytes of one point sample as JSON besides its
+// point id and error.
+const sampleOverhead = 96
+
+// SamplesLen bounds the length of point samples as JSON.
+func SamplesLen(ss []PointSample) int {
+	n := 0
+	for _, s := range ss {
+		n += SampleLen(s)
+	}
+	return n
+}
+
+// SampleLen bounds the length of one point sample as JSON once clamped
+// (its error shortened to MaxChannelError bytes).
+func SampleLen(s PointSample) int {
+	return sampleOverhead + min(jsonLen(s.Point), 6*MaxPointID) + min(jsonLen(s.Error), 6*MaxChannelError)
+}
+
+// SplitPointSamples cuts a round's samples into batches of at most
+// MaxPointSamples samples and MaxPointBatchBytes as JSON, in order.
+func SplitPointSamples(ss []PointSample) [][]PointSample {
+	var out [][]PointSample
+	start, size := 0, 0
+	for i, s := range ss {
+		n := SampleLen(s)
+		if i > start && (i-start == MaxPointSamples || size+n > MaxPointBatchBytes) {
+			out = append(out, ss[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(ss) {
+		out = append(out, ss[start:])
+	}
+	return out
 }
 
 // clampData returns d as the agent sends it (encoding/json writes a

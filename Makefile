@@ -50,7 +50,7 @@ RELAY_CLUSTER    := ^TestCluster
 RELAY_BINARIES   := ^(TestRealAgentSignalsAndAlerts|TestWebhooksThroughTheRelayKilledAndRestarted|TestAgentMetricsWithTheRelay)$$
 E2E_TIMEOUT      := 20m
 
-test-unit: panel-assets node-tools test-tools ## the packages' own tests, without the end-to-end suites (real files, loopback servers, throwaway PostgreSQL)
+test-unit: panel-assets node-tools test-tools modbus-tools ## the packages' own tests, without the end-to-end suites (real files, loopback servers, throwaway PostgreSQL)
 	$(GO) test -count=1 -timeout 20m -skip '$(RELAY_CLUSTER)|$(RELAY_BINARIES)' \
 		$$($(GO) list ./... | grep -vxF $(addprefix -e $(MODULE)/,$(E2E_PKGS)))
 

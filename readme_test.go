@@ -695,7 +695,7 @@ func endpointOf(command string) string {
 	if m == nil {
 		return method + " ?"
 	}
-	path := strings.NewReplacer("$DEVICE_ID", "{id}", "$ALERT_ID", "{id}", "$CHANNEL", "{channelId}").Replace(m[1])
+	path := strings.NewReplacer("$DEVICE_ID", "{id}", "$ALERT_ID", "{id}", "$CHANNEL", "{channelId}", "$POINT", "{pointId}").Replace(m[1])
 	return method + " " + path
 }
 
@@ -969,6 +969,8 @@ func TestREADMECurlExamples(t *testing.T) {
 			return "no events"
 		case api.get("/devices/"+gw.ID+"/serial/telemetry", &tel) != 200 || tel.Data.At == nil:
 			return "no telemetry"
+		case api.get("/devices/"+gw.ID+"/points/gpio-1.level/samples", &m) != 200 || len(m.Data) == 0:
+			return "no point samples"
 		}
 		return ""
 	})
@@ -982,7 +984,7 @@ func TestREADMECurlExamples(t *testing.T) {
 		return ""
 	})
 
-	env := append(os.Environ(), "RELAY="+base, "KEY="+key.Key, "DEVICE_ID="+gw.ID, "ALERT_ID="+alertID, "CHANNEL=rs485-1")
+	env := append(os.Environ(), "RELAY="+base, "KEY="+key.Key, "DEVICE_ID="+gw.ID, "ALERT_ID="+alertID, "CHANNEL=rs485-1", "POINT=gpio-1.level")
 	for _, ex := range examples {
 		t.Run(ex.endpoint, func(t *testing.T) {
 			var sample any

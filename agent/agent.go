@@ -1,6 +1,6 @@
 // Package agent is fleet-agent, the gateway side of Fleet: it wires the
-// spool, the metric sampler, the channel manager, the VPN watcher, the
-// passthrough server and the relay link together. Config comes from
+// spool, the metric sampler, the channel manager, the point sampler, the
+// VPN watcher, the passthrough server and the relay link together. Config comes from
 // ParseConfig; New builds an Agent and Run runs it until its context ends,
 // then spools agent.stopped and makes a last flush. The main in
 // agent/cmd/fleet-agent only handles signals.
@@ -22,6 +22,7 @@ import (
 	"github.com/fleet/fleet/agent/link"
 	"github.com/fleet/fleet/agent/metrics"
 	"github.com/fleet/fleet/agent/passthrough"
+	"github.com/fleet/fleet/agent/points"
 	"github.com/fleet/fleet/agent/spool"
 	"github.com/fleet/fleet/agent/vpnwatch"
 	"github.com/fleet/fleet/hw"
@@ -60,6 +61,7 @@ type Agent struct {
 
 	spool   *spool.Spool
 	sampler *metrics.Sampler
+	points  *points.Sampler
 	io      *iomgr.Manager
 	link    *link.Link
 	vpn     *vpnwatch.Watcher
@@ -151,6 +153,7 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 		a.closeParts()
 		return nil, err
 	}
+	a.points = points.New(points.Options{Source: a.io.Points, Record: a.record, Now: opts.Now, Logger: log.With("component", "points")})
 	if cfg.VPNInterface != "" {
 		a.vpn, err = vpnwatch.Open(vpnwatch.Config{Interface: cfg.VPNInterface, Emit: a.emit, Logger: log})
 		if err != nil {
@@ -217,6 +220,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { _ = a.vpn.Run(bg) })
 	}
 	wg.Go(func() { a.metricsLoop(bg) })
+	wg.Go(func() { a.points.Run(bg) })
 	wg.Go(func() { a.syncLoop(bg) })
 	linkCtx, stopLink := context.WithCancel(context.Background())
 	linkDone := make(chan struct{})
@@ -404,6 +408,10 @@ func (a *Agent) heartbeat() protocol.Heartbeat {
 		IPAddress:      defaultRouteIP(a.cfg.ProcRoot),
 		AppliedVersion: a.io.Version(),
 		Channels:       a.io.States(),
+	}
+	now := a.now()
+	for i := range hb.Channels {
+		hb.Channels[i].Points = a.points.States(hb.Channels[i].ID, now)
 	}
 	if a.vpn != nil {
 		hb.VPN = a.vpn.State()

@@ -116,6 +116,12 @@ type HeartbeatIn struct {
 	// serial telemetry time is set whenever HasChannels.
 	Channels    []protocol.ChannelState
 	HasChannels bool
+	// Points, when as long as Channels, holds the stored form of each
+	// channel's point states (cloud.EncodePointStates; "" for none), encoded
+	// by the caller off the store's writer (the agent endpoint does); nil
+	// when no channel reports points. When shorter than Channels, the store
+	// encodes them.
+	Points []string
 	// Event is a heartbeat event to record (at most one per metrics
 	// interval), or nil.
 	Event *resource.Event
@@ -139,7 +145,7 @@ type RecordsOut struct {
 	Metrics []resource.MetricSample
 	Events  []resource.Event
 	// Points are the point samples the batch stored (not resends).
-	Points []protocol.PointSample
+	Points  []protocol.PointSample
 	LastSeq uint64
 }
 

@@ -83,7 +83,8 @@ func ErrChannelNotFound(id string) error {
 
 // StoredChannel is what a store keeps of one channel: the desired config
 // (JSON; nil: the catalog default) and the last report (Available nil:
-// never reported).
+// never reported), with the reported point states as EncodePointStates
+// wrote them ("" when none were reported).
 type StoredChannel struct {
 	Config      *string
 	Available   *bool
@@ -91,25 +92,42 @@ type StoredChannel struct {
 	TxOn        bool
 	Error       string
 	Passthrough *string
+	Points      string
+}
+
+// DesiredConfig returns the channel's desired configuration: the stored one,
+// else catalog channel c's default.
+func (row *StoredChannel) DesiredConfig(c catalog.Channel) (serialcfg.Config, error) {
+	if row == nil || row.Config == nil {
+		return c.DefaultConfig(), nil
+	}
+	cfg, err := serialcfg.Decode([]byte(*row.Config))
+	if err != nil {
+		return cfg, fmt.Errorf("stored config of %s: %w", c.ID, err)
+	}
+	return cfg, nil
 }
 
 // ChannelView builds the API's view of catalog channel c from what is
-// stored of it (nil: nothing yet).
-func ChannelView(c catalog.Channel, row *StoredChannel) (resource.Channel, error) {
+// stored of it (nil: nothing yet); online is whether the device is ONLINE
+// (its points are stale otherwise).
+func ChannelView(c catalog.Channel, row *StoredChannel, online bool) (resource.Channel, error) {
 	ch := resource.Channel{
 		ID: c.ID, Group: c.Group, Label: c.Label, Terminals: append([]string{}, c.Terminals...),
 		Configurable: c.Configurable, Available: true, Config: c.DefaultConfig(),
-		Points: []resource.PointRef{},
 	}
+	cfg, err := row.DesiredConfig(c)
+	if err != nil {
+		return ch, err
+	}
+	ch.Config = cfg
+	pts, err := ChannelPoints(c.ID, cfg, row, online)
+	if err != nil {
+		return ch, err
+	}
+	ch.Points = PointRefs(pts)
 	if row == nil {
 		return ch, nil
-	}
-	if row.Config != nil {
-		cfg, err := serialcfg.Decode([]byte(*row.Config))
-		if err != nil {
-			return ch, fmt.Errorf("stored config of %s: %w", c.ID, err)
-		}
-		ch.Config = cfg
 	}
 	if row.Available != nil {
 		ch.Available = *row.Available
@@ -124,11 +142,11 @@ func ChannelView(c catalog.Channel, row *StoredChannel) (resource.Channel, error
 
 // SerialView builds GET /serial's answer from the stored state: every
 // channel of model m, in the catalog's order.
-func SerialView(deviceID string, m catalog.Model, state resource.SerialState, rows map[string]*StoredChannel) (resource.SerialState, error) {
+func SerialView(deviceID string, m catalog.Model, state resource.SerialState, rows map[string]*StoredChannel, online bool) (resource.SerialState, error) {
 	state.DeviceID = deviceID
 	state.Channels = make([]resource.Channel, 0, len(m.Channels))
 	for _, c := range m.Channels {
-		ch, err := ChannelView(c, rows[c.ID])
+		ch, err := ChannelView(c, rows[c.ID], online)
 		if err != nil {
 			return resource.SerialState{}, err
 		}
@@ -138,17 +156,28 @@ func SerialView(deviceID string, m catalog.Model, state resource.SerialState, ro
 }
 
 // TelemetryView builds GET /serial/telemetry's answer: one entry per
-// channel of model m.
-func TelemetryView(deviceID string, m catalog.Model, at *resource.Time, rows map[string]*StoredChannel) resource.SerialTelemetry {
+// channel of model m, with the points of its desired configuration (stale
+// unless online).
+func TelemetryView(deviceID string, m catalog.Model, at *resource.Time, rows map[string]*StoredChannel, online bool) (resource.SerialTelemetry, error) {
 	out := resource.SerialTelemetry{DeviceID: deviceID, At: at, Channels: make([]resource.ChannelTelemetry, 0, len(m.Channels))}
 	for _, c := range m.Channels {
-		t := resource.ChannelTelemetry{ID: c.ID, Points: []resource.PointRef{}}
-		if row := rows[c.ID]; row != nil {
+		row := rows[c.ID]
+		t := resource.ChannelTelemetry{ID: c.ID}
+		if row != nil {
 			t.Live, t.TxOn, t.Error = row.Live, row.TxOn, row.Error
 		}
+		cfg, err := row.DesiredConfig(c)
+		if err != nil {
+			return out, err
+		}
+		pts, err := ChannelPoints(c.ID, cfg, row, online)
+		if err != nil {
+			return out, err
+		}
+		t.Points = PointRefs(pts)
 		out.Channels = append(out.Channels, t)
 	}
-	return out
+	return out, nil
 }
 
 // ChannelUsable is the rule of a channel's availability: a channel that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
@@ -111,6 +112,11 @@ type Heartbeat struct {
 	// Changed holds the channels whose telemetry (live, txOn, error) differs
 	// from the previous report; empty when nothing changed.
 	Changed []resource.SignalChannel
+	// ChangedPoints holds the points whose value or quality differs from the
+	// previous report (a point reported for the first time included), with
+	// ids <channelId>.<name>, units and types from the desired
+	// configuration; empty when none changed.
+	ChangedPoints []resource.PointRef
 }
 
 // Observer is told what agents reported, after it was stored. The alert
@@ -121,6 +127,14 @@ type Observer interface {
 	HeartbeatStored(ctx context.Context, dev DeviceRef, hb Heartbeat)
 	EventsStored(ctx context.Context, dev DeviceRef, events []resource.Event)
 	StatusChanged(ctx context.Context, dev DeviceRef, from, to resource.DeviceStatus)
+}
+
+// PointObserver is an Observer that is told of the point samples agents
+// reported too, after they were stored (each sample once, not its
+// resends), with the other records of their batch. The alert engine
+// implements it to read points; an Observer that does not is not told.
+type PointObserver interface {
+	PointsStored(ctx context.Context, dev DeviceRef, samples []protocol.PointSample)
 }
 
 // AlertObserver is told when an alert changes state through any path (the

@@ -24,3 +24,18 @@ serial-ser2net:
 	  apt-get install -y -q ser2net >/dev/null 2>&1 || \
 	  { apt-get update -q && apt-get install -y -q ser2net; } || \
 	  echo "ser2net could not be installed: the passthrough bench measures ours alone"; }
+
+# hw/modbus's reference test (TestLibmodbusReference) compiles a slave on
+# Debian's libmodbus with gcc and reads its registers back with mbpoll, so
+# the byte orders are checked against the reference implementations. A
+# prerequisite of test-unit (Makefile); installed when missing (root).
+.PHONY: modbus-tools
+modbus-tools: ## gcc, libmodbus-dev and mbpoll (apt-get) when missing, for hw/modbus's libmodbus reference test
+	@missing=; command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
+	[ -f /usr/include/modbus/modbus.h ] || missing="$$missing libmodbus-dev"; \
+	command -v mbpoll >/dev/null 2>&1 || missing="$$missing mbpoll"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing for hw/modbus's libmodbus reference test"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q $$missing || { apt-get update -q && apt-get install -y -q $$missing; }; \
+	fi

@@ -73,6 +73,7 @@ type channel struct {
 	device    string
 	desired   serialcfg.Config
 	applied   []byte // JSON of the config the port runs
+	running   serialcfg.Config
 	port      hw.Port
 	available bool
 	err       string // apply or open failure; "" when fine
@@ -234,14 +235,14 @@ func (m *Manager) openLocked(ctx context.Context, c *channel, announce bool) {
 		}
 		if p2, err2 := m.opts.Backend.Open(ctx, c.cat, c.device, def); err2 == nil {
 			c.port = p2
-			c.applied = mustJSON(def)
+			c.applied, c.running = mustJSON(def), def
 		}
 		return
 	}
 	c.port = p
 	c.available = true
 	c.err = ""
-	c.applied = mustJSON(c.desired)
+	c.applied, c.running = mustJSON(c.desired), c.desired
 	if announce {
 		m.emitAvailable(c)
 	}
@@ -255,7 +256,7 @@ func (m *Manager) closePortLocked(c *channel) {
 		m.log.Warn("close channel", "channel", c.cat.ID, "err", err)
 	}
 	c.port = nil
-	c.applied = nil
+	c.applied, c.running = nil, serialcfg.Config{}
 }
 
 func (m *Manager) serialError(c *channel, op string, err error) {
@@ -355,7 +356,7 @@ func (m *Manager) apply(ctx context.Context, cfg protocol.Config, announce bool)
 			m.serialError(c, "apply", err)
 			continue
 		}
-		c.applied = js
+		c.applied, c.running = js, want
 		c.err = ""
 	}
 	m.version = cfg.Version
@@ -423,6 +424,42 @@ func (m *Manager) States() []protocol.ChannelState {
 			st.Error = "device missing"
 		}
 		out = append(out, st)
+	}
+	return out
+}
+
+// ChannelPoints is one channel's points (serialcfg.Config.PointDefs) and
+// its port's latest readings.
+type ChannelPoints struct {
+	ChannelID string
+	Defs      []serialcfg.PointDef
+	// Readings is what the port's ReadPoints returned (hw.PointReader);
+	// nil when the channel is not open or its port reads no points.
+	Readings []hw.PointReading
+}
+
+// Points returns, in catalog order, every channel whose configuration
+// names points: the points of the configuration its port runs (the
+// desired one when it is not open) and the port's readings. The agent's
+// sampler (agent/points) calls it every round.
+func (m *Manager) Points() []ChannelPoints {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []ChannelPoints
+	for _, c := range m.chans {
+		cfg := c.desired
+		if c.port != nil {
+			cfg = c.running
+		}
+		defs := cfg.PointDefs(c.cat.ID)
+		if len(defs) == 0 {
+			continue
+		}
+		cp := ChannelPoints{ChannelID: c.cat.ID, Defs: defs}
+		if r, ok := c.port.(hw.PointReader); ok {
+			cp.Readings = r.ReadPoints()
+		}
+		out = append(out, cp)
 	}
 	return out
 }

@@ -709,11 +709,12 @@ func EncodeRecord(r protocol.Record) ([]byte, error) {
 	type noSeq struct {
 		Metric *resource.MetricSample `json:"metric,omitempty"`
 		Event  *protocol.Event        `json:"event,omitempty"`
+		Points *protocol.PointBatch   `json:"points,omitempty"`
 	}
-	if (r.Metric == nil) == (r.Event == nil) {
-		return nil, errors.New("link: a record holds exactly one of metric and event")
+	if n := btoi(r.Metric != nil) + btoi(r.Event != nil) + btoi(r.Points != nil); n != 1 {
+		return nil, errors.New("link: a record holds exactly one of metric, event and points")
 	}
-	return json.Marshal(noSeq{Metric: r.Metric, Event: r.Event})
+	return json.Marshal(noSeq{Metric: r.Metric, Event: r.Event, Points: r.Points})
 }
 
 // encodeRecords builds a Records message of the session's codec from spool
@@ -738,6 +739,13 @@ func (s *session) encodeRecords(es []spool.Entry) ([]byte, error) {
 		return nil, fmt.Errorf("encode records: %w", err)
 	}
 	return b, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // EncodeRecords builds a JSON Records message from spool entries without

@@ -8,7 +8,9 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,6 +213,49 @@ func testHeartbeatEventsOnePerMetricsInterval(t *testing.T, open storetest.Opene
 	got := e.countEvents(id, "heartbeat", nil)
 	if got < 3 || got > 7 || got >= n/2 {
 		t.Errorf("%d heartbeat events for %d heartbeats over 1.1s at a 200ms metrics interval", got, n)
+	}
+}
+
+// TestPointsToObservers: the point samples of a batch, once stored, are
+// handed to the observers that read points (cloud.PointObserver) with the
+// batch's other records; a resend stores nothing and tells nobody.
+func TestPointsToObservers(t *testing.T) { forCodecs(t, testPointsToObservers) }
+
+func testPointsToObservers(t *testing.T, e *env) {
+	id, tok := e.addDevice("IG-500")
+	a, _ := e.connect(tok, hello())
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	batch := []protocol.Record{
+		metricRec(1, t0, 10),
+		{Seq: 2, Points: &protocol.PointBatch{Samples: []protocol.PointSample{
+			{Point: "rs485-1.boiler_temp", At: resource.T(t0), Value: 21.5},
+			{Point: "gpio-1.level", At: resource.T(t0), Value: 1},
+		}}},
+		{Seq: 3, Points: &protocol.PointBatch{Samples: []protocol.PointSample{
+			{Point: "rs485-1.boiler_temp", At: resource.T(t0.Add(time.Second)), Error: "modbus timeout (slave 7)"},
+		}}},
+	}
+	for range 2 {
+		if seq := a.records(batch...); seq != 3 {
+			t.Fatalf("ack = %d, want 3", seq)
+		}
+	}
+	e.obs.mu.Lock()
+	got := append([]protocol.PointSample(nil), e.obs.points[id]...)
+	nm := len(e.obs.metrics[id])
+	e.obs.mu.Unlock()
+	var want []protocol.PointSample
+	for _, r := range batch[1:] {
+		want = append(want, r.Points.Samples...)
+	}
+	sort.Slice(got, func(i, j int) bool {
+		return got[i].Point < got[j].Point || (got[i].Point == got[j].Point && got[i].At.Before(got[j].At.Time))
+	})
+	sort.Slice(want, func(i, j int) bool {
+		return want[i].Point < want[j].Point || (want[i].Point == want[j].Point && want[i].At.Before(want[j].At.Time))
+	})
+	if !reflect.DeepEqual(got, want) || nm != 1 {
+		t.Fatalf("observers told %d metrics and points %+v, want 1 and %+v", nm, got, want)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // beatState is what a connection remembers of its device from one
@@ -49,6 +50,9 @@ type beatDecision struct {
 	// Changed are the channels whose telemetry (live, txOn, error) changed,
 	// for the Observers.
 	Changed []resource.SignalChannel
+	// ChangedPoints are the points whose value or quality changed (or that
+	// were reported for the first time), for the Observers.
+	ChangedPoints []resource.PointRef
 	// VPN is the tunnel state reported, when HasVPN.
 	VPN    cloud.VPNState
 	HasVPN bool
@@ -73,15 +77,18 @@ type beatDecision struct {
 //     status changes or fewer than three intervals of it remain: to six
 //     intervals ahead;
 //   - of the channels a device with serial ports reports, those of its
-//     model whose state differs from the stored one are stored, and those
-//     whose telemetry changed go to the Observers;
+//     model whose state (points included) differs from the stored one are
+//     stored, and those whose telemetry changed go to the Observers;
+//   - so do the points whose value or quality changed (not only their
+//     time), with their units and types from the desired configuration
+//     (defs, asked only then), stale when the device is not ONLINE;
 //   - a heartbeat event is recorded at the first heartbeat and then at
 //     most once per metrics interval.
 //
 // Channels to store are appended to chans[:0], memory the caller reuses
 // (when Channels is not nil, it is that memory, grown as needed); Channels
 // is nil when none changes.
-func (st *beatState) beat(h *protocol.Heartbeat, in beatIn, knownDesired func() int64, chans []protocol.ChannelState) beatDecision {
+func (st *beatState) beat(h *protocol.Heartbeat, in beatIn, knownDesired func() int64, defs func() pointDefs, chans []protocol.ChannelState) beatDecision {
 	d := beatDecision{Status: h.Status, PrevStatus: st.status, IPAddress: h.IPAddress, AppliedVersion: h.AppliedVersion}
 	if d.AppliedVersion > st.appliedVersion {
 		d.AppliedVersion = min(d.AppliedVersion, knownDesired())
@@ -93,6 +100,7 @@ func (st *beatState) beat(h *protocol.Heartbeat, in beatIn, knownDesired func() 
 		d.Deadline = in.now.Add(storedDeadlineBeats * in.interval)
 	}
 	d.Channels = chans[:0]
+	var pd pointDefs
 	if st.model.Has(resource.CapabilitySerialIO) && len(h.Channels) > 0 {
 		d.HasChannels = true
 		for _, ch := range h.Channels {
@@ -106,6 +114,16 @@ func (st *beatState) beat(h *protocol.Heartbeat, in beatIn, knownDesired func() 
 			d.Channels = append(d.Channels, ch)
 			if !seen || old.Live != ch.Live || old.TxOn != ch.TxOn || old.Error != ch.Error {
 				d.Changed = append(d.Changed, resource.SignalChannel{ID: ch.ID, Live: ch.Live, TxOn: ch.TxOn, Error: ch.Error})
+			}
+			for k := range ch.Points {
+				p := &ch.Points[k]
+				if o := cloud.FindPointState(old.Points, p.Name, k); o != nil && o.Value == p.Value && o.Quality == p.Quality {
+					continue
+				}
+				if defs != nil && pd == nil {
+					pd = defs()
+				}
+				d.ChangedPoints = append(d.ChangedPoints, pd.ref(ch.ID, p, h.Status == resource.StatusOnline))
 			}
 		}
 	}
@@ -156,5 +174,39 @@ func (st *beatState) apply(d *beatDecision, now time.Time) {
 // sameChannel reports whether a channel's reported state is unchanged.
 func sameChannel(a, b protocol.ChannelState) bool {
 	return a.ID == b.ID && a.Available == b.Available && a.Live == b.Live && a.TxOn == b.TxOn &&
-		a.Error == b.Error && a.PassthroughAddress == b.PassthroughAddress && slices.Equal(a.Points, b.Points)
+		a.Error == b.Error && a.PassthroughAddress == b.PassthroughAddress && slices.EqualFunc(a.Points, b.Points, samePoint)
+}
+
+// samePoint reports whether a point's reported state is unchanged (times
+// compared as instants).
+func samePoint(a, b protocol.PointState) bool {
+	return a.Name == b.Name && a.Value == b.Value && a.Quality == b.Quality && a.Error == b.Error && a.At.Equal(b.At.Time)
+}
+
+// pointDefs are the points of a device's desired configuration, by channel.
+type pointDefs map[string][]serialcfg.PointDef
+
+// newPointDefs returns the points of the channels of cfg.
+func newPointDefs(cfg protocol.Config) pointDefs {
+	out := make(pointDefs, len(cfg.Channels))
+	for _, c := range cfg.Channels {
+		if defs := c.Config.PointDefs(c.ID); len(defs) > 0 {
+			out[c.ID] = defs
+		}
+	}
+	return out
+}
+
+// ref is reported point state p of channel as the Observers see it: unit
+// and type from the desired configuration (a point it does not name, as
+// while the agent still applies an older one, has no unit and a number).
+func (pd pointDefs) ref(channel string, p *protocol.PointState, online bool) resource.PointRef {
+	def := serialcfg.PointDef{ID: serialcfg.PointID(channel, p.Name), ChannelID: channel, Name: p.Name}
+	for _, d := range pd[channel] {
+		if d.Name == p.Name {
+			def = d
+			break
+		}
+	}
+	return cloud.PointRefOf(cloud.PointOf(def, p, online))
 }

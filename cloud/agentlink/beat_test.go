@@ -25,6 +25,26 @@ func TestBeatRules(t *testing.T) {
 	ig100, _ := catalog.Lookup("IG-100") // no serial ports
 	uartIdle := protocol.ChannelState{ID: "uart-1", Available: true, Live: "idle"}
 	handshake := resource.T(t0.Add(-time.Minute))
+	// rs485-1 reads a temperature, a pump's state and a pressure; the
+	// agent read them at t1, then at t2.
+	t1, t2 := resource.T(t0.Add(-10*time.Second)), resource.T(t0.Add(-time.Second))
+	rs485Defs := pointDefs{"rs485-1": {
+		{ID: "rs485-1.temp", ChannelID: "rs485-1", Name: "temp", Type: "f32", Unit: "°C"},
+		{ID: "rs485-1.pump", ChannelID: "rs485-1", Name: "pump", Type: "bool"},
+		{ID: "rs485-1.pressure", ChannelID: "rs485-1", Name: "pressure", Type: "u16", Unit: "bar"},
+	}}
+	rs485 := func(pts ...protocol.PointState) protocol.ChannelState {
+		return protocol.ChannelState{ID: "rs485-1", Available: true, Live: "1 2", Points: pts}
+	}
+	temp := func(v float64, at resource.Time) protocol.PointState {
+		return protocol.PointState{Name: "temp", Value: v, Quality: "good", At: at}
+	}
+	pump := func(v float64, at resource.Time) protocol.PointState {
+		return protocol.PointState{Name: "pump", Value: v, Quality: "good", At: at}
+	}
+	ref := func(id string, v any, unit, quality string, at resource.Time) resource.PointRef {
+		return resource.PointRef{ID: id, Value: v, Unit: unit, Quality: quality, At: &at}
+	}
 
 	hb := func(edit func(h *protocol.Heartbeat)) protocol.Heartbeat {
 		h := protocol.Heartbeat{Status: resource.StatusOnline, IPAddress: "192.0.2.7", AppliedVersion: 3}
@@ -49,6 +69,7 @@ func TestBeatRules(t *testing.T) {
 		want    beatDecision
 		event   string // the heartbeat event's data, "" for none
 		after   func(st *beatState)
+		defs    pointDefs // the desired configuration's points; nil: must not be asked
 	}{
 		{name: "nothing changed", hb: hb(nil), want: same},
 		{name: "no address reported: the connection's",
@@ -115,6 +136,56 @@ func TestBeatRules(t *testing.T) {
 				st.channels["uart-1"] = protocol.ChannelState{ID: "uart-1", Available: true, Live: "rx 12", TxOn: true}
 				st.channels["gpio-1"] = protocol.ChannelState{ID: "gpio-1", Available: true, Live: "1"}
 			}},
+		{name: "points: only their time changed: stored, no point changed, the configuration not asked",
+			state: func(st *beatState) { st.channels["rs485-1"] = rs485(temp(21.5, t1), pump(1, t1)) },
+			hb:    hb(func(h *protocol.Heartbeat) { h.Channels = []protocol.ChannelState{rs485(temp(21.5, t2), pump(1, t2))} }),
+			want: with(func(d *beatDecision) {
+				d.HasChannels = true
+				d.Channels = []protocol.ChannelState{rs485(temp(21.5, t2), pump(1, t2))}
+			}),
+			after: func(st *beatState) { st.channels["rs485-1"] = rs485(temp(21.5, t2), pump(1, t2)) }},
+		{name: "points unchanged: nothing stored",
+			state: func(st *beatState) { st.channels["rs485-1"] = rs485(temp(21.5, t1), pump(1, t1)) },
+			hb:    hb(func(h *protocol.Heartbeat) { h.Channels = []protocol.ChannelState{rs485(temp(21.5, t1), pump(1, t1))} }),
+			want:  with(func(d *beatDecision) { d.HasChannels = true })},
+		{name: "points: a value changed, a point seen first, one the configuration does not name; units and types from it",
+			state: func(st *beatState) { st.channels["rs485-1"] = rs485(temp(21.5, t1), pump(1, t1)) },
+			hb: hb(func(h *protocol.Heartbeat) {
+				h.Channels = []protocol.ChannelState{rs485(temp(21.5, t2), pump(0, t2),
+					protocol.PointState{Name: "pressure", Value: 3, Quality: "good", At: t2},
+					protocol.PointState{Name: "old", Value: 7, Quality: "good", At: t2})}
+			}),
+			defs: rs485Defs,
+			want: with(func(d *beatDecision) {
+				d.HasChannels = true
+				d.Channels = []protocol.ChannelState{rs485(temp(21.5, t2), pump(0, t2),
+					protocol.PointState{Name: "pressure", Value: 3, Quality: "good", At: t2},
+					protocol.PointState{Name: "old", Value: 7, Quality: "good", At: t2})}
+				d.ChangedPoints = []resource.PointRef{ref("rs485-1.pump", false, "", "good", t2), ref("rs485-1.pressure", 3.0, "bar", "good", t2),
+					ref("rs485-1.old", 7.0, "", "good", t2)}
+			}),
+			after: func(st *beatState) {
+				st.channels["rs485-1"] = rs485(temp(21.5, t2), pump(0, t2),
+					protocol.PointState{Name: "pressure", Value: 3, Quality: "good", At: t2},
+					protocol.PointState{Name: "old", Value: 7, Quality: "good", At: t2})
+			}},
+		{name: "points: a failed read is a change of quality without a value; not ONLINE, the points are stale",
+			state: func(st *beatState) { st.channels["rs485-1"] = rs485(temp(21.5, t1), pump(1, t1)) },
+			hb: hb(func(h *protocol.Heartbeat) {
+				h.Status = resource.StatusError
+				h.Channels = []protocol.ChannelState{rs485(protocol.PointState{Name: "temp", Quality: "bad", Error: "modbus timeout (slave 7)", At: t2}, pump(1, t1))}
+			}),
+			defs: rs485Defs,
+			want: with(func(d *beatDecision) {
+				d.Status, d.Deadline = resource.StatusError, t0.Add(6*interval)
+				d.HasChannels = true
+				d.Channels = []protocol.ChannelState{rs485(protocol.PointState{Name: "temp", Quality: "bad", Error: "modbus timeout (slave 7)", At: t2}, pump(1, t1))}
+				d.ChangedPoints = []resource.PointRef{{ID: "rs485-1.temp", Unit: "°C", Quality: "stale", At: &t2}}
+			}),
+			after: func(st *beatState) {
+				st.status, st.storedDeadline = resource.StatusError, t0.Add(6*interval)
+				st.channels["rs485-1"] = rs485(protocol.PointState{Name: "temp", Quality: "bad", Error: "modbus timeout (slave 7)", At: t2}, pump(1, t1))
+			}},
 		{name: "channels unchanged: reported, none stored",
 			hb:   hb(func(h *protocol.Heartbeat) { h.Channels = []protocol.ChannelState{uartIdle} }),
 			want: with(func(d *beatDecision) { d.HasChannels = true })},
@@ -174,7 +245,13 @@ func TestBeatRules(t *testing.T) {
 				return tc.desired
 			}
 			h := tc.hb
-			d := st.beat(&h, beatIn{now: t0, interval: interval, remote: "198.51.100.1"}, knownDesired, make([]protocol.ChannelState, 0, 1))
+			defs := func() pointDefs {
+				if tc.defs == nil {
+					t.Error("the desired configuration's points were asked for, although no point changed")
+				}
+				return tc.defs
+			}
+			d := st.beat(&h, beatIn{now: t0, interval: interval, remote: "198.51.100.1"}, knownDesired, defs, make([]protocol.ChannelState, 0, 1))
 			if tc.desired != 0 && !asked {
 				t.Error("an applied version above the stored one was not checked against the desired one")
 			}

@@ -45,6 +45,10 @@ type conn struct {
 
 	cfgMu       sync.Mutex
 	sentVersion int64 // highest config version sent
+	// points are the points of the desired configuration as last read
+	// (nil before), for the units and types of changed points; written
+	// under cfgMu.
+	points atomic.Pointer[pointDefs]
 	// helloDesired is the desired config version when the hello was
 	// stored: with sentVersion, the highest the agent can have been told.
 	helloDesired int64
@@ -312,6 +316,10 @@ func (c *conn) pushConfig(applied int64) {
 		c.log.Error("desired config not read", "err", err)
 		return
 	}
+	if ok {
+		pd := newPointDefs(cfg)
+		c.points.Store(&pd)
+	}
 	if !ok || cfg.Version <= c.sentVersion || cfg.Version <= applied {
 		return
 	}
@@ -321,6 +329,34 @@ func (c *conn) pushConfig(applied int64) {
 	}
 	c.sentVersion = cfg.Version
 	c.log.Info("config sent", "version", cfg.Version)
+}
+
+// desiredPoints returns the points of the device's desired configuration:
+// as last read, else read now (once per connection: later changes are
+// read by pushConfig). On a failed read it returns none, and reads again
+// next time.
+func (c *conn) desiredPoints() pointDefs {
+	if pd := c.points.Load(); pd != nil {
+		return *pd
+	}
+	c.cfgMu.Lock()
+	defer c.cfgMu.Unlock()
+	if pd := c.points.Load(); pd != nil {
+		return *pd
+	}
+	ctx, cancel := c.storeCtx()
+	cfg, ok, err := c.srv.cfg.Store.DesiredConfig(ctx, c.dev)
+	cancel()
+	if err != nil {
+		c.log.Warn("desired config not read: changed points go without units", "err", err)
+		return nil
+	}
+	pd := pointDefs{}
+	if ok {
+		pd = newPointDefs(cfg)
+	}
+	c.points.Store(&pd)
+	return pd
 }
 
 // heartbeat takes one heartbeat: its rules (beatState.beat) decide what it
@@ -337,9 +373,15 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	c.lastBeat.Store(read.UnixNano())
 	p := s.getPending(c)
 	p.read = read
-	d := c.beat(h, beatIn{now: now, interval: time.Duration(c.hbInterval.Load()), remote: c.remote}, c.knownDesired, p.channels)
+	d := c.beat(h, beatIn{now: now, interval: time.Duration(c.hbInterval.Load()), remote: c.remote}, c.knownDesired, c.desiredPoints, p.channels)
 	if d.Channels != nil {
 		p.channels = d.Channels
+	}
+	// The points' stored form is encoded here, on the connection's
+	// goroutine, not on the store's writer.
+	points := EncodeChannelPoints(d.Channels, p.points)
+	if points != nil {
+		p.points = points
 	}
 	if d.Event != nil {
 		d.Event.ID = newID()
@@ -355,9 +397,10 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 		AppliedVersion: d.AppliedVersion,
 		Channels:       d.Channels,
 		HasChannels:    d.HasChannels,
+		Points:         points,
 		Event:          d.Event,
 	}
-	p.chb = cloud.Heartbeat{At: now, Status: d.Status, Changed: d.Changed}
+	p.chb = cloud.Heartbeat{At: now, Status: d.Status, Changed: d.Changed, ChangedPoints: d.ChangedPoints}
 	if d.HasVPN {
 		// The state given to the Observers is never changed afterwards, so
 		// an unchanged tunnel shares the previous heartbeat's, and only a
@@ -410,6 +453,13 @@ func (c *conn) records(r *protocol.Records) error {
 			o.MetricsStored(s.ctx, ref, out.Metrics)
 		}
 	}
+	if len(out.Points) > 0 {
+		for _, o := range s.cfg.Observers {
+			if po, ok := o.(cloud.PointObserver); ok {
+				po.PointsStored(s.ctx, ref, out.Points)
+			}
+		}
+	}
 	s.eventsStored(ref, out.Events)
 	return c.send(&protocol.Message{Type: protocol.TypeAck, Ack: &protocol.Ack{Seq: out.LastSeq}})
 }
@@ -449,6 +499,7 @@ type hbPending struct {
 	chb        cloud.Heartbeat
 	ev         *resource.Event
 	channels   []protocol.ChannelState   // backing of HeartbeatIn.Channels
+	points     []string                  // backing of HeartbeatIn.Points
 	done       func(HeartbeatOut, error) // p.complete, bound once
 }
 
@@ -468,7 +519,8 @@ func (s *Server) putPending(p *hbPending) {
 		return // an unusual heartbeat: leave its large lists to the GC
 	}
 	clear(p.channels[:cap(p.channels)])
-	*p = hbPending{s: p.s, done: p.done, channels: p.channels[:0]}
+	clear(p.points[:cap(p.points)])
+	*p = hbPending{s: p.s, done: p.done, channels: p.channels[:0], points: p.points[:0]}
 	s.pending.Put(p)
 }
 

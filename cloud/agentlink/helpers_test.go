@@ -32,11 +32,19 @@ type recorder struct {
 	events     map[string][]resource.Event
 	heartbeats map[string][]cloud.Heartbeat
 	statuses   map[string][]string // "FROM>TO"
+	points     map[string][]protocol.PointSample
 }
 
 func newRecorder() *recorder {
 	return &recorder{metrics: map[string][]resource.MetricSample{}, events: map[string][]resource.Event{},
-		heartbeats: map[string][]cloud.Heartbeat{}, statuses: map[string][]string{}}
+		heartbeats: map[string][]cloud.Heartbeat{}, statuses: map[string][]string{}, points: map[string][]protocol.PointSample{}}
+}
+
+// PointsStored makes the recorder a cloud.PointObserver.
+func (r *recorder) PointsStored(_ context.Context, d cloud.DeviceRef, s []protocol.PointSample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.points[d.ID] = append(r.points[d.ID], s...)
 }
 
 func (r *recorder) MetricsStored(_ context.Context, d cloud.DeviceRef, s []resource.MetricSample) {

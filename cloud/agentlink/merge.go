@@ -3,6 +3,7 @@ package agentlink
 import (
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/protocol"
 )
 
@@ -41,6 +42,10 @@ type HeartbeatGroup struct {
 	// Channels are the reported channels, by first report, each in the
 	// state of its last.
 	Channels []protocol.ChannelState
+	// Points is the stored form of each channel's point states
+	// (cloud.EncodePointStates), as long as Channels; nil when no channel
+	// reports points.
+	Points []string
 }
 
 // Add merges the transaction's next heartbeat into its session's group
@@ -68,9 +73,70 @@ func (m *HeartbeatMerge) Add(in *HeartbeatIn, serial bool) int {
 	}
 	if serial && in.HasChannels {
 		g.SerialAt = i
-		g.Channels = MergeChannels(g.Channels, in.Channels)
+		g.Channels, g.Points = mergeChannels(g.Channels, g.Points, in)
 	}
 	return gi
+}
+
+// mergeChannels returns the channels have (with the stored forms of their
+// points, havePts) with in's applied over them, as MergeChannels, without
+// changing the arrays of either.
+func mergeChannels(have []protocol.ChannelState, havePts []string, in *HeartbeatIn) ([]protocol.ChannelState, []string) {
+	pts := in.Points
+	if len(pts) < len(in.Channels) {
+		pts = EncodeChannelPoints(in.Channels, nil)
+	}
+	if have == nil {
+		return in.Channels, pts
+	}
+	merged := MergeChannels(have, in.Channels)
+	if havePts == nil && pts == nil {
+		return merged, nil
+	}
+	out := make([]string, len(merged))
+	copy(out, havePts)
+	for k, c := range in.Channels {
+		p := ""
+		if pts != nil {
+			p = pts[k]
+		}
+		for j := range merged {
+			if merged[j].ID == c.ID {
+				out[j] = p
+				break
+			}
+		}
+	}
+	return merged, out
+}
+
+// EncodeChannelPoints returns the stored form of each channel's point
+// states (cloud.EncodePointStates) appended to into[:0]; nil when no
+// channel reports points (into's memory is then left alone).
+func EncodeChannelPoints(chans []protocol.ChannelState, into []string) []string {
+	some := false
+	for k := range chans {
+		if len(chans[k].Points) > 0 {
+			some = true
+			break
+		}
+	}
+	if !some {
+		return nil
+	}
+	into = into[:0]
+	for k := range chans {
+		into = append(into, cloud.EncodePointStates(chans[k].Points))
+	}
+	return into
+}
+
+// PointsOf returns the stored form of the points of channel k of group g.
+func (g *HeartbeatGroup) PointsOf(k int) string {
+	if g.Points == nil {
+		return ""
+	}
+	return g.Points[k]
 }
 
 // Skip passes over the transaction's next heartbeat: one that failed on

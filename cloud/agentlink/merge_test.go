@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
 )
 
 // The heartbeats of one session in a transaction merge into one group
@@ -61,5 +63,40 @@ func TestHeartbeatMerge(t *testing.T) {
 	m.Add(&hbs[0], false)
 	if g := m.Groups[0]; g.SerialAt != -1 || g.Channels != nil {
 		t.Errorf("no serial I/O: SerialAt %d, channels %v", g.SerialAt, g.Channels)
+	}
+}
+
+// The stored form of the channels' points follows their channels through
+// the merge: encoded by the caller or, when left out, by the merge.
+func TestHeartbeatMergePoints(t *testing.T) {
+	at := resource.T(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
+	dev := Device{ID: "d1"}
+	pt := func(v float64) []protocol.PointState {
+		return []protocol.PointState{{Name: "temp", Value: v, Quality: "good", At: at}}
+	}
+	first := []protocol.ChannelState{{ID: "gpio-1", Live: "0"}, {ID: "rs485-1", Points: pt(1)}}
+	hbs := []HeartbeatIn{
+		{Device: dev, Session: "a", HasChannels: true, Channels: first, Points: EncodeChannelPoints(first, nil)},
+		{Device: dev, Session: "a", HasChannels: true, Channels: []protocol.ChannelState{{ID: "rs485-2", Points: pt(3)}, {ID: "rs485-1", Points: pt(2)}}}, // not encoded
+		{Device: dev, Session: "b", HasChannels: true, Channels: []protocol.ChannelState{{ID: "gpio-1", Live: "1"}}},
+	}
+	var m HeartbeatMerge
+	for i := range hbs {
+		m.Add(&hbs[i], true)
+	}
+	a, b := m.Groups[0], m.Groups[1]
+	var ids []string
+	for _, c := range a.Channels {
+		ids = append(ids, c.ID)
+	}
+	want := []string{"", cloud.EncodePointStates(pt(2)), cloud.EncodePointStates(pt(3))}
+	if !reflect.DeepEqual(ids, []string{"gpio-1", "rs485-1", "rs485-2"}) || !reflect.DeepEqual(a.Points, want) {
+		t.Errorf("session a: channels %v points %q, want [gpio-1 rs485-1 rs485-2] %q", ids, a.Points, want)
+	}
+	if b.Points != nil || b.PointsOf(0) != "" {
+		t.Errorf("session b reported no points, has %q", b.Points)
+	}
+	if hbs[0].Points[1] != cloud.EncodePointStates(pt(1)) {
+		t.Errorf("merging changed a heartbeat's own points: %q", hbs[0].Points)
 	}
 }

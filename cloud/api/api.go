@@ -50,7 +50,10 @@ type Config struct {
 	Devices cloud.DeviceService
 	Serial  cloud.SerialService
 	Alerts  cloud.AlertService
-	Auth    Authenticator
+	// Points, when set, serves GET /devices/{id}/points and its samples
+	// route; nil leaves both routes out (404).
+	Points cloud.PointService
+	Auth   Authenticator
 	// Versioner, when set, is the store's data version, read once per
 	// request and handed to Auth (its key rows) and to the cache of the hot
 	// list pages (GET /devices, GET /alerts). Nil: no caching.
@@ -157,6 +160,10 @@ func (s *Server) routes() {
 	api.Get("/devices/{id}", s.scoped(cloud.ScopeDevicesRead, s.getDevice))
 	api.Get("/devices/{id}/metrics", s.scoped(cloud.ScopeMetricsRead, s.getMetrics))
 	api.Get("/devices/{id}/events", s.scoped(cloud.ScopeLogsRead, s.listEvents))
+	if s.cfg.Points != nil {
+		api.Get("/devices/{id}/points", s.scoped(cloud.ScopeDevicesRead, s.listPoints))
+		api.Get("/devices/{id}/points/{pointId}/samples", s.scoped(cloud.ScopeMetricsRead, s.getPointSamples))
+	}
 	api.Get("/devices/{id}/serial", s.scoped(cloud.ScopeDevicesRead, s.getSerial))
 	api.Patch("/devices/{id}/serial", s.scoped(cloud.ScopeDevicesWrite, s.patchSerial))
 	api.Get("/devices/{id}/serial/telemetry", s.scoped(cloud.ScopeDevicesRead, s.getTelemetry))

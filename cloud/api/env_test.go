@@ -73,6 +73,7 @@ func newEnvOn(t *testing.T, e *env, s storetest.Stores, opts ...envOption) *env 
 		Devices:   s.Store.Devices(),
 		Serial:    s.Store.Serial(),
 		Alerts:    s.Store.Alerts(),
+		Points:    s.Store.Points(),
 		Auth:      e.auth,
 		Versioner: s.Store.Versioner(),
 		RateLimit: 1_000_000,

@@ -154,13 +154,18 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 // writeAppended renders a 200 body built by fn into a pooled buffer; an
 // error from fn is returned before anything is written.
 func (s *Server) writeAppended(w http.ResponseWriter, r *http.Request, fn func([]byte) ([]byte, error)) error {
+	return s.writeAppendedAs(w, r, contentJSON, fn)
+}
+
+// writeAppendedAs is writeAppended with the body's Content-Type.
+func (s *Server) writeAppendedAs(w http.ResponseWriter, r *http.Request, contentType string, fn func([]byte) ([]byte, error)) error {
 	buf := s.getBuf()
 	defer s.putBuf(buf)
 	out, err := fn(buf.Bytes()[:0])
 	if err != nil {
 		return err
 	}
-	writeBody(w, r, out, "no-store")
+	writeBodyAs(w, r, contentType, out, "no-store")
 	if cap(out) > buf.Cap() {
 		*buf = *bytes.NewBuffer(out[:0])
 	}
@@ -170,8 +175,13 @@ func (s *Server) writeAppended(w http.ResponseWriter, r *http.Request, fn func([
 // writeBody sends a 200 JSON body with the given Cache-Control, in one
 // write to the socket where the relay's listener allows (onewrite).
 func writeBody(w http.ResponseWriter, r *http.Request, body []byte, cacheControl string) {
+	writeBodyAs(w, r, contentJSON, body, cacheControl)
+}
+
+// writeBodyAs is writeBody with the body's Content-Type.
+func writeBodyAs(w http.ResponseWriter, r *http.Request, contentType string, body []byte, cacheControl string) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Cache-Control", cacheControl)
 	w.WriteHeader(http.StatusOK)

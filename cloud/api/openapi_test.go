@@ -223,12 +223,14 @@ func TestOpenAPIDocumentIsValid31(t *testing.T) {
 		"/devices/{id}":                             {"GET"},
 		"/devices/{id}/metrics":                     {"GET"},
 		"/devices/{id}/events":                      {"GET"},
+		"/devices/{id}/points":                      {"GET"},
+		"/devices/{id}/points/{pointId}/samples":    {"GET"},
 		"/devices/{id}/serial":                      {"GET", "PATCH"},
 		"/devices/{id}/serial/telemetry":            {"GET"},
 		"/devices/{id}/serial/channels/{channelId}": {"GET", "PUT"},
-		"/alerts":                                   {"GET"},
-		"/alerts/{id}/acknowledge":                  {"POST"},
-		"/alerts/{id}/resolve":                      {"POST"},
+		"/alerts":                  {"GET"},
+		"/alerts/{id}/acknowledge": {"POST"},
+		"/alerts/{id}/resolve":     {"POST"},
 	}
 	for path, methods := range want {
 		item := v.doc.Paths.Value(path)

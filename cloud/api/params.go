@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // params reads one request's parameters, path first, then the query, in
@@ -228,4 +230,71 @@ func (p *params) metricsWindow(now time.Time) (from, to time.Time) {
 		p.fail(cloud.Errorf(cloud.EINVALID, "from: must not be after to (from %s, to %s)", resource.FormatTime(from), resource.FormatTime(to)))
 	}
 	return
+}
+
+// pointID returns {pointId}: "<channelId>.<name>" with a channel id of at
+// most 32 characters and a name as DESIGN.md allows ([a-z][a-z0-9_]{0,31}).
+// Anything else cannot name a point: not_found without asking the store,
+// as a channel id that cannot be one is.
+func (p *params) pointID() string {
+	id := chi.URLParam(p.r, "pointId")
+	if p.err == nil && !validPointID(id) {
+		p.fail(cloud.Errorf(cloud.ENOTFOUND, "point not found (a point id is <channelId>.<name>, such as rs485-1.boiler_temp)"))
+	}
+	return id
+}
+
+// validPointID reports whether id has the shape of a point id.
+func validPointID(id string) bool {
+	ch, name, ok := serialcfg.SplitPointID(id)
+	if !ok || len(ch) > 32 || len(name) > serialcfg.MaxPointName || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		if c := name[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Bounds of the samples route's step.
+const (
+	minStep = time.Second
+	maxStep = 24 * time.Hour
+)
+
+// step reads "step", the bucket width of the samples route: a Go duration
+// ("30s", "5m", "1h30m") or a whole number of days ("1d"), a whole number
+// of seconds from 1s to 1d; 0 when absent (raw samples).
+func (p *params) step() time.Duration {
+	return param(p, "step", 0, func(s string) (time.Duration, error) {
+		d, err := parseStep(s)
+		if err != nil {
+			return 0, cloud.Errorf(cloud.EINVALID, "step: %s (got %s)", err.Error(), bounded(s))
+		}
+		return d, nil
+	})
+}
+
+// parseStep parses a step; its error says what a step must be.
+func parseStep(s string) (time.Duration, error) {
+	const must = "must be a duration from 1s to 1d in whole seconds, such as 30s, 5m, 1h or 1d"
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 1 || days[0] == '+' {
+			return 0, errors.New(must)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, errors.New(must)
+		}
+	}
+	if d < minStep || d > maxStep || d%time.Second != 0 {
+		return 0, errors.New(must)
+	}
+	return d, nil
 }

@@ -14,7 +14,8 @@
 // never silently: multiplexed signals (m0, m1, ...: their meaning depends on
 // the multiplexer's value, and a point decodes every frame of its id; the
 // multiplexer switch itself is imported) and IEEE float signals (SIG_VALTYPE_
-// 1 or 2). The pseudo-message of independent signals (VECTOR__INDEPENDENT_SIG_MSG)
+// 1 or 2). A file that is not UTF-8 is read as Latin-1 (CANdb++ writes
+// Windows-1252). The pseudo-message of independent signals (VECTOR__INDEPENDENT_SIG_MSG)
 // is not a frame and is skipped too.
 package dbcimport
 
@@ -25,6 +26,7 @@ import (
 	"strings"
 	"text/scanner"
 	"unicode"
+	"unicode/utf8"
 
 	"go.einride.tech/can/pkg/dbc"
 
@@ -151,7 +153,7 @@ func Import(name string, src []byte, messages []string) (Result, error) {
 // parse parses src with einride's parser; its errors become "name:line:
 // reason".
 func parse(name string, src []byte) (defs []dbc.Def, err error) {
-	p := dbc.NewParser(name, src)
+	p := dbc.NewParser(name, utf8Text(src))
 	defer func() {
 		// The parser recovers its own parse errors; anything else it
 		// panics with is still a malformed file, not a crash of the caller.
@@ -163,6 +165,20 @@ func parse(name string, src []byte) (defs []dbc.Def, err error) {
 		return nil, fmt.Errorf("%s:%d: %s", name, perr.Position().Line, perr.Reason())
 	}
 	return p.Defs(), nil
+}
+
+// utf8Text returns src as UTF-8: unchanged when it is valid UTF-8, else
+// read as Windows-1252's Latin-1 subset, the encoding CANdb++ writes (its
+// "°C" is the single byte 0xB0, which einride's scanner would refuse).
+func utf8Text(src []byte) []byte {
+	if utf8.Valid(src) {
+		return src
+	}
+	out := make([]byte, 0, len(src)+len(src)/8)
+	for _, b := range src {
+		out = utf8.AppendRune(out, rune(b))
+	}
+	return out
 }
 
 // point turns one signal into a point, checking that it fits its message.

@@ -207,3 +207,22 @@ func TestMerge(t *testing.T) {
 		t.Errorf("merge into an invalid channel: %v", err)
 	}
 }
+
+// TestImportWindowsFile: a file as CANdb++ writes it, CRLF line ends and
+// "°C" in Windows-1252 (one byte 0xB0), imports with the unit in UTF-8.
+func TestImportWindowsFile(t *testing.T) {
+	src := strings.ReplaceAll(string(load(t)), "\n", "\r\n")
+	src = strings.Replace(src, `"degC"`, "\"\xb0C\"", 1)
+	pts, err := dbcimport.Points("vehicle.dbc", []byte(src), []string{"EngineData"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 5 || pts[1].Name != "coolant_temp" || pts[1].Unit != "°C" {
+		t.Errorf("points %+v", pts)
+	}
+	// Line numbers still count CRLF lines.
+	bad := strings.Replace(src, "SG_ OilPressure : 39|12@0+", "SG_ OilPressure : 39|12@2+", 1)
+	if _, err := dbcimport.Points("vehicle.dbc", []byte(bad), nil); err == nil || !strings.HasPrefix(err.Error(), "vehicle.dbc:19:") {
+		t.Errorf("a bad line in a CRLF file: %v", err)
+	}
+}

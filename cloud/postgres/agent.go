@@ -28,6 +28,7 @@ type AgentStore struct {
 	w                   *ingestWriter
 	merge               agentlink.HeartbeatMerge // applyHeartbeats' memory (writer goroutine only)
 	relay               string
+	series              sqlstore.PointSeriesCache // point series ids (point history)
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)
@@ -85,9 +86,10 @@ func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session 
 	return ch, err
 }
 
-// Records implements agentlink.Store: samples and events in multi-row
-// statements whose RETURNING names the rows actually inserted. A batch of
-// samples alone is stored with the others of its transaction (recJob).
+// Records implements agentlink.Store: metric samples, events and point
+// samples in multi-row statements whose RETURNING names the rows actually
+// inserted. A batch without events is stored with the others of its
+// transaction (recJob).
 func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agentlink.RecordsOut, error) {
 	var out agentlink.RecordsOut
 	dev := in.Device
@@ -95,6 +97,7 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 	var maxSeq uint64
 	var ms []*resource.MetricSample
 	var evs []*protocol.Event
+	pb := &pointBatch{dev: dev.ID}
 	for _, r := range in.Items {
 		maxSeq = max(maxSeq, r.Seq)
 		switch {
@@ -104,10 +107,16 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 		case r.Event != nil:
 			evs = append(evs, r.Event)
 			job.events = append(job.events, r.Event.CreatedAt.UnixMilli())
+		case r.Points != nil:
+			for i := range r.Points.Samples {
+				if r.Points.Samples[i].Point != "" {
+					pb.pts = append(pb.pts, &r.Points.Samples[i])
+				}
+			}
 		}
 	}
 	if len(evs) == 0 {
-		job.rec = &recJob{dev: dev, ms: ms, maxSeq: maxSeq, out: &out}
+		job.rec = &recJob{dev: dev, ms: ms, points: pb, series: &s.series, maxSeq: maxSeq, out: &out}
 	}
 	job.apply = func(ctx context.Context, tx pgx.Tx) error {
 		out = agentlink.RecordsOut{}
@@ -118,6 +127,10 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 		if out.Events, err = s.insertAgentEvents(ctx, tx, dev, evs); err != nil {
 			return err
 		}
+		if err := insertPoints(ctx, tx, &s.series, []*pointBatch{pb}); err != nil {
+			return err
+		}
+		out.Points = pb.out
 		var last int64
 		if err := tx.QueryRow(ctx, `UPDATE devices SET agent_last_seq = GREATEST(agent_last_seq, $1) WHERE id = $2 RETURNING agent_last_seq`,
 			int64(maxSeq), dev.ID).Scan(&last); err != nil {
@@ -127,6 +140,9 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 		return nil
 	}
 	err := s.w.do(ctx, job)
+	if err == nil {
+		s.series.Add(dev.ID, pb.fresh)
+	}
 	return out, err
 }
 

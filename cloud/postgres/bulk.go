@@ -96,7 +96,7 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 
 	var serialID []string
 	var serialAt, applied []int64
-	var chDev, chID, chLive, chErr, chPass []string
+	var chDev, chID, chLive, chErr, chPass, chPoints []string
 	var chAvail, chTx []bool
 	var evOrg, evDev []string
 	var evs []resource.Event
@@ -112,9 +112,9 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 		if g.SerialAt >= 0 {
 			in := &hbs[g.SerialAt].in
 			serialID, serialAt, applied = append(serialID, g.DeviceID), append(serialAt, in.At.UnixMilli()), append(applied, in.AppliedVersion)
-			for _, c := range g.Channels {
+			for k, c := range g.Channels {
 				chDev, chID, chAvail, chLive = append(chDev, g.DeviceID), append(chID, c.ID), append(chAvail, c.Available), append(chLive, c.Live)
-				chTx, chErr, chPass = append(chTx, c.TxOn), append(chErr, c.Error), append(chPass, c.PassthroughAddress)
+				chTx, chErr, chPass, chPoints = append(chTx, c.TxOn), append(chErr, c.Error), append(chPass, c.PassthroughAddress), append(chPoints, g.PointsOf(k))
 			}
 		}
 		for i := g.First; i >= 0; i = m.Next(i) {
@@ -133,12 +133,12 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 		}
 	}
 	if len(chDev) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address)
-			SELECT v.d, v.c, v.a, v.l, v.t, v.e, NULLIF(v.p, '')
-			FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bool[], $6::text[], $7::text[]) AS v(d, c, a, l, t, e, p)
+		if _, err := tx.Exec(ctx, `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address, points)
+			SELECT v.d, v.c, v.a, v.l, v.t, v.e, NULLIF(v.p, ''), NULLIF(v.pts, '')
+			FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bool[], $6::text[], $7::text[], $8::text[]) AS v(d, c, a, l, t, e, p, pts)
 			ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
-			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`,
-			chDev, chID, chAvail, chLive, chTx, chErr, chPass); err != nil {
+			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address, points = excluded.points`,
+			chDev, chID, chAvail, chLive, chTx, chErr, chPass, chPoints); err != nil {
 			return storeError("postgres: heartbeats (channels): %w", err)
 		}
 	}

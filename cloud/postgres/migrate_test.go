@@ -34,7 +34,9 @@ func TestMigrateLegacyNames(t *testing.T) {
 	}
 	legacy := 0
 	for _, m := range steps {
-		if m.SQL != "" && m.Legacy == "" {
+		// Steps from 0009 on came after the stores shared one sequence:
+		// they have no legacy name, and run when the database is opened.
+		if m.SQL != "" && m.Legacy == "" && m.Name < "0009" {
 			t.Fatalf("step %s runs SQL on PostgreSQL but has no legacy name", m.Name)
 		}
 		if m.Legacy == "" {

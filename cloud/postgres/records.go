@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -22,6 +23,8 @@ import (
 type recJob struct {
 	dev    agentlink.Device
 	ms     []*resource.MetricSample
+	points *pointBatch                // its point samples, out and fresh set when stored
+	series *sqlstore.PointSeriesCache // the agent store's
 	maxSeq uint64
 	out    *agentlink.RecordsOut // set by whichever path stores the batch
 }
@@ -76,6 +79,16 @@ func applyRecords(ctx context.Context, tx pgx.Tx, recs []*recJob) error {
 		}
 	}
 
+	if len(recs) > 0 {
+		batches := make([]*pointBatch, len(recs))
+		for i, r := range recs {
+			batches[i] = r.points
+		}
+		if err := insertPoints(ctx, tx, recs[0].series, batches); err != nil {
+			return errRecordsBulk{err}
+		}
+	}
+
 	seq := map[string]int64{}
 	for _, r := range recs {
 		seq[r.dev.ID] = max(seq[r.dev.ID], int64(r.maxSeq))
@@ -105,7 +118,7 @@ func applyRecords(ctx context.Context, tx pgx.Tx, recs []*recJob) error {
 		if !ok {
 			return errRecordsBulk{storeError("postgres: last seq of %s: %w", r.dev.ID, errors.New("no such device"))}
 		}
-		out := agentlink.RecordsOut{LastSeq: uint64(l)}
+		out := agentlink.RecordsOut{LastSeq: uint64(l), Points: r.points.out}
 		for _, m := range r.ms {
 			if k := (key{r.dev.ID, m.CapturedAt.UnixMilli()}); inserted[k] > 0 {
 				out.Metrics = append(out.Metrics, *m)

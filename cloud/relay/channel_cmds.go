@@ -82,8 +82,12 @@ func runChannelImportDBC(ctx context.Context, args []string, stdout io.Writer) e
 			for _, s := range res.Skipped {
 				fmt.Fprintf(w, "note: %s\n", s)
 			}
-			fmt.Fprintf(w, "Imported %d points into %s of device %s (%d points on the channel now); the agent receives the configuration from the relay.\n",
-				len(res.Points), *channel, *device, len(merged.Points))
+			fmt.Fprintf(w, "Imported %d points into %s of device %s (%d points on the channel now).\n", len(res.Points), *channel, *device, len(merged.Points))
+			if st.Cluster != nil {
+				fmt.Fprintln(w, "Every relay was notified; the agent's relay sends it the configuration now.")
+			} else {
+				fmt.Fprintln(w, "The relay sends the agent the configuration when it next connects (or with the device's next configuration change through the API).")
+			}
 		}}, nil
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/fleet/fleet/cloud/agentlink"
@@ -41,6 +42,8 @@ type AgentStore struct {
 	hbSQL [len(hbStmts)][]hbSized
 	hb    hbScratch
 	hbSet []int
+	// series caches the point series ids (point history).
+	series sqlstore.PointSeriesCache
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)
@@ -177,14 +180,18 @@ func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session 
 	return ch, err
 }
 
-// Records implements agentlink.Store.
+// Records implements agentlink.Store: metric samples, events and point
+// samples in the writer's transaction, with the device's last sequence
+// number; a resent sample or event is not stored again.
 func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agentlink.RecordsOut, error) {
 	var out agentlink.RecordsOut
+	var newSeries map[string]int64
 	dev := in.Device
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		out = agentlink.RecordsOut{}
+		out, newSeries = agentlink.RecordsOut{}, nil
 		var maxSeq uint64
 		var metrics [][]any
+		var points []*protocol.PointSample
 		for _, r := range in.Items {
 			if r.Seq > maxSeq {
 				maxSeq = r.Seq
@@ -201,6 +208,8 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 				if ok {
 					out.Events = append(out.Events, ev)
 				}
+			case r.Points != nil:
+				points = appendPointSamples(points, r.Points)
 			}
 		}
 		// Samples go in with multi-row statements; RETURNING names the
@@ -215,6 +224,10 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 				delete(inserted, fmt.Sprint(m.CapturedAt.UnixMilli()))
 			}
 		}
+		var err error
+		if out.Points, newSeries, err = s.insertPoints(t, dev.ID, points); err != nil {
+			return err
+		}
 		var last int64
 		if err := t.stmt(s.st.lastSeq).QueryRowContext(t.ctx, int64(maxSeq), dev.ID).Scan(&last); err != nil {
 			return fmt.Errorf("sqlite: last seq of %s: %w", dev.ID, err)
@@ -222,7 +235,55 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 		out.LastSeq = uint64(last)
 		return nil
 	})
+	if err == nil {
+		s.series.Add(dev.ID, newSeries)
+	}
 	return out, err
+}
+
+// appendPointSamples adds the samples of b that name a point.
+func appendPointSamples(dst []*protocol.PointSample, b *protocol.PointBatch) []*protocol.PointSample {
+	for i := range b.Samples {
+		if b.Samples[i].Point != "" {
+			dst = append(dst, &b.Samples[i])
+		}
+	}
+	return dst
+}
+
+// insertPoints stores a device's point samples in the head (point history)
+// and returns those it inserted, in order, and the series it made or first
+// looked up (for the cache once the transaction committed).
+func (s *AgentStore) insertPoints(t *ingestTx, deviceID string, points []*protocol.PointSample) ([]protocol.PointSample, map[string]int64, error) {
+	if len(points) == 0 {
+		return nil, nil, nil
+	}
+	ids, fresh, err := s.series.Resolve(t.ctx, s.writerConn(t), deviceID, points)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlite: %w", err)
+	}
+	rows := make([][]any, len(points))
+	for i, p := range points {
+		v, cause := sqlstore.HeadValue(p)
+		rows[i] = []any{ids[p.Point], p.At.UnixMilli(), v, cause}
+	}
+	inserted := make(map[string]bool, len(points))
+	if err := s.execBulk(t, &pointRows, rows, inserted); err != nil {
+		return nil, nil, err
+	}
+	var out []protocol.PointSample
+	for _, p := range points {
+		if k := pointKey(ids[p.Point], p.At.UnixMilli()); inserted[k] {
+			out = append(out, *p)
+			delete(inserted, k)
+		}
+	}
+	return out, fresh, nil
+}
+
+// pointKey is how pointRows' RETURNING names a head row.
+func pointKey(series, at int64) string {
+	return strconv.FormatInt(series, 10) + "/" + strconv.FormatInt(at, 10)
 }
 
 // insertAgentEvent stores e under dev unless it is there already; ok reports

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/sqlite/rawstmt"
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/resource"
@@ -114,15 +115,17 @@ var hbStmts = [...]bulkStmt{
 	hbSerial: {name: "serial", cols: []string{"rowid", "telemetry_at", "applied_version", "device_id"},
 		head: `UPDATE serial_state SET telemetry_at = v.column2, applied_version = v.column3 FROM (VALUES `,
 		tail: `) AS v WHERE serial_state.rowid = v.column1 AND +serial_state.device_id = v.column4`},
-	hbChannels: insertStmt("INSERT", "serial_channels", []string{"device_id", "channel_id", "available", "live", "tx_on", "error", "passthrough_address"},
+	hbChannels: insertStmt("INSERT", "serial_channels", []string{"device_id", "channel_id", "available", "live", "tx_on", "error", "passthrough_address", "points"},
 		` ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
-			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address`),
+			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address, points = excluded.points`),
 }
 
 // The record statements, run in chunks of up to hbChunk rows (execBulk).
 var (
 	eventRows  = insertStmt("INSERT OR IGNORE", "events", []string{"id", "org_id", "device_id", "type", "severity", "message", "data", "created_at"}, "")
 	metricRows = insertStmt("INSERT OR IGNORE", "metrics", []string{"device_id", "captured_at", "cpu_pct", "mem_pct", "disk_used_pct", "temp_cpu", "load_avg1"}, ` RETURNING captured_at`)
+	pointRows  = bulkStmt{name: "point_head", cols: []string{"series_id", "at", "value", "error"},
+		head: sqlstore.PointHeadSQL, tail: sqlstore.PointHeadTail + ` RETURNING series_id || '/' || at`}
 )
 
 // hbSized is a heartbeat statement for 1<<k rows: its key among the
@@ -133,7 +136,7 @@ type hbSized struct{ key, sql string }
 // makes the text of every heartbeat statement.
 func (s *AgentStore) prepareBulk() error {
 	s.bulk = make(map[string]*sql.Stmt)
-	for _, b := range []*bulkStmt{&eventRows, &metricRows} {
+	for _, b := range []*bulkStmt{&eventRows, &metricRows, &pointRows} {
 		st, err := s.db.W.Prepare(b.sql(hbChunk))
 		if err != nil {
 			return fmt.Errorf("sqlite: prepare bulk %s: %w", b.name, err)
@@ -286,8 +289,8 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 			}
 			r := rows[gi]
 			serial = append(serial, r.serialArg, in.At.UnixMilli(), in.AppliedVersion, r.idArg)
-			for _, c := range g.Channels {
-				chans = append(chans, r.idArg, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullText(c.PassthroughAddress))
+			for k, c := range g.Channels {
+				chans = append(chans, r.idArg, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullText(c.PassthroughAddress), nullText(g.PointsOf(k)))
 			}
 		}
 		for i := g.First; i >= 0; i = m.Next(i) {

@@ -95,6 +95,7 @@ func Run(t *testing.T, open Opener) {
 		{"SerialTelemetryAndAvailability", testSerialTelemetry},
 		{"PutChannel", testPutChannel},
 		{"PatchSerial", testPatchSerial},
+		{"PointState", testPointState},
 		{"RecordsExactlyOnce", testRecordsExactlyOnce},
 		{"RecordsFromTwoHandles", testRecordsFromTwoHandles},
 		{"RecordsConcurrentBatches", testRecordsConcurrentBatches},
@@ -111,6 +112,10 @@ func Run(t *testing.T, open Opener) {
 		{"FleetView", testFleetView},
 		{"PanelKeys", testPanelKeys},
 		{"PanelWebhooks", testPanelWebhooks},
+		{"PointsExactlyOnce", testPointsExactlyOnce},
+		{"PointsRaw", testPointsRaw},
+		{"PointsBuckets", testPointsBuckets},
+		{"PointsScope", testPointsScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

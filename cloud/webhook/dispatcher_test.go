@@ -52,6 +52,48 @@ func testSignalForwardedOnceWithChangedChannelsOnly(t *testing.T, open storetest
 	}
 }
 
+// TestSignalCarriesChangedPoints: a heartbeat where only points changed
+// sends one serial.signal whose channels are an empty array (the spec's
+// shape) and whose points are the changed ones; with channels and points
+// both, one carries both.
+func TestSignalCarriesChangedPoints(t *testing.T) {
+	stores.Run(t, testSignalCarriesChangedPoints)
+}
+
+func testSignalCarriesChangedPoints(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
+	e.forward(t, e.device, rcv.URL("/hook"))
+	n := webhook.NewNotifier(newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile}))
+	ctx := context.Background()
+	dev := cloud.DeviceRef{ID: e.device, OrgID: e.org.ID, Model: "IG-500"}
+	at := time.Date(2026, 11, 22, 3, 0, 0, 123_000_000, time.UTC)
+	read := resource.T(at.Add(-200 * time.Millisecond))
+	temp := resource.PointRef{ID: "rs485-1.boiler_temp", Value: 21.5, Unit: "°C", Quality: "good", At: &read}
+	pump := resource.PointRef{ID: "rs485-1.pump", Value: false, Quality: "good", At: &read}
+	bad := resource.PointRef{ID: "rs485-1.pressure", Unit: "bar", Quality: "bad", At: &read}
+
+	n.HeartbeatStored(ctx, dev, cloud.Heartbeat{At: at, Status: resource.StatusOnline, ChangedPoints: []resource.PointRef{temp, pump}})
+	first := rcv.wait(t, 1, 5*time.Second)[0]
+	n.HeartbeatStored(ctx, dev, cloud.Heartbeat{At: at, Status: resource.StatusOnline,
+		Changed: []resource.SignalChannel{{ID: "rs485-1", Live: "16812 0"}}, ChangedPoints: []resource.PointRef{bad}})
+	second := rcv.wait(t, 1, 5*time.Second)[0]
+	rcv.quiet(t, 300*time.Millisecond)
+
+	head := `{"event":"serial.signal","deviceId":"` + e.device + `","at":"2026-11-22T03:00:00.123Z",`
+	if want := head + `"channels":[],"points":[{"id":"rs485-1.boiler_temp","value":21.5,"unit":"°C","quality":"good","at":"2026-11-22T02:59:59.923Z"},` +
+		`{"id":"rs485-1.pump","value":false,"unit":"","quality":"good","at":"2026-11-22T02:59:59.923Z"}]}`; string(first.Body) != want {
+		t.Errorf("points only: body\n got %s\nwant %s", first.Body, want)
+	}
+	if want := head + `"channels":[{"id":"rs485-1","live":"16812 0","txOn":false,"error":""}],` +
+		`"points":[{"id":"rs485-1.pressure","value":null,"unit":"bar","quality":"bad","at":"2026-11-22T02:59:59.923Z"}]}`; string(second.Body) != want {
+		t.Errorf("channels and points: body\n got %s\nwant %s", second.Body, want)
+	}
+	if !first.SigOK || !first.StdOK || !second.SigOK || !second.StdOK {
+		t.Error("a signal with points is not signed as the others")
+	}
+}
+
 func TestNoSignalWhenForwardingDisabled(t *testing.T) {
 	stores.Run(t, testNoSignalWhenForwardingDisabled)
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // Notifier turns what the relay learns into deliveries: it is the
-// cloud.Observer of signal forwarding (a heartbeat with changed channels
-// becomes one serial.signal delivery to the device's forwarding URL) and the
+// cloud.Observer of signal forwarding (a heartbeat with changed channels or
+// points becomes one serial.signal delivery to the device's forwarding URL) and the
 // cloud.AlertObserver of alert webhooks (to the organization's alert URL).
 //
 // A device's forwarding (its organization and URL) is read from the store
@@ -91,9 +91,10 @@ func (n *Notifier) forwardingOf(ctx context.Context, deviceID string) (string, s
 }
 
 // HeartbeatStored enqueues one serial.signal delivery carrying hb.Changed
-// when the device forwards signals; nothing when no channel changed.
+// and hb.ChangedPoints when the device forwards signals; nothing when no
+// channel and no point changed.
 func (n *Notifier) HeartbeatStored(ctx context.Context, dev cloud.DeviceRef, hb cloud.Heartbeat) {
-	if len(hb.Changed) == 0 {
+	if len(hb.Changed) == 0 && len(hb.ChangedPoints) == 0 {
 		return
 	}
 	orgID, url, err := n.forwardingOf(ctx, dev.ID)
@@ -108,7 +109,11 @@ func (n *Notifier) HeartbeatStored(ctx context.Context, dev cloud.DeviceRef, hb 
 	if at.IsZero() {
 		at = n.now()
 	}
-	body, err := json.Marshal(resource.SignalWebhook{Event: EventSignal, DeviceID: dev.ID, At: resource.T(at), Channels: hb.Changed})
+	chans := hb.Changed
+	if chans == nil {
+		chans = []resource.SignalChannel{} // only points changed: "channels" stays an array
+	}
+	body, err := json.Marshal(resource.SignalWebhook{Event: EventSignal, DeviceID: dev.ID, At: resource.T(at), Channels: chans, Points: hb.ChangedPoints})
 	if err != nil {
 		n.log.Error("signal webhook: encode", "device", dev.ID, "err", err)
 		return

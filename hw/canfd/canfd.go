@@ -16,6 +16,12 @@
 // ("bus-off", "error-passive", "no ack ...", "send failed: ..."). An error
 // from the bus is cleared by the next data frame received or by a restart
 // notice; a send error is cleared by the next successful send.
+//
+// Points (hw.PointReader): each configured canfd point is a Signal, decoded
+// with DBC semantics from every data frame of its id, classic or 64-byte
+// FD (signal.go); ReadPoints returns the latest value of each, At the time
+// its frame was received, or "frame 0x123 too short for signal (2 bytes)"
+// as its error when the last frame of its id did not carry it.
 package canfd
 
 import (
@@ -121,9 +127,23 @@ type Port struct {
 	note    string // a link setting the interface refused
 	txOn    bool
 	stats   Stats
+	// signals are the configured points, readings their latest values
+	// (same order), byID the signals of each frame id.
+	signals  []Signal
+	readings []hw.PointReading
+	byID     map[frameKey][]int
 }
 
-var _ hw.Port = (*Port)(nil)
+// frameKey is a frame identifier with its format.
+type frameKey struct {
+	id       uint32
+	extended bool
+}
+
+var (
+	_ hw.Port        = (*Port)(nil)
+	_ hw.PointReader = (*Port)(nil)
+)
 
 // Stats counts frames; for tests and debugging.
 type Stats struct {
@@ -165,6 +185,12 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 	if err != nil {
 		return fmt.Errorf("canfd %s: %w", p.opt.Name, err)
 	}
+	signals := make([]Signal, len(c.Points))
+	for i, pt := range c.Points {
+		if signals[i], err = CompileSignal(pt); err != nil {
+			return fmt.Errorf("canfd %s: points[%d].%w", p.opt.Name, i, err)
+		}
+	}
 
 	p.guard.Lock()
 	defer p.guard.Unlock()
@@ -194,6 +220,7 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 	}
 	p.cfg = &c
 	p.mu.Lock()
+	p.setSignalsLocked(signals)
 	p.sendErr = ""
 	if relink {
 		p.recvErr = ""
@@ -344,6 +371,7 @@ func (p *Port) rxLoop(bus Bus, gen uint64, done chan struct{}) {
 		}
 		p.stats.Received++
 		p.live = f.String()
+		p.decodeLocked(f, time.Now())
 		p.busErr, p.recvErr = "", ""
 		p.mu.Unlock()
 	}
@@ -431,6 +459,52 @@ func (p *Port) Telemetry() serialcfg.Telemetry {
 		t.Error = p.note
 	}
 	return t
+}
+
+// setSignalsLocked makes signals the configured points. A point whose
+// signal did not change keeps its latest reading. mu held.
+func (p *Port) setSignalsLocked(signals []Signal) {
+	old := map[string]int{}
+	for i, s := range p.signals {
+		old[s.Name] = i
+	}
+	readings := make([]hw.PointReading, len(signals))
+	byID := map[frameKey][]int{}
+	for i, s := range signals {
+		readings[i] = hw.PointReading{Name: s.Name}
+		if j, ok := old[s.Name]; ok && p.signals[j] == s {
+			readings[i] = p.readings[j]
+		}
+		k := frameKey{s.ID, s.Extended}
+		byID[k] = append(byID[k], i)
+	}
+	p.signals, p.readings, p.byID = signals, readings, byID
+}
+
+// decodeLocked updates the points carried by data frame f, received at.
+// mu held.
+func (p *Port) decodeLocked(f Frame, at time.Time) {
+	if f.RTR {
+		return
+	}
+	for _, i := range p.byID[frameKey{f.ID, f.Extended}] {
+		s := p.signals[i]
+		v, ok := s.Decode(f.Data)
+		r := hw.PointReading{Name: s.Name, Value: v, At: at}
+		if !ok {
+			r.Err = s.TooShort(len(f.Data))
+		}
+		p.readings[i] = r
+	}
+}
+
+// ReadPoints returns the latest value of each configured point, decoded
+// from the last frame of its id (hw.PointReader); a point whose id was not
+// received since it was configured has a zero At.
+func (p *Port) ReadPoints() []hw.PointReading {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]hw.PointReading(nil), p.readings...)
 }
 
 // Stats returns frame counters.

@@ -87,9 +87,16 @@ type Port struct {
 	// line turns itself into a pulled-up input to read).
 	driven bool
 	level  pgpio.Level
+	// input is set while the line is an input; readAt is when the input
+	// loop last read it (the level point's time).
+	input  bool
+	readAt time.Time
 }
 
-var _ hw.Port = (*Port)(nil)
+var (
+	_ hw.Port        = (*Port)(nil)
+	_ hw.PointReader = (*Port)(nil)
+)
 
 // New applies cfg to the line and starts the channel.
 func New(ctx context.Context, opt Options, cfg serialcfg.Config) (*Port, error) {
@@ -157,11 +164,13 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 		lvl := p.opt.Pin.Read()
 		p.mu.Lock()
 		p.live, p.txOn, p.err, p.driven = levelString(lvl), false, "", false
+		p.input, p.readAt = true, p.now()
 		p.mu.Unlock()
 		go p.inputLoop(loopCtx, done, edges, lvl, time.Duration(c.DebounceMs)*time.Millisecond)
 	} else {
 		p.mu.Lock()
 		driven, level := p.driven, p.level
+		p.input = false
 		p.mu.Unlock()
 		if !driven {
 			level = p.opt.Pin.Read()
@@ -254,10 +263,10 @@ func (p *Port) inputLoop(ctx context.Context, done chan struct{}, edges bool, st
 		}
 		if cand != stable && now.Sub(since) >= debounce {
 			stable = cand
-			p.mu.Lock()
-			p.live = levelString(stable)
-			p.mu.Unlock()
 		}
+		p.mu.Lock()
+		p.live, p.readAt = levelString(stable), now
+		p.mu.Unlock()
 	}
 }
 
@@ -279,6 +288,25 @@ func (p *Port) Telemetry() serialcfg.Telemetry {
 		return serialcfg.Telemetry{Live: p.live, Error: "port closed"}
 	}
 	return serialcfg.Telemetry{Live: p.live, TxOn: p.txOn, Error: p.err}
+}
+
+// ReadPoints returns the level point of an input (hw.PointReader): the
+// debounced level as 0 or 1, At the time the line was last read; an output
+// has no points.
+func (p *Port) ReadPoints() []hw.PointReading {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.input {
+		return nil
+	}
+	r := hw.PointReading{Name: serialcfg.GPIOLevelPoint, At: p.readAt}
+	switch {
+	case p.err != "":
+		r.Err = p.err
+	case p.live == "1":
+		r.Value = 1
+	}
+	return []hw.PointReading{r}
 }
 
 // Writes returns how many times the line was driven; for tests.

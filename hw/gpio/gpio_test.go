@@ -10,6 +10,7 @@ import (
 	pgpio "periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
+	"github.com/fleet/fleet/hw"
 	"github.com/fleet/fleet/hw/gpio"
 	"github.com/fleet/fleet/shared/serialcfg"
 	"github.com/fleet/fleet/test/rig/testwait"
@@ -282,5 +283,48 @@ func TestOutputHoldsDrivenLevel(t *testing.T) {
 	}
 	if level(pin.Pin) != pgpio.Low || p.Telemetry().Live != "0" {
 		t.Fatalf("output without tx drives %v (live %q), want the low it drove", level(pin.Pin), p.Telemetry().Live)
+	}
+}
+
+// TestLevelPoint: an input is the one point "level", the debounced level
+// as 0 or 1 read moments ago; a glitch shorter than the debounce never
+// shows in it; an output has no point.
+func TestLevelPoint(t *testing.T) {
+	const debounce = 150 * time.Millisecond
+	pin := newPin()
+	p := open(t, pin, in("down", int(debounce/time.Millisecond)))
+	point := func() hw.PointReading {
+		t.Helper()
+		r := p.ReadPoints()
+		if len(r) != 1 || r[0].Name != serialcfg.GPIOLevelPoint || r[0].Err != "" {
+			t.Fatalf("ReadPoints = %+v, want the one level point", r)
+		}
+		return r[0]
+	}
+	if r := point(); r.Value != 0 || time.Since(r.At) > time.Second {
+		t.Fatalf("level %+v, want 0 read just now", r)
+	}
+	first := point().At
+	testwait.Until(t, 3*time.Second, func() string {
+		if !point().At.After(first) {
+			return "the level point's time does not move while the line is read"
+		}
+		return ""
+	})
+
+	pin.EdgesChan <- pgpio.High
+	pin.EdgesChan <- pgpio.Low
+	time.Sleep(2 * debounce)
+	if r := point(); r.Value != 0 {
+		t.Fatalf("a glitch reached the level point: %+v", r)
+	}
+	pin.EdgesChan <- pgpio.High
+	testwait.Value(t, "level 1", 3*time.Second, 2*time.Millisecond, point, func(r hw.PointReading) bool { return r.Value == 1 })
+
+	if err := p.Apply(context.Background(), out(serialcfg.GPIOTx{Enabled: true, Value: 1})); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.ReadPoints(); len(r) != 0 {
+		t.Errorf("an output reads points %+v", r)
 	}
 }

@@ -146,6 +146,10 @@ func TestKernelGPIOInput(t *testing.T) {
 	if e := p.Telemetry().Error; e != "" {
 		t.Errorf("error %q", e)
 	}
+	// The level point is the debounced level, read just now.
+	if r := p.ReadPoints(); len(r) != 1 || r[0].Name != serialcfg.GPIOLevelPoint || r[0].Value != 0 || r[0].Err != "" || time.Since(r[0].At) > time.Second {
+		t.Errorf("level point %+v, want level 0 read within the second", r)
+	}
 }
 
 // TestKernelGPIOOutput drives a gpio-sim line through the driver and reads

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fleet/fleet/hw/serialport"
@@ -44,6 +45,11 @@ type Bus struct {
 
 	ownerGap        time.Duration
 	responseTimeout time.Duration
+
+	// wanted is the settings last configured, so that an Apply that
+	// keeps them does not wait for the transaction in flight.
+	wantedMu sync.Mutex
+	wanted   serialport.Settings
 }
 
 func newBus(s serialport.Settings, responseTimeout, ownerGap time.Duration) *Bus {
@@ -51,6 +57,7 @@ func newBus(s serialport.Settings, responseTimeout, ownerGap time.Duration) *Bus
 		sem:             make(chan struct{}, 1),
 		lost:            make(chan struct{}, 1),
 		settings:        s,
+		wanted:          s,
 		responseTimeout: responseTimeout,
 		ownerGap:        ownerGap,
 	}
@@ -155,6 +162,11 @@ func (b *Bus) fail(err error) error {
 
 // configure applies s to the bus's port (now or when it reopens).
 func (b *Bus) configure(ctx context.Context, s serialport.Settings) error {
+	b.wantedMu.Lock()
+	defer b.wantedMu.Unlock()
+	if s == b.wanted {
+		return nil
+	}
 	if err := b.lock(ctx); err != nil {
 		return err
 	}
@@ -165,6 +177,7 @@ func (b *Bus) configure(ctx context.Context, s serialport.Settings) error {
 		}
 	}
 	b.settings = s
+	b.wanted = s
 	return nil
 }
 

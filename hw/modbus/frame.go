@@ -34,6 +34,8 @@ func CheckCRC(frame []byte) bool {
 
 // Function codes this package reads and writes.
 const (
+	FuncReadCoils     = 1
+	FuncReadDiscrete  = 2
 	FuncReadHolding   = 3
 	FuncReadInput     = 4
 	FuncWriteRegister = 6

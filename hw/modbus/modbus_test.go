@@ -432,12 +432,7 @@ func TestLateReplyNotTakenForTheNextOne(t *testing.T) {
 		t.Fatalf("slave 7 past the response timeout: err %v, want a timeout", err)
 	}
 
-	client, server := net.Pipe()
-	defer client.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- p.ServeRaw(ctx, server) }()
-	defer func() { cancel(); server.Close(); <-served }()
+	client := rawClient(t, p)
 	if _, err := client.Write(modbus.AppendCRC([]byte{8, 3, 0, 4, 0, 2})); err != nil {
 		t.Fatal(err)
 	}
@@ -454,4 +449,16 @@ func TestLateReplyNotTakenForTheNextOne(t *testing.T) {
 	if st := r.sim.Stats(); st.Requests != 2 || st.Replies < 1 {
 		t.Fatalf("slave saw %d requests and sent %d replies, want 2 and the late one", st.Requests, st.Replies)
 	}
+}
+
+// rawClient is a passthrough client of p (ServeRaw over a pipe), served
+// until the test ends.
+func rawClient(t *testing.T, p *modbus.Port) net.Conn {
+	t.Helper()
+	client, server := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.ServeRaw(ctx, server) }()
+	t.Cleanup(func() { client.Close(); cancel(); server.Close(); <-served })
+	return client
 }

@@ -4,9 +4,11 @@
 // own, over go.bug.st/serial (through hw/serialport), and ends a reply frame
 // on the 3.5-character line silence rather than after a fixed sleep. The
 // port polls registers (functions 3 and 4) of one or several slaves into
-// live telemetry, writes a register (function 6) for tx, reports timeouts,
-// CRC errors and exceptions by name, reopens a port that went away, and
-// shares the bus with a raw passthrough client transaction by transaction.
+// live telemetry, writes a register (function 6) for tx, reads points
+// (typed values decoded from registers, coils and discrete inputs in
+// planned transactions, points.go), reports timeouts, CRC errors and
+// exceptions by name, reopens a port that went away, and shares the bus
+// with a raw passthrough client transaction by transaction.
 package modbus
 
 import (
@@ -70,6 +72,17 @@ type Port struct {
 	portErr  string
 	slaveErr map[int]slaveErr
 	seq      uint64
+	// gen is the configuration's generation, advanced by every Apply:
+	// each job carries the one it was scheduled under, and a result of an
+	// older one (a transaction still in flight when Apply moved the
+	// polling elsewhere) is dropped.
+	gen uint64
+	// points are the configured points with their latest readings; blocks
+	// the transactions that read them (points.go); backoff the slaves
+	// that stopped answering.
+	points  []pointSlot
+	blocks  []*block
+	backoff map[int]*slaveBackoff
 	// rs485Noted is set once the missing RS485 mode has been logged.
 	rs485Noted bool
 }
@@ -116,6 +129,7 @@ func OpenWith(ctx context.Context, device string, cfg serialcfg.Config, log *slo
 		bus:      newBus(s, opts.ResponseTimeout, opts.OwnerGap),
 		managed:  true,
 		slaveErr: map[int]slaveErr{},
+		backoff:  map[int]*slaveBackoff{},
 	}
 	p.bus.setPort(sp)
 	p.noteRS485(sp)
@@ -141,8 +155,10 @@ func settingsFor(c *serialcfg.RS485) serialport.Settings {
 func (p *Port) Bus() *Bus { return p.bus }
 
 // Apply changes the configuration live: serial settings are applied to the
-// open tty between transactions, polls and tx restart on the new values.
-// An enabled tx with intervalMs 0 writes once per Apply.
+// open tty between transactions, polls, tx and points restart on the new
+// values. An enabled tx with intervalMs 0 writes once per Apply. What a
+// transaction of the previous configuration still in flight returns is
+// dropped: errors belong to what the current configuration reads.
 func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 	if err := hw.CheckConfig("modbus "+p.device, serialcfg.KindRS485, cfg); err != nil {
 		return err
@@ -153,11 +169,17 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 		pp := *c.Poll
 		c.Poll = &pp
 	}
+	c.Points = append([]serialcfg.RS485Point(nil), c.Points...)
+	// Results of transactions in flight are stale from here on.
+	p.mu.Lock()
+	p.gen++
+	p.mu.Unlock()
 	if err := p.bus.configure(ctx, settingsFor(&c)); err != nil {
 		return fmt.Errorf("modbus %s: %w", p.device, err)
 	}
 	now := time.Now()
 	p.mu.Lock()
+	p.gen++
 	p.cfg = c
 	p.polls = p.polls[:0]
 	keep := map[int]bool{}
@@ -173,9 +195,15 @@ func (p *Port) Apply(ctx context.Context, cfg serialcfg.Config) error {
 		p.txOn = true
 		keep[c.SlaveID] = true
 	}
+	p.setPoints(c, now, keep)
 	for id := range p.slaveErr {
 		if !keep[id] {
 			delete(p.slaveErr, id)
+		}
+	}
+	for id := range p.backoff {
+		if !keep[id] {
+			delete(p.backoff, id)
 		}
 	}
 	p.mu.Unlock()
@@ -271,6 +299,7 @@ func (p *Port) next(now time.Time) (func(context.Context), time.Duration) {
 	if !p.managed {
 		return nil, wait
 	}
+	gen := p.gen
 	var due *pollJob
 	for _, j := range p.polls {
 		if d := j.next.Sub(now); d <= 0 {
@@ -281,11 +310,18 @@ func (p *Port) next(now time.Time) (func(context.Context), time.Duration) {
 			wait = min(wait, d)
 		}
 	}
+	blk, bwait := p.dueBlock(now)
+	wait = min(wait, bwait)
+	if blk != nil && (due == nil || blk.next.Before(due.next)) && (p.tx == nil || blk.next.Before(p.tx.next)) {
+		blk.next = now.Add(blk.interval)
+		job := *blk
+		return func(ctx context.Context) { p.readBlock(ctx, gen, blk, job) }, 0
+	}
 	if tx := p.tx; tx != nil {
 		if d := tx.next.Sub(now); d <= 0 && (due == nil || !due.next.Before(tx.next)) {
 			tx.next = hw.NextSend(now, tx.interval)
 			job := *tx
-			return func(ctx context.Context) { p.write(ctx, tx, job) }, 0
+			return func(ctx context.Context) { p.write(ctx, gen, tx, job) }, 0
 		} else if d > 0 {
 			wait = min(wait, d)
 		}
@@ -293,7 +329,7 @@ func (p *Port) next(now time.Time) (func(context.Context), time.Duration) {
 	if due != nil {
 		due.next = now.Add(time.Duration(due.poll.IntervalMs) * time.Millisecond)
 		poll := due.poll
-		return func(ctx context.Context) { p.read(ctx, poll) }, 0
+		return func(ctx context.Context) { p.read(ctx, gen, poll) }, 0
 	}
 	return nil, wait
 }
@@ -308,7 +344,7 @@ func (p *Port) callCtx(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, 4*p.opts.ResponseTimeout+time.Second)
 }
 
-func (p *Port) read(ctx context.Context, poll serialcfg.ModbusPoll) {
+func (p *Port) read(ctx context.Context, gen uint64, poll serialcfg.ModbusPoll) {
 	cctx, cancel := p.callCtx(ctx)
 	defer cancel()
 	regs, err := p.ReadRegisters(cctx, poll.SlaveID, poll.Function == "input", uint16(poll.Register), uint16(poll.Count))
@@ -316,17 +352,17 @@ func (p *Port) read(ctx context.Context, poll serialcfg.ModbusPoll) {
 		return
 	}
 	if err != nil {
-		p.fail(poll.SlaveID, err)
+		p.fail(gen, poll.SlaveID, err)
 		return
 	}
 	vals := make([]string, len(regs))
 	for i, v := range regs {
 		vals[i] = strconv.Itoa(int(v))
 	}
-	p.ok(poll.SlaveID, strings.Join(vals, " "))
+	p.ok(gen, poll.SlaveID, strings.Join(vals, " "))
 }
 
-func (p *Port) write(ctx context.Context, live *txJob, job txJob) {
+func (p *Port) write(ctx context.Context, gen uint64, live *txJob, job txJob) {
 	cctx, cancel := p.callCtx(ctx)
 	defer cancel()
 	_, err := p.client(job.slave).WriteSingleRegister(cctx, uint16(job.register), uint16(job.value))
@@ -347,20 +383,29 @@ func (p *Port) write(ctx context.Context, live *txJob, job txJob) {
 		p.mu.Unlock()
 	}
 	if err != nil {
-		p.fail(job.slave, err)
+		p.fail(gen, job.slave, err)
 		return
 	}
-	p.ok(job.slave, strconv.Itoa(job.value))
+	p.ok(gen, job.slave, strconv.Itoa(job.value))
 }
 
-func (p *Port) ok(slave int, live string) {
+// ok records a transaction of generation gen that slave answered; live
+// (when not "") becomes the telemetry's live.
+func (p *Port) ok(gen uint64, slave int, live string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.live = live
+	if gen != p.gen {
+		return
+	}
+	if live != "" {
+		p.live = live
+	}
 	delete(p.slaveErr, slave)
 }
 
-func (p *Port) fail(slave int, err error) {
+// fail records the failed transaction of generation gen to slave as the
+// channel's error, unless the configuration changed since.
+func (p *Port) fail(gen uint64, slave int, err error) {
 	err = classify(err, slave)
 	if errors.Is(err, ErrPortClosed) {
 		p.setPortErr("port closed")
@@ -368,6 +413,10 @@ func (p *Port) fail(slave int, err error) {
 	}
 	cause := Cause(err, slave)
 	p.mu.Lock()
+	if gen != p.gen {
+		p.mu.Unlock()
+		return
+	}
 	p.seq++
 	prev := p.slaveErr[slave].cause
 	p.slaveErr[slave] = slaveErr{cause: cause, seq: p.seq}

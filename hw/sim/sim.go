@@ -4,6 +4,7 @@
 // move every second; a CAN peer sends a frame every second; inputs toggle;
 // a UART peer prints a line every second. Transmissions are accepted and
 // reflected in telemetry (txOn, and the written value for rs485 and gpio).
+// Every configured point reads a real-looking value (points.go).
 package sim
 
 import (
@@ -27,7 +28,10 @@ type Backend struct {
 	Missing map[string]bool
 }
 
-var _ hw.Backend = (*Backend)(nil)
+var (
+	_ hw.Backend     = (*Backend)(nil)
+	_ hw.PointReader = (*port)(nil)
+)
 
 // Present reports whether device is simulated as present.
 func (b *Backend) Present(ch catalog.Channel, device string) bool { return !b.Missing[device] }

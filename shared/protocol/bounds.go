@@ -91,27 +91,12 @@ func ValidEventType(t string) bool {
 	return word
 }
 
-// ValidPointName reports whether n is a point's name: a lowercase letter,
-// then lowercase letters, digits and '_', at most serialcfg.MaxPointName
-// bytes.
-func ValidPointName(n string) bool {
-	if n == "" || len(n) > serialcfg.MaxPointName || n[0] < 'a' || n[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(n); i++ {
-		if ch := n[i]; (ch < 'a' || ch > 'z') && (ch < '0' || ch > '9') && ch != '_' {
-			return false
-		}
-	}
-	return true
-}
-
 // ValidPointID reports whether id is a point's id, "<channelId>.<name>":
 // a channel id of 1 to MaxChannelID bytes of UTF-8 and a point name
-// (ValidPointName).
+// (serialcfg.ValidPointName).
 func ValidPointID(id string) bool {
 	ch, name, ok := serialcfg.SplitPointID(id)
-	return ok && len(ch) <= MaxChannelID && utf8.ValidString(ch) && ValidPointName(name)
+	return ok && len(ch) <= MaxChannelID && utf8.ValidString(ch) && serialcfg.ValidPointName(name)
 }
 
 // ValidQuality reports whether q is a point's quality: good, bad or stale.

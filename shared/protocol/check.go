@@ -106,7 +106,7 @@ func checkPointStates(ps []PointState, at time.Time) error {
 	for i := range ps {
 		p := &ps[i]
 		switch {
-		case !ValidPointName(p.Name):
+		case !serialcfg.ValidPointName(p.Name):
 			return outOfBound(fmt.Sprintf("points[%d].name", i), "%q is not a point name", clip(p.Name, 40))
 		case indexOfPoint(ps[:i], p.Name) >= 0:
 			return outOfBound(fmt.Sprintf("points[%d].name", i), "%q repeated", p.Name)

@@ -126,7 +126,7 @@ func clampPointStates(channel string, ps []PointState, at time.Time, lost []stri
 	out := make([]PointState, 0, min(len(ps), serialcfg.MaxPoints))
 	for _, p := range ps {
 		switch {
-		case !ValidPointName(p.Name):
+		case !serialcfg.ValidPointName(p.Name):
 			lost = append(lost, fmt.Sprintf("channel %q: point name %q is not [a-z][a-z0-9_]* of at most %d bytes: point left out", channel, text(p.Name, 40), serialcfg.MaxPointName))
 			continue
 		case indexOfPoint(out, p.Name) >= 0:

@@ -1,6 +1,16 @@
 package serialcfg
 
-import "strings"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/fleet/fleet/shared/jsonstrict"
+)
 
 // Points: what the registers, frames and levels of a channel mean (DESIGN.md
 // "Points"). A point's id is "<channelId>.<name>".
@@ -144,4 +154,262 @@ func (p CANPoint) ValueType() string {
 		return "bool"
 	}
 	return "f64"
+}
+
+// Register widths of the rs485 point types (a 16-bit register each).
+var pointRegisters = map[string]int{
+	"u16": 1, "i16": 1, "bool": 1,
+	"u32": 2, "i32": 2, "f32": 2,
+	"u64": 4, "i64": 4, "f64": 4,
+}
+
+// Registers returns how many 16-bit registers the point spans (1 for a
+// coil or discrete input, which is one bit), 0 for an unknown type.
+func (p RS485Point) Registers() int {
+	if p.Function == "coil" || p.Function == "discrete" {
+		return 1
+	}
+	return pointRegisters[p.Type]
+}
+
+// WithDefaults returns p with its zero fields filled as they run: SlaveID
+// the channel's (channelSlave), Order "ABCD" for a register, Scale 1,
+// IntervalMs DefaultPointIntervalMs.
+func (p RS485Point) WithDefaults(channelSlave int) RS485Point {
+	if p.SlaveID == 0 {
+		p.SlaveID = channelSlave
+	}
+	if p.Order == "" && isRegisterFunction(p.Function) {
+		p.Order = "ABCD"
+	}
+	commonDefaults(&p.Scale, &p.IntervalMs)
+	return p
+}
+
+// WithDefaults returns p with its zero fields filled as they run: CanID in
+// its stored spelling (0x and uppercase hex), ByteOrder "little", Scale 1,
+// IntervalMs DefaultPointIntervalMs.
+func (p CANPoint) WithDefaults() CANPoint {
+	if id, _, err := ParseCANID(p.CanID); err == nil {
+		p.CanID = fmt.Sprintf("0x%X", id)
+	}
+	if p.ByteOrder == "" {
+		p.ByteOrder = "little"
+	}
+	commonDefaults(&p.Scale, &p.IntervalMs)
+	return p
+}
+
+// commonDefaults fills the defaults rs485 points and CAN signals share.
+func commonDefaults(scale *float64, intervalMs *int) {
+	if *scale == 0 {
+		*scale = 1
+	}
+	if *intervalMs == 0 {
+		*intervalMs = DefaultPointIntervalMs
+	}
+}
+
+func isRegisterFunction(f string) bool { return f == "holding" || f == "input" }
+
+// validatePoints checks an rs485 channel's points; errors name the field
+// as points[i].field.
+func (c *RS485) validatePoints() error {
+	return eachPoint(len(c.Points), func(i int) string { return c.Points[i].Name }, func(i int, f func(string) string) error {
+		p := c.Points[i]
+		if p.SlaveID != 0 {
+			if err := rangeInt(f("slaveId"), p.SlaveID, 1, 247); err != nil {
+				return err
+			}
+		}
+		if err := firstErr(
+			oneOfString(f("function"), p.Function, PointFunctions),
+			rangeInt(f("register"), p.Register, 0, 65535),
+			oneOfString(f("type"), p.Type, PointTypes),
+		); err != nil {
+			return err
+		}
+		reg := isRegisterFunction(p.Function)
+		if !reg && p.Type != "bool" {
+			return jsonstrict.Fieldf(f("type"), "must be \"bool\" for function %s (got %q)", p.Function, p.Type)
+		}
+		if n := p.Registers(); p.Register+n-1 > 65535 {
+			return jsonstrict.Fieldf(f("register"), "a %s spans %d registers: register+%d must not pass 65535 (got %d)", p.Type, n, n-1, p.Register)
+		}
+		if p.Order != "" {
+			if !reg {
+				return jsonstrict.Fieldf(f("order"), "applies to registers only, not to function %s", p.Function)
+			}
+			if err := oneOfString(f("order"), p.Order, ByteOrders); err != nil {
+				return err
+			}
+		}
+		if p.Bit != nil {
+			if p.Type != "bool" || !reg {
+				return jsonstrict.Fieldf(f("bit"), "applies only to a \"bool\" read from a holding or input register")
+			}
+			if err := rangeInt(f("bit"), *p.Bit, 0, 15); err != nil {
+				return err
+			}
+		}
+		return pointCommon(f, p.Scale, p.Offset, p.Unit, p.IntervalMs, p.Deadband)
+	})
+}
+
+// validatePoints checks a canfd channel's points (DBC semantics over a
+// 64-byte payload).
+func (c *CANFD) validatePoints() error {
+	return eachPoint(len(c.Points), func(i int) string { return c.Points[i].Name }, func(i int, f func(string) string) error {
+		p := c.Points[i]
+		if _, _, err := ParseCANID(p.CanID); err != nil {
+			return jsonstrict.Fieldf(f("canId"), "%v", err)
+		}
+		if err := firstErr(
+			rangeInt(f("length"), p.Length, 1, 64),
+			rangeInt(f("startBit"), p.StartBit, 0, MaxCANPayloadBits-1),
+		); err != nil {
+			return err
+		}
+		if p.ByteOrder != "" {
+			if err := oneOfString(f("byteOrder"), p.ByteOrder, CANByteOrders); err != nil {
+				return err
+			}
+		}
+		if last := CANSignalEnd(p.StartBit, p.Length, p.ByteOrder == "big"); last >= MaxCANPayloadBits {
+			return jsonstrict.Fieldf(f("length"), "a signal of %d bits from start bit %d (%s) ends past the 64-byte payload",
+				p.Length, p.StartBit, p.WithDefaults().ByteOrder)
+		}
+		for _, m := range []struct {
+			name string
+			v    *float64
+		}{{"min", p.Min}, {"max", p.Max}} {
+			if m.v != nil && !finite(*m.v) {
+				return jsonstrict.Fieldf(f(m.name), "must be a finite number")
+			}
+		}
+		if p.Min != nil && p.Max != nil && *p.Min > *p.Max {
+			return jsonstrict.Fieldf(f("min"), "must not be above max (%g > %g)", *p.Min, *p.Max)
+		}
+		return pointCommon(f, p.Scale, p.Offset, p.Unit, p.IntervalMs, p.Deadband)
+	})
+}
+
+// MaxCANPayloadBits is the bits of the largest (64-byte FD) payload.
+const MaxCANPayloadBits = 64 * 8
+
+// CANSignalEnd returns the payload bit, counted from the first byte's most
+// significant bit for a big-endian (Motorola) signal and from its least
+// significant bit for a little-endian (Intel) one, that a signal of length
+// bits starting at DBC start bit start occupies last: a signal fits a
+// payload of n bytes when the result is below 8n. For Intel the bits run
+// from start upwards; for Motorola start names the most significant bit
+// in the DBC's sawtooth numbering (byte*8 + bit, bit 7 the byte's MSB) and
+// the signal runs towards the next bytes.
+func CANSignalEnd(start, length int, big bool) int {
+	if big {
+		return start/8*8 + 7 - start%8 + length - 1
+	}
+	return start + length - 1
+}
+
+// eachPoint checks the count of n points and their names (name(i)), then
+// runs check on each with f naming its fields (points[i].field).
+func eachPoint(n int, name func(int) string, check func(i int, f func(string) string) error) error {
+	if n > MaxPoints {
+		return jsonstrict.Fieldf("points", "at most %d points per channel (got %d)", MaxPoints, n)
+	}
+	seen := map[string]int{}
+	for i := range n {
+		f := func(field string) string { return fmt.Sprintf("points[%d].%s", i, field) }
+		if err := pointName(f("name"), name(i), seen, i); err != nil {
+			return err
+		}
+		if err := check(i, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pointName checks the name of point i and that no earlier point has it.
+func pointName(field, name string, seen map[string]int, i int) error {
+	if !ValidPointName(name) {
+		return jsonstrict.Fieldf(field, "must match [a-z][a-z0-9_]{0,%d} (got %q)", MaxPointName-1, name)
+	}
+	if j, dup := seen[name]; dup {
+		return jsonstrict.Fieldf(field, "%q is already the name of points[%d]", name, j)
+	}
+	seen[name] = i
+	return nil
+}
+
+// ValidPointName reports whether s is a point's name:
+// [a-z][a-z0-9_]{0,31} (at most MaxPointName bytes).
+func ValidPointName(s string) bool {
+	if len(s) == 0 || len(s) > MaxPointName || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// pointCommon checks the fields an rs485 point and a CAN signal share.
+func pointCommon(f func(string) string, scale, offset float64, unit string, intervalMs int, deadband float64) error {
+	if !finite(scale) {
+		return jsonstrict.Fieldf(f("scale"), "must be a finite number (0 or absent means 1)")
+	}
+	if !finite(offset) {
+		return jsonstrict.Fieldf(f("offset"), "must be a finite number")
+	}
+	if n := utf8.RuneCountInString(unit); n > MaxPointUnit || !utf8.ValidString(unit) {
+		return jsonstrict.Fieldf(f("unit"), "at most %d characters (got %d)", MaxPointUnit, n)
+	}
+	for _, r := range unit {
+		if !unicode.IsPrint(r) {
+			return jsonstrict.Fieldf(f("unit"), "must be printable characters (got %q)", unit)
+		}
+	}
+	if intervalMs != 0 {
+		if err := rangeInt(f("intervalMs"), intervalMs, MinPointIntervalMs, MaxPointIntervalMs); err != nil {
+			return err
+		}
+	}
+	if !finite(deadband) || deadband < 0 {
+		return jsonstrict.Fieldf(f("deadband"), "must be a finite number ≥ 0 (got %g)", deadband)
+	}
+	return nil
+}
+
+// pointsErr decodes each member of the body's points array strictly on its
+// own, so that a decoding error (an unknown field, a wrong type, a member
+// given twice) names the point: points[2].scale. It returns nil when
+// every point decodes or the body has no points array.
+func pointsErr[T any](body []byte) error {
+	var obj struct {
+		Points []json.RawMessage `json:"points"`
+	}
+	if json.Unmarshal(body, &obj) != nil {
+		return nil
+	}
+	for i, raw := range obj.Points {
+		var p T
+		if err := jsonstrict.Decode(raw, &p); err != nil {
+			var fe *jsonstrict.FieldError
+			if errors.As(err, &fe) {
+				field := fmt.Sprintf("points[%d]", i)
+				if fe.Field != "" {
+					field += "." + fe.Field
+				}
+				return jsonstrict.Fieldf(field, "%s", strings.TrimPrefix(fe.Msg, "body "))
+			}
+			return err
+		}
+	}
+	return nil
 }

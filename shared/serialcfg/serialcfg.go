@@ -277,6 +277,12 @@ func Decode(b []byte) (Config, error) {
 		return Config{}, jsonstrict.Fieldf("kind", "must be one of %s", strings.Join(Kinds, ", "))
 	}
 	if err != nil {
+		switch kind {
+		case KindRS485:
+			err = firstErr(pointsErr[RS485Point](b), err)
+		case KindCANFD:
+			err = firstErr(pointsErr[CANPoint](b), err)
+		}
 		return Config{}, err
 	}
 	return c, nil
@@ -311,7 +317,9 @@ func DecodeFor(group string, b []byte) (Config, error) {
 // Normalize rewrites the fields that have more than one spelling into their
 // one stored spelling: a CAN id as 0x and uppercase hex digits ("0x1A"),
 // hex bytes uppercase and separated by single spaces ("01 A2 FF"). It
-// leaves a field it cannot parse (Validate refuses those) as it is.
+// leaves a field it cannot parse (Validate refuses those) as it is. It
+// fills the defaults of points (RS485Point.WithDefaults,
+// CANPoint.WithDefaults), so the stored config shows what runs.
 func (c *Config) Normalize() {
 	hex := func(s *string) {
 		if b, err := ParseHexBytes(*s); err == nil {
@@ -324,6 +332,13 @@ func (c *Config) Normalize() {
 			c.CANFD.Tx.CanID = fmt.Sprintf("0x%X", id)
 		}
 		hex(&c.CANFD.Tx.DataHex)
+		for i, pt := range c.CANFD.Points {
+			c.CANFD.Points[i] = pt.WithDefaults()
+		}
+	case c.RS485 != nil:
+		for i, pt := range c.RS485.Points {
+			c.RS485.Points[i] = pt.WithDefaults(c.RS485.SlaveID)
+		}
 	case c.UART != nil:
 		hex(&c.UART.Tx.DataHex)
 	}
@@ -430,7 +445,7 @@ func (c *RS485) Validate() error {
 			return jsonstrict.Fieldf(fmt.Sprintf("polls[%d].slaveId", i), "is required")
 		}
 	}
-	return nil
+	return c.validatePoints()
 }
 
 func (p *ModbusPoll) validate(prefix string) error {
@@ -507,7 +522,7 @@ func (c *CANFD) Validate() error {
 	if !ValidCANFDLength(len(b)) {
 		return jsonstrict.Fieldf("tx.dataHex", "%d bytes is not a CAN-FD length (0-8, 12, 16, 20, 24, 32, 48, 64)", len(b))
 	}
-	return nil
+	return c.validatePoints()
 }
 
 // ValidCANFDLength reports whether n is a valid CAN-FD payload length.

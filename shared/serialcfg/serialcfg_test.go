@@ -130,19 +130,24 @@ func TestValidationRules(t *testing.T) {
 	bad("missing kind", "rs485", okRS485, "kind", nil, "kind")
 
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := serialcfg.DecodeFor(c.group, []byte(c.body))
-			var fe *jsonstrict.FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("err = %v (%T), want *jsonstrict.FieldError", err, err)
-			}
-			if c.field != "" && fe.Field != c.field {
-				t.Fatalf("field = %q (%v), want %q", fe.Field, fe, c.field)
-			}
-			if fe.Msg == "" {
-				t.Fatal("empty message")
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { refused(t, c.group, c.body, c.field) })
+	}
+}
+
+// refused checks that a PUT of body on a channel of group is refused with
+// a *jsonstrict.FieldError naming field ("" for any) with a message.
+func refused(t *testing.T, group, body, field string) {
+	t.Helper()
+	_, err := serialcfg.DecodeFor(group, []byte(body))
+	var fe *jsonstrict.FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("err = %v (%T), want *jsonstrict.FieldError", err, err)
+	}
+	if field != "" && fe.Field != field {
+		t.Fatalf("field = %q (%v), want %q", fe.Field, fe, field)
+	}
+	if fe.Msg == "" {
+		t.Fatal("empty message")
 	}
 }
 

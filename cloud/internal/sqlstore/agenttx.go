@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -33,7 +34,7 @@ const (
 		agent_timezone = ?, agent_version = ?, agent_heartbeat_ms = ?, last_seen = ?, agent_deadline = ? WHERE id = ? AND agent_session = ?`
 	desiredVersionSQL = `INSERT INTO serial_state (device_id) VALUES (?) ON CONFLICT (device_id) DO UPDATE SET device_id = excluded.device_id
 		RETURNING desired_version`
-	reportedChannelsSQL = `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, '') FROM serial_channels
+	reportedChannelsSQL = `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, ''), COALESCE(points, '') FROM serial_channels
 		WHERE device_id = ? AND available IS NOT NULL`
 	setAppliedSQL = `UPDATE serial_state SET applied_version = ? WHERE device_id = ?`
 	dueSQL        = `SELECT ` + DueColumns + ` FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < ? ORDER BY agent_deadline LIMIT 2000`
@@ -107,9 +108,15 @@ func (a AgentWrites) SerialState(ctx context.Context, id string) (desiredVersion
 	}
 	err = Each(ctx, a.Q, reportedChannelsSQL, []any{id}, func(r Row) error {
 		var c protocol.ChannelState
-		err := r.Scan(&c.ID, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.PassthroughAddress)
+		var points string
+		if err := r.Scan(&c.ID, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.PassthroughAddress, &points); err != nil {
+			return err
+		}
+		// Points that do not decode are as never reported: the next
+		// report of them is a change.
+		c.Points, _ = cloud.DecodePointStates(points)
 		channels = append(channels, c)
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, nil, a.wrap(err, "channels %s", id)

@@ -53,7 +53,7 @@ func (s SerialState) View() resource.SerialState {
 }
 
 // ChannelColumns are the columns ScanChannel reads, in order.
-const ChannelColumns = `channel_id, config, available, live, tx_on, error, passthrough_address`
+const ChannelColumns = `channel_id, config, available, live, tx_on, error, passthrough_address, COALESCE(points, '')`
 
 // Channel is a serial_channels row: the channel's id and what is stored of it.
 type Channel struct {
@@ -64,7 +64,7 @@ type Channel struct {
 // ScanChannel reads a row of ChannelColumns.
 func ScanChannel(row Row) (Channel, error) {
 	var c Channel
-	err := row.Scan(&c.ID, &c.Config, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.Passthrough)
+	err := row.Scan(&c.ID, &c.Config, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.Passthrough, &c.Points)
 	return c, err
 }
 
@@ -106,6 +106,9 @@ func SerialPatchSQL(p cloud.SerialPatch, deviceID string) (string, []any) {
 type SerialTables interface {
 	// DeviceModel is the model of the organization's device, or ENOTFOUND.
 	DeviceModel(ctx context.Context, orgID, deviceID string) (string, error)
+	// DeviceModelStatus is the model and the status of the organization's
+	// device, or ENOTFOUND.
+	DeviceModelStatus(ctx context.Context, orgID, deviceID string) (string, resource.DeviceStatus, error)
 	// SerialRows reads the device's state (DefaultSerialState when it has
 	// no row) and its channels by id.
 	SerialRows(ctx context.Context, deviceID string) (SerialState, map[string]*cloud.StoredChannel, error)
@@ -134,21 +137,30 @@ var _ cloud.SerialService = (*SerialService)(nil)
 
 // Serial returns the device's full industrial I/O state.
 func (s *SerialService) Serial(ctx context.Context, orgID, deviceID string) (resource.SerialState, error) {
-	m, st, chans, err := s.read(ctx, orgID, deviceID)
+	r, err := s.read(ctx, orgID, deviceID)
 	if err != nil {
 		return resource.SerialState{}, err
 	}
-	return cloud.SerialView(deviceID, m, st.View(), chans)
+	return cloud.SerialView(deviceID, r.model, r.state.View(), r.chans, r.online)
 }
 
-// read reads the device's model, state and channels.
-func (s *SerialService) read(ctx context.Context, orgID, deviceID string) (catalog.Model, SerialState, map[string]*cloud.StoredChannel, error) {
-	m, err := s.model(ctx, orgID, deviceID)
-	if err != nil {
-		return m, SerialState{}, nil, err
+// serialRead is what the reads of the service read of a device.
+type serialRead struct {
+	model  catalog.Model
+	online bool // the device is ONLINE (else its points are stale)
+	state  SerialState
+	chans  map[string]*cloud.StoredChannel
+}
+
+// read reads the device's model, status, state and channels.
+func (s *SerialService) read(ctx context.Context, orgID, deviceID string) (serialRead, error) {
+	var r serialRead
+	var err error
+	if r.model, r.online, err = s.modelStatus(ctx, orgID, deviceID); err != nil {
+		return r, err
 	}
-	st, chans, err := s.Tables.SerialRows(ctx, deviceID)
-	return m, st, chans, err
+	r.state, r.chans, err = s.Tables.SerialRows(ctx, deviceID)
+	return r, err
 }
 
 // PatchSerial changes the usage mode and the forwarding, bumping the desired
@@ -171,16 +183,16 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 // Telemetry returns the last values the device reported, one entry per
 // channel of its model.
 func (s *SerialService) Telemetry(ctx context.Context, orgID, deviceID string) (resource.SerialTelemetry, error) {
-	m, st, chans, err := s.read(ctx, orgID, deviceID)
+	r, err := s.read(ctx, orgID, deviceID)
 	if err != nil {
 		return resource.SerialTelemetry{}, err
 	}
-	return cloud.TelemetryView(deviceID, m, resource.TP(MsTime(st.TelemetryAt)), chans), nil
+	return cloud.TelemetryView(deviceID, r.model, resource.TP(MsTime(r.state.TelemetryAt)), r.chans, r.online)
 }
 
 // Channel returns one channel; ENOTFOUND when the model has no such channel.
 func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID string) (resource.Channel, error) {
-	m, err := s.model(ctx, orgID, deviceID)
+	m, online, err := s.modelStatus(ctx, orgID, deviceID)
 	if err != nil {
 		return resource.Channel{}, err
 	}
@@ -192,7 +204,7 @@ func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID 
 	if err != nil {
 		return resource.Channel{}, err
 	}
-	return cloud.ChannelView(c, row)
+	return cloud.ChannelView(c, row, online)
 }
 
 // PutChannel stores the channel's desired configuration, bumping the
@@ -224,6 +236,23 @@ func (s *SerialService) model(ctx context.Context, orgID, deviceID string) (cata
 		return catalog.Model{}, err
 	}
 	return cloud.SerialModel(name)
+}
+
+// modelStatus is model's answer, and whether the device is ONLINE.
+func (s *SerialService) modelStatus(ctx context.Context, orgID, deviceID string) (catalog.Model, bool, error) {
+	return serialModelStatus(ctx, s.Tables, orgID, deviceID)
+}
+
+// serialModelStatus is the catalog model of the organization's device
+// (ENOTFOUND, or ECAPABILITY when it has no serial I/O), and whether the
+// device is ONLINE.
+func serialModelStatus(ctx context.Context, t SerialTables, orgID, deviceID string) (catalog.Model, bool, error) {
+	name, status, err := t.DeviceModelStatus(ctx, orgID, deviceID)
+	if err != nil {
+		return catalog.Model{}, false, err
+	}
+	m, err := cloud.SerialModel(name)
+	return m, status == resource.StatusOnline, err
 }
 
 func (s *SerialService) changed(deviceID string) {

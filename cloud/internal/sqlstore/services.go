@@ -8,6 +8,7 @@ type Tables interface {
 	DeviceTables
 	SerialTables
 	AlertTables
+	PointTables
 }
 
 // Services are a store's domain services on its tables: embedded in the

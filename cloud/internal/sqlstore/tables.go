@@ -96,6 +96,20 @@ func (s *Store) DeviceModel(ctx context.Context, orgID, deviceID string) (string
 	return model, s.Wrap("device", err)
 }
 
+// DeviceModelStatusSQL reads the model and the status of an organization's
+// device.
+const DeviceModelStatusSQL = `SELECT model, status FROM devices WHERE id = ? AND org_id = ?`
+
+// DeviceModelStatus implements SerialTables.
+func (s *Store) DeviceModelStatus(ctx context.Context, orgID, deviceID string) (string, resource.DeviceStatus, error) {
+	var model, status string
+	err := s.R.QueryRow(ctx, DeviceModelStatusSQL, deviceID, orgID).Scan(&model, &status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", DeviceNotFound(deviceID)
+	}
+	return model, resource.DeviceStatus(status), s.Wrap("device", err)
+}
+
 // Alert implements AlertTables.
 func (s *Store) Alert(ctx context.Context, orgID, id string) (resource.Alert, error) {
 	a, err := ScanAlert(s.R.QueryRow(ctx, `SELECT `+AlertColumns+` FROM alerts WHERE id = ? AND org_id = ?`, id, orgID))
@@ -194,8 +208,8 @@ func (s *Store) SerialRows(ctx context.Context, deviceID string) (SerialState, m
 // StoredChannel implements SerialTables.
 func (s *Store) StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error) {
 	var row cloud.StoredChannel
-	err := s.R.QueryRow(ctx, `SELECT config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).
-		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough)
+	err := s.R.QueryRow(ctx, `SELECT config, available, live, tx_on, error, passthrough_address, COALESCE(points, '') FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).
+		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough, &row.Points)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -1,9 +1,11 @@
 // Package modbustest is a Modbus RTU slave simulator for tests, benchmarks
 // and the qemu rig. It serves one or several slave ids on a serial line (the
 // controller side of a pseudo-terminal pair, or a real tty), answers
-// functions 3, 4 and 6 from per-slave register maps, and injects faults per
-// slave: no reply, a bad CRC, an exception, a slow reply, a reply split in
-// two chunks. Because a pseudo-terminal moves bytes instantly, the
+// functions 1, 2 (coils, discrete inputs), 3, 4 (holding, input registers)
+// and 6 from per-slave maps, answers exception 2 for registers a test made
+// unavailable, counts requests per slave and function, and injects faults
+// per slave: no reply (a silent slave), a bad CRC, an exception, a slow
+// reply, a reply split in two chunks. Because a pseudo-terminal moves bytes instantly, the
 // simulator can pace its side of the wire at the configured baud rate:
 // it treats the request as occupying its wire time, waits the 3.5-character
 // silence, and writes each reply byte when it would have finished arriving
@@ -142,6 +144,9 @@ type Sim struct {
 	ids     map[int]bool
 	holding registers
 	input   registers
+	bits    map[bitKey]bool
+	gone    map[int]map[uint16]bool
+	counts  map[[2]int]int
 	faults  map[int]Fault
 	stats   Stats
 	timing  Timing
@@ -157,7 +162,8 @@ func New(opts Options) *Sim {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sim{opts: opts, log: log, holding: registers{}, input: registers{}, faults: map[int]Fault{}}
+	s := &Sim{opts: opts, log: log, holding: registers{}, input: registers{}, faults: map[int]Fault{},
+		bits: map[bitKey]bool{}, gone: map[int]map[uint16]bool{}, counts: map[[2]int]int{}}
 	if len(opts.IDs) > 0 {
 		s.ids = map[int]bool{}
 		for _, id := range opts.IDs {
@@ -202,6 +208,52 @@ func (s *Sim) SetInput(slave int, reg, v uint16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.input.set(slave, reg, v)
+}
+
+// bitKey names a coil (function 1) or discrete input (function 2).
+type bitKey struct {
+	slave int
+	fc    byte
+	addr  uint16
+}
+
+// SetCoil sets coil addr of slave; a coil never set reads as off.
+func (s *Sim) SetCoil(slave int, addr uint16, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bits[bitKey{slave, modbus.FuncReadCoils, addr}] = on
+}
+
+// SetDiscrete sets discrete input addr of slave; one never set reads as
+// off.
+func (s *Sim) SetDiscrete(slave int, addr uint16, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bits[bitKey{slave, modbus.FuncReadDiscrete, addr}] = on
+}
+
+// SetUnavailable makes holding and input register reg of slave
+// unavailable (on) or available again: a read that includes it is
+// answered with exception 2 (illegal data address).
+func (s *Sim) SetUnavailable(slave int, reg uint16, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone[slave] == nil {
+		s.gone[slave] = map[uint16]bool{}
+	}
+	if on {
+		s.gone[slave][reg] = true
+	} else {
+		delete(s.gone[slave], reg)
+	}
+}
+
+// Requests returns how many valid requests with function code fc slave
+// has received (whatever it answered).
+func (s *Sim) Requests(slave int, fc byte) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[[2]int{slave, int(fc)}]
 }
 
 // registers is a table (holding or input) of the registers set or written
@@ -401,6 +453,7 @@ func (s *Sim) handle(req []byte) ([]byte, Fault) {
 		return nil, Fault{}
 	}
 	s.stats.Requests++
+	s.counts[[2]int{id, int(req[1])}]++
 	f, ok := s.faults[id]
 	if !ok {
 		f = s.faults[0]
@@ -435,6 +488,11 @@ func (s *Sim) pdu(id int, fc byte, data []byte, f Fault) []byte {
 		if int(reg)+count > 65536 {
 			return exc(2)
 		}
+		for i := range count {
+			if s.gone[id][reg+uint16(i)] {
+				return exc(2)
+			}
+		}
 		out := []byte{fc, byte(2 * count)}
 		for i := range count {
 			var v uint16
@@ -444,6 +502,25 @@ func (s *Sim) pdu(id int, fc byte, data []byte, f Fault) []byte {
 				v = s.inputLocked(id, reg+uint16(i))
 			}
 			out = binary.BigEndian.AppendUint16(out, v)
+		}
+		return out
+	case modbus.FuncReadCoils, modbus.FuncReadDiscrete:
+		if len(data) != 4 {
+			return exc(3)
+		}
+		addr := binary.BigEndian.Uint16(data)
+		count := int(binary.BigEndian.Uint16(data[2:]))
+		if count < 1 || count > 2000 {
+			return exc(3)
+		}
+		if int(addr)+count > 65536 {
+			return exc(2)
+		}
+		out := append([]byte{fc, byte((count + 7) / 8)}, make([]byte, (count+7)/8)...)
+		for i := range count {
+			if s.bits[bitKey{id, fc, addr + uint16(i)}] {
+				out[2+i/8] |= 1 << (i % 8)
+			}
 		}
 		return out
 	case modbus.FuncWriteRegister:

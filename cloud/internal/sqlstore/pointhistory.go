@@ -1,0 +1,397 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/resource"
+)
+
+// Point history (migration 0009_point_history): point_series numbers each
+// point of a device; point_head holds recent samples one row each, as the
+// agent writers store them; point_chunks holds older ones compressed
+// (pointchunk.go), folded by the compactor. A series' compacted_to is the
+// newest time its chunks hold: head rows at or before it are ignored (a
+// resend that raced the compactor), and the writers do not store them.
+
+// StoredSample is one sample of a point's history: At in Unix ms; Bad for
+// a failed read (Value is then meaningless), with its cause in Error when
+// it is known (a compacted bad reading keeps its cause only when it is
+// its chunk's last sample).
+type StoredSample struct {
+	At    int64
+	Value float64
+	Bad   bool
+	Error string
+}
+
+// PointSeriesRef is a series' row: its id and how far it is compacted.
+type PointSeriesRef struct {
+	ID          int64
+	CompactedTo int64
+}
+
+// PointHeadSQL inserts head rows through the series they name, unless
+// compacted past them (arguments: series id, at, value, error for each of
+// the VALUES rows the caller appends, then PointHeadTail). The caller
+// picks the conflict clause: INSERT OR IGNORE, so a resend stores nothing.
+const (
+	PointHeadSQL = `INSERT OR IGNORE INTO point_head (series_id, at, value, error)
+	SELECT v.column1, v.column2, v.column3, v.column4 FROM (VALUES `
+	PointHeadTail = `) AS v JOIN point_series AS s ON s.id = v.column1 WHERE v.column2 > s.compacted_to`
+)
+
+// PointSeriesCache maps a device's point id to its series id, for an
+// agent writer: ids are added after the transaction that made or read
+// them committed (Add), so that it never holds an id a rollback undid.
+// Safe for concurrent use.
+type PointSeriesCache struct {
+	mu sync.RWMutex
+	m  map[[2]string]int64
+}
+
+// Lookup returns the series id of the device's point, if cached.
+func (c *PointSeriesCache) Lookup(deviceID, pointID string) (int64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	id, ok := c.m[[2]string{deviceID, pointID}]
+	return id, ok
+}
+
+// Add caches the device's series ids, by point id.
+func (c *PointSeriesCache) Add(deviceID string, ids map[string]int64) {
+	if len(ids) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[[2]string]int64)
+	}
+	for p, id := range ids {
+		c.m[[2]string{deviceID, p}] = id
+	}
+}
+
+// Resolve returns the series id of each point a sample of samples names,
+// creating the series the device lacks with q (in the caller's
+// transaction): ids by point id, and fresh, those not found in the cache,
+// for the caller to Add once the transaction committed.
+func (c *PointSeriesCache) Resolve(ctx context.Context, q Querier, deviceID string, samples []*protocol.PointSample) (ids, fresh map[string]int64, err error) {
+	ids = make(map[string]int64)
+	for _, p := range samples {
+		if _, ok := ids[p.Point]; ok {
+			continue
+		}
+		if id, ok := c.Lookup(deviceID, p.Point); ok {
+			ids[p.Point] = id
+			continue
+		}
+		id, err := seriesID(ctx, q, deviceID, p.Point)
+		if err != nil {
+			return nil, nil, err
+		}
+		ids[p.Point] = id
+		if fresh == nil {
+			fresh = make(map[string]int64)
+		}
+		fresh[p.Point] = id
+	}
+	return ids, fresh, nil
+}
+
+// seriesID returns the id of the device's point's series, made if new.
+func seriesID(ctx context.Context, q Querier, deviceID, pointID string) (int64, error) {
+	const find = `SELECT id FROM point_series WHERE device_id = ? AND point = ?`
+	var id int64
+	err := q.QueryRow(ctx, find, deviceID, pointID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := q.Exec(ctx, `INSERT OR IGNORE INTO point_series (device_id, point) VALUES (?, ?)`, deviceID, pointID); err != nil {
+			return 0, fmt.Errorf("point series %s of %s: %w", pointID, deviceID, err)
+		}
+		err = q.QueryRow(ctx, find, deviceID, pointID).Scan(&id)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("point series %s of %s: %w", pointID, deviceID, err)
+	}
+	return id, nil
+}
+
+// HeadValue is a sample's value and error columns in point_head: NULL and
+// the cause for a bad reading.
+func HeadValue(p *protocol.PointSample) (value, cause any) {
+	if p.Error != "" {
+		return nil, p.Error
+	}
+	return p.Value, nil
+}
+
+// pointSeries reads the series of the device's point; ok is false when
+// it has none.
+func (s *Store) pointSeries(ctx context.Context, deviceID, pointID string) (PointSeriesRef, bool, error) {
+	var r PointSeriesRef
+	err := s.R.QueryRow(ctx, `SELECT id, compacted_to FROM point_series WHERE device_id = ? AND point = ?`, deviceID, pointID).Scan(&r.ID, &r.CompactedTo)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
+
+// compactedTo reads a series' compacted_to again.
+func (s *Store) compactedTo(ctx context.Context, id int64) (int64, error) {
+	var c int64
+	err := s.R.QueryRow(ctx, `SELECT compacted_to FROM point_series WHERE id = ?`, id).Scan(&c)
+	return c, err
+}
+
+// consistent runs read, which reads a series' head after ref.CompactedTo
+// and its chunks up to it, until no compaction of the series committed
+// while it ran (a compaction moves samples from the head into chunks and
+// raises compacted_to in one transaction; read's statements each see
+// their own moment). read starts afresh each time.
+func (s *Store) consistent(ctx context.Context, ref PointSeriesRef, read func(PointSeriesRef) error) error {
+	for attempt := 0; ; attempt++ {
+		if err := read(ref); err != nil {
+			return err
+		}
+		c, err := s.compactedTo(ctx, ref.ID)
+		if err != nil {
+			return err
+		}
+		if c == ref.CompactedTo || attempt == 10 {
+			return nil
+		}
+		ref.CompactedTo = c
+	}
+}
+
+// scanHead calls each for the head samples of ref in [from, to] after its
+// compacted_to, ascending (or descending, at most limit when limit > 0).
+func (s *Store) scanHead(ctx context.Context, ref PointSeriesRef, from, to int64, desc bool, limit int, each func(StoredSample) error) error {
+	q := `SELECT at, value, error FROM point_head WHERE series_id = ? AND at > ? AND at >= ? AND at <= ? ORDER BY at`
+	args := []any{ref.ID, ref.CompactedTo, from, to}
+	if desc {
+		q += ` DESC`
+	}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	return Each(ctx, s.R, q, args, func(r Row) error {
+		var smp StoredSample
+		var v *float64
+		var e *string
+		if err := r.Scan(&smp.At, &v, &e); err != nil {
+			return err
+		}
+		if v == nil || math.IsNaN(*v) {
+			smp.Bad = true
+		} else {
+			smp.Value = *v
+		}
+		if e != nil {
+			smp.Bad, smp.Error = true, *e
+		}
+		return each(smp)
+	})
+}
+
+// scanChunks calls each with the samples in [from, to] of each of ref's
+// chunks up to its compacted_to (ascending), chunks in time order or, with
+// desc, newest first.
+func (s *Store) scanChunks(ctx context.Context, ref PointSeriesRef, from, to int64, desc bool, each func([]StoredSample) error) error {
+	to = min(to, ref.CompactedTo)
+	if from > to {
+		return nil
+	}
+	q := `SELECT count, last_error, data FROM point_chunks WHERE series_id = ? AND end_at >= ? AND start_at <= ? ORDER BY end_at`
+	if desc {
+		q += ` DESC`
+	}
+	var buf []StoredSample
+	return Each(ctx, s.R, q, []any{ref.ID, from, to}, func(r Row) error {
+		var n int
+		var lastErr *string
+		var data []byte
+		if err := r.Scan(&n, &lastErr, &data); err != nil {
+			return err
+		}
+		buf = buf[:0]
+		if err := DecodePointChunk(data, n, lastErr, func(smp StoredSample) error {
+			if smp.At >= from && smp.At <= to {
+				buf = append(buf, smp)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return each(buf)
+	})
+}
+
+// errStop ends a scan early.
+var errStop = errors.New("stop")
+
+// PointHistory calls each for every sample of the device's point in [from,
+// to] (Unix ms), ascending; found is false when the point has no history.
+func (s *Store) PointHistory(ctx context.Context, deviceID, pointID string, from, to int64, each func(StoredSample) error) (found bool, err error) {
+	ref, ok, err := s.pointSeries(ctx, deviceID, pointID)
+	if err != nil || !ok {
+		return false, s.Wrap("point history", err)
+	}
+	// Collected first, so that a retry (consistent) does not call each
+	// twice for a sample.
+	var got []StoredSample
+	err = s.consistent(ctx, ref, func(ref PointSeriesRef) error {
+		got = got[:0]
+		add := func(smp StoredSample) error {
+			got = append(got, smp)
+			return nil
+		}
+		if err := s.scanChunks(ctx, ref, from, to, false, func(c []StoredSample) error {
+			got = append(got, c...)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return s.scanHead(ctx, ref, from, to, false, 0, add)
+	})
+	if err != nil {
+		return true, s.Wrap("point history", err)
+	}
+	for _, smp := range got {
+		if err := each(smp); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// NewestPointSamples returns the newest n samples of the device's point in
+// [from, to] (Unix ms), ascending; found is false when the point has no
+// history.
+func (s *Store) NewestPointSamples(ctx context.Context, deviceID, pointID string, from, to int64, n int) (out []StoredSample, found bool, err error) {
+	ref, ok, err := s.pointSeries(ctx, deviceID, pointID)
+	if err != nil || !ok {
+		return nil, false, s.Wrap("point samples", err)
+	}
+	err = s.consistent(ctx, ref, func(ref PointSeriesRef) error {
+		out = out[:0]
+		if err := s.scanHead(ctx, ref, from, to, true, n, func(smp StoredSample) error {
+			out = append(out, smp)
+			return nil
+		}); err != nil {
+			return err
+		}
+		slices.Reverse(out)
+		if len(out) >= n {
+			return nil
+		}
+		// Chunks newest first, each one's samples ascending: prepend
+		// until there are n.
+		err := s.scanChunks(ctx, ref, from, to, true, func(c []StoredSample) error {
+			c = c[max(0, len(c)-(n-len(out))):]
+			out = append(slices.Clone(c), out...)
+			if len(out) >= n {
+				return errStop
+			}
+			return nil
+		})
+		if errors.Is(err, errStop) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, true, s.Wrap("point samples", err)
+	}
+	return out, true, nil
+}
+
+// LatestPointSamples returns the newest stored sample of each of the
+// device's points that has history, by point id.
+func (s *Store) LatestPointSamples(ctx context.Context, deviceID string) (map[string]protocol.PointSample, error) {
+	type series struct {
+		point string
+		ref   PointSeriesRef
+	}
+	all, err := Collect(ctx, s.R, func(r Row) (series, error) {
+		var x series
+		return x, r.Scan(&x.point, &x.ref.ID, &x.ref.CompactedTo)
+	}, `SELECT point, id, compacted_to FROM point_series WHERE device_id = ?`, deviceID)
+	if err != nil {
+		return nil, s.Wrap("latest point samples", err)
+	}
+	out := make(map[string]protocol.PointSample, len(all))
+	for _, x := range all {
+		var last *StoredSample
+		err := s.consistent(ctx, x.ref, func(ref PointSeriesRef) error {
+			last = nil
+			keep := func(smp StoredSample) error {
+				last = &smp
+				return errStop
+			}
+			if err := s.scanHead(ctx, ref, math.MinInt64, math.MaxInt64, true, 1, keep); err != nil && !errors.Is(err, errStop) {
+				return err
+			}
+			if last != nil {
+				return nil
+			}
+			return s.lastChunkSample(ctx, ref, func(smp StoredSample) { last = &smp })
+		})
+		if err != nil {
+			return nil, s.Wrap("latest point samples", err)
+		}
+		if last != nil {
+			out[x.point] = last.Protocol(x.point)
+		}
+	}
+	return out, nil
+}
+
+// lastChunkSample calls set with the last sample of ref's newest chunk,
+// if it has one.
+func (s *Store) lastChunkSample(ctx context.Context, ref PointSeriesRef, set func(StoredSample)) error {
+	var n int
+	var lastErr *string
+	var data []byte
+	err := s.R.QueryRow(ctx, `SELECT count, last_error, data FROM point_chunks WHERE series_id = ? ORDER BY end_at DESC LIMIT 1`, ref.ID).Scan(&n, &lastErr, &data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var last StoredSample
+	if err := DecodePointChunk(data, n, lastErr, func(smp StoredSample) error {
+		last = smp
+		return nil
+	}); err != nil {
+		return err
+	}
+	if n > 0 {
+		set(last)
+	}
+	return nil
+}
+
+// Protocol is the sample as the agent sent it, of point pointID.
+func (x StoredSample) Protocol(pointID string) protocol.PointSample {
+	p := protocol.PointSample{Point: pointID, At: resource.T(time.UnixMilli(x.At))}
+	if x.Bad {
+		p.Error = x.Error
+		if p.Error == "" {
+			p.Error = "bad reading"
+		}
+	} else {
+		p.Value = x.Value
+	}
+	return p
+}

@@ -111,8 +111,9 @@ func PointOf(def serialcfg.PointDef, st *protocol.PointState, online bool) resou
 
 // ChannelPoints returns the points of the channel's desired configuration
 // cfg, in configuration order, each in the state stored in row (nil:
-// nothing stored).
-func ChannelPoints(channelID string, cfg serialcfg.Config, row *StoredChannel, online bool) ([]resource.Point, error) {
+// nothing stored) or, when newer, in the state of its newest stored sample
+// in latest (by point id; nil: none looked at).
+func ChannelPoints(channelID string, cfg serialcfg.Config, row *StoredChannel, latest map[string]protocol.PointSample, online bool) ([]resource.Point, error) {
 	defs := cfg.PointDefs(channelID)
 	if len(defs) == 0 {
 		return nil, nil
@@ -126,9 +127,23 @@ func ChannelPoints(channelID string, cfg serialcfg.Config, row *StoredChannel, o
 	}
 	out := make([]resource.Point, len(defs))
 	for i, d := range defs {
-		out[i] = PointOf(d, FindPointState(states, d.Name, i), online)
+		st := FindPointState(states, d.Name, i)
+		if smp, ok := latest[d.ID]; ok && (st == nil || smp.At.After(st.At.Time)) {
+			st = sampleState(d.Name, smp)
+		}
+		out[i] = PointOf(d, st, online)
 	}
 	return out, nil
+}
+
+// sampleState is a recorded sample of point name as a point state: good, or
+// bad with its cause.
+func sampleState(name string, s protocol.PointSample) *protocol.PointState {
+	st := &protocol.PointState{Name: name, Value: s.Value, Quality: serialcfg.QualityGood, At: s.At}
+	if s.Error != "" {
+		st.Value, st.Quality, st.Error = 0, serialcfg.QualityBad, s.Error
+	}
+	return st
 }
 
 // FindPointState returns the state of point name in states, nil when none;

@@ -121,7 +121,7 @@ func ChannelView(c catalog.Channel, row *StoredChannel, online bool) (resource.C
 		return ch, err
 	}
 	ch.Config = cfg
-	pts, err := ChannelPoints(c.ID, cfg, row, online)
+	pts, err := ChannelPoints(c.ID, cfg, row, nil, online)
 	if err != nil {
 		return ch, err
 	}
@@ -170,7 +170,7 @@ func TelemetryView(deviceID string, m catalog.Model, at *resource.Time, rows map
 		if err != nil {
 			return out, err
 		}
-		pts, err := ChannelPoints(c.ID, cfg, row, online)
+		pts, err := ChannelPoints(c.ID, cfg, row, nil, online)
 		if err != nil {
 			return out, err
 		}

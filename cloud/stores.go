@@ -29,6 +29,8 @@ type Stores struct {
 	// SharedOutbox when Cluster is set).
 	Engine AlertEngineStore
 	Outbox Outbox
+	// PointHistory compacts and sweeps point history.
+	PointHistory PointHistory
 	// Cluster is set when several relays may share the store
 	// (PostgreSQL), nil on SQLite.
 	Cluster *Cluster

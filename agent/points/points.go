@@ -28,6 +28,7 @@ import (
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // Sampler rules.
@@ -105,16 +106,7 @@ func New(opts Options) *Sampler {
 
 // Run samples every Round until ctx ends, recording each round's samples.
 func (s *Sampler) Run(ctx context.Context) {
-	t := time.NewTicker(s.opts.Round)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.Record(s.Sample(s.opts.Now(), s.opts.Source()))
-	}
+	tick.Every(ctx, s.opts.Round, func() { s.Record(s.Sample(s.opts.Now(), s.opts.Source())) })
 }
 
 // Record spools samples as point records of at most

@@ -394,6 +394,10 @@ func testBadInputClosesOnlyThatConnection(t *testing.T, open storetest.Opener) {
 		{"seq 2^64-1", false, rec(metricRec(1, now, 1), metricRec(math.MaxUint64, now.Add(time.Second), 1)), protocol.CloseProtocolError, "records.items[1].seq 18446744073709551615 is above"},
 		{"ipAddress not an address", false, []byte(`{"type":"heartbeat","heartbeat":{"status":"ONLINE","ipAddress":"<script>","channels":[]}}`), protocol.CloseProtocolError, "ipAddress"},
 		{"ipAddress with a zone", false, []byte(`{"type":"heartbeat","heartbeat":{"status":"ONLINE","ipAddress":"fe80::1%eth0","channels":[]}}`), protocol.CloseProtocolError, "ipAddress"},
+		{"point id not <channelId>.<name>", false, rec(protocol.Record{Seq: 1, Points: &protocol.PointBatch{Samples: []protocol.PointSample{{Point: "rs485-1.Boiler", At: resource.T(now), Value: 1}}}}),
+			protocol.CloseProtocolError, "records.items[0].points.samples[0].point"},
+		{"point quality", false, []byte(`{"type":"heartbeat","heartbeat":{"status":"ONLINE","channels":[{"id":"rs485-1","points":[{"name":"t","value":1,"quality":"fine"}]}]}}`),
+			protocol.CloseProtocolError, "heartbeat.channels[0].points[0].quality"},
 		{"configApplied above desired", false, []byte(`{"type":"config_applied","configApplied":{"version":7}}`), protocol.CloseProtocolError, "configApplied.version 7 is above the desired version 0"},
 	}
 	e := newEnv(t, open, nil)

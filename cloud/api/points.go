@@ -208,12 +208,16 @@ func appendPointCSV(b []byte, buckets bool, series *cloud.PointSeries) ([]byte, 
 		num = ta.appendBare(num[:0], t)
 		return string(num)
 	}
-	field := func(f float64) string {
-		num = appendFloat(num[:0], f)
+	// text is num as a CSV field: JSON's null is an empty field.
+	text := func() string {
 		if string(num) == "null" {
 			return ""
 		}
 		return string(num)
+	}
+	field := func(f float64) string {
+		num = appendFloat(num[:0], f)
+		return text()
 	}
 	if buckets {
 		_ = cw.Write([]string{"at", "min", "max", "avg", "last", "count"})
@@ -224,15 +228,11 @@ func appendPointCSV(b []byte, buckets bool, series *cloud.PointSeries) ([]byte, 
 	} else {
 		_ = cw.Write([]string{"at", "value"})
 		for i := range series.Raw {
-			v, err := appendPointValue(num[:0], series.Raw[i].Value)
-			if err != nil {
+			var err error
+			if num, err = appendPointValue(num[:0], series.Raw[i].Value); err != nil {
 				return b, err
 			}
-			num = v
-			val := string(v)
-			if val == "null" {
-				val = ""
-			}
+			val := text() // before at reuses num
 			_ = cw.Write([]string{at(series.Raw[i].At), val})
 		}
 	}

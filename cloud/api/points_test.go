@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -312,4 +313,42 @@ func testPointsErrors(t *testing.T, open storetest.Opener) {
 	}
 	// Points on a model without serial.io.
 	e.req(http.MethodPut, "/api/v1/public/devices/"+small.ID+"/serial/channels/rs485-1", e.keyA, rs485PointsBody()).want(t, http.StatusConflict, cloud.ECAPABILITY)
+}
+
+// TestSpecValidatorCatchesPointDrift proves the document's description of
+// the samples route is strict enough to catch drift in JSON and in CSV.
+func TestSpecValidatorCatchesPointDrift(t *testing.T) {
+	t.Parallel()
+	v := loadSpec(t)
+	hdr := func(ct string) http.Header {
+		h := http.Header{}
+		for k, val := range map[string]string{"Content-Type": ct, "X-RateLimit-Limit": "600", "X-RateLimit-Remaining": "599", "X-RateLimit-Reset": "1700000000",
+			"RateLimit": `"default";r=599;t=42`, "RateLimit-Policy": `"default";q=600;w=60`, "X-Request-Id": "abc"} {
+			h.Set(k, val)
+		}
+		return h
+	}
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/public/devices/abc/points/rs485-1.t/samples", nil)
+	const win = `"window":{"from":"2026-01-02T15:00:00.000Z","to":"2026-01-02T16:00:00.000Z"}`
+	for name, c := range map[string]struct {
+		ct, body string
+		ok       bool
+	}{
+		"raw":                     {"application/json", `{"data":[{"at":"2026-01-02T15:04:05.000Z","value":21.5},{"at":"2026-01-02T15:04:06.000Z","value":null},{"at":"2026-01-02T15:04:07.000Z","value":true}],` + win + `}`, true},
+		"buckets":                 {"application/json", `{"data":[{"at":"2026-01-02T15:04:00.000Z","min":1,"max":2,"avg":1.5,"last":2,"count":3}],` + win + `}`, true},
+		"empty":                   {"application/json", `{"data":[],` + win + `}`, true},
+		"csv":                     {"text/csv; charset=utf-8", "at,value\n2026-01-02T15:04:05.000Z,21.5\n", true},
+		"csv buckets":             {"text/csv; charset=utf-8", "at,min,max,avg,last,count\n", true},
+		"value as a string":       {"application/json", `{"data":[{"at":"2026-01-02T15:04:05.000Z","value":"21.5"}],` + win + `}`, false},
+		"bucket without count":    {"application/json", `{"data":[{"at":"2026-01-02T15:04:00.000Z","min":1,"max":2,"avg":1.5,"last":2}],` + win + `}`, false},
+		"raw and bucket mixed":    {"application/json", `{"data":[{"at":"2026-01-02T15:04:00.000Z","value":1,"count":3}],` + win + `}`, false},
+		"no window":               {"application/json", `{"data":[]}`, false},
+		"csv without header line": {"text/csv; charset=utf-8", "2026-01-02T15:04:05.000Z,21.5\n", false},
+		"csv as text/plain":       {"text/plain", "at,value\n", false},
+	} {
+		err := v.validate(req, 200, hdr(c.ct), []byte(c.body))
+		if (err == nil) != c.ok {
+			t.Errorf("%s: valid %v, want %v (%v)", name, err == nil, c.ok, err)
+		}
+	}
 }

@@ -59,6 +59,8 @@ func testRequestObserverRoutes(t *testing.T, open storetest.Opener) {
 		{"no key", "GET", p + "/devices/" + dev.ID, "", 401, p + "/devices/{id}"},
 		{"two parameters", "GET", p + "/devices/" + dev.ID + "/serial/channels/uart-1", e.keyA, 200, p + "/devices/{id}/serial/channels/{channelId}"},
 		{"list", "GET", p + "/devices", e.keyA, 200, p + "/devices"},
+		{"point samples", "GET", p + "/devices/" + dev.ID + "/points/gpio-1.level/samples", e.keyA, 200, p + "/devices/{id}/points/{pointId}/samples"},
+		{"not a point id", "GET", p + "/devices/" + dev.ID + "/points/gpio-1/samples", e.keyA, 404, p + "/devices/{id}/points/{pointId}/samples"},
 		{"unknown API path", "GET", p + "/nothing/here", e.keyA, 404, ""},
 		{"unknown root path", "GET", "/metrics", "", 404, ""},
 		{"health", "GET", "/healthz", "", 200, "/healthz"},

@@ -207,8 +207,9 @@ func (db *DB) Stores(relay string) cloud.Stores {
 		NewAgentStore: func(log *slog.Logger) (cloud.AgentStoreCloser, error) {
 			return NewAgentStore(db, log, relay), nil
 		},
-		Engine: NewAlertEngineStore(db),
-		Outbox: NewWebhookStore(db, relay),
+		Engine:       NewAlertEngineStore(db),
+		Outbox:       NewWebhookStore(db, relay),
+		PointHistory: db,
 		Cluster: &cloud.Cluster{
 			Relay:        relay,
 			Listen:       db.Listen,

@@ -26,7 +26,9 @@ type Config struct {
 	Retention time.Duration
 	// RetentionInterval is how often the retention sweep runs.
 	RetentionInterval time.Duration
-	TLSCert, TLSKey   string
+	// PointRetention is how long point history is kept.
+	PointRetention  time.Duration
+	TLSCert, TLSKey string
 	// ShutdownTimeout bounds the wait for in-flight requests on Close.
 	ShutdownTimeout time.Duration
 	// DrainDelay is how long Close keeps serving with /readyz at 503
@@ -57,7 +59,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		DB: "fleet.db", Listen: "127.0.0.1:8080", RateLimit: api.DefaultRateLimit,
-		Retention: cloud.DefaultRetention, RetentionInterval: time.Hour, ShutdownTimeout: 30 * time.Second,
+		Retention: cloud.DefaultRetention, RetentionInterval: time.Hour, PointRetention: cloud.DefaultPointRetention, ShutdownTimeout: 30 * time.Second,
 		LogLevel:          "info",
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		MetricsListen: DefaultMetricsListen,
@@ -74,6 +76,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.RateLimit, "rate-limit", c.RateLimit, "requests per minute per API key (and per client address before authentication)")
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long metrics and events are kept")
 	fs.DurationVar(&c.RetentionInterval, "retention-interval", c.RetentionInterval, "how often the retention sweep runs")
+	fs.DurationVar(&c.PointRetention, "point-retention", c.PointRetention, "how long point history (the samples of devices' points) is kept")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); serve HTTPS when set with --tls-key")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests")
@@ -112,6 +115,7 @@ func (c *Config) validate() error {
 		check{c.RateLimit < 1, "--rate-limit must be at least 1"},
 		check{c.Retention < time.Hour, "--retention must be at least 1h"},
 		check{c.RetentionInterval < time.Second, "--retention-interval must be at least 1s"},
+		check{c.PointRetention < time.Hour, "--point-retention must be at least 1h"},
 		check{c.ShutdownTimeout <= 0, "--shutdown-timeout must be positive"},
 		check{c.DrainDelay < 0, "--drain-delay must not be negative"},
 		check{(c.TLSCert == "") != (c.TLSKey == ""), "--tls-cert and --tls-key go together"},

@@ -24,6 +24,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{args: []string{"--rate-limit", "ten"}, flag: "rate-limit"},
 		{args: []string{"--retention", "30m"}, flag: "retention"},
 		{args: []string{"--retention-interval", "10ms"}, flag: "retention-interval"},
+		{args: []string{"--point-retention", "30m"}, flag: "point-retention"},
 		{args: []string{"--shutdown-timeout", "0s"}, flag: "shutdown-timeout"},
 		{args: []string{"--drain-delay", "-1s"}, flag: "drain-delay"},
 		{args: []string{"--listen", "8080"}, flag: "listen"},
@@ -49,6 +50,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{args: []string{"--panel-signin-failures-per-address", "0"}, flag: "panel-signin-failures-per-address"},
 		{env: "FLEET_WEBHOOK_TIMEOUT=0s", flag: "webhook-timeout"},
 		{env: "FLEET_RETENTION=1m", flag: "retention"},
+		{env: "FLEET_POINT_RETENTION=1m", flag: "point-retention"},
 	} {
 		name := strings.Join(tc.args, " ") + tc.env
 		t.Run(name, func(t *testing.T) {

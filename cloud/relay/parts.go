@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/tick"
 )
 
@@ -36,6 +37,7 @@ func (m *Main) relayParts() []part {
 		{"panel", m.startPanel},
 		{"cluster listener", m.startClusterListener},
 		{"retention sweep", m.startRetention},
+		{"point compactor", m.startPointCompactor},
 	}
 }
 
@@ -77,7 +79,8 @@ func background(ctx context.Context, run func(ctx context.Context)) func(context
 	}
 }
 
-// startRetention sweeps metrics and events older than --retention every
+// startRetention sweeps metrics and events older than --retention, and
+// point history older than --point-retention, every
 // --retention-interval while this relay holds the "retention" lease (one
 // relay of a cluster at a time), logging what it removed and any failure.
 func (m *Main) startRetention(ctx context.Context, _ *http.ServeMux) (func(context.Context) error, error) {
@@ -95,6 +98,39 @@ func (m *Main) startRetention(ctx context.Context, _ *http.ServeMux) (func(conte
 				log.Error("retention sweep failed", "err", err)
 			case metrics+events > 0:
 				log.Info("retention sweep", "metrics_deleted", metrics, "events_deleted", events)
+			}
+			points, err := m.DB.PointHistory.SweepPoints(ctx, m.Config.PointRetention)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Error("point retention sweep failed", "err", err)
+			case points > 0:
+				log.Info("point retention sweep", "point_samples_deleted", points)
+			}
+		})
+	}), nil
+}
+
+// pointCompactEvery is how often the point compactor runs.
+const pointCompactEvery = 30 * time.Second
+
+// startPointCompactor folds point history's head samples into compressed
+// chunks (cloud.PointHistory.CompactPoints) every 30 s while this relay
+// holds the "points" lease (one relay of a cluster at a time).
+func (m *Main) startPointCompactor(ctx context.Context, _ *http.ServeMux) (func(context.Context) error, error) {
+	log := m.Logger.With("component", "points")
+	leader := leaseHolder(m.DB, "points", 2*pointCompactEvery+time.Minute, log)
+	return background(ctx, func(ctx context.Context) {
+		tick.NowAndEvery(ctx, pointCompactEvery, func() {
+			if !leader(ctx) {
+				return
+			}
+			start := time.Now()
+			n, err := m.DB.PointHistory.CompactPoints(ctx, cloud.DefaultPointCompaction(m.DB.Now()))
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Error("point compaction failed", "err", err)
+			case n > 0:
+				log.Debug("point compaction", "samples", n, "took", time.Since(start))
 			}
 		})
 	}), nil

@@ -23,7 +23,7 @@ import (
 // TestStoreCopy moves a SQLite deployment with every kind of data
 // (organizations, keys, devices and tokens, metrics, events, alerts and
 // rules, serial desired and reported state, the webhook outbox and
-// secrets, panel users and sessions) into an empty PostgreSQL database and
+// secrets, panel users and sessions, point history in chunks and head) into an empty PostgreSQL database and
 // compares, answer by answer, what the API and the admin commands say
 // before and after; agents keep their tokens, receivers their secrets; a
 // second copy into the now full database is refused and writes nothing.
@@ -102,7 +102,40 @@ func TestStoreCopy(t *testing.T) {
 		State: webhook.StatePending, NextAttemptAt: now.Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
+	// Point history: a point's samples over the last 2,000 s, a bad
+	// reading now and then, the older half compacted into chunks.
+	var pts []protocol.Record
+	for k := 0; k < 2000; k += protocol.MaxPointSamples {
+		var b protocol.PointBatch
+		for i := k; i < min(k+protocol.MaxPointSamples, 2000); i++ {
+			at := resource.T(now.Add(-time.Duration(2000-i) * time.Second))
+			if i%97 == 5 {
+				b.Samples = append(b.Samples, protocol.PointSample{Point: "rs485-1.temp", At: at, Error: "modbus timeout (slave 7)"})
+			} else {
+				b.Samples = append(b.Samples, protocol.PointSample{Point: "rs485-1.temp", At: at, Value: 20 + float64(i%50)/8},
+					protocol.PointSample{Point: "gpio-1.level", At: at, Value: float64(i / 300 % 2)})
+			}
+		}
+		pts = append(pts, protocol.Record{Seq: uint64(10000 + k), Points: &b})
+	}
+	if out, err := s.Agent.Records(ctx, agentlink.RecordsIn{Device: agents[0], Session: "s", Items: pts}); err != nil || len(out.Points) != 2000+1979 {
+		t.Fatalf("point samples: %d stored (%v)", len(out.Points), err)
+	}
+	if n, err := s.PointHistory.CompactPoints(ctx, cloud.PointCompaction{Before: now.Add(-1000 * time.Second)}); err != nil || n < 1900 {
+		t.Fatalf("compacted %d point samples (%v)", n, err)
+	}
 	s.Close()
+	pointAnswers := func(st *cloud.Stores) map[string]string {
+		out := map[string]string{}
+		for _, q := range []cloud.PointQuery{{Limit: 10000}, {Limit: 100}, {Step: time.Minute}, {Step: 7 * time.Second, Limit: 50}} {
+			for _, p := range []string{"rs485-1.temp", "gpio-1.level"} {
+				q.From, q.To = now.Add(-time.Hour), now
+				got, err := st.Points().PointSamples(ctx, org.ID, devs[0].ID, p, q)
+				out[fmt.Sprint(p, q)] = fmt.Sprintf("%+v %v", got, err)
+			}
+		}
+		return out
+	}
 
 	m := startServe(t, path, "--rate-limit", "100000")
 	base := "http://" + m.Addr() + "/api/v1/public"
@@ -162,7 +195,7 @@ func TestStoreCopy(t *testing.T) {
 		}
 		return out
 	}
-	before, beforeCLI := answers(base), cliAnswers(path)
+	before, beforeCLI, beforePoints := answers(base), cliAnswers(path), pointAnswers(m.DB)
 	m.Close()
 
 	var res struct {
@@ -182,6 +215,15 @@ func TestStoreCopy(t *testing.T) {
 	for p, b := range before {
 		if after[p] != b {
 			t.Errorf("GET %s:\n  SQLite:     %.300s\n  PostgreSQL: %.300s", p, b, after[p])
+		}
+	}
+	afterPoints := pointAnswers(m2.DB)
+	if all := fmt.Sprint(afterPoints); !strings.Contains(all, "Value:<nil>") || !strings.Contains(all, "Value:true") || !strings.Contains(all, "Count:") {
+		t.Errorf("point samples after the copy lack bad readings, bool values or buckets: %.500s", all)
+	}
+	for q, b := range afterPoints {
+		if beforePoints[q] != b {
+			t.Errorf("point samples %s:\n  SQLite:     %.300s\n  PostgreSQL: %.300s", q, beforePoints[q], b)
 		}
 	}
 	for c, b := range beforeCLI {
@@ -208,6 +250,17 @@ func TestStoreCopy(t *testing.T) {
 		t.Errorf("redeliver after the copy: %v", err)
 	} else if ds, _ := m2.DB.WebhookDeliveries(ctx, org.ID, 10); len(ds) != 3 || ds[0].ID != id {
 		t.Errorf("deliveries after a redelivery: %+v", ds)
+	}
+
+	// A new point's series is numbered after the copied ones.
+	pgAgent, err := m2.DB.NewAgentStore(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pgAgent.Close()
+	if out, err := pgAgent.Records(ctx, agentlink.RecordsIn{Device: agents[1], Session: "s", Items: []protocol.Record{{Seq: 1,
+		Points: &protocol.PointBatch{Samples: []protocol.PointSample{{Point: "rs485-1.flow", At: resource.T(now), Value: 1}}}}}}); err != nil || len(out.Points) != 1 {
+		t.Errorf("a new point after the copy: %+v %v", out, err)
 	}
 
 	// A second copy into the full database is refused; nothing is written.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/protocol"
@@ -16,14 +17,17 @@ import (
 // BenchmarkWriterHeartbeatTx measures the writer's own cost per heartbeat:
 // transactions of batch heartbeats (each changing one channel) applied
 // straight by runTx on 20,000 connected devices, without goroutines
-// handing jobs over. Its ns/op is the writer's time per heartbeat.
+// handing jobs over. Its ns/op is the writer's time per heartbeat. In the
+// points50 cases the changed channel is rs485-1 with 50 points read again
+// (their stored form encoded beforehand, as the connections do).
 func BenchmarkWriterHeartbeatTx(b *testing.B) {
 	for _, batch := range []int{200, 2000} {
-		b.Run(fmt.Sprint(batch), func(b *testing.B) { benchWriterTx(b, batch) })
+		b.Run(fmt.Sprint(batch), func(b *testing.B) { benchWriterTx(b, batch, 0) })
+		b.Run(fmt.Sprint(batch, "/points50"), func(b *testing.B) { benchWriterTx(b, batch, 50) })
 	}
 }
 
-func benchWriterTx(b *testing.B, batch int) {
+func benchWriterTx(b *testing.B, batch, points int) {
 	db, s, org := newAgentStore(b)
 	const n = 20000
 	devs := make([]agentlink.Device, n)
@@ -51,6 +55,17 @@ func benchWriterTx(b *testing.B, batch int) {
 	if err := tx.Commit(); err != nil {
 		b.Fatal(err)
 	}
+	// Two states of the points, alternated so that every heartbeat changes
+	// its channel.
+	var pointStates [2][]protocol.PointState
+	var encoded [2][]string
+	for v := range pointStates {
+		for k := range points {
+			pointStates[v] = append(pointStates[v], protocol.PointState{Name: fmt.Sprintf("point_%02d", k), Value: 20 + float64(k)/8 + float64(v),
+				Quality: "good", At: resource.T(now.Add(time.Duration(v) * time.Second))})
+		}
+		encoded[v] = []string{cloud.EncodePointStates(pointStates[v])}
+	}
 	jobs := make([]*ingestJob, batch)
 	errs := make([]error, batch)
 	next := 0
@@ -62,6 +77,11 @@ func benchWriterTx(b *testing.B, batch int) {
 			d := devs[next%n]
 			in := agentlink.HeartbeatIn{Device: d, Session: "s-" + d.ID, At: at, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
 				IPAddress: "10.0.0.1", HasChannels: true, Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: fmt.Sprint(next / n % 2)}}}
+			if points > 0 {
+				v := next / n % 2
+				in.Channels = []protocol.ChannelState{{ID: "rs485-1", Available: true, Live: "0", Points: pointStates[v]}}
+				in.Points = encoded[v]
+			}
 			if next%3 == 0 {
 				in.Deadline = at.Add(time.Minute)
 			}

@@ -160,7 +160,8 @@ func (db *DB) Stores() cloud.Stores {
 			}
 			return a, nil
 		},
-		Engine: NewAlertEngineStore(db),
-		Outbox: NewWebhookStore(db),
+		Engine:       NewAlertEngineStore(db),
+		Outbox:       NewWebhookStore(db),
+		PointHistory: db,
 	}
 }

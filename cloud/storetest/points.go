@@ -289,3 +289,139 @@ func testPointsScope(t *testing.T, open Opener) {
 		t.Errorf("other's device: %v", rawValues(s))
 	}
 }
+
+// compactAll folds every head sample captured before before.
+func (e *env) compactAll(before time.Time) int64 {
+	e.t.Helper()
+	n, err := e.PointHistory.CompactPoints(e.ctx, cloud.PointCompaction{Before: before})
+	if err != nil {
+		e.t.Fatalf("compact: %v", err)
+	}
+	return n
+}
+
+// testPointsCompaction: folding the head into chunks changes no answer,
+// whether a point's samples are all in chunks, all in the head or some in
+// each; a sample resent after its compaction is not stored again; a
+// series whose oldest sample has not waited long enough is left alone.
+func testPointsCompaction(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	d := e.device(e.org("acme").ID, "IG-500")
+	const raw, buckets = "rs485-1.flow", "rs485-1.level"
+	flow := seconds(raw, t0, 3000, func(i int) float64 { return float64(i) / 4 })
+	e.storePoints(d, flow)
+	var level []protocol.PointSample
+	for i := 0; i < 600; i++ {
+		at := t0.Add(time.Duration(5+i) * time.Second)
+		if i%7 == 3 {
+			level = append(level, bad(buckets, at, "crc error"))
+		} else {
+			level = append(level, good(buckets, at, float64(i)))
+		}
+	}
+	level = append(level, bad(buckets, t0.Add(21*time.Minute), "timeout"))
+	e.storePoints(d, level)
+	check := func(when string) {
+		t.Helper()
+		t.Run(when, func(t *testing.T) {
+			checkPointsRaw(t, e, d, raw)
+			checkPointsBuckets(t, e, d, buckets)
+		})
+	}
+	check("head only")
+
+	// Waited too little: nothing folds.
+	if n, err := e.PointHistory.CompactPoints(e.ctx, cloud.PointCompaction{Before: t0.Add(time.Hour), Wait: 2 * time.Hour}); n != 0 || err != nil {
+		t.Errorf("compaction of series younger than the wait folded %d (%v)", n, err)
+	}
+	// Half of flow in chunks, half in the head.
+	if n := e.compactAll(t0.Add(1500 * time.Second)); n != 1500+601 {
+		t.Errorf("first compaction folded %d samples, want %d", n, 1500+601)
+	}
+	check("chunks and head")
+	// Resends of compacted samples store nothing; new samples go on.
+	if n := e.storePoints(d, flow[:2000]); n != 0 {
+		t.Errorf("resend after compaction stored %d samples", n)
+	}
+	check("after resends")
+	if n := e.compactAll(t0.Add(24 * time.Hour)); n != 1500 {
+		t.Errorf("second compaction folded %d samples, want 1500", n)
+	}
+	check("chunks only")
+	if n := e.compactAll(t0.Add(48 * time.Hour)); n != 0 {
+		t.Errorf("third compaction folded %d", n)
+	}
+	// More samples after the chunks: the newest chunk takes them.
+	more := seconds(raw, t0.Add(3000*time.Second), 10, func(i int) float64 { return 1000 + float64(i) })
+	if n := e.storePoints(d, more); n != 10 {
+		t.Fatalf("stored %d of 10 new samples", n)
+	}
+	e.compactAll(t0.Add(48 * time.Hour))
+	s := e.pointSeries(d, raw, cloud.PointQuery{From: t0, To: t0.Add(time.Hour), Limit: 10000})
+	if len(s.Raw) != 3010 || s.Raw[3009].Value != 1009.0 || s.Raw[2999].Value != 749.75 {
+		t.Errorf("after appending: %d samples, last %v", len(s.Raw), s.Raw[len(s.Raw)-1])
+	}
+	// The exactly-once test's answers, bad reading included, survive too.
+	const p = "rs485-1.boiler_temp"
+	e.records(d, pointRecord(good(p, t0, 21.5), good(p, t0.Add(time.Second), 21.625), bad(p, t0.Add(2*time.Second), "modbus timeout (slave 1)")))
+	e.compactAll(t0.Add(48 * time.Hour))
+	if got := fmt.Sprint(rawValues(e.pointSeries(d, p, cloud.PointQuery{From: t0, To: t0.Add(time.Minute)}))); got != "[0s=21.5 1s=21.625 2s=<nil>]" {
+		t.Errorf("compacted boiler_temp %s", got)
+	}
+}
+
+// testPointsRetention: a sweep deletes every sample older than the
+// retention, in chunks (whole or trimmed) and in the head, and nothing
+// younger; a second sweep finds nothing.
+func testPointsRetention(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	now := time.Date(2026, 6, 1, 13, 7, 30, 0, time.UTC)
+	e.clock.Set(now)
+	d := e.device(e.org("acme").ID, "IG-500")
+	keep := 30 * 24 * time.Hour
+	cut := now.Add(-keep)
+	const p, late = "rs485-1.temp", "rs485-2.temp"
+	// A sample a minute over 40 days, all but the last two days compacted
+	// (chunks of 6 hours: one straddles the cut).
+	start := now.Add(-40*24*time.Hour + 17*time.Minute) // chunks start 17 minutes after the cut's 6 h multiples
+	var samples []protocol.PointSample
+	for at := start; !at.After(now); at = at.Add(time.Minute) {
+		samples = append(samples, good(p, at, float64(at.Unix()%1000)))
+	}
+	e.storePoints(d, samples)
+	e.compactAll(now.Add(-48 * time.Hour))
+	// A spool arriving late: head samples older than the cut, and younger.
+	e.storePoints(d, []protocol.PointSample{good(late, cut.Add(-time.Hour), 1), good(late, cut.Add(time.Hour), 2)})
+	older := 0
+	for _, x := range samples {
+		if x.At.Before(cut) {
+			older++
+		}
+	}
+	n, err := e.PointHistory.SweepPoints(e.ctx, keep)
+	if err != nil || n != int64(older+1) {
+		t.Errorf("sweep deleted %d (%v), want %d", n, err, older+1)
+	}
+	q := func(point string, from, to time.Time) []resource.PointSample {
+		return e.pointSeries(d, point, cloud.PointQuery{From: from, To: to, Limit: 10000}).Raw
+	}
+	if got := q(p, start, cut.Add(-time.Millisecond)); len(got) != 0 {
+		t.Errorf("%d samples older than the retention survived (oldest %v)", len(got), got[0].At)
+	}
+	kept := 0
+	for from := cut; from.Before(now.Add(time.Minute)); from = from.Add(5 * 24 * time.Hour) {
+		kept += len(q(p, from, from.Add(5*24*time.Hour-time.Millisecond)))
+	}
+	if kept != len(samples)-older {
+		t.Errorf("%d samples kept, want %d", kept, len(samples)-older)
+	}
+	if got := q(late, start, now); len(got) != 1 || got[0].Value != 2.0 {
+		t.Errorf("late series kept %v", got)
+	}
+	if n, err := e.PointHistory.SweepPoints(e.ctx, keep); n != 0 || err != nil {
+		t.Errorf("second sweep deleted %d (%v)", n, err)
+	}
+	if _, err := e.PointHistory.SweepPoints(e.ctx, 0); err == nil {
+		t.Error("a point retention of 0 is accepted")
+	}
+}

@@ -34,6 +34,16 @@ func pointsJSON(t testing.TB, v any) string {
 	return string(b)
 }
 
+// telemetry reads d's serial telemetry.
+func (e *env) telemetry(d device) resource.SerialTelemetry {
+	e.t.Helper()
+	tel, err := e.Store.Serial().Telemetry(e.ctx, d.OrgID, d.ID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tel
+}
+
 // testPointState: the point states a heartbeat reports are stored with the
 // channel and read back, for each point of the desired configuration, through
 // telemetry, channel detail and the device's points; a point never reported
@@ -51,10 +61,7 @@ func testPointState(t *testing.T, open Opener) {
 	}
 
 	// Configured, never reported.
-	tel, err := svc.Telemetry(e.ctx, org.ID, d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tel := e.telemetry(d)
 	stale := `[{"id":"rs485-1.temp","value":null,"unit":"°C","quality":"stale","at":null},` +
 		`{"id":"rs485-1.pump","value":null,"unit":"","quality":"stale","at":null},` +
 		`{"id":"rs485-1.pressure","value":null,"unit":"bar","quality":"stale","at":null}]`
@@ -80,11 +87,7 @@ func testPointState(t *testing.T, open Opener) {
 	want := `[{"id":"rs485-1.temp","value":21.5,"unit":"°C","quality":"good","at":` + readAt + `},` +
 		`{"id":"rs485-1.pump","value":true,"unit":"","quality":"good","at":` + readAt + `},` +
 		`{"id":"rs485-1.pressure","value":null,"unit":"bar","quality":"bad","at":` + readAt + `}]`
-	tel, err = svc.Telemetry(e.ctx, org.ID, d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := pointsJSON(t, tel.Channels[1].Points); got != want {
+	if got := pointsJSON(t, e.telemetry(d).Channels[1].Points); got != want {
 		t.Errorf("telemetry points\n%s\nwant\n%s", got, want)
 	}
 	ch, err := svc.Channel(e.ctx, org.ID, d.ID, "rs485-1")
@@ -118,6 +121,33 @@ func testPointState(t *testing.T, open Opener) {
 		t.Errorf("points\n%s\nwant\n%s", got, wantList)
 	}
 
+	// The device's points take a stored sample newer than the heartbeat's
+	// state (telemetry shows the heartbeat's alone); an older one changes
+	// nothing.
+	e.records(d, pointRecord(
+		good("rs485-1.temp", read.Add(100*time.Millisecond), 22.25),
+		good("rs485-1.pump", read.Add(-time.Second), 0),
+		bad("rs485-1.pressure", read.Add(200*time.Millisecond), "modbus timeout (slave 7)"),
+		good("gpio-2.level", read.Add(-time.Second), 1)))
+	list, err = pts.Points(e.ctx, org.ID, d.ID, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at100, at200 := `"`+resource.FormatTime(read.Add(100*time.Millisecond))+`"`, `"`+resource.FormatTime(read.Add(200*time.Millisecond))+`"`
+	wantMerged := `[{"id":"rs485-1.temp","channelId":"rs485-1","name":"temp","type":"f32","unit":"°C","value":22.25,"quality":"good","error":"","at":` + at100 + `},` +
+		`{"id":"rs485-1.pump","channelId":"rs485-1","name":"pump","type":"bool","unit":"","value":true,"quality":"good","error":"","at":` + readAt + `},` +
+		`{"id":"rs485-1.pressure","channelId":"rs485-1","name":"pressure","type":"u16","unit":"bar","value":null,"quality":"bad","error":"modbus timeout (slave 7)","at":` + at200 + `},` +
+		`{"id":"gpio-1.level","channelId":"gpio-1","name":"level","type":"bool","unit":"","value":true,"quality":"good","error":"","at":` + readAt + `},` +
+		`{"id":"gpio-2.level","channelId":"gpio-2","name":"level","type":"bool","unit":"","value":true,"quality":"good","error":"","at":"` + resource.FormatTime(read.Add(-time.Second)) + `"},` +
+		`{"id":"gpio-3.level","channelId":"gpio-3","name":"level","type":"bool","unit":"","value":null,"quality":"stale","error":"","at":null},` +
+		`{"id":"gpio-4.level","channelId":"gpio-4","name":"level","type":"bool","unit":"","value":null,"quality":"stale","error":"","at":null}]`
+	if got := pointsJSON(t, list); got != wantMerged {
+		t.Errorf("points with stored samples\n%s\nwant\n%s", got, wantMerged)
+	}
+	if got := pointsJSON(t, e.telemetry(d).Channels[1].Points); got != want {
+		t.Errorf("telemetry took stored samples: %s", got)
+	}
+
 	// The agent endpoint learns the stored point states at the next hello,
 	// so that a reconnect alone changes nothing.
 	out, err := e.Agent.Hello(e.ctx, agentlink.HelloIn{Device: e.auth(d), Session: session, At: at.Add(time.Second), HeartbeatInterval: 30 * time.Second,
@@ -144,18 +174,14 @@ func testPointState(t *testing.T, open Opener) {
 	wantOffline := `[{"id":"rs485-1.temp","value":21.5,"unit":"°C","quality":"stale","at":` + readAt + `},` +
 		`{"id":"rs485-1.pump","value":true,"unit":"","quality":"stale","at":` + readAt + `},` +
 		`{"id":"rs485-1.pressure","value":null,"unit":"bar","quality":"stale","at":` + readAt + `}]`
-	tel, err = svc.Telemetry(e.ctx, org.ID, d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := pointsJSON(t, tel.Channels[1].Points); got != wantOffline {
+	if got := pointsJSON(t, e.telemetry(d).Channels[1].Points); got != wantOffline {
 		t.Errorf("offline telemetry points\n%s\nwant\n%s", got, wantOffline)
 	}
 	if ch, _ := svc.Channel(e.ctx, org.ID, d.ID, "rs485-1"); pointsJSON(t, ch.Points) != wantOffline {
 		t.Errorf("offline channel points %s", pointsJSON(t, ch.Points))
 	}
 	list, err = pts.Points(e.ctx, org.ID, d.ID, at)
-	if err != nil || len(list) != 7 || list[0].Quality != "stale" || list[0].Value != 21.5 || list[3].Quality != "stale" {
+	if err != nil || len(list) != 7 || list[0].Quality != "stale" || list[0].Value != 22.25 || list[3].Quality != "stale" {
 		t.Errorf("offline points %s, %v", pointsJSON(t, list), err)
 	}
 

@@ -116,6 +116,8 @@ func Run(t *testing.T, open Opener) {
 		{"PointsRaw", testPointsRaw},
 		{"PointsBuckets", testPointsBuckets},
 		{"PointsScope", testPointsScope},
+		{"PointsCompaction", testPointsCompaction},
+		{"PointsRetention", testPointsRetention},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

@@ -20,15 +20,29 @@ func TestSignalForwardedOnceWithChangedChannelsOnly(t *testing.T) {
 	stores.Run(t, testSignalForwardedOnceWithChangedChannelsOnly)
 }
 
-func testSignalForwardedOnceWithChangedChannelsOnly(t *testing.T, open storetest.Opener) {
+// forwarding is a device forwarding its signals to a receiver through a
+// notifier, and the time of the heartbeats the tests give it.
+type forwarding struct {
+	e   *env
+	rcv *receiver
+	n   *webhook.Notifier
+	dev cloud.DeviceRef
+	at  time.Time
+}
+
+func newForwarding(t *testing.T, open storetest.Opener) forwarding {
 	e := newEnv(t, open)
 	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
 	e.forward(t, e.device, rcv.URL("/hook"))
-	d := newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
-	n := webhook.NewNotifier(d)
+	n := webhook.NewNotifier(newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile}))
+	return forwarding{e: e, rcv: rcv, n: n, dev: cloud.DeviceRef{ID: e.device, OrgID: e.org.ID, Model: "IG-500"},
+		at: time.Date(2026, 11, 22, 3, 0, 0, 123_000_000, time.UTC)}
+}
+
+func testSignalForwardedOnceWithChangedChannelsOnly(t *testing.T, open storetest.Opener) {
+	f := newForwarding(t, open)
+	e, rcv, n, dev, at := f.e, f.rcv, f.n, f.dev, f.at
 	ctx := context.Background()
-	dev := cloud.DeviceRef{ID: e.device, OrgID: e.org.ID, Model: "IG-500"}
-	at := time.Date(2026, 11, 22, 3, 0, 0, 123_000_000, time.UTC)
 
 	n.HeartbeatStored(ctx, dev, cloud.Heartbeat{At: at, Status: resource.StatusOnline}) // nothing changed
 	changed := []resource.SignalChannel{{ID: "rs485-1", Live: "17 42", TxOn: true}, {ID: "canfd-1", Live: "0x123#DEADBEEF", Error: "bus-off"}}
@@ -61,13 +75,9 @@ func TestSignalCarriesChangedPoints(t *testing.T) {
 }
 
 func testSignalCarriesChangedPoints(t *testing.T, open storetest.Opener) {
-	e := newEnv(t, open)
-	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
-	e.forward(t, e.device, rcv.URL("/hook"))
-	n := webhook.NewNotifier(newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile}))
+	f := newForwarding(t, open)
+	e, rcv, n, dev, at := f.e, f.rcv, f.n, f.dev, f.at
 	ctx := context.Background()
-	dev := cloud.DeviceRef{ID: e.device, OrgID: e.org.ID, Model: "IG-500"}
-	at := time.Date(2026, 11, 22, 3, 0, 0, 123_000_000, time.UTC)
 	read := resource.T(at.Add(-200 * time.Millisecond))
 	temp := resource.PointRef{ID: "rs485-1.boiler_temp", Value: 21.5, Unit: "°C", Quality: "good", At: &read}
 	pump := resource.PointRef{ID: "rs485-1.pump", Value: false, Quality: "good", At: &read}

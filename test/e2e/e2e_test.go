@@ -160,19 +160,7 @@ func testAgentsThroughCrashesAndDroppedLinks(t *testing.T, agentBin, codec strin
 	// kill -9 the relay while the agents stream samples; restart it on the
 	// same database; kill it again right after the first agent is back,
 	// in the middle of the backlog flush; restart.
-	f.relay.Kill()
-	time.Sleep(4 * time.Second) // the agents spool meanwhile
-	online := len(fleetproc.LogLines(t, f.relayLog(), "agent online"))
-	f.startRelay()
-	fleetproc.Eventually(t, 30*time.Second, func() string {
-		if len(fleetproc.LogLines(t, f.relayLog(), "agent online")) <= online {
-			return "no agent reconnected"
-		}
-		return ""
-	})
-	f.relay.Kill()
-	time.Sleep(500 * time.Millisecond)
-	f.startRelay()
+	f.crashRelayTwice(4*time.Second, 500*time.Millisecond)
 	for i := range n {
 		f.waitStatus(i, "ONLINE", 60*time.Second)
 	}

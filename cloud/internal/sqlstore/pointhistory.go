@@ -185,21 +185,11 @@ func (s *Store) scanHead(ctx context.Context, ref PointSeriesRef, from, to int64
 		args = append(args, limit)
 	}
 	return Each(ctx, s.R, q, args, func(r Row) error {
-		var smp StoredSample
-		var v *float64
-		var e *string
-		if err := r.Scan(&smp.At, &v, &e); err != nil {
+		x, err := scanHeadRow(r)
+		if err != nil {
 			return err
 		}
-		if v == nil || math.IsNaN(*v) {
-			smp.Bad = true
-		} else {
-			smp.Value = *v
-		}
-		if e != nil {
-			smp.Bad, smp.Error = true, *e
-		}
-		return each(smp)
+		return each(x)
 	})
 }
 

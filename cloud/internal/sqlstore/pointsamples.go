@@ -61,11 +61,11 @@ func (s *PointService) pointSamples(ctx context.Context, orgID, deviceID, pointI
 			if err != nil {
 				return out, err
 			}
-			view, err := cloud.ChannelView(ch, row, false) // only its config is read
+			cfg, err := row.DesiredConfig(ch)
 			if err != nil {
 				return out, err
 			}
-			for _, d := range view.Config.PointDefs(chID) {
+			for _, d := range cfg.PointDefs(chID) {
 				if d.ID == pointID {
 					def, configured = PointDef(d), true
 				}

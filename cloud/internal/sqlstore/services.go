@@ -9,6 +9,7 @@ type Tables interface {
 	SerialTables
 	AlertTables
 	PointTables
+	PointStateTables
 }
 
 // Services are a store's domain services on its tables: embedded in the

@@ -36,3 +36,7 @@ CREATE TABLE point_chunks (
     data       BLOB NOT NULL,
     PRIMARY KEY (series_id, end_at)
 );
+
+-- Retention deletes the chunks that ended before its cut, and trims those
+-- it falls in (they end less than a chunk's span after it).
+CREATE INDEX point_chunks_end ON point_chunks(end_at);

@@ -217,11 +217,12 @@ type point struct {
 }
 
 // goodPoints waits until every point of the device is "good" with a value
-// read after after, its rs485-1 and canfd-1 both have points, and returns
-// them by id.
-func goodPoints(t *testing.T, base, key, id string, after time.Time) map[string]point {
+// read after the one in before (any, for a point not in it), its rs485-1
+// and canfd-1 both have points, and returns them by id. A point that did
+// not move is recorded again within a minute.
+func goodPoints(t *testing.T, base, key, id string, before map[string]point) map[string]point {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
 		var pts []point
 		get(t, base, key, "/devices/"+id+"/points", &pts)
 		byID := map[string]point{}
@@ -230,13 +231,13 @@ func goodPoints(t *testing.T, base, key, id string, after time.Time) map[string]
 		for _, p := range pts {
 			byID[p.ID] = p
 			channels[strings.SplitN(p.ID, ".", 2)[0]] = true
-			ready = ready && p.Quality == "good" && p.Value != nil && p.At != nil && p.At.After(after)
+			ready = ready && p.Quality == "good" && p.Value != nil && p.At != nil && (before[p.ID].At == nil || p.At.After(*before[p.ID].At))
 		}
 		if ready && channels["rs485-1"] && channels["canfd-1"] {
 			return byID
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("points of %s after 60 s: %+v; want rs485-1's and canfd-1's, every one good with a value read after %v", id, pts, after)
+			t.Fatalf("points of %s after 90 s: %+v; want rs485-1's and canfd-1's, every one good with a value read after %+v", id, pts, before)
 		}
 	}
 }
@@ -247,7 +248,7 @@ func goodPoints(t *testing.T, base, key, id string, after time.Time) map[string]
 // answers their history, raw and in buckets.
 func checkPoints(t *testing.T, base, key, id string) {
 	t.Helper()
-	first := goodPoints(t, base, key, id, time.Time{})
+	first := goodPoints(t, base, key, id, nil)
 	for pid, want := range map[string]point{"rs485-1.boiler_temp": {Type: "f32", Unit: "°C"}, "rs485-1.pulse_count": {Type: "u32"}} {
 		p, ok := first[pid]
 		if !ok {
@@ -260,13 +261,7 @@ func checkPoints(t *testing.T, base, key, id string) {
 			t.Errorf("%s: value %v, want a number", pid, p.Value)
 		}
 	}
-	var newest time.Time
-	for _, p := range first {
-		if p.At.After(newest) {
-			newest = *p.At
-		}
-	}
-	second := goodPoints(t, base, key, id, newest)
+	second := goodPoints(t, base, key, id, first)
 	moved := map[string]bool{}
 	for pid, p := range second {
 		if p.Value != first[pid].Value {

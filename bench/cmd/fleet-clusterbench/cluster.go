@@ -353,15 +353,9 @@ func (b *bench) window(sw *swarm, roots func() map[int]string, relays ...*relay)
 	if err != nil {
 		return m, err
 	}
-	c0 := cpuNow(roots())
-	if err := sw.do("mark", &struct{}{}); err != nil {
+	if m.rep, m.cpu, err = b.measure(sw, roots); err != nil {
 		return m, err
 	}
-	time.Sleep(b.hbWindow)
-	if err := sw.do("report", &m.rep); err != nil {
-		return m, err
-	}
-	m.cpu = cpuNow(roots()).since(c0)
 	after, err := scrape(relays...)
 	if err != nil {
 		return m, err
@@ -370,6 +364,21 @@ func (b *bench) window(sw *swarm, roots func() map[int]string, relays ...*relay)
 	m.sentRate = float64(m.rep.HeartbeatsSent) / m.rep.Seconds
 	m.relayP99 = after.p99Since(before)
 	return m, nil
+}
+
+// measure marks a window on the swarm, waits b.hbWindow and returns the
+// swarm's report of it with where the machine's CPU went meanwhile.
+func (b *bench) measure(sw *swarm, roots func() map[int]string) (windowReport, string, error) {
+	c0 := cpuNow(roots())
+	if err := sw.do("mark", &struct{}{}); err != nil {
+		return windowReport{}, "", err
+	}
+	time.Sleep(b.hbWindow)
+	var rep windowReport
+	if err := sw.do("report", &rep); err != nil {
+		return rep, "", err
+	}
+	return rep, cpuNow(roots()).since(c0), nil
 }
 
 // killOne kills relay1 with SIGKILL under the agents' load, times until

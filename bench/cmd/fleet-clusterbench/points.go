@@ -54,16 +54,10 @@ func (b *bench) pointsWindow(hp *haproxytest.Proxy, tokens []string, sw **swarm,
 	if err != nil {
 		return nil, err
 	}
-	c0 := cpuNow(roots())
-	if err := s.do("mark", &struct{}{}); err != nil {
+	rep, cpu, err := b.measure(s, roots)
+	if err != nil {
 		return nil, err
 	}
-	time.Sleep(b.hbWindow)
-	var rep windowReport
-	if err := s.do("report", &rep); err != nil {
-		return nil, err
-	}
-	cpu := cpuNow(roots()).since(c0)
 	var fin swarmFinal
 	if err := s.do("stop", &fin); err != nil {
 		return nil, err

@@ -268,3 +268,28 @@ func TestSpoolQuarantinedEvent(t *testing.T) {
 		t.Errorf("%d serial.error events stored, want 5", n)
 	}
 }
+
+// TestHeartbeatCarriesPointStates: the heartbeat's channels carry their
+// points' latest state from the sampler: on the simulator, each gpio
+// input's level, read (good, 0 or 1, stamped) within a heartbeat or two.
+func TestHeartbeatCarriesPointStates(t *testing.T) {
+	r := relaystub.Start("tok-123")
+	defer r.Close()
+	runAgent(t, testConfig(t, r.URL, t.TempDir()))
+	waitFor(t, "the gpio inputs' levels in a heartbeat", func() bool {
+		good := 0
+		for _, ch := range r.LastHeartbeat().Channels {
+			for _, p := range ch.Points {
+				if strings.HasPrefix(ch.ID, "gpio-") && p.Name == "level" && p.Quality == "good" && !p.At.IsZero() && (p.Value == 0 || p.Value == 1) {
+					good++
+				}
+			}
+		}
+		return good == 4
+	})
+	for _, ch := range r.LastHeartbeat().Channels {
+		if !strings.HasPrefix(ch.ID, "gpio-") && len(ch.Points) != 0 {
+			t.Errorf("channel %s without configured points reports %+v", ch.ID, ch.Points)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -431,5 +432,41 @@ func TestOpenFailureRetriedQuietly(t *testing.T) {
 	}
 	if got := ev.types(); len(got) != 1 || got[0] != protocol.EventSerialError {
 		t.Fatalf("events = %v", got)
+	}
+}
+
+// TestPoints: the sampler's view of the channels: each channel whose
+// configuration names points, with the points of the configuration its
+// port runs and the port's readings; a channel whose device is missing
+// still lists its points, with no readings (they go stale).
+func TestPoints(t *testing.T) {
+	m := mustManager(t, Options{Backend: &sim.Backend{Missing: map[string]bool{"gpiochip0:6": true}}})
+	var cfg protocol.Config
+	if err := json.Unmarshal([]byte(`{"version":1,"enabled":true,"mode":"managed","channels":[{"id":"rs485-1","config":
+	  {"kind":"rs485","baudRate":19200,"dataBits":8,"parity":"even","stopBits":1,"mode":"modbus_rtu_master","slaveId":3,
+	   "points":[{"name":"counter","function":"holding","register":0,"type":"u32"},
+	             {"name":"temp","function":"input","register":10,"type":"f32","intervalMs":500,"deadband":0.1}]}}]}`), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range m.Points() {
+		var names []string
+		for _, d := range c.Defs {
+			names = append(names, d.ID)
+		}
+		got = append(got, fmt.Sprintf("%s %s %d readings", c.ChannelID, strings.Join(names, ","), len(c.Readings)))
+		for i, r := range c.Readings {
+			if r.Name != c.Defs[i].Name || r.At.IsZero() || r.Err != "" {
+				t.Errorf("%s: reading %+v", c.ChannelID, r)
+			}
+		}
+	}
+	want := []string{"rs485-1 rs485-1.counter,rs485-1.temp 2 readings", "gpio-1 gpio-1.level 1 readings", "gpio-2 gpio-2.level 0 readings",
+		"gpio-3 gpio-3.level 1 readings", "gpio-4 gpio-4.level 1 readings"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("points:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -1,10 +1,8 @@
 package cloud
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -16,64 +14,6 @@ import (
 // with the channel's telemetry (StoredChannel.Points) and shown for each
 // point of the channel's desired configuration. The relay decides one
 // quality itself: a point of a device that is not ONLINE is "stale".
-
-// storedPoint is a point state as a store keeps it: short keys, the time in
-// Unix milliseconds (0: never read), a value that is not a finite number
-// (JSON has none) as NaN set.
-type storedPoint struct {
-	Name    string  `json:"n"`
-	Value   float64 `json:"v"`
-	NaN     bool    `json:"nan,omitempty"`
-	Quality string  `json:"q"`
-	Error   string  `json:"e,omitempty"`
-	At      int64   `json:"t,omitempty"`
-}
-
-// EncodePointStates returns the stored form of a channel's reported point
-// states: a JSON array, "" for none.
-func EncodePointStates(states []protocol.PointState) string {
-	if len(states) == 0 {
-		return ""
-	}
-	rows := make([]storedPoint, len(states))
-	for i, s := range states {
-		rows[i] = storedPoint{Name: s.Name, Value: s.Value, Quality: s.Quality, Error: s.Error}
-		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
-			rows[i].Value, rows[i].NaN = 0, true
-		}
-		if !s.At.IsZero() {
-			rows[i].At = s.At.UnixMilli()
-		}
-	}
-	b, err := json.Marshal(rows)
-	if err != nil {
-		// Nothing in storedPoint can fail to encode.
-		panic(fmt.Sprintf("cloud: encode point states: %v", err))
-	}
-	return string(b)
-}
-
-// DecodePointStates reads what EncodePointStates wrote ("" is none).
-func DecodePointStates(stored string) ([]protocol.PointState, error) {
-	if stored == "" {
-		return nil, nil
-	}
-	var rows []storedPoint
-	if err := json.Unmarshal([]byte(stored), &rows); err != nil {
-		return nil, fmt.Errorf("stored point states: %w", err)
-	}
-	out := make([]protocol.PointState, len(rows))
-	for i, r := range rows {
-		out[i] = protocol.PointState{Name: r.Name, Value: r.Value, Quality: r.Quality, Error: r.Error}
-		if r.NaN {
-			out[i].Value = math.NaN()
-		}
-		if r.At != 0 {
-			out[i].At = resource.T(time.UnixMilli(r.At))
-		}
-	}
-	return out, nil
-}
 
 // PointValue is a point's value as the API shows it: a boolean for type
 // "bool" (0 is false), else the number; nil for a value that is not a

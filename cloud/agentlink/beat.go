@@ -201,12 +201,11 @@ func newPointDefs(cfg protocol.Config) pointDefs {
 // and type from the desired configuration (a point it does not name, as
 // while the agent still applies an older one, has no unit and a number).
 func (pd pointDefs) ref(channel string, p *protocol.PointState, online bool) resource.PointRef {
-	def := serialcfg.PointDef{ID: serialcfg.PointID(channel, p.Name), ChannelID: channel, Name: p.Name}
 	for _, d := range pd[channel] {
 		if d.Name == p.Name {
-			def = d
-			break
+			return cloud.PointRefOf(cloud.PointOf(d, p, online))
 		}
 	}
+	def := serialcfg.PointDef{ID: serialcfg.PointID(channel, p.Name), ChannelID: channel, Name: p.Name}
 	return cloud.PointRefOf(cloud.PointOf(def, p, online))
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,8 +17,15 @@ import (
 // on their pages, so that PostgreSQL updates the rows in place (HOT: no new
 // index entries, no index bloat, pruning instead of vacuum). A cluster
 // storing 10,000 heartbeats a second depends on it; pg_stat_user_tables
-// counts the updates and those that were HOT.
+// counts the updates and those that were HOT. A channel reporting 50
+// points (their states kept in its row) is updated in place too.
 func TestHeartbeatsUpdateInPlace(t *testing.T) {
+	for _, points := range []int{0, 50} {
+		t.Run(fmt.Sprintf("points=%d", points), func(t *testing.T) { testHeartbeatsUpdateInPlace(t, points) })
+	}
+}
+
+func testHeartbeatsUpdateInPlace(t *testing.T, points int) {
 	ctx := context.Background()
 	url := migratedDB(t)
 	st := openStores(t, url, time.Now, "relay-1")
@@ -33,7 +41,7 @@ func TestHeartbeatsUpdateInPlace(t *testing.T) {
 	}
 	before := updates(t, stats)
 	const devices, beats = 20, 10
-	storetest.Heartbeats(t, st, org.ID, devices, beats)
+	storetest.HeartbeatsWithPoints(t, st, org.ID, devices, beats, points)
 	// The first heartbeat inserts each device's channel row; every later
 	// one updates the three tables' rows. Statistics reach the view within
 	// about ten seconds of a backend going idle. Connecting changes a

@@ -337,6 +337,13 @@ func (e *env) alert(d device, rule string, state resource.AlertState) resource.A
 // heartbeats.
 func Heartbeats(t testing.TB, s Stores, orgID string, devices, beats int) {
 	t.Helper()
+	HeartbeatsWithPoints(t, s, orgID, devices, beats, 0)
+}
+
+// HeartbeatsWithPoints is Heartbeats whose heartbeats, with points > 0,
+// change rs485-1 instead, reporting that many points with new values.
+func HeartbeatsWithPoints(t testing.TB, s Stores, orgID string, devices, beats, points int) {
+	t.Helper()
 	e := &env{t: t, ctx: context.Background(), clock: NewClock(time.Now()), Stores: s.Stores, Agent: s.Agent}
 	ds, sessions := make([]device, devices), make([]string, devices)
 	for i := range ds {
@@ -349,6 +356,14 @@ func Heartbeats(t testing.TB, s Stores, orgID string, devices, beats int) {
 			in := agentlink.HeartbeatIn{Device: d.ref(), Session: sessions[i], At: e.clock.Now(), Status: resource.StatusOnline,
 				PrevStatus: resource.StatusOnline, IPAddress: "10.0.0.1", HasChannels: true,
 				Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: fmt.Sprint(b % 2)}}}
+			if points > 0 {
+				ch := protocol.ChannelState{ID: "rs485-1", Available: true, Live: "0"}
+				for k := range points {
+					ch.Points = append(ch.Points, protocol.PointState{Name: fmt.Sprintf("point_%02d", k), Value: float64(b) + float64(k)/8,
+						Quality: "good", At: resource.T(e.clock.Now())})
+				}
+				in.Channels = []protocol.ChannelState{ch}
+			}
 			if _, err := e.heartbeat(in); err != nil {
 				t.Fatalf("heartbeat %d of %s: %v", b, d.ID, err)
 			}

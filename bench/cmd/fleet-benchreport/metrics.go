@@ -38,6 +38,28 @@ func metricSets() map[string][]benchreport.Metric {
 				Target: &benchreport.Target{Op: benchreport.AtMost, Value: bytes},
 				Notes:  "the connection's share of the relay's allocation per heartbeat; target: what it allocated when the heartbeat's rules became a pure function (issue 25)"}}
 	}
+	// points is the rows of BenchmarkPointHistory on store (SQLite or
+	// PostgreSQL): bytes per sample on disk and the samples route's two
+	// query shapes (storetest.PointHistoryBench).
+	points := func(store string) []benchreport.Metric {
+		latency := func(sub, figure string, target float64) benchreport.Metric {
+			return benchreport.Metric{Benchmark: "BenchmarkPointHistory/" + sub, Unit: "p99-ms",
+				Extra: []benchreport.Extra{{Unit: "p50-ms", Label: "p50", RowUnit: "ms"}, {Unit: "cpu-ms/op", Label: "process CPU per query", RowUnit: "ms"}},
+				Row: benchreport.Row{Area: "points", Figure: figure + " (" + store + ")", Unit: "ms",
+					Target: &benchreport.Target{Op: benchreport.AtMost, Value: target},
+					Notes:  "through Store.Points().PointSamples (the samples route's store call), history compacted as the relay leaves it"}}
+		}
+		return []benchreport.Metric{
+			{Benchmark: "BenchmarkPointHistory/bytes", Unit: "bytes/sample",
+				Extra: []benchreport.Extra{{Unit: "head-bytes/sample", Label: "one row per sample (the head table, with its key)", RowUnit: "B"},
+					{Unit: "raw-bytes/sample", Label: "raw (time + float64)", RowUnit: "B"}},
+				Row: benchreport.Row{Area: "points", Figure: "bytes per sample on disk, slowly moving 1 s point, 7 days (" + store + ")", Unit: "B",
+					Target: &benchreport.Target{Op: benchreport.AtMost, Value: 4},
+					Notes:  "Prometheus XOR chunks (tsdb/chunkenc) of up to 2,048 samples with their rows and indexes, live pages only; 604,800 samples of a register in tenths of a degree"}},
+			latency("buckets-7d", "7 days of a 1 s point (604,800 samples) as 1,000 step buckets, p99", 50),
+			latency("raw-1000", "raw page of 1,000 samples of a 1 s point, p99", 5),
+		}
+	}
 	// routeP99 is the p99 of GET /devices/{id}/points/{pointId}/samples in
 	// process (BenchmarkPointSamples' sub-benchmark name).
 	routeP99 := func(name, what string) benchreport.Metric {
@@ -47,6 +69,9 @@ func metricSets() map[string][]benchreport.Metric {
 				Notes: "for information: handler and store, no network (cloud/api); the store's own p99 beside its target is bench-points"}}
 	}
 	return map[string][]benchreport.Metric{
+		// bench-points: cloud/sqlite and cloud/postgres BenchmarkPointHistory.
+		"points-sqlite":   points("SQLite"),
+		"points-postgres": points("PostgreSQL"),
 		// bench-points-micro: cloud/api BenchmarkPointSamples (the samples
 		// route in process on SQLite, a day of a 1 s point) and
 		// BenchmarkPointSamplesEncode; hw/canfd BenchmarkSignalDecode.

@@ -50,32 +50,54 @@ func EncodePointChunk(samples []StoredSample) (data []byte, lastErr *string, err
 	return c.Bytes(), lastErr, nil
 }
 
-// DecodePointChunk calls each for the samples of a chunk, ascending; n is
-// the count stored beside it, lastErr the cause of its last sample.
-func DecodePointChunk(data []byte, n int, lastErr *string, each func(StoredSample) error) error {
-	c, err := chunkenc.FromData(chunkenc.EncXOR, data)
-	if err != nil {
-		return fmt.Errorf("point chunk: %w", err)
-	}
+// ChunkSample is a sample as a chunk holds it: a NaN Value is a bad
+// reading. It holds no pointer, so that decoding a week of samples into
+// a reused slice costs the garbage collector nothing.
+type ChunkSample struct {
+	At    int64
+	Value float64
+}
+
+// AppendPointChunk appends the samples of a chunk, ascending, to dst; n
+// is the count stored beside it.
+func AppendPointChunk(dst []ChunkSample, data []byte, n int) ([]ChunkSample, error) {
+	var c chunkenc.XORChunk
+	c.Reset(data)
 	if got := c.NumSamples(); got != n {
-		return fmt.Errorf("point chunk: %d samples where %d were stored", got, n)
+		return dst, fmt.Errorf("point chunk: %d samples where %d were stored", got, n)
 	}
 	it := c.Iterator(nil)
-	for i := 0; it.Next() == chunkenc.ValFloat; i++ {
+	for it.Next() == chunkenc.ValFloat {
 		t, v := it.At()
-		smp := StoredSample{At: t, Value: v}
-		if math.IsNaN(v) {
-			smp = StoredSample{At: t, Bad: true}
-			if i == n-1 && lastErr != nil {
-				smp.Error = *lastErr
-			}
-		}
-		if err := each(smp); err != nil {
-			return err
-		}
+		dst = append(dst, ChunkSample{At: t, Value: v})
 	}
 	if err := it.Err(); err != nil {
-		return fmt.Errorf("point chunk: %w", err)
+		return dst, fmt.Errorf("point chunk: %w", err)
 	}
-	return nil
+	return dst, nil
+}
+
+// Stored is the sample as StoredSample, with cause when it is bad.
+func (x ChunkSample) Stored(cause *string) StoredSample {
+	if x.Value != x.Value {
+		s := StoredSample{At: x.At, Bad: true}
+		if cause != nil {
+			s.Error = *cause
+		}
+		return s
+	}
+	return StoredSample{At: x.At, Value: x.Value}
+}
+
+// storedSamples converts a chunk's samples (its last one's cause lastErr).
+func storedSamples(cs []ChunkSample, lastErr *string) []StoredSample {
+	out := make([]StoredSample, len(cs))
+	for i, x := range cs {
+		var cause *string
+		if i == len(cs)-1 {
+			cause = lastErr
+		}
+		out[i] = x.Stored(cause)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -158,11 +159,9 @@ func (s *Store) compactSeries(ctx context.Context, q Querier, id, before int64) 
 	case err != nil:
 		return 0, fmt.Errorf("chunks of series %d: %w", id, err)
 	case last.count < ChunkSamples && fresh[0].At-last.start < ChunkSpan.Milliseconds():
-		var old []StoredSample
-		if err := DecodePointChunk(last.data, last.count, last.lastErr, func(x StoredSample) error {
-			old = append(old, x)
-			return nil
-		}); err != nil {
+		cs, err := AppendPointChunk(nil, last.data, last.count)
+		old := storedSamples(cs, last.lastErr)
+		if err != nil {
 			return 0, fmt.Errorf("chunk of series %d ending %d: %w", id, last.end, err)
 		}
 		if _, err := q.Exec(ctx, `DELETE FROM point_chunks WHERE series_id = ? AND end_at = ?`, id, last.end); err != nil {
@@ -271,17 +270,13 @@ func (s *Store) SweepPoints(ctx context.Context, keep time.Duration) (int64, err
 		return total, s.Wrap("point retention", err)
 	}
 	for _, c := range trim {
-		var kept []StoredSample
-		if err := DecodePointChunk(c.data, c.count, c.lastErr, func(x StoredSample) error {
-			if x.At >= cut {
-				kept = append(kept, x)
-			}
-			return nil
-		}); err != nil {
+		cs, err := AppendPointChunk(nil, c.data, c.count)
+		kept := slices.DeleteFunc(storedSamples(cs, c.lastErr), func(x StoredSample) bool { return x.At < cut })
+		if err != nil {
 			return total, s.Wrap("point retention", fmt.Errorf("chunk of series %d ending %d: %w", c.id, c.end, err))
 		}
 		var k int64
-		err := s.Tx(ctx, func(q Querier) error {
+		err = s.Tx(ctx, func(q Querier) error {
 			var err error
 			k, err = q.Exec(ctx, `DELETE FROM point_chunks WHERE series_id = ? AND end_at = ? AND start_at = ?`, c.id, c.end, c.start)
 			if err != nil || k == 0 {

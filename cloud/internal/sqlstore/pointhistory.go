@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -151,22 +152,29 @@ func (s *Store) compactedTo(ctx context.Context, id int64) (int64, error) {
 	return c, err
 }
 
-// consistent runs read, which reads a series' head after ref.CompactedTo
-// and its chunks up to it, until no compaction of the series committed
-// while it ran (a compaction moves samples from the head into chunks and
-// raises compacted_to in one transaction; read's statements each see
-// their own moment). read starts afresh each time.
-func (s *Store) consistent(ctx context.Context, ref PointSeriesRef, read func(PointSeriesRef) error) error {
+// headSnapshot reads ref's head samples in [from, to] after its
+// compacted_to (ascending, or descending and at most limit when limit >
+// 0), and the compacted_to they go with: a compaction that committed
+// while they were read (it moves samples from the head into chunks and
+// raises compacted_to in one transaction) makes it read them again. The
+// chunks up to the compacted_to returned change no more (a later
+// compaction appends only samples after it), so they can be read next,
+// in any number of statements.
+func (s *Store) headSnapshot(ctx context.Context, ref PointSeriesRef, from, to int64, desc bool, limit int) (PointSeriesRef, []StoredSample, error) {
 	for attempt := 0; ; attempt++ {
-		if err := read(ref); err != nil {
-			return err
+		var head []StoredSample
+		if err := s.scanHead(ctx, ref, from, to, desc, limit, func(x StoredSample) error {
+			head = append(head, x)
+			return nil
+		}); err != nil {
+			return ref, nil, err
 		}
 		c, err := s.compactedTo(ctx, ref.ID)
 		if err != nil {
-			return err
+			return ref, nil, err
 		}
 		if c == ref.CompactedTo || attempt == 10 {
-			return nil
+			return ref, head, nil
 		}
 		ref.CompactedTo = c
 	}
@@ -194,35 +202,43 @@ func (s *Store) scanHead(ctx context.Context, ref PointSeriesRef, from, to int64
 }
 
 // scanChunks calls each with the samples in [from, to] of each of ref's
-// chunks up to its compacted_to (ascending), chunks in time order or, with
-// desc, newest first.
-func (s *Store) scanChunks(ctx context.Context, ref PointSeriesRef, from, to int64, desc bool, each func([]StoredSample) error) error {
+// chunks up to its compacted_to (ascending), and the cause of the chunk's
+// last sample when it is a bad reading (last: whether the slice ends with
+// that sample), chunks in time order or, with desc, newest first. The
+// slice is reused from one call to the next.
+func (s *Store) scanChunks(ctx context.Context, ref PointSeriesRef, from, to int64, desc bool, each func(c []ChunkSample, lastErr *string) error) error {
 	to = min(to, ref.CompactedTo)
 	if from > to {
 		return nil
 	}
-	q := `SELECT count, last_error, data FROM point_chunks WHERE series_id = ? AND end_at >= ? AND start_at <= ? ORDER BY end_at`
+	// A chunk spans less than ChunkSpan: one that starts by to ends
+	// before to + ChunkSpan, which bounds the index range read.
+	q := `SELECT count, last_error, data FROM point_chunks WHERE series_id = ? AND end_at >= ? AND end_at < ? AND start_at <= ? ORDER BY end_at`
 	if desc {
 		q += ` DESC`
 	}
-	var buf []StoredSample
-	return Each(ctx, s.R, q, []any{ref.ID, from, to}, func(r Row) error {
+	var buf []ChunkSample
+	return Each(ctx, s.R, q, []any{ref.ID, from, to + ChunkSpan.Milliseconds(), to}, func(r Row) error {
 		var n int
 		var lastErr *string
 		var data []byte
 		if err := r.Scan(&n, &lastErr, &data); err != nil {
 			return err
 		}
-		buf = buf[:0]
-		if err := DecodePointChunk(data, n, lastErr, func(smp StoredSample) error {
-			if smp.At >= from && smp.At <= to {
-				buf = append(buf, smp)
-			}
-			return nil
-		}); err != nil {
+		var err error
+		if buf, err = AppendPointChunk(buf[:0], data, n); err != nil {
 			return err
 		}
-		return each(buf)
+		// The samples in [from, to]: a chunk is ascending.
+		lo, _ := slices.BinarySearchFunc(buf, from, func(x ChunkSample, t int64) int { return cmp.Compare(x.At, t) })
+		hi, found := slices.BinarySearchFunc(buf, to, func(x ChunkSample, t int64) int { return cmp.Compare(x.At, t) })
+		if found {
+			hi++
+		}
+		if hi < len(buf) {
+			lastErr = nil // the chunk's last sample is not among them
+		}
+		return each(buf[lo:hi], lastErr)
 	})
 }
 
@@ -236,28 +252,27 @@ func (s *Store) PointHistory(ctx context.Context, deviceID, pointID string, from
 	if err != nil || !ok {
 		return false, s.Wrap("point history", err)
 	}
-	// Collected first, so that a retry (consistent) does not call each
-	// twice for a sample.
-	var got []StoredSample
-	err = s.consistent(ctx, ref, func(ref PointSeriesRef) error {
-		got = got[:0]
-		add := func(smp StoredSample) error {
-			got = append(got, smp)
-			return nil
+	ref, head, err := s.headSnapshot(ctx, ref, from, to, false, 0)
+	if err != nil {
+		return true, s.Wrap("point history", err)
+	}
+	err = s.scanChunks(ctx, ref, from, to, false, func(c []ChunkSample, lastErr *string) error {
+		for i, x := range c {
+			var cause *string
+			if i == len(c)-1 {
+				cause = lastErr
+			}
+			if err := each(x.Stored(cause)); err != nil {
+				return err
+			}
 		}
-		if err := s.scanChunks(ctx, ref, from, to, false, func(c []StoredSample) error {
-			got = append(got, c...)
-			return nil
-		}); err != nil {
-			return err
-		}
-		return s.scanHead(ctx, ref, from, to, false, 0, add)
+		return nil
 	})
 	if err != nil {
 		return true, s.Wrap("point history", err)
 	}
-	for _, smp := range got {
-		if err := each(smp); err != nil {
+	for _, x := range head {
+		if err := each(x); err != nil {
 			return true, err
 		}
 	}
@@ -272,34 +287,25 @@ func (s *Store) NewestPointSamples(ctx context.Context, deviceID, pointID string
 	if err != nil || !ok {
 		return nil, false, s.Wrap("point samples", err)
 	}
-	err = s.consistent(ctx, ref, func(ref PointSeriesRef) error {
-		out = out[:0]
-		if err := s.scanHead(ctx, ref, from, to, true, n, func(smp StoredSample) error {
-			out = append(out, smp)
-			return nil
-		}); err != nil {
-			return err
-		}
-		slices.Reverse(out)
-		if len(out) >= n {
-			return nil
-		}
-		// Chunks newest first, each one's samples ascending: prepend
-		// until there are n.
-		err := s.scanChunks(ctx, ref, from, to, true, func(c []StoredSample) error {
-			c = c[max(0, len(c)-(n-len(out))):]
-			out = append(slices.Clone(c), out...)
-			if len(out) >= n {
-				return errStop
-			}
-			return nil
-		})
-		if errors.Is(err, errStop) {
-			return nil
-		}
-		return err
-	})
+	ref, out, err = s.headSnapshot(ctx, ref, from, to, true, n)
 	if err != nil {
+		return nil, true, s.Wrap("point samples", err)
+	}
+	slices.Reverse(out)
+	if len(out) >= n {
+		return out, true, nil
+	}
+	// Chunks newest first, each one's samples ascending: prepend until
+	// there are n.
+	err = s.scanChunks(ctx, ref, from, to, true, func(c []ChunkSample, lastErr *string) error {
+		c = c[max(0, len(c)-(n-len(out))):]
+		out = append(storedSamples(c, lastErr), out...)
+		if len(out) >= n {
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
 		return nil, true, s.Wrap("point samples", err)
 	}
 	return out, true, nil
@@ -321,21 +327,13 @@ func (s *Store) LatestPointSamples(ctx context.Context, deviceID string) (map[st
 	}
 	out := make(map[string]protocol.PointSample, len(all))
 	for _, x := range all {
+		ref, head, err := s.headSnapshot(ctx, x.ref, math.MinInt64, math.MaxInt64, true, 1)
 		var last *StoredSample
-		err := s.consistent(ctx, x.ref, func(ref PointSeriesRef) error {
-			last = nil
-			keep := func(smp StoredSample) error {
-				last = &smp
-				return errStop
-			}
-			if err := s.scanHead(ctx, ref, math.MinInt64, math.MaxInt64, true, 1, keep); err != nil && !errors.Is(err, errStop) {
-				return err
-			}
-			if last != nil {
-				return nil
-			}
-			return s.lastChunkSample(ctx, ref, func(smp StoredSample) { last = &smp })
-		})
+		if err == nil && len(head) > 0 {
+			last = &head[0]
+		} else if err == nil {
+			err = s.lastChunkSample(ctx, ref, func(smp StoredSample) { last = &smp })
+		}
 		if err != nil {
 			return nil, s.Wrap("latest point samples", err)
 		}
@@ -359,15 +357,12 @@ func (s *Store) lastChunkSample(ctx context.Context, ref PointSeriesRef, set fun
 	if err != nil {
 		return err
 	}
-	var last StoredSample
-	if err := DecodePointChunk(data, n, lastErr, func(smp StoredSample) error {
-		last = smp
-		return nil
-	}); err != nil {
+	all, err := AppendPointChunk(nil, data, n)
+	if err != nil {
 		return err
 	}
-	if n > 0 {
-		set(last)
+	if len(all) > 0 {
+		set(all[len(all)-1].Stored(lastErr))
 	}
 	return nil
 }

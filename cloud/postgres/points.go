@@ -44,7 +44,7 @@ func insertPoints(ctx context.Context, tx pgx.Tx, cache *sqlstore.PointSeriesCac
 		b.fresh = fresh
 		keys[i] = make([]key, len(b.pts))
 		for k, p := range b.pts {
-			id, ms := ids[p.Point], p.At.UnixMilli()
+			id, ms := ids[k], p.At.UnixMilli()
 			keys[i][k] = key{id, ms}
 			series, at = append(series, id), append(at, ms)
 			if p.Error != "" {

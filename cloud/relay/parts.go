@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -84,30 +85,39 @@ func background(ctx context.Context, run func(ctx context.Context)) func(context
 // --retention-interval while this relay holds the "retention" lease (one
 // relay of a cluster at a time), logging what it removed and any failure.
 func (m *Main) startRetention(ctx context.Context, _ *http.ServeMux) (func(context.Context) error, error) {
-	keep, interval := m.Config.Retention, m.Config.RetentionInterval
+	keep := m.Config.Retention
 	log := m.Logger.With("component", "retention")
-	leader := leaseHolder(m.DB, "retention", 2*interval+time.Minute, log)
+	return m.whileLeader(ctx, "retention", m.Config.RetentionInterval, log, func(ctx context.Context) {
+		metrics, events, err := m.DB.SweepRetention(ctx, keep)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("retention sweep failed", "err", err)
+		case metrics+events > 0:
+			log.Info("retention sweep", "metrics_deleted", metrics, "events_deleted", events)
+		}
+		points, err := m.DB.PointHistory.SweepPoints(ctx, m.Config.PointRetention)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("point retention sweep failed", "err", err)
+		case points > 0:
+			log.Info("point retention sweep", "point_samples_deleted", points)
+		}
+	}), nil
+}
+
+// whileLeader runs job in the background now and every interval while
+// this relay holds the cluster-wide lease name (renewed for twice the
+// interval and a minute; always on a store without leases), until ctx
+// ends; the function returned waits for it to stop.
+func (m *Main) whileLeader(ctx context.Context, name string, interval time.Duration, log *slog.Logger, job func(ctx context.Context)) func(context.Context) error {
+	leader := leaseHolder(m.DB, name, 2*interval+time.Minute, log)
 	return background(ctx, func(ctx context.Context) {
 		tick.NowAndEvery(ctx, interval, func() {
-			if !leader(ctx) {
-				return
-			}
-			metrics, events, err := m.DB.SweepRetention(ctx, keep)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				log.Error("retention sweep failed", "err", err)
-			case metrics+events > 0:
-				log.Info("retention sweep", "metrics_deleted", metrics, "events_deleted", events)
-			}
-			points, err := m.DB.PointHistory.SweepPoints(ctx, m.Config.PointRetention)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				log.Error("point retention sweep failed", "err", err)
-			case points > 0:
-				log.Info("point retention sweep", "point_samples_deleted", points)
+			if leader(ctx) {
+				job(ctx)
 			}
 		})
-	}), nil
+	})
 }
 
 // pointCompactEvery is how often the point compactor runs.
@@ -118,20 +128,14 @@ const pointCompactEvery = 30 * time.Second
 // holds the "points" lease (one relay of a cluster at a time).
 func (m *Main) startPointCompactor(ctx context.Context, _ *http.ServeMux) (func(context.Context) error, error) {
 	log := m.Logger.With("component", "points")
-	leader := leaseHolder(m.DB, "points", 2*pointCompactEvery+time.Minute, log)
-	return background(ctx, func(ctx context.Context) {
-		tick.NowAndEvery(ctx, pointCompactEvery, func() {
-			if !leader(ctx) {
-				return
-			}
-			start := time.Now()
-			n, err := m.DB.PointHistory.CompactPoints(ctx, cloud.DefaultPointCompaction(m.DB.Now()))
-			switch {
-			case err != nil && ctx.Err() == nil:
-				log.Error("point compaction failed", "err", err)
-			case n > 0:
-				log.Debug("point compaction", "samples", n, "took", time.Since(start))
-			}
-		})
+	return m.whileLeader(ctx, "points", pointCompactEvery, log, func(ctx context.Context) {
+		start := time.Now()
+		n, err := m.DB.PointHistory.CompactPoints(ctx, cloud.DefaultPointCompaction(m.DB.Now()))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("point compaction failed", "err", err)
+		case n > 0:
+			log.Debug("point compaction", "samples", n, "took", time.Since(start))
+		}
 	}), nil
 }

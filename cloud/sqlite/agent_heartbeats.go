@@ -126,7 +126,12 @@ var (
 	metricRows = insertStmt("INSERT OR IGNORE", "metrics", []string{"device_id", "captured_at", "cpu_pct", "mem_pct", "disk_used_pct", "temp_cpu", "load_avg1"}, ` RETURNING captured_at`)
 	pointRows  = bulkStmt{name: "point_head", cols: []string{"series_id", "at", "value", "error"},
 		head: sqlstore.PointHeadSQL, tail: sqlstore.PointHeadTail + ` RETURNING series_id || '/' || at`}
+	// pointInsert is pointRows without RETURNING (insertPoints).
+	pointInsert = bulkStmt{name: "point_head", cols: pointRows.cols, head: sqlstore.PointHeadSQL, tail: sqlstore.PointHeadTail}
 )
+
+// pointMaxRows is the rows of the largest head insert statement.
+const pointMaxRows = 512
 
 // hbSized is a heartbeat statement for 1<<k rows: its key among the
 // writer's raw statements and its text.
@@ -142,6 +147,9 @@ func (s *AgentStore) prepareBulk() error {
 			return fmt.Errorf("sqlite: prepare bulk %s: %w", b.name, err)
 		}
 		s.bulk[b.name] = st
+	}
+	for k := 0; 1<<k <= pointMaxRows; k++ {
+		s.pointSQL = append(s.pointSQL, hbSized{key: fmt.Sprintf("point_head/%d", 1<<k), sql: pointInsert.sql(1 << k)})
 	}
 	// The heartbeat statements run at the driver level (rawstmt), each
 	// prepared on its first use.

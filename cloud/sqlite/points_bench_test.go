@@ -28,3 +28,10 @@ func BenchmarkPointHistory(b *testing.B) {
 		return pages * size
 	})
 }
+
+// BenchmarkPointIngest is the agent store alone storing point samples on
+// SQLite: 2,000 devices sending a PointBatch of 50 samples each per round
+// (storetest's PointIngestBench).
+func BenchmarkPointIngest(b *testing.B) {
+	storetest.PointIngestBench(b, openStores(b, filepath.Join(b.TempDir(), "fleet.db"), nil), 2000)
+}

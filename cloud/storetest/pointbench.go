@@ -81,7 +81,7 @@ func PointHistoryBench(b *testing.B, s Stores, size func() int64) {
 			b.Fatalf("a batch stored nothing")
 		}
 	}
-	b.Logf("stored %d samples in %v", PointWeek, time.Since(loaded))
+	loadRate := PointWeek / time.Since(loaded).Seconds()
 	headBytes := size() - empty
 	// The relay's compaction at the end of the week: every sample but the
 	// last minute's.
@@ -96,6 +96,7 @@ func PointHistoryBench(b *testing.B, s Stores, size func() int64) {
 		b.ReportMetric(float64(chunkBytes)/PointWeek, "bytes/sample")
 		b.ReportMetric(float64(headBytes)/PointWeek, "head-bytes/sample")
 		b.ReportMetric(16, "raw-bytes/sample")
+		b.ReportMetric(loadRate, "load-samples/s")
 	})
 	pts := s.Store.Points()
 	query := func(b *testing.B, q func(i int) cloud.PointQuery, check func(cloud.PointSeries) error) {
@@ -164,4 +165,54 @@ func processCPU() (float64, error) {
 		return 0, err
 	}
 	return st.CPUTime(), nil
+}
+
+// PointIngestBench measures the agent store storing point samples as the
+// DESIGN.md load sends them: devices agents (2,000 in the benchmark), each
+// sending one PointBatch record of 50 samples per round, all at once, for
+// b.N rounds. It reports the samples stored per second ("samples/s"): the
+// store writer alone, without websockets or decoding (fleet-loadgen
+// measures the relay end to end).
+func PointIngestBench(b *testing.B, s Stores, devices int) {
+	ctx := context.Background()
+	org, err := s.Store.CreateOrg(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	devs := make([]agentlink.Device, devices)
+	for i := range devs {
+		_, token := Device(b, s.Store, cloud.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: fmt.Sprintf("SN-%05d", i), Model: "IG-500"})
+		devs[i] = Auth(b, s.Agent, token)
+	}
+	const points = 50
+	start := time.Now().Add(-time.Hour).Truncate(time.Second)
+	round := func(d agentlink.Device, r int) error {
+		batch := &protocol.PointBatch{Samples: make([]protocol.PointSample, points)}
+		at := resource.T(start.Add(time.Duration(r) * time.Second))
+		for k := range batch.Samples {
+			batch.Samples[k] = protocol.PointSample{Point: fmt.Sprintf("rs485-1.p%02d", k), At: at, Value: SlowValue(r + k)}
+		}
+		out, err := s.Agent.Records(ctx, agentlink.RecordsIn{Device: d, Session: "bench", Items: []protocol.Record{{Seq: uint64(r + 1), Points: batch}}})
+		if err == nil && len(out.Points) != points {
+			err = fmt.Errorf("stored %d of %d samples", len(out.Points), points)
+		}
+		return err
+	}
+	// A first round makes the series (and warms the caches).
+	concurrently(devices, func(i int) {
+		if err := round(devs[i], 0); err != nil {
+			b.Error(err)
+		}
+	})
+	b.ResetTimer()
+	t := time.Now()
+	concurrently(devices, func(i int) {
+		for r := 1; r <= b.N; r++ {
+			if err := round(devs[i], r); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(devices*points*b.N)/time.Since(t).Seconds(), "samples/s")
 }

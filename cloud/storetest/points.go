@@ -187,7 +187,14 @@ func testPointsBuckets(t *testing.T, open Opener) {
 	e := newEnv(t, open)
 	d := e.device(e.org("acme").ID, "IG-500")
 	const p = "rs485-1.level"
-	// From t0 + 5 s: samples every second, value i; every 7th is bad.
+	e.storePoints(d, levelSamples(p))
+	checkPointsBuckets(t, e, d, p)
+}
+
+// levelSamples are the samples of testPointsBuckets: from t0 + 5 s one
+// every second, value i, every 7th bad; then a gap to t0 + 21 min, where
+// a bad reading is alone in its minute.
+func levelSamples(p string) []protocol.PointSample {
 	var samples []protocol.PointSample
 	for i := 0; i < 600; i++ {
 		at := t0.Add(time.Duration(5+i) * time.Second)
@@ -197,11 +204,7 @@ func testPointsBuckets(t *testing.T, open Opener) {
 			samples = append(samples, good(p, at, float64(i)))
 		}
 	}
-	// A gap: nothing from t0 + 10 min to t0 + 20 min, then one bad reading
-	// alone in its bucket.
-	samples = append(samples, bad(p, t0.Add(21*time.Minute), "timeout"))
-	e.storePoints(d, samples)
-	checkPointsBuckets(t, e, d, p)
+	return append(samples, bad(p, t0.Add(21*time.Minute), "timeout"))
 }
 
 // checkPointsBuckets checks the buckets of testPointsBuckets's samples.
@@ -310,17 +313,7 @@ func testPointsCompaction(t *testing.T, open Opener) {
 	const raw, buckets = "rs485-1.flow", "rs485-1.level"
 	flow := seconds(raw, t0, 3000, func(i int) float64 { return float64(i) / 4 })
 	e.storePoints(d, flow)
-	var level []protocol.PointSample
-	for i := 0; i < 600; i++ {
-		at := t0.Add(time.Duration(5+i) * time.Second)
-		if i%7 == 3 {
-			level = append(level, bad(buckets, at, "crc error"))
-		} else {
-			level = append(level, good(buckets, at, float64(i)))
-		}
-	}
-	level = append(level, bad(buckets, t0.Add(21*time.Minute), "timeout"))
-	e.storePoints(d, level)
+	e.storePoints(d, levelSamples(buckets))
 	check := func(when string) {
 		t.Helper()
 		t.Run(when, func(t *testing.T) {

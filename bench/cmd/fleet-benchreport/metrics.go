@@ -60,6 +60,14 @@ func metricSets() map[string][]benchreport.Metric {
 			latency("raw-1000", "raw page of 1,000 samples of a 1 s point, p99", 5),
 		}
 	}
+	// pointIngest is the row of BenchmarkPointIngest on store.
+	pointIngest := func(store string) []benchreport.Metric {
+		return []benchreport.Metric{
+			{Benchmark: "BenchmarkPointIngest", Unit: "samples/s",
+				Row: benchreport.Row{Area: "points", Figure: "point samples stored, agent store alone, 2,000 devices × 50 points (" + store + ")", Unit: "samples/s",
+					Notes: "for information: the store's writer without websockets or decoding, one PointBatch of 50 samples per device per round, all devices at once; the targets (≥ 100,000/s on SQLite, ≥ 50,000/s on the cluster) are end to end, fleet-loadgen's"}},
+		}
+	}
 	// routeP99 is the p99 of GET /devices/{id}/points/{pointId}/samples in
 	// process (BenchmarkPointSamples' sub-benchmark name).
 	routeP99 := func(name, what string) benchreport.Metric {
@@ -70,8 +78,10 @@ func metricSets() map[string][]benchreport.Metric {
 	}
 	return map[string][]benchreport.Metric{
 		// bench-points: cloud/sqlite and cloud/postgres BenchmarkPointHistory.
-		"points-sqlite":   points("SQLite"),
-		"points-postgres": points("PostgreSQL"),
+		"points-sqlite":          points("SQLite"),
+		"points-postgres":        points("PostgreSQL"),
+		"points-ingest-sqlite":   pointIngest("SQLite"),
+		"points-ingest-postgres": pointIngest("PostgreSQL"),
 		// bench-points-micro: cloud/api BenchmarkPointSamples (the samples
 		// route in process on SQLite, a day of a 1 s point) and
 		// BenchmarkPointSamplesEncode; hw/canfd BenchmarkSignalDecode.

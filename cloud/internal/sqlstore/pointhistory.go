@@ -39,14 +39,15 @@ type PointSeriesRef struct {
 	CompactedTo int64
 }
 
-// PointHeadSQL inserts head rows through the series they name, unless
-// compacted past them (arguments: series id, at, value, error for each of
+// PointHeadSQL inserts head rows unless their series is compacted past
+// them (a subquery by primary key per row: as a join, SQLite may read
+// the series table once per statement instead) (arguments: series id, at, value, error for each of
 // the VALUES rows the caller appends, then PointHeadTail). The caller
 // picks the conflict clause: INSERT OR IGNORE, so a resend stores nothing.
 const (
 	PointHeadSQL = `INSERT OR IGNORE INTO point_head (series_id, at, value, error)
 	SELECT v.column1, v.column2, v.column3, v.column4 FROM (VALUES `
-	PointHeadTail = `) AS v JOIN point_series AS s ON s.id = v.column1 WHERE v.column2 > s.compacted_to`
+	PointHeadTail = `) AS v WHERE v.column2 > (SELECT s.compacted_to FROM point_series AS s WHERE s.id = v.column1)`
 )
 
 // PointSeriesCache maps a device's point id to its series id, for an
@@ -55,15 +56,7 @@ const (
 // Safe for concurrent use.
 type PointSeriesCache struct {
 	mu sync.RWMutex
-	m  map[[2]string]int64
-}
-
-// Lookup returns the series id of the device's point, if cached.
-func (c *PointSeriesCache) Lookup(deviceID, pointID string) (int64, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	id, ok := c.m[[2]string{deviceID, pointID}]
-	return id, ok
+	m  map[string]map[string]int64 // by device id, then point id
 }
 
 // Add caches the device's series ids, by point id.
@@ -74,36 +67,48 @@ func (c *PointSeriesCache) Add(deviceID string, ids map[string]int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[[2]string]int64)
+		c.m = make(map[string]map[string]int64)
+	}
+	dev := c.m[deviceID]
+	if dev == nil {
+		dev = make(map[string]int64, len(ids))
+		c.m[deviceID] = dev
 	}
 	for p, id := range ids {
-		c.m[[2]string{deviceID, p}] = id
+		dev[p] = id
 	}
 }
 
-// Resolve returns the series id of each point a sample of samples names,
-// creating the series the device lacks with q (in the caller's
-// transaction): ids by point id, and fresh, those not found in the cache,
-// for the caller to Add once the transaction committed.
-func (c *PointSeriesCache) Resolve(ctx context.Context, q Querier, deviceID string, samples []*protocol.PointSample) (ids, fresh map[string]int64, err error) {
-	ids = make(map[string]int64)
-	for _, p := range samples {
-		if _, ok := ids[p.Point]; ok {
-			continue
+// Resolve returns the series id of the point of each of samples, in
+// order, creating the series the device lacks with q (in the caller's
+// transaction), and fresh, the ids not found in the cache, for the caller
+// to Add once the transaction committed.
+func (c *PointSeriesCache) Resolve(ctx context.Context, q Querier, deviceID string, samples []*protocol.PointSample) (ids []int64, fresh map[string]int64, err error) {
+	ids = make([]int64, len(samples))
+	var missing []int
+	c.mu.RLock()
+	dev := c.m[deviceID]
+	for i, p := range samples {
+		id, ok := dev[p.Point]
+		if !ok {
+			missing = append(missing, i)
 		}
-		if id, ok := c.Lookup(deviceID, p.Point); ok {
-			ids[p.Point] = id
-			continue
+		ids[i] = id
+	}
+	c.mu.RUnlock()
+	for _, i := range missing {
+		p := samples[i].Point
+		id, ok := fresh[p]
+		if !ok {
+			if id, err = seriesID(ctx, q, deviceID, p); err != nil {
+				return nil, nil, err
+			}
+			if fresh == nil {
+				fresh = make(map[string]int64)
+			}
+			fresh[p] = id
 		}
-		id, err := seriesID(ctx, q, deviceID, p.Point)
-		if err != nil {
-			return nil, nil, err
-		}
-		ids[p.Point] = id
-		if fresh == nil {
-			fresh = make(map[string]int64)
-		}
-		fresh[p.Point] = id
+		ids[i] = id
 	}
 	return ids, fresh, nil
 }
@@ -245,9 +250,11 @@ func (s *Store) scanChunks(ctx context.Context, ref PointSeriesRef, from, to int
 // errStop ends a scan early.
 var errStop = errors.New("stop")
 
-// PointHistory calls each for every sample of the device's point in [from,
-// to] (Unix ms), ascending; found is false when the point has no history.
-func (s *Store) PointHistory(ctx context.Context, deviceID, pointID string, from, to int64, each func(StoredSample) error) (found bool, err error) {
+// PointHistory calls each with every sample of the device's point in
+// [from, to] (Unix ms), ascending, a slice at a time (a chunk's, reused
+// from one call to the next; a bad reading is a NaN); found is false when
+// the point has no history.
+func (s *Store) PointHistory(ctx context.Context, deviceID, pointID string, from, to int64, each func([]ChunkSample) error) (found bool, err error) {
 	ref, ok, err := s.pointSeries(ctx, deviceID, pointID)
 	if err != nil || !ok {
 		return false, s.Wrap("point history", err)
@@ -256,25 +263,19 @@ func (s *Store) PointHistory(ctx context.Context, deviceID, pointID string, from
 	if err != nil {
 		return true, s.Wrap("point history", err)
 	}
-	err = s.scanChunks(ctx, ref, from, to, false, func(c []ChunkSample, lastErr *string) error {
-		for i, x := range c {
-			var cause *string
-			if i == len(c)-1 {
-				cause = lastErr
-			}
-			if err := each(x.Stored(cause)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err = s.scanChunks(ctx, ref, from, to, false, func(c []ChunkSample, _ *string) error { return each(c) })
 	if err != nil {
 		return true, s.Wrap("point history", err)
 	}
-	for _, x := range head {
-		if err := each(x); err != nil {
-			return true, err
+	tail := make([]ChunkSample, len(head))
+	for i, x := range head {
+		tail[i] = ChunkSample{At: x.At, Value: x.Value}
+		if x.Bad {
+			tail[i].Value = badNaN
 		}
+	}
+	if len(tail) > 0 {
+		return true, each(tail)
 	}
 	return true, nil
 }

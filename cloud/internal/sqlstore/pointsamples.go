@@ -13,10 +13,10 @@ import (
 // PointTables is what PointService reads of a store's point history
 // (pointhistory.go).
 type PointTables interface {
-	// PointHistory calls each for every sample of the device's point in
-	// [from, to] (Unix ms), ascending; found is false when the point has
-	// no history.
-	PointHistory(ctx context.Context, deviceID, pointID string, from, to int64, each func(StoredSample) error) (found bool, err error)
+	// PointHistory calls each with every sample of the device's point in
+	// [from, to] (Unix ms), ascending, a slice at a time (reused; a bad
+	// reading is a NaN); found is false when the point has no history.
+	PointHistory(ctx context.Context, deviceID, pointID string, from, to int64, each func([]ChunkSample) error) (found bool, err error)
 	// NewestPointSamples returns the newest n samples of the point in
 	// [from, to], ascending.
 	NewestPointSamples(ctx context.Context, deviceID, pointID string, from, to int64, n int) (out []StoredSample, found bool, err error)
@@ -95,8 +95,8 @@ func (s *PointService) pointSamples(ctx context.Context, orgID, deviceID, pointI
 			return out, cloud.Errorf(cloud.EINVALID, "step must be at least 1ms")
 		}
 		b := Bucketer{Step: step}
-		found, err = s.Tables.PointHistory(ctx, deviceID, pointID, from, to, func(x StoredSample) error {
-			b.Add(x)
+		found, err = s.Tables.PointHistory(ctx, deviceID, pointID, from, to, func(xs []ChunkSample) error {
+			b.Add(xs)
 			return nil
 		})
 		if err != nil {
@@ -136,24 +136,27 @@ type Bucketer struct {
 	Step int64
 	out  []resource.PointBucket
 	sum  float64
-	at   int64
+	at   int64 // the start of the last bucket
 }
 
-// Add folds in the next sample.
-func (b *Bucketer) Add(x StoredSample) {
-	if x.Bad || math.IsNaN(x.Value) || math.IsInf(x.Value, 0) {
-		return
+// Add folds in the next samples (a NaN is a bad reading).
+func (b *Bucketer) Add(xs []ChunkSample) {
+	for _, x := range xs {
+		v := x.Value
+		if v != v || math.IsInf(v, 0) {
+			continue
+		}
+		if len(b.out) == 0 || x.At < b.at || x.At >= b.at+b.Step {
+			start := x.At - ((x.At%b.Step)+b.Step)%b.Step // floor, negative times too
+			b.finish()
+			b.at, b.sum = start, 0
+			b.out = append(b.out, resource.PointBucket{At: resource.T(time.UnixMilli(start)), Min: v, Max: v})
+		}
+		k := &b.out[len(b.out)-1]
+		k.Min, k.Max, k.Last = min(k.Min, v), max(k.Max, v), v
+		k.Count++
+		b.sum += v
 	}
-	start := x.At - ((x.At%b.Step)+b.Step)%b.Step // floor, negative times too
-	if n := len(b.out); n == 0 || b.at != start {
-		b.finish()
-		b.at, b.sum = start, 0
-		b.out = append(b.out, resource.PointBucket{At: resource.T(time.UnixMilli(start)), Min: x.Value, Max: x.Value})
-	}
-	k := &b.out[len(b.out)-1]
-	k.Min, k.Max, k.Last = min(k.Min, x.Value), max(k.Max, x.Value), x.Value
-	k.Count++
-	b.sum += x.Value
 }
 
 // finish sets the average of the last bucket.

@@ -249,9 +249,9 @@ func (b *bench) runPoints(ctx context.Context, dbPath string, ten benchstore.Ten
 	if err := recordPoints(fig); err != nil {
 		return err
 	}
-	if final.acked != final.sent {
-		return fmt.Errorf("%d point samples sent, %d acknowledged", final.sent, final.acked)
-	}
+	// A relay slower than the load still holds a backlog when the drain
+	// gives up: a MISS, not a failure, as long as what it stored is there
+	// once (checkErr).
 	return checkErr
 }
 
@@ -372,10 +372,10 @@ func recordPoints(f pointFigures) error {
 	switch {
 	case f.acked == 0:
 		rows[0].Error = "no point sample acknowledged"
-	case f.acked != f.sent:
-		rows[0].Error = fmt.Sprintf("%d samples sent, %d acknowledged once the load stopped (%s)", f.sent, f.acked, f.drained)
 	case f.checkErr != nil:
 		rows[0].Error = "read back: " + f.checkErr.Error()
+	case f.acked != f.sent:
+		rows[0].Notes += fmt.Sprintf("; once the load stopped %s: %s samples sent, %s acknowledged", f.drained, num(float64(f.sent), ""), num(float64(f.acked), ""))
 	}
 	return benchreport.Record(rows...)
 }

@@ -205,6 +205,110 @@ func liveValues(t *testing.T, base, key, id string, after time.Time) (time.Time,
 	}
 }
 
+// point is an entry of GET /devices/{id}/points.
+type point struct {
+	ID      string     `json:"id"`
+	Type    string     `json:"type"`
+	Unit    string     `json:"unit"`
+	Value   any        `json:"value"`
+	Quality string     `json:"quality"`
+	Error   string     `json:"error"`
+	At      *time.Time `json:"at"`
+}
+
+// goodPoints waits until every point of the device is "good" with a value
+// read after the one in before (any, for a point not in it), its rs485-1
+// and canfd-1 both have points, and returns them by id. A point that did
+// not move is recorded again within a minute.
+func goodPoints(t *testing.T, base, key, id string, before map[string]point) map[string]point {
+	t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
+		var pts []point
+		get(t, base, key, "/devices/"+id+"/points", &pts)
+		byID := map[string]point{}
+		ready := len(pts) > 0
+		channels := map[string]bool{}
+		for _, p := range pts {
+			byID[p.ID] = p
+			channels[strings.SplitN(p.ID, ".", 2)[0]] = true
+			ready = ready && p.Quality == "good" && p.Value != nil && p.At != nil && (before[p.ID].At == nil || p.At.After(*before[p.ID].At))
+		}
+		if ready && channels["rs485-1"] && channels["canfd-1"] {
+			return byID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("points of %s after 90 s: %+v; want rs485-1's and canfd-1's, every one good with a value read after %+v", id, pts, before)
+		}
+	}
+}
+
+// checkPoints checks the demo's points of an IG-500: the Modbus
+// temperature and counter with their types and units, the signals
+// imported from demo.dbc, all good; the values move; and the samples route
+// answers their history, raw and in buckets.
+func checkPoints(t *testing.T, base, key, id string) {
+	t.Helper()
+	first := goodPoints(t, base, key, id, nil)
+	for pid, want := range map[string]point{"rs485-1.boiler_temp": {Type: "f32", Unit: "°C"}, "rs485-1.pulse_count": {Type: "u32"}} {
+		p, ok := first[pid]
+		if !ok {
+			t.Fatalf("no point %s in %+v", pid, first)
+		}
+		if p.Type != want.Type || p.Unit != want.Unit {
+			t.Errorf("%s: type %q unit %q, want %q %q", pid, p.Type, p.Unit, want.Type, want.Unit)
+		}
+		if _, ok := p.Value.(float64); !ok {
+			t.Errorf("%s: value %v, want a number", pid, p.Value)
+		}
+	}
+	second := goodPoints(t, base, key, id, first)
+	moved := map[string]bool{}
+	for pid, p := range second {
+		if p.Value != first[pid].Value {
+			moved[strings.SplitN(pid, ".", 2)[0]] = true
+		}
+	}
+	for _, pid := range []string{"rs485-1.boiler_temp", "rs485-1.pulse_count"} {
+		if second[pid].Value == first[pid].Value {
+			t.Errorf("%s: %v, then %v read later: want a value that moves", pid, first[pid].Value, second[pid].Value)
+		}
+	}
+	if !moved["canfd-1"] {
+		t.Errorf("no canfd-1 point moved between two readings: %+v then %+v", first, second)
+	}
+
+	// The history of the temperature: raw samples, then one-minute buckets.
+	var raw []struct {
+		At    time.Time `json:"at"`
+		Value any       `json:"value"`
+	}
+	samples := "/devices/" + id + "/points/rs485-1.boiler_temp/samples"
+	get(t, base, key, samples, &raw)
+	if len(raw) < 2 {
+		t.Fatalf("GET %s: %d samples, want the history of the readings", samples, len(raw))
+	}
+	for _, s := range raw {
+		if _, ok := s.Value.(float64); !ok {
+			t.Errorf("GET %s: sample %+v, want a number", samples, s)
+		}
+	}
+	var buckets []struct {
+		Min, Max, Avg, Last float64
+		Count               int
+	}
+	get(t, base, key, samples+"?step=1m", &buckets)
+	total := 0
+	for _, b := range buckets {
+		total += b.Count
+		if b.Min > b.Avg || b.Avg > b.Max {
+			t.Errorf("GET %s?step=1m: bucket %+v, want min ≤ avg ≤ max", samples, b)
+		}
+	}
+	if len(buckets) == 0 || total < len(raw) {
+		t.Errorf("GET %s?step=1m: %d buckets of %d samples, want at least the %d raw samples read before", samples, len(buckets), total, len(raw))
+	}
+}
+
 // process is a process found in /proc.
 type process struct {
 	pid  int
@@ -332,6 +436,13 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 			if live2[ch] != "0" && live2[ch] != "1" {
 				t.Errorf("%s live %q: want 0 or 1", ch, live2[ch])
 			}
+		}
+
+		// Named points with their history (issue 26): the temperature
+		// and counter read over Modbus, the CAN signals of demo.dbc.
+		checkPoints(t, base, key, first)
+		if !strings.Contains(d.output(), "/devices/$D/points") {
+			t.Errorf("the banner has no curl line for the points:\n%s", d.output())
 		}
 
 		// Its signals reach the sink, which verified them.

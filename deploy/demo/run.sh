@@ -3,7 +3,9 @@
 # demo organization, an OWNER who signs in to the panel and an API key
 # holding every scope; three simulated
 # gateways (two IG-500 whose Modbus, CAN-FD and GPIO channels are configured
-# through the public API, one IG-100); a local HTTPS webhook sink that
+# through the public API, with named points: a temperature and a counter read
+# over Modbus and the signals of demo.dbc imported on CAN-FD; one IG-100); a
+# local HTTPS webhook sink that
 # verifies and prints every webhook; forwarding on for the first IG-500 and
 # the organization's alert webhook pointed at the sink.
 #
@@ -26,6 +28,7 @@ AGENT="$BIN/fleet-agent"
 SINK="$BIN/fleet-webhook-sink"
 DB="$DATA/relay.db"
 CREDS="$DATA/demo.env" # key, webhook secret, device tokens (mode 0600, demo only)
+DBC="$(dirname "$0")/demo.dbc" # the CAN signals imported as canfd-1's points
 LAYOUT=2               # demo.env's DEMO_LAYOUT; 1 (no marker) had four gateways
 API="http://$LISTEN/api/v1/public"
 SIGNALS_URL="https://$SINK_LISTEN/signals"
@@ -43,6 +46,7 @@ die() {
 for tool in "$RELAY" "$AGENT" "$SINK"; do
 	[[ -x $tool ]] || die "$tool is missing: run it with 'make run'"
 done
+[[ -f $DBC ]] || die "$DBC is missing"
 command -v curl >/dev/null || die "curl is needed (apt-get install curl)"
 
 # busy HOST:PORT: whether something accepts connections there.
@@ -171,21 +175,12 @@ wait_for "relay (log: $DATA/relay.log)" "$relay_pid" relay_up
 
 "$RELAY" org set-alert-webhook --db "$DB" --org "$ORG" --url "$ALERTS_URL" >/dev/null
 
+# The gateways' ids, in GATEWAYS order.
 ids=()
-agent_pids=()
-n=0
-for g in "${GATEWAYS[@]}"; do
-	IFS='|' read -r model name location <<<"$g"
-	n=$((n + 1))
+for n in $(seq 1 ${#GATEWAYS[@]}); do
 	var="DEVICE_$n"
-	read -r id token <<<"${!var}"
+	read -r id _ <<<"${!var}"
 	ids+=("$id")
-	mkdir -p "$DATA/agent-$n"
-	FLEET_TOKEN=$token "${guard[@]}" "$AGENT" --relay "ws://$LISTEN" --hw sim --model "$model" \
-		--name "$name" --location "$location" --state-dir "$DATA/agent-$n" \
-		--heartbeat 5s --metrics-interval 30s --dev-root none --passthrough-listen none \
-		>>"$DATA/agent-$n.log" 2>&1 &
-	agent_pids+=("$!")
 done
 
 # api METHOD PATH [BODY]: one call to the public API with the demo key, as a
@@ -198,13 +193,19 @@ api() {
 
 # The IG-500s' channels: Modbus polling of two slaves, a CAN-FD frame every
 # second, one GPIO input and one output. Mode managed: the agent itself polls
-# and sends (passthrough would hand the ports to VPN clients instead).
+# and sends (passthrough would hand the ports to VPN clients instead). Points
+# give values a name, a type and a unit, and keep their history: on rs485-1 a
+# temperature (f32 in holding registers 100-101 of slave 7) and a pulse
+# counter (u32 in 102-103); on canfd-1 the signals of demo.dbc, imported with
+# the admin CLI.
 for n in 1 2; do
 	id=${ids[$((n - 1))]}
 	api PATCH "/devices/$id/serial" '{"mode":"managed"}'
 	api PUT "/devices/$id/serial/channels/rs485-1" '{"kind":"rs485","baudRate":9600,"dataBits":8,"parity":"even","stopBits":1,"mode":"modbus_rtu_master","slaveId":7,
 		"tx":{"enabled":true,"intervalMs":5000,"register":40,"value":1},
-		"poll":{"enabled":true,"intervalMs":1000,"register":0,"count":3,"function":"holding"}}'
+		"poll":{"enabled":true,"intervalMs":1000,"register":0,"count":3,"function":"holding"},
+		"points":[{"name":"boiler_temp","function":"holding","register":100,"type":"f32","unit":"°C"},
+			{"name":"pulse_count","function":"holding","register":102,"type":"u32"}]}'
 	api PUT "/devices/$id/serial/channels/rs485-2" '{"kind":"rs485","baudRate":19200,"dataBits":8,"parity":"none","stopBits":1,"mode":"modbus_rtu_master","slaveId":3,
 		"tx":{"enabled":false,"intervalMs":0,"register":0,"value":0},
 		"poll":{"enabled":true,"intervalMs":1000,"register":10,"count":2,"function":"input"}}'
@@ -212,8 +213,28 @@ for n in 1 2; do
 		"tx":{"enabled":true,"intervalMs":1000,"canId":"0x123","dataHex":"01 02 03 04 05 06 07 08"}}'
 	api PUT "/devices/$id/serial/channels/gpio-1" '{"kind":"gpio","direction":"in","pull":"up","debounceMs":20,"tx":{"enabled":false,"intervalMs":0,"value":0}}'
 	api PUT "/devices/$id/serial/channels/gpio-4" '{"kind":"gpio","direction":"out","pull":"none","debounceMs":0,"tx":{"enabled":true,"intervalMs":0,"value":1}}'
+	out=$("$RELAY" channel import-dbc --db "$DB" --device "$id" --channel canfd-1 --file "$DBC" 2>&1) ||
+		die "channel import-dbc of $DBC failed: $out"
 done
 api PATCH "/devices/${ids[0]}/serial" "{\"webhookUrl\":\"$SIGNALS_URL\",\"webhookEnabled\":true}"
+
+# The agents start once their channels are configured: each is sent its
+# configuration when it connects (import-dbc above changed it in the database,
+# outside the relay, which tells connected agents only of its own changes).
+agent_pids=()
+n=0
+for g in "${GATEWAYS[@]}"; do
+	IFS='|' read -r model name location <<<"$g"
+	n=$((n + 1))
+	var="DEVICE_$n"
+	read -r _ token <<<"${!var}"
+	mkdir -p "$DATA/agent-$n"
+	FLEET_TOKEN=$token "${guard[@]}" "$AGENT" --relay "ws://$LISTEN" --hw sim --model "$model" \
+		--name "$name" --location "$location" --state-dir "$DATA/agent-$n" \
+		--heartbeat 5s --metrics-interval 30s --dev-root none --passthrough-listen none \
+		>>"$DATA/agent-$n.log" 2>&1 &
+	agent_pids+=("$!")
+done
 
 online() { # online: whether every gateway is ONLINE
 	[[ $(curl -fsS --max-time 5 -H "Authorization: Bearer $KEY" "$API/devices?limit=100" 2>/dev/null | grep -o '"status": *"ONLINE"' | wc -l) -ge ${#GATEWAYS[@]} ]]
@@ -242,6 +263,8 @@ cat <<MSG
     curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D
     curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/serial
     curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/serial/telemetry
+    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/points
+    curl -s -H "Authorization: Bearer \$KEY" "\$API/devices/\$D/points/rs485-1.boiler_temp/samples?step=1m"
     curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/metrics
     curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/events
     curl -s -H "Authorization: Bearer \$KEY" \$API/alerts

@@ -68,12 +68,34 @@ func metricSets() map[string][]benchreport.Metric {
 					Notes: "for information: the store's writer without websockets or decoding, one PointBatch of 50 samples per device per round, all devices at once; the targets (≥ 100,000/s on SQLite, ≥ 50,000/s on the cluster) are end to end, fleet-loadgen's"}},
 		}
 	}
+	// routeP99 is the p99 of GET /devices/{id}/points/{pointId}/samples in
+	// process (BenchmarkPointSamples' sub-benchmark name).
+	routeP99 := func(name, what string) benchreport.Metric {
+		return benchreport.Metric{Benchmark: "BenchmarkPointSamples/" + name, Unit: "p99-µs", Scale: 1e-3,
+			Extra: []benchreport.Extra{{Unit: "ns/op", Label: "mean", Scale: 1e-6, RowUnit: "ms"}},
+			Row: benchreport.Row{Area: "points", Figure: "samples route in process, " + what + " (SQLite), p99", Unit: "ms",
+				Notes: "for information: handler and store, no network (cloud/api); the store's own p99 beside its target is bench-points"}}
+	}
 	return map[string][]benchreport.Metric{
 		// bench-points: cloud/sqlite and cloud/postgres BenchmarkPointHistory.
 		"points-sqlite":          points("SQLite"),
 		"points-postgres":        points("PostgreSQL"),
 		"points-ingest-sqlite":   pointIngest("SQLite"),
 		"points-ingest-postgres": pointIngest("PostgreSQL"),
+		// bench-points-micro: cloud/api BenchmarkPointSamples (the samples
+		// route in process on SQLite, a day of a 1 s point) and
+		// BenchmarkPointSamplesEncode; hw/canfd BenchmarkSignalDecode.
+		"points-api": {
+			routeP99("raw-1000", "raw page of 1,000 samples"), routeP99("raw-1000-csv", "raw page of 1,000 samples as CSV"),
+			routeP99("buckets-1000-of-a-day", "1,000 step buckets of a day"),
+			perOp("BenchmarkPointSamplesEncode/hand", "points", "raw page of 1,000 samples encoded by the handler (reused buffer)", "µs", "for information"),
+			perOp("BenchmarkPointSamplesEncode/encoding-json", "points", "raw page of 1,000 samples encoded with encoding/json", "µs", "for information: what the handler's own encoding saves"),
+			perOp("BenchmarkPointSamplesEncode/csv", "points", "raw page of 1,000 samples encoded as CSV", "µs", "for information"),
+		},
+		"points-canfd": {
+			perOp("BenchmarkSignalDecode/big-16bit", "points", "CAN signal decode, 16-bit Motorola of a 64-byte FD payload", "ns", "for information"),
+			perOp("BenchmarkSignalDecode/little-64bit", "points", "CAN signal decode, 64-bit Intel of a 64-byte FD payload", "ns", "for information"),
+		},
 		// bench-serial-modbus: hw/modbus BenchmarkRTUTransaction.
 		"modbus": {modbus("9600"), modbus("115200")},
 		// bench-serial-passthrough: agent/passthrough BenchmarkPassthroughVsSer2net.

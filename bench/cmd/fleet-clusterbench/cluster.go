@@ -80,6 +80,9 @@ func run(ctx context.Context, c config) error {
 	if err := b.cluster(ctx, db, pg.ten, pg.urls, pg.tokens); err != nil {
 		return err
 	}
+	if b.onlyPoints {
+		return nil
+	}
 
 	if db, _, err = srv.NewDatabase(ctx, tmpl); err != nil {
 		return err
@@ -205,6 +208,9 @@ func (b *bench) cluster(ctx context.Context, db string, ten benchstore.Tenant, u
 		return m
 	}
 	cond := fmt.Sprintf("3 relays on PostgreSQL behind HAProxy (the shipped configuration), PostgreSQL and the load generators on %d CPUs shared with other work; %s", runtime.NumCPU(), b.procsNote())
+	if b.onlyPoints {
+		return b.pointsStep(hp, ten.Tokens, &sw, roots, cond)
+	}
 
 	// 1. GET /devices through HAProxy.
 	fmt.Println("GET /devices through HAProxy ...")
@@ -281,7 +287,12 @@ func (b *bench) cluster(ctx context.Context, db string, ten benchstore.Tenant, u
 	if err != nil {
 		return err
 	}
-	return record(row)
+	if err := record(row); err != nil {
+		return err
+	}
+
+	// 5. Point samples through HAProxy.
+	return b.pointsStep(hp, ten.Tokens, &sw, roots, cond)
 }
 
 // waitUp waits until HAProxy sees every relay UP.
@@ -342,15 +353,9 @@ func (b *bench) window(sw *swarm, roots func() map[int]string, relays ...*relay)
 	if err != nil {
 		return m, err
 	}
-	c0 := cpuNow(roots())
-	if err := sw.do("mark", &struct{}{}); err != nil {
+	if m.rep, m.cpu, err = b.measure(sw, roots); err != nil {
 		return m, err
 	}
-	time.Sleep(b.hbWindow)
-	if err := sw.do("report", &m.rep); err != nil {
-		return m, err
-	}
-	m.cpu = cpuNow(roots()).since(c0)
 	after, err := scrape(relays...)
 	if err != nil {
 		return m, err
@@ -359,6 +364,21 @@ func (b *bench) window(sw *swarm, roots func() map[int]string, relays ...*relay)
 	m.sentRate = float64(m.rep.HeartbeatsSent) / m.rep.Seconds
 	m.relayP99 = after.p99Since(before)
 	return m, nil
+}
+
+// measure marks a window on the swarm, waits b.hbWindow and returns the
+// swarm's report of it with where the machine's CPU went meanwhile.
+func (b *bench) measure(sw *swarm, roots func() map[int]string) (windowReport, string, error) {
+	c0 := cpuNow(roots())
+	if err := sw.do("mark", &struct{}{}); err != nil {
+		return windowReport{}, "", err
+	}
+	time.Sleep(b.hbWindow)
+	var rep windowReport
+	if err := sw.do("report", &rep); err != nil {
+		return rep, "", err
+	}
+	return rep, cpuNow(roots()).since(c0), nil
 }
 
 // killOne kills relay1 with SIGKILL under the agents' load, times until

@@ -221,10 +221,10 @@ type swarm struct {
 }
 
 // startSwarm runs fleet-loadgen agents with one agent per token against
-// url (ws://...) offering rate heartbeats a second, and waits until every
-// agent is connected.
-func startSwarm(bin, url, tokensFile string, rate float64) (*swarm, error) {
-	cmd := exec.Command(bin, "agents", "--url", url, "--tokens", tokensFile, "--rate", fmt.Sprint(rate))
+// url (ws://...) offering rate heartbeats a second (and extra flags of
+// fleet-loadgen agents), and waits until every agent is connected.
+func startSwarm(bin, url, tokensFile string, rate float64, extra ...string) (*swarm, error) {
+	cmd := exec.Command(bin, append([]string{"agents", "--url", url, "--tokens", tokensFile, "--rate", fmt.Sprint(rate)}, extra...)...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()
@@ -306,6 +306,11 @@ type (
 		ProbeP50Ms     float64 `json:"probeP50Ms"`
 		ProbeP99Ms     float64 `json:"probeP99Ms"`
 		LagP99Ms       float64 `json:"lagP99Ms"`
+		PointsSent     int64   `json:"pointsSent"`
+		PointsAcked    int64   `json:"pointsAcked"`
+		PointP50Ms     float64 `json:"pointP50Ms"`
+		PointP99Ms     float64 `json:"pointP99Ms"`
+		PointLagP99Ms  float64 `json:"pointLagP99Ms"`
 	}
 	swarmStatus struct {
 		Agents         int   `json:"agents"`
@@ -313,6 +318,8 @@ type (
 		Reconnects     int64 `json:"reconnects"`
 		LastUpUnixNs   int64 `json:"lastUpUnixNs"`
 		HeartbeatsSent int64 `json:"heartbeatsSent"`
+		PointsSent     int64 `json:"pointsSent"`
+		PointsAcked    int64 `json:"pointsAcked"`
 	}
 	swarmFinal struct {
 		Samples []int `json:"samples"`

@@ -37,7 +37,9 @@ import (
 // as agents started at different times sample), one metric sample right behind
 // it: the time from that heartbeat's send to the sample's ack is the
 // heartbeat-to-stored probe (an upper bound: the relay stores an agent's
-// messages in order). It prints JSON lines on stdout: {"event":"connected"}
+// messages in order). With --points N, each agent also sends a batch of N
+// point samples every --points-interval (spooled like the metric samples),
+// and the reports count the samples acknowledged and time each batch's ack. It prints JSON lines on stdout: {"event":"connected"}
 // once every agent is connected, then one line per command read from stdin:
 //
 //	mark     start a measured window ({"event":"mark"})
@@ -58,6 +60,8 @@ func runAgents(ctx context.Context, args []string) error {
 	backoffMin := fs.Duration("backoff-min", 200*time.Millisecond, "first reconnect wait (jittered)")
 	backoffMax := fs.Duration("backoff-max", 2*time.Second, "longest reconnect wait")
 	codec := fs.String("codec", string(protocol.CBOR), "cbor or json")
+	points := fs.Int("points", 0, "point samples each agent sends a round (0: none)")
+	pointsInterval := fs.Duration("points-interval", time.Second, "each agent's sampling round with --points")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,6 +77,8 @@ func runAgents(ctx context.Context, args []string) error {
 		return errors.New("--rate must be positive and --sample-every at least 1")
 	case protocol.Codec(*codec) != protocol.CBOR && protocol.Codec(*codec) != protocol.JSON:
 		return fmt.Errorf("--codec %q: want cbor or json", *codec)
+	case *points < 0 || *points > maxLoadPoints || *pointsInterval <= 0:
+		return fmt.Errorf("--points must be 0..%d and --points-interval positive", maxLoadPoints)
 	}
 	limit, err := raiseNoFile()
 	if err != nil {
@@ -96,6 +102,10 @@ func runAgents(ctx context.Context, args []string) error {
 	var wg sync.WaitGroup
 	interval := time.Duration(float64(len(s.agents)) / *rate * float64(time.Second))
 	spreadBeats(beatCtx, &wg, len(s.agents), interval, s.beat)
+	if *points > 0 {
+		s.pointIDs = pointIDs(*points)
+		spreadBeats(beatCtx, &wg, len(s.agents), *pointsInterval, s.sendPoints)
+	}
 	s.mark()
 	cmds := bufio.NewScanner(os.Stdin)
 	for cmds.Scan() {
@@ -128,6 +138,8 @@ type swarm struct {
 	agents                 []*ragent
 	sampleEvery            int
 	backoffMin, backoffMax time.Duration
+	pointIDs               []string // with --points
+	points                 pointCounters
 
 	omu sync.Mutex
 	out *json.Encoder
@@ -145,6 +157,7 @@ type swarm struct {
 	sent0, skipped0 int64
 	lag0            [64]int64
 	probes          []time.Duration
+	points0         pointSnapshot
 }
 
 // ragent is one agent of the swarm.
@@ -161,6 +174,7 @@ type ragent struct {
 	lastAt   time.Time         // the last sample's capture time
 	probeSeq uint64            // the outstanding probe's sample, 0: none
 	probeAt  time.Time         // when its heartbeat was sent
+	points   pointAgent
 }
 
 func (s *swarm) say(v any) {
@@ -222,6 +236,7 @@ func (s *swarm) read(a *ragent, ws *websocket.Conn) {
 		}
 		a.mu.Lock()
 		a.dropAcked(m.Ack.Seq)
+		a.points.acked(m.Ack.Seq, &s.points)
 		var probe time.Duration
 		if a.probeSeq != 0 && m.Ack.Seq >= a.probeSeq {
 			probe, a.probeSeq = time.Since(a.probeAt), 0
@@ -300,6 +315,21 @@ func (s *swarm) beat(i int, due time.Time) {
 	writeMsg(ctx, a.ws, s.codec, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{rec}}})
 }
 
+// sendPoints sends agent i's next sampling round of point samples, kept
+// until acknowledged as its metric samples are.
+func (s *swarm) sendPoints(i int, due time.Time) {
+	a := s.agents[i]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ws == nil {
+		return
+	}
+	a.seq++
+	rec := a.points.next(s.pointIDs, i, a.seq, due, time.Now(), &s.points)
+	a.unacked = append(a.unacked, rec)
+	writeMsg(context.Background(), a.ws, s.codec, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: []protocol.Record{rec}}})
+}
+
 // mark starts a measured window.
 func (s *swarm) mark() {
 	s.wmu.Lock()
@@ -310,6 +340,7 @@ func (s *swarm) mark() {
 		s.lag0[i] = s.lag[i].Load()
 	}
 	s.probes = s.probes[:0]
+	s.points0 = s.points.snapshot()
 }
 
 // windowReport is what `report` prints.
@@ -322,6 +353,13 @@ type windowReport struct {
 	ProbeP50Ms     float64 `json:"probeP50Ms"`
 	ProbeP99Ms     float64 `json:"probeP99Ms"`
 	LagP99Ms       float64 `json:"lagP99Ms"` // sender behind its schedule
+	// Point samples (--points): sent and acknowledged in the window, and
+	// the send-to-ack latency of their batches.
+	PointsSent    int64   `json:"pointsSent"`
+	PointsAcked   int64   `json:"pointsAcked"`
+	PointP50Ms    float64 `json:"pointP50Ms"`
+	PointP99Ms    float64 `json:"pointP99Ms"`
+	PointLagP99Ms float64 `json:"pointLagP99Ms"`
 }
 
 func (s *swarm) report() windowReport {
@@ -338,6 +376,10 @@ func (s *swarm) report() windowReport {
 		lag[i] = s.lag[i].Load() - s.lag0[i]
 	}
 	r.LagP99Ms = ms(agentlink.Quantile(lag, 0.99))
+	p := s.points.snapshot().since(s.points0)
+	r.PointsSent, r.PointsAcked = p.sent, p.acked
+	r.PointP50Ms, r.PointP99Ms = ms(agentlink.Quantile(p.lat, 0.50)), ms(agentlink.Quantile(p.lat, 0.99))
+	r.PointLagP99Ms = ms(agentlink.Quantile(p.lag, 0.99))
 	return r
 }
 
@@ -349,11 +391,13 @@ type swarmStatus struct {
 	Reconnects     int64  `json:"reconnects"`
 	LastUpUnixNs   int64  `json:"lastUpUnixNs"`
 	HeartbeatsSent int64  `json:"heartbeatsSent"` // since the start
+	PointsSent     int64  `json:"pointsSent"`     // since the start
+	PointsAcked    int64  `json:"pointsAcked"`
 }
 
 func (s *swarm) status() swarmStatus {
 	return swarmStatus{Event: "status", Agents: len(s.agents), Up: s.up.Load(), Reconnects: s.reconnects.Load(), LastUpUnixNs: s.lastUp.Load(),
-		HeartbeatsSent: s.sent.Load()}
+		HeartbeatsSent: s.sent.Load(), PointsSent: s.points.sent.Load(), PointsAcked: s.points.acked.Load()}
 }
 
 // finish waits (up to two minutes) until every agent is connected with no

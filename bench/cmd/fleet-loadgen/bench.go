@@ -58,6 +58,11 @@ type benchFlags struct {
 	// codec is what the agents offer in their hello: CBOR as current agents
 	// do, or JSON (nothing offered) as agents from before CBOR.
 	codec protocol.Codec
+	// points, when above 0, makes the run the point samples benchmark:
+	// every agent sends a batch of that many samples each pointsInterval
+	// (points.go).
+	points         int
+	pointsInterval time.Duration
 }
 
 func runBench(ctx context.Context, args []string) error {
@@ -74,8 +79,22 @@ func runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory")
 	fs.BoolVar(&f.connectOnly, "connect-only", false, "connect every agent, report the relay's connections and RSS, and stop (no heartbeat load, no storm)")
 	codec := fs.String("codec", string(protocol.CBOR), "what the agents speak after the welcome: cbor (offered in the hello, as current agents) or json (nothing offered, as agents from before CBOR)")
+	fs.IntVar(&f.points, "points", 0, "point samples each agent sends per --points-interval, in one record (0: the heartbeat benchmark; above 0: the point samples benchmark, heartbeats every 30s unless --heartbeat)")
+	fs.DurationVar(&f.pointsInterval, "points-interval", time.Second, "each agent's sampling round with --points")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if f.points < 0 || f.points > maxLoadPoints || f.pointsInterval <= 0 {
+		return fmt.Errorf("--points must be 0..%d and --points-interval positive", maxLoadPoints)
+	}
+	if f.points > 0 {
+		// The probe's metric sample would share the agent's sequence with
+		// the point batches, sent from another goroutine: the batches' acks
+		// time the points instead.
+		f.probeEvery = 0
+		if f.interval <= 0 {
+			f.interval = 30 * time.Second // fleet-agent's default
+		}
 	}
 	switch f.codec = protocol.Codec(*codec); f.codec {
 	case protocol.CBOR, protocol.JSON:
@@ -101,7 +120,10 @@ func runBench(ctx context.Context, args []string) error {
 		// machine allows: 1 % above the stored-rate target by default.
 		f.interval = time.Duration(float64(n) / f.rate * float64(time.Second))
 	}
-	if !f.connectOnly {
+	if f.points > 0 {
+		fmt.Printf("offered: %.0f point samples/s (%d agents, each %d samples every %v, speaking %s), heartbeats every %v\n",
+			float64(n*f.points)/f.pointsInterval.Seconds(), n, f.points, f.pointsInterval, f.codec, f.interval)
+	} else if !f.connectOnly {
 		fmt.Printf("offered: %.0f heartbeats/s (%d agents, each every %v, speaking %s)\n", float64(n)/f.interval.Seconds(), n, f.interval.Round(time.Millisecond), f.codec)
 	}
 	dir, err := os.MkdirTemp("", "fleet-loadgen-")
@@ -157,6 +179,9 @@ func runBench(ctx context.Context, args []string) error {
 		fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (%.1f KiB per connection over a %.0f MiB base)\n",
 			float64(rss)/(1<<20), targetRSS>>20, okMark(rss < targetRSS), perConn/1024, float64(baseRSS)/(1<<20))
 		return recordCapacity(capacity{agents: n, rss: rss, baseRSS: baseRSS, connectTime: connectTime})
+	}
+	if f.points > 0 {
+		return b.runPoints(ctx, dbPath, ten)
 	}
 
 	// Phase 2: steady heartbeats.
@@ -552,6 +577,7 @@ type lagent struct {
 	beats int
 	// probe: send time of the outstanding probe batch (unix nanos), 0: none
 	probeAt atomic.Int64
+	points  pointAgent
 }
 
 type bench struct {
@@ -560,6 +586,9 @@ type bench struct {
 	relay   *relayProc
 	agents  []*lagent
 	clients []*http.Client
+
+	pointIDs []string // with --points
+	points   pointCounters
 
 	pmu    sync.Mutex
 	probes []time.Duration
@@ -688,7 +717,9 @@ func (b *bench) read(a *lagent, ws *websocket.Conn) {
 		if err != nil {
 			return
 		}
-		if m.Type == protocol.TypeAck {
+		if m.Type == protocol.TypeAck && b.f.points > 0 {
+			b.pointsAcked(a, m.Ack.Seq)
+		} else if m.Type == protocol.TypeAck {
 			if at := a.probeAt.Swap(0); at != 0 {
 				d := time.Duration(time.Now().UnixNano() - at)
 				b.pmu.Lock()

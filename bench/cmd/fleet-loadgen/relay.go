@@ -13,9 +13,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/shared/tick"
 )
 
 // relayStats is what the relay process serves at /stats.
@@ -25,7 +27,9 @@ type relayStats struct {
 }
 
 // runRelay runs the agent endpoint on db until ctx ends, wired as
-// fleet-relay serve wires it: store, endpoint, sweeper; shutdown closes the
+// fleet-relay serve wires it: store, endpoint, sweeper, the point
+// compactor every 30 s (cloud/relay's pointCompactEvery, with the default
+// compaction); shutdown closes the
 // agents, then the store, then the database. It prints "listening ADDR" on
 // stdout once it accepts connections.
 func runRelay(ctx context.Context, args []string) error {
@@ -77,6 +81,11 @@ func runRelay(ctx context.Context, args []string) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go link.Run(runCtx)
+	go tick.NowAndEvery(runCtx, 30*time.Second, func() {
+		if _, err := db.CompactPoints(runCtx, cloud.DefaultPointCompaction(time.Now())); err != nil && runCtx.Err() == nil {
+			log.Error("point compaction failed", "err", err)
+		}
+	})
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	fmt.Printf("listening %s\n", ln.Addr())

@@ -1,3 +1,8 @@
+//go:build cgo
+
+// The relay side of this test is the relay's SQLite store, which needs cgo;
+// the gateway cross builds (make test-cross, CGO_ENABLED=0) leave it out.
+
 package points_test
 
 import (

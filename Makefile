@@ -58,7 +58,7 @@ test-cluster: ## several relays on one store: in process on PostgreSQL (TestClus
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RELAY_CLUSTER)' $(RELAY_PKG)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/cluster/
 
-test-binaries: ## the real fleet-relay and fleet-agent as processes: kill -9 of either side, webhooks across a relay restart, PostgreSQL taken away (test/e2e and the relay's)
+test-binaries: modbus-tools ## the real fleet-relay and fleet-agent as processes: kill -9 of either side, webhooks across a relay restart, PostgreSQL taken away, a libmodbus slave on a pty (test/e2e and the relay's)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RELAY_BINARIES)' $(RELAY_PKG)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/e2e/
 

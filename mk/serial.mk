@@ -28,9 +28,9 @@ serial-ser2net:
 # hw/modbus's reference test (TestLibmodbusReference) compiles a slave on
 # Debian's libmodbus with gcc and reads its registers back with mbpoll, so
 # the byte orders are checked against the reference implementations. A
-# prerequisite of test-unit (Makefile); installed when missing (root).
+# prerequisite of test-unit and test-binaries (Makefile); installed when missing (root).
 .PHONY: modbus-tools
-modbus-tools: ## gcc, libmodbus-dev and mbpoll (apt-get) when missing, for hw/modbus's libmodbus reference test
+modbus-tools: ## gcc, libmodbus-dev and mbpoll (apt-get) when missing, for the libmodbus reference tests (hw/modbus, test/e2e)
 	@missing=; command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
 	[ -f /usr/include/modbus/modbus.h ] || missing="$$missing libmodbus-dev"; \
 	command -v mbpoll >/dev/null 2>&1 || missing="$$missing mbpoll"; \

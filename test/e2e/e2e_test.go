@@ -60,16 +60,21 @@ func (f *fleet) startRelay() {
 
 func (f *fleet) agentLog(i int) string { return filepath.Join(f.dir, fmt.Sprintf("agent-%d.log", i)) }
 
-func (f *fleet) startAgent(i int) {
+// startAgent starts agent i on the simulator, or with hw as its hardware
+// flags when given (such as --hw linux --port rs485-1=PATH).
+func (f *fleet) startAgent(i int, hw ...string) {
 	f.t.Helper()
 	d := f.devices[i]
-	f.agents[i] = fleetproc.Start(f.t, fmt.Sprintf("fleet-agent %d", i), f.agentLog(i), nil, f.agentBin,
-		"--relay", fmt.Sprintf("http://127.0.0.1:%d", f.port), "--token", d.Token, "--hw", "sim", "--model", "IG-500",
+	if len(hw) == 0 {
+		hw = []string{"--hw", "sim"}
+	}
+	args := append([]string{"--relay", fmt.Sprintf("http://127.0.0.1:%d", f.port), "--token", d.Token}, hw...)
+	f.agents[i] = fleetproc.Start(f.t, fmt.Sprintf("fleet-agent %d", i), f.agentLog(i), nil, f.agentBin, append(args, "--model", "IG-500",
 		"--state-dir", filepath.Join(f.dir, fmt.Sprintf("state-%d", i)),
 		"--heartbeat", "1s", "--metrics-interval", "1s", "--backoff-min", "200ms", "--backoff-max", "2s",
 		"--passthrough-listen", "none", "--dev-root", "none", "--vpn-interface", "none",
 		"--name", fmt.Sprintf("gw-%d", i), "--location", "Hall 7", "--firmware-version", "fw-e2e",
-		"--log-level", "debug", "--log-format", "json")
+		"--log-level", "debug", "--log-format", "json")...)
 }
 
 func (f *fleet) status(i int) string {

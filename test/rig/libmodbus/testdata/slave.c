@@ -1,6 +1,8 @@
 /*
  * slave.c: a Modbus RTU slave built on libmodbus, for hw/modbus's
- * reference test (TestLibmodbusReference). It creates a pseudo-terminal,
+ * reference test (TestLibmodbusReference) and test/e2e's
+ * (TestLibmodbusSlaveEndToEnd), compiled and started by test/rig/libmodbus.
+ * It creates a pseudo-terminal,
  * serves slave id argv[1] on its controller side, and sets its registers
  * with libmodbus's own setters (modbus_set_float_abcd and its siblings,
  * MODBUS_SET_INT32_TO_INT16, MODBUS_SET_INT64_TO_INT16). Debian's
@@ -10,11 +12,15 @@
  * makes them what the getter decodes. It prints, for the test to parse:
  *
  *   pty PATH
- *   point NAME FUNCTION TYPE ORDER REGISTER WORD... = VALUE [setter-swapped]
+ *   point NAME FUNCTION TYPE ORDER REGISTER WORD... = VALUE [bit=N] [setter-swapped]
+ *   unavailable FUNCTION FIRST
  *   ready
  *
  * where VALUE is what libmodbus's getter (or the MODBUS_GET_ macro) reads
- * from the words, printed exactly (%.17g). It serves until killed.
+ * from the words, printed exactly (%.17g); bit=N reads one bit of the
+ * register as a bool. Registers of FUNCTION from FIRST on are outside the
+ * mapping: libmodbus answers exception 2 (illegal data address). It
+ * serves until killed.
  */
 #define _DEFAULT_SOURCE
 #define _XOPEN_SOURCE 600
@@ -111,12 +117,19 @@ int main(int argc, char **argv)
     print_point("u16", "holding", "u16", "ABCD", h, 16, 1, (double)h[16], 0);
     h[17] = (uint16_t)-2;
     print_point("i16", "holding", "i16", "ABCD", h, 17, 1, (double)(int16_t)h[17], 0);
+    h[18] = 0x0024; /* bits 2 and 5 */
+    printf("point flag_b2 holding bool - 18 %04X = %d bit=2\n", h[18], (h[18] >> 2) & 1);
+    printf("point flag_b3 holding bool - 18 %04X = %d bit=3\n", h[18], (h[18] >> 3) & 1);
+    uint32_t u32 = 3000000000u;
+    MODBUS_SET_INT32_TO_INT16(h, 19, u32);
+    print_point("u32_abcd", "holding", "u32", "ABCD", h, 19, 2, (double)(uint32_t)MODBUS_GET_INT32_FROM_INT16(h, 19), 0);
     set_float("in_dcba", "input", in, 0, "DCBA", modbus_set_float_dcba, modbus_get_float_dcba, 3.25f);
     mb->tab_bits[3] = 1;
     printf("point coil3 coil bool - 3 = 1\n");
     printf("point coil4 coil bool - 4 = 0\n");
     mb->tab_input_bits[5] = 1;
     printf("point disc5 discrete bool - 5 = 1\n");
+    printf("unavailable holding %d\n", mb->nb_registers);
     printf("ready\n");
     fflush(stdout);
 

@@ -12,9 +12,9 @@ import (
 	"github.com/fleet/fleet/cloud"
 )
 
-// The compactor folds a series' head samples into chunks: one transaction
-// for a few series at a time moves their samples from the head into chunks
-// and raises their compacted_to. A series' newest chunk is appended to
+// The compactor folds head rows into their series' chunks: one transaction
+// for a few devices' rows at a time moves their samples from the head into
+// chunks, deletes the rows and raises the series' compacted_to. A series' newest chunk is appended to
 // (decoded, extended, written again) until it holds ChunkSamples samples or
 // spans ChunkSpan, so that a slowly sampled point, folded a few samples at
 // a time, still fills chunks of hundreds.
@@ -26,12 +26,6 @@ const (
 	// finds the chunks it trims (start before the cut, end after it) in
 	// one span of the end_at index.
 	ChunkSpan = 6 * time.Hour
-	// compactTxSamples bounds the samples one compaction transaction
-	// moves, so that it holds the writer briefly (SQLite: the agent
-	// writer waits for it).
-	compactTxSamples = 20000
-	// seriesPage is how many series one scan of the head reads.
-	seriesPage = 1000
 )
 
 var _ cloud.PointHistory = (*Store)(nil)
@@ -42,8 +36,10 @@ type headRef struct {
 	device string
 }
 
-// compactTxRows bounds the head rows one compaction transaction folds
-// (all of a device's rows go in the same one).
+// compactTxRows bounds the head rows one compaction transaction folds,
+// so that it holds the writer briefly (SQLite: the agent writer waits for
+// it); all of a device's rows go in the same one, so that a late record
+// is folded with the newer ones of its series.
 const compactTxRows = 256
 
 // CompactPoints implements cloud.PointHistory: the head rows with samples

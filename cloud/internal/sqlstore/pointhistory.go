@@ -15,9 +15,10 @@ import (
 )
 
 // Point history (migration 0009_point_history): point_series numbers each
-// point of a device; point_head holds recent samples one row each, as the
-// agent writers store them; point_chunks holds older ones compressed
-// (pointchunk.go), folded by the compactor. A series' compacted_to is the
+// point of a device; point_head holds recent samples, one row per stored
+// record of a device (pointhead.go), as the agent writers store them;
+// point_chunks holds older ones compressed (pointchunk.go), folded by the
+// compactor. A series' compacted_to is the
 // newest time its chunks hold: head rows at or before it are ignored (a
 // resend that raced the compactor), and the writers do not store them.
 

@@ -40,8 +40,8 @@ type CopyResult map[string]int64
 // ErrNotEmpty, naming the table; nothing is written), in one transaction:
 // a failure leaves db as it was. Tables are copied parents first (by
 // their foreign keys) with COPY; the partitions the metrics and events
-// need are made in the same transaction, and the outbox's and the point
-// series' sequences are set past the copied rows. A table of src that db
+// need are made in the same transaction, and the outbox's, the point
+// series' and the point head's sequences are set past the copied rows. A table of src that db
 // lacks is an error (a newer source); a column db has and src lacks gets
 // its default.
 func (db *DB) Copy(ctx context.Context, src Source) (CopyResult, error) {
@@ -87,10 +87,12 @@ func (db *DB) Copy(ctx context.Context, src Source) (CopyResult, error) {
 			out[t] = n
 		}
 		// The sequences move past the copied rows' numbers: the outbox's
-		// and the point series' (their ids are copied as they are).
+		// the point series' and the point head's (their ids are copied as
+		// they are).
 		for _, q := range []string{
 			`SELECT setval(pg_get_serial_sequence('webhook_deliveries', 'seq'), COALESCE((SELECT MAX(seq) FROM webhook_deliveries), 0) + 1, false)`,
 			`SELECT setval(pg_get_serial_sequence('point_series', 'id'), COALESCE((SELECT MAX(id) FROM point_series), 0) + 1, false)`,
+			`SELECT setval(pg_get_serial_sequence('point_head', 'id'), COALESCE((SELECT MAX(id) FROM point_head), 0) + 1, false)`,
 		} {
 			if _, err := tx.Exec(ctx, q); err != nil {
 				return err

@@ -19,105 +19,37 @@ type pointBatch struct {
 	fresh map[string]int64
 }
 
-// insertPoints stores the samples of batches in the head with one INSERT
-// and sets each batch's out (the samples inserted: a resent sample, or
-// one of a series compacted past it, is not) and fresh. A sample two
-// batches carry goes to the first.
+// insertPoints stores the samples of each of batches in the head as one
+// row (sqlstore.NewHeadRow: a resent sample, or one of a series compacted
+// past it, is not stored) and sets each batch's out (the samples stored,
+// in order) and fresh. A sample two batches of a device carry goes to the
+// first.
 func insertPoints(ctx context.Context, tx pgx.Tx, cache *sqlstore.PointSeriesCache, batches []*pointBatch) error {
-	type key struct{ series, at int64 }
-	n := 0
+	q := pgConn{tx}
 	for _, b := range batches {
-		n += len(b.pts)
-	}
-	if n == 0 {
-		return nil
-	}
-	series, at := make([]int64, 0, n), make([]int64, 0, n)
-	value, cause := make([]*float64, 0, n), make([]*string, 0, n)
-	keys := make([][]key, len(batches))
-	for i, b := range batches {
 		b.out, b.fresh = nil, nil
-		ids, fresh, err := cache.Resolve(ctx, pgConn{tx}, b.dev, b.pts)
+		if len(b.pts) == 0 {
+			continue
+		}
+		ids, fresh, err := cache.Resolve(ctx, q, b.dev, b.pts)
 		if err != nil {
 			return storeError("postgres: %w", err)
 		}
 		b.fresh = fresh
-		keys[i] = make([]key, len(b.pts))
-		for k, p := range b.pts {
-			id, ms := ids[k], p.At.UnixMilli()
-			keys[i][k] = key{id, ms}
-			series, at = append(series, id), append(at, ms)
-			if p.Error != "" {
-				e := p.Error
-				value, cause = append(value, nil), append(cause, &e)
-			} else {
-				v := p.Value
-				value, cause = append(value, &v), append(cause, nil)
-			}
+		row, keep, ok, err := sqlstore.NewHeadRow(ctx, q, b.dev, ids, b.pts)
+		if err != nil {
+			return storeError("postgres: point samples: %w", err)
 		}
-	}
-	// Without RETURNING first: the rows inserted are all or none of the
-	// samples in the usual cases (new batches, or resends), which the
-	// command tag says; otherwise the insert is rolled back to a savepoint
-	// and made again with RETURNING, which names them.
-	if _, err := tx.Exec(ctx, "SAVEPOINT p"); err != nil {
-		return storeError("postgres: insert point samples: %w", err)
-	}
-	tag, err := tx.Exec(ctx, insertPointsSQL, series, at, value, cause)
-	if err != nil {
-		return storeError("postgres: insert point samples: %w", err)
-	}
-	switch tag.RowsAffected() {
-	case int64(n), 0:
-		all := tag.RowsAffected() > 0
-		for _, b := range batches {
-			if all {
-				b.out = make([]protocol.PointSample, len(b.pts))
-				for i, p := range b.pts {
-					b.out[i] = *p
-				}
-			}
+		if !ok {
+			continue
 		}
-		return releasePoints(ctx, tx)
-	}
-	if _, err := tx.Exec(ctx, "ROLLBACK TO p"); err != nil {
-		return storeError("postgres: insert point samples: %w", err)
-	}
-	rows, err := tx.Query(ctx, insertPointsSQL+` RETURNING series_id, at`, series, at, value, cause)
-	if err != nil {
-		return storeError("postgres: insert point samples: %w", err)
-	}
-	inserted := make(map[key]bool, n)
-	var k key
-	if _, err := pgx.ForEachRow(rows, []any{&k.series, &k.at}, func() error {
-		inserted[k] = true
-		return nil
-	}); err != nil {
-		return storeError("postgres: insert point samples: %w", err)
-	}
-	for i, b := range batches {
-		for j, p := range b.pts {
-			if k := keys[i][j]; inserted[k] {
-				b.out = append(b.out, *p)
-				delete(inserted, k)
-			}
+		if _, err := q.Exec(ctx, sqlstore.InsertHeadSQL, row.DeviceID, row.AtMin, row.AtMax, row.Samples); err != nil {
+			return storeError("postgres: point samples: %w", err)
 		}
-	}
-	return releasePoints(ctx, tx)
-}
-
-// releasePoints releases insertPoints' savepoint.
-func releasePoints(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, "RELEASE p"); err != nil {
-		return storeError("postgres: insert point samples: %w", err)
+		b.out = make([]protocol.PointSample, len(keep))
+		for i, k := range keep {
+			b.out[i] = *b.pts[k]
+		}
 	}
 	return nil
 }
-
-// insertPointsSQL inserts head rows given as arrays (series ids, times,
-// values, causes), unless their series is compacted past them or they
-// are there already.
-const insertPointsSQL = `INSERT INTO point_head (series_id, at, value, error)
-	SELECT v.s, v.a, v.v, v.e FROM unnest($1::bigint[], $2::bigint[], $3::float8[], $4::text[]) AS v(s, a, v, e)
-	JOIN point_series p ON p.id = v.s WHERE v.a > p.compacted_to
-	ON CONFLICT DO NOTHING`

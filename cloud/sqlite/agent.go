@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math/bits"
-	"strconv"
 	"time"
 
 	"github.com/fleet/fleet/cloud/agentlink"
@@ -45,11 +43,6 @@ type AgentStore struct {
 	hbSet []int
 	// series caches the point series ids (point history).
 	series sqlstore.PointSeriesCache
-	// pointSQL is the head insert for 1, 2, 4 … pointMaxRows rows;
-	// pointArgs the writer's buffer of its arguments (writer goroutine
-	// only).
-	pointSQL  []hbSized
-	pointArgs []any
 }
 
 var _ agentlink.Store = (*AgentStore)(nil)
@@ -258,80 +251,38 @@ func appendPointSamples(dst []*protocol.PointSample, b *protocol.PointBatch) []*
 }
 
 // insertPoints stores a device's point samples in the head (point history)
-// and returns those it inserted, in order, and the series it made or first
-// looked up (for the cache once the transaction committed). The samples go
-// in with statements of 1, 2, 4 … pointMaxRows rows run at the driver
-// level (rawstmt), without RETURNING, which costs SQLite as much again:
-// when the rows they changed are all or none of the samples (a new batch,
-// or a resent one) that says which were stored; otherwise (a batch that
-// overlaps a resend) they are rolled back to a savepoint and inserted
-// again through the RETURNING statements (pointRows), which name them.
+// as one row (sqlstore.NewHeadRow: a resent sample is not stored again)
+// and returns those it stored, in order, and the series it made or first
+// looked up (for the cache once the transaction committed).
 func (s *AgentStore) insertPoints(t *ingestTx, deviceID string, points []*protocol.PointSample) ([]protocol.PointSample, map[string]int64, error) {
 	if len(points) == 0 {
 		return nil, nil, nil
 	}
-	ids, fresh, err := s.series.Resolve(t.ctx, s.writerConn(t), deviceID, points)
+	q := s.writerConn(t)
+	ids, fresh, err := s.series.Resolve(t.ctx, q, deviceID, points)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlite: %w", err)
 	}
-	args := s.pointArgs[:0]
-	for i, p := range points {
-		v, cause := sqlstore.HeadValue(p)
-		args = append(args, ids[i], p.At.UnixMilli(), v, cause)
+	row, keep, ok, err := sqlstore.NewHeadRow(t.ctx, q, deviceID, ids, points)
+	if err != nil || !ok {
+		return nil, fresh, wrapPoints(err)
 	}
-	s.pointArgs = args
-	defer clear(args)
-	if _, err := t.tx.ExecContext(t.ctx, "SAVEPOINT p"); err != nil {
-		return nil, nil, fmt.Errorf("sqlite: point samples: %w", err)
+	if _, err := q.Exec(t.ctx, sqlstore.InsertHeadSQL, row.DeviceID, row.AtMin, row.AtMax, row.Samples); err != nil {
+		return nil, nil, wrapPoints(err)
 	}
-	var changed int64
-	for n := len(points); n > 0; {
-		k := min(bits.Len(uint(n))-1, len(s.pointSQL)-1)
-		rows := 1 << k
-		c, err := s.hb.raw.Exec(t.conn, s.pointSQL[k].key, s.pointSQL[k].sql, args[:rows*4])
-		if err != nil {
-			return nil, nil, fmt.Errorf("sqlite: point samples: %w", err)
-		}
-		changed += c
-		args, n = args[rows*4:], n-rows
-	}
-	var out []protocol.PointSample
-	switch changed {
-	case int64(len(points)):
-		out = make([]protocol.PointSample, len(points))
-		for i, p := range points {
-			out[i] = *p
-		}
-	case 0:
-	default:
-		if _, err := t.tx.ExecContext(t.ctx, "ROLLBACK TO p"); err != nil {
-			return nil, nil, fmt.Errorf("sqlite: point samples: %w", err)
-		}
-		rows := make([][]any, len(points))
-		for i, p := range points {
-			v, cause := sqlstore.HeadValue(p)
-			rows[i] = []any{ids[i], p.At.UnixMilli(), v, cause}
-		}
-		inserted := make(map[string]bool, len(points))
-		if err := s.execBulk(t, &pointRows, rows, inserted); err != nil {
-			return nil, nil, err
-		}
-		for i, p := range points {
-			if k := pointKey(ids[i], p.At.UnixMilli()); inserted[k] {
-				out = append(out, *p)
-				delete(inserted, k)
-			}
-		}
-	}
-	if _, err := t.tx.ExecContext(t.ctx, "RELEASE p"); err != nil {
-		return nil, nil, fmt.Errorf("sqlite: point samples: %w", err)
+	out := make([]protocol.PointSample, len(keep))
+	for i, k := range keep {
+		out[i] = *points[k]
 	}
 	return out, fresh, nil
 }
 
-// pointKey is how pointRows' RETURNING names a head row.
-func pointKey(series, at int64) string {
-	return strconv.FormatInt(series, 10) + "/" + strconv.FormatInt(at, 10)
+// wrapPoints names point samples in err, if any.
+func wrapPoints(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("sqlite: point samples: %w", err)
 }
 
 // insertAgentEvent stores e under dev unless it is there already; ok reports

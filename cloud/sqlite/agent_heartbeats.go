@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/fleet/fleet/cloud/agentlink"
-	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/sqlite/rawstmt"
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/resource"
@@ -124,14 +123,7 @@ var hbStmts = [...]bulkStmt{
 var (
 	eventRows  = insertStmt("INSERT OR IGNORE", "events", []string{"id", "org_id", "device_id", "type", "severity", "message", "data", "created_at"}, "")
 	metricRows = insertStmt("INSERT OR IGNORE", "metrics", []string{"device_id", "captured_at", "cpu_pct", "mem_pct", "disk_used_pct", "temp_cpu", "load_avg1"}, ` RETURNING captured_at`)
-	pointRows  = bulkStmt{name: "point_head", cols: []string{"series_id", "at", "value", "error"},
-		head: sqlstore.PointHeadSQL, tail: sqlstore.PointHeadTail + ` RETURNING series_id || '/' || at`}
-	// pointInsert is pointRows without RETURNING (insertPoints).
-	pointInsert = bulkStmt{name: "point_head", cols: pointRows.cols, head: sqlstore.PointHeadSQL, tail: sqlstore.PointHeadTail}
 )
-
-// pointMaxRows is the rows of the largest head insert statement.
-const pointMaxRows = 512
 
 // hbSized is a heartbeat statement for 1<<k rows: its key among the
 // writer's raw statements and its text.
@@ -141,15 +133,12 @@ type hbSized struct{ key, sql string }
 // makes the text of every heartbeat statement.
 func (s *AgentStore) prepareBulk() error {
 	s.bulk = make(map[string]*sql.Stmt)
-	for _, b := range []*bulkStmt{&eventRows, &metricRows, &pointRows} {
+	for _, b := range []*bulkStmt{&eventRows, &metricRows} {
 		st, err := s.db.W.Prepare(b.sql(hbChunk))
 		if err != nil {
 			return fmt.Errorf("sqlite: prepare bulk %s: %w", b.name, err)
 		}
 		s.bulk[b.name] = st
-	}
-	for k := 0; 1<<k <= pointMaxRows; k++ {
-		s.pointSQL = append(s.pointSQL, hbSized{key: fmt.Sprintf("point_head/%d", 1<<k), sql: pointInsert.sql(1 << k)})
 	}
 	// The heartbeat statements run at the driver level (rawstmt), each
 	// prepared on its first use.

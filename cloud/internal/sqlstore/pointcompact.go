@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -11,9 +12,9 @@ import (
 	"github.com/fleet/fleet/cloud"
 )
 
-// The compactor folds a series' head samples into chunks: one transaction
-// for a few series at a time moves their samples from the head into chunks
-// and raises their compacted_to. A series' newest chunk is appended to
+// The compactor folds head rows into their series' chunks: one transaction
+// for a few devices' rows at a time moves their samples from the head into
+// chunks, deletes the rows and raises the series' compacted_to. A series' newest chunk is appended to
 // (decoded, extended, written again) until it holds ChunkSamples samples or
 // spans ChunkSpan, so that a slowly sampled point, folded a few samples at
 // a time, still fills chunks of hundreds.
@@ -25,52 +26,57 @@ const (
 	// finds the chunks it trims (start before the cut, end after it) in
 	// one span of the end_at index.
 	ChunkSpan = 6 * time.Hour
-	// compactTxSamples bounds the samples one compaction transaction
-	// moves, so that it holds the writer briefly (SQLite: the agent
-	// writer waits for it).
-	compactTxSamples = 20000
-	// seriesPage is how many series one scan of the head reads.
-	seriesPage = 1000
 )
 
 var _ cloud.PointHistory = (*Store)(nil)
 
-// headSeries is a series with samples in the head: its oldest one.
-type headSeries struct{ id, oldest int64 }
-
-// eachHeadSeries calls each with the series that have head samples, a
-// page at a time (each series' oldest sample is an index lookup).
-func (s *Store) eachHeadSeries(ctx context.Context, each func([]headSeries) error) error {
-	after := int64(-1 << 63)
-	for {
-		page, err := Collect(ctx, s.R, func(r Row) (headSeries, error) {
-			var h headSeries
-			var oldest *int64
-			err := r.Scan(&h.id, &oldest)
-			if oldest != nil {
-				h.oldest = *oldest
-			} else {
-				h.oldest = 1<<63 - 1
-			}
-			return h, err
-		}, `SELECT s.id, (SELECT MIN(h.at) FROM point_head h WHERE h.series_id = s.id) FROM point_series s WHERE s.id > ? ORDER BY s.id LIMIT ?`, after, seriesPage)
-		if err != nil || len(page) == 0 {
-			return err
-		}
-		after = page[len(page)-1].id
-		if err := each(page); err != nil {
-			return err
-		}
-		if len(page) < seriesPage {
-			return nil
-		}
-	}
+// headRef is a head row a compaction or a sweep reads.
+type headRef struct {
+	id     int64
+	device string
 }
 
-// CompactPoints implements cloud.PointHistory.
+// compactTxRows bounds the head rows one compaction transaction folds,
+// so that it holds the writer briefly (SQLite: the agent writer waits for
+// it); all of a device's rows go in the same one, so that a late record
+// is folded with the newer ones of its series.
+const compactTxRows = 256
+
+// CompactPoints implements cloud.PointHistory: the head rows with samples
+// before c.Before of the devices with one older than Before minus Wait,
+// in rowid order, a few devices a transaction: their samples before
+// Before go into their series' chunks; the rows holding none after it are
+// deleted (a row that holds some stays; its samples folded are at or
+// before their series' compacted_to, which readers skip).
 func (s *Store) CompactPoints(ctx context.Context, c cloud.PointCompaction) (int64, error) {
 	before := c.Before.UnixMilli()
 	due := before - c.Wait.Milliseconds()
+	var rows []headRef
+	dueDev := map[string]bool{}
+	err := Each(ctx, s.R, `SELECT id, device_id, at_min FROM point_head WHERE at_min < ?`, []any{before}, func(r Row) error {
+		var h headRef
+		var atMin int64
+		err := r.Scan(&h.id, &h.device, &atMin)
+		rows = append(rows, h)
+		if atMin < due {
+			dueDev[h.device] = true
+		}
+		return err
+	})
+	if err != nil {
+		return 0, s.Wrap("compact points", err)
+	}
+	rows = slices.DeleteFunc(rows, func(h headRef) bool { return !dueDev[h.device] })
+	slices.SortFunc(rows, func(a, b headRef) int { return cmp.Compare(a.id, b.id) })
+	// Devices in the order of their first row, each with its rows.
+	byDev := map[string][]int64{}
+	var devs []string
+	for _, h := range rows {
+		if byDev[h.device] == nil {
+			devs = append(devs, h.device)
+		}
+		byDev[h.device] = append(byDev[h.device], h.id)
+	}
 	var total int64
 	var batch []int64
 	flush := func() error {
@@ -79,15 +85,9 @@ func (s *Store) CompactPoints(ctx context.Context, c cloud.PointCompaction) (int
 		}
 		var n int64
 		err := s.Tx(ctx, func(q Querier) error {
-			n = 0
-			for _, id := range batch {
-				k, err := s.compactSeries(ctx, q, id, before)
-				if err != nil {
-					return err
-				}
-				n += k
-			}
-			return nil
+			var err error
+			n, err = s.compactRows(ctx, q, batch, before)
+			return err
 		})
 		if err != nil {
 			return s.Wrap("compact points", err)
@@ -96,24 +96,64 @@ func (s *Store) CompactPoints(ctx context.Context, c cloud.PointCompaction) (int
 		batch = batch[:0]
 		return nil
 	}
-	err := s.eachHeadSeries(ctx, func(page []headSeries) error {
-		for _, h := range page {
-			if h.oldest >= due {
-				continue
-			}
-			batch = append(batch, h.id)
-			if len(batch) >= compactTxSamples/ChunkSamples*4 {
-				if err := flush(); err != nil {
-					return err
-				}
+	for _, d := range devs {
+		batch = append(batch, byDev[d]...)
+		if len(batch) >= compactTxRows {
+			if err := flush(); err != nil {
+				return total, err
 			}
 		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
 	}
-	return total, s.Wrap("compact points", err)
+	return total, flush()
+}
+
+// compactRows folds the samples before before of head rows ids into their
+// series' chunks in q's transaction, deletes the rows that hold none after
+// it, and returns how many samples it folded.
+func (s *Store) compactRows(ctx context.Context, q Querier, ids []int64, before int64) (int64, error) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	bySeries := map[int64][]StoredSample{}
+	var gone []any
+	err := Each(ctx, q, `SELECT id, at_min, at_max, samples FROM point_head WHERE id IN `+inList(len(ids))+` ORDER BY id`, args, func(r Row) error {
+		var id, atMin, atMax int64
+		var b []byte
+		if err := r.Scan(&id, &atMin, &atMax, &b); err != nil {
+			return err
+		}
+		if atMax < before {
+			gone = append(gone, id)
+		}
+		return DecodeHead(b, atMin, func(x HeadSample) {
+			if x.At < before {
+				bySeries[x.Series] = append(bySeries[x.Series], x.StoredSample)
+			}
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("point head: %w", err)
+	}
+	series := make([]int64, 0, len(bySeries))
+	for id := range bySeries {
+		series = append(series, id)
+	}
+	slices.Sort(series)
+	var n int64
+	for _, id := range series {
+		k, err := s.compactSeries(ctx, q, id, bySeries[id])
+		if err != nil {
+			return 0, err
+		}
+		n += k
+	}
+	if len(gone) > 0 {
+		if _, err := q.Exec(ctx, `DELETE FROM point_head WHERE id IN `+inList(len(gone)), gone...); err != nil {
+			return 0, fmt.Errorf("point head: %w", err)
+		}
+	}
+	return n, nil
 }
 
 // chunkRow is a point_chunks row.
@@ -124,35 +164,25 @@ type chunkRow struct {
 	data       []byte
 }
 
-// compactSeries folds series id's head samples before before into its
-// chunks in q's transaction and returns how many it folded (head rows at
-// or before compacted_to, resends that raced a compaction, are dropped).
-func (s *Store) compactSeries(ctx context.Context, q Querier, id, before int64) (int64, error) {
+// compactSeries folds samples of series id (from the head, in any order)
+// into its chunks in q's transaction and returns how many it folded
+// (those at or before compacted_to, resends that raced a compaction, are
+// dropped, and a time carried twice is folded once).
+func (s *Store) compactSeries(ctx context.Context, q Querier, id int64, samples []StoredSample) (int64, error) {
 	var compacted int64
 	if err := q.QueryRow(ctx, `SELECT compacted_to FROM point_series WHERE id = ?`+s.LockRows, id).Scan(&compacted); err != nil {
 		return 0, fmt.Errorf("series %d: %w", id, err)
 	}
-	var fresh []StoredSample
-	err := Each(ctx, q, `SELECT at, value, error FROM point_head WHERE series_id = ? AND at < ? ORDER BY at`, []any{id, before}, func(r Row) error {
-		x, err := scanHeadRow(r)
-		if err == nil && x.At > compacted {
-			fresh = append(fresh, x)
-		}
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("head of series %d: %w", id, err)
-	}
-	if _, err := q.Exec(ctx, `DELETE FROM point_head WHERE series_id = ? AND at < ?`, id, before); err != nil {
-		return 0, fmt.Errorf("head of series %d: %w", id, err)
-	}
+	slices.SortStableFunc(samples, func(a, b StoredSample) int { return cmp.Compare(a.At, b.At) })
+	fresh := slices.CompactFunc(slices.DeleteFunc(samples, func(x StoredSample) bool { return x.At <= compacted }),
+		func(a, b StoredSample) bool { return a.At == b.At })
 	if len(fresh) == 0 {
 		return 0, nil
 	}
 	folded := int64(len(fresh))
 	// The newest chunk, while it has room, takes the first new samples.
 	var last chunkRow
-	err = q.QueryRow(ctx, `SELECT start_at, end_at, count, last_error, data FROM point_chunks WHERE series_id = ? ORDER BY end_at DESC LIMIT 1`, id).
+	err := q.QueryRow(ctx, `SELECT start_at, end_at, count, last_error, data FROM point_chunks WHERE series_id = ? ORDER BY end_at DESC LIMIT 1`, id).
 		Scan(&last.start, &last.end, &last.count, &last.lastErr, &last.data)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -197,25 +227,6 @@ func insertChunks(ctx context.Context, q Querier, id int64, samples []StoredSamp
 		samples = samples[n:]
 	}
 	return nil
-}
-
-// scanHeadRow reads a point_head row (at, value, error).
-func scanHeadRow(r Row) (StoredSample, error) {
-	var x StoredSample
-	var v *float64
-	var e *string
-	if err := r.Scan(&x.At, &v, &e); err != nil {
-		return x, err
-	}
-	if v == nil || v != nil && *v != *v { // NULL or NaN
-		x.Bad = true
-	} else {
-		x.Value = *v
-	}
-	if e != nil {
-		x.Bad, x.Error = true, *e
-	}
-	return x, nil
 }
 
 // pointRetentionBatch bounds the chunks one retention statement deletes.
@@ -291,18 +302,69 @@ func (s *Store) SweepPoints(ctx context.Context, keep time.Duration) (int64, err
 			total += int64(c.count - len(kept))
 		}
 	}
-	err = s.eachHeadSeries(ctx, func(page []headSeries) error {
-		for _, h := range page {
-			if h.oldest >= cut {
-				continue
-			}
-			n, err := s.W.Exec(ctx, `DELETE FROM point_head WHERE series_id = ? AND at < ?`, h.id, cut)
+	n, err := s.sweepHead(ctx, cut)
+	return total + n, s.Wrap("point retention", err)
+}
+
+// sweepHead deletes the head samples older than cut (the rows holding
+// only such samples, and those samples of the rows that hold both) and
+// returns how many it deleted that were not compacted already.
+func (s *Store) sweepHead(ctx context.Context, cut int64) (int64, error) {
+	var total int64
+	err := s.Tx(ctx, func(q Querier) error {
+		total = 0
+		type row struct {
+			id, atMin, atMax int64
+			samples          []byte
+		}
+		rows, err := Collect(ctx, q, func(r Row) (row, error) {
+			var x row
+			return x, r.Scan(&x.id, &x.atMin, &x.atMax, &x.samples)
+		}, `SELECT id, at_min, at_max, samples FROM point_head WHERE at_min < ?`, cut)
+		if err != nil {
+			return err
+		}
+		compacted := map[int64]int64{}
+		for _, r := range rows {
+			var kept, old []HeadSample
+			err := DecodeHead(r.samples, r.atMin, func(x HeadSample) {
+				if x.At >= cut {
+					kept = append(kept, x)
+				} else {
+					old = append(old, x)
+				}
+			})
 			if err != nil {
-				return err
+				return fmt.Errorf("point head row %d: %w", r.id, err)
 			}
-			total += n
+			// Samples older than cut are deleted; those compacted already
+			// were counted with their chunks.
+			for _, x := range old {
+				c, ok := compacted[x.Series]
+				if !ok {
+					if err := q.QueryRow(ctx, `SELECT compacted_to FROM point_series WHERE id = ?`, x.Series).Scan(&c); err != nil {
+						return fmt.Errorf("series %d: %w", x.Series, err)
+					}
+					compacted[x.Series] = c
+				}
+				if x.At > c {
+					total++
+				}
+			}
+			if len(kept) == 0 {
+				_, err = q.Exec(ctx, `DELETE FROM point_head WHERE id = ?`, r.id)
+			} else {
+				atMin := kept[0].At
+				for _, x := range kept {
+					atMin = min(atMin, x.At)
+				}
+				_, err = q.Exec(ctx, `UPDATE point_head SET at_min = ?, samples = ? WHERE id = ?`, atMin, EncodeHead(nil, atMin, kept), r.id)
+			}
+			if err != nil {
+				return fmt.Errorf("point head row %d: %w", r.id, err)
+			}
 		}
 		return nil
 	})
-	return total, s.Wrap("point retention", err)
+	return total, err
 }

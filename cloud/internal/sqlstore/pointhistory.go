@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -16,9 +15,10 @@ import (
 )
 
 // Point history (migration 0009_point_history): point_series numbers each
-// point of a device; point_head holds recent samples one row each, as the
-// agent writers store them; point_chunks holds older ones compressed
-// (pointchunk.go), folded by the compactor. A series' compacted_to is the
+// point of a device; point_head holds recent samples, one row per stored
+// record of a device (pointhead.go), as the agent writers store them;
+// point_chunks holds older ones compressed (pointchunk.go), folded by the
+// compactor. A series' compacted_to is the
 // newest time its chunks hold: head rows at or before it are ignored (a
 // resend that raced the compactor), and the writers do not store them.
 
@@ -38,17 +38,6 @@ type PointSeriesRef struct {
 	ID          int64
 	CompactedTo int64
 }
-
-// PointHeadSQL inserts head rows unless their series is compacted past
-// them (a subquery by primary key per row: as a join, SQLite may read
-// the series table once per statement instead) (arguments: series id, at, value, error for each of
-// the VALUES rows the caller appends, then PointHeadTail). The caller
-// picks the conflict clause: INSERT OR IGNORE, so a resend stores nothing.
-const (
-	PointHeadSQL = `INSERT OR IGNORE INTO point_head (series_id, at, value, error)
-	SELECT v.column1, v.column2, v.column3, v.column4 FROM (VALUES `
-	PointHeadTail = `) AS v WHERE v.column2 > (SELECT s.compacted_to FROM point_series AS s WHERE s.id = v.column1)`
-)
 
 // PointSeriesCache maps a device's point id to its series id, for an
 // agent writer: ids are added after the transaction that made or read
@@ -130,15 +119,6 @@ func seriesID(ctx context.Context, q Querier, deviceID, pointID string) (int64, 
 	return id, nil
 }
 
-// HeadValue is a sample's value and error columns in point_head: NULL and
-// the cause for a bad reading.
-func HeadValue(p *protocol.PointSample) (value, cause any) {
-	if p.Error != "" {
-		return nil, p.Error
-	}
-	return p.Value, nil
-}
-
 // pointSeries reads the series of the device's point; ok is false when
 // it has none.
 func (s *Store) pointSeries(ctx context.Context, deviceID, pointID string) (PointSeriesRef, bool, error) {
@@ -165,13 +145,10 @@ func (s *Store) compactedTo(ctx context.Context, id int64) (int64, error) {
 // chunks up to the compacted_to returned change no more (a later
 // compaction appends only samples after it), so they can be read next,
 // in any number of statements.
-func (s *Store) headSnapshot(ctx context.Context, ref PointSeriesRef, from, to int64, desc bool, limit int) (PointSeriesRef, []StoredSample, error) {
+func (s *Store) headSnapshot(ctx context.Context, deviceID string, ref PointSeriesRef, from, to int64, desc bool, limit int) (PointSeriesRef, []StoredSample, error) {
 	for attempt := 0; ; attempt++ {
-		var head []StoredSample
-		if err := s.scanHead(ctx, ref, from, to, desc, limit, func(x StoredSample) error {
-			head = append(head, x)
-			return nil
-		}); err != nil {
+		head, err := s.headSamples(ctx, deviceID, ref, from, to, desc, limit)
+		if err != nil {
 			return ref, nil, err
 		}
 		c, err := s.compactedTo(ctx, ref.ID)
@@ -183,27 +160,6 @@ func (s *Store) headSnapshot(ctx context.Context, ref PointSeriesRef, from, to i
 		}
 		ref.CompactedTo = c
 	}
-}
-
-// scanHead calls each for the head samples of ref in [from, to] after its
-// compacted_to, ascending (or descending, at most limit when limit > 0).
-func (s *Store) scanHead(ctx context.Context, ref PointSeriesRef, from, to int64, desc bool, limit int, each func(StoredSample) error) error {
-	q := `SELECT at, value, error FROM point_head WHERE series_id = ? AND at > ? AND at >= ? AND at <= ? ORDER BY at`
-	args := []any{ref.ID, ref.CompactedTo, from, to}
-	if desc {
-		q += ` DESC`
-	}
-	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
-	}
-	return Each(ctx, s.R, q, args, func(r Row) error {
-		x, err := scanHeadRow(r)
-		if err != nil {
-			return err
-		}
-		return each(x)
-	})
 }
 
 // scanChunks calls each with the samples in [from, to] of each of ref's
@@ -259,7 +215,7 @@ func (s *Store) PointHistory(ctx context.Context, deviceID, pointID string, from
 	if err != nil || !ok {
 		return false, s.Wrap("point history", err)
 	}
-	ref, head, err := s.headSnapshot(ctx, ref, from, to, false, 0)
+	ref, head, err := s.headSnapshot(ctx, deviceID, ref, from, to, false, 0)
 	if err != nil {
 		return true, s.Wrap("point history", err)
 	}
@@ -288,7 +244,7 @@ func (s *Store) NewestPointSamples(ctx context.Context, deviceID, pointID string
 	if err != nil || !ok {
 		return nil, false, s.Wrap("point samples", err)
 	}
-	ref, out, err = s.headSnapshot(ctx, ref, from, to, true, n)
+	ref, out, err = s.headSnapshot(ctx, deviceID, ref, from, to, true, n)
 	if err != nil {
 		return nil, true, s.Wrap("point samples", err)
 	}
@@ -313,33 +269,86 @@ func (s *Store) NewestPointSamples(ctx context.Context, deviceID, pointID string
 }
 
 // LatestPointSamples returns the newest stored sample of each of the
-// device's points that has history, by point id.
+// device's points that has history, by point id: the newest of its head
+// samples (the device's head rows read newest first, until each series
+// has one newer than the rows left), else its newest chunk's last.
 func (s *Store) LatestPointSamples(ctx context.Context, deviceID string) (map[string]protocol.PointSample, error) {
 	type series struct {
 		point string
 		ref   PointSeriesRef
+		last  *StoredSample
 	}
-	all, err := Collect(ctx, s.R, func(r Row) (series, error) {
-		var x series
-		return x, r.Scan(&x.point, &x.ref.ID, &x.ref.CompactedTo)
-	}, `SELECT point, id, compacted_to FROM point_series WHERE device_id = ?`, deviceID)
-	if err != nil {
-		return nil, s.Wrap("latest point samples", err)
-	}
-	out := make(map[string]protocol.PointSample, len(all))
-	for _, x := range all {
-		ref, head, err := s.headSnapshot(ctx, x.ref, math.MinInt64, math.MaxInt64, true, 1)
-		var last *StoredSample
-		if err == nil && len(head) > 0 {
-			last = &head[0]
-		} else if err == nil {
-			err = s.lastChunkSample(ctx, ref, func(smp StoredSample) { last = &smp })
+	byID := map[int64]*series{}
+	readSeries := func() error {
+		all, err := Collect(ctx, s.R, func(r Row) (*series, error) {
+			var x series
+			return &x, r.Scan(&x.point, &x.ref.ID, &x.ref.CompactedTo)
+		}, `SELECT point, id, compacted_to FROM point_series WHERE device_id = ?`, deviceID)
+		clear(byID)
+		for _, x := range all {
+			byID[x.ref.ID] = x
 		}
-		if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		if err := readSeries(); err != nil {
 			return nil, s.Wrap("latest point samples", err)
 		}
-		if last != nil {
-			out[x.point] = last.Protocol(x.point)
+		missing := len(byID)
+		err := Each(ctx, s.R, `SELECT at_min, at_max, samples FROM point_head WHERE device_id = ? ORDER BY at_max DESC`, []any{deviceID}, func(r Row) error {
+			var atMin, atMax int64
+			var b []byte
+			if err := r.Scan(&atMin, &atMax, &b); err != nil {
+				return err
+			}
+			if missing == 0 {
+				done := true
+				for _, x := range byID {
+					done = done && x.last.At >= atMax
+				}
+				if done {
+					return errStop
+				}
+			}
+			return DecodeHead(b, atMin, func(h HeadSample) {
+				x := byID[h.Series]
+				if x == nil || h.At <= x.ref.CompactedTo || x.last != nil && x.last.At >= h.At {
+					return
+				}
+				if x.last == nil {
+					missing--
+				}
+				smp := h.StoredSample
+				x.last = &smp
+			})
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			return nil, s.Wrap("latest point samples", err)
+		}
+		// A compaction that committed meanwhile: read again.
+		changed := false
+		for _, x := range byID {
+			c, err := s.compactedTo(ctx, x.ref.ID)
+			if err != nil {
+				return nil, s.Wrap("latest point samples", err)
+			}
+			if c != x.ref.CompactedTo {
+				x.ref.CompactedTo, changed = c, true
+			}
+		}
+		if !changed || attempt == 10 {
+			break
+		}
+	}
+	out := make(map[string]protocol.PointSample, len(byID))
+	for _, x := range byID {
+		if x.last == nil {
+			if err := s.lastChunkSample(ctx, x.ref, func(smp StoredSample) { x.last = &smp }); err != nil {
+				return nil, s.Wrap("latest point samples", err)
+			}
+		}
+		if x.last != nil {
+			out[x.point] = x.last.Protocol(x.point)
 		}
 	}
 	return out, nil

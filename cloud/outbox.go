@@ -30,6 +30,15 @@ type OutboxDelivery struct {
 	Attempts      int // attempts made so far
 	NextAttemptAt time.Time
 	CreatedAt     time.Time
+	// Kind is how the delivery is sent: "" or "webhook" a signed HTTPS
+	// POST of Body (the alert and signal webhooks), "slack" an unsigned
+	// POST of {"text": ...}, "email" a message through SMTP; for slack and
+	// email Body is a notify.Message (JSON) that the sender renders, and
+	// URL is the incoming webhook or "mailto:" and the addresses.
+	Kind string
+	// ChannelID is the notification channel the delivery is for ("" for
+	// the organization's alert webhook and signal forwarding).
+	ChannelID string
 	// Claimed is set by a shared outbox's WriteOutbox on an inserted
 	// delivery that this relay holds (its ordering queue is this relay's);
 	// an unclaimed one is sent by the relay holding its queue.

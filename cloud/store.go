@@ -28,12 +28,18 @@ type Store interface {
 	Keys() KeyService
 	// Points reads devices' points and their history.
 	Points() PointService
+	// Rules holds the organization's alert rules, silences and
+	// notification channels.
+	Rules() RuleService
 
 	// Observe names who hears of changes made through the services:
 	// config of desired serial configuration changes (PATCH /serial, PUT
 	// channel), alerts of alert state changes (acknowledge, resolve).
 	// Call it before the services are used; nil observers are allowed.
 	Observe(config DesiredConfigObserver, alerts AlertObserver)
+	// ObserveRules names who hears of rule changes made through Rules()
+	// (the alert engine); call it before the services are used.
+	ObserveRules(rules RulesObserver)
 
 	// Versioner returns the store's data version (see Versioner), or nil
 	// when the store offers none; callers then do not cache what they
@@ -186,7 +192,32 @@ type RuleDefaults struct {
 	Consecutive    int     // samples over the threshold before opening
 }
 
-// DefaultRules returns the default alert rules of a new organization.
+// DefaultAlertRules returns the default alert rules of a new organization
+// (without ids; existing organizations keep their rules' ids). They notify
+// nobody until a person adds channels to them.
+func DefaultAlertRules() []resource.AlertRule {
+	f := func(v float64) *float64 { return &v }
+	thr := func(name string, sev resource.Severity, metric string, value, clear float64, hold string) resource.AlertRule {
+		return resource.AlertRule{Name: name, Enabled: true, Severity: sev, Notify: []string{}, RepeatEvery: "0s",
+			Condition: resource.RuleCondition{Kind: resource.ConditionThreshold, Source: "metric." + metric, Op: ">=", Value: f(value), Clear: f(clear), For: hold}}
+	}
+	return []resource.AlertRule{
+		// Three consecutive samples at the agent's default metrics interval (5 min).
+		thr("high_cpu", resource.SeverityWarning, "cpuPct", 90, 80, "10m"),
+		thr("high_mem", resource.SeverityWarning, "memPct", 90, 80, "10m"),
+		thr("disk_full", resource.SeverityError, "diskUsedPct", 90, 85, "0s"),
+		thr("high_temp", resource.SeverityWarning, "tempCpu", 80, 75, "10m"),
+		{Name: "device_offline", Enabled: true, Severity: resource.SeverityError, Notify: []string{}, RepeatEvery: "0s",
+			Condition: resource.RuleCondition{Kind: resource.ConditionOffline, After: "30s"}},
+		{Name: "vpn_down", Enabled: true, Severity: resource.SeverityError, Notify: []string{}, RepeatEvery: "0s",
+			Condition: resource.RuleCondition{Kind: resource.ConditionEvent, Type: "alert.vpn_down", ResolveOn: "vpn.up"}},
+		{Name: "device_error", Enabled: true, Severity: resource.SeverityError, Notify: []string{}, RepeatEvery: "0s",
+			Condition: resource.RuleCondition{Kind: resource.ConditionStatus, Status: resource.StatusError, For: "1m"}},
+	}
+}
+
+// DefaultRules returns the default alert rules of a new organization
+// (deprecated: the fixed rules' form, removed with the old engine).
 func DefaultRules() []RuleDefaults {
 	return []RuleDefaults{
 		{Name: "high_cpu", Severity: resource.SeverityWarning, Metric: "cpuPct", Threshold: 90, ClearThreshold: 80, Consecutive: 3},

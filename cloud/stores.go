@@ -72,6 +72,9 @@ type ClusterHandlers struct {
 	Revoked func(deviceID string)
 	// Outbox: webhook deliveries were queued for another relay to take.
 	Outbox func()
+	// Rules: the organization's rules (or silences, or notification
+	// channels) changed.
+	Rules func(orgID string)
 	// Resync runs after every (re)connection of the listener, once it
 	// listens: notifications sent while it was not listening are lost, so
 	// it catches up on what they would have said.

@@ -388,7 +388,7 @@ func (e *Engine) Run(ctx context.Context) {
 
 func (e *Engine) sweep(ctx context.Context, deviceID string) {
 	for {
-		offline, err := e.cfg.Store.OfflineDevices(ctx, e.cfg.Now(), deviceID, 500)
+		offline, err := e.cfg.Store.OfflineDevices(ctx, e.cfg.Now(), deviceID, "", 500)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Error("offline sweep", "err", err)

@@ -21,8 +21,8 @@ type midSweep struct {
 	once sync.Once
 }
 
-func (s *midSweep) OfflineDevices(ctx context.Context, now time.Time, deviceID string, limit int) ([]alert.Offline, error) {
-	out, err := s.Store.OfflineDevices(ctx, now, deviceID, limit)
+func (s *midSweep) OfflineDevices(ctx context.Context, now time.Time, deviceID, cursor string, limit int) ([]alert.Offline, error) {
+	out, err := s.Store.OfflineDevices(ctx, now, deviceID, cursor, limit)
 	if len(out) > 0 {
 		s.once.Do(s.step)
 	}

@@ -336,15 +336,15 @@ func testOfflineDevices(t *testing.T, open Opener) {
 	if _, ok, err := e.Agent.Disconnect(e.ctx, dev, session, e.clock.Now(), "connection closed"); err != nil || !ok {
 		t.Fatalf("disconnect: %v %v", ok, err)
 	}
-	if off, err := e2.Engine.OfflineDevices(e.ctx, e.clock.Now().Add(29*time.Second), "", 100); err != nil || len(off) != 0 {
+	if off, err := e2.Engine.OfflineDevices(e.ctx, e.clock.Now().Add(29*time.Second), "", "", 100); err != nil || len(off) != 0 {
 		t.Errorf("before three intervals: %+v, %v", off, err)
 	}
 	now := e.clock.Now().Add(30 * time.Second)
-	off, err := e2.Engine.OfflineDevices(e.ctx, now, "", 100)
+	off, err := e2.Engine.OfflineDevices(e.ctx, now, "", "", 100)
 	if err != nil || len(off) != 1 || off[0].Device.ID != d.ID || off[0].Device.OrgID != d.OrgID || off[0].Heartbeat != 10*time.Second || !off[0].LastSeen.Equal(t0) {
 		t.Fatalf("OfflineDevices = %+v, %v", off, err)
 	}
-	if off, _ := e2.Engine.OfflineDevices(e.ctx, now, quiet.ID, 100); len(off) != 0 {
+	if off, _ := e2.Engine.OfflineDevices(e.ctx, now, quiet.ID, "", 100); len(off) != 0 {
 		t.Errorf("an ONLINE device is not offline: %+v", off)
 	}
 	r := e.rule(d.OrgID, alert.RuleDeviceOffline)
@@ -361,7 +361,7 @@ func testOfflineDevices(t *testing.T, open Opener) {
 	if _, ok, err := e.Engine.OpenAlert(e.ctx, alert.Opening{OrgID: d.OrgID, DeviceID: d.ID, Rule: r, Message: "offline", At: now, WithEvent: true, LastSeen: off[0].LastSeen}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if off, _ := e2.Engine.OfflineDevices(e.ctx, now.Add(time.Hour), "", 100); len(off) != 0 {
+	if off, _ := e2.Engine.OfflineDevices(e.ctx, now.Add(time.Hour), "", "", 100); len(off) != 0 {
 		t.Errorf("after its device_offline alert: %+v", off)
 	}
 }

@@ -117,7 +117,7 @@ func (s AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID stri
 // not "") that are OFFLINE with no heartbeat for three of their heartbeat
 // intervals at now, and that have no device_offline alert created since
 // their last heartbeat.
-func (s AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID string, limit int) ([]alert.Offline, error) {
+func (s AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID, cursor string, limit int) ([]alert.Offline, error) {
 	out, err := Collect(ctx, s.R, ScanOffline, `SELECT `+OfflineColumns+` FROM devices d
 		WHERE d.status = 'OFFLINE' AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= ?
 		  AND (? = '' OR d.id = ?)

@@ -20,12 +20,13 @@ type Services struct {
 	serial  *SerialService
 	alerts  *AlertService
 	points  *PointService
+	rules   *RuleService
 }
 
 // NewServices returns the services on t.
 func NewServices(t Tables) Services {
 	return Services{devices: &DeviceService{Tables: t}, serial: &SerialService{Tables: t}, alerts: &AlertService{Tables: t},
-		points: &PointService{Tables: t}}
+		points: &PointService{Tables: t}, rules: &RuleService{Tables: t}}
 }
 
 // Devices returns the device service.
@@ -46,3 +47,9 @@ func (s *Services) Observe(config cloud.DesiredConfigObserver, alerts cloud.Aler
 	s.serial.Observer = config
 	s.alerts.Observer = alerts
 }
+
+// Rules returns the rule service.
+func (s *Services) Rules() cloud.RuleService { return s.rules }
+
+// ObserveRules sets the observer of the rule service's changes.
+func (s *Services) ObserveRules(o cloud.RulesObserver) { s.rules.Observer = o }

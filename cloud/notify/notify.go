@@ -38,10 +38,10 @@ type Message struct {
 	Text string `json:"text"`
 	// Source, Value, Threshold and Unit name what crossed what (threshold
 	// rules); nil when the rule has no value.
-	Source    string   `json:"source,omitempty"`
-	Value     *float64 `json:"value,omitempty"`
-	Threshold *float64 `json:"threshold,omitempty"`
-	Unit      string   `json:"unit,omitempty"`
+	Source    string    `json:"source,omitempty"`
+	Value     *float64  `json:"value,omitempty"`
+	Threshold *float64  `json:"threshold,omitempty"`
+	Unit      string    `json:"unit,omitempty"`
 	At        time.Time `json:"at"`
 	ChannelID string    `json:"channelId,omitempty"`
 }

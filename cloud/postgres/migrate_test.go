@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
+	"github.com/fleet/fleet/cloud/storetest"
 )
 
 // A database made before the stores shared one migration sequence holds
@@ -69,4 +70,43 @@ func TestMigrateLegacyNames(t *testing.T) {
 	if _, err := db.CreateOrg(ctx, "acme"); err != nil {
 		t.Errorf("create org on the migrated database: %v", err)
 	}
+}
+
+// A database whose alert rules are the six fixed ones (before migration
+// 0012_rules) opens with them as ordinary rules, ids kept, and
+// device_error added.
+func TestMigrateRules(t *testing.T) {
+	ctx := context.Background()
+	url, drop, err := srv.NewDatabase(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drop() })
+	steps, err := sqlstore.Migrations("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Exec(ctx, `CREATE TABLE schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range steps {
+		if m.Name >= "0012" {
+			break
+		}
+		if _, err := old.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("old schema %s: %v", m.Name, err)
+		}
+		if _, err := old.Exec(ctx, `INSERT INTO schema_migrations VALUES ($1, 1)`, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.Exec(ctx, storetest.OldRulesSQL); err != nil {
+		t.Fatal(err)
+	}
+	old.Close(ctx)
+	storetest.CheckMigratedRules(t, openStores(t, url, nil, "relay-1").Stores)
 }

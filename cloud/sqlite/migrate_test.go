@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
 )
 
 // A database made before the stores shared one migration sequence holds
@@ -61,4 +62,39 @@ func TestMigrateLegacyNames(t *testing.T) {
 	if _, err := db.CreateOrg(ctx, "acme"); err != nil {
 		t.Errorf("create org on the migrated database: %v", err)
 	}
+}
+
+// A database whose alert rules are the six fixed ones (before migration
+// 0012_rules) opens with them as ordinary rules, ids kept, and
+// device_error added.
+func TestMigrateRules(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	steps, err := sqlstore.Migrations("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.ExecContext(ctx, `CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range steps {
+		if m.Name >= "0012" {
+			break
+		}
+		if _, err := old.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("old schema %s: %v", m.Name, err)
+		}
+		if _, err := old.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, 1)`, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.ExecContext(ctx, storetest.OldRulesSQL); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	storetest.CheckMigratedRules(t, openStores(t, path, nil).Stores)
 }

@@ -546,3 +546,28 @@ func testRulesObserved(t *testing.T, open Opener) {
 		t.Errorf("the other handle's listener heard %v, want %v", got, want)
 	}
 }
+
+// testDeviceAlerts: the engine's read of a device: its tags and status,
+// and per rule its open alert and when its last alert resolved.
+func testDeviceAlerts(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	org, other := e.org("acme"), e.org("other")
+	d := e.device(org.ID, "IG-500")
+	st, err := e.Engine.DeviceAlerts(e.ctx, org.ID, d.ID)
+	if err != nil || st.Status != resource.StatusProvisioning || len(st.Tags) != 0 || len(st.Rules) != 0 {
+		t.Fatalf("DeviceAlerts of a new device = %+v, %v", st, err)
+	}
+	if _, err := e.Engine.DeviceAlerts(e.ctx, other.ID, d.ID); cloud.ErrorCode(err) != cloud.ENOTFOUND {
+		t.Errorf("another org's device: %v", err)
+	}
+	e.online(d, 10*time.Second)
+	resolved := e.alert(d, alert.RuleHighCPU, resource.AlertResolved)
+	e.clock.Add(time.Second)
+	active := e.alert(d, alert.RuleHighMem, resource.AlertActive)
+	st, err = e.Engine.DeviceAlerts(e.ctx, org.ID, d.ID)
+	cpu, mem := e.rule(org.ID, alert.RuleHighCPU), e.rule(org.ID, alert.RuleHighMem)
+	if err != nil || st.Status != resource.StatusOnline || st.Rules[cpu.ID].OpenID != "" || !st.Rules[cpu.ID].LastResolved.Equal(resolved.ResolvedAt.Time) ||
+		st.Rules[mem.ID].OpenID != active.ID || !st.Rules[mem.ID].LastResolved.IsZero() {
+		t.Errorf("DeviceAlerts = %+v, %v", st, err)
+	}
+}

@@ -18,31 +18,13 @@ import (
 func TestMigrateLegacyNames(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
-	steps, err := sqlstore.Migrations("sqlite")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := sql.Open("sqlite3", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := old.ExecContext(ctx, `CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	steps := oldDatabase(t, path, func(m sqlstore.Migration) string { return m.Legacy }, "")
 	legacy := 0
 	for _, m := range steps {
-		if m.Legacy == "" {
-			continue
-		}
-		legacy++
-		if _, err := old.ExecContext(ctx, m.SQL); err != nil {
-			t.Fatalf("old schema %s: %v", m.Legacy, err)
-		}
-		if _, err := old.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, 1)`, m.Legacy); err != nil {
-			t.Fatal(err)
+		if m.Legacy != "" {
+			legacy++
 		}
 	}
-	old.Close()
 	if legacy != 6 {
 		t.Fatalf("%d steps have a legacy SQLite name, want the 6 files SQLite had", legacy)
 	}
@@ -68,8 +50,22 @@ func TestMigrateLegacyNames(t *testing.T) {
 // 0012_rules) opens with them as ordinary rules, ids kept, and
 // device_error added.
 func TestMigrateRules(t *testing.T) {
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
+	oldDatabase(t, path, func(m sqlstore.Migration) string {
+		if m.Name < "0012" {
+			return m.Name
+		}
+		return ""
+	}, storetest.OldRulesSQL)
+	storetest.CheckMigratedRules(t, openStores(t, path, nil).Stores)
+}
+
+// oldDatabase makes at path a database of the steps of the sequence that
+// record names (recorded under that name), then runs then, and returns the
+// sequence.
+func oldDatabase(t *testing.T, path string, record func(sqlstore.Migration) string, then string) []sqlstore.Migration {
+	t.Helper()
+	ctx := context.Background()
 	steps, err := sqlstore.Migrations("sqlite")
 	if err != nil {
 		t.Fatal(err)
@@ -78,23 +74,26 @@ func TestMigrateRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer old.Close()
 	if _, err := old.ExecContext(ctx, `CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range steps {
-		if m.Name >= "0012" {
-			break
+		name := record(m)
+		if name == "" {
+			continue
 		}
 		if _, err := old.ExecContext(ctx, m.SQL); err != nil {
-			t.Fatalf("old schema %s: %v", m.Name, err)
+			t.Fatalf("old schema %s: %v", name, err)
 		}
-		if _, err := old.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, 1)`, m.Name); err != nil {
+		if _, err := old.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, 1)`, name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := old.ExecContext(ctx, storetest.OldRulesSQL); err != nil {
-		t.Fatal(err)
+	if then != "" {
+		if _, err := old.ExecContext(ctx, then); err != nil {
+			t.Fatal(err)
+		}
 	}
-	old.Close()
-	storetest.CheckMigratedRules(t, openStores(t, path, nil).Stores)
+	return steps
 }

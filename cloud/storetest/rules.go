@@ -87,12 +87,18 @@ func testRuleDefaults(t *testing.T, open Opener) {
 	}
 }
 
+// newTwoOrgs is a store with the organizations acme and other, and a
+// device in each.
+func newTwoOrgs(t *testing.T, open Opener) (e *env, org, other cloud.Org, d, od device) {
+	e = newEnv(t, open)
+	org, other = e.org("acme"), e.org("other")
+	return e, org, other, e.device(org.ID, "IG-500"), e.device(other.ID, "IG-500")
+}
+
 // testRuleCRUD: create, read, update and list rules, and the store's
 // checks naming the field.
 func testRuleCRUD(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org, other := e.org("acme"), e.org("other")
-	d, od := e.device(org.ID, "IG-500"), e.device(other.ID, "IG-500")
+	e, org, other, d, od := newTwoOrgs(t, open)
 	rs := e.Store.Rules()
 	ch := e.channel(org.ID, "ops", false)
 	otherCh := e.channel(other.ID, "ops", false)
@@ -136,6 +142,7 @@ func testRuleCRUD(t *testing.T, open Opener) {
 	}
 
 	// A point of a device's desired configuration.
+	e.clock.Add(time.Second)
 	if _, err := e.Store.Serial().PutChannel(e.ctx, org.ID, d.ID, "rs485-1", rs485Points()); err != nil {
 		t.Fatal(err)
 	}
@@ -383,9 +390,7 @@ func testNotificationChannels(t *testing.T, open Opener) {
 
 // testSilences: create (checked), list the active ones or all, end one.
 func testSilences(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org, other := e.org("acme"), e.org("other")
-	d, od := e.device(org.ID, "IG-500"), e.device(other.ID, "IG-500")
+	e, org, other, d, od := newTwoOrgs(t, open)
 	rs := e.Store.Rules()
 	now := e.clock.Now()
 	_, err := rs.CreateSilence(e.ctx, org.ID, cloud.NewSilence{From: now, Comment: "x"})

@@ -218,6 +218,8 @@ func testRuleCRUD(t *testing.T, open Opener) {
 // condition resolves its open alerts, each with its alert.resolved event.
 func testRuleDeleteResolves(t *testing.T, open Opener) {
 	e := newEnv(t, open)
+	log := &alertLog{}
+	e.Store.Observe(nil, log)
 	org := e.org("acme")
 	d1, d2 := e.device(org.ID, "IG-500"), e.device(org.ID, "IG-500")
 	rs := e.Store.Rules()
@@ -240,6 +242,10 @@ func testRuleDeleteResolves(t *testing.T, open Opener) {
 	}
 	check := func(what string, alerts []resource.Alert) {
 		t.Helper()
+		if got := log.list(); len(got) != 2 || got[0] != "alert.resolved RESOLVED" || got[1] != got[0] {
+			t.Errorf("%s: the alert observer heard %v, want the two resolutions", what, got)
+		}
+		log.events = nil
 		for _, a := range alerts {
 			got, err := e.alertByID(org.ID, a, resource.AlertResolved)
 			if err != nil || got.State != resource.AlertResolved || got.ResolvedAt == nil || !got.ResolvedAt.Equal(e.clock.Now()) {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -391,6 +392,12 @@ func testNotificationChannels(t *testing.T, open Opener) {
 	}
 	if err := rs.DeleteChannel(e.ctx, org.ID, chat.ID); cloud.ErrorCode(err) != cloud.ENOTFOUND {
 		t.Errorf("deleting twice: %v", err)
+	}
+	for i := 1; i < cloud.MaxChannelsPerOrg; i++ {
+		e.channel(org.ID, fmt.Sprint("c", i), false)
+	}
+	if _, err := rs.CreateChannel(e.ctx, cloud.NewChannel{OrgID: org.ID, Name: "one too many", Kind: resource.ChannelSlack, Target: "https://chat.example.com/h"}); cloud.ErrorCode(err) != cloud.ECONFLICT {
+		t.Errorf("channel %d: %v", cloud.MaxChannelsPerOrg+1, err)
 	}
 }
 

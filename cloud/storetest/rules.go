@@ -589,3 +589,30 @@ func testDeviceAlerts(t *testing.T, open Opener) {
 		t.Errorf("DeviceAlerts = %+v, %v", st, err)
 	}
 }
+
+// testRulesBounded: an organization has at most cloud.MaxRulesPerOrg live
+// rules; deleting one makes room.
+func testRulesBounded(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	org := e.org("acme")
+	rs := e.Store.Rules()
+	var last resource.AlertRule
+	for i := len(cloud.DefaultAlertRules()); i < cloud.MaxRulesPerOrg; i++ {
+		var err error
+		if last, err = rs.CreateRule(e.ctx, org.ID, cpuRule(fmt.Sprint("r", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rs.CreateRule(e.ctx, org.ID, cpuRule("one too many")); cloud.ErrorCode(err) != cloud.ECONFLICT {
+		t.Errorf("rule %d: %v", cloud.MaxRulesPerOrg+1, err)
+	}
+	if err := rs.DeleteRule(e.ctx, org.ID, last.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.CreateRule(e.ctx, org.ID, cpuRule("one too many")); err != nil {
+		t.Errorf("after a delete: %v", err)
+	}
+	if rules, err := e.Engine.Rules(e.ctx, org.ID); err != nil || len(rules) != cloud.MaxRulesPerOrg {
+		t.Errorf("engine reads %d rules, %v", len(rules), err)
+	}
+}

@@ -35,11 +35,6 @@ func (s AlertEngineStore) History(ctx context.Context, orgID, deviceID string, c
 	return nil, notYet()
 }
 
-// StatusDevices implements cloud.AlertEngineStore (the store-rules lane).
-func (s AlertEngineStore) StatusDevices(ctx context.Context, statuses []resource.DeviceStatus, cursor string, limit int) ([]cloud.StatusDevice, error) {
-	return nil, notYet()
-}
-
 // Remind implements cloud.AlertEngineStore (the notifications-in-store lane).
 func (s AlertEngineStore) Remind(ctx context.Context, now time.Time, limit int) (int, error) {
 	return 0, notYet()

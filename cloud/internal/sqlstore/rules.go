@@ -33,9 +33,6 @@ func (s *RuleService) UpdateRule(ctx context.Context, orgID, id string, p cloud.
 	return resource.AlertRule{}, notYet()
 }
 func (s *RuleService) DeleteRule(ctx context.Context, orgID, id string) error { return notYet() }
-func (s *RuleService) PreviewRule(ctx context.Context, orgID string, r resource.AlertRule, from, to time.Time) (resource.RulePreview, error) {
-	return resource.RulePreview{}, notYet()
-}
 func (s *RuleService) CreateSilence(ctx context.Context, orgID string, n cloud.NewSilence) (resource.Silence, error) {
 	return resource.Silence{}, notYet()
 }
@@ -60,11 +57,6 @@ func (s *RuleService) TestChannel(ctx context.Context, orgID, id string) (string
 // DeviceAlerts implements cloud.AlertEngineStore (the store-rules lane).
 func (s AlertEngineStore) DeviceAlerts(ctx context.Context, orgID, deviceID string) (cloud.DeviceAlertState, error) {
 	return cloud.DeviceAlertState{}, notYet()
-}
-
-// History implements cloud.AlertEngineStore (the preview lane).
-func (s AlertEngineStore) History(ctx context.Context, orgID, deviceID string, c cloud.RuleCondition, from, to time.Time, limit int) ([]cloud.RuleSample, error) {
-	return nil, notYet()
 }
 
 // StatusDevices implements cloud.AlertEngineStore (the store-rules lane).

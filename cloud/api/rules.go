@@ -25,28 +25,30 @@ const (
 
 // ruleBody is the body of POST /alert-rules and, with from and to, of
 // POST /alert-rules/preview. Absent enabled, scope, notify and repeatEvery
-// take their defaults: true, {}, [] and "0s".
+// take their defaults: true, {}, [] and "0s". Scope and condition are
+// decoded on their own (decodeMember), so that a problem inside one names
+// it ("condition.treshold: unknown field").
 type ruleBody struct {
-	Name        string                  `json:"name"`
-	Enabled     *bool                   `json:"enabled"`
-	Severity    resource.Severity       `json:"severity"`
-	Scope       *resource.RuleScope     `json:"scope"`
-	Condition   *resource.RuleCondition `json:"condition"`
-	Notify      []string                `json:"notify"`
-	RepeatEvery string                  `json:"repeatEvery"`
+	Name        string            `json:"name"`
+	Enabled     *bool             `json:"enabled"`
+	Severity    resource.Severity `json:"severity"`
+	Scope       json.RawMessage   `json:"scope"`
+	Condition   json.RawMessage   `json:"condition"`
+	Notify      []string          `json:"notify"`
+	RepeatEvery string            `json:"repeatEvery"`
 }
 
 // rule returns the body as a rule with its defaults.
-func (b ruleBody) rule() resource.AlertRule {
+func (b ruleBody) rule() (resource.AlertRule, error) {
 	r := resource.AlertRule{Name: b.Name, Enabled: true, Severity: b.Severity, Notify: b.Notify, RepeatEvery: b.RepeatEvery}
 	if b.Enabled != nil {
 		r.Enabled = *b.Enabled
 	}
-	if b.Scope != nil {
-		r.Scope = *b.Scope
+	if err := decodeOptional("scope", b.Scope, &r.Scope); err != nil {
+		return r, err
 	}
-	if b.Condition != nil {
-		r.Condition = *b.Condition
+	if err := decodeOptional("condition", b.Condition, &r.Condition); err != nil {
+		return r, err
 	}
 	if r.Notify == nil {
 		r.Notify = []string{}
@@ -54,7 +56,7 @@ func (b ruleBody) rule() resource.AlertRule {
 	if r.RepeatEvery == "" {
 		r.RepeatEvery = "0s"
 	}
-	return r
+	return r, nil
 }
 
 // previewBody is POST /alert-rules/preview: a rule body (name and severity
@@ -86,10 +88,10 @@ type rulePatchBody struct {
 
 // silenceBody is POST /silences.
 type silenceBody struct {
-	Scope   *resource.RuleScope `json:"scope"`
-	From    string              `json:"from"`
-	To      string              `json:"to"`
-	Comment string              `json:"comment"`
+	Scope   json.RawMessage `json:"scope"`
+	From    string          `json:"from"`
+	To      string          `json:"to"`
+	Comment string          `json:"comment"`
 }
 
 // decodeBody reads a JSON body (415, 413) and decodes it strictly into v.
@@ -121,6 +123,25 @@ func decodeMember(name string, raw json.RawMessage, v any) error {
 	return bodyError(err)
 }
 
+// decodeOptional is decodeMember for a member that may be absent (raw
+// nil: v is left as it is).
+func decodeOptional(name string, raw json.RawMessage, v any) error {
+	if raw == nil {
+		return nil
+	}
+	return decodeMember(name, raw, v)
+}
+
+// patchMember decodes a PATCH member into a new *dst; absent (raw nil)
+// leaves *dst nil.
+func patchMember[T any](name string, raw json.RawMessage, dst **T) error {
+	if raw == nil {
+		return nil
+	}
+	*dst = new(T)
+	return decodeMember(name, raw, *dst)
+}
+
 // decodeRulePatch decodes a PATCH /alert-rules/{id} body; at least one
 // member must be set.
 func decodeRulePatch(w http.ResponseWriter, r *http.Request) (cloud.RulePatch, error) {
@@ -129,46 +150,21 @@ func decodeRulePatch(w http.ResponseWriter, r *http.Request) (cloud.RulePatch, e
 	if err := decodeBody(w, r, &b); err != nil {
 		return p, err
 	}
-	members := []struct {
-		name string
-		raw  json.RawMessage
-		set  func(raw json.RawMessage) error
-	}{
-		{"name", b.Name, func(raw json.RawMessage) error { p.Name = new(string); return decodeMember("name", raw, p.Name) }},
-		{"enabled", b.Enabled, func(raw json.RawMessage) error { p.Enabled = new(bool); return decodeMember("enabled", raw, p.Enabled) }},
-		{"severity", b.Severity, func(raw json.RawMessage) error {
-			p.Severity = new(resource.Severity)
-			return decodeMember("severity", raw, p.Severity)
-		}},
-		{"scope", b.Scope, func(raw json.RawMessage) error {
-			p.Scope = new(resource.RuleScope)
-			return decodeMember("scope", raw, p.Scope)
-		}},
-		{"condition", b.Condition, func(raw json.RawMessage) error {
-			p.Condition = new(resource.RuleCondition)
-			return decodeMember("condition", raw, p.Condition)
-		}},
-		{"notify", b.Notify, func(raw json.RawMessage) error {
-			p.Notify = new([]string)
-			return decodeMember("notify", raw, p.Notify)
-		}},
-		{"repeatEvery", b.RepeatEvery, func(raw json.RawMessage) error {
-			p.RepeatEvery = new(string)
-			return decodeMember("repeatEvery", raw, p.RepeatEvery)
-		}},
+	if b.Name == nil && b.Enabled == nil && b.Severity == nil && b.Scope == nil && b.Condition == nil && b.Notify == nil && b.RepeatEvery == nil {
+		return p, cloud.Errorf(cloud.EINVALID, "body must set at least one of name, enabled, severity, scope, condition, notify, repeatEvery")
 	}
-	set := false
-	for _, m := range members {
-		if m.raw == nil {
-			continue
-		}
-		set = true
-		if err := m.set(m.raw); err != nil {
+	for _, err := range []error{
+		patchMember("name", b.Name, &p.Name),
+		patchMember("enabled", b.Enabled, &p.Enabled),
+		patchMember("severity", b.Severity, &p.Severity),
+		patchMember("scope", b.Scope, &p.Scope),
+		patchMember("condition", b.Condition, &p.Condition),
+		patchMember("notify", b.Notify, &p.Notify),
+		patchMember("repeatEvery", b.RepeatEvery, &p.RepeatEvery),
+	} {
+		if err != nil {
 			return p, err
 		}
-	}
-	if !set {
-		return p, cloud.Errorf(cloud.EINVALID, "body must set at least one of name, enabled, severity, scope, condition, notify, repeatEvery")
 	}
 	if p.Notify != nil && *p.Notify == nil {
 		*p.Notify = []string{}
@@ -290,7 +286,11 @@ func (s *Server) createRule(w http.ResponseWriter, r *http.Request, key *cloud.A
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
-	rule, err := s.cfg.Rules.CreateRule(r.Context(), key.OrgID, b.rule())
+	in, err := b.rule()
+	if err != nil {
+		return err
+	}
+	rule, err := s.cfg.Rules.CreateRule(r.Context(), key.OrgID, in)
 	fixRule(&rule)
 	return created(s, w, rule, err)
 }
@@ -325,11 +325,14 @@ func (s *Server) previewRule(w http.ResponseWriter, r *http.Request, key *cloud.
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
+	rule, err := b.rule()
+	if err != nil {
+		return err
+	}
 	from, to, err := previewRange(b.From, b.To, s.now())
 	if err != nil {
 		return err
 	}
-	rule := b.rule()
 	if rule.Name == "" {
 		rule.Name = previewName
 	}
@@ -350,8 +353,8 @@ func (s *Server) createSilence(w http.ResponseWriter, r *http.Request, key *clou
 		return err
 	}
 	n := cloud.NewSilence{Comment: b.Comment, CreatedBy: "key:" + key.ID}
-	if b.Scope != nil {
-		n.Scope = *b.Scope
+	if err := decodeOptional("scope", b.Scope, &n.Scope); err != nil {
+		return err
 	}
 	from, err := bodyTime("from", b.From)
 	if err != nil {

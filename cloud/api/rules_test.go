@@ -539,6 +539,8 @@ func testSilences(t *testing.T, open storetest.Opener) {
 	if len(page2.Data) != 1 || page2.Data[0].ID == page.Data[0].ID || page2.Pagination.HasMore {
 		t.Fatalf("second page: %s", r.body)
 	}
+	e.get("/silences?cursor="+s.ID, e.keyB).want(t, http.StatusBadRequest, cloud.ECURSOR)
+	e.get("/silences?limit=101", read).want(t, http.StatusBadRequest, cloud.EINVALID)
 
 	// Refused: the message names the field.
 	for _, c := range []struct {

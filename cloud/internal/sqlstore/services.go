@@ -10,6 +10,7 @@ type Tables interface {
 	AlertTables
 	PointTables
 	PointStateTables
+	RuleTables
 	PreviewTables
 }
 

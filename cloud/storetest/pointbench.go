@@ -15,6 +15,7 @@ import (
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // PointWeek is the point history benchmarks' data set (DESIGN.md
@@ -153,6 +154,11 @@ func PointHistoryBench(b *testing.B, s Stores, size func() int64) {
 		})
 	})
 	b.Run("preview-7d", func(b *testing.B) {
+		cfg := rs485Config(9600)
+		cfg.RS485.Points = []serialcfg.RS485Point{{Name: "boiler_temp", Function: "holding", Register: 0, Type: "i16", Scale: 0.1, Unit: "°C"}}
+		if _, err := s.Store.Serial().PutChannel(ctx, org.ID, d.ID, "rs485-1", cfg); err != nil {
+			b.Fatal(err)
+		}
 		rule, want := previewWeekRule(start, end)
 		want.DeviceID = d.ID
 		timed(b, func(int) error {

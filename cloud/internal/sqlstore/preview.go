@@ -401,38 +401,38 @@ func scanPreviewDevice(r Row) (PreviewDevice, error) {
 	return d, nil
 }
 
-// placeholders is n comma-separated placeholders.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+// deviceEventsSQL selects a device's events of n types (eventArgs).
+func deviceEventsSQL(n int) string {
+	return `SELECT type, data, created_at FROM events WHERE device_id = ? AND org_id = ? AND type IN (` +
+		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
 }
 
-// DeviceEvents implements PreviewTables.
-func (s *Store) DeviceEvents(ctx context.Context, orgID, deviceID string, types []string, from, to time.Time, each func(DeviceEvent) error) error {
+// eventArgs are deviceEventsSQL's arguments, then more.
+func eventArgs(orgID, deviceID string, types []string, more ...any) []any {
 	args := []any{deviceID, orgID}
 	for _, t := range types {
 		args = append(args, t)
 	}
-	args = append(args, from.UnixMilli(), to.UnixMilli())
-	err := Each(ctx, s.R, `SELECT type, data, created_at FROM events WHERE device_id = ? AND org_id = ? AND type IN (`+placeholders(len(types))+`)
-		AND created_at >= ? AND created_at <= ? ORDER BY created_at, id`, args, func(r Row) error {
-		e, err := scanDeviceEvent(r)
-		if err != nil {
-			return err
-		}
-		return each(e)
-	})
+	return append(args, more...)
+}
+
+// DeviceEvents implements PreviewTables.
+func (s *Store) DeviceEvents(ctx context.Context, orgID, deviceID string, types []string, from, to time.Time, each func(DeviceEvent) error) error {
+	err := Each(ctx, s.R, deviceEventsSQL(len(types))+` AND created_at >= ? AND created_at <= ? ORDER BY created_at, id`,
+		eventArgs(orgID, deviceID, types, from.UnixMilli(), to.UnixMilli()), func(r Row) error {
+			e, err := scanDeviceEvent(r)
+			if err != nil {
+				return err
+			}
+			return each(e)
+		})
 	return s.Wrap("device events", err)
 }
 
 // LastDeviceEvent implements PreviewTables.
 func (s *Store) LastDeviceEvent(ctx context.Context, orgID, deviceID string, types []string, before time.Time) (DeviceEvent, bool, error) {
-	args := []any{deviceID, orgID}
-	for _, t := range types {
-		args = append(args, t)
-	}
-	args = append(args, before.UnixMilli())
-	e, err := scanDeviceEvent(s.R.QueryRow(ctx, `SELECT type, data, created_at FROM events WHERE device_id = ? AND org_id = ? AND type IN (`+placeholders(len(types))+`)
-		AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT 1`, args...))
+	e, err := scanDeviceEvent(s.R.QueryRow(ctx, deviceEventsSQL(len(types))+` AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT 1`,
+		eventArgs(orgID, deviceID, types, before.UnixMilli())...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, false, nil
 	}

@@ -94,8 +94,12 @@ type silenceBody struct {
 	Comment string          `json:"comment"`
 }
 
-// decodeBody reads a JSON body (415, 413) and decodes it strictly into v.
+// decodeBody refuses any query parameter, reads a JSON body (415, 413)
+// and decodes it strictly into v.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
 	body, err := readJSONBody(w, r)
 	if err != nil {
 		return err
@@ -279,9 +283,6 @@ func (s *Server) getRule(w http.ResponseWriter, r *http.Request, key *cloud.APIK
 }
 
 func (s *Server) createRule(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	if err := noQuery(r); err != nil {
-		return err
-	}
 	var b ruleBody
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
@@ -318,9 +319,6 @@ func (s *Server) deleteRule(w http.ResponseWriter, r *http.Request, key *cloud.A
 }
 
 func (s *Server) previewRule(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	if err := noQuery(r); err != nil {
-		return err
-	}
 	var b previewBody
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
@@ -345,9 +343,6 @@ func (s *Server) previewRule(w http.ResponseWriter, r *http.Request, key *cloud.
 }
 
 func (s *Server) createSilence(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	if err := noQuery(r); err != nil {
-		return err
-	}
 	var b silenceBody
 	if err := decodeBody(w, r, &b); err != nil {
 		return err

@@ -22,6 +22,16 @@ func (e *env) call(method, path, key string, body any) resp {
 	return e.req(method, api.Prefix+path, key, body)
 }
 
+// wantInvalid asserts 400 validation_error whose message starts with
+// field.
+func (r resp) wantInvalid(tb testing.TB, field string) {
+	tb.Helper()
+	r.want(tb, http.StatusBadRequest, cloud.EINVALID)
+	if !strings.HasPrefix(r.errMessage(), field) {
+		tb.Errorf("message %q does not start with %s", r.errMessage(), field)
+	}
+}
+
 // decodeRule decodes {"data": rule}.
 func decodeRule(t *testing.T, r resp) resource.AlertRule {
 	t.Helper()
@@ -333,11 +343,7 @@ func testAlertRuleValidation(t *testing.T, open storetest.Opener) {
 		{"member in the wrong case", with("Name", "x"), "Name"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := e.call(http.MethodPost, "/alert-rules", e.keyA, c.body)
-			r.want(t, http.StatusBadRequest, cloud.EINVALID)
-			if !strings.HasPrefix(r.errMessage(), c.field) {
-				t.Errorf("message %q does not start with %s", r.errMessage(), c.field)
-			}
+			e.call(http.MethodPost, "/alert-rules", e.keyA, c.body).wantInvalid(t, c.field)
 		})
 	}
 	// The same checks hold on PATCH, which changes nothing when refused.
@@ -364,11 +370,7 @@ func testAlertRuleValidation(t *testing.T, open storetest.Opener) {
 		{"name taken", map[string]any{"name": "high_mem"}, "name"},
 	} {
 		t.Run("PATCH "+c.name, func(t *testing.T) {
-			r := e.call(http.MethodPatch, path, e.keyA, c.body)
-			r.want(t, http.StatusBadRequest, cloud.EINVALID)
-			if !strings.HasPrefix(r.errMessage(), c.field) {
-				t.Errorf("message %q does not start with %s", r.errMessage(), c.field)
-			}
+			e.call(http.MethodPatch, path, e.keyA, c.body).wantInvalid(t, c.field)
 		})
 	}
 	if g := decodeRule(t, e.get(path, e.keyA)); g.Name != "Boiler" || g.Condition.Source != "point.rs485-1.boiler_temp" || len(g.Scope.DeviceIDs) != 1 || !g.UpdatedAt.Equal(boiler.UpdatedAt.Time) {
@@ -458,11 +460,7 @@ func testRulePreview(t *testing.T, open storetest.Opener) {
 			b := cpuRule("Hot")
 			b["from"], b["to"] = resource.FormatTime(from), resource.FormatTime(to)
 			c.mod(b)
-			r := preview(b)
-			r.want(t, http.StatusBadRequest, cloud.EINVALID)
-			if !strings.HasPrefix(r.errMessage(), c.field) {
-				t.Errorf("message %q does not start with %s", r.errMessage(), c.field)
-			}
+			preview(b).wantInvalid(t, c.field)
 		})
 	}
 }
@@ -558,11 +556,7 @@ func testSilences(t *testing.T, open storetest.Opener) {
 		{"unknown member", map[string]any{"to": resource.FormatTime(to), "until": "x"}, "until"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := e.call(http.MethodPost, "/silences", write, c.body)
-			r.want(t, http.StatusBadRequest, cloud.EINVALID)
-			if !strings.HasPrefix(r.errMessage(), c.field) {
-				t.Errorf("message %q does not start with %s", r.errMessage(), c.field)
-			}
+			e.call(http.MethodPost, "/silences", write, c.body).wantInvalid(t, c.field)
 		})
 	}
 	e.call(http.MethodPost, "/silences", read, map[string]any{"to": resource.FormatTime(to)}).want(t, http.StatusForbidden, cloud.EFORBIDDEN)

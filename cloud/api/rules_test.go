@@ -189,6 +189,20 @@ func testAlertRulesCRUD(t *testing.T, open storetest.Opener) {
 	e.get("/alert-rules/nosuchrule00000000000000", read).want(t, http.StatusNotFound, cloud.ENOTFOUND)
 	e.get("/alert-rules/Not-An-Id", read).want(t, http.StatusNotFound, cloud.ENOTFOUND)
 
+	// Other methods: 405 with the ones the path allows.
+	for _, c := range []struct{ method, path, allow string }{
+		{http.MethodPut, path, "GET, PATCH, DELETE"},
+		{http.MethodDelete, "/alert-rules", "GET, POST"},
+		{http.MethodGet, "/silences/" + got.ID, "DELETE"},
+		{http.MethodPut, "/silences", "GET, POST"},
+	} {
+		r := e.call(c.method, c.path, write, nil)
+		r.want(t, http.StatusMethodNotAllowed, "method_not_allowed")
+		if a := r.header.Get("Allow"); a != c.allow {
+			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, a, c.allow)
+		}
+	}
+
 	// Delete: 204, then gone; its name is free again.
 	r = e.call(http.MethodDelete, path, write, nil)
 	r.want(t, http.StatusNoContent, "")

@@ -24,11 +24,6 @@ func (s *RuleService) TestChannel(ctx context.Context, orgID, id string) (string
 	return "", notYet()
 }
 
-// StatusDevices implements cloud.AlertEngineStore (the store-rules lane).
-func (s AlertEngineStore) StatusDevices(ctx context.Context, statuses []resource.DeviceStatus, cursor string, limit int) ([]cloud.StatusDevice, error) {
-	return nil, notYet()
-}
-
 // Remind implements cloud.AlertEngineStore (the notifications-in-store lane).
 func (s AlertEngineStore) Remind(ctx context.Context, now time.Time, limit int) (int, error) {
 	return 0, notYet()

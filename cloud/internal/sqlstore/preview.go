@@ -25,10 +25,6 @@ import (
 // more is EINVALID naming "scope".
 const MaxPreviewDevices = 10000
 
-// EventStatusChanged is the event of every status change, {"from", "to"}
-// (the status lane's; DESIGN.md "Alert rules and notifications").
-const EventStatusChanged = "device.status_changed"
-
 // PreviewTables is what PreviewRule reads of a store's tables.
 type PreviewTables interface {
 	// RuleHistory calls each with threshold condition c's source values of
@@ -246,7 +242,7 @@ func (s *RuleService) replay(ctx context.Context, orgID string, d PreviewDevice,
 }
 
 // statusTypes are the events that record a device's status changes.
-var statusTypes = []string{protocol.EventDeviceOnline, protocol.EventDeviceOffline, EventStatusChanged}
+var statusTypes = []string{protocol.EventDeviceOnline, protocol.EventDeviceOffline, protocol.EventDeviceStatusChanged}
 
 // eventStatus is the status event e moved its device to ("" for none).
 func eventStatus(e DeviceEvent) resource.DeviceStatus {

@@ -377,24 +377,25 @@ func (s *Store) PreviewDevices(ctx context.Context, orgID, after string, limit i
 // PreviewDevice implements PreviewTables.
 func (s *Store) PreviewDevice(ctx context.Context, orgID, id string) (PreviewDevice, bool, error) {
 	d, err := scanPreviewDevice(s.R.QueryRow(ctx, `SELECT id, tags, agent_heartbeat_ms FROM devices WHERE org_id = ? AND id = ?`, orgID, id))
+	return optionalRow(s.Dialect, "preview device", d, err)
+}
+
+// optionalRow is a read of one row that may be missing: ok is false
+// without an error when it is.
+func optionalRow[T any](d Dialect, what string, v T, err error) (T, bool, error) {
 	if errors.Is(err, sql.ErrNoRows) {
-		return d, false, nil
+		return v, false, nil
 	}
-	return d, err == nil, s.Wrap("preview device", err)
+	return v, err == nil, d.Wrap(what, err)
 }
 
 func scanPreviewDevice(r Row) (PreviewDevice, error) {
 	var d PreviewDevice
 	var tags string
 	var hb int64
-	if err := r.Scan(&d.ID, &tags, &hb); err != nil {
-		return d, err
-	}
-	d.Heartbeat = time.Duration(hb) * time.Millisecond
-	if err := json.Unmarshal([]byte(tags), &d.Tags); err != nil {
-		return d, err
-	}
-	return d, nil
+	err := r.Scan(&d.ID, &tags, &hb)
+	d.Heartbeat, d.Tags = time.Duration(hb)*time.Millisecond, decodeTags(tags)
+	return d, err
 }
 
 // deviceEventsSQL selects a device's events of n types (eventArgs).
@@ -429,10 +430,7 @@ func (s *Store) DeviceEvents(ctx context.Context, orgID, deviceID string, types 
 func (s *Store) LastDeviceEvent(ctx context.Context, orgID, deviceID string, types []string, before time.Time) (DeviceEvent, bool, error) {
 	e, err := scanDeviceEvent(s.R.QueryRow(ctx, deviceEventsSQL(len(types))+` AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT 1`,
 		eventArgs(orgID, deviceID, types, before.UnixMilli())...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return e, false, nil
-	}
-	return e, err == nil, s.Wrap("device event", err)
+	return optionalRow(s.Dialect, "device event", e, err)
 }
 
 func scanDeviceEvent(r Row) (DeviceEvent, error) {

@@ -21,9 +21,16 @@ import (
 // engine's own semantics (alert.Threshold for thresholds), one device's
 // history streamed at a time.
 
-// MaxPreviewDevices bounds the devices a preview replays: a scope holding
-// more is EINVALID naming "scope".
-const MaxPreviewDevices = 10000
+// Bounds of a preview's work (besides cloud.MaxPreviewRange): a scope
+// holding more than MaxPreviewDevices devices, or threshold sources with
+// more than MaxPreviewSamples values in the window, is EINVALID naming
+// "scope". The samples bound lets 10,000 devices' week of metrics at the
+// agent's default interval (5 min: 20.2 million) through, or about 40
+// weeks of 1 s points (25 ns each: about 0.6 s of CPU).
+const (
+	MaxPreviewDevices = 10000
+	MaxPreviewSamples = 25_000_000
+)
 
 // PreviewTables is what PreviewRule reads of a store's tables.
 type PreviewTables interface {
@@ -104,8 +111,9 @@ func (s *RuleService) PreviewRule(ctx context.Context, orgID string, in resource
 	if err != nil {
 		return out, err
 	}
+	budget := MaxPreviewSamples
 	for _, d := range devices {
-		t, err := s.replay(ctx, orgID, d, r.Cond, from, to)
+		t, err := s.replay(ctx, orgID, d, r.Cond, from, to, &budget)
 		if err != nil {
 			return out, err
 		}
@@ -211,8 +219,9 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// replay runs condition c over device d's history in [from, to].
-func (s *RuleService) replay(ctx context.Context, orgID string, d PreviewDevice, c cloud.RuleCondition, from, to time.Time) (t tally, err error) {
+// replay runs condition c over device d's history in [from, to],
+// taking the threshold samples it replays from budget.
+func (s *RuleService) replay(ctx context.Context, orgID string, d PreviewDevice, c cloud.RuleCondition, from, to time.Time, budget *int) (t tally, err error) {
 	t = tally{from: from, to: to}
 	switch c.Kind {
 	case resource.ConditionThreshold:
@@ -220,6 +229,9 @@ func (s *RuleService) replay(ctx context.Context, orgID string, d PreviewDevice,
 		// before the window are not read.
 		th := alert.Threshold{Cond: c}
 		err = s.Tables.RuleHistory(ctx, orgID, d.ID, c, from, to, func(xs []cloud.RuleSample) error {
+			if *budget -= len(xs); *budget < 0 {
+				return cloud.Errorf(cloud.EINVALID, "scope: the preview would replay more than %d samples; narrow the scope or shorten the window", MaxPreviewSamples)
+			}
 			for _, x := range xs {
 				switch th.Step(x.At, x.Value) {
 				case alert.Opens:

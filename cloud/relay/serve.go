@@ -104,6 +104,9 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := refuseArgvPassword(args); err != nil {
+		return err
+	}
 	if err := c.validate(); err != nil {
 		return err
 	}

@@ -209,16 +209,14 @@ func (c *NotifyConfig) validate(listen string, tls bool) error {
 }
 
 // refuseArgvPassword refuses an --smtp-url with a password on the command
-// line (args), which every user of the machine sees in ps.
-func refuseArgvPassword(args []string) error {
-	fs := flag.NewFlagSet("", flag.ContinueOnError)
+// line (args parsed into fs, which defines every flag of the command and
+// smtpURL's), which every user of the machine sees in ps.
+func refuseArgvPassword(args []string, fs *flag.FlagSet, smtpURL *string) error {
 	fs.SetOutput(io.Discard)
-	c := DefaultConfig()
-	c.flags(fs)
-	if fs.Parse(args) != nil || c.Notify.SMTPURL == "" {
+	if fs.Parse(args) != nil || *smtpURL == "" {
 		return nil // parseFlags reports a bad command line
 	}
-	u, err := url.Parse(c.Notify.SMTPURL)
+	u, err := url.Parse(*smtpURL)
 	if err != nil {
 		return nil // validate refuses it without echoing it
 	}

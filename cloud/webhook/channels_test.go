@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,31 @@ func TestEmailWithoutSMTP(t *testing.T) {
 	if len(di.Attempts) != 1 || !strings.Contains(di.Attempts[0].Error, "--smtp-url") {
 		t.Errorf("attempts %+v", di.Attempts)
 	}
+}
+
+// BenchmarkEmailThroughOutbox measures e-mail notifications per second
+// from the outbox to a real SMTP server on loopback (STARTTLS and AUTH,
+// one connection per message), on SQLite.
+func BenchmarkEmailThroughOutbox(b *testing.B) {
+	e := newEnvOn(b, dialects.SQLite(b, nil))
+	srv := smtptest.Start(b, smtptest.Options{Mode: smtptest.StartTLS, User: "fleet", Password: "pw"})
+	d := newDispatcher(b, e, dispOpts{mail: smtpSender(b, srv), publicURL: publicURL})
+	devs := make([]string, 16) // the FIFO is per device: 16 devices send side by side
+	for i := range devs {
+		devs[i] = e.addDevice(b, "bench-"+strconv.Itoa(i))
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		dl := e.channelDelivery(b, webhook.KindEmail, "mailto:ops@example.com")
+		dl.DeviceID = devs[i%len(devs)]
+		if err := d.Submit(ctx, dl); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		srv.Wait(b, 30*time.Second)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "mails/s")
 }

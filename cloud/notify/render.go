@@ -245,7 +245,13 @@ func (m Message) Chat(publicURL string) ([]byte, error) {
 	if link := m.AlertLink(publicURL); link != "" {
 		b.WriteString("\n" + chatEscaper.Replace(link))
 	}
-	return json.Marshal(struct {
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false) // the text is already escaped as Slack wants
+	if err := enc.Encode(struct {
 		Text string `json:"text"`
-	}{b.String()})
+	}{b.String()}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(out.Bytes(), "\n"), nil
 }

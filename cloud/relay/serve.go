@@ -104,6 +104,12 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	scratch := DefaultConfig()
+	sfs := flag.NewFlagSet("", flag.ContinueOnError)
+	scratch.flags(sfs)
+	if err := refuseArgvPassword(args, sfs, &scratch.Notify.SMTPURL); err != nil {
+		return err
+	}
 	if err := c.validate(); err != nil {
 		return err
 	}

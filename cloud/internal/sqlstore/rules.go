@@ -28,8 +28,3 @@ func (s *RuleService) PreviewRule(ctx context.Context, orgID string, r resource.
 func (s AlertEngineStore) History(ctx context.Context, orgID, deviceID string, c cloud.RuleCondition, from, to time.Time, limit int) ([]cloud.RuleSample, error) {
 	return nil, notYet()
 }
-
-// StatusDevices implements cloud.AlertEngineStore (the store-rules lane).
-func (s AlertEngineStore) StatusDevices(ctx context.Context, statuses []resource.DeviceStatus, cursor string, limit int) ([]cloud.StatusDevice, error) {
-	return nil, notYet()
-}

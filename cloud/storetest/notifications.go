@@ -116,8 +116,8 @@ func want(lines ...string) string {
 // transaction, the organization's alert webhook (opened, acknowledged,
 // resolved) and, when it opens or resolves, each channel of the rule whose
 // minimum severity the alert reaches, unless a silence covers the device
-// (then only the alert webhook); each delivery carries what its kind
-// sends.
+// (by its id or its tags: then only the alert webhook); each delivery
+// carries what its kind sends.
 func testAlertNotifications(t *testing.T, open Opener) {
 	n := newNotifyEnv(t, open)
 	mail := n.channel("ops mail", resource.ChannelEmail, "ops@example.com", resource.SeverityWarning)
@@ -245,6 +245,29 @@ func testAlertNotifications(t *testing.T, open Opener) {
 	n.open(n.dev, cpu)
 	if ds := n.queued(); len(ds) != 3 {
 		t.Errorf("after the silence ended, opening queued:\n%s", describe(ds))
+	}
+
+	// A silence of a tag covers the devices holding it, not the others.
+	tagged := n.device(n.org.ID, "IG-500")
+	if err := n.Store.SetDeviceTags(n.ctx, tagged.ID, []string{"site:north", "rack-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Store.SetDeviceTags(n.ctx, other.ID, []string{"site:south"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Store.Rules().CreateSilence(n.ctx, n.org.ID, cloud.NewSilence{Scope: resource.RuleScope{Tags: []string{"site:north"}},
+		From: n.clock.Now(), To: n.clock.Now().Add(time.Hour), Comment: "site work", CreatedBy: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	n.queued()
+	n.open(tagged, cpu)
+	if got := describe(n.queued()); got != want("alert.opened   "+orgAlertURL) {
+		t.Errorf("opening on a device of a silenced tag queued:\n%s", got)
+	}
+	untagged := n.device(n.org.ID, "IG-500")
+	n.open(untagged, cpu)
+	if ds := n.queued(); len(ds) != 3 {
+		t.Errorf("opening on a device without the silenced tag queued:\n%s", describe(ds))
 	}
 
 	// Without an alert webhook URL only channels are told.

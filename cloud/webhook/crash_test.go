@@ -34,23 +34,8 @@ func TestHelperDispatcherProcess(t *testing.T) {
 		return // not the child
 	}
 	ctx := context.Background()
-	s := dialects.SQLiteAt(t, path, nil)
-	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: os.Getenv("FLEET_WH_CHILD_CA")})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	d, err := webhook.New(webhook.Config{Store: s.Outbox, Client: client,
-		Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond},
-		Logger:  slog.New(slog.DiscardHandler)})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	if err := d.Start(ctx); err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
+	_, d := childDispatcher(t, path, os.Getenv("FLEET_WH_CHILD_CA"), webhook.Config{
+		Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}})
 	n, _ := strconv.Atoi(os.Getenv("FLEET_WH_CHILD_N"))
 	devices := strings.Split(os.Getenv("FLEET_WH_CHILD_DEVICES"), ",")
 	var wg sync.WaitGroup
@@ -72,9 +57,40 @@ func TestHelperDispatcherProcess(t *testing.T) {
 	select {}
 }
 
+// childDispatcher opens, in a child process, the SQLite file at path and
+// starts a dispatcher of cfg on its outbox trusting the certificate in ca;
+// a failure is printed and ends the child.
+func childDispatcher(t *testing.T, path, ca string, cfg webhook.Config) (storetest.Stores, *webhook.Dispatcher) {
+	s := dialects.SQLiteAt(t, path, nil)
+	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: ca})
+	if err == nil {
+		cfg.Store, cfg.Client, cfg.Logger = s.Outbox, client, slog.New(slog.DiscardHandler)
+		var d *webhook.Dispatcher
+		if d, err = webhook.New(cfg); err == nil {
+			if err = d.Start(context.Background()); err == nil {
+				return s, d
+			}
+		}
+	}
+	fmt.Println("error", err)
+	os.Exit(1)
+	return s, nil
+}
+
 func startChild(t *testing.T, env []string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDispatcherProcess$", "-test.count=1")
+	cmd, line := runChild(t, "TestHelperDispatcherProcess", env)
+	if line != "ready" {
+		t.Fatalf("child: %q", line)
+	}
+	return cmd
+}
+
+// runChild runs the test helper named test in a child process with env
+// added, and returns it with the first line it printed.
+func runChild(t *testing.T, test string, env []string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -86,10 +102,10 @@ func startChild(t *testing.T, env []string) *exec.Cmd {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "ready" {
+	if err != nil {
 		t.Fatalf("child: %q %v", line, err)
 	}
-	return cmd
+	return cmd, strings.TrimSpace(line)
 }
 
 // TestKillDuringRetries runs the dispatcher in a child process over a real
@@ -192,20 +208,7 @@ func TestHelperAlertProcess(t *testing.T) {
 		return // not the child
 	}
 	ctx := context.Background()
-	s := dialects.SQLiteAt(t, path, nil)
-	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: os.Getenv("FLEET_WH_ALERT_CA")})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	d, err := webhook.New(webhook.Config{Store: s.Outbox, Client: client, PollInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
-	if err == nil {
-		err = d.Start(ctx)
-	}
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
+	s, _ := childDispatcher(t, path, os.Getenv("FLEET_WH_ALERT_CA"), webhook.Config{PollInterval: time.Hour})
 	org := os.Getenv("FLEET_WH_ALERT_ORG")
 	a, opened, err := s.Engine.OpenAlert(ctx, alert.Opening{OrgID: org, DeviceID: os.Getenv("FLEET_WH_ALERT_DEVICE"),
 		Rule: storetest.Rule(t, s.Engine, org, "high_cpu"), Message: "CPU high", At: time.Now(), WithEvent: true})
@@ -239,22 +242,12 @@ func TestKillAfterAlertCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAlertProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "FLEET_WH_ALERT_DB="+path, "FLEET_WH_ALERT_CA="+rcv.caFile, "FLEET_WH_ALERT_ORG="+e.org.ID, "FLEET_WH_ALERT_DEVICE="+e.device)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	cmd, line := runChild(t, "TestHelperAlertProcess",
+		[]string{"FLEET_WH_ALERT_DB=" + path, "FLEET_WH_ALERT_CA=" + rcv.caFile, "FLEET_WH_ALERT_ORG=" + e.org.ID, "FLEET_WH_ALERT_DEVICE=" + e.device})
+	alertID, ok := strings.CutPrefix(line, "opened ")
+	if !ok {
+		t.Fatalf("child: %q", line)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "opened ") {
-		t.Fatalf("child: %q %v", line, err)
-	}
-	alertID := strings.TrimSpace(strings.TrimPrefix(line, "opened "))
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

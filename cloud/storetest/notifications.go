@@ -463,3 +463,41 @@ func testAlertNotificationsSurviveCrash(t *testing.T, open Opener) {
 		t.Errorf("requests by path %v, want one alert webhook and one channel webhook", got)
 	}
 }
+
+// testChannelTest: testing a channel queues one notify.test message to it,
+// of its kind, under the delivery id returned; another organization's
+// channel is not found and queues nothing.
+func testChannelTest(t *testing.T, open Opener) {
+	n := newNotifyEnv(t, open)
+	mail := n.channel("ops mail", resource.ChannelEmail, "ops@example.com, oncall@example.com", resource.SeverityCritical)
+	chat := n.channel("chat", resource.ChannelSlack, "https://chat.example.com/hooks/1", resource.SeverityInfo)
+	n.queued()
+	for _, c := range []resource.NotificationChannel{mail, chat} {
+		id, err := n.Store.Rules().TestChannel(n.ctx, n.org.ID, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds := n.queued()
+		if len(ds) != 1 || ds[0].ID != id || ds[0].Event != notify.EventTest || ds[0].Kind != c.Kind || ds[0].ChannelID != c.ID || ds[0].OrgID != n.org.ID {
+			t.Fatalf("testing %s queued %+v", c.Kind, ds)
+		}
+		wantURL := c.Target
+		if c.Kind == resource.ChannelEmail {
+			wantURL = "mailto:" + c.Target
+		}
+		m, err := notify.Decode(ds[0].Body)
+		if ds[0].URL != wantURL || err != nil || m.Event != notify.EventTest || m.OrgID != n.org.ID || m.ChannelID != c.ID || m.Text == "" || !m.At.Equal(n.clock.Now()) {
+			t.Errorf("test of %s: %s %s (%v)", c.Kind, ds[0].URL, ds[0].Body, err)
+		}
+	}
+	other := n.env.org("other")
+	if _, err := n.Store.Rules().TestChannel(n.ctx, other.ID, mail.ID); cloud.ErrorCode(err) != cloud.ENOTFOUND {
+		t.Errorf("testing another organization's channel: %v", err)
+	}
+	if _, err := n.Store.Rules().TestChannel(n.ctx, n.org.ID, "nosuchchannel"); cloud.ErrorCode(err) != cloud.ENOTFOUND {
+		t.Errorf("testing an unknown channel: %v", err)
+	}
+	if ds := n.queued(); len(ds) != 0 {
+		t.Errorf("failed tests queued %s", describe(ds))
+	}
+}

@@ -116,6 +116,7 @@ func Run(t *testing.T, open Opener) {
 		{"AlertNotifications", testAlertNotifications},
 		{"AlertReminders", testAlertReminders},
 		{"AlertNotificationsSurviveCrash", testAlertNotificationsSurviveCrash},
+		{"ChannelTest", testChannelTest},
 		{"Retention", testRetention},
 		{"DataVersion", testDataVersion},
 		{"Users", testUsers},

@@ -20,7 +20,7 @@ import (
 // SKIP LOCKED). Leases are timed by the database server's clock.
 type WebhookStore struct {
 	db                   *DB
-	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget, Pending
+	sqlstore.OutboxReads // OrgSecrets, Forwarding, Pending
 	relay                string
 	lease                atomic.Int64 // of inserts claimed, in ms
 }

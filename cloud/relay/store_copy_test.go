@@ -50,7 +50,6 @@ func TestStoreCopy(t *testing.T) {
 		devs = append(devs, d)
 	}
 	mustJSON(t, &struct{}{}, "device", "revoke", "--db", path, "--id", devs[3].ID)
-	mustJSON(t, &struct{}{}, "org", "set-alert-webhook", "--db", path, "--org", org.ID, "--url", "https://hooks.example.com/alerts")
 	mustJSON(t, &struct{}{}, "org", "rotate-secret", "--db", path, "--org", org.ID, "--grace", "48h")
 
 	// Agents, the alert engine and a user make the rest, through the
@@ -126,6 +125,9 @@ func TestStoreCopy(t *testing.T) {
 		t.Fatalf("compacted %d point samples (%v)", n, err)
 	}
 	s.Close()
+	// Set after the alerts were made, which would otherwise queue alert
+	// webhooks due at once (the store writes them with the alert).
+	mustJSON(t, &struct{}{}, "org", "set-alert-webhook", "--db", path, "--org", org.ID, "--url", "https://hooks.example.com/alerts")
 	pointAnswers := func(st *cloud.Stores) map[string]string {
 		out := map[string]string{}
 		for _, q := range []cloud.PointQuery{{Limit: 10000}, {Limit: 100}, {Step: time.Minute}, {Step: 7 * time.Second, Limit: 50}} {

@@ -14,7 +14,7 @@ import (
 // WebhookStore is the webhook outbox (webhook.Store) on SQLite.
 type WebhookStore struct {
 	db                   *DB
-	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget, Pending
+	sqlstore.OutboxReads // OrgSecrets, Forwarding, Pending
 
 	mu sync.Mutex // guards the lazily prepared statements below
 	st struct{ insert, attempt, update *sql.Stmt }

@@ -197,19 +197,11 @@ func alertMessage(event string, r cloud.AlertRule, a resource.Alert, deviceName 
 		Source: p.Source, Value: p.Value, Threshold: p.Threshold, Unit: p.Unit, At: at}
 }
 
-// notifyRule reads in tx what QueueAlertNotifications needs of the
-// organization's rule id (deleted or not).
+// notifyRule reads in tx the organization's rule id (deleted or not).
 func notifyRule(ctx context.Context, tx Querier, orgID, id string) (cloud.AlertRule, error) {
-	r := cloud.AlertRule{ID: id, OrgID: orgID}
-	var notifyJSON string
-	var repeat int64
-	err := tx.QueryRow(ctx, `SELECT name, notify, repeat_every_ms FROM alert_rules WHERE id = ? AND org_id = ?`, id, orgID).Scan(&r.Name, &notifyJSON, &repeat)
+	r, err := ScanRule(tx.QueryRow(ctx, `SELECT `+RuleColumns+` FROM alert_rules WHERE id = ? AND org_id = ?`, id, orgID))
 	if err != nil {
 		return r, fmt.Errorf("alert rule %s: %w", id, err)
-	}
-	r.Repeat = time.Duration(repeat) * time.Millisecond
-	if err := json.Unmarshal([]byte(notifyJSON), &r.Notify); err != nil {
-		return r, fmt.Errorf("alert rule %s notify: %w", id, err)
 	}
 	return r, nil
 }
@@ -294,7 +286,7 @@ func (s *RuleService) TestChannel(ctx context.Context, orgID, id string) (string
 		var kind, target string
 		err := tx.QueryRow(ctx, `SELECT kind, target FROM notification_channels WHERE id = ? AND org_id = ?`, id, orgID).Scan(&kind, &target)
 		if errors.Is(err, sql.ErrNoRows) {
-			return cloud.Errorf(cloud.ENOTFOUND, "notification channel %q not found", id)
+			return channelNotFound(id)
 		}
 		if err != nil {
 			return err

@@ -95,7 +95,7 @@ func DeviceNotFound(id string) error {
 }
 
 // OutboxReads are the reads of the webhook outbox (webhook.Store) that
-// both stores make alike (OrgSecrets, Forwarding, AlertTarget, Pending);
+// both stores make alike (OrgSecrets, Forwarding, Pending);
 // each store's outbox embeds them.
 type OutboxReads struct{ *Store }
 
@@ -176,19 +176,6 @@ func (s OutboxReads) Pending(ctx context.Context, after int64, limit int) ([]*we
 		return nil, 0, s.Wrap("pending deliveries", err)
 	}
 	return out, maxSeq, nil
-}
-
-// AlertTarget returns the device's organization and its alert webhook URL
-// (webhook.Store's).
-func (s OutboxReads) AlertTarget(ctx context.Context, deviceID string) (orgID, url string, err error) {
-	err = s.R.QueryRow(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = ?`, deviceID).Scan(&orgID, &url)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", DeviceNotFound(deviceID)
-	}
-	if err != nil {
-		return "", "", s.Wrap("alert target", err)
-	}
-	return orgID, url, nil
 }
 
 // DeliveryNotFound is ENOTFOUND for webhook delivery id.

@@ -520,4 +520,3 @@ func testAlertPage(t *testing.T, open storetest.Opener) {
 		}
 	}
 }
-

@@ -520,3 +520,25 @@ func testAlertPage(t *testing.T, open storetest.Opener) {
 		}
 	}
 }
+
+// TestRuleTextIsText: names people give rules and channels, and the
+// payload of an alert, are rendered as text.
+func TestRuleTextIsText(t *testing.T) { stores.Run(t, testRuleTextIsText) }
+
+func testRuleTextIsText(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
+	must(h.db.Rules().CreateRule(h.ctx, h.org.ID, testRule(`<img src=x onerror=alert(1)>`)))
+	must(h.db.Rules().CreateChannel(h.ctx, cloud.NewChannel{OrgID: h.org.ID, Name: `<svg onload=alert(2)>`, Kind: "email", Target: "x@acme.example"}))
+	c := h.signIn(cloud.RoleOwner)
+	for _, path := range []string{"/panel/alerts/rules", "/panel/settings/notifications", "/panel/alerts/rules/" + h.rules[0].ID} {
+		body := c.get(path).body
+		for _, raw := range []string{"<img src=x", "<svg onload"} {
+			if strings.Contains(body, raw) {
+				t.Errorf("%s renders %q as markup", path, raw)
+			}
+		}
+	}
+	if body := c.get("/panel/alerts/rules").body; !strings.Contains(body, "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Error("the rule's name is not shown as text")
+	}
+}

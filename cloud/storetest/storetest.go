@@ -97,6 +97,7 @@ func Run(t *testing.T, open Opener) {
 		{"NotificationChannels", testNotificationChannels},
 		{"Silences", testSilences},
 		{"RulesObserved", testRulesObserved},
+		{"DeviceAlerts", testDeviceAlerts},
 		{"SerialDefaults", testSerialDefaults},
 		{"SerialTelemetryAndAvailability", testSerialTelemetry},
 		{"PutChannel", testPutChannel},
@@ -124,6 +125,11 @@ func Run(t *testing.T, open Opener) {
 		{"PointsScope", testPointsScope},
 		{"PointsCompaction", testPointsCompaction},
 		{"PointsRetention", testPointsRetention},
+		{"RuleHistory", testRuleHistory},
+		{"PreviewThreshold", testPreviewThreshold},
+		{"PreviewOffline", testPreviewOffline},
+		{"PreviewEvents", testPreviewEvents},
+		{"PreviewValidation", testPreviewValidation},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

@@ -19,7 +19,7 @@ UPDATE alert_rules SET updated_at = created_at, cond = CASE
     WHEN name = 'vpn_down' THEN json_object('kind', 'event', 'type', 'alert.vpn_down', 'resolveOn', 'vpn.up')
     WHEN metric <> '' THEN json_object('kind', 'threshold', 'source', 'metric.' || metric, 'op', '>=',
         'value', threshold, 'clear', MIN(clear_threshold, threshold),
-        'for', (MIN(MAX(consecutive, 1), 289) - 1) * 300 || 's')
+        'for', ((MIN(MAX(consecutive, 1), 289) - 1) * 300) || 's')
     ELSE json_object('kind', 'event', 'type', 'alert.' || name)
 END;
 
@@ -57,4 +57,4 @@ CREATE TABLE silences (
     ended_at   INTEGER
 );
 CREATE INDEX silences_org ON silences(org_id, created_at, id);
-CREATE INDEX silences_org_active ON silences(org_id, to_at) WHERE ended_at IS NULL;
+CREATE INDEX silences_org_active ON silences(org_id, created_at, id) WHERE ended_at IS NULL;

@@ -236,10 +236,10 @@ type kindOption struct {
 }
 
 var conditionKinds = []kindOption{
-	{resource.ConditionThreshold, "threshold: a metric or a point crosses a value"},
-	{resource.ConditionOffline, "offline: the device stops reporting"},
-	{resource.ConditionEvent, "event: the device records an event"},
-	{resource.ConditionStatus, "status: the device stays in a status"},
+	{resource.ConditionThreshold, "threshold: metric or point"},
+	{resource.ConditionOffline, "offline: stops reporting"},
+	{resource.ConditionEvent, "event: an event arrives"},
+	{resource.ConditionStatus, "status: stays in a status"},
 }
 
 // metricLabels names the metric sources of threshold rules.
@@ -320,8 +320,9 @@ func (s *Server) rulesPage(w http.ResponseWriter, r *http.Request, rq *request) 
 		names[c.ID] = c.Name
 	}
 	d := rulesData{CanEdit: rq.User.Role.Can(cloud.PermRules), NoChannel: len(chans) == 0}
+	words := s.scopeWords(ctx, org)
 	for _, rule := range list.Data {
-		row := ruleRow{AlertRule: rule, Condition: describeCondition(rule.Condition), Scope: describeScope(rule.Scope)}
+		row := ruleRow{AlertRule: rule, Condition: describeCondition(rule.Condition), Scope: words.say(rule.Scope)}
 		var to []string
 		for _, id := range rule.Notify {
 			to = append(to, cmp.Or(names[id], id))
@@ -373,7 +374,43 @@ func describeCondition(c resource.RuleCondition) string {
 	return c.Kind
 }
 
-// describeScope says a scope in words.
+// scopeWords says scopes in words, naming up to three devices of a list
+// (their ids when they are not the organization's), each looked up once.
+type scopeWords struct {
+	s     *Server
+	ctx   context.Context
+	org   string
+	names map[string]string
+}
+
+func (s *Server) scopeWords(ctx context.Context, org string) *scopeWords {
+	return &scopeWords{s: s, ctx: ctx, org: org, names: map[string]string{}}
+}
+
+func (w *scopeWords) say(sc resource.RuleScope) string {
+	if len(sc.DeviceIDs) == 0 {
+		return describeScope(sc)
+	}
+	shown := make([]string, 0, 3)
+	for _, id := range sc.DeviceIDs[:min(3, len(sc.DeviceIDs))] {
+		name, seen := w.names[id]
+		if !seen {
+			name = id
+			if dev, err := w.s.cfg.Devices.Device(w.ctx, w.org, id); err == nil {
+				name = dev.Name
+			}
+			w.names[id] = name
+		}
+		shown = append(shown, name)
+	}
+	out := fmt.Sprintf("%d device%s: %s", len(sc.DeviceIDs), plural(len(sc.DeviceIDs)), strings.Join(shown, ", "))
+	if more := len(sc.DeviceIDs) - len(shown); more > 0 {
+		out += fmt.Sprintf(" and %d more", more)
+	}
+	return out
+}
+
+// describeScope says a scope in words, devices by id.
 func describeScope(sc resource.RuleScope) string {
 	switch {
 	case len(sc.DeviceIDs) > 0:

@@ -60,8 +60,9 @@ func (s *Server) silencesData(r *http.Request, rq *request, f silenceForm) (*sil
 		return nil, err
 	}
 	d := &silencesData{Form: f, Errors: map[string]string{}, CanEdit: rq.User.Role.Can(cloud.PermAlerts)}
+	words := s.scopeWords(ctx, org)
 	for _, sl := range list.Data {
-		d.Silences = append(d.Silences, silenceRow{Silence: sl, Scope: describeScope(sl.Scope)})
+		d.Silences = append(d.Silences, silenceRow{Silence: sl, Scope: words.say(sl.Scope)})
 	}
 	if list.Pagination.HasMore && list.Pagination.NextCursor != nil {
 		d.NextURL = "/panel/alerts/silences?after=" + url.QueryEscape(*list.Pagination.NextCursor)
@@ -152,7 +153,7 @@ func (s *Server) createSilence(w http.ResponseWriter, r *http.Request, rq *reque
 				return
 			}
 			s.log.Info("panel: silence created", "silence_id", sl.ID, "user_id", rq.User.ID, "org_id", rq.User.OrgID)
-			s.flash(r, "Silence of "+describeScope(sl.Scope)+" until "+when(sl.To.Time)+" created.")
+			s.flash(r, "Silence of "+s.scopeWords(r.Context(), rq.User.OrgID).say(sl.Scope)+" until "+when(sl.To.Time)+" created.")
 			http.Redirect(w, r, "/panel/alerts/silences", http.StatusSeeOther)
 			return
 		case cloud.EINVALID, cloud.ECONFLICT:

@@ -160,13 +160,12 @@ func (s *Server) removeChannel(w http.ResponseWriter, r *http.Request, rq *reque
 		s.fail(w, r, rq, err)
 		return
 	}
-	if r.PostFormValue("confirm") != "yes" {
-		s.render(w, r, rq, http.StatusOK, "confirm", "Remove notification channel", confirmData{
-			Heading: "Remove the channel “" + c.Name + "”?",
-			Message: "Every rule stops sending alerts to it.",
-			Action:  "/panel/settings/notifications/" + url.PathEscape(c.ID) + "/remove", Button: "Remove channel",
-			Cancel: "/panel/settings/notifications",
-		})
+	if s.askFirst(w, r, rq, "Remove notification channel", confirmData{
+		Heading: "Remove the channel “" + c.Name + "”?",
+		Message: "Every rule stops sending alerts to it.",
+		Action:  "/panel/settings/notifications/" + url.PathEscape(c.ID) + "/remove", Button: "Remove channel",
+		Cancel: "/panel/settings/notifications",
+	}) {
 		return
 	}
 	if err := s.cfg.Rules.DeleteChannel(r.Context(), rq.User.OrgID, c.ID); err != nil {

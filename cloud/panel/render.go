@@ -90,7 +90,10 @@ func parsePages(static fs.FS, now cloud.Now) (*pages, error) {
 			return secretField{ID: id, Label: label, Value: value}
 		},
 		"field": newTextField,
-		"has":   slices.Contains[[]string],
+		"scopeFields": func(prefix, kind, ids, tags string, errs map[string]string) scopeFields {
+			return scopeFields{Prefix: prefix, Kind: kind, DeviceIDs: ids, Tags: tags, Errors: errs}
+		},
+		"has": slices.Contains[[]string],
 	}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/parts.html")
 	if err != nil {
@@ -136,6 +139,13 @@ func newTextField(id, name, label, value, err string, more ...string) textField 
 		f.Type = more[1]
 	}
 	return f
+}
+
+// scopeFields are the scope fields of a rule's or a silence's form
+// (template "scopefields"): Kind "all", "devices" or "tags".
+type scopeFields struct {
+	Prefix, Kind, DeviceIDs, Tags string
+	Errors                        map[string]string
 }
 
 // secretField is a secret shown once with its copy button (template

@@ -624,13 +624,12 @@ func (s *Server) deleteRule(w http.ResponseWriter, r *http.Request, rq *request)
 		s.fail(w, r, rq, err)
 		return
 	}
-	if r.PostFormValue("confirm") != "yes" {
-		s.render(w, r, rq, http.StatusOK, "confirm", "Delete alert rule", confirmData{
-			Heading: "Delete the rule “" + rule.Name + "”?",
-			Message: "Its open alerts are resolved now and it opens no more. This cannot be undone.",
-			Action:  "/panel/alerts/rules/" + url.PathEscape(rule.ID) + "/delete", Button: "Delete rule",
-			Cancel: "/panel/alerts/rules",
-		})
+	if s.askFirst(w, r, rq, "Delete alert rule", confirmData{
+		Heading: "Delete the rule “" + rule.Name + "”?",
+		Message: "Its open alerts are resolved now and it opens no more. This cannot be undone.",
+		Action:  "/panel/alerts/rules/" + url.PathEscape(rule.ID) + "/delete", Button: "Delete rule",
+		Cancel: "/panel/alerts/rules",
+	}) {
 		return
 	}
 	if err := s.cfg.Rules.DeleteRule(ctx, rq.User.OrgID, rule.ID); err != nil {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -154,6 +155,17 @@ func testRuleCRUD(t *testing.T, open Opener) {
 	pt.Name, pt.Condition.Source, pt.Scope = "pump", "point.rs485-1.temp", resource.RuleScope{DeviceIDs: []string{e.device(org.ID, "IG-500").ID}}
 	_, err = rs.CreateRule(e.ctx, org.ID, pt)
 	wantInvalid(t, "a point of a device outside the scope", err, "condition.source")
+	// By tags: the device holding every tag of the scope has the point.
+	if err := e.Store.SetDeviceTags(e.ctx, d.ID, []string{"site:north", "tank"}); err != nil {
+		t.Fatal(err)
+	}
+	pt.Name, pt.Scope = "tanks hot", resource.RuleScope{Tags: []string{"tank", "site:north"}}
+	if _, err := rs.CreateRule(e.ctx, org.ID, pt); err != nil {
+		t.Errorf("a point of the device holding the scope's tags: %v", err)
+	}
+	pt.Name, pt.Scope = "south tanks hot", resource.RuleScope{Tags: []string{"tank", "site:south"}}
+	_, err = rs.CreateRule(e.ctx, org.ID, pt)
+	wantInvalid(t, "a point of no device holding the scope's tags", err, "condition.source")
 
 	e.clock.Add(time.Minute)
 	name, off, sev := "cpu very hot", false, resource.SeverityCritical
@@ -192,7 +204,7 @@ func testRuleCRUD(t *testing.T, open Opener) {
 		}
 		cursor = *l.Pagination.NextCursor
 	}
-	if len(all) != 7+2+20 || all[7].ID != r.ID || all[28].Name != strings.Repeat("x", 20) {
+	if len(all) != 7+3+20 || all[7].ID != r.ID || all[29].Name != strings.Repeat("x", 20) {
 		t.Errorf("%d rules listed", len(all))
 	}
 	if _, err := rs.ListRules(e.ctx, org.ID, cloud.Page{Cursor: "nosuchrule"}); cloud.ErrorCode(err) != cloud.ECURSOR {
@@ -218,6 +230,8 @@ func testRuleCRUD(t *testing.T, open Opener) {
 // condition resolves its open alerts, each with its alert.resolved event.
 func testRuleDeleteResolves(t *testing.T, open Opener) {
 	e := newEnv(t, open)
+	log := &alertLog{}
+	e.Store.Observe(nil, log)
 	org := e.org("acme")
 	d1, d2 := e.device(org.ID, "IG-500"), e.device(org.ID, "IG-500")
 	rs := e.Store.Rules()
@@ -240,6 +254,10 @@ func testRuleDeleteResolves(t *testing.T, open Opener) {
 	}
 	check := func(what string, alerts []resource.Alert) {
 		t.Helper()
+		if got := log.list(); len(got) != 2 || got[0] != "alert.resolved RESOLVED" || got[1] != got[0] {
+			t.Errorf("%s: the alert observer heard %v, want the two resolutions", what, got)
+		}
+		log.events = nil
 		for _, a := range alerts {
 			got, err := e.alertByID(org.ID, a, resource.AlertResolved)
 			if err != nil || got.State != resource.AlertResolved || got.ResolvedAt == nil || !got.ResolvedAt.Equal(e.clock.Now()) {
@@ -385,6 +403,12 @@ func testNotificationChannels(t *testing.T, open Opener) {
 	}
 	if err := rs.DeleteChannel(e.ctx, org.ID, chat.ID); cloud.ErrorCode(err) != cloud.ENOTFOUND {
 		t.Errorf("deleting twice: %v", err)
+	}
+	for i := 1; i < cloud.MaxChannelsPerOrg; i++ {
+		e.channel(org.ID, fmt.Sprint("c", i), false)
+	}
+	if _, err := rs.CreateChannel(e.ctx, cloud.NewChannel{OrgID: org.ID, Name: "one too many", Kind: resource.ChannelSlack, Target: "https://chat.example.com/h"}); cloud.ErrorCode(err) != cloud.ECONFLICT {
+		t.Errorf("channel %d: %v", cloud.MaxChannelsPerOrg+1, err)
 	}
 }
 
@@ -565,14 +589,44 @@ func testDeviceAlerts(t *testing.T, open Opener) {
 	if _, err := e.Engine.DeviceAlerts(e.ctx, other.ID, d.ID); cloud.ErrorCode(err) != cloud.ENOTFOUND {
 		t.Errorf("another org's device: %v", err)
 	}
+	if err := e.Store.SetDeviceTags(e.ctx, d.ID, []string{"tank", "north"}); err != nil {
+		t.Fatal(err)
+	}
 	e.online(d, 10*time.Second)
 	resolved := e.alert(d, alert.RuleHighCPU, resource.AlertResolved)
 	e.clock.Add(time.Second)
 	active := e.alert(d, alert.RuleHighMem, resource.AlertActive)
 	st, err = e.Engine.DeviceAlerts(e.ctx, org.ID, d.ID)
 	cpu, mem := e.rule(org.ID, alert.RuleHighCPU), e.rule(org.ID, alert.RuleHighMem)
-	if err != nil || st.Status != resource.StatusOnline || st.Rules[cpu.ID].OpenID != "" || !st.Rules[cpu.ID].LastResolved.Equal(resolved.ResolvedAt.Time) ||
+	if err != nil || st.Status != resource.StatusOnline || !slices.Equal(st.Tags, []string{"north", "tank"}) || st.Rules[cpu.ID].OpenID != "" || !st.Rules[cpu.ID].LastResolved.Equal(resolved.ResolvedAt.Time) ||
 		st.Rules[mem.ID].OpenID != active.ID || !st.Rules[mem.ID].LastResolved.IsZero() {
 		t.Errorf("DeviceAlerts = %+v, %v", st, err)
+	}
+}
+
+// testRulesBounded: an organization has at most cloud.MaxRulesPerOrg live
+// rules; deleting one makes room.
+func testRulesBounded(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	org := e.org("acme")
+	rs := e.Store.Rules()
+	var last resource.AlertRule
+	for i := len(cloud.DefaultAlertRules()); i < cloud.MaxRulesPerOrg; i++ {
+		var err error
+		if last, err = rs.CreateRule(e.ctx, org.ID, cpuRule(fmt.Sprint("r", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rs.CreateRule(e.ctx, org.ID, cpuRule("one too many")); cloud.ErrorCode(err) != cloud.ECONFLICT {
+		t.Errorf("rule %d: %v", cloud.MaxRulesPerOrg+1, err)
+	}
+	if err := rs.DeleteRule(e.ctx, org.ID, last.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.CreateRule(e.ctx, org.ID, cpuRule("one too many")); err != nil {
+		t.Errorf("after a delete: %v", err)
+	}
+	if rules, err := e.Engine.Rules(e.ctx, org.ID); err != nil || len(rules) != cloud.MaxRulesPerOrg {
+		t.Errorf("engine reads %d rules, %v", len(rules), err)
 	}
 }

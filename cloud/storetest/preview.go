@@ -279,6 +279,21 @@ func testPreviewOffline(t *testing.T, open Opener) {
 	checkPreview(t, "offline from 5m", e.mustPreview(org.ID, rule, t0.Add(5*time.Minute), end), 3, fast.ID+":2:11m0s", slow.ID+":1:2m0s")
 	rule.Condition.After = "6m"
 	checkPreview(t, "after 6m", e.mustPreview(org.ID, rule, t0, end), 1, fast.ID+":1:4m0s")
+
+	// Planned work: a device that reported REBOOTING at 5m and went
+	// offline at 5m10s until 25m opens at the end of the hold (20m), not
+	// at 6m10s.
+	planned := e.device(org.ID, "IG-500")
+	dp := e.auth(planned)
+	s := Connect(t, e.Agent, dp, t0, hello(10*time.Second))
+	Heartbeat(t, e.Agent, agentlink.HeartbeatIn{Device: dp, Session: s, At: t0.Add(5 * time.Minute), Deadline: t0.Add(6 * time.Minute),
+		Status: resource.StatusRebooting, PrevStatus: resource.StatusOnline})
+	if _, _, err := e.Agent.Disconnect(e.ctx, dp, s, t0.Add(5*time.Minute+10*time.Second), "reboot"); err != nil {
+		t.Fatal(err)
+	}
+	up(dp, 10*time.Second, 25*time.Minute, 0)
+	rule.Condition.After, rule.Scope = "1m", resource.RuleScope{DeviceIDs: []string{planned.ID}}
+	checkPreview(t, "planned work", e.mustPreview(org.ID, rule, t0, end), 1, planned.ID+":1:5m0s")
 }
 
 // testPreviewEvents: an event rule opens on its type and resolves on
@@ -343,4 +358,47 @@ func testPreviewValidation(t *testing.T, open Opener) {
 	if _, err := e.preview(org.ID, ok, t0, end); err != nil {
 		t.Errorf("a point with history: %v", err)
 	}
+}
+
+// testPreviewStatus: status changes an agent reports in heartbeats
+// (device.status_changed events): ERROR held for `for` opens, leaving it
+// resolves; tag scopes take the devices holding every tag.
+func testPreviewStatus(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	e.clock.Set(t0.Add(time.Hour))
+	org := e.org("acme")
+	d, other := e.device(org.ID, "IG-500"), e.device(org.ID, "IG-500")
+	// report connects dev at t0 and reports statuses at the offsets
+	// given, each in a heartbeat.
+	report := func(dev device, steps ...any) {
+		ad := e.auth(dev)
+		s := Connect(t, e.Agent, ad, t0, protocol.Hello{AgentVersion: "1.0.0"})
+		prev := resource.StatusOnline
+		for i := 0; i < len(steps); i += 2 {
+			at, st := t0.Add(steps[i].(time.Duration)), steps[i+1].(resource.DeviceStatus)
+			Heartbeat(t, e.Agent, agentlink.HeartbeatIn{Device: ad, Session: s, At: at, Deadline: at.Add(3 * time.Minute), Status: st, PrevStatus: prev})
+			prev = st
+		}
+	}
+	// d: ERROR [2m, 3m) is shorter than for; [5m, 10m) opens at 7m; from
+	// 20m on opens at 22m, open until 30m. other: ERROR from 1m, open
+	// [3m, 30m].
+	report(d, 2*time.Minute, resource.StatusError, 3*time.Minute, resource.StatusOnline,
+		5*time.Minute, resource.StatusError, 10*time.Minute, resource.StatusOnline, 20*time.Minute, resource.StatusError)
+	report(other, time.Minute, resource.StatusError)
+	rule := resource.AlertRule{Name: "broken", Enabled: true, Severity: resource.SeverityError,
+		Condition: resource.RuleCondition{Kind: resource.ConditionStatus, Status: resource.StatusError, For: "2m"}}
+	end := t0.Add(30 * time.Minute)
+	checkPreview(t, "status", e.mustPreview(org.ID, rule, t0, end), 3, d.ID+":2:11m0s", other.ID+":1:27m0s")
+	for dev, tags := range map[string][]string{d.ID: {"boiler", "site:north"}, other.ID: {"pump", "site:north"}} {
+		if err := e.Store.SetDeviceTags(e.ctx, dev, tags); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rule.Scope = resource.RuleScope{Tags: []string{"boiler", "site:north"}}
+	checkPreview(t, "tags boiler, site:north", e.mustPreview(org.ID, rule, t0, end), 2, d.ID+":2:11m0s")
+	rule.Scope = resource.RuleScope{Tags: []string{"pump"}}
+	checkPreview(t, "tag pump", e.mustPreview(org.ID, rule, t0, end), 1, other.ID+":1:27m0s")
+	rule.Scope = resource.RuleScope{Tags: []string{"site:south"}}
+	checkPreview(t, "a tag nobody has", e.mustPreview(org.ID, rule, t0, end), 0)
 }

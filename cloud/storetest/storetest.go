@@ -133,6 +133,7 @@ func Run(t *testing.T, open Opener) {
 		{"PreviewThreshold", testPreviewThreshold},
 		{"PreviewOffline", testPreviewOffline},
 		{"PreviewEvents", testPreviewEvents},
+		{"PreviewStatus", testPreviewStatus},
 		{"PreviewValidation", testPreviewValidation},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })

@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-
 	"github.com/fleet/fleet/cloud"
 )
 
@@ -19,4 +18,3 @@ type RuleService struct {
 var _ cloud.RuleService = (*RuleService)(nil)
 
 func notYet() error { return cloud.Errorf(cloud.EINTERNAL, "not implemented yet") }
-

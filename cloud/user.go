@@ -41,19 +41,20 @@ type Permission string
 const (
 	PermView      Permission = "view"      // fleet, devices, events, channels, alerts
 	PermConfigure Permission = "configure" // channel config, mode, forwarding
-	PermAlerts    Permission = "alerts"    // acknowledge and resolve alerts
+	PermAlerts    Permission = "alerts"    // acknowledge and resolve alerts, create and end silences
 	PermKeys      Permission = "keys"      // create, list and revoke API keys
 	PermWebhooks  Permission = "webhooks"  // alert URL, secret rotation, deliveries
 	PermMembers   Permission = "members"   // add members, change roles, disable
+	PermRules     Permission = "rules"     // alert rules and notification channels
 )
 
 // Permissions lists every permission in the order docs/panel.md shows them.
-var Permissions = []Permission{PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers}
+var Permissions = []Permission{PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules}
 
 // rolePermissions is the matrix of docs/panel.md.
 var rolePermissions = map[Role][]Permission{
-	RoleOwner:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers},
-	RoleAdmin:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks},
+	RoleOwner:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules},
+	RoleAdmin:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermRules},
 	RoleMember: {PermView, PermConfigure, PermAlerts},
 	RoleViewer: {PermView},
 }

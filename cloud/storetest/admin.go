@@ -43,7 +43,7 @@ func testOrgs(t *testing.T, open Opener) {
 	ruleIDs := map[string]bool{}
 	for _, org := range []cloud.Org{o, o2} {
 		rules, err := e.Engine.Rules(e.ctx, org.ID)
-		if err != nil || len(rules) != len(cloud.DefaultRules()) {
+		if err != nil || len(rules) != len(cloud.DefaultAlertRules()) {
 			t.Fatalf("rules of %s: %d, %v", org.ID, len(rules), err)
 		}
 		for _, r := range rules {

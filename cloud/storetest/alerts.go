@@ -272,7 +272,7 @@ func testAlertEngineStore(t *testing.T, open Opener) {
 	org := e.org("acme")
 	d := e.device(org.ID, "IG-500")
 	cpu := e.rule(org.ID, alert.RuleHighCPU)
-	if cpu.Metric != "cpuPct" || cpu.Threshold != 90 || cpu.Clear != 80 || cpu.Consecutive != 3 || cpu.Severity != resource.SeverityWarning {
+	if c := cpu.Cond; c.Source != "metric.cpuPct" || c.Op != ">=" || c.Value != 90 || c.Clear != 80 || c.For != 10*time.Minute || cpu.Severity != resource.SeverityWarning {
 		t.Errorf("high_cpu = %+v", cpu)
 	}
 	for i := 0; i < 5; i++ {

@@ -13,11 +13,6 @@ import (
 // The administration of cloud.Admin and the keys of cloud.KeyService,
 // written once for both stores.
 
-// addRuleSQL adds an alert rule unless the organization has one of its
-// name (AddDefaultRules).
-const addRuleSQL = `INSERT OR IGNORE INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, true, ?)`
-
 // CreateOrg creates an organization with a fresh webhook signing secret
 // and the default alert rules.
 func (s *Store) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {

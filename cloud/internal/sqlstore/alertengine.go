@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -18,33 +17,11 @@ type AlertEngineStore struct{ *Store }
 
 var _ alert.Store = AlertEngineStore{}
 
-// Rules returns the organization's rules, first inserting any default rule
-// (cloud.DefaultRules) it lacks.
+// Rules implements cloud.AlertEngineStore: the organization's live rules,
+// enabled or not, oldest first. A deleted rule, default or not, stays
+// deleted.
 func (s AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rule, error) {
-	rules, err := s.readRules(ctx, orgID)
-	if err != nil {
-		return nil, err
-	}
-	have := map[string]bool{}
-	for _, r := range rules {
-		have[r.Name] = true
-	}
-	missing := false
-	for _, d := range cloud.DefaultRules() {
-		missing = missing || !have[d.Name]
-	}
-	if !missing {
-		return rules, nil
-	}
-	err = s.Tx(ctx, func(tx Querier) error { return AddDefaultRules(ctx, tx, orgID, s.nowMs()) })
-	if err != nil {
-		return nil, s.Wrap("default rules", err)
-	}
-	return s.readRules(ctx, orgID)
-}
-
-func (s AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert.Rule, error) {
-	out, err := Collect(ctx, s.R, ScanRule, `SELECT `+RuleColumns+` FROM alert_rules WHERE org_id = ? ORDER BY name`, orgID)
+	out, err := Collect(ctx, s.R, ScanRule, `SELECT `+RuleColumns+` FROM alert_rules WHERE org_id = ? AND deleted_at IS NULL ORDER BY created_at, id`, orgID)
 	return out, s.Wrap("rules", err)
 }
 

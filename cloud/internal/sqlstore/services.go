@@ -10,6 +10,7 @@ type Tables interface {
 	AlertTables
 	PointTables
 	PointStateTables
+	RuleTables
 }
 
 // Services are a store's domain services on its tables: embedded in the

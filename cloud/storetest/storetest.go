@@ -124,6 +124,11 @@ func Run(t *testing.T, open Opener) {
 		{"PointsScope", testPointsScope},
 		{"PointsCompaction", testPointsCompaction},
 		{"PointsRetention", testPointsRetention},
+		{"RuleHistory", testRuleHistory},
+		{"PreviewThreshold", testPreviewThreshold},
+		{"PreviewOffline", testPreviewOffline},
+		{"PreviewEvents", testPreviewEvents},
+		{"PreviewValidation", testPreviewValidation},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

@@ -20,16 +20,8 @@ var _ cloud.RuleService = (*RuleService)(nil)
 
 func notYet() error { return cloud.Errorf(cloud.EINTERNAL, "not implemented yet") }
 
-func (s *RuleService) PreviewRule(ctx context.Context, orgID string, r resource.AlertRule, from, to time.Time) (resource.RulePreview, error) {
-	return resource.RulePreview{}, notYet()
-}
 func (s *RuleService) TestChannel(ctx context.Context, orgID, id string) (string, error) {
 	return "", notYet()
-}
-
-// History implements cloud.AlertEngineStore (the preview lane).
-func (s AlertEngineStore) History(ctx context.Context, orgID, deviceID string, c cloud.RuleCondition, from, to time.Time, limit int) ([]cloud.RuleSample, error) {
-	return nil, notYet()
 }
 
 // StatusDevices implements cloud.AlertEngineStore (the store-rules lane).

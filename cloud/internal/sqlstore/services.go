@@ -11,6 +11,7 @@ type Tables interface {
 	PointTables
 	PointStateTables
 	RuleTables
+	PreviewTables
 }
 
 // Services are a store's domain services on its tables: embedded in the

@@ -27,6 +27,7 @@ func (m *Main) startAlerts(ctx context.Context, _ *http.ServeMux) (func(context.
 	m.DB.ObserveRules(m.alerts)
 	forget := func(context.Context) error { m.alerts.ForgetRules(); return nil }
 	stopWatch := func(context.Context) error { return nil }
+	m.Cluster.Rules = append(m.Cluster.Rules, m.alerts.RulesChanged)
 	if m.DB.Cluster != nil {
 		m.Cluster.Resync = append(m.Cluster.Resync, forget)
 	} else if v := m.DB.Versioner(); v != nil {

@@ -33,6 +33,7 @@ type env struct {
 	hooks  *hookReceiver
 	now    time.Time // the capture time of the last sample
 	clock  *clock
+	seq    uint64 // the last record's sequence number (points)
 }
 
 // clock is the relay's clock in these tests: the store and the engine read

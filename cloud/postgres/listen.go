@@ -20,9 +20,9 @@ import (
 const (
 	channelPresence = "fleet_presence" // payload "<device id> <session>": the session took the device
 	channelRevoked  = "fleet_revoked"  // payload: the device whose token was revoked
-	channelOutbox   = "fleet_outbox"
-	channelConfig   = "fleet_config" // payload: the device whose desired serial configuration changed   // webhook deliveries this relay did not take were queued
-	channelRules    = "fleet_rules"  // payload: the organization whose rules, silences or notification channels changed
+	channelOutbox   = "fleet_outbox"   // webhook deliveries this relay did not take were queued
+	channelConfig   = "fleet_config"   // payload: the device whose desired serial configuration changed
+	channelRules    = "fleet_rules"    // payload: the organization whose rules, silences or notification channels changed
 )
 
 // Handlers are what a relay does with the cluster's notifications.

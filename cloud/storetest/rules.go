@@ -87,12 +87,18 @@ func testRuleDefaults(t *testing.T, open Opener) {
 	}
 }
 
+// newTwoOrgs is a store with the organizations acme and other, and a
+// device in each.
+func newTwoOrgs(t *testing.T, open Opener) (e *env, org, other cloud.Org, d, od device) {
+	e = newEnv(t, open)
+	org, other = e.org("acme"), e.org("other")
+	return e, org, other, e.device(org.ID, "IG-500"), e.device(other.ID, "IG-500")
+}
+
 // testRuleCRUD: create, read, update and list rules, and the store's
 // checks naming the field.
 func testRuleCRUD(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org, other := e.org("acme"), e.org("other")
-	d, od := e.device(org.ID, "IG-500"), e.device(other.ID, "IG-500")
+	e, org, other, d, od := newTwoOrgs(t, open)
 	rs := e.Store.Rules()
 	ch := e.channel(org.ID, "ops", false)
 	otherCh := e.channel(other.ID, "ops", false)
@@ -136,6 +142,7 @@ func testRuleCRUD(t *testing.T, open Opener) {
 	}
 
 	// A point of a device's desired configuration.
+	e.clock.Add(time.Second)
 	if _, err := e.Store.Serial().PutChannel(e.ctx, org.ID, d.ID, "rs485-1", rs485Points()); err != nil {
 		t.Fatal(err)
 	}
@@ -383,9 +390,7 @@ func testNotificationChannels(t *testing.T, open Opener) {
 
 // testSilences: create (checked), list the active ones or all, end one.
 func testSilences(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org, other := e.org("acme"), e.org("other")
-	d, od := e.device(org.ID, "IG-500"), e.device(other.ID, "IG-500")
+	e, org, other, d, od := newTwoOrgs(t, open)
 	rs := e.Store.Rules()
 	now := e.clock.Now()
 	_, err := rs.CreateSilence(e.ctx, org.ID, cloud.NewSilence{From: now, Comment: "x"})
@@ -544,5 +549,30 @@ func testRulesObserved(t *testing.T, open Opener) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("the other handle's listener heard %v, want %v", got, want)
+	}
+}
+
+// testDeviceAlerts: the engine's read of a device: its tags and status,
+// and per rule its open alert and when its last alert resolved.
+func testDeviceAlerts(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	org, other := e.org("acme"), e.org("other")
+	d := e.device(org.ID, "IG-500")
+	st, err := e.Engine.DeviceAlerts(e.ctx, org.ID, d.ID)
+	if err != nil || st.Status != resource.StatusProvisioning || len(st.Tags) != 0 || len(st.Rules) != 0 {
+		t.Fatalf("DeviceAlerts of a new device = %+v, %v", st, err)
+	}
+	if _, err := e.Engine.DeviceAlerts(e.ctx, other.ID, d.ID); cloud.ErrorCode(err) != cloud.ENOTFOUND {
+		t.Errorf("another org's device: %v", err)
+	}
+	e.online(d, 10*time.Second)
+	resolved := e.alert(d, alert.RuleHighCPU, resource.AlertResolved)
+	e.clock.Add(time.Second)
+	active := e.alert(d, alert.RuleHighMem, resource.AlertActive)
+	st, err = e.Engine.DeviceAlerts(e.ctx, org.ID, d.ID)
+	cpu, mem := e.rule(org.ID, alert.RuleHighCPU), e.rule(org.ID, alert.RuleHighMem)
+	if err != nil || st.Status != resource.StatusOnline || st.Rules[cpu.ID].OpenID != "" || !st.Rules[cpu.ID].LastResolved.Equal(resolved.ResolvedAt.Time) ||
+		st.Rules[mem.ID].OpenID != active.ID || !st.Rules[mem.ID].LastResolved.IsZero() {
+		t.Errorf("DeviceAlerts = %+v, %v", st, err)
 	}
 }

@@ -97,6 +97,7 @@ func Run(t *testing.T, open Opener) {
 		{"NotificationChannels", testNotificationChannels},
 		{"Silences", testSilences},
 		{"RulesObserved", testRulesObserved},
+		{"DeviceAlerts", testDeviceAlerts},
 		{"SerialDefaults", testSerialDefaults},
 		{"SerialTelemetryAndAvailability", testSerialTelemetry},
 		{"PutChannel", testPutChannel},

@@ -19,7 +19,7 @@ UPDATE alert_rules SET updated_at = created_at, cond = (CASE
     WHEN name = 'vpn_down' THEN json_build_object('kind', 'event', 'type', 'alert.vpn_down', 'resolveOn', 'vpn.up')
     WHEN metric <> '' THEN json_build_object('kind', 'threshold', 'source', 'metric.' || metric, 'op', '>=',
         'value', threshold, 'clear', LEAST(clear_threshold, threshold),
-        'for', (LEAST(GREATEST(consecutive, 1), 289) - 1) * 300 || 's')
+        'for', ((LEAST(GREATEST(consecutive, 1), 289) - 1) * 300) || 's')
     ELSE json_build_object('kind', 'event', 'type', 'alert.' || name)
 END)::text;
 

@@ -19,7 +19,7 @@ UPDATE alert_rules SET updated_at = created_at, cond = CASE
     WHEN name = 'vpn_down' THEN json_object('kind', 'event', 'type', 'alert.vpn_down', 'resolveOn', 'vpn.up')
     WHEN metric <> '' THEN json_object('kind', 'threshold', 'source', 'metric.' || metric, 'op', '>=',
         'value', threshold, 'clear', MIN(clear_threshold, threshold),
-        'for', (MIN(MAX(consecutive, 1), 289) - 1) * 300 || 's')
+        'for', ((MIN(MAX(consecutive, 1), 289) - 1) * 300) || 's')
     ELSE json_object('kind', 'event', 'type', 'alert.' || name)
 END;
 

@@ -20,8 +20,8 @@ import (
 // history read by the engine (AlertEngineStore.History) is checked here
 // too.
 
-// previewPoint is the point the preview tests watch.
-const previewPoint = "rs485-1.boiler_temp"
+// previewPoint is the point the preview tests watch, one of rs485Points.
+const previewPoint = "rs485-1.temp"
 
 // threshold is a threshold rule body on source.
 func threshold(source, op string, value, clear float64, hold string) resource.AlertRule {
@@ -61,6 +61,17 @@ func checkPreview(t testing.TB, what string, p resource.RulePreview, opened int,
 	}
 	if got := previewRows(p); p.Opened != opened || fmt.Sprint(got) != fmt.Sprint(rows) {
 		t.Errorf("%s: opened %d %v, want %d %v", what, p.Opened, got, opened, rows)
+	}
+}
+
+// configurePoints gives devices rs485-1's configuration with its points
+// (rs485Points), as PUT channel does.
+func (e *env) configurePoints(devices ...device) {
+	e.t.Helper()
+	for _, d := range devices {
+		if _, err := e.Store.Serial().PutChannel(e.ctx, d.OrgID, d.ID, "rs485-1", rs485Points()); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 }
 
@@ -166,6 +177,7 @@ func testPreviewThreshold(t *testing.T, open Opener) {
 	e.clock.Set(t0.Add(time.Hour))
 	org := e.org("acme")
 	a, b, c := e.device(org.ID, "IG-500"), e.device(org.ID, "IG-500"), e.device(org.ID, "IG-500")
+	e.configurePoints(a, b)
 	e.storePoints(a, boilerHistory())
 	e.storePoints(b, boilerHistory()[:120]) // up to 19:50: the last stretch is not there
 	e.compactAll(t0.Add(12 * time.Minute))  // a's and b's history split between chunks and head
@@ -297,6 +309,7 @@ func testPreviewValidation(t *testing.T, open Opener) {
 	org, other := e.org("acme"), e.org("other")
 	d := e.device(org.ID, "IG-500")
 	foreign := e.device(other.ID, "IG-500")
+	e.configurePoints(d)
 	e.storePoints(d, boilerHistory()[:3])
 	end := t0.Add(30 * time.Minute)
 	ok := threshold("point."+previewPoint, ">", 80, 75, "2m")

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
@@ -55,9 +54,23 @@ func (s *PointService) pointSamples(ctx context.Context, orgID, deviceID, pointI
 	if err != nil {
 		return out, err
 	}
-	def, configured, err := ConfiguredPoint(ctx, s.Tables, m, deviceID, pointID)
-	if err != nil {
-		return out, err
+	def, configured := PointDef{}, false
+	if chID, _, ok := serialcfg.SplitPointID(pointID); ok {
+		if ch, ok := m.Channel(chID); ok {
+			row, err := s.Tables.StoredChannel(ctx, deviceID, chID)
+			if err != nil {
+				return out, err
+			}
+			cfg, err := row.DesiredConfig(ch)
+			if err != nil {
+				return out, err
+			}
+			for _, d := range cfg.PointDefs(chID) {
+				if d.ID == pointID {
+					def, configured = PointDef(d), true
+				}
+			}
+		}
 	}
 	limit := cloud.ListLimit(q.Limit, DefaultPointLimit, MaxPointLimit)
 	from, to := q.From.UnixMilli(), q.To.UnixMilli()
@@ -99,34 +112,6 @@ func (s *PointService) pointSamples(ctx context.Context, orgID, deviceID, pointI
 		return out, PointNotFound(pointID)
 	}
 	return out, nil
-}
-
-// ConfiguredPoint returns the definition of pointID among the points
-// the desired configuration of the device (of model m) has; ok is false
-// when it has none of that id.
-func ConfiguredPoint(ctx context.Context, t SerialTables, m catalog.Model, deviceID, pointID string) (def PointDef, ok bool, err error) {
-	chID, _, valid := serialcfg.SplitPointID(pointID)
-	if !valid {
-		return def, false, nil
-	}
-	ch, has := m.Channel(chID)
-	if !has {
-		return def, false, nil
-	}
-	row, err := t.StoredChannel(ctx, deviceID, chID)
-	if err != nil {
-		return def, false, err
-	}
-	cfg, err := row.DesiredConfig(ch)
-	if err != nil {
-		return def, false, err
-	}
-	for _, d := range cfg.PointDefs(chID) {
-		if d.ID == pointID {
-			return PointDef(d), true, nil
-		}
-	}
-	return def, false, nil
 }
 
 // PointDef is a configured point, as the samples route shows its values.

@@ -32,9 +32,8 @@ const EventStatusChanged = "device.status_changed"
 // PreviewTables is what PreviewRule reads of a store's tables.
 type PreviewTables interface {
 	// RuleHistory calls each with threshold condition c's source values of
-	// the device in [from, to], ascending, a page at a time; found is
-	// false for a point the device has no history of.
-	RuleHistory(ctx context.Context, orgID, deviceID string, c cloud.RuleCondition, from, to time.Time, each func([]cloud.RuleSample) error) (found bool, err error)
+	// the device in [from, to], ascending, a page at a time.
+	RuleHistory(ctx context.Context, orgID, deviceID string, c cloud.RuleCondition, from, to time.Time, each func([]cloud.RuleSample) error) error
 	// PreviewDevices returns up to limit of the organization's devices
 	// ordered by id after after.
 	PreviewDevices(ctx context.Context, orgID, after string, limit int) ([]PreviewDevice, error)
@@ -64,9 +63,11 @@ type DeviceEvent struct {
 }
 
 // PreviewRule implements cloud.RuleService: the rule (checked as
-// CreateRule; a missing name or severity is filled in, they change no
-// number) replayed over [from, to] on every device of its scope. from
-// zero is DefaultPreviewRange before to; to zero or in the future is now.
+// CreateRule but for its name and notify list, which change no number:
+// CompileRule, then the scope's devices and the point source as
+// checkScopeDevices and checkPoint; a missing name or severity is filled
+// in) replayed over [from, to] on every device of its scope. from zero is
+// DefaultPreviewRange before to; to zero or in the future is now.
 func (s *RuleService) PreviewRule(ctx context.Context, orgID string, in resource.AlertRule, from, to time.Time) (resource.RulePreview, error) {
 	out := resource.RulePreview{Devices: []resource.RulePreviewDevice{}}
 	if strings.TrimSpace(in.Name) == "" {
@@ -94,25 +95,27 @@ func (s *RuleService) PreviewRule(ctx context.Context, orgID string, in resource
 	}
 	from, to = from.UTC(), to.UTC()
 	out.From, out.To = resource.T(from), resource.T(to)
+	q := s.Tables.RuleReader()
+	if err := checkScopeDevices(ctx, q, orgID, "scope", r.Scope); err != nil {
+		return out, s.Tables.Wrap("preview", err)
+	}
+	if r.Cond.PointID != "" {
+		if err := checkPoint(ctx, q, r); err != nil {
+			return out, s.Tables.Wrap("preview", err)
+		}
+	}
 	devices, err := s.previewScope(ctx, orgID, r.Scope)
 	if err != nil {
 		return out, err
 	}
-	hasPoint := false
 	for _, d := range devices {
-		t, found, err := s.replay(ctx, orgID, d, r.Cond, from, to)
+		t, err := s.replay(ctx, orgID, d, r.Cond, from, to)
 		if err != nil {
 			return out, err
 		}
-		hasPoint = hasPoint || found
 		if t.opened > 0 {
 			out.Opened += t.opened
 			out.Devices = append(out.Devices, resource.RulePreviewDevice{DeviceID: d.ID, Opened: t.opened, OpenForMs: t.openFor.Milliseconds()})
-		}
-	}
-	if r.Cond.PointID != "" && !hasPoint {
-		if err := s.checkPointOfScope(ctx, orgID, devices, r.Cond.PointID); err != nil {
-			return out, err
 		}
 	}
 	slices.SortFunc(out.Devices, func(a, b resource.RulePreviewDevice) int {
@@ -121,9 +124,8 @@ func (s *RuleService) PreviewRule(ctx context.Context, orgID string, in resource
 	return out, nil
 }
 
-// previewScope returns the organization's devices in scope, by id: each
-// device of a deviceIds scope must be one of them (EINVALID naming it),
-// and there may be at most MaxPreviewDevices.
+// previewScope returns the organization's devices in scope, by id (at
+// most MaxPreviewDevices).
 func (s *RuleService) previewScope(ctx context.Context, orgID string, scope resource.RuleScope) ([]PreviewDevice, error) {
 	var out []PreviewDevice
 	if len(scope.DeviceIDs) > 0 {
@@ -133,7 +135,7 @@ func (s *RuleService) previewScope(ctx context.Context, orgID string, scope reso
 				return nil, err
 			}
 			if !ok {
-				return nil, cloud.Errorf(cloud.EINVALID, "scope.deviceIds[%d]: no device %q in the organization", i, id)
+				return nil, cloud.Errorf(cloud.EINVALID, "scope.deviceIds[%d]: the organization has no device %q", i, id)
 			}
 			out = append(out, d)
 		}
@@ -158,25 +160,6 @@ func (s *RuleService) previewScope(ctx context.Context, orgID string, scope reso
 		}
 		after = ds[len(ds)-1].ID
 	}
-}
-
-// checkPointOfScope is EINVALID naming condition.source unless one of
-// devices configures the point (none has history of it).
-func (s *RuleService) checkPointOfScope(ctx context.Context, orgID string, devices []PreviewDevice, pointID string) error {
-	for _, d := range devices {
-		name, err := s.Tables.DeviceModel(ctx, orgID, d.ID)
-		if err != nil {
-			return err
-		}
-		m, err := cloud.SerialModel(name)
-		if err != nil {
-			continue // a model without serial I/O has no points
-		}
-		if _, ok, err := ConfiguredPoint(ctx, s.Tables, m, d.ID, pointID); err != nil || ok {
-			return err
-		}
-	}
-	return cloud.Errorf(cloud.EINVALID, "condition.source: no device of the scope has point %q", pointID)
 }
 
 // tally counts one device's alerts over [from, to].
@@ -232,16 +215,15 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// replay runs condition c over device d's history in [from, to]; found
-// is whether d has the history of c's point (true for other conditions).
-func (s *RuleService) replay(ctx context.Context, orgID string, d PreviewDevice, c cloud.RuleCondition, from, to time.Time) (t tally, found bool, err error) {
+// replay runs condition c over device d's history in [from, to].
+func (s *RuleService) replay(ctx context.Context, orgID string, d PreviewDevice, c cloud.RuleCondition, from, to time.Time) (t tally, err error) {
 	t = tally{from: from, to: to}
 	switch c.Kind {
 	case resource.ConditionThreshold:
 		// The engine's state machine, from a fresh state at from: samples
 		// before the window are not read.
 		th := alert.Threshold{Cond: c}
-		found, err = s.Tables.RuleHistory(ctx, orgID, d.ID, c, from, to, func(xs []cloud.RuleSample) error {
+		err = s.Tables.RuleHistory(ctx, orgID, d.ID, c, from, to, func(xs []cloud.RuleSample) error {
 			for _, x := range xs {
 				switch th.Step(x.At, x.Value) {
 				case alert.Opens:
@@ -260,7 +242,7 @@ func (s *RuleService) replay(ctx context.Context, orgID string, d PreviewDevice,
 		err = s.replayEvents(ctx, orgID, d, c, &t)
 	}
 	t.end()
-	return t, found || c.Kind != resource.ConditionThreshold, err
+	return t, err
 }
 
 // statusTypes are the events that record a device's status changes.
@@ -419,38 +401,38 @@ func scanPreviewDevice(r Row) (PreviewDevice, error) {
 	return d, nil
 }
 
-// placeholders is n comma-separated placeholders.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+// deviceEventsSQL selects a device's events of n types (eventArgs).
+func deviceEventsSQL(n int) string {
+	return `SELECT type, data, created_at FROM events WHERE device_id = ? AND org_id = ? AND type IN (` +
+		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
 }
 
-// DeviceEvents implements PreviewTables.
-func (s *Store) DeviceEvents(ctx context.Context, orgID, deviceID string, types []string, from, to time.Time, each func(DeviceEvent) error) error {
+// eventArgs are deviceEventsSQL's arguments, then more.
+func eventArgs(orgID, deviceID string, types []string, more ...any) []any {
 	args := []any{deviceID, orgID}
 	for _, t := range types {
 		args = append(args, t)
 	}
-	args = append(args, from.UnixMilli(), to.UnixMilli())
-	err := Each(ctx, s.R, `SELECT type, data, created_at FROM events WHERE device_id = ? AND org_id = ? AND type IN (`+placeholders(len(types))+`)
-		AND created_at >= ? AND created_at <= ? ORDER BY created_at, id`, args, func(r Row) error {
-		e, err := scanDeviceEvent(r)
-		if err != nil {
-			return err
-		}
-		return each(e)
-	})
+	return append(args, more...)
+}
+
+// DeviceEvents implements PreviewTables.
+func (s *Store) DeviceEvents(ctx context.Context, orgID, deviceID string, types []string, from, to time.Time, each func(DeviceEvent) error) error {
+	err := Each(ctx, s.R, deviceEventsSQL(len(types))+` AND created_at >= ? AND created_at <= ? ORDER BY created_at, id`,
+		eventArgs(orgID, deviceID, types, from.UnixMilli(), to.UnixMilli()), func(r Row) error {
+			e, err := scanDeviceEvent(r)
+			if err != nil {
+				return err
+			}
+			return each(e)
+		})
 	return s.Wrap("device events", err)
 }
 
 // LastDeviceEvent implements PreviewTables.
 func (s *Store) LastDeviceEvent(ctx context.Context, orgID, deviceID string, types []string, before time.Time) (DeviceEvent, bool, error) {
-	args := []any{deviceID, orgID}
-	for _, t := range types {
-		args = append(args, t)
-	}
-	args = append(args, before.UnixMilli())
-	e, err := scanDeviceEvent(s.R.QueryRow(ctx, `SELECT type, data, created_at FROM events WHERE device_id = ? AND org_id = ? AND type IN (`+placeholders(len(types))+`)
-		AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT 1`, args...))
+	e, err := scanDeviceEvent(s.R.QueryRow(ctx, deviceEventsSQL(len(types))+` AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT 1`,
+		eventArgs(orgID, deviceID, types, before.UnixMilli())...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, false, nil
 	}

@@ -44,25 +44,25 @@ func (s *Store) deviceOfOrg(ctx context.Context, orgID, deviceID string) error {
 // source for the organization's device captured in [from, to], ascending,
 // a page at a time (the slice is reused from one call to the next): never
 // more than a page of metric rows or a chunk of point samples in memory.
-// Bad point samples are left out; found is false for a point the device
-// has no history of.
-func (s *Store) RuleHistory(ctx context.Context, orgID, deviceID string, c cloud.RuleCondition, from, to time.Time, each func([]cloud.RuleSample) error) (found bool, err error) {
+// Bad point samples are left out.
+func (s *Store) RuleHistory(ctx context.Context, orgID, deviceID string, c cloud.RuleCondition, from, to time.Time, each func([]cloud.RuleSample) error) error {
 	if err := s.deviceOfOrg(ctx, orgID, deviceID); err != nil {
-		return false, err
+		return err
 	}
 	var buf []cloud.RuleSample
 	if c.PointID != "" {
-		return s.PointHistory(ctx, deviceID, c.PointID, from.UnixMilli(), to.UnixMilli(), func(xs []ChunkSample) error {
+		_, err := s.PointHistory(ctx, deviceID, c.PointID, from.UnixMilli(), to.UnixMilli(), func(xs []ChunkSample) error {
 			buf = appendGood(buf[:0], xs)
 			if len(buf) == 0 {
 				return nil
 			}
 			return each(buf)
 		})
+		return err
 	}
 	col, err := metricColumn(c)
 	if err != nil {
-		return false, err
+		return err
 	}
 	q := `SELECT captured_at, ` + col + ` FROM metrics WHERE device_id = ? AND captured_at > ? AND captured_at <= ? ORDER BY captured_at LIMIT ?`
 	after := from.UnixMilli() - 1
@@ -79,15 +79,15 @@ func (s *Store) RuleHistory(ctx context.Context, orgID, deviceID string, c cloud
 			return nil
 		})
 		if err != nil {
-			return true, s.Wrap("metric history", err)
+			return s.Wrap("metric history", err)
 		}
 		if len(buf) > 0 {
 			if err := each(buf); err != nil {
-				return true, err
+				return err
 			}
 		}
 		if len(buf) < RuleHistoryPage {
-			return true, nil
+			return nil
 		}
 	}
 }

@@ -152,6 +152,10 @@ type DeliveryInfo struct {
 	LastError     string            `json:"lastError,omitempty"` // the last attempt's error, or why it was dropped
 	RedeliveryOf  string            `json:"redeliveryOf,omitempty"`
 	CreatedAt     time.Time         `json:"createdAt"`
+	// Kind and ChannelID are the outbox delivery's (OutboxDelivery): ""
+	// for the organization's alert webhook and signal forwarding.
+	Kind      string `json:"kind,omitempty"`
+	ChannelID string `json:"channelId,omitempty"`
 }
 
 // MaxSecretGrace bounds the grace period of a rotated webhook secret.

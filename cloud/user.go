@@ -233,6 +233,7 @@ type DeliverySummary struct {
 	LastError                       string // the last attempt's error, or why it was dropped
 	RedeliveryOf                    string
 	CreatedAt                       time.Time
+	Kind, ChannelID                 string // OutboxDelivery's: "" for the alert webhook and signal forwarding
 }
 
 // WebhookAdmin is what Settings → Webhooks reads and changes. Every method
@@ -269,7 +270,8 @@ func SummarizeDeliveries(ds []DeliveryInfo) []DeliverySummary {
 	out := make([]DeliverySummary, 0, len(ds))
 	for _, d := range ds {
 		sum := DeliverySummary{ID: d.ID, DeviceID: d.DeviceID, Event: d.Event, URL: d.URL, State: d.State,
-			Attempts: len(d.Attempts), LastError: d.LastError, RedeliveryOf: d.RedeliveryOf, CreatedAt: d.CreatedAt}
+			Attempts: len(d.Attempts), LastError: d.LastError, RedeliveryOf: d.RedeliveryOf, CreatedAt: d.CreatedAt,
+			Kind: d.Kind, ChannelID: d.ChannelID}
 		if n := len(d.Attempts); n > 0 {
 			sum.LastStatus = d.Attempts[n-1].StatusCode
 			if d.Attempts[n-1].Error != "" {

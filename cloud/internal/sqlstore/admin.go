@@ -144,8 +144,8 @@ func (s *Store) RedeliverWebhook(ctx context.Context, id string) (string, error)
 	newID := ids.New()
 	now := s.nowMs()
 	err := s.Tx(ctx, func(tx Querier) error {
-		n, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
-			SELECT ?, org_id, device_id, event, url, body, 'pending', 0, ?, id, ? FROM webhook_deliveries WHERE id = ?`, newID, now, now, id)
+		n, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at, kind, channel_id)
+			SELECT ?, org_id, device_id, event, url, body, 'pending', 0, ?, id, ?, kind, channel_id FROM webhook_deliveries WHERE id = ?`, newID, now, now, id)
 		if err != nil {
 			return err
 		}

@@ -63,10 +63,10 @@ func newRelay(t *testing.T, open storetest.Opener) *relay {
 		r.hooks <- received{Path: req.URL.Path, Event: ev.Event, Device: ev.DeviceID, Body: body, SigOK: signedBoth(org.WebhookSecret, req, body)}
 		w.WriteHeader(http.StatusOK)
 	}))
-	disp := startDispatcher(t, s, org.ID, r.hookSv, 20*time.Millisecond)
+	disp := startDispatcher(t, s, org.ID, r.hookSv, 20*time.Millisecond, r.now)
 	notifier := webhook.NewNotifier(disp)
 	engine := alert.New(alert.Config{Store: s.Engine, Observer: notifier, SweepInterval: 50 * time.Millisecond,
-		Now: func() time.Time { return time.Now().Add(time.Duration(r.skew.Load())) }})
+		Now: r.now})
 	ectx, cancel := context.WithCancel(ctx)
 	go engine.Run(ectx)
 	t.Cleanup(func() { // after the agent endpoint (below) shut down: no more observer calls
@@ -78,6 +78,10 @@ func newRelay(t *testing.T, open storetest.Opener) *relay {
 		Logger: slog.New(slog.DiscardHandler)})
 	return r
 }
+
+// now is the engine's clock (and its notifications'): the agents' moved
+// by skew.
+func (r *relay) now() time.Time { return time.Now().Add(time.Duration(r.skew.Load())) }
 
 func (r *relay) addDevice(serial string) (string, string) {
 	r.t.Helper()

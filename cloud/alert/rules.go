@@ -39,12 +39,15 @@ type orgRules struct {
 	events   map[string][]*rule // event rules under their type and their resolveOn
 }
 
+// ruleFields is a rule without its String method: every field prints.
+type ruleFields cloud.AlertRule
+
 // compileRules indexes rs.
 func compileRules(rs []cloud.AlertRule) *orgRules {
 	o := &orgRules{byID: map[string]*rule{}, byDevice: map[string][]*rule{}, byTag: map[string][]*rule{}, events: map[string][]*rule{}}
 	h := fnv.New64a()
 	for _, ar := range rs {
-		fmt.Fprintf(h, "%+v\n", ar)
+		fmt.Fprintf(h, "%+v\n", ruleFields(ar))
 		if !ar.Enabled {
 			continue
 		}

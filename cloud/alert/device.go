@@ -41,6 +41,13 @@ type device struct {
 
 // slot is a device's state for one rule.
 type slot struct {
+	// The hot path's copy of a threshold rule's state (sync): a sample
+	// that would change nothing (quiet) costs a few comparisons.
+	op              int8  // opGT...; 0: not a threshold
+	open            bool  // th.Open
+	value, clear    float64
+	since, deadline int64 // th.Since and th.Since + For in Unix ns; 0: no run
+
 	rule   *rule
 	th     Threshold // threshold rules: held since, and open
 	openID string    // the open alert; "" when none
@@ -59,6 +66,7 @@ type slot struct {
 func (s *slot) setOpen(id string) {
 	s.openID = id
 	s.th.Open = true
+	s.sync()
 }
 
 func (s *slot) setClosed(at time.Time) {
@@ -66,6 +74,70 @@ func (s *slot) setClosed(at time.Time) {
 	s.th.Open = false
 	s.th.Since = time.Time{}
 	s.resolved = at
+	s.sync()
+}
+
+// Threshold operators on the hot path.
+const (
+	opGT int8 = iota + 1
+	opGE
+	opLT
+	opLE
+)
+
+// sync copies th to the hot path's fields; call it after every change of
+// th.
+func (s *slot) sync() {
+	c := &s.th.Cond
+	s.op = 0
+	if c.Kind == resource.ConditionThreshold {
+		switch c.Op {
+		case ">":
+			s.op = opGT
+		case ">=":
+			s.op = opGE
+		case "<":
+			s.op = opLT
+		case "<=":
+			s.op = opLE
+		}
+	}
+	s.open, s.value, s.clear = s.th.Open, c.Value, c.Clear
+	s.since, s.deadline = 0, 0
+	if !s.th.Since.IsZero() {
+		s.since = s.th.Since.UnixNano()
+		s.deadline = s.since + int64(c.For)
+	}
+}
+
+// quiet reports whether Threshold.Step of a sample at (Unix ns) would
+// change nothing and decide nothing: an open alert the value does not
+// clear, no run and a value that does not breach, or a run under way that
+// the value continues short of `for`. The engine steps the others.
+func (s *slot) quiet(at int64, v float64) bool {
+	var breaches bool
+	switch s.op {
+	case opGT:
+		breaches = v > s.value
+	case opGE:
+		breaches = v >= s.value
+	case opLT:
+		breaches = v < s.value
+	case opLE:
+		breaches = v <= s.value
+	default:
+		return false
+	}
+	if s.open {
+		if s.op <= opGE {
+			return v >= s.clear
+		}
+		return v <= s.clear
+	}
+	if s.since == 0 {
+		return !breaches
+	}
+	return breaches && at >= s.since && at < s.deadline
 }
 
 // deviceFor returns the device's entry, made on first sight.
@@ -165,6 +237,7 @@ func (e *Engine) buildView(d *device, o *orgRules) {
 			open := s.th.Open
 			s.th = Threshold{Cond: r.Cond, Open: open}
 			s.primed = false
+			s.sync()
 		}
 		switch r.Cond.Kind {
 		case resource.ConditionThreshold:
@@ -189,6 +262,7 @@ func (d *device) slotOf(r *rule) *slot {
 	s := d.slots[r.ID]
 	if s == nil {
 		s = &slot{th: Threshold{Cond: r.Cond}}
+		s.sync()
 		d.slots[r.ID] = s
 	}
 	s.rule = r

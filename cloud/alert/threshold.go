@@ -61,9 +61,13 @@ func (e *Engine) MetricsStored(ctx context.Context, dev cloud.DeviceRef, samples
 	}
 	for i := range samples {
 		s := &samples[i]
+		at := s.CapturedAt.UnixNano()
 		for m := range d.metric {
+			v := metricValue(s, m)
 			for _, sl := range d.metric[m] {
-				e.step(ctx, d, sl, s.CapturedAt.Time, metricValue(s, m))
+				if !sl.quiet(at, v) {
+					e.step(ctx, d, sl, s.CapturedAt.Time, v)
+				}
 			}
 		}
 	}
@@ -95,8 +99,11 @@ func (e *Engine) PointsStored(ctx context.Context, dev cloud.DeviceRef, samples 
 		if s.Error != "" {
 			continue
 		}
+		at := s.At.UnixNano()
 		for _, sl := range d.point[s.Point] {
-			e.step(ctx, d, sl, s.At.Time, s.Value)
+			if !sl.quiet(at, s.Value) {
+				e.step(ctx, d, sl, s.At.Time, s.Value)
+			}
 		}
 	}
 }
@@ -116,6 +123,7 @@ func (e *Engine) step(ctx context.Context, d *device, s *slot, at time.Time, v f
 	case Resolve:
 		e.resolveThreshold(ctx, d, s, v)
 	}
+	s.sync()
 }
 
 // historyLimit bounds the samples a rebuilt run reads per query.

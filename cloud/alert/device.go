@@ -43,8 +43,8 @@ type device struct {
 type slot struct {
 	// The hot path's copy of a threshold rule's state (sync): a sample
 	// that would change nothing (quiet) costs a few comparisons.
-	op              int8  // opGT...; 0: not a threshold
-	open            bool  // th.Open
+	op              int8 // opGT...; 0: not a threshold
+	open            bool // th.Open
 	value, clear    float64
 	since, deadline int64 // th.Since and th.Since + For in Unix ns; 0: no run
 

@@ -31,9 +31,9 @@ func signedBoth(secret string, r *http.Request, body []byte) bool {
 
 // startDispatcher points org's alert webhook at receiver's /alerts and
 // starts the real webhook dispatcher on s, trusting receiver's
-// certificate and retrying after backoff, on the clock now (the store's:
-// the alert's notifications are due when the store says it changed; nil
-// is time.Now). The caller closes it.
+// certificate and retrying after backoff, on the store's clock now (nil:
+// the time), as the relay runs it: the deliveries the store queues with an
+// alert are due at the store's time. The caller closes it.
 func startDispatcher(t *testing.T, s storetest.Stores, orgID string, receiver *httptest.Server, backoff time.Duration, now func() time.Time) *webhook.Dispatcher {
 	t.Helper()
 	ctx := context.Background()

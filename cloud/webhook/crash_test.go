@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/test/rig/dialects"
 )
 
@@ -174,4 +179,111 @@ func TestKillDuringRetries(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+}
+
+// TestHelperAlertProcess is the child of TestKillAfterAlertCommit: a relay
+// over the SQLite file named by FLEET_WH_ALERT_DB whose dispatcher runs
+// (having read the outbox once at its start) and which opens a high_cpu
+// alert on FLEET_WH_ALERT_DEVICE, says so, and is killed before it tells
+// anyone: its dispatcher is never woken.
+func TestHelperAlertProcess(t *testing.T) {
+	path := os.Getenv("FLEET_WH_ALERT_DB")
+	if path == "" {
+		return // not the child
+	}
+	ctx := context.Background()
+	s := dialects.SQLiteAt(t, path, nil)
+	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: os.Getenv("FLEET_WH_ALERT_CA")})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	d, err := webhook.New(webhook.Config{Store: s.Outbox, Client: client, PollInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		err = d.Start(ctx)
+	}
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	org := os.Getenv("FLEET_WH_ALERT_ORG")
+	a, opened, err := s.Engine.OpenAlert(ctx, alert.Opening{OrgID: org, DeviceID: os.Getenv("FLEET_WH_ALERT_DEVICE"),
+		Rule: storetest.Rule(t, s.Engine, org, "high_cpu"), Message: "CPU high", At: time.Now(), WithEvent: true})
+	if err != nil || !opened {
+		fmt.Println("error", opened, err)
+		os.Exit(1)
+	}
+	fmt.Println("opened", a.ID)
+	select {}
+}
+
+// TestKillAfterAlertCommit kills a relay (a child process, SIGKILL) right
+// after the transaction that opened an alert committed and before it told
+// its dispatcher; the alert webhook and the rule's channel webhook are in
+// the outbox, and the next relay's dispatcher sends each once. SQLite
+// only, as TestKillDuringRetries.
+func TestKillAfterAlertCommit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fleet.db")
+	e := newEnvOn(t, dialects.SQLiteAt(t, path, nil))
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
+	if err := e.s.Store.SetOrgAlertWebhook(ctx, e.org.ID, rcv.URL("/alerts")); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := e.s.Store.Rules().CreateChannel(ctx, cloud.NewChannel{OrgID: e.org.ID, Name: "tickets", Kind: resource.ChannelWebhook, Target: rcv.URL("/channel")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notify := []string{ch.ID}
+	if _, err := e.s.Store.Rules().UpdateRule(ctx, e.org.ID, storetest.Rule(t, e.s.Engine, e.org.ID, "high_cpu").ID, cloud.RulePatch{Notify: &notify}); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAlertProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FLEET_WH_ALERT_DB="+path, "FLEET_WH_ALERT_CA="+rcv.caFile, "FLEET_WH_ALERT_ORG="+e.org.ID, "FLEET_WH_ALERT_DEVICE="+e.device)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "opened ") {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	alertID := strings.TrimSpace(strings.TrimPrefix(line, "opened "))
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if ds := e.deliveries(t); len(ds) != 2 || ds[0].State != "pending" || ds[1].State != "pending" {
+		t.Fatalf("the outbox after the kill: %+v", ds)
+	}
+	if n := len(rcv.Hits()); n != 0 {
+		t.Fatalf("%d requests before the restart", n)
+	}
+
+	newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+	hits := rcv.wait(t, 2, 10*time.Second)
+	paths := map[string]int{}
+	for _, h := range hits {
+		var w resource.AlertWebhook
+		if err := json.Unmarshal(h.Body, &w); err != nil || w.Event != "alert.opened" || w.Alert.ID != alertID || !h.SigOK {
+			t.Errorf("request %s: %s (%v)", h.Path, h.Body, err)
+		}
+		paths[h.Path]++
+	}
+	if paths["/alerts"] != 1 || paths["/channel"] != 1 {
+		t.Errorf("requests by path %v, want one each of /alerts and /channel", paths)
+	}
+	for _, d := range e.deliveries(t) {
+		e.waitState(t, d.ID, "delivered", 5*time.Second)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(rcv.Hits()); n != 2 {
+		t.Errorf("%d requests in all, want 2", n)
+	}
 }

@@ -34,7 +34,8 @@ type Store interface {
 
 	// Observe names who hears of changes made through the services:
 	// config of desired serial configuration changes (PATCH /serial, PUT
-	// channel), alerts of alert state changes (acknowledge, resolve).
+	// channel), alerts of alert state changes (acknowledge, resolve, and
+	// the resolutions of a rule deleted, disabled or changed).
 	// Call it before the services are used; nil observers are allowed.
 	Observe(config DesiredConfigObserver, alerts AlertObserver)
 	// ObserveRules names who hears of rule changes made through Rules()

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
@@ -68,6 +69,14 @@ func TestListQueriesUseIndexes(t *testing.T) {
 				q, _, err := sqlstore.AlertList("o", cloud.AlertFilter{Severity: resource.Severity(on(sev, "INFO")), DeviceID: on(dev, "d"), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL()
 				list(fmt.Sprintf("alerts severity=%v device=%v cursor=%v", sev, dev, cursor), q, err)
 			}
+		}
+	}
+	for _, cursor := range []bool{false, true} {
+		q, _, err := sqlstore.RuleList("o", cloud.Page{Cursor: on(cursor, cursorID)}).SQL()
+		list(fmt.Sprintf("rules cursor=%v", cursor), q, err)
+		for _, all := range []bool{false, true} {
+			q, _, err := sqlstore.SilenceList("o", cloud.SilenceFilter{All: all, Page: cloud.Page{Cursor: on(cursor, cursorID)}}, time.Now()).SQL()
+			list(fmt.Sprintf("silences all=%v cursor=%v", all, cursor), q, err)
 		}
 	}
 	queries = append(queries,

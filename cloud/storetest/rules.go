@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -218,6 +219,8 @@ func testRuleCRUD(t *testing.T, open Opener) {
 // condition resolves its open alerts, each with its alert.resolved event.
 func testRuleDeleteResolves(t *testing.T, open Opener) {
 	e := newEnv(t, open)
+	log := &alertLog{}
+	e.Store.Observe(nil, log)
 	org := e.org("acme")
 	d1, d2 := e.device(org.ID, "IG-500"), e.device(org.ID, "IG-500")
 	rs := e.Store.Rules()
@@ -240,6 +243,10 @@ func testRuleDeleteResolves(t *testing.T, open Opener) {
 	}
 	check := func(what string, alerts []resource.Alert) {
 		t.Helper()
+		if got := log.list(); len(got) != 2 || got[0] != "alert.resolved RESOLVED" || got[1] != got[0] {
+			t.Errorf("%s: the alert observer heard %v, want the two resolutions", what, got)
+		}
+		log.events = nil
 		for _, a := range alerts {
 			got, err := e.alertByID(org.ID, a, resource.AlertResolved)
 			if err != nil || got.State != resource.AlertResolved || got.ResolvedAt == nil || !got.ResolvedAt.Equal(e.clock.Now()) {
@@ -385,6 +392,12 @@ func testNotificationChannels(t *testing.T, open Opener) {
 	}
 	if err := rs.DeleteChannel(e.ctx, org.ID, chat.ID); cloud.ErrorCode(err) != cloud.ENOTFOUND {
 		t.Errorf("deleting twice: %v", err)
+	}
+	for i := 1; i < cloud.MaxChannelsPerOrg; i++ {
+		e.channel(org.ID, fmt.Sprint("c", i), false)
+	}
+	if _, err := rs.CreateChannel(e.ctx, cloud.NewChannel{OrgID: org.ID, Name: "one too many", Kind: resource.ChannelSlack, Target: "https://chat.example.com/h"}); cloud.ErrorCode(err) != cloud.ECONFLICT {
+		t.Errorf("channel %d: %v", cloud.MaxChannelsPerOrg+1, err)
 	}
 }
 
@@ -574,5 +587,32 @@ func testDeviceAlerts(t *testing.T, open Opener) {
 	if err != nil || st.Status != resource.StatusOnline || st.Rules[cpu.ID].OpenID != "" || !st.Rules[cpu.ID].LastResolved.Equal(resolved.ResolvedAt.Time) ||
 		st.Rules[mem.ID].OpenID != active.ID || !st.Rules[mem.ID].LastResolved.IsZero() {
 		t.Errorf("DeviceAlerts = %+v, %v", st, err)
+	}
+}
+
+// testRulesBounded: an organization has at most cloud.MaxRulesPerOrg live
+// rules; deleting one makes room.
+func testRulesBounded(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	org := e.org("acme")
+	rs := e.Store.Rules()
+	var last resource.AlertRule
+	for i := len(cloud.DefaultAlertRules()); i < cloud.MaxRulesPerOrg; i++ {
+		var err error
+		if last, err = rs.CreateRule(e.ctx, org.ID, cpuRule(fmt.Sprint("r", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rs.CreateRule(e.ctx, org.ID, cpuRule("one too many")); cloud.ErrorCode(err) != cloud.ECONFLICT {
+		t.Errorf("rule %d: %v", cloud.MaxRulesPerOrg+1, err)
+	}
+	if err := rs.DeleteRule(e.ctx, org.ID, last.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.CreateRule(e.ctx, org.ID, cpuRule("one too many")); err != nil {
+		t.Errorf("after a delete: %v", err)
+	}
+	if rules, err := e.Engine.Rules(e.ctx, org.ID); err != nil || len(rules) != cloud.MaxRulesPerOrg {
+		t.Errorf("engine reads %d rules, %v", len(rules), err)
 	}
 }

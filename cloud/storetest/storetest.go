@@ -98,6 +98,7 @@ func Run(t *testing.T, open Opener) {
 		{"Silences", testSilences},
 		{"RulesObserved", testRulesObserved},
 		{"DeviceAlerts", testDeviceAlerts},
+		{"RulesBounded", testRulesBounded},
 		{"SerialDefaults", testSerialDefaults},
 		{"SerialTelemetryAndAvailability", testSerialTelemetry},
 		{"PutChannel", testPutChannel},

@@ -55,7 +55,7 @@ func (s *RuleService) CreateChannel(ctx context.Context, c cloud.NewChannel) (re
 	if err != nil {
 		return resource.NotificationChannel{}, err
 	}
-	s.changed(c.OrgID)
+	s.changed(ctx, c.OrgID, nil)
 	return out, nil
 }
 
@@ -140,6 +140,6 @@ func (s *RuleService) DeleteChannel(ctx context.Context, orgID, id string) error
 	if err != nil {
 		return err
 	}
-	s.changed(orgID)
+	s.changed(ctx, orgID, nil)
 	return nil
 }

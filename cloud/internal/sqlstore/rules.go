@@ -13,6 +13,9 @@ type RuleService struct {
 	Tables Tables
 	// Observer, when set before use, hears of every committed rule change.
 	Observer cloud.RulesObserver
+	// Alerts, when set before use, hears of each alert a rule change
+	// resolved ("alert.resolved"), after the commit.
+	Alerts cloud.AlertObserver
 }
 
 var _ cloud.RuleService = (*RuleService)(nil)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
@@ -77,7 +78,7 @@ func (s *RuleService) CreateRule(ctx context.Context, orgID string, in resource.
 	if err != nil {
 		return resource.AlertRule{}, err
 	}
-	s.changed(orgID)
+	s.changed(ctx, orgID, nil)
 	return r.Resource(), nil
 }
 
@@ -86,6 +87,7 @@ func (s *RuleService) CreateRule(ctx context.Context, orgID string, in resource.
 // transaction (the alert engine opens again those that still hold).
 func (s *RuleService) UpdateRule(ctx context.Context, orgID, id string, p cloud.RulePatch) (resource.AlertRule, error) {
 	var out cloud.AlertRule
+	var resolved []resource.Alert
 	err := s.Tables.RuleTx(ctx, orgID, "update rule", func(tx Querier) error {
 		old, err := readRule(ctx, tx, orgID, id)
 		if err != nil {
@@ -111,16 +113,16 @@ func (s *RuleService) UpdateRule(ctx context.Context, orgID, id string, p cloud.
 		out = r
 		switch {
 		case old.Enabled && !r.Enabled:
-			return resolveRuleAlerts(ctx, tx, r, "rule disabled", resource.T(r.UpdatedAt))
+			resolved, err = resolveRuleAlerts(ctx, tx, r, "rule disabled", resource.T(r.UpdatedAt))
 		case !sameCondition(old, r):
-			return resolveRuleAlerts(ctx, tx, r, "rule changed", resource.T(r.UpdatedAt))
+			resolved, err = resolveRuleAlerts(ctx, tx, r, "rule changed", resource.T(r.UpdatedAt))
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return resource.AlertRule{}, err
 	}
-	s.changed(orgID)
+	s.changed(ctx, orgID, resolved)
 	return out.Resource(), nil
 }
 
@@ -134,6 +136,7 @@ func sameCondition(a, b cloud.AlertRule) bool {
 // renamed "<name> (deleted <id>)" (its alerts keep it; its name is free
 // again), and its open alerts are resolved, in one transaction.
 func (s *RuleService) DeleteRule(ctx context.Context, orgID, id string) error {
+	var resolved []resource.Alert
 	err := s.Tables.RuleTx(ctx, orgID, "delete rule", func(tx Querier) error {
 		r, err := readRule(ctx, tx, orgID, id)
 		if err != nil {
@@ -144,36 +147,38 @@ func (s *RuleService) DeleteRule(ctx context.Context, orgID, id string) error {
 			now.UnixMilli(), now.UnixMilli(), fmt.Sprintf("%s (deleted %s)", r.Name, r.ID), id, orgID); err != nil {
 			return err
 		}
-		return resolveRuleAlerts(ctx, tx, r, "rule deleted", resource.T(now))
+		resolved, err = resolveRuleAlerts(ctx, tx, r, "rule deleted", resource.T(now))
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	s.changed(orgID)
+	s.changed(ctx, orgID, resolved)
 	return nil
 }
 
 // resolveRuleAlerts resolves with tx every open alert of rule r at at, each
-// with its alert.resolved event (the message names why) and notifications.
-func resolveRuleAlerts(ctx context.Context, tx Querier, r cloud.AlertRule, why string, at resource.Time) error {
+// with its alert.resolved event (the message names why) and
+// notifications, and returns them.
+func resolveRuleAlerts(ctx context.Context, tx Querier, r cloud.AlertRule, why string, at resource.Time) ([]resource.Alert, error) {
 	alerts, err := Collect(ctx, tx, ScanAlert, `UPDATE alerts SET state = 'RESOLVED', resolved_at = ?
 		WHERE org_id = ? AND rule_id = ? AND state <> 'RESOLVED' RETURNING `+AlertColumns, at.UnixMilli(), r.OrgID, r.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, a := range alerts {
 		e, err := ResolvedEvent(a, r, r.Name+" alert resolved: "+why, at.Time)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := InsertEvent(ctx, tx, r.OrgID, a.DeviceID, e); err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := QueueAlertNotifications(ctx, tx, "alert.resolved", a, r, at.Time); err != nil {
-			return err
+		if _, err := QueueAlertNotifications(ctx, tx, alert.EventResolved, a, r, at.Time); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return alerts, nil
 }
 
 // nameTaken is EINVALID for a rule name another live rule has.
@@ -286,9 +291,15 @@ func decodeTags(s string) []string {
 }
 
 // changed tells the observer, after a commit, that the organization's
-// rules, silences or channels changed.
-func (s *RuleService) changed(orgID string) {
+// rules, silences or channels changed, and the alert observer of each
+// alert the change resolved.
+func (s *RuleService) changed(ctx context.Context, orgID string, resolved []resource.Alert) {
 	if s.Observer != nil {
 		s.Observer.RulesChanged(orgID)
+	}
+	if s.Alerts != nil {
+		for _, a := range resolved {
+			s.Alerts.AlertChanged(ctx, alert.EventResolved, a)
+		}
 	}
 }

@@ -64,7 +64,7 @@ func (s *RuleService) CreateSilence(ctx context.Context, orgID string, n cloud.N
 	if err != nil {
 		return resource.Silence{}, err
 	}
-	s.changed(orgID)
+	s.changed(ctx, orgID, nil)
 	return out, nil
 }
 
@@ -89,6 +89,6 @@ func (s *RuleService) DeleteSilence(ctx context.Context, orgID, id string) error
 	if err != nil {
 		return err
 	}
-	s.changed(orgID)
+	s.changed(ctx, orgID, nil)
 	return nil
 }

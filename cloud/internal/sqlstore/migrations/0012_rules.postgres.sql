@@ -58,4 +58,4 @@ CREATE TABLE silences (
     ended_at   bigint
 );
 CREATE INDEX silences_org ON silences(org_id, created_at, id);
-CREATE INDEX silences_org_active ON silences(org_id, to_at) WHERE ended_at IS NULL;
+CREATE INDEX silences_org_active ON silences(org_id, created_at, id) WHERE ended_at IS NULL;

@@ -108,6 +108,10 @@ type Admin interface {
 	AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetail, string, error)
 	// RevokeDevice revokes the device's token (idempotent) and returns when.
 	RevokeDevice(ctx context.Context, id string) (time.Time, error)
+	// SetDeviceTags replaces the device's tags (CheckDeviceTags: EINVALID
+	// naming "tags[i]"; stored deduplicated and sorted); ENOTFOUND for an
+	// unknown id.
+	SetDeviceTags(ctx context.Context, deviceID string, tags []string) error
 
 	// WebhookDeliveries returns the organization's most recent deliveries,
 	// newest first, each with its attempts.

@@ -91,16 +91,15 @@ func (s AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID stri
 }
 
 // OfflineDevices returns up to limit devices (all, or only deviceID when
-// not "") that are OFFLINE with no heartbeat for three of their heartbeat
-// intervals at now, and that have no device_offline alert created since
-// their last heartbeat.
+// not ""), ordered by id after cursor, that are OFFLINE with no heartbeat
+// for three of their heartbeat intervals at now, with their tags and when
+// they last reported planned work. Whether a rule opens an alert for one
+// is the engine's decision, and OpenAlert's (once per outage, planned
+// work).
 func (s AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID, cursor string, limit int) ([]alert.Offline, error) {
 	out, err := Collect(ctx, s.R, ScanOffline, `SELECT `+OfflineColumns+` FROM devices d
-		WHERE d.status = 'OFFLINE' AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= ?
-		  AND (? = '' OR d.id = ?)
-		  AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.device_id = d.id
-		        AND a.rule_id = (SELECT r.id FROM alert_rules r WHERE r.org_id = d.org_id AND r.name = ?)
-		        AND a.created_at >= d.last_seen)
-		LIMIT ?`, now.UnixMilli(), deviceID, deviceID, alert.RuleDeviceOffline, limit)
+		WHERE d.status = 'OFFLINE' AND d.id > ? AND (? = '' OR d.id = ?)
+		  AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= ?
+		ORDER BY d.id LIMIT ?`, cursor, deviceID, deviceID, now.UnixMilli(), limit)
 	return out, s.Wrap("offline devices", err)
 }

@@ -82,9 +82,13 @@ func OpenAlert(ctx context.Context, t AlertTables, o alert.Opening, insert strin
 			// Still the outage the sweep read? The UPDATE locks the device's
 			// row: a hello committed first leaves nothing to match, one
 			// committing later waits for this transaction and its resolve
-			// then finds the alert.
-			n, err := tx.Exec(ctx, `UPDATE devices SET last_seen = last_seen WHERE id = ? AND status = 'OFFLINE' AND last_seen = ?`,
-				o.DeviceID, o.LastSeen.UnixMilli())
+			// then finds the alert. Once per outage: not when an alert of
+			// the rule was created since the last heartbeat; and not while
+			// planned work (REBOOTING, UPDATING) holds offline alerts.
+			n, err := tx.Exec(ctx, `UPDATE devices SET last_seen = last_seen WHERE id = ? AND status = 'OFFLINE' AND last_seen = ?
+				AND (planned_at IS NULL OR planned_at <= ?)
+				AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.device_id = ? AND a.rule_id = ? AND a.created_at >= ?)`,
+				o.DeviceID, o.LastSeen.UnixMilli(), o.At.Add(-cloud.PlannedWorkHold).UnixMilli(), o.DeviceID, o.Rule.ID, o.LastSeen.UnixMilli())
 			if err != nil || n == 0 {
 				return err
 			}

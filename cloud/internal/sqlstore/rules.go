@@ -1,10 +1,7 @@
 package sqlstore
 
 import (
-	"context"
-
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/shared/resource"
 )
 
 // RuleService implements cloud.RuleService on a store's tables (issue 27:
@@ -19,10 +16,3 @@ type RuleService struct {
 }
 
 var _ cloud.RuleService = (*RuleService)(nil)
-
-func notYet() error { return cloud.Errorf(cloud.EINTERNAL, "not implemented yet") }
-
-// StatusDevices implements cloud.AlertEngineStore (the store-rules lane).
-func (s AlertEngineStore) StatusDevices(ctx context.Context, statuses []resource.DeviceStatus, cursor string, limit int) ([]cloud.StatusDevice, error) {
-	return nil, notYet()
-}

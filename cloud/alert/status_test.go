@@ -192,3 +192,57 @@ func testRuleScopeByTags(t *testing.T, open storetest.Opener) {
 		t.Fatalf("site-b rule once the device is tagged site-b: %+v", as)
 	}
 }
+
+// reminders counts the organization's alert.reminder deliveries.
+func (e *env) reminders() int {
+	e.t.Helper()
+	ds, err := e.s.Store.WebhookDeliveries(context.Background(), e.org.ID, 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, d := range ds {
+		if d.Event == "alert.reminder" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReminders: the leader's sweep reminds of an ACTIVE alert nobody
+// acknowledged once its rule's repeatEvery passed (a delivery to the
+// rule's channel), and no more once it is acknowledged.
+func TestReminders(t *testing.T) { stores.Run(t, testReminders) }
+
+func testReminders(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
+	ctx := context.Background()
+	ch, err := e.s.Store.Rules().CreateChannel(ctx, cloud.NewChannel{OrgID: e.org.ID, Name: "ops mail", Kind: resource.ChannelEmail, Target: "ops@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.createRule(resource.AlertRule{Name: "disk half full", Notify: []string{ch.ID}, RepeatEvery: "5m",
+		Condition: resource.RuleCondition{Kind: resource.ConditionThreshold, Source: "metric.diskUsedPct", Op: ">", Value: num(50), For: "0s"}})
+	e.metrics(disk(60))
+	as := e.activeOf(r.ID)
+	if len(as) != 1 {
+		t.Fatalf("%d alerts, want 1", len(as))
+	}
+	e.runSweeps(func() bool { return false })
+	if n := e.reminders(); n != 0 {
+		t.Fatalf("%d reminders before repeatEvery passed", n)
+	}
+	e.clock.Set(e.clock.Now().Add(5 * time.Minute))
+	e.runSweeps(func() bool { return e.reminders() > 0 })
+	if n := e.reminders(); n != 1 {
+		t.Fatalf("%d reminders once repeatEvery passed, want 1", n)
+	}
+	if _, err := e.s.Store.Alerts().Acknowledge(ctx, e.org.ID, as[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set(e.clock.Now().Add(10 * time.Minute))
+	e.runSweeps(func() bool { return false })
+	if n := e.reminders(); n != 1 {
+		t.Fatalf("%d reminders after the acknowledgement, want still 1", n)
+	}
+}

@@ -39,25 +39,28 @@ type device struct {
 	units map[string]string // point id -> unit, read at the first decision on a point
 }
 
-// slot is a device's state for one rule.
+// slot is a device's state for one rule, kept small: a device holds one
+// per rule in its scope.
 type slot struct {
-	// The hot path's copy of a threshold rule's state (sync): a sample
-	// that would change nothing (quiet) costs a few comparisons.
+	// A threshold rule's state, as Threshold holds it (Step runs on a
+	// Threshold made from it): open, and the run's start in Unix ns (0:
+	// no run) with its deadline (start + for); op, value and clear are
+	// the rule's, for quiet.
 	op              int8 // opGT...; 0: not a threshold
-	open            bool // th.Open
+	open            bool
+	primed          bool // see below
 	value, clear    float64
-	since, deadline int64 // th.Since and th.Since + For in Unix ns; 0: no run
+	since, deadline int64
 
 	rule   *rule
-	th     Threshold // threshold rules: held since, and open
-	openID string    // the open alert; "" when none
+	openID string // the open alert; "" when none
 	// resolved is when the rule's last alert of the device resolved:
 	// samples captured before it do not count towards a new run.
 	resolved time.Time
-	// primed is set once the slot saw a sample after it was loaded: until
-	// then a threshold run under way before a restart is read from the
-	// store (History).
-	primed bool
+	// primed (above) is set once the slot saw a sample after it was
+	// loaded: until then a threshold run under way before a restart is
+	// read from the store (History).
+	//
 	// offlineTried is the last heartbeat of the outage for which the
 	// offline rule asked the store to open its alert: one try per outage.
 	offlineTried time.Time
@@ -65,16 +68,32 @@ type slot struct {
 
 func (s *slot) setOpen(id string) {
 	s.openID = id
-	s.th.Open = true
-	s.sync()
+	s.open = true
 }
 
 func (s *slot) setClosed(at time.Time) {
 	s.openID = ""
-	s.th.Open = false
-	s.th.Since = time.Time{}
+	s.open = false
+	s.setSince(time.Time{})
 	s.resolved = at
-	s.sync()
+}
+
+// threshold returns the slot's state as a Threshold.
+func (s *slot) threshold() Threshold {
+	t := Threshold{Cond: s.rule.Cond, Open: s.open}
+	if s.since != 0 {
+		t.Since = time.Unix(0, s.since).UTC()
+	}
+	return t
+}
+
+// setSince sets the run's start (zero: no run).
+func (s *slot) setSince(t time.Time) {
+	s.since, s.deadline = 0, 0
+	if !t.IsZero() {
+		s.since = t.UnixNano()
+		s.deadline = s.since + int64(s.rule.Cond.For)
+	}
 }
 
 // Threshold operators on the hot path.
@@ -85,10 +104,12 @@ const (
 	opLE
 )
 
-// sync copies th to the hot path's fields; call it after every change of
-// th.
-func (s *slot) sync() {
-	c := &s.th.Cond
+// setRule makes r the slot's rule; a changed condition starts its run
+// again (an open alert stays open).
+func (s *slot) setRule(r *rule) {
+	changed := s.rule == nil || s.rule.Cond != r.Cond
+	s.rule = r
+	c := &r.Cond
 	s.op = 0
 	if c.Kind == resource.ConditionThreshold {
 		switch c.Op {
@@ -102,11 +123,10 @@ func (s *slot) sync() {
 			s.op = opLE
 		}
 	}
-	s.open, s.value, s.clear = s.th.Open, c.Value, c.Clear
-	s.since, s.deadline = 0, 0
-	if !s.th.Since.IsZero() {
-		s.since = s.th.Since.UnixNano()
-		s.deadline = s.since + int64(c.For)
+	s.value, s.clear = c.Value, c.Clear
+	if changed {
+		s.setSince(time.Time{})
+		s.primed = false
 	}
 }
 
@@ -232,13 +252,7 @@ func (e *Engine) buildView(d *device, o *orgRules) {
 			s = &slot{}
 			d.slots[r.ID] = s
 		}
-		s.rule = r
-		if s.th.Cond != r.Cond {
-			open := s.th.Open
-			s.th = Threshold{Cond: r.Cond, Open: open}
-			s.primed = false
-			s.sync()
-		}
+		s.setRule(r)
 		switch r.Cond.Kind {
 		case resource.ConditionThreshold:
 			if r.metric >= 0 {
@@ -261,11 +275,12 @@ func (e *Engine) buildView(d *device, o *orgRules) {
 func (d *device) slotOf(r *rule) *slot {
 	s := d.slots[r.ID]
 	if s == nil {
-		s = &slot{th: Threshold{Cond: r.Cond}}
-		s.sync()
+		s = &slot{}
 		d.slots[r.ID] = s
 	}
-	s.rule = r
+	if s.rule != r {
+		s.setRule(r)
+	}
 	return s
 }
 

@@ -27,8 +27,9 @@ func TestQuietSkipsOnlyNoOps(t *testing.T) {
 			}
 		}
 		ref := Threshold{Cond: c}
-		s := &slot{th: Threshold{Cond: c}, primed: true}
-		s.sync()
+		s := &slot{}
+		s.setRule(&rule{AlertRule: cloud.AlertRule{Cond: c}})
+		s.primed = true
 		at := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 		for i := range 60 {
 			at = at.Add(time.Duration(rng.IntN(15)-2) * time.Second) // now and then out of order
@@ -36,11 +37,13 @@ func TestQuietSkipsOnlyNoOps(t *testing.T) {
 			want := ref.Step(at, v)
 			got := Hold
 			if !s.quiet(at.UnixNano(), v) {
-				got = s.th.Step(at, v)
-				s.sync()
+				th := s.threshold()
+				got = th.Step(at, v)
+				s.open = th.Open
+				s.setSince(th.Since)
 			}
-			if got != want || s.th.Open != ref.Open || !s.th.Since.Equal(ref.Since) {
-				t.Fatalf("round %d sample %d (%s %v, %v at %s): got %v %+v, want %v %+v", round, i, c.Op, c.For, v, at, got, s.th, want, ref)
+			if th := s.threshold(); got != want || th.Open != ref.Open || !th.Since.Equal(ref.Since) {
+				t.Fatalf("round %d sample %d (%s %v, %v at %s): got %v %+v, want %v %+v", round, i, c.Op, c.For, v, at, got, th, want, ref)
 			}
 		}
 	}

@@ -113,17 +113,20 @@ func (e *Engine) PointsStored(ctx context.Context, dev cloud.DeviceRef, samples 
 func (e *Engine) step(ctx context.Context, d *device, s *slot, at time.Time, v float64) {
 	if !s.primed {
 		s.primed = true
-		if !s.th.Open && s.th.Since.IsZero() && s.th.Cond.For > 0 && s.th.Cond.Breaches(v) {
+		if c := &s.rule.Cond; !s.open && s.since == 0 && c.For > 0 && c.Breaches(v) {
 			e.rebuildRun(ctx, d, s, at)
 		}
 	}
-	switch s.th.Step(at, v) {
+	th := s.threshold()
+	dec := th.Step(at, v)
+	s.open = th.Open
+	s.setSince(th.Since)
+	switch dec {
 	case Opens:
 		e.openThreshold(ctx, d, s, at, v)
 	case Resolve:
 		e.resolveThreshold(ctx, d, s, v)
 	}
-	s.sync()
 }
 
 // historyLimit bounds the samples a rebuilt run reads per query.
@@ -134,7 +137,7 @@ const historyLimit = 2000
 // of samples over the threshold in the stored history, looked for over
 // twice the rule's `for` and never before its last alert resolved.
 func (e *Engine) rebuildRun(ctx context.Context, d *device, s *slot, at time.Time) {
-	c := s.th.Cond
+	c := s.rule.Cond
 	from := at.Add(-2 * c.For)
 	if !s.resolved.IsZero() && !from.After(s.resolved) {
 		from = s.resolved.Add(time.Millisecond)
@@ -151,7 +154,7 @@ func (e *Engine) rebuildRun(ctx context.Context, d *device, s *slot, at time.Tim
 		}
 		for i := len(hs) - 1; i >= 0; i-- {
 			if !c.Breaches(hs[i].Value) {
-				s.th.Since = start
+				s.setSince(start)
 				return
 			}
 			start = hs[i].At
@@ -161,7 +164,7 @@ func (e *Engine) rebuildRun(ctx context.Context, d *device, s *slot, at time.Tim
 		}
 		to = hs[0].At.Add(-time.Millisecond)
 	}
-	s.th.Since = start
+	s.setSince(start)
 }
 
 // openThreshold opens the alert a threshold's sample decided.
@@ -178,7 +181,7 @@ func (e *Engine) openThreshold(ctx context.Context, d *device, s *slot, at time.
 		At: e.cfg.Now(), WithEvent: true})
 	switch {
 	case err != nil:
-		s.th.Open = false // the next sample over the threshold tries again
+		s.open = false // the next sample over the threshold tries again
 	case ok:
 		s.setOpen(a.ID)
 	default:
@@ -197,7 +200,7 @@ func (e *Engine) resolveThreshold(ctx context.Context, d *device, s *slot, v flo
 	msg := fmt.Sprintf("%s resolved: %s %s %s %s", r.Name, sourceLabel(r), formatValue(r, v, unit), cmp, formatValue(r, r.Cond.Clear, unit))
 	now := e.cfg.Now()
 	if _, err := e.resolve(ctx, d.ref, r.AlertRule, msg, now); err != nil {
-		s.th.Open = true // the next sample past clear tries again
+		s.open = true // the next sample past clear tries again
 		return
 	}
 	s.setClosed(now)

@@ -18,6 +18,7 @@
 package alert
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -213,6 +214,18 @@ func (e *Engine) Run(ctx context.Context) {
 
 // idleAfter is how long a device that reports nothing is kept.
 const idleAfter = 15 * time.Minute
+
+// payloadOf encodes an alert's payload as JSON, its text as written
+// (an operator stays ">=", not "\u003e=").
+func payloadOf(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return json.RawMessage(`{}`)
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
 
 // EventData is the data of an alert's device event (alert.<rule>): the
 // alert's payload plus alertId, ruleId and rule. Stores record it with the

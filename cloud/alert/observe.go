@@ -105,10 +105,7 @@ func (e *Engine) openEvent(ctx context.Context, d *device, s *slot, ev resource.
 		}
 	}
 	m["rule"], m["ruleId"] = r.Name, r.ID
-	payload, err := json.Marshal(m)
-	if err != nil {
-		payload = json.RawMessage(`{}`)
-	}
+	payload := payloadOf(m)
 	a, ok, err := e.open(ctx, Opening{OrgID: d.ref.OrgID, DeviceID: d.ref.ID, Rule: r.AlertRule, Message: eventText(ev), Payload: payload,
 		At: e.cfg.Now(), WithEvent: ev.Type != r.EventType()})
 	switch {

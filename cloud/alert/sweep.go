@@ -2,7 +2,6 @@ package alert
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/fleet/fleet/cloud"
@@ -63,7 +62,7 @@ func (e *Engine) sweepOffline(ctx context.Context, deviceID string) {
 func (e *Engine) openOffline(ctx context.Context, d *device, s *slot, od Offline) {
 	r := s.rule
 	silent := max(r.Cond.After, 3*od.Heartbeat)
-	payload, _ := json.Marshal(map[string]any{"rule": r.Name, "ruleId": r.ID, "lastSeen": resource.T(od.LastSeen),
+	payload := payloadOf(map[string]any{"rule": r.Name, "ruleId": r.ID, "lastSeen": resource.T(od.LastSeen),
 		"heartbeatIntervalMs": od.Heartbeat.Milliseconds(), "after": cloud.FormatRuleDuration(r.Cond.After)})
 	msg := fmt.Sprintf("Device offline: no heartbeat since %s (silent for %s or more)", formatSince(od.LastSeen), cloud.FormatRuleDuration(silent))
 	a, ok, err := e.open(ctx, Opening{OrgID: od.Device.OrgID, DeviceID: od.Device.ID, Rule: r.AlertRule, Message: msg, Payload: payload,
@@ -131,7 +130,7 @@ func (e *Engine) sweepStatus(ctx context.Context) {
 // openStatus opens a status rule's alert.
 func (e *Engine) openStatus(ctx context.Context, d *device, s *slot, sd cloud.StatusDevice) {
 	r := s.rule
-	payload, _ := json.Marshal(map[string]any{"rule": r.Name, "ruleId": r.ID, "status": sd.Status, "since": resource.T(sd.Since)})
+	payload := payloadOf(map[string]any{"rule": r.Name, "ruleId": r.ID, "status": sd.Status, "since": resource.T(sd.Since)})
 	msg := fmt.Sprintf("Device in %s since %s", sd.Status, formatSince(sd.Since))
 	if r.Cond.For > 0 {
 		msg = fmt.Sprintf("Device in %s for %s (since %s)", sd.Status, cloud.FormatRuleDuration(r.Cond.For), formatSince(sd.Since))

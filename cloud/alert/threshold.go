@@ -2,7 +2,6 @@ package alert
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -171,7 +170,7 @@ func (e *Engine) rebuildRun(ctx context.Context, d *device, s *slot, at time.Tim
 func (e *Engine) openThreshold(ctx context.Context, d *device, s *slot, at time.Time, v float64) {
 	r := s.rule
 	unit := e.unitOf(ctx, d, r)
-	payload, _ := json.Marshal(thresholdPayload{Rule: r.Name, RuleID: r.ID, Source: r.Cond.Source, Op: r.Cond.Op, Value: v,
+	payload := payloadOf(thresholdPayload{Rule: r.Name, RuleID: r.ID, Source: r.Cond.Source, Op: r.Cond.Op, Value: v,
 		Threshold: r.Cond.Value, Clear: r.Cond.Clear, For: cloud.FormatRuleDuration(r.Cond.For), Unit: unit, CapturedAt: resource.T(at)})
 	msg := fmt.Sprintf("%s %s %s %s", sourceLabel(r), formatValue(r, v, unit), r.Cond.Op, formatValue(r, r.Cond.Value, unit))
 	if r.Cond.For > 0 {

@@ -76,7 +76,9 @@ func Start(tb testing.TB, opts Options) *Server {
 func (s *Server) SMTPAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.smtp)) }
 
 // APIURL is the base URL of its HTTP API.
-func (s *Server) APIURL() string { return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.api)) }
+func (s *Server) APIURL() string {
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.api))
+}
 
 // Restart starts the server again on the same ports after Stop; the
 // messages received before are kept.

@@ -643,9 +643,11 @@ func TestREADMEWebhookVerification(t *testing.T) {
 }
 
 // apiExample is one endpoint of the README's API section: its heading
-// ("GET /devices/{id}"), its curl command and its sample response.
+// ("GET /devices/{id}"), its curl command and its sample response, or
+// noContent when the section says it answers `204 No Content`.
 type apiExample struct {
 	endpoint, command, sample string
+	noContent                 bool
 }
 
 // apiExamples reads the "### METHOD /path" subsections of the API section
@@ -671,7 +673,9 @@ func apiExamples(t *testing.T) []apiExample {
 			t.Errorf("README API %q: want one curl command in a sh block, got %q", ex.endpoint, ex.command)
 			continue
 		}
-		if ex.sample == "" {
+		if ex.sample == "" && strings.Contains(body, "`204 No Content`") {
+			ex.noContent = true
+		} else if ex.sample == "" {
 			t.Errorf("README API %q: no json sample response after the curl command", ex.endpoint)
 			continue
 		}
@@ -695,7 +699,8 @@ func endpointOf(command string) string {
 	if m == nil {
 		return method + " ?"
 	}
-	path := strings.NewReplacer("$DEVICE_ID", "{id}", "$ALERT_ID", "{id}", "$CHANNEL", "{channelId}", "$POINT", "{pointId}").Replace(m[1])
+	path := strings.NewReplacer("$DEVICE_ID", "{id}", "$ALERT_ID", "{id}", "$RULE_ID", "{id}", "$SILENCE_ID", "{id}",
+		"$CHANNEL", "{channelId}", "$POINT", "{pointId}").Replace(m[1])
 	return method + " " + path
 }
 
@@ -738,8 +743,8 @@ func openAPIEndpoints(t *testing.T) []string {
 
 // sameShape reports where actual lacks a field of the sample or has one the
 // sample does not show. It descends into objects and into the first element
-// of arrays; the type-dependent "payload" of alerts and "data" of events
-// are not compared.
+// of arrays; the type-dependent "payload" of alerts, "data" of events and
+// "condition" of alert rules are not compared.
 func sameShape(where string, sample, actual any) []string {
 	var diffs []string
 	switch s := sample.(type) {
@@ -759,7 +764,7 @@ func sameShape(where string, sample, actual any) []string {
 			}
 		}
 		for k, sv := range s {
-			if av, ok := a[k]; ok && k != "payload" && !(k == "data" && where != "") {
+			if av, ok := a[k]; ok && k != "payload" && k != "condition" && !(k == "data" && where != "") {
 				diffs = append(diffs, sameShape(where+"."+k, sv, av)...)
 			}
 		}
@@ -859,6 +864,32 @@ func (c *apiClient) get(path string, v any) int {
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		c.t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode
+}
+
+// post sends body as JSON to base+path, decodes the answer into v and
+// returns the status (0 when the relay did not answer).
+func (c *apiClient) post(path string, body, v any) int {
+	b, err := json.Marshal(body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		c.t.Fatalf("POST %s: %v", path, err)
 	}
 	return resp.StatusCode
 }
@@ -984,11 +1015,30 @@ func TestREADMECurlExamples(t *testing.T) {
 		return ""
 	})
 
-	env := append(os.Environ(), "RELAY="+base, "KEY="+key.Key, "DEVICE_ID="+gw.ID, "ALERT_ID="+alertID, "CHANNEL=rs485-1", "POINT=gpio-1.level")
+	// A rule and a silence for the examples that name one.
+	var rules struct{ Data []struct{ ID, Name string } }
+	api.get("/alert-rules?limit=100", &rules)
+	ruleID := ""
+	for _, r := range rules.Data {
+		if r.Name == "high_temp" {
+			ruleID = r.ID
+		}
+	}
+	if ruleID == "" {
+		t.Fatalf("no default rule high_temp in %+v", rules.Data)
+	}
+	var silence struct{ Data struct{ ID string } }
+	if code := api.post("/silences", map[string]any{"scope": map[string]any{"tags": []string{"hall-b"}},
+		"to": time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "comment": "readme"}, &silence); code != http.StatusCreated {
+		t.Fatalf("POST /silences: %d", code)
+	}
+
+	env := append(os.Environ(), "RELAY="+base, "KEY="+key.Key, "DEVICE_ID="+gw.ID, "ALERT_ID="+alertID, "CHANNEL=rs485-1", "POINT=gpio-1.level",
+		"RULE_ID="+ruleID, "SILENCE_ID="+silence.Data.ID)
 	for _, ex := range examples {
 		t.Run(ex.endpoint, func(t *testing.T) {
 			var sample any
-			if err := json.Unmarshal([]byte(ex.sample), &sample); err != nil {
+			if err := json.Unmarshal([]byte(ex.sample), &sample); err != nil && !ex.noContent {
 				t.Fatalf("the README's sample response is not JSON: %v\n%s", err, ex.sample)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -1008,6 +1058,12 @@ func TestREADMECurlExamples(t *testing.T) {
 			body, code := string(out[:i]), string(out[i+1:])
 			if !strings.HasPrefix(code, "2") {
 				t.Fatalf("%s: status %s: %s", ex.command, code, body)
+			}
+			if ex.noContent {
+				if code != "204" || body != "" {
+					t.Fatalf("%s: status %s with %q, the README says 204 No Content", ex.command, code, body)
+				}
+				return
 			}
 			var actual any
 			if err := json.Unmarshal([]byte(body), &actual); err != nil {

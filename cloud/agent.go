@@ -67,12 +67,14 @@ func (d AgentDevice) Ref() DeviceRef {
 }
 
 // StatusChange is one stored status transition, with the event the store
-// recorded for it (device.online or device.offline), if any.
+// recorded for it (device.online or device.offline), if any, and its
+// device.status_changed event (nil when the status stayed).
 type StatusChange struct {
-	Device AgentDevice
-	From   resource.DeviceStatus
-	To     resource.DeviceStatus
-	Event  *resource.Event
+	Device      AgentDevice
+	From        resource.DeviceStatus
+	To          resource.DeviceStatus
+	Event       *resource.Event
+	StatusEvent *resource.Event
 }
 
 // Changed reports whether the status changed.

@@ -80,9 +80,6 @@ type Outbox interface {
 	// Forwarding returns the device's organization and signal-forwarding
 	// URL; url is "" when forwarding is disabled or no URL is set.
 	Forwarding(ctx context.Context, deviceID string) (orgID, url string, err error)
-	// AlertTarget returns the organization of a device and that
-	// organization's alert webhook URL ("" when none).
-	AlertTarget(ctx context.Context, deviceID string) (orgID, url string, err error)
 	// Prune deletes deliveries that ended before t, with their attempts.
 	Prune(ctx context.Context, before time.Time) (int64, error)
 }

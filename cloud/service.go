@@ -78,6 +78,8 @@ type SerialService interface {
 // AlertService lists alerts and moves them through the spec's state table.
 type AlertService interface {
 	ListAlerts(ctx context.Context, orgID string, f AlertFilter) (resource.List[resource.Alert], error)
+	// Alert returns the organization's alert id, or ENOTFOUND.
+	Alert(ctx context.Context, orgID, id string) (resource.Alert, error)
 	Acknowledge(ctx context.Context, orgID, id string) (resource.Alert, error)
 	Resolve(ctx context.Context, orgID, id string) (resource.Alert, error)
 }

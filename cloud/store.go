@@ -34,7 +34,8 @@ type Store interface {
 
 	// Observe names who hears of changes made through the services:
 	// config of desired serial configuration changes (PATCH /serial, PUT
-	// channel), alerts of alert state changes (acknowledge, resolve).
+	// channel), alerts of alert state changes (acknowledge, resolve, and
+	// the resolutions of a rule deleted, disabled or changed).
 	// Call it before the services are used; nil observers are allowed.
 	Observe(config DesiredConfigObserver, alerts AlertObserver)
 	// ObserveRules names who hears of rule changes made through Rules()
@@ -107,6 +108,10 @@ type Admin interface {
 	AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetail, string, error)
 	// RevokeDevice revokes the device's token (idempotent) and returns when.
 	RevokeDevice(ctx context.Context, id string) (time.Time, error)
+	// SetDeviceTags replaces the device's tags (CheckDeviceTags: EINVALID
+	// naming "tags[i]"; stored deduplicated and sorted); ENOTFOUND for an
+	// unknown id.
+	SetDeviceTags(ctx context.Context, deviceID string, tags []string) error
 
 	// WebhookDeliveries returns the organization's most recent deliveries,
 	// newest first, each with its attempts.
@@ -152,6 +157,10 @@ type DeliveryInfo struct {
 	LastError     string            `json:"lastError,omitempty"` // the last attempt's error, or why it was dropped
 	RedeliveryOf  string            `json:"redeliveryOf,omitempty"`
 	CreatedAt     time.Time         `json:"createdAt"`
+	// Kind and ChannelID are the outbox delivery's (OutboxDelivery): ""
+	// for the organization's alert webhook and signal forwarding.
+	Kind      string `json:"kind,omitempty"`
+	ChannelID string `json:"channelId,omitempty"`
 }
 
 // MaxSecretGrace bounds the grace period of a rotated webhook secret.

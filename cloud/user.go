@@ -41,19 +41,20 @@ type Permission string
 const (
 	PermView      Permission = "view"      // fleet, devices, events, channels, alerts
 	PermConfigure Permission = "configure" // channel config, mode, forwarding
-	PermAlerts    Permission = "alerts"    // acknowledge and resolve alerts
+	PermAlerts    Permission = "alerts"    // acknowledge and resolve alerts, create and end silences
 	PermKeys      Permission = "keys"      // create, list and revoke API keys
 	PermWebhooks  Permission = "webhooks"  // alert URL, secret rotation, deliveries
 	PermMembers   Permission = "members"   // add members, change roles, disable
+	PermRules     Permission = "rules"     // alert rules and notification channels
 )
 
 // Permissions lists every permission in the order docs/panel.md shows them.
-var Permissions = []Permission{PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers}
+var Permissions = []Permission{PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules}
 
 // rolePermissions is the matrix of docs/panel.md.
 var rolePermissions = map[Role][]Permission{
-	RoleOwner:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers},
-	RoleAdmin:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks},
+	RoleOwner:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules},
+	RoleAdmin:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermRules},
 	RoleMember: {PermView, PermConfigure, PermAlerts},
 	RoleViewer: {PermView},
 }
@@ -233,6 +234,7 @@ type DeliverySummary struct {
 	LastError                       string // the last attempt's error, or why it was dropped
 	RedeliveryOf                    string
 	CreatedAt                       time.Time
+	Kind, ChannelID                 string // OutboxDelivery's: "" for the alert webhook and signal forwarding
 }
 
 // WebhookAdmin is what Settings → Webhooks reads and changes. Every method
@@ -269,7 +271,8 @@ func SummarizeDeliveries(ds []DeliveryInfo) []DeliverySummary {
 	out := make([]DeliverySummary, 0, len(ds))
 	for _, d := range ds {
 		sum := DeliverySummary{ID: d.ID, DeviceID: d.DeviceID, Event: d.Event, URL: d.URL, State: d.State,
-			Attempts: len(d.Attempts), LastError: d.LastError, RedeliveryOf: d.RedeliveryOf, CreatedAt: d.CreatedAt}
+			Attempts: len(d.Attempts), LastError: d.LastError, RedeliveryOf: d.RedeliveryOf, CreatedAt: d.CreatedAt,
+			Kind: d.Kind, ChannelID: d.ChannelID}
 		if n := len(d.Attempts); n > 0 {
 			sum.LastStatus = d.Attempts[n-1].StatusCode
 			if d.Attempts[n-1].Error != "" {

@@ -360,7 +360,8 @@ func (s *Server) lookup(deviceID string) *conn {
 }
 
 // statusChanged tells the Observers about a stored status change and the
-// event recorded with it.
+// events recorded with it (device.online or device.offline, and
+// device.status_changed), in one EventsStored.
 func (s *Server) statusChanged(ch StatusChange) {
 	ref := ch.Device.Ref()
 	if ch.Changed() {
@@ -368,8 +369,13 @@ func (s *Server) statusChanged(ch StatusChange) {
 			o.StatusChanged(s.ctx, ref, ch.From, ch.To)
 		}
 	}
-	if ch.Event != nil {
+	switch {
+	case ch.Event != nil && ch.StatusEvent != nil:
+		s.eventsStored(ref, []resource.Event{*ch.Event, *ch.StatusEvent})
+	case ch.Event != nil:
 		s.eventsStored(ref, []resource.Event{*ch.Event})
+	case ch.StatusEvent != nil:
+		s.eventsStored(ref, []resource.Event{*ch.StatusEvent})
 	}
 }
 

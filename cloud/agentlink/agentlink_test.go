@@ -526,15 +526,38 @@ func testOfflineWhenSocketClosesAndOnlineAgain(t *testing.T, open storetest.Open
 	want := []string{"device.online", "device.offline", "device.online"}
 	var got []string
 	for _, ev := range slices.Backward(e.events(id, "")) { // oldest first
-		if strings.HasPrefix(ev.Type, "device.") {
+		if strings.HasPrefix(ev.Type, "device.") && ev.Type != protocol.EventDeviceStatusChanged {
 			got = append(got, ev.Type)
 		}
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("events = %v, want %v", got, want)
 	}
-	if types := e.obs.eventTypes(id); !slices.Equal(types, want) {
+	types := slices.DeleteFunc(e.obs.eventTypes(id), func(t string) bool { return t == protocol.EventDeviceStatusChanged })
+	if !slices.Equal(types, want) {
 		t.Errorf("observed events = %v, want %v", types, want)
+	}
+	// Every status change is a device.status_changed event, stored and
+	// heard, in the order of the changes.
+	wantChanges := []string{"PROVISIONING>CONNECTING", "CONNECTING>ONLINE", "ONLINE>OFFLINE", "OFFLINE>CONNECTING", "CONNECTING>ONLINE"}
+	if got := e.obs.statusList(id); !slices.Equal(got, wantChanges) {
+		t.Errorf("status changes = %v, want %v", got, wantChanges)
+	}
+	var heard []string
+	for _, ev := range e.obs.eventsOf(id) {
+		if ev.Type == protocol.EventDeviceStatusChanged {
+			var d struct{ From, To string }
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			heard = append(heard, d.From+">"+d.To)
+		}
+	}
+	if !slices.Equal(heard, wantChanges) {
+		t.Errorf("heard device.status_changed %v, want %v", heard, wantChanges)
+	}
+	if n := e.countEvents(id, protocol.EventDeviceStatusChanged, func(resource.Event) bool { return true }); n != len(wantChanges) {
+		t.Errorf("%d device.status_changed events stored, want %d", n, len(wantChanges))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -76,6 +77,12 @@ func (r *recorder) statusList(id string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.statuses[id]...)
+}
+
+func (r *recorder) eventsOf(id string) []resource.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events[id])
 }
 
 func (r *recorder) eventTypes(id string) []string {

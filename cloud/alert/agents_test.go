@@ -58,7 +58,7 @@ func newRelay(t *testing.T, open storetest.Opener) *relay {
 		r.hooks <- received{Path: req.URL.Path, Event: ev.Event, Device: ev.DeviceID, Body: body, SigOK: signedBoth(org.WebhookSecret, req, body)}
 		w.WriteHeader(http.StatusOK)
 	}))
-	disp := startDispatcher(t, s, org.ID, r.hookSv, 20*time.Millisecond)
+	disp := startDispatcher(t, s, org.ID, r.hookSv, 20*time.Millisecond, nil)
 	notifier := webhook.NewNotifier(disp)
 	engine := alert.New(alert.Config{Store: s.Engine, Observer: notifier, SweepInterval: 50 * time.Millisecond})
 	ectx, cancel := context.WithCancel(ctx)

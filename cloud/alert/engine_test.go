@@ -91,7 +91,7 @@ func newEnv(t *testing.T, open storetest.Opener) *env {
 	e.hooks = &hookReceiver{secret: org.WebhookSecret, ch: make(chan resource.AlertWebhook, 100)}
 	e.hooks.srv = httptest.NewTLSServer(e.hooks)
 	t.Cleanup(e.hooks.srv.Close)
-	disp := startDispatcher(t, s, org.ID, e.hooks.srv, 10*time.Millisecond)
+	disp := startDispatcher(t, s, org.ID, e.hooks.srv, 10*time.Millisecond, c.Now)
 	t.Cleanup(func() { disp.Close() })
 	e.notify = webhook.NewNotifier(disp)
 	e.engine = alert.New(alert.Config{Store: s.Engine, Observer: e.notify, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now})
@@ -328,6 +328,9 @@ func testAgentSilentOpensDeviceOffline(t *testing.T, open storetest.Opener) {
 	// restarted engine.
 	if _, err := e.s.Store.Alerts().Resolve(ctx, e.org.ID, as[0].ID); err != nil {
 		t.Fatal(err)
+	}
+	if h := e.hook(); h.Event != "alert.resolved" { // queued with the change, sent at the dispatcher's next poll
+		t.Fatalf("webhook %s after the resolve by hand", h.Event)
 	}
 	e.restart()
 	e.engine.StatusChanged(ctx, e.dev, resource.StatusOnline, resource.StatusOffline)

@@ -31,8 +31,10 @@ func signedBoth(secret string, r *http.Request, body []byte) bool {
 
 // startDispatcher points org's alert webhook at receiver's /alerts and
 // starts the real webhook dispatcher on s, trusting receiver's
-// certificate and retrying after backoff. The caller closes it.
-func startDispatcher(t *testing.T, s storetest.Stores, orgID string, receiver *httptest.Server, backoff time.Duration) *webhook.Dispatcher {
+// certificate and retrying after backoff, on the store's clock now (nil:
+// the time), as the relay runs it: the deliveries the store queues with an
+// alert are due at the store's time. The caller closes it.
+func startDispatcher(t *testing.T, s storetest.Stores, orgID string, receiver *httptest.Server, backoff time.Duration, now func() time.Time) *webhook.Dispatcher {
 	t.Helper()
 	ctx := context.Background()
 	ca := filepath.Join(t.TempDir(), "ca.pem")
@@ -44,7 +46,7 @@ func startDispatcher(t *testing.T, s storetest.Stores, orgID string, receiver *h
 	if err != nil {
 		t.Fatal(err)
 	}
-	disp, err := webhook.New(webhook.Config{Store: s.Outbox, Client: client, Backoff: []time.Duration{backoff}})
+	disp, err := webhook.New(webhook.Config{Store: s.Outbox, Client: client, Backoff: []time.Duration{backoff}, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,10 @@ type Config struct {
 	// Points, when set, serves GET /devices/{id}/points and its samples
 	// route; nil leaves both routes out (404).
 	Points cloud.PointService
-	Auth   Authenticator
+	// Rules, when set, serves /alert-rules (and its preview) and
+	// /silences; nil leaves those routes out (404).
+	Rules cloud.RuleService
+	Auth  Authenticator
 	// Versioner, when set, is the store's data version, read once per
 	// request and handed to Auth (its key rows) and to the cache of the hot
 	// list pages (GET /devices, GET /alerts). Nil: no caching.
@@ -172,6 +175,17 @@ func (s *Server) routes() {
 	api.Get("/alerts", s.scoped(cloud.ScopeAlertsRead, s.listAlerts))
 	api.Post("/alerts/{id}/acknowledge", s.scoped(cloud.ScopeAlertsWrite, s.acknowledge))
 	api.Post("/alerts/{id}/resolve", s.scoped(cloud.ScopeAlertsWrite, s.resolve))
+	if s.cfg.Rules != nil {
+		api.Get("/alert-rules", s.scoped(cloud.ScopeAlertsRead, s.listRules))
+		api.Post("/alert-rules", s.scoped(cloud.ScopeAlertsWrite, s.createRule))
+		api.Post("/alert-rules/preview", s.scoped(cloud.ScopeAlertsRead, s.previewRule))
+		api.Get("/alert-rules/{id}", s.scoped(cloud.ScopeAlertsRead, s.getRule))
+		api.Patch("/alert-rules/{id}", s.scoped(cloud.ScopeAlertsWrite, s.patchRule))
+		api.Delete("/alert-rules/{id}", s.scoped(cloud.ScopeAlertsWrite, s.deleteRule))
+		api.Post("/silences", s.scoped(cloud.ScopeAlertsWrite, s.createSilence))
+		api.Get("/silences", s.scoped(cloud.ScopeAlertsRead, s.listSilences))
+		api.Delete("/silences/{id}", s.scoped(cloud.ScopeAlertsWrite, s.deleteSilence))
+	}
 	s.api = api
 
 	root := chi.NewRouter()

@@ -74,6 +74,7 @@ func newEnvOn(t *testing.T, e *env, s storetest.Stores, opts ...envOption) *env 
 		Serial:    s.Store.Serial(),
 		Alerts:    s.Store.Alerts(),
 		Points:    s.Store.Points(),
+		Rules:     s.Store.Rules(),
 		Auth:      e.auth,
 		Versioner: s.Store.Versioner(),
 		RateLimit: 1_000_000,

@@ -61,6 +61,12 @@ type harness struct {
 	alerts   []resource.Alert      // one ACTIVE alert per alert action route
 	key      *cloud.APIKey
 	delivery string // an alert webhook delivery that failed with 503
+	// rules of org for the rule routes: [0] "Boiler hot" (a threshold on
+	// testPoint), [1] disabled, [2] enabled, [3] to delete.
+	rules []resource.AlertRule
+	// channels of org: [0] e-mail (to test), [1] slack (to remove).
+	channels []resource.NotificationChannel
+	silence  resource.Silence // an active silence of org
 }
 
 func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config)) *harness {
@@ -93,9 +99,26 @@ func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config
 	ch.Config.RS485.Points = []serialcfg.RS485Point{{Name: "boiler_temp", Function: "holding", Register: 0, Type: "f32", Unit: "°C"}}
 	must(db.Serial().PutChannel(ctx, h.org.ID, h.device.ID, "rs485-1", ch.Config))
 	h.key, _ = must2(db.CreateKey(ctx, h.org.ID, "ERP", []string{cloud.ScopeDevicesRead}, 0))
+	rs := db.Rules()
+	for _, c := range []cloud.NewChannel{
+		{OrgID: h.org.ID, Name: "Ops mail", Kind: resource.ChannelEmail, Target: "ops@acme.example", MinSeverity: resource.SeverityWarning},
+		{OrgID: h.org.ID, Name: "Ops chat", Kind: resource.ChannelSlack, Target: "https://hooks.example.com/services/T0/B0/secret"},
+	} {
+		h.channels = append(h.channels, must(rs.CreateChannel(ctx, c)))
+	}
+	for i, name := range []string{"Boiler hot", "Spare off", "Spare on", "Spare to delete"} {
+		r := testRule(name)
+		r.Enabled = i != 1
+		if i == 0 {
+			r.Notify = []string{h.channels[0].ID}
+		}
+		h.rules = append(h.rules, must(rs.CreateRule(ctx, h.org.ID, r)))
+	}
+	h.silence = must(rs.CreateSilence(ctx, h.org.ID, cloud.NewSilence{Scope: resource.RuleScope{DeviceIDs: []string{h.gate.ID}},
+		To: time.Now().Add(2 * time.Hour), Comment: "gate maintenance", CreatedBy: "cli"}))
 	cfg := panel.Config{
 		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(), Points: db.Points(),
-		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps,
+		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps, Rules: rs,
 		Hasher: fastHasher, Now: time.Now,
 	}
 	for _, f := range tweak {
@@ -108,6 +131,14 @@ func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config
 	h.ts = httptest.NewServer(h.srv)
 	t.Cleanup(h.ts.Close)
 	return h
+}
+
+// testRule is a threshold rule on testPoint: over 80 for 1 min, clears
+// under 75.
+func testRule(name string) resource.AlertRule {
+	v, c := 80.0, 75.0
+	return resource.AlertRule{Name: name, Enabled: true, Severity: resource.SeverityError, Notify: []string{}, RepeatEvery: "0s",
+		Condition: resource.RuleCondition{Kind: resource.ConditionThreshold, Source: "point." + testPoint, Op: ">", Value: &v, Clear: &c, For: "1m"}}
 }
 
 // agent is d, a device of org, as its agent (of token) writes.
@@ -256,6 +287,9 @@ func (h *harness) state() string {
 	v = append(v, must(h.db.Serial().Serial(ctx, h.org.ID, h.device.ID)))
 	v = append(v, must(h.ps.WebhookSettings(ctx, h.org.ID)))
 	v = append(v, must(h.ps.RecentDeliveries(ctx, h.org.ID, 100)))
+	rs := h.db.Rules()
+	v = append(v, must(rs.ListRules(ctx, h.org.ID, cloud.Page{Limit: 1000})), must(rs.ListChannels(ctx, h.org.ID)),
+		must(rs.ListSilences(ctx, h.org.ID, cloud.SilenceFilter{Page: cloud.Page{Limit: 1000}})))
 	b, err := json.Marshal(v)
 	if err != nil {
 		h.t.Fatal(err)

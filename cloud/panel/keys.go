@@ -149,6 +149,16 @@ type confirmData struct {
 	Cancel           string
 }
 
+// askFirst renders the confirmation c unless the form confirms
+// (confirm=yes); true when it asked.
+func (s *Server) askFirst(w http.ResponseWriter, r *http.Request, rq *request, title string, c confirmData) bool {
+	if r.PostFormValue("confirm") == "yes" {
+		return false
+	}
+	s.render(w, r, rq, http.StatusOK, "confirm", title, c)
+	return true
+}
+
 // revokeKey asks for confirmation, then (confirm=yes) revokes the key: it is
 // refused from its next request.
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, rq *request) {

@@ -1,8 +1,9 @@
 // Package panel is the relay's web panel under /panel/: people of an
 // organization sign in with email and password and see the fleet, a
-// device's charts, events and channels, and the alerts; by role they change
-// channel configuration, act on alerts, and manage API keys, webhooks and
-// members (docs/panel.md). Pages are rendered on the server with
+// device's charts, events and channels, the alerts, alert rules, silences
+// and notification channels; by role they change channel configuration,
+// act on alerts, silence devices, edit rules and channels, and manage API
+// keys, webhooks and members (docs/panel.md). Pages are rendered on the server with
 // html/template; htmx refreshes live parts and uPlot draws charts, both
 // built from npm into static/vendor and embedded. Sessions live in the store
 // (alexedwards/scs over cloud.SessionStore); every route checks the user's
@@ -52,6 +53,8 @@ type Config struct {
 	Keys     cloud.KeyAdmin
 	// Webhooks backs Settings → Webhooks; nil hides that page.
 	Webhooks cloud.WebhookAdmin
+	// Rules backs Alerts → Rules and Silences and Settings → Notifications.
+	Rules cloud.RuleService
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher
 	// IdleTimeout ends a session unused for that long; Lifetime ends any
@@ -86,6 +89,9 @@ var _ http.Handler = (*Server)(nil)
 
 // New returns the panel for cfg.
 func New(cfg Config) (*Server, error) {
+	if cfg.Rules == nil {
+		return nil, errors.New("panel: Config.Rules is required")
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, hasher: cfg.Hasher}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -175,6 +181,18 @@ func (s *Server) routeTable() []route {
 		{"POST", dbcRoute, cloud.PermConfigure, s.importDBC},
 		{"POST", "/panel/devices/{id}/serial", cloud.PermConfigure, s.patchSerial},
 		{"GET", "/panel/alerts", cloud.PermView, s.alertsPage},
+		{"GET", "/panel/alerts/{id}", cloud.PermView, s.alertPage},
+		{"GET", "/panel/alerts/rules", cloud.PermView, s.rulesPage},
+		{"GET", "/panel/alerts/rules/new", cloud.PermRules, s.newRulePage},
+		{"POST", "/panel/alerts/rules", cloud.PermRules, s.createRule},
+		{"GET", "/panel/alerts/rules/{id}", cloud.PermView, s.rulePage},
+		{"POST", "/panel/alerts/rules/{id}/save", cloud.PermRules, s.saveRule},
+		{"POST", "/panel/alerts/rules/{id}/enable", cloud.PermRules, s.enableRule},
+		{"POST", "/panel/alerts/rules/{id}/disable", cloud.PermRules, s.disableRule},
+		{"POST", "/panel/alerts/rules/{id}/delete", cloud.PermRules, s.deleteRule},
+		{"GET", "/panel/alerts/silences", cloud.PermView, s.silencesPage},
+		{"POST", "/panel/alerts/silences", cloud.PermAlerts, s.createSilence},
+		{"POST", "/panel/alerts/silences/{id}/end", cloud.PermAlerts, s.endSilence},
 		{"POST", "/panel/alerts/acknowledge", cloud.PermAlerts, s.alertsAction},
 		{"POST", "/panel/alerts/resolve", cloud.PermAlerts, s.alertsAction},
 		{"POST", "/panel/alerts/{id}/acknowledge", cloud.PermAlerts, s.alertsAction},
@@ -186,6 +204,10 @@ func (s *Server) routeTable() []route {
 		{"POST", "/panel/settings/members", cloud.PermMembers, s.addMember},
 		{"POST", "/panel/settings/members/{id}/role", cloud.PermMembers, s.setMemberRole},
 		{"POST", "/panel/settings/members/{id}/disable", cloud.PermMembers, s.disableMember},
+		{"GET", "/panel/settings/notifications", cloud.PermView, s.notificationsPage},
+		{"POST", "/panel/settings/notifications", cloud.PermRules, s.addChannel},
+		{"POST", "/panel/settings/notifications/{id}/test", cloud.PermRules, s.testChannel},
+		{"POST", "/panel/settings/notifications/{id}/remove", cloud.PermRules, s.removeChannel},
 	}
 	if s.cfg.Points != nil {
 		rs = append(rs,

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,15 +79,21 @@ func parsePages(static fs.FS, now cloud.Now) (*pages, error) {
 		return nil, err
 	}
 	funcs := template.FuncMap{
-		"asset": func(name string) string { return "/panel/static/" + name + "?v=" + versions[name] },
-		"can":   func(u *cloud.User, p string) bool { return u != nil && u.Role.Can(cloud.Permission(p)) },
-		"when":  when,
-		"ago":   func(t time.Time) string { return ago(now(), t) },
-		"join":  strings.Join,
-		"lower": strings.ToLower,
+		"asset":     func(name string) string { return "/panel/static/" + name + "?v=" + versions[name] },
+		"can":       func(u *cloud.User, p string) bool { return u != nil && u.Role.Can(cloud.Permission(p)) },
+		"when":      when,
+		"ago":       func(t time.Time) string { return ago(now(), t) },
+		"join":      strings.Join,
+		"hasPrefix": strings.HasPrefix,
+		"lower":     strings.ToLower,
 		"secret": func(id, label, value string) secretField {
 			return secretField{ID: id, Label: label, Value: value}
 		},
+		"field": newTextField,
+		"scopeFields": func(prefix, kind, ids, tags string, errs map[string]string) scopeFields {
+			return scopeFields{Prefix: prefix, Kind: kind, DeviceIDs: ids, Tags: tags, Errors: errs}
+		},
+		"has": slices.Contains[[]string],
 	}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/parts.html")
 	if err != nil {
@@ -116,6 +123,29 @@ type view struct {
 	Built bool // the npm front end is embedded
 	Path  string
 	Data  any
+}
+
+// textField is a labelled text input with its error and hint (template
+// "text", made by the template function "field": id, name, label, value,
+// error and, optionally, hint and input type).
+type textField struct{ ID, Name, Label, Value, Err, Hint, Type string }
+
+func newTextField(id, name, label, value, err string, more ...string) textField {
+	f := textField{ID: id, Name: name, Label: label, Value: value, Err: err, Type: "text"}
+	if len(more) > 0 {
+		f.Hint = more[0]
+	}
+	if len(more) > 1 {
+		f.Type = more[1]
+	}
+	return f
+}
+
+// scopeFields are the scope fields of a rule's or a silence's form
+// (template "scopefields"): Kind "all", "devices" or "tags".
+type scopeFields struct {
+	Prefix, Kind, DeviceIDs, Tags string
+	Errors                        map[string]string
 }
 
 // secretField is a secret shown once with its copy button (template

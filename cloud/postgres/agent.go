@@ -66,18 +66,26 @@ func (s *AgentStore) agentTx(tx pgx.Tx) sqlstore.AgentWrites {
 }
 
 // Connect implements agentlink.Store: session becomes the device's, on this
-// relay, with a new epoch.
+// relay, with a new epoch, and the change to CONNECTING its
+// device.status_changed event.
 func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session string, at, deadline time.Time) (agentlink.StatusChange, error) {
 	ch := agentlink.StatusChange{Device: dev, To: resource.StatusConnecting}
-	err := s.w.do(ctx, &ingestJob{apply: func(ctx context.Context, tx pgx.Tx) error {
-		from, _, _, err := s.agentTx(tx).DeviceState(ctx, dev.ID)
+	err := s.w.do(ctx, &ingestJob{events: []int64{at.UnixMilli()}, apply: func(ctx context.Context, tx pgx.Tx) error {
+		w := s.agentTx(tx)
+		from, _, _, err := w.DeviceState(ctx, dev.ID)
 		if err != nil {
 			return err
 		}
 		ch.From = from
-		if _, err = tx.Exec(ctx, `UPDATE devices SET status = 'CONNECTING', agent_session = $1, agent_deadline = $2, agent_relay = $3, agent_epoch = agent_epoch + 1
-			WHERE id = $4`, session, deadline.UnixMilli(), s.relay, dev.ID); err != nil {
+		if _, err = tx.Exec(ctx, `UPDATE devices SET status = 'CONNECTING', agent_session = $1, agent_deadline = $2, agent_relay = $3, agent_epoch = agent_epoch + 1,
+			status_since = CASE WHEN status = 'CONNECTING' THEN status_since ELSE $5 END
+			WHERE id = $4`, session, deadline.UnixMilli(), s.relay, dev.ID, at.UnixMilli()); err != nil {
 			return err
+		}
+		if ch.StatusEvent = sqlstore.StatusEvent(from, ch.To, at); ch.StatusEvent != nil {
+			if err := w.InsertEvent(ctx, dev, ch.StatusEvent); err != nil {
+				return err
+			}
 		}
 		// The relay holding an older session of the device closes it at
 		// once (Listen's Presence); its next write would be refused anyway.

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -17,6 +18,7 @@ type hbJob struct {
 	serial bool // the model has serial I/O
 	out    agentlink.HeartbeatOut
 	done   func(agentlink.HeartbeatOut, error)
+	status *resource.Event // the device.status_changed event it stored
 }
 
 // Heartbeat implements agentlink.Store: the heartbeat is queued and stored
@@ -37,25 +39,30 @@ func (s *AgentStore) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, do
 func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJob, errs []error) error {
 	m := &s.merge
 	defer m.Reset()
+	// The status changes' device.status_changed events go in with the
+	// heartbeats' own events (one statement).
+	var evOrg, evDev []string
+	var evs []resource.Event
 	for i, hb := range hbs {
 		in := &hb.in
-		hb.out = agentlink.HeartbeatOut{}
+		hb.out, hb.status = agentlink.HeartbeatOut{}, nil
 		if in.Status != in.PrevStatus {
 			if in.Deadline.IsZero() {
 				errs[i] = storeError("postgres: heartbeat %s: status change without a deadline", in.Device.ID)
 				m.Skip()
 				continue
 			}
-			tag, err := tx.Exec(ctx, `UPDATE devices SET last_seen = $1, ip_address = $2, agent_deadline = $3, status = $4 WHERE id = $5 AND agent_session = $6`,
-				in.At.UnixMilli(), in.IPAddress, in.Deadline.UnixMilli(), string(in.Status), in.Device.ID, in.Session)
+			n, err := pgConn{tx}.Exec(ctx, sqlstore.HeartbeatStatusSQL, sqlstore.HeartbeatStatusArgs(in)...)
 			if err != nil {
 				return storeError("postgres: heartbeat %s: %w", in.Device.ID, err)
 			}
-			if tag.RowsAffected() == 0 {
+			if n == 0 {
 				errs[i] = agentlink.ErrSessionGone
 				m.Skip()
 				continue
 			}
+			hb.status = sqlstore.StatusEvent(in.PrevStatus, in.Status, in.At)
+			evOrg, evDev, evs = append(evOrg, in.Device.OrgID), append(evDev, in.Device.ID), append(evs, *hb.status)
 		}
 		m.Add(in, hb.serial)
 	}
@@ -98,8 +105,6 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 	var serialAt, applied []int64
 	var chDev, chID, chLive, chErr, chPass, chPoints []string
 	var chAvail, chTx []bool
-	var evOrg, evDev []string
-	var evs []resource.Event
 	for _, g := range groups {
 		if !matched[[2]string{g.DeviceID, g.Session}] {
 			for i := g.First; i >= 0; i = m.Next(i) {
@@ -120,7 +125,7 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 		for i := g.First; i >= 0; i = m.Next(i) {
 			hb := hbs[i]
 			in := &hb.in
-			hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
+			hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status, StatusEvent: hb.status}
 			if e := in.Event; e != nil && errs[i] == nil {
 				evOrg, evDev, evs = append(evOrg, in.Device.OrgID), append(evDev, in.Device.ID), append(evs, *e)
 			}

@@ -252,7 +252,8 @@ var dialect = sqlstore.Dialect{
 		return err
 	},
 	Changed: func(ctx context.Context, tx sqlstore.Querier, c sqlstore.Change, id string) error {
-		channel := map[sqlstore.Change]string{sqlstore.ChangeOutbox: channelOutbox, sqlstore.ChangeRevoked: channelRevoked, sqlstore.ChangeConfig: channelConfig}[c]
+		channel := map[sqlstore.Change]string{sqlstore.ChangeOutbox: channelOutbox, sqlstore.ChangeRevoked: channelRevoked, sqlstore.ChangeConfig: channelConfig,
+			sqlstore.ChangeRules: channelRules}[c]
 		_, err := tx.Exec(ctx, `SELECT pg_notify(?, ?)`, channel, id)
 		return err
 	},

@@ -154,6 +154,9 @@ func (w *ingestWriter) ensurePartitions(batch []*ingestJob) error {
 		if j.hb != nil && j.hb.in.Event != nil {
 			events = append(events, j.hb.in.Event.CreatedAt.UnixMilli())
 		}
+		if j.hb != nil && j.hb.in.Status != j.hb.in.PrevStatus {
+			events = append(events, j.hb.in.At.UnixMilli()) // its device.status_changed
+		}
 	}
 	if err := w.db.ensureDays(ctx, "metrics", metrics...); err != nil {
 		return err

@@ -20,8 +20,9 @@ import (
 const (
 	channelPresence = "fleet_presence" // payload "<device id> <session>": the session took the device
 	channelRevoked  = "fleet_revoked"  // payload: the device whose token was revoked
-	channelOutbox   = "fleet_outbox"
-	channelConfig   = "fleet_config" // payload: the device whose desired serial configuration changed   // webhook deliveries this relay did not take were queued
+	channelOutbox   = "fleet_outbox"   // webhook deliveries this relay did not take were queued
+	channelConfig   = "fleet_config"   // payload: the device whose desired serial configuration changed
+	channelRules    = "fleet_rules"    // payload: the organization whose rules, silences or notification channels changed
 )
 
 // Handlers are what a relay does with the cluster's notifications.
@@ -63,6 +64,7 @@ func (db *DB) Listen(ctx context.Context, h Handlers, log *slog.Logger) error {
 		}
 	}))
 	l.Handle(channelRevoked, call(h.Revoked))
+	l.Handle(channelRules, call(h.Rules))
 	l.Handle(channelOutbox, call(func(string) {
 		if h.Outbox != nil {
 			h.Outbox()

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
+	"github.com/fleet/fleet/cloud/storetest"
 )
 
 // A database made before the stores shared one migration sequence holds
@@ -16,41 +17,21 @@ import (
 // serves.
 func TestMigrateLegacyNames(t *testing.T) {
 	ctx := context.Background()
-	url, drop, err := srv.NewDatabase(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drop() })
-	steps, err := sqlstore.Migrations("postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := old.Exec(ctx, `CREATE TABLE schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	legacy := 0
-	for _, m := range steps {
+	url := newDatabase(t)
+	steps := oldDatabase(t, url, func(m sqlstore.Migration) string {
 		// The steps after 0008 came after the numbering was shared: no
 		// legacy name, run on the old database when it opens.
 		if m.SQL != "" && m.Legacy == "" && m.Name <= "0008" {
 			t.Fatalf("step %s runs SQL on PostgreSQL but has no legacy name", m.Name)
 		}
-		if m.Legacy == "" {
-			continue
-		}
-		legacy++
-		if _, err := old.Exec(ctx, m.SQL); err != nil {
-			t.Fatalf("old schema %s: %v", m.Legacy, err)
-		}
-		if _, err := old.Exec(ctx, `INSERT INTO schema_migrations VALUES ($1, 1)`, m.Legacy); err != nil {
-			t.Fatal(err)
+		return m.Legacy
+	}, "")
+	legacy := 0
+	for _, m := range steps {
+		if m.Legacy != "" {
+			legacy++
 		}
 	}
-	old.Close(ctx)
 	if legacy != 4 {
 		t.Fatalf("%d steps have a legacy PostgreSQL name, want the 4 files PostgreSQL had", legacy)
 	}
@@ -69,4 +50,67 @@ func TestMigrateLegacyNames(t *testing.T) {
 	if _, err := db.CreateOrg(ctx, "acme"); err != nil {
 		t.Errorf("create org on the migrated database: %v", err)
 	}
+}
+
+// A database whose alert rules are the six fixed ones (before migration
+// 0012_rules) opens with them as ordinary rules, ids kept, and
+// device_error added.
+func TestMigrateRules(t *testing.T) {
+	url := newDatabase(t)
+	oldDatabase(t, url, func(m sqlstore.Migration) string {
+		if m.Name < "0012" {
+			return m.Name
+		}
+		return ""
+	}, storetest.OldRulesSQL)
+	storetest.CheckMigratedRules(t, openStores(t, url, nil, "relay-1").Stores)
+}
+
+// newDatabase makes an empty database, dropped when the test ends.
+func newDatabase(t *testing.T) string {
+	t.Helper()
+	url, drop, err := srv.NewDatabase(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drop() })
+	return url
+}
+
+// oldDatabase makes in the database at url the steps of the sequence that
+// record names (recorded under that name), then runs then, and returns the
+// sequence.
+func oldDatabase(t *testing.T, url string, record func(sqlstore.Migration) string, then string) []sqlstore.Migration {
+	t.Helper()
+	ctx := context.Background()
+	steps, err := sqlstore.Migrations("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close(ctx)
+	if _, err := old.Exec(ctx, `CREATE TABLE schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range steps {
+		name := record(m)
+		if name == "" {
+			continue
+		}
+		if _, err := old.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("old schema %s: %v", name, err)
+		}
+		if _, err := old.Exec(ctx, `INSERT INTO schema_migrations VALUES ($1, 1)`, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if then != "" {
+		if _, err := old.Exec(ctx, then); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return steps
 }

@@ -26,6 +26,7 @@ func TestSharedOutboxLeases(t *testing.T) {
 	}
 	// a inserts two signals of dev1: nobody held the queue, so both are a's.
 	d1, d2 := mk("s1", "dev1", webhook.EventSignal), mk("s2", "dev1", webhook.EventSignal)
+	d2.Kind, d2.ChannelID = "slack", "ch2" // carried through a claim
 	if err := a.WriteOutbox(ctx, []*webhook.Delivery{d1, d2}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +62,9 @@ func TestSharedOutboxLeases(t *testing.T) {
 	got, err = b.Claim(ctx, 100, 30*time.Second)
 	if err != nil || fmt.Sprint(idsOf(got)) != "[s1 s2 s3]" {
 		t.Fatalf("b takes over %v, %v; want [s1 s2 s3]", idsOf(got), err)
+	}
+	if got[1].Kind != "slack" || got[1].ChannelID != "ch2" || got[0].Kind != "" {
+		t.Errorf("claimed kinds %q %q, channel %q; want \"\", slack, ch2", got[0].Kind, got[1].Kind, got[1].ChannelID)
 	}
 	if held, _ := a.Renew(ctx, 30*time.Second); len(held) != 0 {
 		t.Errorf("a still holds %v after b took over", held)

@@ -20,7 +20,7 @@ import (
 // SKIP LOCKED). Leases are timed by the database server's clock.
 type WebhookStore struct {
 	db                   *DB
-	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget, Pending
+	sqlstore.OutboxReads // OrgSecrets, Forwarding, Pending
 	relay                string
 	lease                atomic.Int64 // of inserts claimed, in ms
 }
@@ -58,6 +58,7 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 			}
 			n := len(inserts)
 			id, org, dev, ev, url, state := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			kind, channel := make([]string, n), make([]string, n)
 			body := make([][]byte, n)
 			att := make([]int32, n)
 			next, created := make([]int64, n), make([]int64, n)
@@ -68,13 +69,14 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 				}
 				id[i], org[i], dev[i], ev[i], url[i], state[i] = d.ID, d.OrgID, d.DeviceID, d.Event, d.URL, string(st)
 				body[i], att[i], next[i], created[i] = d.Body, int32(d.Attempts), d.NextAttemptAt.UnixMilli(), d.CreatedAt.UnixMilli()
+				kind[i], channel[i] = d.Kind, d.ChannelID
 			}
 			// WITH ORDINALITY keeps the slice's order in seq.
-			rows, err := tx.Query(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at)
-				SELECT id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at
-				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::int[], $9::bigint[], $10::bigint[])
-				  WITH ORDINALITY AS v(id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at, n)
-				ORDER BY n RETURNING id, seq`, id, org, dev, ev, url, body, state, att, next, created)
+			rows, err := tx.Query(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at, kind, channel_id)
+				SELECT id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at, kind, channel_id
+				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::int[], $9::bigint[], $10::bigint[], $11::text[], $12::text[])
+				  WITH ORDINALITY AS v(id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at, kind, channel_id, n)
+				ORDER BY n RETURNING id, seq`, id, org, dev, ev, url, body, state, att, next, created, kind, channel)
 			if err != nil {
 				return err
 			}
@@ -218,7 +220,7 @@ func (s *WebhookStore) Claim(ctx context.Context, limit int, lease time.Duration
 			ORDER BY d.seq LIMIT $3 FOR UPDATE OF d SKIP LOCKED)
 			UPDATE webhook_deliveries d SET lease_owner = $1, lease_until = `+serverMs+` + $2
 			FROM free WHERE d.seq = free.seq
-			RETURNING d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at`,
+			RETURNING d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at, d.kind, d.channel_id`,
 			s.relay, lease.Milliseconds(), limit)
 		if err != nil {
 			return err

@@ -22,6 +22,9 @@ type clusterHandlers struct {
 	Revoked []func(deviceID string)
 	// Outbox: webhook deliveries were queued for another relay to take.
 	Outbox []func()
+	// Rules: an organization's rules, silences or notification channels
+	// changed.
+	Rules []func(orgID string)
 	// Resync: the listener (re)connected; catch up on what it may have
 	// missed while it was not listening.
 	Resync []func(ctx context.Context) error
@@ -48,6 +51,11 @@ func (h *clusterHandlers) handlers() cloud.ClusterHandlers {
 		Outbox: func() {
 			for _, f := range h.Outbox {
 				f()
+			}
+		},
+		Rules: func(orgID string) {
+			for _, f := range h.Rules {
+				f(orgID)
 			}
 		},
 		Resync: func(ctx context.Context) error {

@@ -50,6 +50,10 @@ func (a *app) commands() []command {
 		{path: "user set-role", usage: "change a panel user's role", run: runUserSetRole},
 		{path: "user disable", usage: "disable a panel user (signed out on their next request)", run: runUserDisable},
 		{path: "channel import-dbc", usage: "turn a DBC file's signals into points of a device's canfd channel", run: runChannelImportDBC},
+		{path: "notify add", usage: "add a notification channel (email, slack or webhook) to an organization", run: runNotifyAdd},
+		{path: "notify list", usage: "list an organization's notification channels", run: runNotifyList},
+		{path: "notify remove", usage: "remove a notification channel (rules stop naming it)", run: runNotifyRemove},
+		{path: "notify test", usage: "send a test message to a notification channel and print the outcome", run: runNotifyTest},
 		{path: "user reset-password", usage: "set a panel user's password (read from stdin); ends their sessions", run: a.runUserResetPassword},
 	}
 }

@@ -2,17 +2,22 @@ package relay
 
 import (
 	"cmp"
+	"crypto/x509"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/mail"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
+	"github.com/fleet/fleet/cloud/notify"
 	"github.com/fleet/fleet/cloud/redis"
 )
 
@@ -52,6 +57,7 @@ type Config struct {
 
 	Agent   AgentConfig   // the agents' endpoint (serve_agentlink.go)
 	Webhook WebhookConfig // the webhook sender (serve_webhook.go)
+	Notify  NotifyConfig  // e-mail and chat notifications, links to the panel
 	Panel   PanelConfig   // the web panel (serve_panel.go)
 }
 
@@ -87,6 +93,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Redis, "redis", c.Redis, "redis://[:password@]host:port[/db] (or rediss://) sharing the API rate-limit counters between relays; empty: each relay counts alone (keep a password in FLEET_REDIS, not on the command line)")
 	c.Agent.flags(fs)
 	c.Webhook.flags(fs)
+	c.Notify.flags(fs)
 	c.Panel.flags(fs)
 }
 
@@ -139,7 +146,93 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%w: --redis: %v", ErrUsage, err)
 		}
 	}
-	return cmp.Or(c.Agent.validate(), c.Webhook.validate(), c.Panel.validate())
+	return cmp.Or(c.Agent.validate(), c.Webhook.validate(), c.Notify.validate(c.Listen, c.TLSCert != ""), c.Panel.validate())
+}
+
+// NotifyConfig is the notifications' part of Config: the SMTP server of
+// e-mail channels and the relay's public URL, which messages link to.
+type NotifyConfig struct {
+	// SMTPURL is smtp://user:pass@host:587 (STARTTLS required),
+	// smtps://user:pass@host:465 or smtp+insecure://127.0.0.1:25; ""
+	// sends no e-mail. Its password comes from FLEET_SMTP_URL only.
+	SMTPURL string
+	// SMTPFrom is the sender address; "" is fleet@<host of PublicURL>.
+	SMTPFrom string
+	// PublicURL is where people reach the relay (links in messages; issue
+	// 30's cookies and HSTS); "" is http(s)://<listen address>.
+	PublicURL string
+	// SMTPRootCAs, when set, verifies the SMTP server's certificate
+	// instead of the system's pool (tests trust their own CA here).
+	SMTPRootCAs *x509.CertPool
+
+	smtp notify.SMTPServer // SMTPURL parsed by validate
+}
+
+func (c *NotifyConfig) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.SMTPURL, "smtp-url", c.SMTPURL, "SMTP server of e-mail notifications: smtp://user@host:587 (STARTTLS required), smtps://user@host:465 (TLS), smtp+insecure://127.0.0.1:25 (loopback only); the password only in FLEET_SMTP_URL (the command line shows in ps); empty: no e-mail")
+	fs.StringVar(&c.SMTPFrom, "smtp-from", c.SMTPFrom, "sender address of e-mail notifications (default fleet@<host of --public-url>)")
+	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "URL where people reach this relay, which notifications link to (default http://<listen address>, https with --tls-cert)")
+}
+
+// validate checks the flags and fills the defaults of PublicURL and
+// SMTPFrom; listen is --listen, tls whether --tls-cert is set.
+func (c *NotifyConfig) validate(listen string, tls bool) error {
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + listen
+		if tls {
+			c.PublicURL = "https://" + listen
+		}
+	} else if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%w: --public-url %q: want http(s)://host[:port][/path]", ErrUsage, c.PublicURL)
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.SMTPURL == "" {
+		return nil
+	}
+	var err error
+	if c.smtp, err = notify.ParseSMTPURL(c.SMTPURL); err != nil {
+		return fmt.Errorf("%w: --smtp-url: %v", ErrUsage, err)
+	}
+	explicit := c.SMTPFrom != ""
+	if !explicit {
+		u, _ := url.Parse(c.PublicURL)
+		c.SMTPFrom = "fleet@" + u.Hostname()
+	}
+	if a, err := mail.ParseAddress(c.SMTPFrom); err != nil || a.Name != "" || a.Address != c.SMTPFrom {
+		if !explicit {
+			return fmt.Errorf("%w: --smtp-from is required: the host of --public-url makes no address (%q)", ErrUsage, c.SMTPFrom)
+		}
+		return fmt.Errorf("%w: --smtp-from %q: want a plain address such as fleet@example.com", ErrUsage, c.SMTPFrom)
+	}
+	return nil
+}
+
+// refuseArgvPassword refuses an --smtp-url with a password on the command
+// line (args parsed into fs, which defines every flag of the command and
+// smtpURL's), which every user of the machine sees in ps.
+func refuseArgvPassword(args []string, fs *flag.FlagSet, smtpURL *string) error {
+	fs.SetOutput(io.Discard)
+	if fs.Parse(args) != nil || *smtpURL == "" {
+		return nil // parseFlags reports a bad command line
+	}
+	u, err := url.Parse(*smtpURL)
+	if err != nil {
+		return nil // validate refuses it without echoing it
+	}
+	if _, has := u.User.Password(); has {
+		return fmt.Errorf("%w: --smtp-url: a password on the command line is visible in ps: set FLEET_SMTP_URL instead", ErrUsage)
+	}
+	return nil
+}
+
+// sender returns the SMTP sender of e-mail deliveries (nil without
+// --smtp-url); timeout bounds its dial and each command.
+func (c *NotifyConfig) sender(timeout time.Duration) (*notify.SMTP, error) {
+	if c.SMTPURL == "" {
+		return nil, nil
+	}
+	return notify.NewSMTP(notify.SMTPConfig{Server: c.smtp, From: c.SMTPFrom, RootCAs: c.SMTPRootCAs, Timeout: timeout})
 }
 
 // validAddr reports whether addr is host:port with a numeric port.

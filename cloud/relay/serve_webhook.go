@@ -74,7 +74,12 @@ func (m *Main) startWebhooks(ctx context.Context, _ *http.ServeMux) (func(contex
 		return nil, err
 	}
 	log := m.Logger.With("component", "webhook")
-	disp, err := webhook.New(webhook.Config{Store: m.DB.Outbox, Client: hc, Backoff: c.Backoff, Timeout: c.Timeout,
+	n := m.Config.Notify
+	mail, err := n.sender(c.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("smtp: %w", err)
+	}
+	disp, err := webhook.New(webhook.Config{Store: m.DB.Outbox, Client: hc, Backoff: c.Backoff, Timeout: c.Timeout, Mail: mail, PublicURL: n.PublicURL,
 		PerEndpoint: c.Concurrency, MaxQueue: c.QueueLimit, Retention: c.Retention, Lease: c.Lease, PollInterval: min(time.Second, c.Lease/3),
 		Logger: log, Now: m.DB.Now, Observer: m.Metrics.Webhooks()})
 	if err != nil {
@@ -94,6 +99,12 @@ func (m *Main) startWebhooks(ctx context.Context, _ *http.ServeMux) (func(contex
 	m.Cluster.Config = append(m.Cluster.Config, m.notifier.DesiredConfigChanged)
 	m.Cluster.Resync = append(m.Cluster.Resync, func(context.Context) error { m.notifier.ForgetForwarding(); return nil })
 	m.AlertObservers = append(m.AlertObservers, m.notifier)
-	log.Info("webhooks started", "backoff", fmt.Sprint(c.Backoff), "timeout", c.Timeout.String(), "allow_private", c.AllowPrivate, "per_endpoint", c.Concurrency)
+	log.Info("webhooks started", "backoff", fmt.Sprint(c.Backoff), "timeout", c.Timeout.String(), "allow_private", c.AllowPrivate, "per_endpoint", c.Concurrency,
+		"public_url", n.PublicURL)
+	if mail != nil {
+		log.Info("e-mail notifications through SMTP", "smtp", mail.Server().String(), "from", mail.From()) // the password hidden
+	} else {
+		log.Info("no e-mail notifications: --smtp-url is not set")
+	}
 	return disp.Shutdown, nil // attempts in flight may finish within the shutdown timeout
 }

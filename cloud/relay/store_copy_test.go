@@ -22,7 +22,8 @@ import (
 
 // TestStoreCopy moves a SQLite deployment with every kind of data
 // (organizations, keys, devices and tokens, metrics, events, alerts and
-// rules, serial desired and reported state, the webhook outbox and
+// rules (a deleted one among them), notification channels and silences,
+// serial desired and reported state, the webhook outbox and
 // secrets, panel users and sessions, point history in chunks and head) into an empty PostgreSQL database and
 // compares, answer by answer, what the API and the admin commands say
 // before and after; agents keep their tokens, receivers their secrets; a
@@ -49,7 +50,6 @@ func TestStoreCopy(t *testing.T) {
 		devs = append(devs, d)
 	}
 	mustJSON(t, &struct{}{}, "device", "revoke", "--db", path, "--id", devs[3].ID)
-	mustJSON(t, &struct{}{}, "org", "set-alert-webhook", "--db", path, "--org", org.ID, "--url", "https://hooks.example.com/alerts")
 	mustJSON(t, &struct{}{}, "org", "rotate-secret", "--db", path, "--org", org.ID, "--grace", "48h")
 
 	// Agents, the alert engine and a user make the rest, through the
@@ -125,6 +125,9 @@ func TestStoreCopy(t *testing.T) {
 		t.Fatalf("compacted %d point samples (%v)", n, err)
 	}
 	s.Close()
+	// Set after the alerts were made, which would otherwise queue alert
+	// webhooks due at once (the store writes them with the alert).
+	mustJSON(t, &struct{}{}, "org", "set-alert-webhook", "--db", path, "--org", org.ID, "--url", "https://hooks.example.com/alerts")
 	pointAnswers := func(st *cloud.Stores) map[string]string {
 		out := map[string]string{}
 		for _, q := range []cloud.PointQuery{{Limit: 10000}, {Limit: 100}, {Step: time.Minute}, {Step: 7 * time.Second, Limit: 50}} {
@@ -158,6 +161,35 @@ func TestStoreCopy(t *testing.T) {
 	secrets, err := m.DB.Outbox.OrgSecrets(ctx, org.ID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Rules, notification channels and silences (issue 27), a deleted
+	// default among them.
+	rules := m.DB.Rules()
+	chat, err := rules.CreateChannel(ctx, cloud.NewChannel{OrgID: org.ID, Name: "chat", Kind: resource.ChannelSlack, Target: "https://chat.example.com/hook", AllRules: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot, clear := 95.0, 90.0
+	if _, err := rules.CreateRule(ctx, org.ID, resource.AlertRule{Name: "gw-0 hot", Enabled: true, Severity: resource.SeverityCritical,
+		Scope: resource.RuleScope{DeviceIDs: []string{devs[0].ID}}, Notify: []string{chat.ID}, RepeatEvery: "1h",
+		Condition: resource.RuleCondition{Kind: resource.ConditionThreshold, Source: "metric.cpuPct", Op: ">", Value: &hot, Clear: &clear, For: "1m"}}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := rules.ListRules(ctx, org.ID, cloud.Page{Limit: 100}); err != nil || len(l.Data) != 8 {
+		t.Fatalf("rules %+v, %v", l, err)
+	} else if err := rules.DeleteRule(ctx, org.ID, l.Data[3].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rules.CreateSilence(ctx, org.ID, cloud.NewSilence{Scope: resource.RuleScope{DeviceIDs: []string{devs[1].ID}}, To: now.Add(24 * time.Hour), Comment: "move", CreatedBy: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	ruleAnswers := func(st *cloud.Stores) string {
+		l, err := st.Rules().ListRules(ctx, org.ID, cloud.Page{Limit: 100})
+		s, err2 := st.Rules().ListSilences(ctx, org.ID, cloud.SilenceFilter{All: true})
+		c, err3 := st.Rules().ListChannels(ctx, org.ID)
+		engine, err4 := st.Engine.Rules(ctx, org.ID)
+		b, _ := json.Marshal([]any{l, s, c})
+		return fmt.Sprintf("%s %v %v %v\n%v %v", b, err, err2, err3, engine, err4)
 	}
 	answers := func(base string) map[string]string {
 		out := map[string]string{}
@@ -195,7 +227,7 @@ func TestStoreCopy(t *testing.T) {
 		}
 		return out
 	}
-	before, beforeCLI, beforePoints := answers(base), cliAnswers(path), pointAnswers(m.DB)
+	before, beforeCLI, beforePoints, beforeRules := answers(base), cliAnswers(path), pointAnswers(m.DB), ruleAnswers(m.DB)
 	m.Close()
 
 	var res struct {
@@ -203,7 +235,8 @@ func TestStoreCopy(t *testing.T) {
 		Rows   int64
 	}
 	mustJSON(t, &res, "store", "copy", "--from", path, "--to", url)
-	if res.Tables["metrics"] != 900 || res.Tables["events"] < 129 || res.Tables["users"] != 1 || res.Tables["sessions"] != 1 || res.Tables["webhook_attempts"] < 1 || res.Tables["alert_rules"] != 12 {
+	if res.Tables["metrics"] != 900 || res.Tables["events"] < 129 || res.Tables["users"] != 1 || res.Tables["sessions"] != 1 || res.Tables["webhook_attempts"] < 1 || res.Tables["alert_rules"] != 15 ||
+		res.Tables["notification_channels"] != 1 || res.Tables["silences"] != 1 {
 		t.Errorf("copied %+v", res)
 	}
 
@@ -216,6 +249,9 @@ func TestStoreCopy(t *testing.T) {
 		if after[p] != b {
 			t.Errorf("GET %s:\n  SQLite:     %.300s\n  PostgreSQL: %.300s", p, b, after[p])
 		}
+	}
+	if afterRules := ruleAnswers(m2.DB); afterRules != beforeRules || !strings.Contains(beforeRules, "gw-0 hot") {
+		t.Errorf("rules, silences and channels:\n  SQLite:     %s\n  PostgreSQL: %s", beforeRules, afterRules)
 	}
 	afterPoints := pointAnswers(m2.DB)
 	if all := fmt.Sprint(afterPoints); !strings.Contains(all, "Value:<nil>") || !strings.Contains(all, "Value:true") || !strings.Contains(all, "Count:") {

@@ -64,11 +64,11 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 		pool *sql.DB
 		q    string
 	}{
-		{&s.st.connect, db.W, `UPDATE devices SET status = 'CONNECTING', agent_session = ?, agent_deadline = ? WHERE id = ?`},
+		{&s.st.connect, db.W, sqlstore.ConnectSQL},
 		// A heartbeat that changes the status (the other heartbeats go in
 		// bulk: agent_heartbeats.go), so that most heartbeats touch neither
 		// the status index nor the deadline index.
-		{&s.st.heartbeatStatus, db.W, `UPDATE devices SET last_seen = ?, ip_address = ?, agent_deadline = ?, status = ? WHERE id = ? AND agent_session = ?`},
+		{&s.st.heartbeatStatus, db.W, sqlstore.HeartbeatStatusSQL},
 		{&s.st.event, db.W, eventRows.sql(1)},
 		{&s.st.eventOwner, db.W, `SELECT device_id FROM events WHERE id = ?`},
 		{&s.st.lastSeq, db.W, `UPDATE devices SET agent_last_seq = MAX(agent_last_seq, ?) WHERE id = ? RETURNING agent_last_seq`},
@@ -162,17 +162,23 @@ func (s *AgentStore) writerConn(t *ingestTx) prepared {
 	}
 }
 
-// Connect implements agentlink.Store.
+// Connect implements agentlink.Store, with the device.status_changed
+// event of the change to CONNECTING.
 func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session string, at, deadline time.Time) (agentlink.StatusChange, error) {
 	ch := agentlink.StatusChange{Device: dev, To: resource.StatusConnecting}
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
-		from, _, _, err := s.agentTx(t).DeviceState(t.ctx, dev.ID)
+		tx := s.agentTx(t)
+		from, _, _, err := tx.DeviceState(t.ctx, dev.ID)
 		if err != nil {
 			return err
 		}
 		ch.From = from
-		if _, err := t.stmt(s.st.connect).ExecContext(t.ctx, session, deadline.UnixMilli(), dev.ID); err != nil {
+		if _, err := t.stmt(s.st.connect).ExecContext(t.ctx, sqlstore.ConnectArgs(session, at, deadline, dev.ID)...); err != nil {
 			return fmt.Errorf("sqlite: connect %s: %w", dev.ID, err)
+		}
+		ch.StatusEvent = sqlstore.StatusEvent(from, ch.To, at)
+		if ch.StatusEvent != nil {
+			return tx.InsertEvent(t.ctx, dev, ch.StatusEvent)
 		}
 		return nil
 	})

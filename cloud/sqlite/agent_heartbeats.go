@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/sqlite/rawstmt"
 	"github.com/fleet/fleet/hw/catalog"
 	"github.com/fleet/fleet/shared/resource"
@@ -40,6 +41,8 @@ type hbJob struct {
 	in     agentlink.HeartbeatIn
 	serial bool // the model has serial I/O
 	out    agentlink.HeartbeatOut
+	// status is the device.status_changed event applyStatus stored.
+	status *resource.Event
 	// done is called with out after the commit, on the completion
 	// goroutine.
 	done func(agentlink.HeartbeatOut, error)
@@ -247,13 +250,18 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 		clear(s.hb.rows)
 		s.hb.rows = s.hb.rows[:0]
 	}()
+	// The status changes' device.status_changed events go in with the
+	// heartbeats' own events.
+	var events [][]any
 	for i, j := range jobs {
 		in := &j.hb.in
+		j.hb.status = nil
 		if in.Status != in.PrevStatus {
 			if errs[i] = s.applyStatus(t, j.hb); errs[i] != nil {
 				m.Skip()
 				continue
 			}
+			events = appendEvent(events, in.Device, j.hb.status)
 		}
 		m.Add(in, j.hb.serial)
 	}
@@ -267,7 +275,6 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 		return err
 	}
 	serial, chans := s.hbArgs[hbSerial][:0], s.hbArgs[hbChannels][:0]
-	var events [][]any
 	for gi := range groups {
 		g := &groups[gi]
 		if matched != nil && !matched[gi] {
@@ -293,7 +300,7 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 		for i := g.First; i >= 0; i = m.Next(i) {
 			hb := jobs[i].hb
 			in := &hb.in
-			hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status}
+			hb.out.Change = agentlink.StatusChange{Device: in.Device, From: in.PrevStatus, To: in.Status, StatusEvent: hb.status}
 			if e := in.Event; e != nil {
 				data := string(e.Data)
 				if data == "" {
@@ -482,19 +489,28 @@ func (s *AgentStore) writeDevices(t *ingestTx, jobs []*ingestJob, groups []agent
 }
 
 // applyStatus stores the status change of a heartbeat (with its deadline,
-// last seen time and address) on its own; ErrSessionGone when its session
-// no longer owns the device.
+// last seen time and address, status_since and planned_at) on its own, and
+// makes its device.status_changed event (hb.status, stored with the
+// batch's events); ErrSessionGone when its session no longer owns the
+// device.
 func (s *AgentStore) applyStatus(t *ingestTx, hb *hbJob) error {
 	in := &hb.in
 	if in.Deadline.IsZero() {
 		return fmt.Errorf("sqlite: heartbeat %s: status change without a deadline", in.Device.ID)
 	}
-	res, err := t.stmt(s.st.heartbeatStatus).ExecContext(t.ctx, in.At.UnixMilli(), in.IPAddress, in.Deadline.UnixMilli(), string(in.Status), in.Device.ID, in.Session)
+	res, err := t.stmt(s.st.heartbeatStatus).ExecContext(t.ctx, sqlstore.HeartbeatStatusArgs(in)...)
 	if err != nil {
 		return fmt.Errorf("sqlite: heartbeat %s: %w", in.Device.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return agentlink.ErrSessionGone
 	}
+	hb.status = sqlstore.StatusEvent(in.PrevStatus, in.Status, in.At)
 	return nil
+}
+
+// appendEvent adds ev, an event the relay made (its data set), of dev, to
+// rows of eventRows.
+func appendEvent(rows [][]any, dev agentlink.Device, ev *resource.Event) [][]any {
+	return append(rows, []any{ev.ID, dev.OrgID, dev.ID, ev.Type, string(ev.Severity), ev.Message, string(ev.Data), ev.CreatedAt.UnixMilli()})
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
@@ -70,6 +71,14 @@ func TestListQueriesUseIndexes(t *testing.T) {
 			}
 		}
 	}
+	for _, cursor := range []bool{false, true} {
+		q, _, err := sqlstore.RuleList("o", cloud.Page{Cursor: on(cursor, cursorID)}).SQL()
+		list(fmt.Sprintf("rules cursor=%v", cursor), q, err)
+		for _, all := range []bool{false, true} {
+			q, _, err := sqlstore.SilenceList("o", cloud.SilenceFilter{All: all, Page: cloud.Page{Cursor: on(cursor, cursorID)}}, time.Now()).SQL()
+			list(fmt.Sprintf("silences all=%v cursor=%v", all, cursor), q, err)
+		}
+	}
 	queries = append(queries,
 		query{"metrics", metricsSQL},
 		query{"device cursor", sqlstore.DeviceList("o", cloud.DeviceFilter{}).CursorSQL()},
@@ -80,7 +89,12 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		query{"device by token", sqlstore.DeviceByTokenSQL},
 		query{"device model", deviceModelSQL},
 		query{"serial channels", `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ?`},
+		query{"offline devices", sqlstore.OfflineDevicesSQL},
 	)
+	for _, sts := range [][]resource.DeviceStatus{{resource.StatusError}, cloud.RuleStatuses} {
+		q, err := sqlstore.StatusDevicesSQL(sts)
+		list(fmt.Sprintf("status devices %v", sts), q, err)
+	}
 	for _, q := range queries {
 		t.Run(q.name, func(t *testing.T) {
 			n := strings.Count(q.sql, "?")

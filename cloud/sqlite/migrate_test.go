@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/cloud/sqlite"
+	"github.com/fleet/fleet/cloud/storetest"
 )
 
 // A database made before the stores shared one migration sequence holds
@@ -17,31 +18,13 @@ import (
 func TestMigrateLegacyNames(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
-	steps, err := sqlstore.Migrations("sqlite")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := sql.Open("sqlite3", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := old.ExecContext(ctx, `CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	steps := oldDatabase(t, path, func(m sqlstore.Migration) string { return m.Legacy }, "")
 	legacy := 0
 	for _, m := range steps {
-		if m.Legacy == "" {
-			continue
-		}
-		legacy++
-		if _, err := old.ExecContext(ctx, m.SQL); err != nil {
-			t.Fatalf("old schema %s: %v", m.Legacy, err)
-		}
-		if _, err := old.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, 1)`, m.Legacy); err != nil {
-			t.Fatal(err)
+		if m.Legacy != "" {
+			legacy++
 		}
 	}
-	old.Close()
 	if legacy != 6 {
 		t.Fatalf("%d steps have a legacy SQLite name, want the 6 files SQLite had", legacy)
 	}
@@ -61,4 +44,56 @@ func TestMigrateLegacyNames(t *testing.T) {
 	if _, err := db.CreateOrg(ctx, "acme"); err != nil {
 		t.Errorf("create org on the migrated database: %v", err)
 	}
+}
+
+// A database whose alert rules are the six fixed ones (before migration
+// 0012_rules) opens with them as ordinary rules, ids kept, and
+// device_error added.
+func TestMigrateRules(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	oldDatabase(t, path, func(m sqlstore.Migration) string {
+		if m.Name < "0012" {
+			return m.Name
+		}
+		return ""
+	}, storetest.OldRulesSQL)
+	storetest.CheckMigratedRules(t, openStores(t, path, nil).Stores)
+}
+
+// oldDatabase makes at path a database of the steps of the sequence that
+// record names (recorded under that name), then runs then, and returns the
+// sequence.
+func oldDatabase(t *testing.T, path string, record func(sqlstore.Migration) string, then string) []sqlstore.Migration {
+	t.Helper()
+	ctx := context.Background()
+	steps, err := sqlstore.Migrations("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if _, err := old.ExecContext(ctx, `CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range steps {
+		name := record(m)
+		if name == "" {
+			continue
+		}
+		if _, err := old.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("old schema %s: %v", name, err)
+		}
+		if _, err := old.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, 1)`, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if then != "" {
+		if _, err := old.ExecContext(ctx, then); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return steps
 }

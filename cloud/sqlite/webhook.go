@@ -14,7 +14,7 @@ import (
 // WebhookStore is the webhook outbox (webhook.Store) on SQLite.
 type WebhookStore struct {
 	db                   *DB
-	sqlstore.OutboxReads // OrgSecrets, Forwarding, AlertTarget, Pending
+	sqlstore.OutboxReads // OrgSecrets, Forwarding, Pending
 
 	mu sync.Mutex // guards the lazily prepared statements below
 	st struct{ insert, attempt, update *sql.Stmt }
@@ -46,7 +46,7 @@ func (s *WebhookStore) WriteOutbox(ctx context.Context, inserts []*webhook.Deliv
 					state = webhook.StatePending
 				}
 				if err := ins.QueryRowContext(ctx, d.ID, d.OrgID, d.DeviceID, d.Event, d.URL, d.Body, string(state), d.Attempts,
-					d.NextAttemptAt.UnixMilli(), d.CreatedAt.UnixMilli()).Scan(&d.Seq); err != nil {
+					d.NextAttemptAt.UnixMilli(), d.CreatedAt.UnixMilli(), d.Kind, d.ChannelID).Scan(&d.Seq); err != nil {
 					return err
 				}
 			}
@@ -84,8 +84,8 @@ func (s *WebhookStore) prepare(ctx context.Context) error {
 		dst **sql.Stmt
 		sql string
 	}{
-		{&s.st.insert, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`},
+		{&s.st.insert, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at, kind, channel_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`},
 		{&s.st.attempt, `INSERT OR REPLACE INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`},
 		{&s.st.update, `UPDATE webhook_deliveries SET state = ?, attempts = MAX(attempts, ?), next_attempt_at = ?, last_status = ?, last_error = ?, ended_at = ?
 			WHERE id = ? AND state = 'pending'`},

@@ -172,4 +172,27 @@ func testWebhookAdmin(t *testing.T, open Opener) {
 	if ds, _ := e.Store.WebhookDeliveries(e.ctx, "nosuchorg", 50); len(ds) != 0 {
 		t.Errorf("deliveries of an unknown org: %+v", ds)
 	}
+
+	// A notification channel's delivery keeps its kind and channel through
+	// the outbox's reads, the log and a redelivery.
+	mail := delivery("dlvmail", org.ID, "dev1", at)
+	mail.Event, mail.Kind, mail.ChannelID, mail.URL, mail.Body = "alert.opened", "email", "ch1", "mailto:ops@example.com", []byte(`{"event":"alert.opened"}`)
+	if err := e.Outbox.WriteOutbox(e.ctx, []*webhook.Delivery{mail}, nil); err != nil {
+		t.Fatal(err)
+	}
+	page, _, _ = e.Outbox.Pending(e.ctx, page[2].Seq, 100)
+	if len(page) != 1 || page[0].ID != "dlvmail" || page[0].Kind != "email" || page[0].ChannelID != "ch1" || page[0].URL != "mailto:ops@example.com" {
+		t.Errorf("pending channel delivery: %+v", page)
+	}
+	again, err := e.Store.RedeliverWebhook(e.ctx, "dlvmail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, _ = e.Store.WebhookDeliveries(e.ctx, org.ID, 2)
+	if len(ds) != 2 || ds[0].ID != again || ds[0].Kind != "email" || ds[0].ChannelID != "ch1" || ds[1].Kind != "email" || ds[1].ChannelID != "ch1" || ds[1].URL != "mailto:ops@example.com" {
+		t.Errorf("channel deliveries in the log: %+v", ds)
+	}
+	if ds, _ := e.Store.WebhookDeliveries(e.ctx, org.ID, 50); ds[len(ds)-1].Kind != "" || ds[len(ds)-1].ChannelID != "" {
+		t.Errorf("an alert webhook's delivery has a kind or channel: %+v", ds[len(ds)-1])
+	}
 }

@@ -12,8 +12,10 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // PointWeek is the point history benchmarks' data set (DESIGN.md
@@ -45,7 +47,11 @@ func SlowValue(i int) float64 {
 //     p50, and the process's CPU time per query ("cpu-ms/op": on a busy
 //     machine the wall time includes waiting for a CPU);
 //   - raw-1000: a page of 1,000 raw samples ending anywhere in the week,
-//     the same figures.
+//     the same figures;
+//   - preview-7d: a threshold rule on the point previewed over the week
+//     (Store.Rules().PreviewRule, POST /alert-rules/preview's store call),
+//     the same figures and the alerts it finds ("alerts"), checked
+//     against the engine's state machine run over the same values.
 //
 // size returns the bytes the store's point history tables take on disk
 // (vacuumed first, so that only live rows count).
@@ -99,17 +105,15 @@ func PointHistoryBench(b *testing.B, s Stores, size func() int64) {
 		b.ReportMetric(loadRate, "load-samples/s")
 	})
 	pts := s.Store.Points()
-	query := func(b *testing.B, q func(i int) cloud.PointQuery, check func(cloud.PointSeries) error) {
+	// timed runs op b.N times and reports its p99, p50 and process CPU.
+	timed := func(b *testing.B, op func(i int) error) {
 		took := make([]time.Duration, 0, b.N)
 		cpu0, cpuErr := processCPU()
 		b.ResetTimer()
 		for i := range b.N {
 			t := time.Now()
-			got, err := pts.PointSamples(ctx, org.ID, d.ID, point, q(i))
+			err := op(i)
 			took = append(took, time.Since(t))
-			if err == nil {
-				err = check(got)
-			}
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -121,6 +125,15 @@ func PointHistoryBench(b *testing.B, s Stores, size func() int64) {
 		slices.Sort(took)
 		b.ReportMetric(float64(took[(len(took)*99)/100].Microseconds())/1000, "p99-ms")
 		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+	}
+	query := func(b *testing.B, q func(i int) cloud.PointQuery, check func(cloud.PointSeries) error) {
+		timed(b, func(i int) error {
+			got, err := pts.PointSamples(ctx, org.ID, d.ID, point, q(i))
+			if err == nil {
+				err = check(got)
+			}
+			return err
+		})
 	}
 	b.Run("buckets-7d", func(b *testing.B) {
 		step := PointWeek * time.Second / 1000
@@ -139,6 +152,23 @@ func PointHistoryBench(b *testing.B, s Stores, size func() int64) {
 			}
 			return nil
 		})
+	})
+	b.Run("preview-7d", func(b *testing.B) {
+		cfg := rs485Config(9600)
+		cfg.RS485.Points = []serialcfg.RS485Point{{Name: "boiler_temp", Function: "holding", Register: 0, Type: "i16", Scale: 0.1, Unit: "°C"}}
+		if _, err := s.Store.Serial().PutChannel(ctx, org.ID, d.ID, "rs485-1", cfg); err != nil {
+			b.Fatal(err)
+		}
+		rule, want := previewWeekRule(start, end)
+		want.DeviceID = d.ID
+		timed(b, func(int) error {
+			got, err := s.Store.Rules().PreviewRule(ctx, org.ID, rule, start, end)
+			if err == nil && (got.Opened != want.Opened || len(got.Devices) != 1 || got.Devices[0] != want) {
+				err = fmt.Errorf("preview %+v, want %+v", got, want)
+			}
+			return err
+		})
+		b.ReportMetric(float64(want.Opened), "alerts")
 	})
 	b.Run("raw-1000", func(b *testing.B) {
 		query(b, func(i int) cloud.PointQuery {
@@ -215,4 +245,31 @@ func PointIngestBench(b *testing.B, s Stores, devices int) {
 		}
 	})
 	b.ReportMetric(float64(devices*points*b.N)/time.Since(t).Seconds(), "samples/s")
+}
+
+// previewWeekRule is the rule preview-7d previews over [start, end] on
+// the week of SlowValue samples: over 23.0 for a minute, clear under 22.5
+// (the daily swing crosses it a few times a day, the last digit's flicker
+// more often), and what it must answer, replayed here through the
+// engine's state machine.
+func previewWeekRule(start, end time.Time) (resource.AlertRule, resource.RulePreviewDevice) {
+	value, clear := 23.0, 22.5
+	r := resource.AlertRule{Name: "boiler hot", Enabled: true, Severity: resource.SeverityWarning,
+		Condition: resource.RuleCondition{Kind: resource.ConditionThreshold, Source: "point.rs485-1.boiler_temp", Op: ">", Value: &value, Clear: &clear, For: "1m"}}
+	th := alert.Threshold{Cond: cloud.RuleCondition{Kind: resource.ConditionThreshold, Op: ">", Value: value, Clear: clear, For: time.Minute}}
+	var want resource.RulePreviewDevice
+	var openAt time.Time
+	for i := range PointWeek {
+		at := start.Add(time.Duration(i) * time.Second)
+		switch th.Step(at, SlowValue(i)) {
+		case alert.Opens:
+			want.Opened, openAt = want.Opened+1, at
+		case alert.Resolve:
+			want.OpenForMs += at.Sub(openAt).Milliseconds()
+		}
+	}
+	if th.Open {
+		want.OpenForMs += end.Sub(openAt).Milliseconds()
+	}
+	return r, want
 }

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/cloud/webhook"
+	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/test/rig/dialects"
 )
 
@@ -29,23 +34,8 @@ func TestHelperDispatcherProcess(t *testing.T) {
 		return // not the child
 	}
 	ctx := context.Background()
-	s := dialects.SQLiteAt(t, path, nil)
-	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: os.Getenv("FLEET_WH_CHILD_CA")})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	d, err := webhook.New(webhook.Config{Store: s.Outbox, Client: client,
-		Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond},
-		Logger:  slog.New(slog.DiscardHandler)})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	if err := d.Start(ctx); err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
+	_, d := childDispatcher(t, path, os.Getenv("FLEET_WH_CHILD_CA"), webhook.Config{
+		Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}})
 	n, _ := strconv.Atoi(os.Getenv("FLEET_WH_CHILD_N"))
 	devices := strings.Split(os.Getenv("FLEET_WH_CHILD_DEVICES"), ",")
 	var wg sync.WaitGroup
@@ -67,9 +57,40 @@ func TestHelperDispatcherProcess(t *testing.T) {
 	select {}
 }
 
+// childDispatcher opens, in a child process, the SQLite file at path and
+// starts a dispatcher of cfg on its outbox trusting the certificate in ca;
+// a failure is printed and ends the child.
+func childDispatcher(t *testing.T, path, ca string, cfg webhook.Config) (storetest.Stores, *webhook.Dispatcher) {
+	s := dialects.SQLiteAt(t, path, nil)
+	client, err := webhook.NewClient(webhook.ClientConfig{AllowPrivate: true, CAFile: ca})
+	if err == nil {
+		cfg.Store, cfg.Client, cfg.Logger = s.Outbox, client, slog.New(slog.DiscardHandler)
+		var d *webhook.Dispatcher
+		if d, err = webhook.New(cfg); err == nil {
+			if err = d.Start(context.Background()); err == nil {
+				return s, d
+			}
+		}
+	}
+	fmt.Println("error", err)
+	os.Exit(1)
+	return s, nil
+}
+
 func startChild(t *testing.T, env []string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDispatcherProcess$", "-test.count=1")
+	cmd, line := runChild(t, "TestHelperDispatcherProcess", env)
+	if line != "ready" {
+		t.Fatalf("child: %q", line)
+	}
+	return cmd
+}
+
+// runChild runs the test helper named test in a child process with env
+// added, and returns it with the first line it printed.
+func runChild(t *testing.T, test string, env []string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -81,10 +102,10 @@ func startChild(t *testing.T, env []string) *exec.Cmd {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "ready" {
+	if err != nil {
 		t.Fatalf("child: %q %v", line, err)
 	}
-	return cmd
+	return cmd, strings.TrimSpace(line)
 }
 
 // TestKillDuringRetries runs the dispatcher in a child process over a real
@@ -174,4 +195,88 @@ func TestKillDuringRetries(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+}
+
+// TestHelperAlertProcess is the child of TestKillAfterAlertCommit: a relay
+// over the SQLite file named by FLEET_WH_ALERT_DB whose dispatcher runs
+// (having read the outbox once at its start) and which opens a high_cpu
+// alert on FLEET_WH_ALERT_DEVICE, says so, and is killed before it tells
+// anyone: its dispatcher is never woken.
+func TestHelperAlertProcess(t *testing.T) {
+	path := os.Getenv("FLEET_WH_ALERT_DB")
+	if path == "" {
+		return // not the child
+	}
+	ctx := context.Background()
+	s, _ := childDispatcher(t, path, os.Getenv("FLEET_WH_ALERT_CA"), webhook.Config{PollInterval: time.Hour})
+	org := os.Getenv("FLEET_WH_ALERT_ORG")
+	a, opened, err := s.Engine.OpenAlert(ctx, alert.Opening{OrgID: org, DeviceID: os.Getenv("FLEET_WH_ALERT_DEVICE"),
+		Rule: storetest.Rule(t, s.Engine, org, "high_cpu"), Message: "CPU high", At: time.Now(), WithEvent: true})
+	if err != nil || !opened {
+		fmt.Println("error", opened, err)
+		os.Exit(1)
+	}
+	fmt.Println("opened", a.ID)
+	select {}
+}
+
+// TestKillAfterAlertCommit kills a relay (a child process, SIGKILL) right
+// after the transaction that opened an alert committed and before it told
+// its dispatcher; the alert webhook and the rule's channel webhook are in
+// the outbox, and the next relay's dispatcher sends each once. SQLite
+// only, as TestKillDuringRetries.
+func TestKillAfterAlertCommit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fleet.db")
+	e := newEnvOn(t, dialects.SQLiteAt(t, path, nil))
+	rcv := newReceiver(t, func() string { return e.org.WebhookSecret }, nil)
+	if err := e.s.Store.SetOrgAlertWebhook(ctx, e.org.ID, rcv.URL("/alerts")); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := e.s.Store.Rules().CreateChannel(ctx, cloud.NewChannel{OrgID: e.org.ID, Name: "tickets", Kind: resource.ChannelWebhook, Target: rcv.URL("/channel")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notify := []string{ch.ID}
+	if _, err := e.s.Store.Rules().UpdateRule(ctx, e.org.ID, storetest.Rule(t, e.s.Engine, e.org.ID, "high_cpu").ID, cloud.RulePatch{Notify: &notify}); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd, line := runChild(t, "TestHelperAlertProcess",
+		[]string{"FLEET_WH_ALERT_DB=" + path, "FLEET_WH_ALERT_CA=" + rcv.caFile, "FLEET_WH_ALERT_ORG=" + e.org.ID, "FLEET_WH_ALERT_DEVICE=" + e.device})
+	alertID, ok := strings.CutPrefix(line, "opened ")
+	if !ok {
+		t.Fatalf("child: %q", line)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if ds := e.deliveries(t); len(ds) != 2 || ds[0].State != "pending" || ds[1].State != "pending" {
+		t.Fatalf("the outbox after the kill: %+v", ds)
+	}
+	if n := len(rcv.Hits()); n != 0 {
+		t.Fatalf("%d requests before the restart", n)
+	}
+
+	newDispatcher(t, e, dispOpts{allowPrivate: true, caFile: rcv.caFile})
+	hits := rcv.wait(t, 2, 10*time.Second)
+	paths := map[string]int{}
+	for _, h := range hits {
+		var w resource.AlertWebhook
+		if err := json.Unmarshal(h.Body, &w); err != nil || w.Event != "alert.opened" || w.Alert.ID != alertID || !h.SigOK {
+			t.Errorf("request %s: %s (%v)", h.Path, h.Body, err)
+		}
+		paths[h.Path]++
+	}
+	if paths["/alerts"] != 1 || paths["/channel"] != 1 {
+		t.Errorf("requests by path %v, want one each of /alerts and /channel", paths)
+	}
+	for _, d := range e.deliveries(t) {
+		e.waitState(t, d.ID, "delivered", 5*time.Second)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(rcv.Hits()); n != 2 {
+		t.Errorf("%d requests in all, want 2", n)
+	}
 }

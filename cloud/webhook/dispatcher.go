@@ -17,8 +17,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/orgcache"
+	"github.com/fleet/fleet/cloud/notify"
 	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/resource"
 )
 
 // Config configures a Dispatcher.
@@ -51,6 +54,12 @@ type Config struct {
 	Retention time.Duration
 	// UserAgent is sent with every attempt; "" means DefaultUserAgent.
 	UserAgent string
+	// Mail sends the deliveries of kind "email" (notify.Message bodies);
+	// nil when no SMTP server is configured: they fail, saying so.
+	Mail *notify.SMTP
+	// PublicURL is the relay's public URL (--public-url): e-mail and chat
+	// messages link to PublicURL/panel/alerts/<alert id>.
+	PublicURL string
 	// Observer, when set, hears how every attempt ends (for metrics).
 	Observer Observer
 	Logger   *slog.Logger
@@ -463,9 +472,16 @@ func (d *Dispatcher) commit(batch []op) (again, follow []op) {
 	return again, follow
 }
 
-// endpointKey is the scheduling key of a URL: its host (with port).
-func endpointKey(raw string) string {
-	u, err := url.Parse(raw)
+// endpointKey is the scheduling key of a delivery: its URL's host (with
+// port), or for e-mail the SMTP server.
+func (d *Dispatcher) endpointKey(dl *Delivery) string {
+	if dl.Kind == KindEmail {
+		if d.cfg.Mail == nil {
+			return "smtp:none"
+		}
+		return "smtp:" + d.cfg.Mail.Server().Addr()
+	}
+	u, err := url.Parse(dl.URL)
 	if err != nil || u.Host == "" {
 		return "invalid"
 	}
@@ -485,7 +501,7 @@ func orderKey(dl *Delivery) string {
 // delivery (not the head, which may be in flight) is dropped and the record
 // of its end returned, for the caller to write.
 func (d *Dispatcher) add(dl *Delivery) *op {
-	ek := endpointKey(dl.URL)
+	ek := d.endpointKey(dl)
 	qk := ek + "|" + orderKey(dl)
 	q := d.queues[qk]
 	if q == nil {
@@ -788,9 +804,7 @@ func (d *Dispatcher) renew(ctx context.Context) error {
 func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
 	defer d.sends.Done()
 	n := dl.Attempts + 1
-	start := d.cfg.Now()
-	status, retryAfter, err := d.send(dl, n)
-	end := d.cfg.Now()
+	rec, err := d.try(d.ctx, dl, n)
 	if d.ctx.Err() != nil && err != nil {
 		// Shutting down: the attempt was cut short; the delivery stays
 		// pending in the outbox and resumes at the next start.
@@ -800,27 +814,7 @@ func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
 		return
 	}
 	d.stats.att.Add(1)
-	rec := Attempt{DeliveryID: dl.ID, Number: n, At: start, StatusCode: status, Duration: end.Sub(start)}
-	state := StatePending
-	switch {
-	case err != nil && errors.Is(err, ErrAddressNotAllowed):
-		state = StateFailed
-	case err != nil:
-	case status >= 200 && status <= 299:
-		state = StateDelivered
-	case !Retryable(status):
-		state = StateFailed
-	}
-	if err != nil {
-		rec.Error = describe(err, d.cfg.Timeout)
-	}
-	if state == StatePending && n > len(d.cfg.Backoff) {
-		state = StateExhausted
-	}
-	if state == StatePending {
-		rec.NextAttemptAt = end.Add(Delay(d.cfg.Backoff, n, retryAfter, jitterRand()))
-	}
-	rec.State = state
+	state, status := rec.State, rec.StatusCode
 	switch state {
 	case StateDelivered:
 		d.stats.ok.Add(1)
@@ -829,6 +823,7 @@ func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
 	case StateExhausted:
 		d.stats.exh.Add(1)
 	}
+	end := rec.At.Add(rec.Duration)
 	d.observeAttempt(dl, state, rec.Duration, end)
 	switch state {
 	case StatePending:
@@ -864,36 +859,113 @@ func (d *Dispatcher) attempt(q *queue, dl *Delivery) {
 	d.ops <- op{att: &rec, seq: dl.Seq}
 }
 
-// send makes one HTTP attempt and returns the status (0 without response)
-// and the Retry-After delay asked for.
-func (d *Dispatcher) send(dl *Delivery, n int) (int, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.Timeout)
+// try makes attempt n of dl and returns its record: the delivery's state
+// after it and, when pending, when the next attempt is due; err is the
+// attempt's error (also in the record's Error).
+func (d *Dispatcher) try(ctx context.Context, dl *Delivery, n int) (Attempt, error) {
+	start := d.cfg.Now()
+	status, retryAfter, err := d.send(ctx, dl, n)
+	end := d.cfg.Now()
+	rec := Attempt{DeliveryID: dl.ID, Number: n, At: start, StatusCode: status, Duration: end.Sub(start)}
+	state := StatePending
+	switch {
+	case err != nil && (errors.Is(err, ErrAddressNotAllowed) || errors.Is(err, notify.ErrPermanent) || errors.Is(err, ErrUnsendable)):
+		state = StateFailed
+	case err != nil:
+	case status >= 200 && status <= 299:
+		state = StateDelivered // for e-mail: the server's 250
+	case !Retryable(status):
+		state = StateFailed
+	}
+	if err != nil {
+		rec.Error = describe(err, d.cfg.Timeout)
+	}
+	if state == StatePending && n > len(d.cfg.Backoff) {
+		state = StateExhausted
+	}
+	if state == StatePending {
+		rec.NextAttemptAt = end.Add(Delay(d.cfg.Backoff, n, retryAfter, jitterRand()))
+	}
+	rec.State = state
+	return rec, err
+}
+
+// SendNow makes dl's next attempt at once, outside the queues, and returns
+// its record without writing it (the caller writes it with WriteOutbox):
+// `fleet-relay notify test` sends its test message so when no relay runs.
+// The Dispatcher need not be started.
+func (d *Dispatcher) SendNow(ctx context.Context, dl *Delivery) Attempt {
+	rec, _ := d.try(ctx, dl, dl.Attempts+1)
+	return rec
+}
+
+// ErrUnsendable marks a delivery that no attempt can send (an unknown
+// kind, an unreadable message, e-mail without an SMTP server): it fails.
+var ErrUnsendable = errors.New("cannot be sent")
+
+// Delivery kinds (OutboxDelivery.Kind); "" is KindWebhook.
+const (
+	KindWebhook = resource.ChannelWebhook
+	KindSlack   = resource.ChannelSlack
+	KindEmail   = resource.ChannelEmail
+)
+
+// send makes one attempt and returns the status (the HTTP status, or the
+// SMTP reply code; 0 without response) and the Retry-After delay asked
+// for.
+func (d *Dispatcher) send(ctx context.Context, dl *Delivery, n int) (int, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
+	switch dl.Kind {
+	case "", KindWebhook:
+	case KindSlack:
+		m, err := notify.Decode(dl.Body)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: message: %v", ErrUnsendable, err)
+		}
+		body, err := m.Chat(d.cfg.PublicURL)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: message: %v", ErrUnsendable, err)
+		}
+		return d.post(ctx, dl, body, nil)
+	case KindEmail:
+		return d.sendEmail(ctx, dl)
+	default:
+		return 0, 0, fmt.Errorf("%w: unknown kind %q", ErrUnsendable, dl.Kind)
+	}
 	secrets, err := d.secrets.Get(ctx, dl.OrgID)
 	if err != nil {
 		return 0, 0, fmt.Errorf("signing secret: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dl.URL, bytes.NewReader(dl.Body))
+	ts := d.cfg.Now().Unix()
+	return d.post(ctx, dl, dl.Body, func(h http.Header) {
+		h.Set(HeaderSignature, Sign(secrets.Current, dl.Body))
+		h.Set(HeaderDeliveryID, dl.ID)
+		h.Set(HeaderAttempt, strconv.Itoa(n))
+		h[HeaderWebhookID] = []string{dl.ID}
+		h[HeaderWebhookTime] = []string{strconv.FormatInt(ts, 10)}
+		sig := SignStandard(secrets.Current, dl.ID, ts, dl.Body)
+		if secrets.Previous != "" {
+			sig += " " + SignStandard(secrets.Previous, dl.ID, ts, dl.Body)
+		}
+		h[HeaderWebhookSig] = []string{sig}
+	})
+}
+
+// post POSTs body (JSON) to dl.URL with the headers sign adds.
+func (d *Dispatcher) post(ctx context.Context, dl *Delivery, body []byte, sign func(http.Header)) (int, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dl.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: bad URL", ErrAddressNotAllowed)
 	}
 	if req.URL.Scheme != "https" {
 		return 0, 0, fmt.Errorf("%w: not https", ErrAddressNotAllowed)
 	}
-	ts := d.cfg.Now().Unix()
-	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", d.cfg.UserAgent)
-	h.Set(HeaderSignature, Sign(secrets.Current, dl.Body))
-	h.Set(HeaderDeliveryID, dl.ID)
-	h.Set(HeaderAttempt, strconv.Itoa(n))
-	h[HeaderWebhookID] = []string{dl.ID}
-	h[HeaderWebhookTime] = []string{strconv.FormatInt(ts, 10)}
-	sig := SignStandard(secrets.Current, dl.ID, ts, dl.Body)
-	if secrets.Previous != "" {
-		sig += " " + SignStandard(secrets.Previous, dl.ID, ts, dl.Body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", d.cfg.UserAgent)
+	if sign != nil {
+		sign(req.Header)
 	}
-	h[HeaderWebhookSig] = []string{sig}
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
 		return 0, 0, err
@@ -902,6 +974,28 @@ func (d *Dispatcher) send(dl *Delivery, n int) (int, time.Duration, error) {
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	ra, _ := RetryAfter(resp.Header.Get("Retry-After"), d.cfg.Now())
 	return resp.StatusCode, ra, nil
+}
+
+// sendEmail sends an "email" delivery through the SMTP server: the status
+// is the server's reply code; a 5xx fails the delivery (notify.ErrPermanent).
+func (d *Dispatcher) sendEmail(ctx context.Context, dl *Delivery) (int, time.Duration, error) {
+	if d.cfg.Mail == nil {
+		return 0, 0, fmt.Errorf("%w: e-mail is not configured on this relay (--smtp-url)", ErrUnsendable)
+	}
+	m, err := notify.Decode(dl.Body)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: message: %v", ErrUnsendable, err)
+	}
+	rcpt := strings.TrimPrefix(dl.URL, "mailto:")
+	if u, err := url.PathUnescape(rcpt); err == nil {
+		rcpt = u
+	}
+	to, err := cloud.ParseRecipients(rcpt)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: recipients: %v", ErrUnsendable, err)
+	}
+	code, err := d.cfg.Mail.SendMessage(ctx, dl.ID, to, m, d.cfg.PublicURL, d.cfg.Now())
+	return code, 0, err
 }
 
 // describe turns a send error into a short, secret-free cause for the

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/notify"
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/test/rig/dialects"
@@ -182,6 +183,8 @@ type dispOpts struct {
 	perEndpoint  int
 	maxQueue     int
 	store        webhook.Store // instead of the env's
+	mail         *notify.SMTP
+	publicURL    string
 }
 
 func newDispatcher(t testing.TB, e *env, o dispOpts) *webhook.Dispatcher {
@@ -200,6 +203,7 @@ func newDispatcher(t testing.TB, e *env, o dispOpts) *webhook.Dispatcher {
 	d, err := webhook.New(webhook.Config{
 		Store: store, Client: client, Backoff: o.backoff, Timeout: o.timeout, PerEndpoint: o.perEndpoint, MaxQueue: o.maxQueue,
 		PollInterval: 50 * time.Millisecond, SecretTTL: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		Mail: o.mail, PublicURL: o.publicURL,
 	})
 	if err != nil {
 		t.Fatal(err)

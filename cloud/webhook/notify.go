@@ -14,7 +14,8 @@ import (
 // Notifier turns what the relay learns into deliveries: it is the
 // cloud.Observer of signal forwarding (a heartbeat with changed channels or
 // points becomes one serial.signal delivery to the device's forwarding URL) and the
-// cloud.AlertObserver of alert webhooks (to the organization's alert URL).
+// cloud.AlertObserver that wakes the dispatcher when an alert changed (the
+// store queued its notifications in the same transaction).
 //
 // A device's forwarding (its organization and URL) is read from the store
 // at its first changed heartbeat and kept: heartbeats with changes come
@@ -121,28 +122,12 @@ func (n *Notifier) HeartbeatStored(ctx context.Context, dev cloud.DeviceRef, hb 
 	n.enqueue(ctx, &Delivery{OrgID: orgID, DeviceID: dev.ID, Event: EventSignal, URL: url, Body: body})
 }
 
-// AlertChanged enqueues an alert webhook (event alert.opened,
-// alert.acknowledged or alert.resolved) when the organization has an alert
-// URL.
-func (n *Notifier) AlertChanged(ctx context.Context, event string, a resource.Alert) {
-	orgID, url, err := n.store.AlertTarget(ctx, a.DeviceID)
-	if err != nil {
-		n.log.Error("alert webhook: target lookup", "device", a.DeviceID, "err", err)
-		return
-	}
-	if url == "" {
-		return
-	}
-	if a.Payload == nil {
-		a.Payload = json.RawMessage(`{}`)
-	}
-	body, err := json.Marshal(resource.AlertWebhook{Event: event, DeviceID: a.DeviceID, At: resource.T(n.now()), Alert: a})
-	if err != nil {
-		n.log.Error("alert webhook: encode", "alert", a.ID, "err", err)
-		return
-	}
-	n.enqueue(ctx, &Delivery{OrgID: orgID, DeviceID: a.DeviceID, Event: event, URL: url, Body: body})
-}
+// AlertChanged wakes the dispatcher: the store wrote the alert's
+// deliveries (the organization's alert webhook, the rule's notification
+// channels) to the outbox in the transaction that changed the alert
+// (sqlstore.QueueAlertNotifications), and the dispatcher sends them as it
+// reads them from there, once, whether or not this relay lives to say so.
+func (n *Notifier) AlertChanged(context.Context, string, resource.Alert) { n.d.Poke() }
 
 func (n *Notifier) enqueue(ctx context.Context, dl *Delivery) {
 	if err := ValidateURL("url", dl.URL); err != nil {

@@ -112,7 +112,7 @@ func ValidQuality(q string) bool {
 // records itself, which an agent must not send.
 func RelayEventType(t string) bool {
 	switch t {
-	case EventHeartbeat, EventDeviceOnline, EventDeviceOffline, EventAlertResolved:
+	case EventHeartbeat, EventDeviceOnline, EventDeviceOffline, EventDeviceStatusChanged, EventAlertResolved:
 		return true
 	}
 	return false

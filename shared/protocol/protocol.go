@@ -265,20 +265,23 @@ func (d *Duration) unmarshal(decode func([]byte, any) error, b []byte) error {
 
 // Event types the agent sends, and the ones the relay adds.
 const (
-	EventHeartbeat          = "heartbeat"
-	EventAgentStarted       = "agent.started"
-	EventAgentStopped       = "agent.stopped"
-	EventDeviceOnline       = "device.online"
-	EventDeviceOffline      = "device.offline"
-	EventConfigApplied      = "serial.config_applied"
-	EventSerialError        = "serial.error"
-	EventUSBAttached        = "usb.attached"
-	EventUSBDetached        = "usb.detached"
-	EventVPNDown            = "alert.vpn_down"
-	EventVPNUp              = "vpn.up"
-	EventAlertResolved      = "alert.resolved"
-	EventChannelAvailable   = "serial.channel_available"
-	EventChannelUnavailable = "serial.channel_unavailable"
+	EventHeartbeat     = "heartbeat"
+	EventAgentStarted  = "agent.started"
+	EventAgentStopped  = "agent.stopped"
+	EventDeviceOnline  = "device.online"
+	EventDeviceOffline = "device.offline"
+	// EventDeviceStatusChanged is every change of a device's status, data
+	// {"from", "to"} (the relay's; issue 27).
+	EventDeviceStatusChanged = "device.status_changed"
+	EventConfigApplied       = "serial.config_applied"
+	EventSerialError         = "serial.error"
+	EventUSBAttached         = "usb.attached"
+	EventUSBDetached         = "usb.detached"
+	EventVPNDown             = "alert.vpn_down"
+	EventVPNUp               = "vpn.up"
+	EventAlertResolved       = "alert.resolved"
+	EventChannelAvailable    = "serial.channel_available"
+	EventChannelUnavailable  = "serial.channel_unavailable"
 	// EventSpoolDropped reports records the agent dropped from its spool
 	// (size or age bound) before the relay stored them; data {"count": n}.
 	EventSpoolDropped = "spool.dropped"

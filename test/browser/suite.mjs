@@ -326,6 +326,98 @@ step("webhooks and members pages", async () => {
   await shoot(page, "members");
 });
 
+step("an alert's page shows its device and rule, linked from the alerts list", async () => {
+  await page.goto(BASE + "/panel/alerts?state=ACKNOWLEDGED");
+  const row = page.locator("tr[data-alert-id]", { hasText: "Gatehouse" }).first();
+  const id = await row.getAttribute("data-alert-id");
+  await row.getByRole("link", { name: /./ }).first().click();
+  await page.waitForURL(`${BASE}/panel/alerts/${id}`);
+  await page.locator(".alert-details").getByRole("link", { name: "Gatehouse" }).waitFor();
+  await page.locator(".alert-details").getByRole("link", { name: "device_offline" }).waitFor();
+  assert((await page.locator(".alert-details .state").textContent()).trim() === "ACKNOWLEDGED", "the alert's page does not say ACKNOWLEDGED");
+});
+
+// Alerts → Rules, Settings → Notifications, Silences (issue 27).
+const CHANNEL = "Browser mail";
+const RULE = "Browser counter";
+
+step("a notification channel added in Settings → Notifications is listed", async () => {
+  await page.goto(BASE + "/panel/settings/notifications");
+  await page.getByLabel("Name").fill(CHANNEL);
+  await page.getByLabel("Kind").selectOption("email");
+  await page.getByLabel("Target").fill("ops@demo.example");
+  await page.getByLabel("Minimum severity").selectOption("WARNING");
+  await page.getByRole("button", { name: "Add channel" }).click();
+  await page.getByText(`Channel “${CHANNEL}” added.`).waitFor();
+  const row = page.locator("tr[data-channel-id]", { hasText: CHANNEL });
+  assert((await row.textContent()).includes("ops@demo.example"), "the channel's row has no target");
+  await shoot(page, "notifications");
+});
+
+step("a rule on a point is previewed before it is saved, then saved and in the API", async () => {
+  await page.goto(BASE + "/panel/alerts/rules");
+  await page.getByRole("link", { name: "New rule" }).click();
+  await page.waitForURL(BASE + "/panel/alerts/rules/new");
+  await page.getByLabel("Name").fill(RULE);
+  await page.getByLabel("Severity").selectOption("WARNING");
+  await page.getByLabel("Condition kind").selectOption("threshold");
+  assert(!(await page.getByLabel("After", { exact: true }).isVisible()), "an offline field is shown for a threshold rule");
+  await page.getByLabel("Source").selectOption("point");
+  await page.getByLabel("Point id").fill(COUNTER);
+  await page.getByLabel("Op", { exact: true }).selectOption(">");
+  await page.getByLabel("Value", { exact: true }).fill("0");
+  await page.getByLabel("For", { exact: true }).fill("0s");
+  await page.getByLabel(CHANNEL).check();
+  await page.evaluate(() => { window.__notReloaded = true; });
+  await page.getByRole("button", { name: "Preview" }).click();
+  await page.getByText("would have opened").waitFor();
+  const opened = Number(await page.getByTestId("preview-opened").textContent());
+  assert(opened >= 1, `the preview opened ${opened} alerts on a counter over 0`);
+  assert((await page.locator(`.preview-devices tr[data-device-id="${DEVICE}"]`).count()) === 1, "the preview does not list the device");
+  assert(await page.evaluate(() => window.__notReloaded === true), "htmx did not enhance the preview (the page was reloaded)");
+  assert((await page.getByLabel("Name").inputValue()) === RULE && (await page.getByLabel("Point id").inputValue()) === COUNTER, "the preview lost what was typed");
+  assert(await page.getByLabel(CHANNEL).isChecked(), "the preview lost the channel checked");
+  let [status, body] = curl(KEY, "/alert-rules?limit=100");
+  assert(status === 200 && !JSON.parse(body).data.some((r) => r.name === RULE), `the preview saved the rule: ${status}`);
+  await shoot(page, "rule-preview");
+  await page.getByRole("button", { name: "Save rule" }).click();
+  await page.getByText(`Rule “${RULE}” created.`).waitFor();
+  const row = page.locator("tr[data-rule-id]", { hasText: RULE });
+  assert((await row.textContent()).includes(`point.${COUNTER} > 0`), `the rule's condition in words: ${await row.textContent()}`);
+  assert((await row.textContent()).includes(CHANNEL), "the rule's channel is not listed");
+  await shoot(page, "rules");
+  [status, body] = curl(KEY, "/alert-rules?limit=100");
+  const r = JSON.parse(body).data.find((x) => x.name === RULE);
+  assert(status === 200 && r && r.condition.source === `point.${COUNTER}` && r.notify.length === 1 && r.enabled, `the rule through the API: ${JSON.stringify(r)}`);
+});
+
+step("a silence of a device is created from its page and listed", async () => {
+  await page.goto(`${BASE}/panel/devices/${OFFLINE}`);
+  await page.getByRole("link", { name: "Silence this device" }).click();
+  await page.waitForURL((u) => u.pathname === "/panel/alerts/silences");
+  assert((await page.getByRole("textbox", { name: "Device ids" }).inputValue()) === OFFLINE, "the device is not prefilled");
+  assert(await page.getByRole("textbox", { name: "Device ids" }).isVisible(), "the device ids field is hidden");
+  await page.getByLabel("Duration").selectOption({ label: "4 h" });
+  await page.getByLabel("Comment").fill("browser maintenance");
+  await page.getByRole("button", { name: "Create silence" }).click();
+  await page.getByText("created.").first().waitFor();
+  const row = page.locator("tr[data-silence-id]", { hasText: "browser maintenance" });
+  assert((await row.textContent()).includes("1 device: Gatehouse"), "the silence's row does not name the device");
+  await shoot(page, "silences");
+  const [status, body] = curl(KEY, "/silences");
+  assert(status === 200 && JSON.parse(body).data.some((x) => x.comment === "browser maintenance"), `the silence through the API: ${status}`);
+});
+
+step("at 360 px the rules, rule, silences and notifications pages do not scroll sideways", async () => {
+  await page.setViewportSize({ width: 360, height: 800 });
+  for (const path of ["/panel/alerts/rules", "/panel/alerts/rules/new", "/panel/alerts/silences", "/panel/settings/notifications"]) {
+    await page.goto(BASE + path);
+    const [scroll, client] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+    assert(scroll <= client, `${path} at 360 px: ${scroll} px wide in ${client}`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+});
+
 step("a VIEWER cannot create a key, in the page or by a replayed POST", async () => {
   const viewer = await browserContext();
   const vp = viewer.pages()[0] || (await viewer.newPage());
@@ -334,6 +426,9 @@ step("a VIEWER cannot create a key, in the page or by a replayed POST", async ()
   const resp = await vp.goto(BASE + "/panel/settings/api-keys");
   assert(resp.status() === 403, `VIEWER on API keys: ${resp.status()}`);
   await shoot(vp, "forbidden");
+  await vp.goto(BASE + "/panel/alerts/rules");
+  assert((await vp.getByRole("link", { name: "New rule" }).count()) === 0, "a VIEWER sees New rule");
+  assert((await vp.goto(BASE + "/panel/alerts/rules/new")).status() === 403, "a VIEWER opens the new rule form");
   const replay = await viewer.request.post(BASE + "/panel/settings/api-keys", {
     form: { name: "Replayed by viewer", scope: "devices:read", expires: "7" }, maxRedirects: 0,
   });

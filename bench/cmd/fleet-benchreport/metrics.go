@@ -58,6 +58,13 @@ func metricSets() map[string][]benchreport.Metric {
 					Notes:  "Prometheus XOR chunks (tsdb/chunkenc) of up to 2,048 samples with their rows and indexes, live pages only; 604,800 samples of a register in tenths of a degree"}},
 			latency("buckets-7d", "7 days of a 1 s point (604,800 samples) as 1,000 step buckets, p99", 50),
 			latency("raw-1000", "raw page of 1,000 samples of a 1 s point, p99", 5),
+			{Benchmark: "BenchmarkPointHistory/preview-7d", Unit: "p99-ms",
+				Extra: []benchreport.Extra{{Unit: "p50-ms", Label: "p50", RowUnit: "ms"}, {Unit: "cpu-ms/op", Label: "process CPU per preview", RowUnit: "ms"},
+					{Unit: "alerts", Label: "alerts the rule opens over the week"}},
+				Row: benchreport.Row{Area: "rules", Figure: "rule preview over 7 days of a 1 s point (604,800 samples), one device, p99 (" + store + ")", Unit: "ms",
+					Target: &benchreport.Target{Op: benchreport.AtMost, Value: 1000},
+					Notes: "through Store.Rules().PreviewRule (POST /alert-rules/preview's store call), a threshold rule with for and clear replayed by the engine's state machine; " +
+						"target: the panel shows the preview before a rule is saved, so a person waits on it, and 1 s is the limit for that wait to keep their flow (the densest history a point has, for one device)"}},
 		}
 	}
 	// pointIngest is the row of BenchmarkPointIngest on store.

@@ -13,11 +13,6 @@ import (
 // The administration of cloud.Admin and the keys of cloud.KeyService,
 // written once for both stores.
 
-// addRuleSQL adds an alert rule unless the organization has one of its
-// name (AddDefaultRules).
-const addRuleSQL = `INSERT OR IGNORE INTO alert_rules (id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, true, ?)`
-
 // CreateOrg creates an organization with a fresh webhook signing secret
 // and the default alert rules.
 func (s *Store) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
@@ -149,8 +144,8 @@ func (s *Store) RedeliverWebhook(ctx context.Context, id string) (string, error)
 	newID := ids.New()
 	now := s.nowMs()
 	err := s.Tx(ctx, func(tx Querier) error {
-		n, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at)
-			SELECT ?, org_id, device_id, event, url, body, 'pending', 0, ?, id, ? FROM webhook_deliveries WHERE id = ?`, newID, now, now, id)
+		n, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at, kind, channel_id)
+			SELECT ?, org_id, device_id, event, url, body, 'pending', 0, ?, id, ?, kind, channel_id FROM webhook_deliveries WHERE id = ?`, newID, now, now, id)
 		if err != nil {
 			return err
 		}

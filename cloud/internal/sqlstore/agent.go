@@ -46,14 +46,15 @@ type AgentTx interface {
 	// SessionStatus reads the device's status if session owns it, locking
 	// its row where the store locks rows; owned is false when it does not.
 	SessionStatus(ctx context.Context, id, session string) (status resource.DeviceStatus, owned bool, err error)
-	// SetOnline stores hello: the device ONLINE with the hello's details,
-	// last seen at in.At, and deadline.
+	// SetOnline stores hello: the device ONLINE (since in.At unless it
+	// was) with the hello's details, last seen at in.At, and deadline.
 	SetOnline(ctx context.Context, in agentlink.HelloIn, deadline time.Time) error
 	// SetApplied stores the configuration version the device's agent
 	// applied.
 	SetApplied(ctx context.Context, id string, version int64) error
-	// SetOffline stores the device OFFLINE, without session nor deadline.
-	SetOffline(ctx context.Context, id string) error
+	// SetOffline stores the device OFFLINE (since at unless it was),
+	// without session nor deadline.
+	SetOffline(ctx context.Context, id string, at time.Time) error
 	// InsertEvent stores ev, an event the relay made, of dev.
 	InsertEvent(ctx context.Context, dev agentlink.Device, ev *resource.Event) error
 	// SerialState makes sure the device has a serial state and reads its
@@ -80,7 +81,8 @@ func ScanDue(r Row) (agentlink.Device, error) {
 // Hello): ErrSessionGone when another session owns the device; else the
 // device goes ONLINE with the hello's details and a deadline (in.Deadline,
 // or six heartbeat intervals after in.At), with a device.online event when
-// in.OnlineEvent, and a model with serial I/O is answered its desired
+// in.OnlineEvent and a device.status_changed event when it was not ONLINE,
+// and a model with serial I/O is answered its desired
 // configuration version and the channel states it last reported.
 func Hello(ctx context.Context, t AgentTx, in agentlink.HelloIn) (agentlink.HelloOut, error) {
 	from, session, lastSeq, err := t.DeviceState(ctx, in.Device.ID)
@@ -99,6 +101,9 @@ func Hello(ctx context.Context, t AgentTx, in agentlink.HelloIn) (agentlink.Hell
 		return agentlink.HelloOut{}, err
 	}
 	out := agentlink.HelloOut{LastSeq: lastSeq, Change: agentlink.StatusChange{Device: in.Device, From: from, To: resource.StatusOnline}}
+	if out.Change.StatusEvent, err = insertStatusEvent(ctx, t, in.Device, from, resource.StatusOnline, in.At); err != nil {
+		return agentlink.HelloOut{}, err
+	}
 	if in.OnlineEvent {
 		ev := agentlink.NewEvent(protocol.EventDeviceOnline, resource.SeverityInfo, "device is online",
 			map[string]any{"agentVersion": h.AgentVersion, "firmwareVersion": h.FirmwareVersion}, in.At)
@@ -132,10 +137,15 @@ func ConfigApplied(ctx context.Context, t AgentTx, in agentlink.ConfigAppliedIn)
 }
 
 // Offline moves dev, in status from, OFFLINE in t, with a device.offline
-// event for reason when it was connected.
+// event for reason when it was connected and a device.status_changed event
+// when it was not OFFLINE.
 func Offline(ctx context.Context, t AgentTx, dev agentlink.Device, from resource.DeviceStatus, at time.Time, reason string) (agentlink.StatusChange, error) {
 	ch := agentlink.StatusChange{Device: dev, From: from, To: resource.StatusOffline}
-	if err := t.SetOffline(ctx, dev.ID); err != nil {
+	if err := t.SetOffline(ctx, dev.ID, at); err != nil {
+		return ch, err
+	}
+	var err error
+	if ch.StatusEvent, err = insertStatusEvent(ctx, t, dev, from, resource.StatusOffline, at); err != nil {
 		return ch, err
 	}
 	switch from {
@@ -191,11 +201,8 @@ type AgentFlows struct {
 
 // Hello implements agentlink.Store (the package's Hello).
 func (f AgentFlows) Hello(ctx context.Context, in agentlink.HelloIn) (out agentlink.HelloOut, err error) {
-	var at int64
-	if in.OnlineEvent {
-		at = in.At.UnixMilli()
-	}
-	err = f.Run(ctx, at, func(ctx context.Context, tx AgentTx) (err error) {
+	// Its device.status_changed event is stored at in.At.
+	err = f.Run(ctx, in.At.UnixMilli(), func(ctx context.Context, tx AgentTx) (err error) {
 		out, err = Hello(ctx, tx, in)
 		return err
 	})
@@ -226,4 +233,15 @@ func (f AgentFlows) Sweep(ctx context.Context, now time.Time) (out []agentlink.S
 		return err
 	})
 	return out, err
+}
+
+// insertStatusEvent stores in t the device.status_changed event of dev's
+// change from from to to at at (StatusEvent) and returns it; nil when the
+// status stays.
+func insertStatusEvent(ctx context.Context, t AgentTx, dev agentlink.Device, from, to resource.DeviceStatus, at time.Time) (*resource.Event, error) {
+	ev := StatusEvent(from, to, at)
+	if ev == nil {
+		return nil, nil
+	}
+	return ev, t.InsertEvent(ctx, dev, ev)
 }

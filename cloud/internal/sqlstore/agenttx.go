@@ -31,7 +31,8 @@ const (
 	deviceStateSQL   = `SELECT status, COALESCE(agent_session, ''), agent_last_seq FROM devices WHERE id = ?`
 	sessionStatusSQL = `SELECT status FROM devices WHERE id = ? AND agent_session = ?`
 	setOnlineSQL     = `UPDATE devices SET status = 'ONLINE', firmware_version = ?, agent_device_name = ?, agent_device_location = ?,
-		agent_timezone = ?, agent_version = ?, agent_heartbeat_ms = ?, last_seen = ?, agent_deadline = ? WHERE id = ? AND agent_session = ?`
+		agent_timezone = ?, agent_version = ?, agent_heartbeat_ms = ?, last_seen = ?, agent_deadline = ?,
+		status_since = CASE WHEN status = 'ONLINE' THEN status_since ELSE ? END WHERE id = ? AND agent_session = ?`
 	desiredVersionSQL = `INSERT INTO serial_state (device_id) VALUES (?) ON CONFLICT (device_id) DO UPDATE SET device_id = excluded.device_id
 		RETURNING desired_version`
 	reportedChannelsSQL = `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, ''), COALESCE(points, '') FROM serial_channels
@@ -48,7 +49,7 @@ const (
 const OrphansSQL = `UPDATE devices SET agent_deadline = ? WHERE agent_deadline IS NULL AND status IN ('ONLINE', 'CONNECTING', 'REBOOTING', 'UPDATING', 'ERROR')`
 
 func (d *Dialect) setOfflineSQL() string {
-	return `UPDATE devices SET status = 'OFFLINE', agent_session = NULL, agent_deadline = NULL` + d.OfflineAlso + ` WHERE id = ?`
+	return `UPDATE devices SET status = 'OFFLINE', ` + sinceSQL(resource.StatusOffline) + `, agent_session = NULL, agent_deadline = NULL` + d.OfflineAlso + ` WHERE id = ?`
 }
 
 // AgentSQL lists the statements AgentWrites runs in dialect d, as it runs
@@ -96,7 +97,7 @@ func (a AgentWrites) SessionStatus(ctx context.Context, id, session string) (res
 func (a AgentWrites) SetOnline(ctx context.Context, in agentlink.HelloIn, deadline time.Time) error {
 	h := in.Hello
 	_, err := a.Q.Exec(ctx, setOnlineSQL, h.FirmwareVersion, h.DeviceName, h.DeviceLocation, h.Timezone,
-		h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(), deadline.UnixMilli(), in.Device.ID, in.Session)
+		h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(), deadline.UnixMilli(), in.At.UnixMilli(), in.Device.ID, in.Session)
 	return a.wrap(err, "hello %s", in.Device.ID)
 }
 
@@ -131,8 +132,8 @@ func (a AgentWrites) SetApplied(ctx context.Context, id string, version int64) e
 }
 
 // SetOffline implements AgentTx.
-func (a AgentWrites) SetOffline(ctx context.Context, id string) error {
-	_, err := a.Q.Exec(ctx, a.D.setOfflineSQL(), id)
+func (a AgentWrites) SetOffline(ctx context.Context, id string, at time.Time) error {
+	_, err := a.Q.Exec(ctx, a.D.setOfflineSQL(), at.UnixMilli(), id)
 	return a.wrap(err, "offline %s", id)
 }
 

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -18,33 +17,11 @@ type AlertEngineStore struct{ *Store }
 
 var _ alert.Store = AlertEngineStore{}
 
-// Rules returns the organization's rules, first inserting any default rule
-// (cloud.DefaultRules) it lacks.
+// Rules implements cloud.AlertEngineStore: the organization's live rules,
+// enabled or not, oldest first. A deleted rule, default or not, stays
+// deleted.
 func (s AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rule, error) {
-	rules, err := s.readRules(ctx, orgID)
-	if err != nil {
-		return nil, err
-	}
-	have := map[string]bool{}
-	for _, r := range rules {
-		have[r.Name] = true
-	}
-	missing := false
-	for _, d := range cloud.DefaultRules() {
-		missing = missing || !have[d.Name]
-	}
-	if !missing {
-		return rules, nil
-	}
-	err = s.Tx(ctx, func(tx Querier) error { return AddDefaultRules(ctx, tx, orgID, s.nowMs()) })
-	if err != nil {
-		return nil, s.Wrap("default rules", err)
-	}
-	return s.readRules(ctx, orgID)
-}
-
-func (s AlertEngineStore) readRules(ctx context.Context, orgID string) ([]alert.Rule, error) {
-	out, err := Collect(ctx, s.R, ScanRule, `SELECT `+RuleColumns+` FROM alert_rules WHERE org_id = ? ORDER BY name`, orgID)
+	out, err := Collect(ctx, s.R, ScanRule, `SELECT `+RuleColumns+` FROM alert_rules WHERE org_id = ? AND deleted_at IS NULL ORDER BY created_at, id`, orgID)
 	return out, s.Wrap("rules", err)
 }
 
@@ -114,16 +91,19 @@ func (s AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID stri
 }
 
 // OfflineDevices returns up to limit devices (all, or only deviceID when
-// not "") that are OFFLINE with no heartbeat for three of their heartbeat
-// intervals at now, and that have no device_offline alert created since
-// their last heartbeat.
+// not ""), ordered by id after cursor, that are OFFLINE with no heartbeat
+// for three of their heartbeat intervals at now, with their tags and when
+// they last reported planned work. Whether a rule opens an alert for one
+// is the engine's decision, and OpenAlert's (once per outage, planned
+// work).
 func (s AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID, cursor string, limit int) ([]alert.Offline, error) {
-	out, err := Collect(ctx, s.R, ScanOffline, `SELECT `+OfflineColumns+` FROM devices d
-		WHERE d.status = 'OFFLINE' AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= ?
-		  AND (? = '' OR d.id = ?)
-		  AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.device_id = d.id
-		        AND a.rule_id = (SELECT r.id FROM alert_rules r WHERE r.org_id = d.org_id AND r.name = ?)
-		        AND a.created_at >= d.last_seen)
-		LIMIT ?`, now.UnixMilli(), deviceID, deviceID, alert.RuleDeviceOffline, limit)
+	out, err := Collect(ctx, s.R, ScanOffline, OfflineDevicesSQL, cursor, deviceID, deviceID, now.UnixMilli(), limit)
 	return out, s.Wrap("offline devices", err)
 }
+
+// OfflineDevicesSQL is OfflineDevices' read (arguments: cursor, device id
+// twice, now, limit): the OFFLINE devices by id (devices_offline).
+const OfflineDevicesSQL = `SELECT ` + OfflineColumns + ` FROM devices d
+	WHERE d.status = 'OFFLINE' AND d.id > ? AND (? = '' OR d.id = ?)
+	  AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= ?
+	ORDER BY d.id LIMIT ?`

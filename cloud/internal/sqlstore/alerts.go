@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/alert"
+	"github.com/fleet/fleet/cloud/notify"
 	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -28,6 +29,10 @@ type AlertTables interface {
 	AlertTx(ctx context.Context, eventsAt int64, what string, fn func(Querier) error) error
 	// Now is the store's clock.
 	Now() time.Time
+	// OutboxQueued tells, in tx and at its commit, the relays sharing the
+	// database that deliveries were queued (Dialect.Changed; nothing where
+	// no other relay shares it).
+	OutboxQueued(ctx context.Context, tx Querier) error
 }
 
 // moveAlertSQL is the conditional UPDATE that moves an alert to
@@ -77,9 +82,13 @@ func OpenAlert(ctx context.Context, t AlertTables, o alert.Opening, insert strin
 			// Still the outage the sweep read? The UPDATE locks the device's
 			// row: a hello committed first leaves nothing to match, one
 			// committing later waits for this transaction and its resolve
-			// then finds the alert.
-			n, err := tx.Exec(ctx, `UPDATE devices SET last_seen = last_seen WHERE id = ? AND status = 'OFFLINE' AND last_seen = ?`,
-				o.DeviceID, o.LastSeen.UnixMilli())
+			// then finds the alert. Once per outage: not when an alert of
+			// the rule was created since the last heartbeat; and not while
+			// planned work (REBOOTING, UPDATING) holds offline alerts.
+			n, err := tx.Exec(ctx, `UPDATE devices SET last_seen = last_seen WHERE id = ? AND status = 'OFFLINE' AND last_seen = ?
+				AND (planned_at IS NULL OR planned_at <= ?)
+				AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.device_id = ? AND a.rule_id = ? AND a.created_at >= ?)`,
+				o.DeviceID, o.LastSeen.UnixMilli(), o.At.Add(-cloud.PlannedWorkHold).UnixMilli(), o.DeviceID, o.Rule.ID, o.LastSeen.UnixMilli())
 			if err != nil || n == 0 {
 				return err
 			}
@@ -89,14 +98,18 @@ func OpenAlert(ctx context.Context, t AlertTables, o alert.Opening, insert strin
 			return err
 		}
 		opened = true
-		if !o.WithEvent {
-			return nil
+		if o.WithEvent {
+			e, err := OpenedEvent(o, a)
+			if err != nil {
+				return err
+			}
+			if err := InsertEvent(ctx, tx, o.OrgID, o.DeviceID, e); err != nil {
+				return err
+			}
 		}
-		e, err := OpenedEvent(o, a)
-		if err != nil {
-			return err
-		}
-		return InsertEvent(ctx, tx, o.OrgID, o.DeviceID, e)
+		r := o.Rule
+		r.OrgID = o.OrgID
+		return queueNotifications(ctx, t, tx, notify.EventOpened, a, r, a.CreatedAt.Time)
 	})
 	if err != nil {
 		return resource.Alert{}, false, err
@@ -125,7 +138,11 @@ func ResolveAlert(ctx context.Context, t AlertTables, orgID, deviceID string, r 
 		if err != nil {
 			return err
 		}
-		return InsertEvent(ctx, tx, orgID, deviceID, e)
+		if err := InsertEvent(ctx, tx, orgID, deviceID, e); err != nil {
+			return err
+		}
+		r.OrgID = orgID
+		return queueNotifications(ctx, t, tx, notify.EventResolved, a, r, at)
 	})
 	if err != nil {
 		return resource.Alert{}, false, err
@@ -190,18 +207,23 @@ func (s *AlertService) move(ctx context.Context, orgID, id string, to resource.A
 		if errors.Is(err, sql.ErrNoRows) {
 			return AlertNotFound(id)
 		}
-		if err != nil || !changed || a.State != resource.AlertResolved {
+		if err != nil || !changed {
 			return err
 		}
-		var rule string
-		if err := tx.QueryRow(ctx, `SELECT name FROM alert_rules WHERE id = ?`, a.RuleID).Scan(&rule); err != nil {
-			return err
-		}
-		e, err := apiResolvedEvent(a, rule)
+		r, err := notifyRule(ctx, tx, orgID, a.RuleID)
 		if err != nil {
 			return err
 		}
-		return InsertEvent(ctx, tx, orgID, a.DeviceID, e)
+		if a.State == resource.AlertResolved {
+			e, err := apiResolvedEvent(a, r.Name)
+			if err != nil {
+				return err
+			}
+			if err := InsertEvent(ctx, tx, orgID, a.DeviceID, e); err != nil {
+				return err
+			}
+		}
+		return queueNotifications(ctx, s.Tables, tx, event, a, r, time.UnixMilli(now))
 	})
 	if err != nil {
 		return resource.Alert{}, err

@@ -21,11 +21,15 @@ type Keyset[T any] struct {
 	Table, Columns     string
 	ScopeColumn, Scope string
 	Filters            []Eq
-	Newest             bool
-	Cursor             string
-	Limit              int
-	Scan               func(Row) (T, error)
-	ID                 func(T) string
+	// Where, when not "", is a further condition of the rows listed (not
+	// of the cursor), with WhereArgs for its placeholders.
+	Where     string
+	WhereArgs []any
+	Newest    bool
+	Cursor    string
+	Limit     int
+	Scan      func(Row) (T, error)
+	ID        func(T) string
 }
 
 // SQL is the query of the page, asking for Limit+1 rows, and its
@@ -46,6 +50,10 @@ func (k Keyset[T]) SQL() (string, []any, error) {
 		if f.Value != "" {
 			q += ` AND ` + f.Column + ` = ` + arg(f.Value)
 		}
+	}
+	if k.Where != "" {
+		q += ` AND (` + k.Where + `)`
+		args = append(args, k.WhereArgs...)
 	}
 	after, order := `>`, ` ORDER BY created_at, id`
 	if k.Newest {

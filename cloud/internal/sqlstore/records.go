@@ -120,28 +120,3 @@ type scanAlso struct {
 }
 
 func (s scanAlso) Scan(dest ...any) error { return s.row.Scan(append(dest, s.extra...)...) }
-
-// InsertOrg stores org and its default alert rules with q.
-func InsertOrg(ctx context.Context, q Querier, org cloud.Org) error {
-	if _, err := q.Exec(ctx, `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES (?, ?, ?, ?)`,
-		org.ID, org.Name, org.WebhookSecret, org.CreatedAt.UnixMilli()); err != nil {
-		return err
-	}
-	return AddDefaultRules(ctx, q, org.ID, org.CreatedAt.UnixMilli())
-}
-
-// AddDefaultRules adds the default alert rules (cloud.DefaultRules) that
-// the organization orgID lacks, created at at (Unix milliseconds); nothing
-// when there is no such organization.
-func AddDefaultRules(ctx context.Context, q Querier, orgID string, at int64) error {
-	var n int
-	if err := q.QueryRow(ctx, `SELECT COUNT(*) FROM orgs WHERE id = ?`, orgID).Scan(&n); err != nil || n == 0 {
-		return err
-	}
-	for _, r := range cloud.DefaultRules() {
-		if _, err := q.Exec(ctx, addRuleSQL, ids.New(), orgID, r.Name, string(r.Severity), r.Metric, r.Threshold, r.ClearThreshold, r.Consecutive, at); err != nil {
-			return err
-		}
-	}
-	return nil
-}

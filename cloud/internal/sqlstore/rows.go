@@ -173,32 +173,6 @@ func MetricsResponse(q cloud.MetricsQuery, limit int, newestFirst []resource.Met
 	return out
 }
 
-// RuleColumns are the columns ScanRule reads, in order.
-const RuleColumns = `id, org_id, name, severity, metric, threshold, clear_threshold, consecutive, enabled`
-
-// ScanRule reads a row of RuleColumns.
-func ScanRule(row Row) (alert.Rule, error) {
-	var r alert.Rule
-	var sev string
-	err := row.Scan(&r.ID, &r.OrgID, &r.Name, &sev, &r.Metric, &r.Threshold, &r.Clear, &r.Consecutive, &r.Enabled)
-	r.Severity = resource.Severity(sev)
-	return r, err
-}
-
-// OfflineColumns are the columns ScanOffline reads, in order, of devices
-// AS d.
-const OfflineColumns = `d.id, d.org_id, d.model, d.last_seen, d.agent_heartbeat_ms`
-
-// ScanOffline reads a row of OfflineColumns: a device gone silent, for the
-// alert engine.
-func ScanOffline(row Row) (alert.Offline, error) {
-	var o alert.Offline
-	var seen, hb int64
-	err := row.Scan(&o.Device.ID, &o.Device.OrgID, &o.Device.Model, &seen, &hb)
-	o.LastSeen, o.Heartbeat = time.UnixMilli(seen).UTC(), time.Duration(hb)*time.Millisecond
-	return o, err
-}
-
 // ScanString reads a row of one text column (an id, a name).
 func ScanString(row Row) (string, error) {
 	var s string

@@ -10,6 +10,8 @@ type Tables interface {
 	AlertTables
 	PointTables
 	PointStateTables
+	RuleTables
+	PreviewTables
 }
 
 // Services are a store's domain services on its tables: embedded in the
@@ -42,10 +44,11 @@ func (s *Services) Alerts() cloud.AlertService { return s.alerts }
 func (s *Services) Points() cloud.PointService { return s.points }
 
 // Observe sets the observers of the services returned by Serial and
-// Alerts.
+// Alerts; alerts also hears of the alerts a rule change resolves.
 func (s *Services) Observe(config cloud.DesiredConfigObserver, alerts cloud.AlertObserver) {
 	s.serial.Observer = config
 	s.alerts.Observer = alerts
+	s.rules.Alerts = alerts
 }
 
 // Rules returns the rule service.

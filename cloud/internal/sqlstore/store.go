@@ -56,6 +56,7 @@ const (
 	ChangeOutbox  Change = iota // webhook deliveries were queued for any relay to take
 	ChangeRevoked               // the device's token (id) was revoked
 	ChangeConfig                // the device's (id) desired serial configuration changed
+	ChangeRules                 // the organization's (id) rules, silences or notification channels changed
 )
 
 // Store is the one implementation of the store contract's queries, on a

@@ -20,14 +20,14 @@ func WebhookDeliveries(ctx context.Context, q Querier, orgID string, limit int) 
 	out, err := Collect(ctx, q, func(r Row) (cloud.DeliveryInfo, error) {
 		var d cloud.DeliveryInfo
 		var next, created int64
-		err := r.Scan(&d.ID, &d.DeviceID, &d.Event, &d.URL, &d.State, &next, &d.LastError, &d.RedeliveryOf, &created)
+		err := r.Scan(&d.ID, &d.DeviceID, &d.Event, &d.URL, &d.State, &next, &d.LastError, &d.RedeliveryOf, &created, &d.Kind, &d.ChannelID)
 		d.CreatedAt = time.UnixMilli(created).UTC()
 		if d.State == string(webhook.StatePending) {
 			t := time.UnixMilli(next).UTC()
 			d.NextAttemptAt = &t
 		}
 		return d, err
-	}, `SELECT id, device_id, event, url, state, next_attempt_at, last_error, COALESCE(redelivery_of, ''), created_at
+	}, `SELECT id, device_id, event, url, state, next_attempt_at, last_error, COALESCE(redelivery_of, ''), created_at, kind, channel_id
 		FROM webhook_deliveries WHERE org_id = ? ORDER BY seq DESC LIMIT ?`, orgID, limit)
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func DeviceNotFound(id string) error {
 }
 
 // OutboxReads are the reads of the webhook outbox (webhook.Store) that
-// both stores make alike (OrgSecrets, Forwarding, AlertTarget, Pending);
+// both stores make alike (OrgSecrets, Forwarding, Pending);
 // each store's outbox embeds them.
 type OutboxReads struct{ *Store }
 
@@ -138,14 +138,14 @@ func (s OutboxReads) Forwarding(ctx context.Context, deviceID string) (orgID, ur
 }
 
 // DeliveryColumns are the columns ScanDelivery reads, in order.
-const DeliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at`
+const DeliveryColumns = `seq, id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, created_at, kind, channel_id`
 
 // ScanDelivery reads a row of DeliveryColumns.
 func ScanDelivery(r Row) (*webhook.Delivery, error) {
 	var d webhook.Delivery
 	var state string
 	var next, created int64
-	err := r.Scan(&d.Seq, &d.ID, &d.OrgID, &d.DeviceID, &d.Event, &d.URL, &d.Body, &state, &d.Attempts, &next, &created)
+	err := r.Scan(&d.Seq, &d.ID, &d.OrgID, &d.DeviceID, &d.Event, &d.URL, &d.Body, &state, &d.Attempts, &next, &created, &d.Kind, &d.ChannelID)
 	d.State, d.NextAttemptAt, d.CreatedAt = webhook.State(state), time.UnixMilli(next).UTC(), time.UnixMilli(created).UTC()
 	return &d, err
 }
@@ -156,38 +156,26 @@ func ScanDelivery(r Row) (*webhook.Delivery, error) {
 func (s OutboxReads) Pending(ctx context.Context, after int64, limit int) ([]*webhook.Delivery, int64, error) {
 	var out []*webhook.Delivery
 	var maxSeq int64
-	err := Each(ctx, s.R, `SELECT m.max_seq, d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at
+	err := Each(ctx, s.R, `SELECT m.max_seq, d.seq, d.id, d.org_id, d.device_id, d.event, d.url, d.body, d.state, d.attempts, d.next_attempt_at, d.created_at, d.kind, d.channel_id
 		FROM (SELECT COALESCE(MAX(seq), 0) AS max_seq FROM webhook_deliveries) m
 		LEFT JOIN (SELECT `+DeliveryColumns+` FROM webhook_deliveries WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?) d ON true
 		ORDER BY d.seq`, []any{after, limit}, func(r Row) error {
 		var seq, attempts, next, created sql.NullInt64
-		var id, org, dev, event, url, state sql.NullString
+		var id, org, dev, event, url, state, kind, channel sql.NullString
 		var body []byte
-		if err := r.Scan(&maxSeq, &seq, &id, &org, &dev, &event, &url, &body, &state, &attempts, &next, &created); err != nil || !seq.Valid {
+		if err := r.Scan(&maxSeq, &seq, &id, &org, &dev, &event, &url, &body, &state, &attempts, &next, &created, &kind, &channel); err != nil || !seq.Valid {
 			return err // !seq.Valid: no pending delivery, the row only carries max_seq
 		}
 		out = append(out, &webhook.Delivery{Seq: seq.Int64, ID: id.String, OrgID: org.String, DeviceID: dev.String, Event: event.String,
 			URL: url.String, Body: body, State: webhook.State(state.String), Attempts: int(attempts.Int64),
-			NextAttemptAt: time.UnixMilli(next.Int64).UTC(), CreatedAt: time.UnixMilli(created.Int64).UTC()})
+			NextAttemptAt: time.UnixMilli(next.Int64).UTC(), CreatedAt: time.UnixMilli(created.Int64).UTC(),
+			Kind: kind.String, ChannelID: channel.String})
 		return nil
 	})
 	if err != nil {
 		return nil, 0, s.Wrap("pending deliveries", err)
 	}
 	return out, maxSeq, nil
-}
-
-// AlertTarget returns the device's organization and its alert webhook URL
-// (webhook.Store's).
-func (s OutboxReads) AlertTarget(ctx context.Context, deviceID string) (orgID, url string, err error) {
-	err = s.R.QueryRow(ctx, `SELECT d.org_id, o.alert_webhook_url FROM devices d JOIN orgs o ON o.id = d.org_id WHERE d.id = ?`, deviceID).Scan(&orgID, &url)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", DeviceNotFound(deviceID)
-	}
-	if err != nil {
-		return "", "", s.Wrap("alert target", err)
-	}
-	return orgID, url, nil
 }
 
 // DeliveryNotFound is ENOTFOUND for webhook delivery id.

@@ -1,4 +1,5 @@
-// Fleet panel: charts (uPlot: the device's metrics, a point's buckets), copy buttons, "select all". Loaded as a file
+// Fleet panel: charts (uPlot: the device's metrics, a point's buckets), copy buttons, "select all",
+// the fields of a rule's condition kind. Loaded as a file
 // (the Content-Security-Policy allows no inline script); every page works
 // without it, less the charts and the copy buttons.
 (function () {
@@ -109,7 +110,34 @@
     });
   }
 
+  // conditionFields shows only the fields of the chosen condition kind of
+  // a rule's form (without JavaScript, every kind's fields are shown and the
+  // relay reads those of the chosen kind).
+  function conditionFields(root) {
+    (root || document).querySelectorAll("select[data-kind-select]").forEach(function (sel) {
+      var show = function () {
+        sel.form.querySelectorAll("fieldset.cond[data-kind]").forEach(function (fs) {
+          fs.hidden = fs.getAttribute("data-kind") !== sel.value;
+        });
+      };
+      sel.addEventListener("change", show);
+      show();
+    });
+  }
+
+  // A form marked data-swap-errors is swapped in by htmx also when the relay
+  // answers 400 (the form with its errors beside the fields).
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var target = e.detail.target;
+    if (e.detail.xhr.status === 400 && target && target.hasAttribute && target.hasAttribute("data-swap-errors")) {
+      e.detail.shouldSwap = true;
+      e.detail.isError = false;
+    }
+  });
+  document.addEventListener("htmx:load", function (e) { conditionFields(e.detail.elt); });
+
   document.addEventListener("DOMContentLoaded", function () {
+    conditionFields();
     drawCharts();
     drawPointChart();
     copyButtons();

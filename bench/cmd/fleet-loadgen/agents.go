@@ -39,7 +39,10 @@ import (
 // heartbeat-to-stored probe (an upper bound: the relay stores an agent's
 // messages in order). With --points N, each agent also sends a batch of N
 // point samples every --points-interval (spooled like the metric samples),
-// and the reports count the samples acknowledged and time each batch's ack. It prints JSON lines on stdout: {"event":"connected"}
+// and the reports count the samples acknowledged and time each batch's ack;
+// --cross-every K makes each agent's first point cross a threshold up and
+// down every K rounds (the alert benchmark, bench/cmd/fleet-alertbench).
+// It prints JSON lines on stdout: {"event":"connected"}
 // once every agent is connected, then one line per command read from stdin:
 //
 //	mark     start a measured window ({"event":"mark"})
@@ -62,6 +65,7 @@ func runAgents(ctx context.Context, args []string) error {
 	codec := fs.String("codec", string(protocol.CBOR), "cbor or json")
 	points := fs.Int("points", 0, "point samples each agent sends a round (0: none)")
 	pointsInterval := fs.Duration("points-interval", time.Second, "each agent's sampling round with --points")
+	crossEvery := fs.Int("cross-every", 0, fmt.Sprintf("with --points, the first point of each agent is %d for this many rounds, then at its own level (8 to 12) for as many, each agent at a phase of its own: a threshold crossed up and down by every agent every 2 × this many rounds (0: never)", crossHigh))
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,6 +83,8 @@ func runAgents(ctx context.Context, args []string) error {
 		return fmt.Errorf("--codec %q: want cbor or json", *codec)
 	case *points < 0 || *points > maxLoadPoints || *pointsInterval <= 0:
 		return fmt.Errorf("--points must be 0..%d and --points-interval positive", maxLoadPoints)
+	case *crossEvery < 0 || (*crossEvery > 0 && *points == 0):
+		return errors.New("--cross-every must be 0 or positive, and needs --points")
 	}
 	limit, err := raiseNoFile()
 	if err != nil {
@@ -90,7 +96,7 @@ func runAgents(ctx context.Context, args []string) error {
 	s := &swarm{url: *url, codec: protocol.Codec(*codec), clients: makeClients(4), sampleEvery: *sampleEvery,
 		backoffMin: *backoffMin, backoffMax: *backoffMax, out: json.NewEncoder(os.Stdout)}
 	for i, t := range tokens {
-		s.agents = append(s.agents, &ragent{idx: i, token: t})
+		s.agents = append(s.agents, &ragent{idx: i, token: t, points: pointAgent{cross: *crossEvery}})
 	}
 	t0 := time.Now()
 	if err := s.connectAll(ctx, *dialConc); err != nil {

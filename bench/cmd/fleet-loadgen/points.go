@@ -54,6 +54,23 @@ func pointValue(idx, j, k int) float64 {
 	return math.Round(v*100) / 100
 }
 
+// crossHigh is the value of a crossing point (--cross-every) while it is
+// high: above every level pointValue makes, so a rule "> 500" on it
+// (bench/cmd/fleet-alertbench) breaches exactly while it is high.
+const crossHigh = 1000
+
+// crossingValue is the first point's reading in round k of agent idx with
+// --cross-every n: high for n rounds, then at its own level for n, each
+// agent at a phase of its own ((k + idx) / n), so that over 2n rounds
+// every agent crosses up once and down once and the crossings of the
+// agents are spread evenly over the rounds, not all in one.
+func crossingValue(idx, k, n int) float64 {
+	if (k+idx)/n%2 == 1 {
+		return crossHigh
+	}
+	return pointValue(idx, 0, k)
+}
+
 // pointBatch returns the record of agent idx's sampling round k taken at,
 // numbered seq.
 func pointBatch(ids []string, idx, k int, seq uint64, at time.Time) protocol.Record {
@@ -79,6 +96,9 @@ type pointAgent struct {
 	stored  int // batches acknowledged
 	rounds  int
 	lastAt  time.Time
+	// cross, when above 0, makes the first point cross between its level
+	// and crossHigh every cross rounds (crossingValue).
+	cross int
 }
 
 // pointCounters count the samples sent and acknowledged, and the ack
@@ -154,6 +174,9 @@ func (p *pointAgent) next(ids []string, idx int, seq uint64, due, sent time.Time
 	}
 	p.lastAt = at
 	rec := pointBatch(ids, idx, p.rounds, seq, at)
+	if p.cross > 0 {
+		rec.Points.Samples[0].Value = crossingValue(idx, p.rounds, p.cross)
+	}
 	p.rounds++
 	p.mu.Lock()
 	p.pending = append(p.pending, sentBatch{seq: seq, samples: len(ids), at: sent})

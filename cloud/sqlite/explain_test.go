@@ -89,7 +89,12 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		query{"device by token", sqlstore.DeviceByTokenSQL},
 		query{"device model", deviceModelSQL},
 		query{"serial channels", `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ?`},
+		query{"offline devices", sqlstore.OfflineDevicesSQL},
 	)
+	for _, sts := range [][]resource.DeviceStatus{{resource.StatusError}, cloud.RuleStatuses} {
+		q, err := sqlstore.StatusDevicesSQL(sts)
+		list(fmt.Sprintf("status devices %v", sts), q, err)
+	}
 	for _, q := range queries {
 		t.Run(q.name, func(t *testing.T) {
 			n := strings.Count(q.sql, "?")

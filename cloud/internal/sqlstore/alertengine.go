@@ -97,9 +97,13 @@ func (s AlertEngineStore) OpenAlertID(ctx context.Context, deviceID, ruleID stri
 // is the engine's decision, and OpenAlert's (once per outage, planned
 // work).
 func (s AlertEngineStore) OfflineDevices(ctx context.Context, now time.Time, deviceID, cursor string, limit int) ([]alert.Offline, error) {
-	out, err := Collect(ctx, s.R, ScanOffline, `SELECT `+OfflineColumns+` FROM devices d
-		WHERE d.status = 'OFFLINE' AND d.id > ? AND (? = '' OR d.id = ?)
-		  AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= ?
-		ORDER BY d.id LIMIT ?`, cursor, deviceID, deviceID, now.UnixMilli(), limit)
+	out, err := Collect(ctx, s.R, ScanOffline, OfflineDevicesSQL, cursor, deviceID, deviceID, now.UnixMilli(), limit)
 	return out, s.Wrap("offline devices", err)
 }
+
+// OfflineDevicesSQL is OfflineDevices' read (arguments: cursor, device id
+// twice, now, limit): the OFFLINE devices by id (devices_offline).
+const OfflineDevicesSQL = `SELECT ` + OfflineColumns + ` FROM devices d
+	WHERE d.status = 'OFFLINE' AND d.id > ? AND (? = '' OR d.id = ?)
+	  AND d.last_seen IS NOT NULL AND d.last_seen + 3 * d.agent_heartbeat_ms <= ?
+	ORDER BY d.id LIMIT ?`

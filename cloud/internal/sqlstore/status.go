@@ -121,16 +121,26 @@ func (s AlertEngineStore) StatusDevices(ctx context.Context, statuses []resource
 	if len(statuses) == 0 || limit <= 0 {
 		return []cloud.StatusDevice{}, nil
 	}
+	q, err := StatusDevicesSQL(statuses)
+	if err != nil {
+		return nil, err
+	}
+	out, err := Collect(ctx, s.R, scanStatusDevice, q, cursor, limit)
+	return out, s.Wrap("status devices", err)
+}
+
+// StatusDevicesSQL is StatusDevices' read of statuses (arguments: cursor,
+// limit); EINVALID for a status that is not one of cloud.RuleStatuses.
+func StatusDevicesSQL(statuses []resource.DeviceStatus) (string, error) {
 	in := make([]string, 0, len(statuses))
 	for _, st := range statuses {
 		if !slices.Contains(cloud.RuleStatuses, st) {
-			return nil, cloud.Errorf(cloud.EINVALID, "status %q is not one a status rule watches", st)
+			return "", cloud.Errorf(cloud.EINVALID, "status %q is not one a status rule watches", st)
 		}
 		in = append(in, `'`+string(st)+`'`)
 	}
-	out, err := Collect(ctx, s.R, scanStatusDevice, `SELECT d.id, d.org_id, d.model, d.status, COALESCE(d.status_since, d.created_at), d.tags
-		FROM devices d WHERE `+watchedStatuses+` AND d.status IN (`+strings.Join(in, ", ")+`) AND d.id > ? ORDER BY d.id LIMIT ?`, cursor, limit)
-	return out, s.Wrap("status devices", err)
+	return `SELECT d.id, d.org_id, d.model, d.status, COALESCE(d.status_since, d.created_at), d.tags
+		FROM devices d WHERE ` + watchedStatuses + ` AND d.status IN (` + strings.Join(in, ", ") + `) AND d.id > ? ORDER BY d.id LIMIT ?`, nil
 }
 
 func scanStatusDevice(r Row) (cloud.StatusDevice, error) {

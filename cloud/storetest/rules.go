@@ -155,6 +155,17 @@ func testRuleCRUD(t *testing.T, open Opener) {
 	pt.Name, pt.Condition.Source, pt.Scope = "pump", "point.rs485-1.temp", resource.RuleScope{DeviceIDs: []string{e.device(org.ID, "IG-500").ID}}
 	_, err = rs.CreateRule(e.ctx, org.ID, pt)
 	wantInvalid(t, "a point of a device outside the scope", err, "condition.source")
+	// By tags: the device holding every tag of the scope has the point.
+	if err := e.Store.SetDeviceTags(e.ctx, d.ID, []string{"site:north", "tank"}); err != nil {
+		t.Fatal(err)
+	}
+	pt.Name, pt.Scope = "tanks hot", resource.RuleScope{Tags: []string{"tank", "site:north"}}
+	if _, err := rs.CreateRule(e.ctx, org.ID, pt); err != nil {
+		t.Errorf("a point of the device holding the scope's tags: %v", err)
+	}
+	pt.Name, pt.Scope = "south tanks hot", resource.RuleScope{Tags: []string{"tank", "site:south"}}
+	_, err = rs.CreateRule(e.ctx, org.ID, pt)
+	wantInvalid(t, "a point of no device holding the scope's tags", err, "condition.source")
 
 	e.clock.Add(time.Minute)
 	name, off, sev := "cpu very hot", false, resource.SeverityCritical
@@ -193,7 +204,7 @@ func testRuleCRUD(t *testing.T, open Opener) {
 		}
 		cursor = *l.Pagination.NextCursor
 	}
-	if len(all) != 7+2+20 || all[7].ID != r.ID || all[28].Name != strings.Repeat("x", 20) {
+	if len(all) != 7+3+20 || all[7].ID != r.ID || all[29].Name != strings.Repeat("x", 20) {
 		t.Errorf("%d rules listed", len(all))
 	}
 	if _, err := rs.ListRules(e.ctx, org.ID, cloud.Page{Cursor: "nosuchrule"}); cloud.ErrorCode(err) != cloud.ECURSOR {
@@ -578,13 +589,16 @@ func testDeviceAlerts(t *testing.T, open Opener) {
 	if _, err := e.Engine.DeviceAlerts(e.ctx, other.ID, d.ID); cloud.ErrorCode(err) != cloud.ENOTFOUND {
 		t.Errorf("another org's device: %v", err)
 	}
+	if err := e.Store.SetDeviceTags(e.ctx, d.ID, []string{"tank", "north"}); err != nil {
+		t.Fatal(err)
+	}
 	e.online(d, 10*time.Second)
 	resolved := e.alert(d, alert.RuleHighCPU, resource.AlertResolved)
 	e.clock.Add(time.Second)
 	active := e.alert(d, alert.RuleHighMem, resource.AlertActive)
 	st, err = e.Engine.DeviceAlerts(e.ctx, org.ID, d.ID)
 	cpu, mem := e.rule(org.ID, alert.RuleHighCPU), e.rule(org.ID, alert.RuleHighMem)
-	if err != nil || st.Status != resource.StatusOnline || st.Rules[cpu.ID].OpenID != "" || !st.Rules[cpu.ID].LastResolved.Equal(resolved.ResolvedAt.Time) ||
+	if err != nil || st.Status != resource.StatusOnline || !slices.Equal(st.Tags, []string{"north", "tank"}) || st.Rules[cpu.ID].OpenID != "" || !st.Rules[cpu.ID].LastResolved.Equal(resolved.ResolvedAt.Time) ||
 		st.Rules[mem.ID].OpenID != active.ID || !st.Rules[mem.ID].LastResolved.IsZero() {
 		t.Errorf("DeviceAlerts = %+v, %v", st, err)
 	}

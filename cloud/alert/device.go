@@ -169,6 +169,21 @@ func (e *Engine) deviceFor(ref cloud.DeviceRef) *device {
 	return d.(*device)
 }
 
+// lockDevice returns the device's entry locked and made current by ensure,
+// or nil (logged) when its state could not be read.
+func (e *Engine) lockDevice(ctx context.Context, dev cloud.DeviceRef, o *orgRules, now time.Time, r refresh) *device {
+	d := e.deviceFor(dev)
+	d.mu.Lock()
+	if err := e.ensure(ctx, d, o, now, r); err != nil {
+		d.mu.Unlock()
+		if ctx.Err() == nil {
+			e.log.Error("device alert state", "device", dev.ID, "err", err)
+		}
+		return nil
+	}
+	return d
+}
+
 // refresh says how ensure treats a device read before.
 type refresh int
 

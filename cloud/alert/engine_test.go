@@ -95,7 +95,7 @@ func newEnv(t *testing.T, open storetest.Opener) *env {
 	disp := startDispatcher(t, s, org.ID, e.hooks.srv, 10*time.Millisecond, c.Now)
 	t.Cleanup(func() { disp.Close() })
 	e.notify = webhook.NewNotifier(disp)
-	e.engine = alert.New(alert.Config{Store: s.Engine, Points: s.Store.Points(), Observer: e.notify, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now})
+	e.engine = alert.New(alert.Config{Store: s.Engine, Points: s.Store.Points(), Observer: e.notify, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now, SweepInterval: sweepEvery})
 	s.Store.ObserveRules(rulesHeard{e})
 	return e
 }
@@ -106,10 +106,13 @@ type rulesHeard struct{ e *env }
 
 func (h rulesHeard) RulesChanged(orgID string) { h.e.engine.RulesChanged(orgID) }
 
+// sweepEvery is how often the tests' engines sweep (Run).
+const sweepEvery = 20 * time.Millisecond
+
 // restart replaces the engine by a new one on the same store, as a relay
 // restart does.
 func (e *env) restart() {
-	e.engine = alert.New(alert.Config{Store: e.s.Engine, Points: e.s.Store.Points(), Observer: e.notify, Now: e.clock.Now})
+	e.engine = alert.New(alert.Config{Store: e.s.Engine, Points: e.s.Store.Points(), Observer: e.notify, Now: e.clock.Now, SweepInterval: sweepEvery})
 }
 
 // metrics stores samples (as the agent endpoint does) and tells the engine.

@@ -73,13 +73,11 @@ func (e *Engine) EventsStored(ctx context.Context, dev cloud.DeviceRef, events [
 	if !watched {
 		return
 	}
-	d := e.deviceFor(dev)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := e.ensure(ctx, d, o, now, ttl); err != nil {
-		e.log.Error("device alert state", "device", dev.ID, "err", err)
+	d := e.lockDevice(ctx, dev, o, now, ttl)
+	if d == nil {
 		return
 	}
+	defer d.mu.Unlock()
 	for _, ev := range events {
 		for _, r := range o.events[ev.Type] {
 			if !cloud.InScope(r.Scope, dev.ID, d.tags) {

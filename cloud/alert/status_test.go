@@ -57,13 +57,18 @@ func testOfflineAfter(t *testing.T, open storetest.Opener) {
 	}
 }
 
-// runSweeps runs the engine's sweeps until cond holds (at most 5 s).
+// runSweeps runs the engine's sweeps until cond holds (at most 5 s); a
+// nil cond runs them for half a second (many sweeps: to show what they do
+// not do).
 func (e *env) runSweeps(cond func() bool) {
 	e.t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { e.engine.Run(ctx); close(done) }()
 	deadline := time.Now().Add(5 * time.Second)
+	if cond == nil {
+		cond, deadline = func() bool { return false }, time.Now().Add(500*time.Millisecond)
+	}
 	for !cond() && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -107,7 +112,7 @@ func testStatusRuleDeviceError(t *testing.T, open storetest.Opener) {
 	e.beat(session, resource.StatusOnline, resource.StatusError)
 	e.clock.Set(erred.Add(50 * time.Second))
 	e.beat(session, resource.StatusError, resource.StatusError)
-	e.runSweeps(func() bool { return false }) // one sweep at least, 50 s in
+	e.runSweeps(nil) // one sweep at least, 50 s in
 	if as := e.activeOf(rule); len(as) != 0 {
 		t.Fatalf("device_error after 50 s of ERROR: %+v", as)
 	}
@@ -122,7 +127,7 @@ func testStatusRuleDeviceError(t *testing.T, open storetest.Opener) {
 	if p["status"] != "ERROR" || p["since"] != resource.FormatTime(erred) || p["rule"] != "device_error" {
 		t.Errorf("payload %s", as[0].Payload)
 	}
-	e.runSweeps(func() bool { return false }) // a second sweep opens no second alert
+	e.runSweeps(nil) // a second sweep opens no second alert
 	e.clock.Set(erred.Add(2 * time.Minute))
 	e.beat(session, resource.StatusError, resource.StatusOnline)
 	if as := e.activeOf(rule); len(as) != 0 {
@@ -151,7 +156,7 @@ func testOfflineHeldByPlannedWork(t *testing.T, open storetest.Opener) {
 	e.clock.Set(rebootAt.Add(time.Minute))
 	e.engine.StatusChanged(ctx, e.dev, resource.StatusRebooting, resource.StatusOffline)
 	e.clock.Set(rebootAt.Add(cloud.PlannedWorkHold - time.Second))
-	e.runSweeps(func() bool { return false })
+	e.runSweeps(nil)
 	if as := e.activeOf(rule); len(as) != 0 {
 		t.Fatalf("device_offline during the planned reboot's hold: %+v", as)
 	}
@@ -228,7 +233,7 @@ func testReminders(t *testing.T, open storetest.Opener) {
 	if len(as) != 1 {
 		t.Fatalf("%d alerts, want 1", len(as))
 	}
-	e.runSweeps(func() bool { return false })
+	e.runSweeps(nil)
 	if n := e.reminders(); n != 0 {
 		t.Fatalf("%d reminders before repeatEvery passed", n)
 	}
@@ -241,7 +246,7 @@ func testReminders(t *testing.T, open storetest.Opener) {
 		t.Fatal(err)
 	}
 	e.clock.Set(e.clock.Now().Add(10 * time.Minute))
-	e.runSweeps(func() bool { return false })
+	e.runSweeps(nil)
 	if n := e.reminders(); n != 1 {
 		t.Fatalf("%d reminders after the acknowledgement, want still 1", n)
 	}

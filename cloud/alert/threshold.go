@@ -39,25 +39,15 @@ var (
 // MetricsStored evaluates the threshold rules on metrics over the samples
 // (in capture order).
 func (e *Engine) MetricsStored(ctx context.Context, dev cloud.DeviceRef, samples []resource.MetricSample) {
-	if len(samples) == 0 {
-		return
-	}
-	now := e.cfg.Now()
-	o := e.orgRules(ctx, dev.OrgID, now)
-	if o == nil || !o.samples {
-		return
-	}
 	if !slices.IsSortedFunc(samples, func(a, b resource.MetricSample) int { return a.CapturedAt.Compare(b.CapturedAt.Time) }) {
 		samples = slices.Clone(samples)
 		slices.SortStableFunc(samples, func(a, b resource.MetricSample) int { return a.CapturedAt.Compare(b.CapturedAt.Time) })
 	}
-	d := e.deviceFor(dev)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := e.ensure(ctx, d, o, now, ttl); err != nil {
-		e.log.Error("device alert state", "device", dev.ID, "err", err)
+	d := e.sampled(ctx, dev, len(samples))
+	if d == nil {
 		return
 	}
+	defer d.mu.Unlock()
 	for i := range samples {
 		s := &samples[i]
 		at := s.CapturedAt.UnixNano()
@@ -75,24 +65,11 @@ func (e *Engine) MetricsStored(ctx context.Context, dev cloud.DeviceRef, samples
 // PointsStored evaluates the threshold rules on points over the good
 // samples (a bool as 0 or 1); bad readings are ignored.
 func (e *Engine) PointsStored(ctx context.Context, dev cloud.DeviceRef, samples []protocol.PointSample) {
-	if len(samples) == 0 {
+	d := e.sampled(ctx, dev, len(samples))
+	if d == nil {
 		return
 	}
-	now := e.cfg.Now()
-	o := e.orgRules(ctx, dev.OrgID, now)
-	if o == nil || !o.samples {
-		return
-	}
-	d := e.deviceFor(dev)
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := e.ensure(ctx, d, o, now, ttl); err != nil {
-		e.log.Error("device alert state", "device", dev.ID, "err", err)
-		return
-	}
-	if len(d.point) == 0 {
-		return
-	}
 	for i := range samples {
 		s := &samples[i]
 		if s.Error != "" {
@@ -105,6 +82,20 @@ func (e *Engine) PointsStored(ctx context.Context, dev cloud.DeviceRef, samples 
 			}
 		}
 	}
+}
+
+// sampled returns, locked and current, the device that stored n samples
+// when its organization has threshold rules; nil otherwise.
+func (e *Engine) sampled(ctx context.Context, dev cloud.DeviceRef, n int) *device {
+	if n == 0 {
+		return nil
+	}
+	now := e.cfg.Now()
+	o := e.orgRules(ctx, dev.OrgID, now)
+	if o == nil || !o.samples {
+		return nil
+	}
+	return e.lockDevice(ctx, dev, o, now, ttl)
 }
 
 // step feeds one sample to a device's threshold rule and carries out what

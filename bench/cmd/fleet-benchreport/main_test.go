@@ -186,6 +186,41 @@ func TestWebhookBenchRecords(t *testing.T) {
 	}
 }
 
+// TestAlertBenchRecords runs the alert benchmark in a short mode (a real
+// fleet-relay, Mailpit and fleet-loadgen agents whose first point crosses
+// the rule's threshold every other round) with FLEET_BENCH_RESULTS set:
+// every alert opened in the window has its e-mail, and the p99 row stands
+// beside DESIGN.md's target.
+func TestAlertBenchRecords(t *testing.T) {
+	dir := t.TempDir()
+	relay, loadgen := build(t, dir, "cloud/cmd/fleet-relay"), build(t, dir, "bench/cmd/fleet-loadgen")
+	bin := build(t, dir, "bench/cmd/fleet-alertbench")
+	rows, out, err := runRecording(t, t.TempDir(), "bench-alerts", bin, "--relay", relay, "--loadgen", loadgen, "--agents", "6", "--points", "2",
+		"--cross-every", "1", "--heartbeat", "1s", "--warmup", "2s", "--duration", "4s")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "(figure | target)") {
+		t.Errorf("the program no longer prints its figures beside the target:\n%s", out)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("recorded %d rows, want 2: %+v\n%s", len(rows), rows, out)
+	}
+	p99, p50 := rows[0], rows[1]
+	if p99.Bench != "bench-alerts" || p99.Area != "rules" || p99.Unit != "s" || p99.Target == nil || p99.Target.Op != benchreport.Below || p99.Target.Value != 2 || p99.Error != "" {
+		t.Errorf("p99 row %+v", p99)
+	}
+	// Six agents crossing up every other round of a second: about 12
+	// alerts in the 4 s window, each e-mailed within seconds.
+	m := regexp.MustCompile(`^p50 \S+; (\d+) alerts opened by crossings captured in a 4s window, (\d+) e-mailed`).FindStringSubmatch(p99.Notes)
+	if m == nil || m[1] != m[2] || m[1] == "0" || !strings.Contains(p99.Notes, "6 agents (fleet-loadgen) × 2 point samples every 1s") {
+		t.Errorf("p99 notes %q", p99.Notes)
+	}
+	if p99.Measured <= 0 || p99.Measured > 60 || p50.Measured <= 0 || p50.Measured > p99.Measured || p50.Target != nil {
+		t.Errorf("p99 %v s, p50 %+v", p99.Measured, p50)
+	}
+}
+
 // TestRunWritesTheReport runs `fleet-benchreport run` over a Makefile with
 // a benchmark that records a row, one that fails and one that records
 // nothing, and checks the report it writes and its exit status.

@@ -201,6 +201,9 @@ func run(ctx context.Context, c config) error {
 	if err := sleep(ctx, c.warmup); err != nil {
 		return err
 	}
+	if _, err := sw.command("mark", "mark"); err != nil {
+		return err
+	}
 	w0 := time.Now()
 	load0 := loadAvg()
 	if err := sleep(ctx, c.duration); err != nil {
@@ -208,6 +211,18 @@ func run(ctx context.Context, c config) error {
 	}
 	w1 := time.Now()
 	load1 := loadAvg()
+	var ingest struct {
+		PointsAcked int64   `json:"pointsAcked"`
+		PointP50Ms  float64 `json:"pointP50Ms"`
+		PointP99Ms  float64 `json:"pointP99Ms"`
+	}
+	line, err := sw.command("report", "report")
+	if err == nil {
+		err = json.Unmarshal([]byte(line), &ingest)
+	}
+	if err != nil {
+		return err
+	}
 	stopped := time.Now()
 	if err := sw.stop(); err != nil {
 		return err
@@ -233,6 +248,8 @@ func run(ctx context.Context, c config) error {
 	}
 	f.agents, f.points, f.every, f.cross, f.heartbeat, f.window, f.drained = c.agents, c.points, c.pointsInterval, c.crossEvery, c.heartbeat, w1.Sub(w0), drained
 	f.load0, f.load1 = load0, load1
+	f.ackP50, f.ackP99 = time.Duration(ingest.PointP50Ms*float64(time.Millisecond)), time.Duration(ingest.PointP99Ms*float64(time.Millisecond))
+	f.stored = float64(ingest.PointsAcked) / w1.Sub(w0).Seconds()
 	f.print()
 	return f.record()
 }
@@ -506,6 +523,8 @@ type figures struct {
 	opening, resolving    int // e-mails of openings and resolutions received in the window
 	p50, p99, max         time.Duration
 	openP99, mailP99      time.Duration // crossing to the alert's creation, creation to its e-mail
+	ackP50, ackP99        time.Duration // the agents' point batches, send to ack (the ingest's share)
+	stored                float64       // point samples acknowledged per second in the window
 	drained               string
 	load0, load1          string
 }
@@ -619,6 +638,7 @@ func (f figures) print() {
 	fmt.Printf("  p99 %8s | < %v%s\n", dur(f.p99), target, mark(f.p99 < target))
 	fmt.Printf("  p50 %8s |\n", dur(f.p50))
 	fmt.Printf("    crossing to alert opened p99 %s, alert opened to e-mail accepted p99 %s\n", dur(f.openP99), dur(f.mailP99))
+	fmt.Printf("    point batch send-to-ack p99 %s (p50 %s), %.0f samples/s stored\n", dur(f.ackP99), dur(f.ackP50), f.stored)
 	fmt.Printf("  alerts opened in the %v window: %d, e-mailed: %d (slowest %s)\n", f.window.Round(time.Second), f.opened, f.mailed, dur(f.max))
 	fmt.Printf("  e-mails accepted in the window: %d of openings, %d of resolutions (%.1f /s)\n", f.opening, f.resolving, float64(f.opening+f.resolving)/f.window.Seconds())
 	fmt.Printf("  load: %s\n", f.load())
@@ -646,7 +666,8 @@ func (f figures) record() error {
 		f.opened, f.window.Round(time.Second), f.mailed, f.load(), float64(f.opening+f.resolving)/f.window.Seconds(), mailpit.Version)
 	rows := []benchreport.Row{
 		{Area: "rules", Figure: figP99, Unit: "s", Measured: sec(f.p99), Target: targetRow(),
-			Notes: fmt.Sprintf("p50 %s; of which crossing to the alert opened (ingest and engine) p99 %s, alert opened to e-mail accepted (outbox and SMTP) p99 %s; %s", dur(f.p50), dur(f.openP99), dur(f.mailP99), notes)},
+			Notes: fmt.Sprintf("p50 %s; crossing to the alert opened (ingest and engine) p99 %s, alert opened to e-mail accepted (outbox and SMTP) p99 %s; the agents' point batches, send to ack, p99 %s, %s samples/s stored; %s",
+				dur(f.p50), dur(f.openP99), dur(f.mailP99), dur(f.ackP99), num(f.stored), notes)},
 		{Area: "rules", Figure: figP50, Unit: "s", Measured: sec(f.p50), Notes: "for information: the same run"},
 	}
 	if f.mailed == 0 {
@@ -654,6 +675,9 @@ func (f figures) record() error {
 	}
 	return benchreport.Record(rows...)
 }
+
+// num prints a rate as a whole number with thousands separators.
+func num(v float64) string { return benchreport.FormatValue(v, "") }
 
 func sec(d time.Duration) float64 {
 	if d == time.Duration(1<<63-1) {
@@ -706,37 +730,43 @@ func startSwarm(bin, wsURL, tokensFile string, extra ...string) (*swarm, error) 
 		cmd.Wait()
 		close(s.done)
 	}()
-	if err := s.await("connected", 5*time.Minute); err != nil {
+	if _, err := s.await("connected", 5*time.Minute); err != nil {
 		s.kill()
 		return nil, err
 	}
 	return s, nil
 }
 
-// await waits for the line of event.
-func (s *swarm) await(event string, d time.Duration) error {
+// await waits for the line of event and returns it.
+func (s *swarm) await(event string, d time.Duration) (string, error) {
 	deadline := time.After(d)
 	for {
 		select {
 		case l := <-s.lines:
 			var m struct{ Event string }
 			if json.Unmarshal([]byte(l), &m) == nil && m.Event == event {
-				return nil
+				return l, nil
 			}
 		case <-s.done:
-			return fmt.Errorf("fleet-loadgen agents exited: %v", s.cmd.ProcessState)
+			return "", fmt.Errorf("fleet-loadgen agents exited: %v", s.cmd.ProcessState)
 		case <-deadline:
-			return fmt.Errorf("fleet-loadgen agents: no %q within %s", event, d)
+			return "", fmt.Errorf("fleet-loadgen agents: no %q within %s", event, d)
 		}
 	}
 }
 
+// command sends cmd and returns the answer, the line of event.
+func (s *swarm) command(cmd, event string) (string, error) {
+	if _, err := io.WriteString(s.in, cmd+"\n"); err != nil {
+		return "", fmt.Errorf("fleet-loadgen agents: %w", err)
+	}
+	return s.await(event, 5*time.Minute)
+}
+
 // stop stops the load and waits until every sample is acknowledged.
 func (s *swarm) stop() error {
-	if _, err := io.WriteString(s.in, "stop\n"); err != nil {
-		return fmt.Errorf("fleet-loadgen agents: %w", err)
-	}
-	return s.await("final", 5*time.Minute)
+	_, err := s.command("stop", "final")
+	return err
 }
 
 func (s *swarm) kill() {

@@ -628,8 +628,8 @@ func quantile(ds []time.Duration, p float64) time.Duration {
 // load describes the agents' load.
 func (f figures) load() string {
 	perRound := float64(f.agents) / float64(2*f.cross) / f.every.Seconds()
-	return fmt.Sprintf("%d agents (fleet-loadgen) × %d point samples every %v (%.0f samples/s), heartbeats every %v; each agent's first point crosses the threshold up and down every %d rounds, at a phase of its own: about %.1f crossings up/s, as many down",
-		f.agents, f.points, f.every, float64(f.agents*f.points)/f.every.Seconds(), f.heartbeat, 2*f.cross, perRound)
+	return fmt.Sprintf("%s agents (fleet-loadgen) × %d point samples every %v (%s samples/s), heartbeats every %v; each agent's first point crosses the threshold up and down every %d rounds, at a phase of its own: about %.1f crossings up/s, as many down",
+		num(float64(f.agents)), f.points, f.every, num(float64(f.agents*f.points)/f.every.Seconds()), f.heartbeat, 2*f.cross, perRound)
 }
 
 func (f figures) print() {
@@ -662,8 +662,8 @@ func mark(ok bool) string {
 
 // record writes the rows for the report.
 func (f figures) record() error {
-	notes := fmt.Sprintf("%d alerts opened by crossings captured in a %v window, %d e-mailed (an alert without its e-mail counts as a miss); %s; %.1f e-mails/s accepted (openings and resolutions); one fleet-relay on SQLite, e-mail to Mailpit %s on loopback (smtp+insecure), the end is Mailpit's Created; relay, Mailpit and agents share the machine",
-		f.opened, f.window.Round(time.Second), f.mailed, f.load(), float64(f.opening+f.resolving)/f.window.Seconds(), mailpit.Version)
+	notes := fmt.Sprintf("%s alerts opened by crossings captured in a %v window, %s e-mailed (an alert without its e-mail counts as a miss); %s; %.1f e-mails/s accepted (openings and resolutions); one fleet-relay on SQLite, e-mail to Mailpit %s on loopback (smtp+insecure), the end is Mailpit's Created; relay, Mailpit and agents share the machine",
+		num(float64(f.opened)), f.window.Round(time.Second), num(float64(f.mailed)), f.load(), float64(f.opening+f.resolving)/f.window.Seconds(), mailpit.Version)
 	rows := []benchreport.Row{
 		{Area: "rules", Figure: figP99, Unit: "s", Measured: sec(f.p99), Target: targetRow(),
 			Notes: fmt.Sprintf("p50 %s; crossing to the alert opened (ingest and engine) p99 %s, alert opened to e-mail accepted (outbox and SMTP) p99 %s; the agents' point batches, send to ack, p99 %s, %s samples/s stored; %s",

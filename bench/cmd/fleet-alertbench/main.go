@@ -27,7 +27,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,7 +36,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -49,6 +47,7 @@ import (
 
 	"github.com/fleet/fleet/bench/benchreport"
 	"github.com/fleet/fleet/bench/benchstore"
+	"github.com/fleet/fleet/bench/loadgenproc"
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/shared/protocol"
@@ -173,12 +172,12 @@ func run(ctx context.Context, c config) error {
 	}
 	rate := float64(c.agents) / c.heartbeat.Seconds()
 	t0 := time.Now()
-	sw, err := startSwarm(c.loadgenBin, "ws://"+addr+protocol.Path, tokens, "--rate", fmt.Sprint(rate), "--sample-every", "1000000",
+	sw, err := loadgenproc.Start(c.loadgenBin, "ws://"+addr+protocol.Path, tokens, rate, "--sample-every", "1000000",
 		"--points", fmt.Sprint(c.points), "--points-interval", c.pointsInterval.String(), "--cross-every", fmt.Sprint(c.crossEvery))
 	if err != nil {
 		return err
 	}
-	defer sw.kill()
+	defer sw.Kill()
 	fmt.Printf("agents: %d connected in %s\n", c.agents, time.Since(t0).Round(time.Millisecond))
 
 	// The point in the first device's serial configuration (its channel is
@@ -201,7 +200,7 @@ func run(ctx context.Context, c config) error {
 	if err := sleep(ctx, c.warmup); err != nil {
 		return err
 	}
-	if _, err := sw.command("mark", "mark"); err != nil {
+	if err := sw.Do("mark", &struct{}{}); err != nil {
 		return err
 	}
 	w0 := time.Now()
@@ -216,15 +215,11 @@ func run(ctx context.Context, c config) error {
 		PointP50Ms  float64 `json:"pointP50Ms"`
 		PointP99Ms  float64 `json:"pointP99Ms"`
 	}
-	line, err := sw.command("report", "report")
-	if err == nil {
-		err = json.Unmarshal([]byte(line), &ingest)
-	}
-	if err != nil {
+	if err := sw.Do("report", &ingest); err != nil {
 		return err
 	}
 	stopped := time.Now()
-	if err := sw.stop(); err != nil {
+	if err := sw.Do("stop", &struct{}{}); err != nil {
 		return err
 	}
 	fmt.Printf("load stopped; every sample acknowledged %s later\n", time.Since(stopped).Round(time.Millisecond))
@@ -693,83 +688,4 @@ func loadAvg() string {
 		return "?"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
-// swarm is the fleet-loadgen agents process.
-type swarm struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan string
-	done  chan struct{}
-}
-
-// startSwarm runs fleet-loadgen agents with one agent per token and waits
-// until every agent is connected.
-func startSwarm(bin, wsURL, tokensFile string, extra ...string) (*swarm, error) {
-	cmd := exec.Command(bin, append([]string{"agents", "--url", wsURL, "--tokens", tokensFile}, extra...)...)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &swarm{cmd: cmd, in: in, lines: make(chan string, 16), done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			s.lines <- sc.Text()
-		}
-		cmd.Wait()
-		close(s.done)
-	}()
-	if _, err := s.await("connected", 5*time.Minute); err != nil {
-		s.kill()
-		return nil, err
-	}
-	return s, nil
-}
-
-// await waits for the line of event and returns it.
-func (s *swarm) await(event string, d time.Duration) (string, error) {
-	deadline := time.After(d)
-	for {
-		select {
-		case l := <-s.lines:
-			var m struct{ Event string }
-			if json.Unmarshal([]byte(l), &m) == nil && m.Event == event {
-				return l, nil
-			}
-		case <-s.done:
-			return "", fmt.Errorf("fleet-loadgen agents exited: %v", s.cmd.ProcessState)
-		case <-deadline:
-			return "", fmt.Errorf("fleet-loadgen agents: no %q within %s", event, d)
-		}
-	}
-}
-
-// command sends cmd and returns the answer, the line of event.
-func (s *swarm) command(cmd, event string) (string, error) {
-	if _, err := io.WriteString(s.in, cmd+"\n"); err != nil {
-		return "", fmt.Errorf("fleet-loadgen agents: %w", err)
-	}
-	return s.await(event, 5*time.Minute)
-}
-
-// stop stops the load and waits until every sample is acknowledged.
-func (s *swarm) stop() error {
-	_, err := s.command("stop", "final")
-	return err
-}
-
-func (s *swarm) kill() {
-	s.cmd.Process.Kill()
-	<-s.done
 }

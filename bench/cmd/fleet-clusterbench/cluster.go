@@ -194,7 +194,7 @@ func (b *bench) cluster(ctx context.Context, db string, ten benchstore.Tenant, u
 	var sw *swarm
 	defer func() {
 		if sw != nil {
-			sw.kill()
+			sw.Kill()
 		}
 	}()
 	roots := func() map[int]string {
@@ -331,7 +331,7 @@ func (b *bench) window(sw *swarm, roots func() map[int]string, relays ...*relay)
 	t0 := time.Now()
 	for {
 		var st swarmStatus
-		if err := sw.do("status", &st); err != nil {
+		if err := sw.Do("status", &st); err != nil {
 			return m, err
 		}
 		c, err := scrape(relays...)
@@ -370,12 +370,12 @@ func (b *bench) window(sw *swarm, roots func() map[int]string, relays ...*relay)
 // swarm's report of it with where the machine's CPU went meanwhile.
 func (b *bench) measure(sw *swarm, roots func() map[int]string) (windowReport, string, error) {
 	c0 := cpuNow(roots())
-	if err := sw.do("mark", &struct{}{}); err != nil {
+	if err := sw.Do("mark", &struct{}{}); err != nil {
 		return windowReport{}, "", err
 	}
 	time.Sleep(b.hbWindow)
 	var rep windowReport
-	if err := sw.do("report", &rep); err != nil {
+	if err := sw.Do("report", &rep); err != nil {
 		return rep, "", err
 	}
 	return rep, cpuNow(roots()).since(c0), nil
@@ -394,14 +394,14 @@ func (b *bench) killOne(ctx context.Context, sw *swarm, relays []*relay, lb, db 
 	}
 	held := int64(c.connected)
 	var s0, s swarmStatus
-	if err := sw.do("status", &s0); err != nil {
+	if err := sw.Do("status", &s0); err != nil {
 		return row, err
 	}
 	fmt.Printf("kill -9 of relay1 (holding %d agents) ...\n", held)
 	killed := time.Now()
 	relays[0].Kill()
 	err = waitFor(2*time.Minute, func() error {
-		if err := sw.do("status", &s); err != nil {
+		if err := sw.Do("status", &s); err != nil {
 			return err
 		}
 		if s.Up < int64(s.Agents) || s.Reconnects-s0.Reconnects < held {
@@ -419,7 +419,7 @@ func (b *bench) killOne(ctx context.Context, sw *swarm, relays []*relay, lb, db 
 	}
 	time.Sleep(5 * time.Second)
 	var fin swarmFinal
-	if err := sw.do("stop", &fin); err != nil {
+	if err := sw.Do("stop", &fin); err != nil {
 		return row, err
 	}
 	made, stored, bad, err := countSamples(ctx, db, ten, fin.Samples)
@@ -553,7 +553,7 @@ func (b *bench) single(ctx context.Context, name, db, key string, urls []string,
 	var sw *swarm
 	defer func() {
 		if sw != nil {
-			sw.kill() // what a saturated relay still holds is not counted
+			sw.Kill() // what a saturated relay still holds is not counted
 		}
 	}()
 	roots := func() map[int]string {
@@ -620,7 +620,7 @@ func (b *bench) singleRows(pg, lite single) []benchreport.Row {
 func (b *bench) watched(sw *swarm) map[int]string {
 	m := map[int]string{os.Getpid(): groupSelf, b.pgPID: groupPG}
 	if sw != nil {
-		m[sw.cmd.Process.Pid] = groupAgents
+		m[sw.Pid()] = groupAgents
 	}
 	return m
 }

@@ -59,7 +59,7 @@ func (b *bench) pointsWindow(hp *haproxytest.Proxy, tokens []string, sw **swarm,
 		return nil, err
 	}
 	var fin swarmFinal
-	if err := s.do("stop", &fin); err != nil {
+	if err := s.Do("stop", &fin); err != nil {
 		return nil, err
 	}
 	*sw = nil
@@ -89,7 +89,7 @@ func waitPoints(s *swarm, slack float64, d time.Duration) (string, error) {
 	t0 := time.Now()
 	for {
 		var st swarmStatus
-		if err := s.do("status", &st); err != nil {
+		if err := s.Do("status", &st); err != nil {
 			return "", err
 		}
 		backlog := st.PointsSent - st.PointsAcked

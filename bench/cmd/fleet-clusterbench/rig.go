@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -12,12 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -25,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/procfs"
 
+	"github.com/fleet/fleet/bench/loadgenproc"
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/webhook"
@@ -212,89 +210,12 @@ func (c linkCounters) p99Since(before linkCounters) time.Duration {
 	return time.Duration(best * float64(time.Second))
 }
 
-// swarm is a fleet-loadgen agents process, driven through its stdin.
-type swarm struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan map[string]any
-	done  chan struct{}
-}
+// swarm is a fleet-loadgen agents process (bench/loadgenproc).
+type swarm = loadgenproc.Swarm
 
-// startSwarm runs fleet-loadgen agents with one agent per token against
-// url (ws://...) offering rate heartbeats a second (and extra flags of
-// fleet-loadgen agents), and waits until every agent is connected.
-func startSwarm(bin, url, tokensFile string, rate float64, extra ...string) (*swarm, error) {
-	cmd := exec.Command(bin, append([]string{"agents", "--url", url, "--tokens", tokensFile, "--rate", fmt.Sprint(rate)}, extra...)...)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &swarm{cmd: cmd, in: in, lines: make(chan map[string]any, 16), done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil {
-				s.lines <- m
-			}
-		}
-		cmd.Wait()
-		close(s.done)
-	}()
-	m, err := s.next(5 * time.Minute)
-	if err == nil && m["event"] != "connected" {
-		err = fmt.Errorf("fleet-loadgen agents: %v", m)
-	}
-	if err != nil {
-		s.kill()
-		return nil, err
-	}
-	return s, nil
-}
-
-// kill stops the load generator at once.
-func (s *swarm) kill() {
-	s.cmd.Process.Kill()
-	<-s.done
-}
-
-// next returns the load generator's next line.
-func (s *swarm) next(d time.Duration) (map[string]any, error) {
-	select {
-	case m := <-s.lines:
-		return m, nil
-	case <-s.done:
-		return nil, fmt.Errorf("fleet-loadgen agents exited: %v", s.cmd.ProcessState)
-	case <-time.After(d):
-		return nil, fmt.Errorf("fleet-loadgen agents: no answer within %s", d)
-	}
-}
-
-// do sends a command and decodes the answer into v.
-func (s *swarm) do(cmd string, v any) error {
-	if _, err := io.WriteString(s.in, cmd+"\n"); err != nil {
-		return fmt.Errorf("fleet-loadgen agents: %w", err)
-	}
-	m, err := s.next(3 * time.Minute)
-	if err != nil {
-		return err
-	}
-	raw, _ := json.Marshal(m)
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("fleet-loadgen agents: %s: %w", raw, err)
-	}
-	return nil
-}
+// startSwarm runs fleet-loadgen agents and waits until every agent is
+// connected.
+var startSwarm = loadgenproc.Start
 
 // The load generator's answers (bench/cmd/fleet-loadgen/agents.go).
 type (

@@ -46,3 +46,14 @@ bench-points-ingest: ## POINTS_AGENTS (2,000) agents × POINTS (50) point sample
 bench-points-micro: bench-tool ## the samples route in process (raw, CSV, buckets; page encoding) and the CAN signal decoder
 	$(BENCHREPORT) gotest --set points-api -- $(GO) test -run '^$$' -bench '^BenchmarkPointSamples' -benchtime 200x ./cloud/api/
 	$(BENCHREPORT) gotest --set points-canfd -- $(GO) test -run '^$$' -bench '^BenchmarkSignalDecode$$' -benchtime 1s ./hw/canfd/
+
+# Rules (issue 27): bench-rules-micro reports the alert engine's cost per
+# sample evaluated with 1,000 rules in one organization (cloud/alert
+# BenchmarkRules1000: MetricsStored and PointsStored on samples that decide
+# nothing, the rules and the device's state cached); target ≤ 2 µs.
+
+.PHONY: bench-rules-micro
+BENCH_TARGETS += bench-rules-micro
+
+bench-rules-micro: bench-tool ## the alert engine's cost per sample with 1,000 rules (target ≤ 2 µs)
+	$(BENCHREPORT) gotest --set rules-engine -- $(GO) test -run '^$$' -bench '^BenchmarkRules1000$$' -benchtime 20000x ./cloud/alert/

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +36,10 @@ type relay struct {
 	base   string // the agent endpoint's http://host:port
 	hooks  chan received
 	hookSv *httptest.Server
+	// skew moves the engine's clock ahead of the agents' (nanoseconds):
+	// offline rules wait at least 30 s (condition.after), which the
+	// tests skip.
+	skew atomic.Int64
 }
 
 type received struct {
@@ -58,9 +63,10 @@ func newRelay(t *testing.T, open storetest.Opener) *relay {
 		r.hooks <- received{Path: req.URL.Path, Event: ev.Event, Device: ev.DeviceID, Body: body, SigOK: signedBoth(org.WebhookSecret, req, body)}
 		w.WriteHeader(http.StatusOK)
 	}))
-	disp := startDispatcher(t, s, org.ID, r.hookSv, 20*time.Millisecond, nil)
+	disp := startDispatcher(t, s, org.ID, r.hookSv, 20*time.Millisecond, r.now)
 	notifier := webhook.NewNotifier(disp)
-	engine := alert.New(alert.Config{Store: s.Engine, Observer: notifier, SweepInterval: 50 * time.Millisecond})
+	engine := alert.New(alert.Config{Store: s.Engine, Observer: notifier, SweepInterval: 50 * time.Millisecond,
+		Now: r.now})
 	ectx, cancel := context.WithCancel(ctx)
 	go engine.Run(ectx)
 	t.Cleanup(func() { // after the agent endpoint (below) shut down: no more observer calls
@@ -72,6 +78,10 @@ func newRelay(t *testing.T, open storetest.Opener) *relay {
 		Logger: slog.New(slog.DiscardHandler)})
 	return r
 }
+
+// now is the engine's clock (and its notifications'): the agents' moved
+// by skew.
+func (r *relay) now() time.Time { return time.Now().Add(time.Duration(r.skew.Load())) }
 
 func (r *relay) addDevice(serial string) (string, string) {
 	r.t.Helper()
@@ -187,8 +197,9 @@ func testAgentsEndToEnd(t *testing.T, open storetest.Opener) {
 	t.Run("cpu spike", func(t *testing.T) {
 		dev, tok := r.addDevice("CPU1")
 		a := r.connect(t, tok, time.Minute)
-		a.metrics(sample(now, 97, 40), sample(now.Add(time.Minute), 98, 40))
-		a.metrics(sample(now.Add(2*time.Minute), 99, 40))
+		// high_cpu holds for 10 minutes: samples 5 minutes apart.
+		a.metrics(sample(now, 97, 40), sample(now.Add(5*time.Minute), 98, 40))
+		a.metrics(sample(now.Add(10*time.Minute), 99, 40))
 		al := r.waitAlert(dev, "high_cpu", resource.AlertActive)
 		h := r.hook(dev, "alert.opened")
 		var body resource.AlertWebhook
@@ -196,7 +207,7 @@ func testAgentsEndToEnd(t *testing.T, open storetest.Opener) {
 		if body.Alert.ID != al.ID || body.DeviceID != dev || h.Path != "/alerts" {
 			t.Errorf("alert.opened webhook %s", h.Body)
 		}
-		a.metrics(sample(now.Add(3*time.Minute), 30, 40))
+		a.metrics(sample(now.Add(15*time.Minute), 30, 40))
 		r.waitAlert(dev, "high_cpu", resource.AlertResolved)
 		r.hook(dev, "alert.resolved")
 	})
@@ -234,7 +245,10 @@ func testAgentsEndToEnd(t *testing.T, open storetest.Opener) {
 		dev, tok := r.addDevice("SILENT1")
 		a := r.connect(t, tok, 100*time.Millisecond)
 		a.heartbeat(nil)
-		// No more heartbeats: OFFLINE after 3 intervals.
+		// No more heartbeats: OFFLINE after 3 intervals, and silent for
+		// device_offline's 30 s (the engine's clock runs ahead).
+		r.skew.Store(int64(31 * time.Second))
+		defer r.skew.Store(0)
 		r.waitAlert(dev, "device_offline", resource.AlertActive)
 		r.hook(dev, "alert.opened")
 		a = r.connect(t, tok, time.Minute) // the agent comes back
@@ -259,6 +273,8 @@ func testAgentsEndToEnd(t *testing.T, open storetest.Opener) {
 				t.Fatalf("device_offline opened for a quick reconnect: %s", al.Message)
 			}
 		}
+		r.skew.Store(int64(31 * time.Second)) // device_offline's 30 s pass at once
+		defer r.skew.Store(0)
 		a.ws.Close(websocket.StatusNormalClosure, "gone") // and now gone for good
 		al := r.waitAlert(dev, "device_offline", resource.AlertActive)
 		if !strings.Contains(al.Message, "no heartbeat since") {

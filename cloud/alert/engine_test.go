@@ -33,6 +33,7 @@ type env struct {
 	hooks  *hookReceiver
 	now    time.Time // the capture time of the last sample
 	clock  *clock
+	seq    uint64 // the last record's sequence number (points)
 }
 
 // clock is the relay's clock in these tests: the store and the engine read
@@ -94,14 +95,24 @@ func newEnv(t *testing.T, open storetest.Opener) *env {
 	disp := startDispatcher(t, s, org.ID, e.hooks.srv, 10*time.Millisecond, c.Now)
 	t.Cleanup(func() { disp.Close() })
 	e.notify = webhook.NewNotifier(disp)
-	e.engine = alert.New(alert.Config{Store: s.Engine, Observer: e.notify, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now})
+	e.engine = alert.New(alert.Config{Store: s.Engine, Points: s.Store.Points(), Observer: e.notify, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now, SweepInterval: sweepEvery})
+	s.Store.ObserveRules(rulesHeard{e})
 	return e
 }
+
+// rulesHeard tells the env's current engine of rule changes, as the relay
+// passes its engine to Store.ObserveRules.
+type rulesHeard struct{ e *env }
+
+func (h rulesHeard) RulesChanged(orgID string) { h.e.engine.RulesChanged(orgID) }
+
+// sweepEvery is how often the tests' engines sweep (Run).
+const sweepEvery = 20 * time.Millisecond
 
 // restart replaces the engine by a new one on the same store, as a relay
 // restart does.
 func (e *env) restart() {
-	e.engine = alert.New(alert.Config{Store: e.s.Engine, Observer: e.notify, Now: e.clock.Now})
+	e.engine = alert.New(alert.Config{Store: e.s.Engine, Points: e.s.Store.Points(), Observer: e.notify, Now: e.clock.Now, SweepInterval: sweepEvery})
 }
 
 // metrics stores samples (as the agent endpoint does) and tells the engine.
@@ -179,24 +190,31 @@ func (e *env) noHook() {
 	}
 }
 
-func TestCPUSpikeOpensAfterNConsecutiveSamplesAndClearsWithHysteresis(t *testing.T) {
-	stores.Run(t, testCPUSpikeOpensAfterNConsecutiveSamplesAndClearsWithHysteresis)
+// TestCPUOpensAfterForAndClearsWithHysteresis: the default high_cpu
+// (>= 90 % for 10m, clear 80 %) with a sample every 5 minutes opens on the
+// third sample over the threshold in a row (10 minutes after the first)
+// and resolves on the first sample under 80 %.
+func TestCPUOpensAfterForAndClearsWithHysteresis(t *testing.T) {
+	stores.Run(t, testCPUOpensAfterForAndClearsWithHysteresis)
 }
 
-func testCPUSpikeOpensAfterNConsecutiveSamplesAndClearsWithHysteresis(t *testing.T, open storetest.Opener) {
+func testCPUOpensAfterForAndClearsWithHysteresis(t *testing.T, open storetest.Opener) {
 	e := newEnv(t, open)
 	e.metrics(cpu(95), cpu(96))
 	e.metrics(cpu(50)) // breaks the run
 	e.metrics(cpu(95))
 	e.metrics(cpu(97))
 	if n := len(e.alerts(resource.AlertActive)); n != 0 {
-		t.Fatalf("%d alerts after 2 consecutive samples over 90%%, want 0", n)
+		t.Fatalf("%d alerts after 5 minutes over 90%%, want 0", n)
 	}
 	e.noHook()
 	e.metrics(cpu(99))
 	as := e.alerts(resource.AlertActive)
 	if len(as) != 1 || as[0].RuleID != e.ruleID("high_cpu") || as[0].Severity != resource.SeverityWarning || as[0].DeviceID != e.dev.ID {
-		t.Fatalf("alerts after the 3rd sample over 90%%: %+v", as)
+		t.Fatalf("alerts after 10 minutes over 90%%: %+v", as)
+	}
+	if want := "CPU usage 99.0% >= 90.0% for 10m"; as[0].Message != want {
+		t.Errorf("message %q, want %q", as[0].Message, want)
 	}
 	if evs := e.events("alert.high_cpu"); len(evs) != 1 || evs[0].Severity != resource.SeverityWarning {
 		t.Errorf("alert.high_cpu events: %+v", evs)
@@ -225,17 +243,20 @@ func testCPUSpikeOpensAfterNConsecutiveSamplesAndClearsWithHysteresis(t *testing
 	}
 }
 
-func TestConsecutiveCountSurvivesRestart(t *testing.T) {
-	stores.Run(t, testConsecutiveCountSurvivesRestart)
+// TestForSurvivesRestart: a run over the threshold that began before a
+// restart counts towards `for` after it (read back from the stored
+// history).
+func TestForSurvivesRestart(t *testing.T) {
+	stores.Run(t, testForSurvivesRestart)
 }
 
-func testConsecutiveCountSurvivesRestart(t *testing.T, open storetest.Opener) {
+func testForSurvivesRestart(t *testing.T, open storetest.Opener) {
 	e := newEnv(t, open)
 	e.metrics(cpu(95), cpu(95))
 	e.restart()
 	e.metrics(cpu(95))
 	if n := len(e.alerts(resource.AlertActive)); n != 1 {
-		t.Fatalf("%d alerts after 2+1 samples over the threshold across a restart, want 1", n)
+		t.Fatalf("%d alerts after 10 minutes over the threshold across a restart, want 1", n)
 	}
 	e.restart()
 	e.metrics(cpu(60))
@@ -248,15 +269,20 @@ func TestFullDiskAndSpooledBatch(t *testing.T) { stores.Run(t, testFullDiskAndSp
 
 func testFullDiskAndSpooledBatch(t *testing.T, open storetest.Opener) {
 	e := newEnv(t, open)
-	e.metrics(disk(96)) // disk_full: one sample is enough
+	e.metrics(disk(96)) // disk_full (for 0s): one sample is enough
 	as := e.alerts(resource.AlertActive)
 	if len(as) != 1 || as[0].RuleID != e.ruleID("disk_full") || as[0].Severity != resource.SeverityError {
 		t.Fatalf("alerts: %+v", as)
 	}
 	var payload map[string]any
 	json.Unmarshal(as[0].Payload, &payload)
-	if payload["metric"] != "diskUsedPct" || payload["value"] != 96.0 || payload["threshold"] != 90.0 {
+	if payload["rule"] != "disk_full" || payload["ruleId"] != as[0].RuleID || payload["source"] != "metric.diskUsedPct" || payload["op"] != ">=" ||
+		payload["value"] != 96.0 || payload["threshold"] != 90.0 || payload["clear"] != 85.0 || payload["for"] != "0s" || payload["unit"] != "%" ||
+		payload["capturedAt"] == nil {
 		t.Errorf("payload %s", as[0].Payload)
+	}
+	if want := "Disk usage 96.0% >= 90.0%"; as[0].Message != want {
+		t.Errorf("message %q, want %q", as[0].Message, want)
 	}
 	e.metrics(disk(70))
 	// A spooled hour arriving at once: full, freed, full again.
@@ -269,6 +295,9 @@ func testFullDiskAndSpooledBatch(t *testing.T, open storetest.Opener) {
 	}
 }
 
+// TestManualResolveNeedsNewSamples: an alert resolved through the API
+// while the condition still holds opens again only once it held for `for`
+// over samples captured after the resolution.
 func TestManualResolveNeedsNewSamples(t *testing.T) { stores.Run(t, testManualResolveNeedsNewSamples) }
 
 func testManualResolveNeedsNewSamples(t *testing.T, open storetest.Opener) {
@@ -283,11 +312,11 @@ func testManualResolveNeedsNewSamples(t *testing.T, open storetest.Opener) {
 	}
 	e.metrics(cpu(95), cpu(95))
 	if n := len(e.alerts(resource.AlertActive)); n != 0 {
-		t.Fatalf("reopened after 2 samples following a manual resolve")
+		t.Fatalf("reopened 5 minutes after a manual resolve")
 	}
 	e.metrics(cpu(95))
 	if n := len(e.alerts(resource.AlertActive)); n != 1 {
-		t.Fatalf("%d active after 3 new samples over the threshold, want 1", n)
+		t.Fatalf("%d active after 10 minutes of new samples over the threshold, want 1", n)
 	}
 }
 

@@ -419,7 +419,7 @@ func TestClusterDeviceOffline(t *testing.T) {
 	c.relays[0].Close() // the device stays as it was: ONLINE with its deadline
 	eventually(t, 30*time.Second, func() bool { return c.status(t, 1) == "OFFLINE" })
 	var alerts struct{ Data []resource.Alert }
-	eventually(t, 30*time.Second, func() bool {
+	eventually(t, 60*time.Second, func() bool { // device_offline: silent for 30 s (after)
 		_, body := c.call(t, 2, "GET", "/alerts?deviceId="+c.devID, "")
 		json.Unmarshal(body, &alerts)
 		return len(alerts.Data) > 0

@@ -372,6 +372,34 @@ func (p *fakeProc) tick() {
 	os.Rename(tmp, filepath.Join(p.dir, "stat"))
 }
 
+// fastCPURule makes the organization's high_cpu open on 2 s over 90 %
+// (its default for, 10m, is longer than a test), through the store of the
+// relay's file before the relay starts.
+func fastCPURule(t *testing.T, db, orgID string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rules, err := st.Stores().Engine.Rules(ctx, orgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		if r.Name == "high_cpu" {
+			c := r.Resource().Condition
+			c.For = "2s"
+			if _, err := st.Rules().UpdateRule(ctx, orgID, r.ID, cloud.RulePatch{Condition: &c}); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatal("no high_cpu rule")
+}
+
 // TestRealAgentSignalsAndAlerts runs the real relay and the real agent
 // (--hw sim, whose simulated peers move the signals every second, and a fake
 // /proc): signals are forwarded, a CPU spike opens and clears high_cpu, and
@@ -404,6 +432,7 @@ func TestRealAgentSignalsAndAlerts(t *testing.T) {
 	defer rcv.Close()
 	ca := caFile(t, rcv)
 	admin(nil, "org", "set-alert-webhook", "--org", ten.OrgID, "--url", rcv.URL+"/alerts")
+	fastCPURule(t, db, ten.OrgID)
 	_, addr := startRelayBinary(t, relayBin, "--db", db, "--webhook-allow-private", "--webhook-ca", ca, "--webhook-backoff", "200ms")
 
 	req, _ := http.NewRequest("PATCH", "http://"+addr+"/api/v1/public/devices/"+dev.ID+"/serial",
@@ -436,7 +465,7 @@ func TestRealAgentSignalsAndAlerts(t *testing.T) {
 	// wait returns the first webhook on path whose body satisfies ok.
 	wait := func(what, path string, ok func(b []byte) bool) []byte {
 		t.Helper()
-		deadline := time.After(30 * time.Second)
+		deadline := time.After(60 * time.Second)
 		for {
 			select {
 			case h := <-hooks:
@@ -470,7 +499,7 @@ func TestRealAgentSignalsAndAlerts(t *testing.T) {
 
 	agent.Process.Signal(syscall.SIGKILL)
 	agent.Wait()
-	wait("alert.opened device_offline", "/alerts", alertEvent("alert.opened", "device_offline"))
+	wait("alert.opened device_offline", "/alerts", alertEvent("alert.opened", "device_offline")) // silent for 30 s (after)
 	startAgent()
 	wait("alert.resolved device_offline", "/alerts", alertEvent("alert.resolved", "device_offline"))
 

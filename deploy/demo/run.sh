@@ -251,7 +251,7 @@ cat <<MSG
 
     ${ids[0]}  IG-500 "Press line 1"    forwarding its signals to the sink
     ${ids[1]}  IG-500 "Packaging line"
-    ${ids[2]}  IG-100 "Gatehouse"       (agent pid ${agent_pids[2]}: kill it and a device_offline alert reaches the sink in about 20 s)
+    ${ids[2]}  IG-100 "Gatehouse"       (agent pid ${agent_pids[2]}: kill it and a device_offline alert reaches the sink in about 35 s)
   Webhook sink on https://$SINK_LISTEN/ prints each webhook below ("sink | ...")
   Logs: $DATA/relay.log, $DATA/agent-N.log. Data: $DATA (kept; delete it to start over)
 

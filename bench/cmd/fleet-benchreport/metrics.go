@@ -103,6 +103,18 @@ func metricSets() map[string][]benchreport.Metric {
 			perOp("BenchmarkSignalDecode/big-16bit", "points", "CAN signal decode, 16-bit Motorola of a 64-byte FD payload", "ns", "for information"),
 			perOp("BenchmarkSignalDecode/little-64bit", "points", "CAN signal decode, 64-bit Intel of a 64-byte FD payload", "ns", "for information"),
 		},
+		// bench-rules-micro: cloud/alert BenchmarkRules1000, the alert
+		// engine's cost per sample with 1,000 rules in the organization.
+		"rules-engine": {
+			{Benchmark: "BenchmarkRules1000/metrics", Unit: "ns/sample", Scale: 1e-3,
+				Row: benchreport.Row{Area: "rules", Figure: "rule cost per metrics sample, 1,000 rules in the organization (the device in scope of ~400 metric thresholds)", Unit: "µs",
+					Target: &benchreport.Target{Op: benchreport.AtMost, Value: 2},
+					Notes:  "the engine's MetricsStored on samples that decide nothing (half the thresholds held short of their for, half never reached), rules and device state cached: no store call; a sample is one record of the five metrics"}},
+			{Benchmark: "BenchmarkRules1000/points", Unit: "ns/sample", Scale: 1e-3,
+				Row: benchreport.Row{Area: "rules", Figure: "rule cost per point sample, 1,000 rules in the organization (~6 point thresholds per point)", Unit: "µs",
+					Target: &benchreport.Target{Op: benchreport.AtMost, Value: 2},
+					Notes:  "the engine's PointsStored on batches of 50 point samples that decide nothing, rules and device state cached: no store call"}},
+		},
 		// bench-serial-modbus: hw/modbus BenchmarkRTUTransaction.
 		"modbus": {modbus("9600"), modbus("115200")},
 		// bench-serial-passthrough: agent/passthrough BenchmarkPassthroughVsSer2net.

@@ -222,7 +222,7 @@ func OpenedEvent(o alert.Opening, a resource.Alert) (resource.Event, error) {
 	if err != nil {
 		return resource.Event{}, err
 	}
-	return resource.Event{ID: ids.New(), Type: "alert." + o.Rule.Name, Severity: o.Rule.Severity, Message: o.Message, Data: data, CreatedAt: a.CreatedAt}, nil
+	return resource.Event{ID: ids.New(), Type: o.Rule.EventType(), Severity: o.Rule.Severity, Message: o.Message, Data: data, CreatedAt: a.CreatedAt}, nil
 }
 
 // ResolvedEvent is the alert.resolved event stored when alert a of rule r

@@ -50,7 +50,7 @@ RELAY_CLUSTER    := ^TestCluster
 RELAY_BINARIES   := ^(TestRealAgentSignalsAndAlerts|TestWebhooksThroughTheRelayKilledAndRestarted|TestAgentMetricsWithTheRelay)$$
 E2E_TIMEOUT      := 20m
 
-test-unit: panel-assets node-tools test-tools modbus-tools ## the packages' own tests, without the end-to-end suites (real files, loopback servers, throwaway PostgreSQL)
+test-unit: panel-assets node-tools test-tools modbus-tools mailpit ## the packages' own tests, without the end-to-end suites (real files, loopback servers, throwaway PostgreSQL)
 	$(GO) test -count=1 -timeout 20m -skip '$(RELAY_CLUSTER)|$(RELAY_BINARIES)' \
 		$$($(GO) list ./... | grep -vxF $(addprefix -e $(MODULE)/,$(E2E_PKGS)))
 
@@ -58,7 +58,7 @@ test-cluster: ## several relays on one store: in process on PostgreSQL (TestClus
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RELAY_CLUSTER)' $(RELAY_PKG)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/cluster/
 
-test-binaries: modbus-tools ## the real fleet-relay and fleet-agent as processes: kill -9 of either side, webhooks across a relay restart, PostgreSQL taken away, a libmodbus slave on a pty (test/e2e and the relay's)
+test-binaries: modbus-tools mailpit ## the real fleet-relay and fleet-agent as processes: kill -9 of either side, webhooks across a relay restart, PostgreSQL taken away, a libmodbus slave on a pty (test/e2e and the relay's)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RELAY_BINARIES)' $(RELAY_PKG)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/e2e/
 

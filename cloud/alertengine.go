@@ -103,10 +103,6 @@ type AlertEngineStore interface {
 	// (not acknowledged) alerts whose rule has a repeat interval and that
 	// last notified at least that long before now, and returns how many.
 	Remind(ctx context.Context, now time.Time, limit int) (int, error)
-
-	// Window is the fixed rules' read (deprecated: removed with the old
-	// engine).
-	Window(ctx context.Context, orgID, deviceID string, until time.Time, n int) ([]resource.MetricSample, map[string]AlertRuleState, error)
 }
 
 // OfflineDevice is a device that has been silent for three heartbeat intervals.

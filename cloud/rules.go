@@ -64,13 +64,6 @@ type AlertRule struct {
 	Repeat   time.Duration
 	// CreatedAt and UpdatedAt are the rule's times (zero before stored).
 	CreatedAt, UpdatedAt time.Time
-
-	// Deprecated fields of the fixed rules, kept until the engine and the
-	// stores move to Cond (issue 27's lanes); do not use in new code.
-	Metric      string
-	Threshold   float64
-	Clear       float64
-	Consecutive int
 }
 
 // RuleCondition is a parsed resource.RuleCondition.

@@ -191,16 +191,6 @@ func ValidName(field, name string) (string, error) {
 	return name, nil
 }
 
-// RuleDefaults is one of the alert rules every organization starts with.
-type RuleDefaults struct {
-	Name           string
-	Severity       resource.Severity
-	Metric         string  // cpuPct, memPct, diskUsedPct, tempCpu; "" for non-metric rules
-	Threshold      float64 // opens at or above
-	ClearThreshold float64 // clears below
-	Consecutive    int     // samples over the threshold before opening
-}
-
 // DefaultAlertRules returns the default alert rules of a new organization
 // (without ids; existing organizations keep their rules' ids). They notify
 // nobody until a person adds channels to them.
@@ -222,18 +212,5 @@ func DefaultAlertRules() []resource.AlertRule {
 			Condition: resource.RuleCondition{Kind: resource.ConditionEvent, Type: "alert.vpn_down", ResolveOn: "vpn.up"}},
 		{Name: "device_error", Enabled: true, Severity: resource.SeverityError, Notify: []string{}, RepeatEvery: "0s",
 			Condition: resource.RuleCondition{Kind: resource.ConditionStatus, Status: resource.StatusError, For: "1m"}},
-	}
-}
-
-// DefaultRules returns the default alert rules of a new organization
-// (deprecated: the fixed rules' form, removed with the old engine).
-func DefaultRules() []RuleDefaults {
-	return []RuleDefaults{
-		{Name: "high_cpu", Severity: resource.SeverityWarning, Metric: "cpuPct", Threshold: 90, ClearThreshold: 80, Consecutive: 3},
-		{Name: "high_mem", Severity: resource.SeverityWarning, Metric: "memPct", Threshold: 90, ClearThreshold: 80, Consecutive: 3},
-		{Name: "disk_full", Severity: resource.SeverityError, Metric: "diskUsedPct", Threshold: 90, ClearThreshold: 85, Consecutive: 1},
-		{Name: "high_temp", Severity: resource.SeverityWarning, Metric: "tempCpu", Threshold: 80, ClearThreshold: 75, Consecutive: 3},
-		{Name: "device_offline", Severity: resource.SeverityError, Consecutive: 1},
-		{Name: "vpn_down", Severity: resource.SeverityError, Consecutive: 1},
 	}
 }

@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"context"
-	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -41,30 +38,4 @@ type AlertEngineStore struct {
 // NewAlertEngineStore returns the alert engine's store on db.
 func NewAlertEngineStore(db *DB) *AlertEngineStore {
 	return &AlertEngineStore{AlertEngineStore: sqlstore.AlertEngineStore{Store: &db.Store}, db: db}
-}
-
-// Window implements alert.Store: the two reads of sqlstore's Window sent
-// together in one round trip (a pgx batch) and read in turn.
-func (s *AlertEngineStore) Window(ctx context.Context, orgID, deviceID string, until time.Time, n int) ([]resource.MetricSample, map[string]alert.RuleState, error) {
-	var ms []resource.MetricSample
-	states := map[string]alert.RuleState{}
-	b := &pgx.Batch{}
-	b.Queue(numbered(sqlstore.WindowSamplesSQL), deviceID, until.UnixMilli(), n).
-		Query(func(rows pgx.Rows) (err error) {
-			ms, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (resource.MetricSample, error) { return sqlstore.ScanSample(r) })
-			return err
-		})
-	b.Queue(numbered(sqlstore.WindowStatesSQL), orgID, deviceID).
-		Query(func(rows pgx.Rows) error {
-			return sqlstore.EachRow(rows, func(r sqlstore.Row) error {
-				rule, st, err := sqlstore.ScanRuleState(r)
-				states[rule] = st
-				return err
-			})
-		})
-	if err := s.db.Pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, storeError("postgres: alert window of %s: %w", deviceID, err)
-	}
-	slices.Reverse(ms)
-	return ms, states, nil
 }

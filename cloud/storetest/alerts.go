@@ -278,9 +278,12 @@ func testAlertEngineStore(t *testing.T, open Opener) {
 	for i := 0; i < 5; i++ {
 		e.records(d, metricRecord(t0.Add(time.Duration(i)*time.Minute), float64(90+i)))
 	}
-	ms, st, err := e.Engine.Window(e.ctx, org.ID, d.ID, t0.Add(3*time.Minute), 3)
-	if err != nil || len(ms) != 3 || ms[0].CPUPct != 91 || ms[2].CPUPct != 93 || len(st) != 0 {
-		t.Errorf("Window = %+v, %+v, %v", ms, st, err)
+	ms, err := e.Engine.History(e.ctx, org.ID, d.ID, cpu.Cond, t0, t0.Add(3*time.Minute), 3)
+	if err != nil || len(ms) != 3 || ms[0].Value != 91 || ms[2].Value != 93 {
+		t.Errorf("History = %+v, %v", ms, err)
+	}
+	if st, err := e.Engine.DeviceAlerts(e.ctx, org.ID, d.ID); err != nil || len(st.Rules) != 0 {
+		t.Errorf("DeviceAlerts = %+v, %v", st, err)
 	}
 	if id, err := e.Engine.OpenAlertID(e.ctx, d.ID, cpu.ID); err != nil || id != "" {
 		t.Errorf("OpenAlertID before any = %q, %v", id, err)
@@ -293,9 +296,9 @@ func testAlertEngineStore(t *testing.T, open Opener) {
 	if id, _ := e.Engine.OpenAlertID(e.ctx, d.ID, cpu.ID); id != a.ID {
 		t.Errorf("OpenAlertID = %q, want %q", id, a.ID)
 	}
-	ms, st, err = e.Engine.Window(e.ctx, org.ID, d.ID, t0.Add(10*time.Minute), 10)
-	if err != nil || st[cpu.ID].OpenID != a.ID || !st[cpu.ID].LastResolved.IsZero() || len(ms) != 5 || ms[4].CPUPct != 94 {
-		t.Errorf("Window with an open alert = %+v, %+v, %v", ms, st, err)
+	st, err := e.Engine.DeviceAlerts(e.ctx, org.ID, d.ID)
+	if err != nil || st.Rules[cpu.ID].OpenID != a.ID || !st.Rules[cpu.ID].LastResolved.IsZero() {
+		t.Errorf("DeviceAlerts with an open alert = %+v, %v", st, err)
 	}
 	evs, _ := e.Store.Devices().Events(e.ctx, org.ID, d.ID, cloud.EventFilter{Type: "alert.high_cpu"})
 	if len(evs.Data) != 1 || !strings.Contains(string(evs.Data[0].Data), a.ID) || !strings.Contains(string(evs.Data[0].Data), `"value":93`) {
@@ -309,14 +312,14 @@ func testAlertEngineStore(t *testing.T, open Opener) {
 	if _, ok, err := e.Engine.ResolveAlert(e.ctx, org.ID, d.ID, cpu, "again", at); err != nil || ok {
 		t.Errorf("second resolve: %v %v", ok, err)
 	}
-	_, st, _ = e.Engine.Window(e.ctx, org.ID, d.ID, at, 1)
-	if st[cpu.ID].OpenID != "" || !st[cpu.ID].LastResolved.Equal(at) {
-		t.Errorf("rule state after resolve = %+v", st[cpu.ID])
+	st, _ = e.Engine.DeviceAlerts(e.ctx, org.ID, d.ID)
+	if st.Rules[cpu.ID].OpenID != "" || !st.Rules[cpu.ID].LastResolved.Equal(at) {
+		t.Errorf("rule state after resolve = %+v", st.Rules[cpu.ID])
 	}
 	// Another organization's view of the device has no rule states.
 	other := e.org("other")
-	if _, st, err := e.Engine.Window(e.ctx, other.ID, d.ID, at, 1); err != nil || len(st) != 0 {
-		t.Errorf("Window of another organization: %+v, %v", st, err)
+	if st, _ := e.Engine.DeviceAlerts(e.ctx, other.ID, d.ID); len(st.Rules) != 0 {
+		t.Errorf("DeviceAlerts of another organization: %+v", st)
 	}
 	evs, _ = e.Store.Devices().Events(e.ctx, org.ID, d.ID, cloud.EventFilter{Type: "alert.resolved"})
 	if len(evs.Data) != 1 || evs.Data[0].Message != "CPU back to normal" || !evs.Data[0].CreatedAt.Equal(at) {

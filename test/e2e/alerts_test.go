@@ -94,7 +94,7 @@ func testAlertRules(t *testing.T, dbEnv []string) {
 		starts++
 		p := fleetproc.Start(t, "fleet-relay", relayLog, relayEnv, bins.relay, "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 			"--rate-limit", "1000000", "--log-level", "info", "--agent-orphan-window", "5s",
-			"--webhook-ca", chat.CAFile, "--webhook-allow-private", "--webhook-backoff", "300ms",
+			"--webhook-ca", chat.CAFile, "--webhook-allow-private", "--webhook-backoff", "1s,5s,10s,30s,60s",
 			"--smtp-from", "fleet@e2e.example", "--public-url", "https://fleet.e2e.example")
 		want := starts
 		fleetproc.Eventually(t, 30*time.Second, func() string {
@@ -170,7 +170,7 @@ func testAlertRules(t *testing.T, dbEnv []string) {
 	chat.wait(t, "/chat", 1)
 	ms, _ := mail.Messages()
 	m := ms[0]
-	for _, want := range []string{"Boiler hot", "Boiler house", "95", "80", "https://fleet.e2e.example/panel/alerts/" + a.ID} {
+	for _, want := range []string{"Boiler hot", "gw-0", "95", "80", "https://fleet.e2e.example/panel/alerts/" + a.ID} {
 		if !strings.Contains(m.Subject+"\n"+m.Text, want) {
 			t.Errorf("the e-mail does not say %q:\nSubject: %s\n%s", want, m.Subject, m.Text)
 		}
@@ -178,7 +178,7 @@ func testAlertRules(t *testing.T, dbEnv []string) {
 	if m.To[0].Address != "ops@example.com" || m.From.Address != "fleet@e2e.example" {
 		t.Errorf("e-mail from %v to %v", m.From, m.To)
 	}
-	if txt := chat.texts("/chat")[0]; !strings.Contains(txt, "Boiler hot") || !strings.Contains(txt, "Boiler house") ||
+	if txt := chat.texts("/chat")[0]; !strings.Contains(txt, "Boiler hot") || !strings.Contains(txt, "gw-0") ||
 		!strings.Contains(txt, "95") || !strings.Contains(txt, "/panel/alerts/"+a.ID) {
 		t.Errorf("the chat message: %s", txt)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/fleet/fleet/cloud/alert"
@@ -25,35 +24,12 @@ func (s AlertEngineStore) Rules(ctx context.Context, orgID string) ([]alert.Rule
 	return out, s.Wrap("rules", err)
 }
 
-// WindowSamplesSQL and WindowStatesSQL are the two reads of Window: the
-// device's newest samples captured at or before a time (newest first),
-// and per rule its open alert and when its last alert resolved.
-const (
-	WindowSamplesSQL = `SELECT ` + SampleColumns + ` FROM metrics
-		WHERE device_id = ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`
-	WindowStatesSQL = `SELECT rule_id, COALESCE(MAX(id) FILTER (WHERE state <> 'RESOLVED'), ''), MAX(resolved_at) FILTER (WHERE state = 'RESOLVED')
+// RuleStatesSQL reads a device's state per rule: its open alert and when
+// its last alert resolved (DeviceAlerts).
+const RuleStatesSQL = `SELECT rule_id, COALESCE(MAX(id) FILTER (WHERE state <> 'RESOLVED'), ''), MAX(resolved_at) FILTER (WHERE state = 'RESOLVED')
 		FROM alerts WHERE org_id = ? AND device_id = ? GROUP BY rule_id`
-)
 
-// Window implements alert.Store: the device's newest n samples captured at
-// or before until, ascending, and its state per rule id (two reads; a
-// store with round trips may send both at once).
-func (s AlertEngineStore) Window(ctx context.Context, orgID, deviceID string, until time.Time, n int) ([]resource.MetricSample, map[string]alert.RuleState, error) {
-	ms, err := Collect(ctx, s.R, ScanSample, WindowSamplesSQL, deviceID, until.UnixMilli(), n)
-	if err != nil {
-		return nil, nil, s.Wrap("recent metrics", err)
-	}
-	slices.Reverse(ms)
-	states := map[string]alert.RuleState{}
-	err = Each(ctx, s.R, WindowStatesSQL, []any{orgID, deviceID}, func(r Row) error {
-		rule, st, err := ScanRuleState(r)
-		states[rule] = st
-		return err
-	})
-	return ms, states, s.Wrap("rule states", err)
-}
-
-// ScanRuleState reads a row of WindowStatesSQL.
+// ScanRuleState reads a row of RuleStatesSQL.
 func ScanRuleState(r Row) (rule string, st alert.RuleState, err error) {
 	var open string
 	var resolved sql.NullInt64

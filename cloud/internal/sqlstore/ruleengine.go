@@ -17,7 +17,7 @@ func (s AlertEngineStore) DeviceAlerts(ctx context.Context, orgID, deviceID stri
 		return cloud.DeviceAlertState{}, s.Wrap("device alerts", err)
 	}
 	out := cloud.DeviceAlertState{Tags: decodeTags(tags), Status: resource.DeviceStatus(status), Rules: map[string]cloud.AlertRuleState{}}
-	err = Each(ctx, s.R, WindowStatesSQL, []any{orgID, deviceID}, func(r Row) error {
+	err = Each(ctx, s.R, RuleStatesSQL, []any{orgID, deviceID}, func(r Row) error {
 		rule, st, err := ScanRuleState(r)
 		out.Rules[rule] = st
 		return err

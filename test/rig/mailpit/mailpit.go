@@ -92,13 +92,18 @@ func (s *Server) Restart() {
 func (s *Server) start() error {
 	log := filepath.Join(s.dir, "mailpit.log")
 	args := []string{"--smtp", s.SMTPAddr(), "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.api)),
-		"--database", filepath.Join(s.dir, "mailpit.db"), "--smtp-auth-accept-any", "--smtp-auth-allow-insecure",
+		"--database", filepath.Join(s.dir, "mailpit.db"), "--smtp-auth-accept-any",
 		"--smtp-disable-rdns", "--disable-version-check"}
-	if s.opts.CertFile != "" {
+	switch {
+	case s.opts.CertFile != "":
 		args = append(args, "--smtp-tls-cert", s.opts.CertFile, "--smtp-tls-key", s.opts.KeyFile)
 		if s.opts.RequireTLS {
 			args = append(args, "--smtp-require-starttls")
+		} else {
+			args = append(args, "--smtp-auth-allow-insecure")
 		}
+	default:
+		args = append(args, "--smtp-auth-allow-insecure")
 	}
 	proc, err := fleetproc.Run("mailpit", log, nil, s.bin, args...)
 	if err != nil {

@@ -21,7 +21,27 @@ type Page struct {
 type DeviceFilter struct {
 	Page
 	Status resource.DeviceStatus // "" for any
+	// Tags: the devices holding every one of these tags, sorted and
+	// joined by "," (GET /devices?tag=, repeatable; a string so that the
+	// filter stays comparable, a page cache key); "" for any.
+	Tags string
 }
+
+// DevicePatch is PATCH /devices/{id}: nil fields are left unchanged;
+// ClearNotes is true when the body held "notes": null. Name and location
+// are checked as `device add` checks them, notes at most
+// MaxNotesLength characters, tags with CheckDeviceTags; errors are
+// EINVALID naming the field, and nothing is changed on an error.
+type DevicePatch struct {
+	Name       *string
+	Location   *string
+	Notes      *string
+	ClearNotes bool
+	Tags       *[]string
+}
+
+// MaxNotesLength bounds a device's notes, in characters.
+const MaxNotesLength = 2000
 
 // EventFilter filters GET /devices/{id}/events.
 type EventFilter struct {
@@ -61,6 +81,9 @@ type DeviceService interface {
 	Device(ctx context.Context, orgID, id string) (resource.DeviceDetail, error)
 	Metrics(ctx context.Context, orgID, deviceID string, q MetricsQuery) (resource.MetricsResponse, error)
 	Events(ctx context.Context, orgID, deviceID string, f EventFilter) (resource.List[resource.Event], error)
+	// PatchDevice changes a device's name, location, notes or tags and
+	// returns its detail.
+	PatchDevice(ctx context.Context, orgID, id string, p DevicePatch) (resource.DeviceDetail, error)
 }
 
 // SerialService reads and changes a device's industrial I/O state. A device

@@ -92,6 +92,9 @@ type Device struct {
 	IPAddress       string       `json:"ipAddress"`
 	Location        string       `json:"location"`
 	CreatedAt       Time         `json:"createdAt"`
+	// Tags are the device's tags, sorted (DESIGN.md "Fleet operations";
+	// additive to the spec's item).
+	Tags []string `json:"tags"`
 }
 
 // DeviceDetail is GET /devices/{id}: the list item plus the agent's own view.

@@ -101,3 +101,8 @@ func SearchDevices(ctx context.Context, q Querier, orgID string, s cloud.DeviceS
 	}
 	return out, nil
 }
+
+// PatchDevice implements cloud.DeviceService (stub: the devapi lane writes it).
+func (s *DeviceService) PatchDevice(ctx context.Context, orgID, id string, p cloud.DevicePatch) (resource.DeviceDetail, error) {
+	return resource.DeviceDetail{}, cloud.Errorf(cloud.EINTERNAL, "not implemented yet")
+}

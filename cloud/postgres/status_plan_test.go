@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
+	"github.com/fleet/fleet/cloud/postgres"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -45,25 +46,34 @@ func TestAlertEngineDeviceReadsUseIndexes(t *testing.T) {
 		{status, []any{"", 100}, "devices_status_watch"},
 		{sqlstore.OfflineDevicesSQL, []any{"", "", "", int64(1) << 50, 100}, "devices_offline"},
 	} {
-		q := tc.sql
-		for i := 1; strings.Contains(q, "?"); i++ {
-			q = strings.Replace(q, "?", fmt.Sprintf("$%d", i), 1)
-		}
-		rows, err := db.Pool.Query(ctx, "EXPLAIN "+q, tc.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		for rows.Next() {
-			var l string
-			if err := rows.Scan(&l); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, l)
-		}
-		rows.Close()
-		if all := strings.Join(lines, "\n"); strings.Contains(all, "Seq Scan") || !strings.Contains(all, tc.index) {
+		all := explain(t, db, tc.sql, tc.args...)
+		if strings.Contains(all, "Seq Scan") || !strings.Contains(all, tc.index) {
 			t.Errorf("planned as\n%s\nwant a scan of %s, for %s", all, tc.index, tc.sql)
 		}
 	}
+}
+
+// explain returns the plan of query (with ? placeholders) for args.
+func explain(t *testing.T, db *postgres.DB, query string, args ...any) string {
+	t.Helper()
+	for i := 1; strings.Contains(query, "?"); i++ {
+		query = strings.Replace(query, "?", fmt.Sprintf("$%d", i), 1)
+	}
+	rows, err := db.Pool.Query(context.Background(), "EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }

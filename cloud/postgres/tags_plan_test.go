@@ -56,23 +56,8 @@ func TestDeviceTagPageUsesKeysetIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := 1; strings.Contains(q, "?"); i++ {
-			q = strings.Replace(q, "?", fmt.Sprintf("$%d", i), 1)
-		}
-		rows, err := db.Pool.Query(ctx, "EXPLAIN "+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		for rows.Next() {
-			var l string
-			if err := rows.Scan(&l); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, l)
-		}
-		rows.Close()
-		if all := strings.Join(lines, "\n"); strings.Contains(all, "Seq Scan") || !strings.Contains(all, "devices_org_") {
+		all := explain(t, db, q, args...)
+		if strings.Contains(all, "Seq Scan") || !strings.Contains(all, "devices_org_") {
 			t.Errorf("planned as\n%s\nwant a scan of an organization index, for %s", all, q)
 		}
 	}

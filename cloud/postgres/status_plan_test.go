@@ -19,15 +19,7 @@ import (
 func TestAlertEngineDeviceReadsUseIndexes(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, migratedDB(t))
-	org, err := db.CreateOrg(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2000 {
-		if _, _, err := db.AddDevice(ctx, cloud.NewDevice{OrgID: org.ID, Name: fmt.Sprintf("gw-%04d", i), SerialNumber: fmt.Sprintf("SN-%04d", i), Model: "IG-500"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	devicesOfAcme(t, db, 2000)
 	if _, err := db.Pool.Exec(ctx, `UPDATE devices SET status = CASE WHEN serial_number < 'SN-0010' THEN 'ERROR' WHEN serial_number < 'SN-0050' THEN 'OFFLINE' ELSE 'ONLINE' END, last_seen = 1000`); err != nil {
 		t.Fatal(err)
 	}
@@ -76,4 +68,22 @@ func explain(t *testing.T, db *postgres.DB, query string, args ...any) string {
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// devicesOfAcme creates the organization acme and its n devices (serial
+// numbers SN-0000, SN-0001, ...), returned oldest first.
+func devicesOfAcme(t *testing.T, db *postgres.DB, n int) (cloud.Org, []resource.DeviceDetail) {
+	t.Helper()
+	ctx := context.Background()
+	org, err := db.CreateOrg(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := make([]resource.DeviceDetail, n)
+	for i := range devs {
+		if devs[i], _, err = db.AddDevice(ctx, cloud.NewDevice{OrgID: org.ID, Name: fmt.Sprintf("gw-%04d", i), SerialNumber: fmt.Sprintf("SN-%04d", i), Model: "IG-500"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return org, devs
 }

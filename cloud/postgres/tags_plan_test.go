@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -18,25 +17,15 @@ import (
 func TestDeviceTagPageUsesKeysetIndex(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, migratedDB(t))
-	org, err := db.CreateOrg(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cursor string
-	for i := range 2000 {
-		d, _, err := db.AddDevice(ctx, cloud.NewDevice{OrgID: org.ID, Name: fmt.Sprintf("gw-%04d", i), SerialNumber: fmt.Sprintf("SN-%04d", i), Model: "IG-500"})
-		if err != nil {
-			t.Fatal(err)
-		}
+	org, devs := devicesOfAcme(t, db, 2000)
+	for i, d := range devs {
 		if i%10 == 0 {
 			if err := db.SetDeviceTags(ctx, d.ID, []string{"line-3", "site:north"}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if i == 500 {
-			cursor = d.ID
-		}
 	}
+	cursor := devs[500].ID
 	// Other organizations hold most of the table, as on a shared relay.
 	other, err := db.CreateOrg(ctx, "others")
 	if err != nil {

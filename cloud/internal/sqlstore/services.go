@@ -27,9 +27,8 @@ type Services struct {
 
 // NewServices returns the services on t.
 func NewServices(t Tables) Services {
-	rules := &RuleService{Tables: t}
-	return Services{devices: &DeviceService{Tables: t, Rules: rules}, serial: &SerialService{Tables: t}, alerts: &AlertService{Tables: t},
-		points: &PointService{Tables: t}, rules: rules}
+	return Services{devices: &DeviceService{Tables: t}, serial: &SerialService{Tables: t}, alerts: &AlertService{Tables: t},
+		points: &PointService{Tables: t}, rules: &RuleService{Tables: t}}
 }
 
 // Devices returns the device service.

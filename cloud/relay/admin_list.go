@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/resource"
@@ -52,13 +53,13 @@ func runDeviceList(ctx context.Context, args []string, stdout io.Writer) error {
 			cursor = *page.Pagination.NextCursor
 		}
 		return output{devices, func(w io.Writer) {
-			printTable(w, "ID\tNAME\tSERIAL\tMODEL\tSTATUS\tLAST SEEN", func(tw io.Writer) {
+			printTable(w, "ID\tNAME\tSERIAL\tMODEL\tSTATUS\tLAST SEEN\tTAGS", func(tw io.Writer) {
 				for _, d := range devices {
 					seen := "never"
 					if d.LastSeen != nil {
 						seen = humanTime(d.LastSeen.Time, "never")
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Name, d.SerialNumber, d.Model, d.Status, seen)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Name, d.SerialNumber, d.Model, d.Status, seen, strings.Join(d.Tags, ","))
 				}
 			})
 		}}, nil

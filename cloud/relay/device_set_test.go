@@ -33,6 +33,9 @@ func testDeviceSet(t *testing.T, db string) {
 	if len(list) != 1 || list[0].Name != "press 3" || !slices.Equal(list[0].Tags, []string{"line-3", "site:north"}) {
 		t.Fatalf("device list after set: %+v", list)
 	}
+	if out, _, code := cli(t, "device", "list", "--db", db, "--org", org.ID); code != 0 || !strings.Contains(out, "TAGS") || !strings.Contains(out, "line-3,site:north") {
+		t.Fatalf("device list shows no tags (exit %d): %q", code, out)
+	}
 	mustJSON(t, &d, "device", "set", "--db", db, "--id", dev.ID, "--tags", "", "--notes", "", "--location", "hall B")
 	if d.Name != "press 3" || d.Location != "hall B" || d.Notes != nil || d.Tags == nil || len(d.Tags) != 0 {
 		t.Fatalf("clearing printed %+v", d)

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -74,9 +75,9 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 }
 
 // SearchDevices reads with q one page of the organization's devices, oldest
-// first, filtered by status and by a case-insensitive substring of name,
-// serial number, location or model, with the number of matches
-// (cloud.PanelStore's).
+// first, filtered by status, by tags (every one) and by a case-insensitive
+// substring of name, serial number, location or model, with the number of
+// matches (cloud.PanelStore's).
 func SearchDevices(ctx context.Context, q Querier, orgID string, s cloud.DeviceSearch) (cloud.DevicePage, error) {
 	where := ` FROM devices WHERE org_id = ?`
 	args := []any{orgID}
@@ -87,6 +88,10 @@ func SearchDevices(ctx context.Context, q Querier, orgID string, s cloud.DeviceS
 	if pat := cloud.LikePattern(s.Query); pat != "" {
 		where += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(serial_number) LIKE ? ESCAPE '\' OR lower(location) LIKE ? ESCAPE '\' OR lower(model) LIKE ? ESCAPE '\')`
 		args = append(args, pat, pat, pat, pat)
+	}
+	for _, t := range s.Tags {
+		where += ` AND tags LIKE ? ESCAPE '\'`
+		args = append(args, TagLike(t))
 	}
 	var out cloud.DevicePage
 	if err := q.QueryRow(ctx, `SELECT COUNT(*)`+where, args...).Scan(&out.Total); err != nil {
@@ -100,6 +105,13 @@ func SearchDevices(ctx context.Context, q Querier, orgID string, s cloud.DeviceS
 		return cloud.DevicePage{}, err
 	}
 	return out, nil
+}
+
+// TagLike is the LIKE pattern that finds tag in a devices.tags value (a
+// JSON array of TagPattern strings, which JSON writes as they are): the
+// tag between its quotes, LIKE's wildcards escaped with '\'.
+func TagLike(tag string) string {
+	return `%"` + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(tag) + `"%`
 }
 
 // PatchDevice implements cloud.DeviceService (stub: the devapi lane writes it).

@@ -49,7 +49,15 @@ func appendDevice(b []byte, d *resource.Device) []byte {
 	b = appendStringField(b, `,"ipAddress":`, d.IPAddress)
 	b = appendStringField(b, `,"location":`, d.Location)
 	b = appendTimeField(b, `,"createdAt":`, d.CreatedAt)
-	return append(b, '}')
+	// tags: always an array, [] when none (also for a nil slice).
+	b = append(b, `,"tags":[`...)
+	for i, t := range d.Tags {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, t)
+	}
+	return append(b, `]}`...)
 }
 
 func appendAlertList(b []byte, l *resource.List[resource.Alert]) ([]byte, error) {

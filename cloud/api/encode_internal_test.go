@@ -33,8 +33,8 @@ func TestHandEncodingMatchesEncodingJSON(t *testing.T) {
 	next := "cursor0000000000000000000"
 	for _, s := range trickyStrings {
 		devs := resource.List[resource.Device]{Data: []resource.Device{
-			{ID: "abc", Name: s, SerialNumber: s, Status: resource.StatusOnline, Model: "IG-500", FirmwareVersion: s, LastSeen: &seen, IPAddress: "10.0.0.1", Location: s, CreatedAt: now},
-			{ID: "def", Name: "n", Status: resource.StatusOffline, CreatedAt: now},
+			{ID: "abc", Name: s, SerialNumber: s, Status: resource.StatusOnline, Model: "IG-500", FirmwareVersion: s, LastSeen: &seen, IPAddress: "10.0.0.1", Location: s, CreatedAt: now, Tags: []string{s, "line-3"}},
+			{ID: "def", Name: "n", Status: resource.StatusOffline, CreatedAt: now, Tags: []string{}},
 		}, Pagination: resource.Pagination{NextCursor: &next, HasMore: true}}
 		if got, want := appendDeviceList(nil, &devs), stdEncode(t, devs); !bytes.Equal(got, want) {
 			t.Errorf("devices %q:\n got %s\nwant %s", s, got, want)
@@ -50,6 +50,10 @@ func TestHandEncodingMatchesEncodingJSON(t *testing.T) {
 		if want := stdEncode(t, alerts); !bytes.Equal(got, want) {
 			t.Errorf("alerts %q:\n got %s\nwant %s", s, got, want)
 		}
+	}
+	// A device without tags still lists "tags":[] (never null).
+	if got := appendDevice(nil, &resource.Device{}); !bytes.HasSuffix(got, []byte(`,"tags":[]}`)) {
+		t.Errorf("nil tags: %s", got)
 	}
 	empty := resource.List[resource.Device]{Data: []resource.Device{}}
 	if got, want := appendDeviceList(nil, &empty), stdEncode(t, empty); !bytes.Equal(got, want) {

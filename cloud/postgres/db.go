@@ -9,6 +9,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -257,7 +258,13 @@ var dialect = sqlstore.Dialect{
 		_, err := tx.Exec(ctx, `SELECT pg_notify(?, ?)`, channel, id)
 		return err
 	},
-	LockOrg:     `SELECT 1 FROM orgs WHERE id = ? FOR UPDATE`,
+	LockOrg: `SELECT 1 FROM orgs WHERE id = ? FOR UPDATE`,
+	// One containment test for every tag: devices.tags is JSON text, read
+	// as jsonb row by row among the organization's devices.
+	HasTags: func(tags []string) (string, []any) {
+		b, _ := json.Marshal(tags) // []string always marshals
+		return `CAST(devices.tags AS jsonb) @> CAST(? AS jsonb)`, []any{string(b)}
+	},
 	LockRows:    " FOR UPDATE",
 	SkipLocked:  " FOR UPDATE SKIP LOCKED",
 	OfflineAlso: ", agent_relay = NULL",

@@ -102,6 +102,8 @@ func Run(t *testing.T, open Opener) {
 		{"StatusChangeEvents", testStatusChangeEvents},
 		{"PlannedWorkHold", testPlannedWorkHold},
 		{"DeviceTags", testDeviceTags},
+		{"PatchDevice", testPatchDevice},
+		{"DeviceTagFilter", testDeviceTagFilter},
 		{"SerialDefaults", testSerialDefaults},
 		{"SerialTelemetryAndAvailability", testSerialTelemetry},
 		{"PutChannel", testPutChannel},

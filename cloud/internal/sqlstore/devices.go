@@ -22,6 +22,12 @@ type DeviceTables interface {
 	// DevicePage and EventPage read a page of a list.
 	DevicePage(ctx context.Context, k Keyset[resource.Device]) (resource.List[resource.Device], error)
 	EventPage(ctx context.Context, k Keyset[resource.Event]) (resource.List[resource.Event], error)
+	// TagsWhere is the condition of the devices holding every one of tags
+	// (Dialect.TagsWhere).
+	TagsWhere(tags []string) (string, []any)
+	// UpdateDevice writes a checked patch to the organization's device
+	// in one transaction, or ENOTFOUND.
+	UpdateDevice(ctx context.Context, orgID, id string, p cloud.DevicePatch) error
 }
 
 // SamplesSQL is the query of NewestSamples (arguments: device, from and to
@@ -35,9 +41,20 @@ type DeviceService struct{ Tables DeviceTables }
 var _ cloud.DeviceService = (*DeviceService)(nil)
 
 // ListDevices lists the organization's devices oldest first (created_at,
-// then id), keyset-paginated (DeviceList).
+// then id), keyset-paginated (DeviceList), only those holding every one
+// of f.Tags when set (EINVALID naming "tag" for one that is no tag).
 func (s *DeviceService) ListDevices(ctx context.Context, orgID string, f cloud.DeviceFilter) (resource.List[resource.Device], error) {
-	return s.Tables.DevicePage(ctx, DeviceList(orgID, f))
+	k := DeviceList(orgID, f)
+	if f.Tags != "" {
+		tags := strings.Split(f.Tags, ",")
+		for _, t := range tags {
+			if !cloud.TagPattern.MatchString(t) {
+				return resource.List[resource.Device]{Data: []resource.Device{}}, cloud.Errorf(cloud.EINVALID, "tag: %q is not a tag", t)
+			}
+		}
+		k.Where, k.WhereArgs = s.Tables.TagsWhere(tags)
+	}
+	return s.Tables.DevicePage(ctx, k)
 }
 
 // Device returns the organization's device id, or ENOTFOUND.
@@ -77,8 +94,8 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 // SearchDevices reads with q one page of the organization's devices, oldest
 // first, filtered by status, by tags (every one) and by a case-insensitive
 // substring of name, serial number, location or model, with the number of
-// matches (cloud.PanelStore's).
-func SearchDevices(ctx context.Context, q Querier, orgID string, s cloud.DeviceSearch) (cloud.DevicePage, error) {
+// matches (cloud.PanelStore's). d says how the dialect matches tags.
+func SearchDevices(ctx context.Context, q Querier, d Dialect, orgID string, s cloud.DeviceSearch) (cloud.DevicePage, error) {
 	where := ` FROM devices WHERE org_id = ?`
 	args := []any{orgID}
 	if s.Status != "" {
@@ -89,9 +106,9 @@ func SearchDevices(ctx context.Context, q Querier, orgID string, s cloud.DeviceS
 		where += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(serial_number) LIKE ? ESCAPE '\' OR lower(location) LIKE ? ESCAPE '\' OR lower(model) LIKE ? ESCAPE '\')`
 		args = append(args, pat, pat, pat, pat)
 	}
-	for _, t := range s.Tags {
-		where += ` AND tags LIKE ? ESCAPE '\'`
-		args = append(args, TagLike(t))
+	if tw, targs := d.TagsWhere(s.Tags); tw != "" {
+		where += ` AND ` + tw
+		args = append(args, targs...)
 	}
 	var out cloud.DevicePage
 	if err := q.QueryRow(ctx, `SELECT COUNT(*)`+where, args...).Scan(&out.Total); err != nil {
@@ -107,14 +124,16 @@ func SearchDevices(ctx context.Context, q Querier, orgID string, s cloud.DeviceS
 	return out, nil
 }
 
-// TagLike is the LIKE pattern that finds tag in a devices.tags value (a
-// JSON array of TagPattern strings, which JSON writes as they are): the
-// tag between its quotes, LIKE's wildcards escaped with '\'.
-func TagLike(tag string) string {
-	return `%"` + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(tag) + `"%`
-}
-
-// PatchDevice implements cloud.DeviceService (stub: the devapi lane writes it).
+// PatchDevice implements cloud.DeviceService: the patch checked
+// (cloud.DevicePatch.Check), then written in one transaction; nothing
+// changes on an error. ENOTFOUND unless the device is the organization's.
 func (s *DeviceService) PatchDevice(ctx context.Context, orgID, id string, p cloud.DevicePatch) (resource.DeviceDetail, error) {
-	return resource.DeviceDetail{}, cloud.Errorf(cloud.EINTERNAL, "not implemented yet")
+	p, err := p.Check()
+	if err != nil {
+		return resource.DeviceDetail{}, err
+	}
+	if err := s.Tables.UpdateDevice(ctx, orgID, id, p); err != nil {
+		return resource.DeviceDetail{}, err
+	}
+	return s.Tables.DeviceDetail(ctx, orgID, id)
 }

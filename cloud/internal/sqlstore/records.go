@@ -36,7 +36,7 @@ func PrepareDevice(nd cloud.NewDevice, now time.Time) (NewDevice, error) {
 	}
 	return NewDevice{OrgID: nd.OrgID, Token: token, TokenSum: sum, Detail: resource.DeviceDetail{
 		Device: resource.Device{ID: ids.New(), Name: nd.Name, SerialNumber: nd.SerialNumber, Status: resource.StatusProvisioning,
-			Model: nd.Model, Location: nd.Location, CreatedAt: resource.T(now.UTC().Truncate(time.Millisecond))},
+			Model: nd.Model, Location: nd.Location, CreatedAt: resource.T(now.UTC().Truncate(time.Millisecond)), Tags: []string{}},
 		Notes: nd.Notes,
 	}}, nil
 }

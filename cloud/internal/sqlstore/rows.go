@@ -39,7 +39,7 @@ func NullMs(t time.Time) *int64 {
 }
 
 // DeviceColumns are the columns ScanDevice reads, in order.
-const DeviceColumns = `id, name, serial_number, status, model, firmware_version, last_seen, ip_address, location, created_at`
+const DeviceColumns = `id, name, serial_number, status, model, firmware_version, last_seen, ip_address, location, created_at, tags`
 
 // ScanDevice reads a row of DeviceColumns, then extra columns into extra.
 func ScanDevice(row Row, extra ...any) (resource.Device, error) {
@@ -47,10 +47,12 @@ func ScanDevice(row Row, extra ...any) (resource.Device, error) {
 	var status string
 	var lastSeen *int64
 	var created int64
-	dest := append([]any{&d.ID, &d.Name, &d.SerialNumber, &status, &d.Model, &d.FirmwareVersion, &lastSeen, &d.IPAddress, &d.Location, &created}, extra...)
+	var tags string
+	dest := append([]any{&d.ID, &d.Name, &d.SerialNumber, &status, &d.Model, &d.FirmwareVersion, &lastSeen, &d.IPAddress, &d.Location, &created, &tags}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return d, err
 	}
+	d.Tags = DecodeTags(tags)
 	d.Status = resource.DeviceStatus(status)
 	d.LastSeen = resource.TP(MsTime(lastSeen))
 	d.CreatedAt = resource.T(time.UnixMilli(created))

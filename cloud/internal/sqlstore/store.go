@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -46,6 +47,28 @@ type Dialect struct {
 	// whichever relay changes them; "" where the store's one writer
 	// serializes every transaction (SQLite).
 	LockOrg string
+	// HasTags, when set, is a condition on a row of devices that holds
+	// every one of tags (PostgreSQL: jsonb containment), with its
+	// arguments; nil for TagsWhere's default, SQLite's json_each.
+	HasTags func(tags []string) (string, []any)
+}
+
+// TagsWhere is a condition on a row of devices (named devices) that holds
+// every one of tags, and its arguments; "" for no tags.
+func (d Dialect) TagsWhere(tags []string) (string, []any) {
+	if len(tags) == 0 {
+		return "", nil
+	}
+	if d.HasTags != nil {
+		return d.HasTags(tags)
+	}
+	var where []string
+	var args []any
+	for _, t := range tags {
+		where = append(where, `EXISTS (SELECT 1 FROM json_each(devices.tags) t WHERE t.value = ?)`)
+		args = append(args, t)
+	}
+	return strings.Join(where, ` AND `), args
 }
 
 // Change is what a change that other relays hear of (Dialect.Changed) was.

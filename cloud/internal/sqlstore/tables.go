@@ -3,7 +3,9 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -268,4 +270,47 @@ func (s *Store) PutChannel(ctx context.Context, deviceID, channelID, config stri
 		return s.changed(ctx, tx, ChangeConfig, deviceID)
 	})
 	return s.Wrap("put channel", err)
+}
+
+// UpdateDevice implements DeviceTables: the fields p sets, in one
+// statement of one transaction.
+func (s *Store) UpdateDevice(ctx context.Context, orgID, id string, p cloud.DevicePatch) error {
+	var set []string
+	var args []any
+	add := func(column string, v any) {
+		set = append(set, column+` = ?`)
+		args = append(args, v)
+	}
+	if p.Name != nil {
+		add("name", *p.Name)
+	}
+	if p.Location != nil {
+		add("location", *p.Location)
+	}
+	if p.ClearNotes {
+		add("notes", nil)
+	} else if p.Notes != nil {
+		add("notes", *p.Notes)
+	}
+	if p.Tags != nil {
+		b, err := json.Marshal(*p.Tags)
+		if err != nil {
+			return s.Wrap("update device", err)
+		}
+		add("tags", string(b))
+	}
+	if len(set) == 0 {
+		_, err := s.DeviceModel(ctx, orgID, id)
+		return err
+	}
+	return s.Tx(ctx, func(tx Querier) error {
+		n, err := tx.Exec(ctx, `UPDATE devices SET `+strings.Join(set, `, `)+` WHERE id = ? AND org_id = ?`, append(args, id, orgID)...)
+		if err != nil {
+			return s.Wrap("update device", err)
+		}
+		if n == 0 {
+			return DeviceNotFound(id)
+		}
+		return nil
+	})
 }

@@ -108,6 +108,9 @@ type Admin interface {
 	AddDevice(ctx context.Context, nd NewDevice) (resource.DeviceDetail, string, error)
 	// RevokeDevice revokes the device's token (idempotent) and returns when.
 	RevokeDevice(ctx context.Context, id string) (time.Time, error)
+	// DeviceOrg returns the id of the device's organization, or ENOTFOUND
+	// (the admin CLI's device set, which names a device by id alone).
+	DeviceOrg(ctx context.Context, id string) (string, error)
 	// SetDeviceTags replaces the device's tags (CheckDeviceTags: EINVALID
 	// naming "tags[i]"; stored deduplicated and sorted); ENOTFOUND for an
 	// unknown id.

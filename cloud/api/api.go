@@ -168,6 +168,7 @@ func (s *Server) routes() {
 		api.Get("/devices/{id}/points/{pointId}/samples", s.scoped(cloud.ScopeMetricsRead, s.getPointSamples))
 	}
 	api.Get("/devices/{id}/serial", s.scoped(cloud.ScopeDevicesRead, s.getSerial))
+	api.Patch("/devices/{id}", s.scoped(cloud.ScopeDevicesWrite, s.patchDevice))
 	api.Patch("/devices/{id}/serial", s.scoped(cloud.ScopeDevicesWrite, s.patchSerial))
 	api.Get("/devices/{id}/serial/telemetry", s.scoped(cloud.ScopeDevicesRead, s.getTelemetry))
 	api.Get("/devices/{id}/serial/channels/{channelId}", s.scoped(cloud.ScopeDevicesRead, s.getChannel))

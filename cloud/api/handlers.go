@@ -94,10 +94,11 @@ func (s *Server) dataVersion(r *http.Request) (v uint64, ok bool) {
 
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
 	p := params{r: r}
-	p.query("limit", "cursor", "status")
+	p.query("limit", "cursor", "status", "tag"+repeatable)
 	var f cloud.DeviceFilter
 	f.Page = p.page(devicesDefault, devicesMax)
 	f.Status = p.status()
+	f.Tags = p.tags()
 	if p.err != nil {
 		return p.err
 	}
@@ -144,7 +145,7 @@ func getOfDevice[T any](s *Server, w http.ResponseWriter, r *http.Request, key *
 }
 
 func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	return getOfDevice(s, w, r, key, s.cfg.Devices.Device, nil)
+	return getOfDevice(s, w, r, key, s.cfg.Devices.Device, fixDevice)
 }
 
 func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {

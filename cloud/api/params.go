@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,8 +57,9 @@ func (p *params) channelID() string {
 }
 
 // query reads the query string strictly: every name must be one the
-// endpoint allows and appear at most once (400 validation_error naming the
-// parameter otherwise).
+// endpoint allows and appear at most once, unless allowed names it with
+// the suffix repeatable ("tag..."): 400 validation_error naming the
+// parameter otherwise.
 func (p *params) query(allowed ...string) {
 	if p.err != nil || p.r.URL.RawQuery == "" {
 		return
@@ -67,6 +69,9 @@ func (p *params) query(allowed ...string) {
 	p.fail(err)
 }
 
+// repeatable ends an allowed query parameter's name that may be repeated.
+const repeatable = "..."
+
 func parseQuery(raw string, allowed ...string) (url.Values, error) {
 	v, err := url.ParseQuery(raw)
 	if err != nil {
@@ -74,22 +79,26 @@ func parseQuery(raw string, allowed ...string) (url.Values, error) {
 	}
 	var unknown, repeated []string
 	for name, vals := range v {
-		known := false
+		known, many := false, false
 		for _, a := range allowed {
-			if name == a {
-				known = true
+			if name == strings.TrimSuffix(a, repeatable) {
+				known, many = true, a != name
 				break
 			}
 		}
 		if !known {
 			unknown = append(unknown, name)
-		} else if len(vals) > 1 {
+		} else if len(vals) > 1 && !many {
 			repeated = append(repeated, name)
 		}
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return nil, cloud.Errorf(cloud.EINVALID, "%s: unknown query parameter (this endpoint accepts: %s)", bounded(unknown[0]), strings.Join(allowed, ", "))
+		names := make([]string, len(allowed))
+		for i, a := range allowed {
+			names[i] = strings.TrimSuffix(a, repeatable)
+		}
+		return nil, cloud.Errorf(cloud.EINVALID, "%s: unknown query parameter (this endpoint accepts: %s)", bounded(unknown[0]), strings.Join(names, ", "))
 	}
 	if len(repeated) > 0 {
 		sort.Strings(repeated)
@@ -297,4 +306,25 @@ func parseStep(s string) (time.Duration, error) {
 		return 0, errors.New(must)
 	}
 	return d, nil
+}
+
+// tags returns the repeatable tag parameter (GET /devices?tag=T&tag=U):
+// each cloud.TagPattern, at most cloud.MaxDeviceTags, sorted, deduplicated
+// and joined by "," (cloud.DeviceFilter.Tags); "" when absent.
+func (p *params) tags() string {
+	if p.err != nil || p.v == nil {
+		return ""
+	}
+	vs := p.v["tag"]
+	if len(vs) > cloud.MaxDeviceTags {
+		p.fail(cloud.Errorf(cloud.EINVALID, "tag: at most %d tags", cloud.MaxDeviceTags))
+		return ""
+	}
+	for _, t := range vs {
+		if !cloud.TagPattern.MatchString(t) {
+			p.fail(cloud.Errorf(cloud.EINVALID, "tag: %s is not a tag (lowercase letters, digits and _.:- , at most 32)", bounded(t)))
+			return ""
+		}
+	}
+	return strings.Join(slices.Compact(slices.Sorted(slices.Values(vs))), ",")
 }

@@ -36,6 +36,7 @@ func (a *app) commands() []command {
 		{path: "key revoke", usage: "revoke an API key (refused from its next request)", run: runKeyRevoke},
 		{path: "device add", usage: "register a device (prints its agent token once)", run: runDeviceAdd},
 		{path: "device revoke", usage: "revoke a device's token", run: runDeviceRevoke},
+		{path: "device set", usage: "change a device's name, location, notes or tags", run: runDeviceSet},
 		{path: "org list", usage: "list the organizations", run: runOrgList},
 		{path: "device list", usage: "list an organization's devices (never their tokens)", run: runDeviceList},
 		{path: "org set-alert-webhook", usage: "set an organization's alert webhook URL", run: runOrgSetAlertWebhook},

@@ -314,3 +314,13 @@ func (s *Store) UpdateDevice(ctx context.Context, orgID, id string, p cloud.Devi
 		return nil
 	})
 }
+
+// DeviceOrg implements cloud.Admin.
+func (s *Store) DeviceOrg(ctx context.Context, id string) (string, error) {
+	var org string
+	err := s.R.QueryRow(ctx, `SELECT org_id FROM devices WHERE id = ?`, id).Scan(&org)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", DeviceNotFound(id)
+	}
+	return org, s.Wrap("device", err)
+}

@@ -422,7 +422,7 @@ step("a device edited on its page is found by its tag on the fleet page", async 
   await page.locator("#details a.tag", { hasText: "press" }).waitFor();
   assert((await page.locator("#details .notes").textContent()).includes("<b>today</b>"), "the notes are not shown as text");
   const [status, body] = curl(KEY, `/devices/${DEVICE}`);
-  assert(status === 200 && JSON.stringify(JSON.parse(body).tags) === '["line-1","press"]', `the tags through the API: ${status} ${body}`);
+  assert(status === 200 && JSON.stringify(JSON.parse(body).data.tags) === '["line-1","press"]', `the tags through the API: ${status} ${body}`);
   await page.getByText("Edit device", { exact: true }).click();
   await shoot(page, "device-edit");
   await page.locator("#details a.tag", { hasText: "press" }).click();

@@ -15,22 +15,7 @@ func fixDevice(d *resource.DeviceDetail) { d.Tags = nonNil(d.Tags) }
 // patchDevice is PATCH /devices/{id}: name, location, notes (null clears)
 // and tags, checked by the service; {data: DeviceDetail}.
 func (s *Server) patchDevice(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	p := params{r: r}
-	id := p.pathID("device")
-	if p.query(); p.err != nil {
-		return p.err
-	}
-	body, err := readJSONBody(w, r)
-	if err != nil {
-		return err
-	}
-	patch, err := decodeDevicePatch(body)
-	if err != nil {
-		return err
-	}
-	d, err := s.cfg.Devices.PatchDevice(r.Context(), key.OrgID, id, patch)
-	fixDevice(&d)
-	return reply(s, w, d, err)
+	return patchOfDevice(s, w, r, key, decodeDevicePatch, s.cfg.Devices.PatchDevice, fixDevice)
 }
 
 // devicePatchBody is PATCH /devices/{id}'s body; raw members tell "absent"

@@ -250,6 +250,15 @@ func decodeSerialPatch(body []byte) (cloud.SerialPatch, error) {
 func isNull(b json.RawMessage) bool { return string(b) == "null" }
 
 func (s *Server) patchSerial(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
+	return patchOfDevice(s, w, r, key, decodeSerialPatch, s.cfg.Serial.PatchSerial, nil)
+}
+
+// patchOfDevice answers a PATCH of one device's resource (the device, its
+// serial state): the device id from the path and no query parameter, the
+// JSON body decoded by decode, then patch from the service, then fix (nil:
+// none) on what it gives, answered as {"data": ...}.
+func patchOfDevice[P, T any](s *Server, w http.ResponseWriter, r *http.Request, key *cloud.APIKey, decode func([]byte) (P, error),
+	patch func(ctx context.Context, orgID, deviceID string, p P) (T, error), fix func(*T)) error {
 	p := params{r: r}
 	id := p.pathID("device")
 	if p.query(); p.err != nil {
@@ -259,12 +268,15 @@ func (s *Server) patchSerial(w http.ResponseWriter, r *http.Request, key *cloud.
 	if err != nil {
 		return err
 	}
-	patch, err := decodeSerialPatch(body)
+	in, err := decode(body)
 	if err != nil {
 		return err
 	}
-	res, err := s.cfg.Serial.PatchSerial(r.Context(), key.OrgID, id, patch)
-	return reply(s, w, res, err)
+	v, err := patch(r.Context(), key.OrgID, id, in)
+	if fix != nil {
+		fix(&v)
+	}
+	return reply(s, w, v, err)
 }
 
 func (s *Server) getTelemetry(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {

@@ -51,8 +51,14 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	}
 	for _, status := range []bool{false, true} {
 		for _, cursor := range []bool{false, true} {
-			q, _, err := sqlstore.DeviceList("o", cloud.DeviceFilter{Status: resource.DeviceStatus(on(status, "ONLINE")), Page: cloud.Page{Cursor: on(cursor, cursorID)}}).SQL()
-			list(fmt.Sprintf("devices status=%v cursor=%v", status, cursor), q, err)
+			for _, tags := range []bool{false, true} {
+				k := sqlstore.DeviceList("o", cloud.DeviceFilter{Status: resource.DeviceStatus(on(status, "ONLINE")), Page: cloud.Page{Cursor: on(cursor, cursorID)}})
+				if tags { // GET /devices?tag=a&tag=b (DeviceService.ListDevices)
+					k.Where, k.WhereArgs = dialect.TagsWhere([]string{"a", "b"})
+				}
+				q, _, err := k.SQL()
+				list(fmt.Sprintf("devices status=%v cursor=%v tags=%v", status, cursor, tags), q, err)
+			}
 		}
 	}
 	for _, typ := range []bool{false, true} {

@@ -504,7 +504,8 @@ func (h *rulesHeard) take() []string {
 }
 
 // testRulesObserved: every committed change of rules, silences or channels
-// is heard by the store's RulesObserver, and on a store several relays
+// (and of a device's tags, which rule scopes name) is heard by the store's
+// RulesObserver, and on a store several relays
 // share by another handle's cluster listener; a refused one is not.
 func testRulesObserved(t *testing.T, open Opener) {
 	e := newEnv(t, open)
@@ -555,7 +556,20 @@ func testRulesObserved(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 	}
-	want := slices.Repeat([]string{org.ID}, 6)
+	// A change of a device's tags changes which devices the rules' scopes
+	// hold; a rename or a refused change of tags does not.
+	d := e.device(org.ID, "IG-500")
+	devs := e.Store.Devices()
+	if _, err := devs.PatchDevice(e.ctx, org.ID, d.ID, cloud.DevicePatch{Tags: &[]string{"line-3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := devs.PatchDevice(e.ctx, org.ID, d.ID, cloud.DevicePatch{Name: ptr("renamed")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := devs.PatchDevice(e.ctx, org.ID, d.ID, cloud.DevicePatch{Tags: &[]string{"Bad"}}); err == nil {
+		t.Fatal("a bad tag was accepted")
+	}
+	want := slices.Repeat([]string{org.ID}, 7)
 	if got := heard.take(); !slices.Equal(got, want) {
 		t.Errorf("observer heard %v, want %v", got, want)
 	}

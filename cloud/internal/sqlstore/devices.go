@@ -36,7 +36,13 @@ const SamplesSQL = `SELECT ` + SampleColumns + ` FROM metrics
 	WHERE device_id = ? AND captured_at >= ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`
 
 // DeviceService implements cloud.DeviceService on a store's tables.
-type DeviceService struct{ Tables DeviceTables }
+type DeviceService struct {
+	Tables DeviceTables
+	// Rules, when set, hears of a change of a device's tags as of a
+	// change of its organization's rules: the alert engine reads the
+	// device's scope again at once, not after its TTL.
+	Rules *RuleService
+}
 
 var _ cloud.DeviceService = (*DeviceService)(nil)
 
@@ -134,6 +140,9 @@ func (s *DeviceService) PatchDevice(ctx context.Context, orgID, id string, p clo
 	}
 	if err := s.Tables.UpdateDevice(ctx, orgID, id, p); err != nil {
 		return resource.DeviceDetail{}, err
+	}
+	if p.Tags != nil && s.Rules != nil {
+		s.Rules.changed(ctx, orgID, nil)
 	}
 	return s.Tables.DeviceDetail(ctx, orgID, id)
 }

@@ -27,8 +27,9 @@ type Services struct {
 
 // NewServices returns the services on t.
 func NewServices(t Tables) Services {
-	return Services{devices: &DeviceService{Tables: t}, serial: &SerialService{Tables: t}, alerts: &AlertService{Tables: t},
-		points: &PointService{Tables: t}, rules: &RuleService{Tables: t}}
+	rules := &RuleService{Tables: t}
+	return Services{devices: &DeviceService{Tables: t, Rules: rules}, serial: &SerialService{Tables: t}, alerts: &AlertService{Tables: t},
+		points: &PointService{Tables: t}, rules: rules}
 }
 
 // Devices returns the device service.

@@ -273,7 +273,8 @@ func (s *Store) PutChannel(ctx context.Context, deviceID, channelID, config stri
 }
 
 // UpdateDevice implements DeviceTables: the fields p sets, in one
-// statement of one transaction.
+// statement of one transaction; a change of tags is a change of the
+// organization's rules' scopes to the other relays (ChangeRules).
 func (s *Store) UpdateDevice(ctx context.Context, orgID, id string, p cloud.DevicePatch) error {
 	var set []string
 	var args []any
@@ -310,6 +311,11 @@ func (s *Store) UpdateDevice(ctx context.Context, orgID, id string, p cloud.Devi
 		}
 		if n == 0 {
 			return DeviceNotFound(id)
+		}
+		if p.Tags != nil {
+			// Rule scopes name tags: the relays sharing the store
+			// read the device's alert state again (ChangeRules).
+			return s.changed(ctx, tx, ChangeRules, orgID)
 		}
 		return nil
 	})

@@ -177,10 +177,12 @@ type KeyUseRecorder interface {
 
 // DeviceSearch selects a page of the panel's device table: Query matches
 // name, serial number, location or model (case-insensitive substring);
+// Tags keeps the devices holding every one of them (each a TagPattern);
 // Offset counts devices skipped, oldest first.
 type DeviceSearch struct {
 	Status resource.DeviceStatus // "" for any
 	Query  string
+	Tags   []string
 	Offset int
 	Limit  int
 }

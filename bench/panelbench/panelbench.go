@@ -1,7 +1,7 @@
 // Package panelbench measures how fast the relay renders the panel's two
 // heaviest pages (DESIGN.md's target: p99 under 50 ms each): the fleet page
-// of an organization with 10,000 devices, and a device page with 7 days of
-// metrics (2,016 samples of each of the five series). It prepares a SQLite
+// of an organization with 10,000 devices, tagged, unfiltered and filtered by
+// two tags, and a device page with 7 days of metrics (2,016 samples of each of the five series). It prepares a SQLite
 // file through the store's interfaces, starts the real fleet-relay binary
 // on it, signs in as a panel user over HTTP and times sequential page loads
 // on loopback.
@@ -83,6 +83,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		name, path, want string
 	}{
 		{fmt.Sprintf("fleet page, %s devices", thousands(cfg.Devices)), "/panel/", fmt.Sprintf("Devices 1–50 of %d", cfg.Devices)},
+		{fmt.Sprintf("fleet page filtered by two tags, %s devices", thousands(cfg.Devices)), "/panel/?tag=line-3,plant-3", fmt.Sprintf(" of %d</caption>", onLine3(cfg.Devices))},
 		{fmt.Sprintf("device page, 7 days of metrics (%s samples × 5 series)", thousands(cfg.Samples)), "/panel/devices/" + charted + "?range=7d", fmt.Sprintf("%d samples in the last 7d.", cfg.Samples)},
 	}
 	var out []Result
@@ -97,8 +98,12 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	return out, nil
 }
 
-// prepare makes the organization, its devices, the charted device's
-// samples and a VIEWER, through the store.
+// onLine3 is how many of n devices prepare tags line-3.
+func onLine3(n int) int { return (n + 6) / 10 }
+
+// prepare makes the organization, its devices (each tagged plant-3 and
+// line-<i mod 10>), the charted device's samples and a VIEWER, through the
+// store.
 func prepare(ctx context.Context, path string, cfg Config) (email, charted string, err error) {
 	db, err := sqlite.Open(ctx, path)
 	if err != nil {
@@ -116,6 +121,9 @@ func prepare(ctx context.Context, path string, cfg Config) (email, charted strin
 		}
 		if i == 0 {
 			charted = d.ID
+		}
+		if err := db.SetDeviceTags(ctx, d.ID, []string{"plant-3", fmt.Sprintf("line-%d", i%10)}); err != nil {
+			return "", "", err
 		}
 	}
 	now := time.Now().UTC().Truncate(time.Second)

@@ -40,6 +40,7 @@ type rangeLink struct {
 
 type deviceData struct {
 	Device   resource.DeviceDetail
+	Edit     deviceForm
 	Ranges   []rangeLink
 	Range    string
 	Metrics  string // chart data, JSON (see metricsJSON)
@@ -79,7 +80,7 @@ func (s *Server) deviceData(ctx context.Context, rq *request, id string, q url.V
 	if err != nil {
 		return nil, err
 	}
-	d := &deviceData{Device: dev, Range: q.Get("range"), Severities: resource.Severities}
+	d := &deviceData{Device: dev, Edit: newDeviceForm(dev), Range: q.Get("range"), Severities: resource.Severities}
 	base := "/panel/devices/" + url.PathEscape(dev.ID)
 	span := time.Duration(0)
 	for _, cr := range chartRanges {

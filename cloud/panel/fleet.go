@@ -1,8 +1,10 @@
 package panel
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,6 +31,8 @@ type fleetData struct {
 	AllURL  string
 	Status  resource.DeviceStatus
 	Query   string
+	Tag     string // the tag filter as typed back: the tags joined by ", "
+	TagErr  string // why the tag filter matches nothing
 	Devices []resource.Device
 	Matches int
 	From    int // 1-based index of the first row shown
@@ -38,7 +42,7 @@ type fleetData struct {
 }
 
 // fleetPage is the fleet: counts by status, then the device table with a
-// status filter, a search and paging.
+// status filter, a tag filter, a search and paging.
 func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
 	q := r.URL.Query()
@@ -49,6 +53,8 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request, rq *request) 
 	if len(d.Query) > maxQueryLength {
 		d.Query = d.Query[:maxQueryLength]
 	}
+	tags, tagErr := tagFilter(q["tag"])
+	d.Tag, d.TagErr = strings.Join(tags, ", "), tagErr
 	page, _ := strconv.Atoi(q.Get("page"))
 	page = max(page, 1)
 	counts, err := s.cfg.Fleet.StatusCounts(ctx, rq.User.OrgID)
@@ -64,6 +70,9 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request, rq *request) 
 		if query != "" {
 			v.Set("q", query)
 		}
+		if len(tags) > 0 {
+			v.Set("tag", strings.Join(tags, ","))
+		}
 		if page > 1 {
 			v.Set("page", strconv.Itoa(page))
 		}
@@ -77,7 +86,11 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request, rq *request) 
 		d.Counts = append(d.Counts, statusCount{Status: st, N: counts[st], URL: link(st, d.Query, 1), Active: st == d.Status})
 	}
 	d.AllURL = link("", d.Query, 1)
-	res, err := s.cfg.Fleet.SearchDevices(ctx, rq.User.OrgID, cloud.DeviceSearch{Status: d.Status, Query: d.Query, Offset: (page - 1) * FleetPageSize, Limit: FleetPageSize})
+	if d.TagErr != "" {
+		s.render(w, r, rq, http.StatusOK, "fleet", "Fleet", d)
+		return
+	}
+	res, err := s.cfg.Fleet.SearchDevices(ctx, rq.User.OrgID, cloud.DeviceSearch{Status: d.Status, Query: d.Query, Tags: tags, Offset: (page - 1) * FleetPageSize, Limit: FleetPageSize})
 	if err != nil {
 		s.fail(w, r, rq, err)
 		return
@@ -94,4 +107,36 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request, rq *request) 
 		d.NextURL = link(d.Status, d.Query, page+1)
 	}
 	s.render(w, r, rq, http.StatusOK, "fleet", "Fleet", d)
+}
+
+// tagFilter reads the fleet page's tag filter: the values of ?tag=,
+// repeatable, each comma-separated; sorted, without duplicates. An error
+// says which one is not a tag (or that there are too many), for the field.
+func tagFilter(values []string) ([]string, string) {
+	var tags []string
+	for _, v := range values {
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.ToLower(strings.TrimSpace(t)); t != "" {
+				tags = append(tags, t)
+			}
+		}
+		if len(tags) > cloud.MaxDeviceTags {
+			return tags[:cloud.MaxDeviceTags], fmt.Sprintf("At most %d tags.", cloud.MaxDeviceTags)
+		}
+	}
+	tags = slices.Compact(slices.Sorted(slices.Values(tags)))
+	for _, t := range tags {
+		if !cloud.TagPattern.MatchString(t) {
+			return tags, fmt.Sprintf("%q is not a tag: lowercase letters, digits and _.:- , at most 32.", clipTag(t))
+		}
+	}
+	return tags, ""
+}
+
+// clipTag shortens a mistyped tag for its error message.
+func clipTag(t string) string {
+	if r := []rune(t); len(r) > 40 {
+		return string(r[:40]) + "…"
+	}
+	return t
 }

@@ -285,6 +285,7 @@ func (h *harness) state() string {
 		v = append(v, must(h.db.Alerts().ListAlerts(ctx, h.org.ID, cloud.AlertFilter{State: s, Page: cloud.Page{Limit: 100}})))
 	}
 	v = append(v, must(h.db.Serial().Serial(ctx, h.org.ID, h.device.ID)))
+	v = append(v, must(h.db.Devices().Device(ctx, h.org.ID, h.device.ID)))
 	v = append(v, must(h.ps.WebhookSettings(ctx, h.org.ID)))
 	v = append(v, must(h.ps.RecentDeliveries(ctx, h.org.ID, 100)))
 	rs := h.db.Rules()

@@ -186,6 +186,7 @@ func (h *harness) effectiveForms() map[string]url.Values {
 		"/panel/devices/{id}/channels/{ch}":                  chForm,
 		"/panel/devices/{id}/channels/{ch}/dbc":              {},
 		"/panel/devices/{id}/serial":                         {"mode": {"both"}, "webhookUrl": {"https://example.com/signals"}, "webhookEnabled": {"true"}},
+		"/panel/devices/{id}/edit":                           {"name": {"Press line 2"}, "location": {"Hall B"}, "tags": {"line-2"}, "notes": {"moved"}},
 		"/panel/alerts/acknowledge":                          {"id": {h.alerts[2].ID}},
 		"/panel/alerts/resolve":                              {"id": {h.alerts[3].ID}},
 		"/panel/alerts/{id}/acknowledge":                     {},

@@ -215,7 +215,15 @@ func testFleetView(t *testing.T, open Opener) {
 		devs = append(devs, device{DeviceDetail: d, OrgID: o.ID, Token: tok})
 	}
 	e.online(devs[0], time.Minute)
-	e.device(other.ID, "IG-100")
+	foreign := e.device(other.ID, "IG-100")
+	for _, dt := range []struct {
+		id   string
+		tags []string
+	}{{devs[1].ID, []string{"pump", "line_3"}}, {devs[2].ID, []string{"pump"}}, {devs[3].ID, []string{"linex3"}}, {foreign.ID, []string{"pump"}}} {
+		if err := e.Store.SetDeviceTags(e.ctx, dt.id, dt.tags); err != nil {
+			t.Fatal(err)
+		}
+	}
 	counts, err := e.Panel.StatusCounts(e.ctx, o.ID)
 	if err != nil || counts[resource.StatusOnline] != 1 || counts[resource.StatusProvisioning] != 4 || len(counts) != 2 {
 		t.Errorf("StatusCounts = %v, %v", counts, err)
@@ -246,6 +254,11 @@ func testFleetView(t *testing.T, open Opener) {
 		{cloud.DeviceSearch{Status: resource.StatusOnline, Limit: 10}, 1, "Press line 1"},
 		{cloud.DeviceSearch{Status: resource.StatusOnline, Query: "pump", Limit: 10}, 0, ""},
 		{cloud.DeviceSearch{Limit: 10, Offset: 50}, 5, ""},
+		{cloud.DeviceSearch{Tags: []string{"pump"}, Limit: 10}, 2, "Pump 10%,Pump_2"},
+		{cloud.DeviceSearch{Tags: []string{"line_3", "pump"}, Limit: 10}, 1, "Pump 10%"},
+		{cloud.DeviceSearch{Tags: []string{"line_3"}, Query: "gate", Limit: 10}, 0, ""},
+		{cloud.DeviceSearch{Tags: []string{"pum"}, Limit: 10}, 0, ""},
+		{cloud.DeviceSearch{Tags: []string{"pump"}, Limit: 1, Offset: 1}, 2, "Pump_2"},
 	} {
 		total, got := search(c.q)
 		if total != c.total || strings.Join(got, ",") != c.names {

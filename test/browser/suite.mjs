@@ -408,6 +408,34 @@ step("a silence of a device is created from its page and listed", async () => {
   assert(status === 200 && JSON.parse(body).data.some((x) => x.comment === "browser maintenance"), `the silence through the API: ${status}`);
 });
 
+step("a device edited on its page is found by its tag on the fleet page", async () => {
+  await page.goto(`${BASE}/panel/devices/${DEVICE}`);
+  await page.getByText("Edit device", { exact: true }).click();
+  await page.getByLabel("Tags", { exact: true }).fill("Press, line-1");
+  await page.getByRole("button", { name: "Save device" }).click();
+  await page.locator("#device-tags-error").waitFor(); // tags are lower-case
+  assert((await page.getByLabel("Tags", { exact: true }).inputValue()) === "Press, line-1", "the typed tags are gone");
+  await page.getByLabel("Tags", { exact: true }).fill("press, line-1");
+  await page.getByLabel("Notes", { exact: true }).fill("Belt replaced <b>today</b>");
+  await page.getByRole("button", { name: "Save device" }).click();
+  await page.getByText("Device saved.").waitFor();
+  await page.locator("#details a.tag", { hasText: "press" }).waitFor();
+  assert((await page.locator("#details .notes").textContent()).includes("<b>today</b>"), "the notes are not shown as text");
+  const [status, body] = curl(KEY, `/devices/${DEVICE}`);
+  assert(status === 200 && JSON.stringify(JSON.parse(body).data.tags) === '["line-1","press"]', `the tags through the API: ${status} ${body}`);
+  await page.getByText("Edit device", { exact: true }).click();
+  await shoot(page, "device-edit");
+  await page.locator("#details a.tag", { hasText: "press" }).click();
+  await page.waitForURL(BASE + "/panel/?tag=press");
+  await page.getByRole("link", { name: "Press line 1", exact: true }).waitFor();
+  assert((await page.locator("table.devices tbody tr").count()) === 1, "the fleet filtered by press shows other devices");
+  await page.getByLabel("Tag", { exact: true }).fill("line-1, press");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await page.waitForURL((u) => u.searchParams.get("tag") === "line-1, press");
+  assert((await page.locator("table.devices tbody tr").count()) === 1, "two tags: want Press line 1 alone");
+  await shoot(page, "fleet-tag");
+});
+
 step("at 360 px the rules, rule, silences and notifications pages do not scroll sideways", async () => {
   await page.setViewportSize({ width: 360, height: 800 });
   for (const path of ["/panel/alerts/rules", "/panel/alerts/rules/new", "/panel/alerts/silences", "/panel/settings/notifications"]) {

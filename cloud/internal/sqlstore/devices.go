@@ -92,10 +92,10 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 }
 
 // SearchDevices reads with q one page of the organization's devices, oldest
-// first, filtered by status and by a case-insensitive substring of name,
-// serial number, location or model, with the number of matches
-// (cloud.PanelStore's).
-func SearchDevices(ctx context.Context, q Querier, orgID string, s cloud.DeviceSearch) (cloud.DevicePage, error) {
+// first, filtered by status, by tags (every one) and by a case-insensitive
+// substring of name, serial number, location or model, with the number of
+// matches (cloud.PanelStore's). d says how the dialect matches tags.
+func SearchDevices(ctx context.Context, q Querier, d Dialect, orgID string, s cloud.DeviceSearch) (cloud.DevicePage, error) {
 	where := ` FROM devices WHERE org_id = ?`
 	args := []any{orgID}
 	if s.Status != "" {
@@ -105,6 +105,10 @@ func SearchDevices(ctx context.Context, q Querier, orgID string, s cloud.DeviceS
 	if pat := cloud.LikePattern(s.Query); pat != "" {
 		where += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(serial_number) LIKE ? ESCAPE '\' OR lower(location) LIKE ? ESCAPE '\' OR lower(model) LIKE ? ESCAPE '\')`
 		args = append(args, pat, pat, pat, pat)
+	}
+	if tw, targs := d.TagsWhere(s.Tags); tw != "" {
+		where += ` AND ` + tw
+		args = append(args, targs...)
 	}
 	var out cloud.DevicePage
 	if err := q.QueryRow(ctx, `SELECT COUNT(*)`+where, args...).Scan(&out.Total); err != nil {

@@ -16,10 +16,10 @@ type PanelStore struct{ *Store }
 var _ cloud.PanelStore = PanelStore{}
 
 // SearchDevices returns one page of the organization's devices, oldest
-// first, filtered by status and a case-insensitive substring, with the
-// number of matches (SearchDevices on the reader).
+// first, filtered by status, tags and a case-insensitive substring, with
+// the number of matches (SearchDevices on the reader).
 func (p PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.DeviceSearch) (cloud.DevicePage, error) {
-	page, err := SearchDevices(ctx, p.R, orgID, q)
+	page, err := SearchDevices(ctx, p.R, p.Dialect, orgID, q)
 	return page, p.Wrap("search devices", err)
 }
 

@@ -22,6 +22,7 @@ package dbcimport
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"text/scanner"
@@ -34,7 +35,7 @@ import (
 )
 
 // Result is what an import found: the points of the chosen messages, in
-// file order, and a note for each signal skipped.
+// file order, and a note for each signal skipped or range dropped.
 type Result struct {
 	Points  []serialcfg.CANPoint
 	Skipped []string
@@ -136,6 +137,9 @@ func Import(name string, src []byte, messages []string) (Result, error) {
 			if err != nil {
 				return Result{}, fmt.Errorf("%s: %v", where, err)
 			}
+			if p.Min == nil && (s.Minimum != 0 || s.Maximum != 0) {
+				res.Skipped = append(res.Skipped, fmt.Sprintf("%s: range [%g|%g] is not a range (minimum above maximum, or not finite): imported without min and max", where, s.Minimum, s.Maximum))
+			}
 			who := fmt.Sprintf("%s (%s, line %d)", s.Name, m.Name, s.Pos.Line)
 			if prev, ok := from[p.Name]; ok {
 				return Result{}, fmt.Errorf("%s: signals %s and %s both become point %q (choose messages with --messages, or rename one)", name, prev, who, p.Name)
@@ -202,7 +206,9 @@ func point(canID string, m *dbc.MessageDef, s dbc.SignalDef) (serialcfg.CANPoint
 	if len([]rune(p.Unit)) > serialcfg.MaxPointUnit {
 		return p, fmt.Errorf("unit %q is longer than %d characters", p.Unit, serialcfg.MaxPointUnit)
 	}
-	if s.Minimum != 0 || s.Maximum != 0 { // [0|0] is a DBC file's "no range"
+	// [0|0] is a DBC file's "no range"; an inverted or infinite one is
+	// dropped (Import notes it), as min and max are only informative.
+	if (s.Minimum != 0 || s.Maximum != 0) && s.Minimum <= s.Maximum && !math.IsInf(s.Minimum, 0) && !math.IsInf(s.Maximum, 0) {
 		lo, hi := s.Minimum, s.Maximum
 		p.Min, p.Max = &lo, &hi
 	}

@@ -226,3 +226,23 @@ func TestImportWindowsFile(t *testing.T) {
 		t.Errorf("a bad line in a CRLF file: %v", err)
 	}
 }
+
+// A signal whose range is inverted (vendor files have them) is imported
+// without min and max, with a note, and the channel takes the result.
+func TestImportDropsAnInvertedRange(t *testing.T) {
+	src := "BO_ 26 Engine: 8 ECU\n SG_ Temp : 0|8@1+ (1,-40) [215|-40] \"degC\" ECU\n SG_ Rpm : 8|16@1+ (1,0) [0|8000] \"rpm\" ECU\n"
+	res, err := dbcimport.Import("v.dbc", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Points) != 2 || res.Points[0].Min != nil || res.Points[0].Max != nil || res.Points[1].Max == nil || *res.Points[1].Max != 8000 {
+		t.Fatalf("points %+v", res.Points)
+	}
+	want := []string{"v.dbc:2: signal Temp of Engine: range [215|-40] is not a range (minimum above maximum, or not finite): imported without min and max"}
+	if !reflect.DeepEqual(res.Skipped, want) {
+		t.Fatalf("notes %q, want %q", res.Skipped, want)
+	}
+	if _, err := dbcimport.Merge(serialcfg.CANFD{Kind: "canfd", NominalBitrate: 500000, DataBitrate: 2000000, SamplePoint: 0.875}, res.Points); err != nil {
+		t.Fatal(err)
+	}
+}

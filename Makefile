@@ -8,6 +8,10 @@
 GO        ?= go
 BIN       := bin
 DATA      ?= .fleet-demo
+# AGENT_VERSION is the version fleet-agent reports (--version, hello,
+# agentVersion); stamped at link time. `make build AGENT_VERSION=1.4.2`.
+AGENT_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+AGENT_LDFLAGS := -s -w -X github.com/fleet/fleet/agent.Version=$(AGENT_VERSION)
 export CGO_ENABLED ?= 1
 
 .DEFAULT_GOAL := all
@@ -28,7 +32,7 @@ help: ## this list: every target with a description (Makefile, then mk/*.mk)
 
 build: panel-assets ## bin/fleet-relay (cgo, SQLite) and bin/fleet-agent (static)
 	$(GO) build -o $(BIN)/fleet-relay ./cloud/cmd/fleet-relay
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/fleet-agent ./agent/cmd/fleet-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(AGENT_LDFLAGS)' -o $(BIN)/fleet-agent ./agent/cmd/fleet-agent
 
 vet: ## go vet ./...
 	$(GO) vet ./...
@@ -50,19 +54,19 @@ RELAY_CLUSTER    := ^TestCluster
 RELAY_BINARIES   := ^(TestRealAgentSignalsAndAlerts|TestWebhooksThroughTheRelayKilledAndRestarted|TestAgentMetricsWithTheRelay)$$
 E2E_TIMEOUT      := 20m
 
-test-unit: panel-assets node-tools test-tools modbus-tools mailpit ## the packages' own tests, without the end-to-end suites (real files, loopback servers, throwaway PostgreSQL)
+test-unit: panel-assets node-tools test-tools modbus-tools mailpit minisign ## the packages' own tests, without the end-to-end suites (real files, loopback servers, throwaway PostgreSQL)
 	$(GO) test -count=1 -timeout 20m -skip '$(RELAY_CLUSTER)|$(RELAY_BINARIES)' \
 		$$($(GO) list ./... | grep -vxF $(addprefix -e $(MODULE)/,$(E2E_PKGS)))
 
-test-cluster: ## several relays on one store: in process on PostgreSQL (TestCluster*), and as processes behind HAProxy with agents, kill -9 and PostgreSQL stopped (test/cluster)
+test-cluster: minisign ## several relays on one store: in process on PostgreSQL (TestCluster*), and as processes behind HAProxy with agents, kill -9 and PostgreSQL stopped (test/cluster)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RELAY_CLUSTER)' $(RELAY_PKG)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/cluster/
 
-test-binaries: modbus-tools mailpit ## the real fleet-relay and fleet-agent as processes: kill -9 of either side, webhooks across a relay restart, PostgreSQL taken away, a libmodbus slave on a pty (test/e2e and the relay's)
+test-binaries: modbus-tools mailpit minisign ## the real fleet-relay and fleet-agent as processes: kill -9 of either side, webhooks across a relay restart, PostgreSQL taken away, a libmodbus slave on a pty (test/e2e and the relay's)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RELAY_BINARIES)' $(RELAY_PKG)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/e2e/
 
-test-deploy: ## the .deb packages built, installed and run under systemd in systemd-nspawn, the units, the container image (deploy/; docs/deploy.md)
+test-deploy: minisign ## the .deb packages built, installed and run under systemd in systemd-nspawn, the units, the container image (deploy/; docs/deploy.md)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./deploy/
 
 test-demo: test-tools ## make run in a fresh clone: the API with the printed key, a webhook at the sink, nothing left after SIGINT (deploy/demo)

@@ -33,8 +33,10 @@ import (
 	"github.com/fleet/fleet/shared/tick"
 )
 
-// Version is the agent's version, reported in Hello and agent.started.
-const Version = "0.1.0"
+// Version is the agent's version, reported in Hello and agent.started and
+// printed by --version; `make build AGENT_VERSION=V` stamps it at link
+// time (-X github.com/fleet/fleet/agent.Version=V).
+var Version = "0.1.0-dev"
 
 // configFile holds the last applied desired configuration in the state dir,
 // so a restarted agent runs it before the relay is reachable.

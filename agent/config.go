@@ -28,7 +28,18 @@ type Config struct {
 	// Relays are the relays' base URLs, tried in turn (--relay repeated):
 	// the agent moves to the next one when its relay fails or drains.
 	Relays []string
-	Token  string
+	// Token is the device token (--token, FLEET_TOKEN or the config file;
+	// never on the command line in production: `ps` shows it). Empty when
+	// the agent holds one in StateDir/device-token (a claimed gateway) or
+	// claims one with Claim.
+	Token string
+	// Claim is a claim token (fleet_ct_...) the agent redeems once, with
+	// Serial, for its device token when it has none (issue 28).
+	Claim  string
+	Serial string
+	// UpdateKey is the minisign public key file that every agent update
+	// must be signed by ("" refuses every update).
+	UpdateKey string
 	// HW is the hardware backend: "sim" or "linux".
 	HW    string
 	Model string
@@ -133,6 +144,9 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	var vpn, pt string
 	fs.Var((*relayFlag)(&c.Relays), "relay", "relay base URL, e.g. https://relay.example.com (required; repeat it for the relays of a cluster: the agent moves to the next one when its relay fails)")
 	fs.StringVar(&c.Token, "token", "", "device token printed by fleet-relay device add (required; never logged)")
+	fs.StringVar(&c.Claim, "claim", "", "claim token (fleet_ct_...) to register this gateway with, once, when it has no device token; kept nowhere after (never logged)")
+	fs.StringVar(&c.Serial, "serial", "", "this gateway's serial number, registered with --claim")
+	fs.StringVar(&c.UpdateKey, "update-key", "", "minisign public key file that agent updates must be signed by (none: updates are refused)")
 	fs.StringVar(&c.HW, "hw", "linux", "hardware backend: linux or sim")
 	fs.StringVar(&c.Model, "model", "IG-500", "gateway model ("+strings.Join(catalog.Names(), ", ")+")")
 	fs.Var(ports, "port", "bind a channel to an OS device, CHANNEL=DEVICE (repeatable), e.g. rs485-1=/dev/ttyUSB0")
@@ -205,8 +219,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--relay %q: want an http(s) or ws(s) URL", r))
 		}
 	}
-	if c.Token == "" {
-		errs = append(errs, errors.New("--token is required"))
+	if c.Token == "" && c.Claim == "" && !HasStoredToken(c.StateDir) {
+		errs = append(errs, errors.New("--token is required (or --claim with --serial, or a device token kept in --state-dir)"))
+	}
+	if c.Claim != "" && c.Serial == "" {
+		errs = append(errs, errors.New("--claim needs --serial"))
 	}
 	if c.HW != "sim" && c.HW != "linux" {
 		errs = append(errs, fmt.Errorf("--hw %q: want linux or sim", c.HW))
@@ -261,3 +278,11 @@ func (c Config) String() string {
 	return fmt.Sprintf("relay=%s hw=%s model=%s state-dir=%s heartbeat=%v metrics-interval=%v ports=%s vpn=%q passthrough=%q metrics-listen=%q",
 		strings.Join(c.Relays, ","), c.HW, c.Model, c.StateDir, c.Heartbeat, c.MetricsInterval, portFlag(c.Ports), c.VPNInterface, c.PassthroughListen, c.MetricsListen)
 }
+
+// DeviceTokenFile is the file in the state directory holding the device
+// token a claim gave (mode 0600).
+const DeviceTokenFile = "device-token"
+
+// HasStoredToken reports whether stateDir holds a device token from a
+// claim. CONTRACT STUB: the claims lane reads it.
+func HasStoredToken(stateDir string) bool { return false }

@@ -31,6 +31,12 @@ type Store interface {
 	// Rules holds the organization's alert rules, silences and
 	// notification channels.
 	Rules() RuleService
+	// Claims, Releases and Rollouts are fleet operations (issue 28):
+	// claims for zero-touch provisioning, agent releases, rollouts and
+	// the reboot command.
+	Claims() ClaimService
+	Releases() ReleaseService
+	Rollouts() RolloutService
 
 	// Observe names who hears of changes made through the services:
 	// config of desired serial configuration changes (PATCH /serial, PUT
@@ -41,6 +47,10 @@ type Store interface {
 	// ObserveRules names who hears of rule changes made through Rules()
 	// (the alert engine); call it before the services are used.
 	ObserveRules(rules RulesObserver)
+	// ObserveCommands names who hears that a device was given commands
+	// through Rollouts() (the agent endpoint); call it before the services
+	// are used.
+	ObserveCommands(commands CommandsObserver)
 
 	// Versioner returns the store's data version (see Versioner), or nil
 	// when the store offers none; callers then do not cache what they

@@ -29,6 +29,9 @@ type Stores struct {
 	// SharedOutbox when Cluster is set).
 	Engine AlertEngineStore
 	Outbox Outbox
+	// Commands is the agent endpoint's and the rollout engine's store of
+	// device commands.
+	Commands CommandStore
 	// PointHistory compacts and sweeps point history.
 	PointHistory PointHistory
 	// StaleConfigs lists the devices connected to this relay whose agent

@@ -15,14 +15,14 @@ bench-agent-size: bench-tool
 	@for t in amd64: arm64: arm:7; do \
 		arch=$${t%%:*}; arm=$${t##*:}; \
 		out=$(BIN)/cross/fleet-agent-linux-$$arch$${arm:+v$$arm}; \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=$$arm $(GO) build -trimpath -ldflags='-s -w' -o $$out ./agent/cmd/fleet-agent || exit 1; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=$$arm $(GO) build -trimpath -ldflags='$(AGENT_LDFLAGS)' -o $$out ./agent/cmd/fleet-agent || exit 1; \
 	done
 	@$(BENCHREPORT) agent-size --limit $(AGENT_SIZE_LIMIT) linux/amd64=$(BIN)/cross/fleet-agent-linux-amd64 \
 		linux/arm64=$(BIN)/cross/fleet-agent-linux-arm64 'linux/arm v7=$(BIN)/cross/fleet-agent-linux-armv7'
 
 # Builds only the agent (bench already ran build); uses bin/fleet-relay when present.
 bench-agent-footprint:
-	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/fleet-agent ./agent/cmd/fleet-agent
+	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(AGENT_LDFLAGS)' -o $(BIN)/fleet-agent ./agent/cmd/fleet-agent
 	@$(GO) run ./bench/cmd/fleet-agentbench --agent $(BIN)/fleet-agent --relay $(BIN)/fleet-relay --period $(AGENT_BENCH_PERIOD)
 
 BENCH_TARGETS += bench-agent

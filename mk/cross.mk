@@ -22,7 +22,7 @@ test-cross: ## every hw/ and agent/ package built and vetted for linux amd64, ar
 		if [ -d "$(AGENT_MAIN)" ]; then \
 			mkdir -p $(CROSS_OUT); \
 			out=$(CROSS_OUT)/fleet-agent-linux-$$arch; \
-			CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=7 $(GO) build -trimpath -ldflags='-s -w' -o $$out $(AGENT_MAIN); \
+			CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=7 $(GO) build -trimpath -ldflags='$(AGENT_LDFLAGS)' -o $$out $(AGENT_MAIN); \
 			size=$$(wc -c < $$out); \
 			echo "cross: fleet-agent linux/$$arch $$size bytes (target < $(AGENT_MAX_SIZE))"; \
 			if [ $$size -ge $(AGENT_MAX_SIZE) ]; then echo "cross: fleet-agent linux/$$arch is over 15 MiB" >&2; exit 1; fi; \

@@ -131,3 +131,8 @@ package-clean: ## remove dist/
 .PHONY: package-version
 package-version:
 	@echo $(PKG_VERSION)
+
+minisign: ## Debian's minisign (apt-get) when missing: tests sign agent releases with it
+	@command -v minisign >/dev/null || { [ "$$(id -u)" = 0 ] && \
+	  { apt-get install -y -q minisign >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q minisign >/dev/null; }; }; }
+	@command -v minisign >/dev/null || { echo "minisign missing: apt-get install minisign" >&2; exit 1; }

@@ -53,6 +53,10 @@ type Options struct {
 	Spool *spool.Spool
 	// OnConfig applies a configuration and returns the outcome to report.
 	OnConfig func(ctx context.Context, cfg protocol.Config) protocol.ConfigApplied
+	// OnCommand, if set, receives each command the relay sends (issue 28);
+	// it must not block (the agent runs the command on its own
+	// goroutine). Without it a command is answered failed.
+	OnCommand func(ctx context.Context, cmd protocol.Command)
 	// OnWelcome, if set, is called after each successful handshake.
 	OnWelcome func(protocol.Welcome)
 	// OnRefused, if set, is called when a record is dropped because the
@@ -773,3 +777,9 @@ func EncodeRecords(es []spool.Entry) []byte {
 	b = append(b, "]}}"...)
 	return b
 }
+
+// SendCommandStatus sends a command's status now when connected; the
+// agent answers the relay's resend of the command after a reconnect, so a
+// status lost with the connection is reported again then. CONTRACT STUB:
+// the agentcmd lane implements it.
+func (l *Link) SendCommandStatus(st protocol.CommandStatus) {}

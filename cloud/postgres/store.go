@@ -210,6 +210,7 @@ func (db *DB) Stores(relay string) cloud.Stores {
 		Engine:       NewAlertEngineStore(db),
 		Outbox:       NewWebhookStore(db, relay),
 		PointHistory: db,
+		Commands:     &sqlstore.CommandStore{Tables: &db.Store},
 		StaleConfigs: func(ctx context.Context) ([]string, error) { return db.StaleConfigs(ctx, relay) },
 		Cluster: &cloud.Cluster{
 			Relay:  relay,

@@ -163,6 +163,7 @@ func (db *DB) Stores() cloud.Stores {
 		Engine:       NewAlertEngineStore(db),
 		Outbox:       NewWebhookStore(db),
 		PointHistory: db,
+		Commands:     &sqlstore.CommandStore{Tables: &db.Store},
 		StaleConfigs: func(ctx context.Context) ([]string, error) { return db.StaleConfigs(ctx, "") },
 	}
 }

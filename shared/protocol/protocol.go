@@ -29,6 +29,8 @@ const Subprotocol = "fleet.agent.v1"
 
 // Limits.
 const (
+	// MaxCommandSignature bounds an UpdateOrder's signature text.
+	MaxCommandSignature = 4 << 10
 	// MaxMessageBytes bounds one message in either direction.
 	MaxMessageBytes = 256 << 10
 	// MaxBatch bounds the records of one Records message.
@@ -56,6 +58,11 @@ const (
 	TypeWelcome       = "welcome"
 	TypeAck           = "ack"
 	TypeConfig        = "config"
+	// TypeCommand (relay to agent) asks the agent to reboot or update
+	// (issue 28); TypeCommandStatus (agent to relay) reports a command's
+	// progress.
+	TypeCommand       = "command"
+	TypeCommandStatus = "command_status"
 )
 
 // Close codes (websocket application range) with their meaning.
@@ -82,6 +89,8 @@ type Message struct {
 	Welcome       *Welcome       `json:"welcome,omitempty" cbor:"6,keyasint,omitempty"`
 	Ack           *Ack           `json:"ack,omitempty" cbor:"7,keyasint,omitempty"`
 	Config        *Config        `json:"config,omitempty" cbor:"8,keyasint,omitempty"`
+	Command       *Command       `json:"command,omitempty" cbor:"9,keyasint,omitempty"`
+	CommandStatus *CommandStatus `json:"commandStatus,omitempty" cbor:"10,keyasint,omitempty"`
 }
 
 // Hello opens a session.
@@ -107,6 +116,10 @@ type Hello struct {
 	// welcome, in its order of preference (CBOR); JSON goes without saying.
 	// Agents from before CBOR send none.
 	Codecs []Codec `json:"codecs,omitempty" cbor:"10,keyasint,omitempty"`
+	// Arch is the agent binary's architecture, "amd64", "arm64" or
+	// "armv7" (ArchOf); the relay picks the release of a rollout's version
+	// built for it. Agents from before updates send none.
+	Arch string `json:"arch,omitempty" cbor:"11,keyasint,omitempty"`
 }
 
 // Welcome answers Hello.
@@ -291,3 +304,90 @@ const (
 	// "disordered", "corruptBytes"}.
 	EventSpoolQuarantined = "spool.quarantined"
 )
+
+// Commands (issue 28). The relay sends every command of the device that is
+// not finished after the welcome and whenever one is added; the agent
+// executes a command id at most once (it keeps the ids it took in its
+// state directory, so a command sent again after a reconnect, a restart or
+// a reboot is only answered with its current state) and reports progress
+// with CommandStatus. One command per message.
+const (
+	CommandReboot = "reboot"
+	CommandUpdate = "update"
+)
+
+// Command is one thing the relay asks of the agent.
+type Command struct {
+	// ID is the command's cuid2, unique across the relay.
+	ID   string `json:"id" cbor:"1,keyasint,omitempty"`
+	Kind string `json:"kind" cbor:"2,keyasint,omitempty"`
+	// Update is set for CommandUpdate.
+	Update *UpdateOrder `json:"update,omitempty" cbor:"3,keyasint,omitempty"`
+}
+
+// UpdateOrder is what the agent needs to update itself: where to download
+// the release (Path on the relay it is connected to, authorised by its
+// device token; HTTP Range is honoured), its size and SHA-256 (hex), its
+// minisign signature (the .minisig file's text, verified against the
+// agent's --update-key before anything runs), and how long the new binary
+// must stay healthy before the update is kept.
+type UpdateOrder struct {
+	RolloutID string   `json:"rolloutId" cbor:"1,keyasint,omitempty"`
+	ReleaseID string   `json:"releaseId" cbor:"2,keyasint,omitempty"`
+	Version   string   `json:"version" cbor:"3,keyasint,omitempty"`
+	Path      string   `json:"path" cbor:"4,keyasint,omitempty"`
+	Size      int64    `json:"size" cbor:"5,keyasint,omitempty"`
+	SHA256    string   `json:"sha256" cbor:"6,keyasint,omitempty"`
+	Signature string   `json:"signature" cbor:"7,keyasint,omitempty"`
+	HealthFor Duration `json:"healthFor" cbor:"8,keyasint,omitempty"`
+}
+
+// Command states the agent reports (CommandStatus.State). An update goes
+// downloading → installing → (the new binary runs) → healthy, or ends
+// failed (nothing was swapped: a download, checksum or signature failure)
+// or rolled_back (the new binary was swapped in and the old one restored;
+// Error says why). A reboot reports rebooting just before it asks for the
+// reboot, or failed.
+const (
+	CommandAccepted    = "accepted"
+	CommandDownloading = "downloading"
+	CommandInstalling  = "installing"
+	CommandHealthy     = "healthy"
+	CommandFailed      = "failed"
+	CommandRolledBack  = "rolled_back"
+	CommandRebooting   = "rebooting"
+)
+
+// CommandStatus reports a command's state from the agent. Version is the
+// agent version running when it is sent.
+type CommandStatus struct {
+	ID      string `json:"id" cbor:"1,keyasint,omitempty"`
+	State   string `json:"state" cbor:"2,keyasint,omitempty"`
+	Error   string `json:"error,omitempty" cbor:"3,keyasint,omitempty"`
+	Version string `json:"version,omitempty" cbor:"4,keyasint,omitempty"`
+}
+
+// ReleasePath is the agent endpoint's download path of release id
+// (GET, device token as bearer, Range honoured).
+func ReleasePath(id string) string { return "/agent/v1/releases/" + id }
+
+// ClaimPath is the agent endpoint that redeems a claim token (POST, see
+// ClaimRequest); it answers ClaimResponse.
+const ClaimPath = "/agent/v1/claim"
+
+// ClaimRequest is the body of POST ClaimPath: the claim token is the
+// bearer token of the request, never in the body or URL.
+type ClaimRequest struct {
+	SerialNumber string `json:"serialNumber"`
+	Model        string `json:"model"`
+	Name         string `json:"name,omitempty"`
+	Location     string `json:"location,omitempty"`
+}
+
+// ClaimResponse answers a redeemed claim: the device and its device
+// token, which the agent keeps (StateDir/device-token, mode 0600) and uses
+// from then on.
+type ClaimResponse struct {
+	DeviceID string `json:"deviceId"`
+	Token    string `json:"token"`
+}

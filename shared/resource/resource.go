@@ -104,6 +104,9 @@ type DeviceDetail struct {
 	AgentDeviceName     string  `json:"agentDeviceName"`
 	AgentDeviceLocation string  `json:"agentDeviceLocation"`
 	AgentTimezone       string  `json:"agentTimezone"`
+	// AgentVersion is the version the device's agent announced at its
+	// last hello ("" before any), additive (issue 28).
+	AgentVersion string `json:"agentVersion"`
 }
 
 // MetricSample is one sample of system metrics. (The cbor keys are its

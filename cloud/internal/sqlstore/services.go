@@ -12,6 +12,9 @@ type Tables interface {
 	PointStateTables
 	RuleTables
 	PreviewTables
+	ClaimTables
+	ReleaseTables
+	RolloutTables
 }
 
 // Services are a store's domain services on its tables: embedded in the
@@ -22,13 +25,17 @@ type Services struct {
 	serial  *SerialService
 	alerts  *AlertService
 	points  *PointService
-	rules   *RuleService
+	rules    *RuleService
+	claims   *ClaimService
+	releases *ReleaseService
+	rollouts *RolloutService
 }
 
 // NewServices returns the services on t.
 func NewServices(t Tables) Services {
 	return Services{devices: &DeviceService{Tables: t}, serial: &SerialService{Tables: t}, alerts: &AlertService{Tables: t},
-		points: &PointService{Tables: t}, rules: &RuleService{Tables: t}}
+		points: &PointService{Tables: t}, rules: &RuleService{Tables: t},
+		claims: &ClaimService{Tables: t}, releases: &ReleaseService{Tables: t}, rollouts: &RolloutService{Tables: t}}
 }
 
 // Devices returns the device service.
@@ -56,3 +63,16 @@ func (s *Services) Rules() cloud.RuleService { return s.rules }
 
 // ObserveRules sets the observer of the rule service's changes.
 func (s *Services) ObserveRules(o cloud.RulesObserver) { s.rules.Observer = o }
+
+// Claims returns the claim service.
+func (s *Services) Claims() cloud.ClaimService { return s.claims }
+
+// Releases returns the release service.
+func (s *Services) Releases() cloud.ReleaseService { return s.releases }
+
+// Rollouts returns the rollout service.
+func (s *Services) Rollouts() cloud.RolloutService { return s.rollouts }
+
+// ObserveCommands sets the observer of the commands the rollout service
+// gives devices.
+func (s *Services) ObserveCommands(o cloud.CommandsObserver) { s.rollouts.Observer = o }

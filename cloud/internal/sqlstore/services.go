@@ -21,10 +21,10 @@ type Tables interface {
 // store, they are its cloud.Store methods Devices, Serial, Alerts and
 // Observe.
 type Services struct {
-	devices *DeviceService
-	serial  *SerialService
-	alerts  *AlertService
-	points  *PointService
+	devices  *DeviceService
+	serial   *SerialService
+	alerts   *AlertService
+	points   *PointService
 	rules    *RuleService
 	claims   *ClaimService
 	releases *ReleaseService

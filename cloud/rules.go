@@ -544,6 +544,10 @@ type RuleService interface {
 // rules of the organization.
 type RulesObserver interface {
 	RulesChanged(orgID string)
+	// DeviceTagsChanged: the device's tags changed (PATCH /devices/{id},
+	// device set --tags): rules scoped by tags see them at its next
+	// report.
+	DeviceTagsChanged(orgID, deviceID string)
 }
 
 // CheckChannel validates a channel to create; errors name the field.

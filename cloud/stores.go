@@ -78,6 +78,8 @@ type ClusterHandlers struct {
 	// Rules: the organization's rules (or silences, or notification
 	// channels) changed.
 	Rules func(orgID string)
+	// DeviceTags: a device's tags changed.
+	DeviceTags func(orgID, deviceID string)
 	// Resync runs after every (re)connection of the listener, once it
 	// listens: notifications sent while it was not listening are lost, so
 	// it catches up on what they would have said.

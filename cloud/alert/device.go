@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -23,6 +24,8 @@ type device struct {
 	ref   cloud.DeviceRef
 	used  time.Time // last report: idle devices are forgotten
 	valid bool      // DeviceAlerts was read (at)
+	// stale: its tags changed (Engine.DeviceTagsChanged); read it again.
+	stale atomic.Bool
 	at    time.Time
 	tags  []string
 	// status as the store or the last heartbeat or status change said.
@@ -199,7 +202,7 @@ const (
 // again, since the store resolved what the change ended.
 func (e *Engine) ensure(ctx context.Context, d *device, o *orgRules, now time.Time, r refresh) error {
 	d.used = now
-	if d.org != nil && d.org != o {
+	if stale := d.stale.Swap(false); stale || d.org != nil && d.org != o {
 		r = force
 	}
 	if !d.valid || r == force || (r == ttl && now.Sub(d.at) >= e.cfg.DeviceTTL) {

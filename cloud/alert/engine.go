@@ -129,6 +129,16 @@ func New(cfg Config) *Engine {
 // another relay's change).
 func (e *Engine) RulesChanged(orgID string) { e.rules.invalidate(orgID) }
 
+// DeviceTagsChanged makes the device read its alert state, tags included,
+// again at its next report, so that rules scoped by tags follow a change
+// of its tags at once (cloud.RulesObserver; also the cluster's
+// notification of another relay's change).
+func (e *Engine) DeviceTagsChanged(_, deviceID string) {
+	if v, ok := e.devices.Load(deviceID); ok {
+		v.(*device).stale.Store(true)
+	}
+}
+
 // ForgetRules forgets every organization's rules: another process may have
 // changed any (the store's data version moved, or the cluster listener
 // reconnected).

@@ -106,6 +106,10 @@ type rulesHeard struct{ e *env }
 
 func (h rulesHeard) RulesChanged(orgID string) { h.e.engine.RulesChanged(orgID) }
 
+func (h rulesHeard) DeviceTagsChanged(orgID, deviceID string) {
+	h.e.engine.DeviceTagsChanged(orgID, deviceID)
+}
+
 // sweepEvery is how often the tests' engines sweep (Run).
 const sweepEvery = 20 * time.Millisecond
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -195,6 +196,33 @@ func testRuleScopeByTags(t *testing.T, open storetest.Opener) {
 	e.metrics(hot) // 5 minutes later: the device's tags read again
 	if as := e.activeOf(siteB.ID); len(as) != 1 {
 		t.Fatalf("site-b rule once the device is tagged site-b: %+v", as)
+	}
+}
+
+// TestRuleScopeFollowsPatchedTags: tags changed through PATCH
+// /devices/{id} reach the rules scoped by tags at the device's next
+// report, however long the engine trusts what it read of the device.
+func TestRuleScopeFollowsPatchedTags(t *testing.T) { stores.Run(t, testRuleScopeFollowsPatchedTags) }
+
+func testRuleScopeFollowsPatchedTags(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
+	ctx := context.Background()
+	e.engine = alert.New(alert.Config{Store: e.s.Engine, Points: e.s.Store.Points(), Observer: e.notify, Now: e.clock.Now,
+		SweepInterval: sweepEvery, DeviceTTL: 24 * time.Hour})
+	line3 := e.createRule(resource.AlertRule{Name: "line 3 hot", Scope: resource.RuleScope{Tags: []string{"line-3"}},
+		Condition: resource.RuleCondition{Kind: resource.ConditionThreshold, Source: "metric.tempCpu", Op: ">", Value: num(60), For: "0s"}})
+	hot := resource.MetricSample{CPUPct: 10, MemPct: 30, DiskUsedPct: 40, TempCPU: 70}
+	e.metrics(hot)
+	if as := e.activeOf(line3.ID); len(as) != 0 {
+		t.Fatalf("line-3 rule on an untagged device: %+v", as)
+	}
+	tags := []string{"line-3"}
+	if _, err := e.s.Store.Devices().PatchDevice(ctx, e.org.ID, e.dev.ID, cloud.DevicePatch{Tags: &tags}); err != nil {
+		t.Fatal(err)
+	}
+	e.metrics(hot)
+	if as := e.activeOf(line3.ID); len(as) != 1 {
+		t.Fatalf("line-3 rule at the report after the device was tagged line-3: %+v", as)
 	}
 }
 

@@ -253,7 +253,7 @@ var dialect = sqlstore.Dialect{
 	},
 	Changed: func(ctx context.Context, tx sqlstore.Querier, c sqlstore.Change, id string) error {
 		channel := map[sqlstore.Change]string{sqlstore.ChangeOutbox: channelOutbox, sqlstore.ChangeRevoked: channelRevoked, sqlstore.ChangeConfig: channelConfig,
-			sqlstore.ChangeRules: channelRules}[c]
+			sqlstore.ChangeRules: channelRules, sqlstore.ChangeDeviceTags: channelDeviceTags}[c]
 		_, err := tx.Exec(ctx, `SELECT pg_notify(?, ?)`, channel, id)
 		return err
 	},

@@ -23,6 +23,8 @@ const (
 	channelOutbox   = "fleet_outbox"   // webhook deliveries this relay did not take were queued
 	channelConfig   = "fleet_config"   // payload: the device whose desired serial configuration changed
 	channelRules    = "fleet_rules"    // payload: the organization whose rules, silences or notification channels changed
+	// channelDeviceTags: payload "<org id> <device id>", whose tags changed.
+	channelDeviceTags = "fleet_device_tags"
 )
 
 // Handlers are what a relay does with the cluster's notifications.
@@ -65,6 +67,11 @@ func (db *DB) Listen(ctx context.Context, h Handlers, log *slog.Logger) error {
 	}))
 	l.Handle(channelRevoked, call(h.Revoked))
 	l.Handle(channelRules, call(h.Rules))
+	l.Handle(channelDeviceTags, call(func(p string) {
+		if org, id, ok := strings.Cut(p, " "); ok && h.DeviceTags != nil {
+			h.DeviceTags(org, id)
+		}
+	}))
 	l.Handle(channelOutbox, call(func(string) {
 		if h.Outbox != nil {
 			h.Outbox()

@@ -25,6 +25,8 @@ type clusterHandlers struct {
 	// Rules: an organization's rules, silences or notification channels
 	// changed.
 	Rules []func(orgID string)
+	// DeviceTags: a device's tags changed.
+	DeviceTags []func(orgID, deviceID string)
 	// Resync: the listener (re)connected; catch up on what it may have
 	// missed while it was not listening.
 	Resync []func(ctx context.Context) error
@@ -56,6 +58,11 @@ func (h *clusterHandlers) handlers() cloud.ClusterHandlers {
 		Rules: func(orgID string) {
 			for _, f := range h.Rules {
 				f(orgID)
+			}
+		},
+		DeviceTags: func(orgID, deviceID string) {
+			for _, f := range h.DeviceTags {
+				f(orgID, deviceID)
 			}
 		},
 		Resync: func(ctx context.Context) error {

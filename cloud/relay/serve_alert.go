@@ -28,6 +28,7 @@ func (m *Main) startAlerts(ctx context.Context, _ *http.ServeMux) (func(context.
 	forget := func(context.Context) error { m.alerts.ForgetRules(); return nil }
 	stopWatch := func(context.Context) error { return nil }
 	m.Cluster.Rules = append(m.Cluster.Rules, m.alerts.RulesChanged)
+	m.Cluster.DeviceTags = append(m.Cluster.DeviceTags, m.alerts.DeviceTagsChanged)
 	if m.DB.Cluster != nil {
 		m.Cluster.Resync = append(m.Cluster.Resync, forget)
 	} else if v := m.DB.Versioner(); v != nil {

@@ -485,13 +485,20 @@ func testSilences(t *testing.T, open Opener) {
 
 // rulesHeard records the organizations a RulesObserver heard of.
 type rulesHeard struct {
-	mu   sync.Mutex
-	orgs []string
+	mu      sync.Mutex
+	orgs    []string
+	devices []string // "<org> <device>" of DeviceTagsChanged
 }
 
 func (h *rulesHeard) RulesChanged(orgID string) {
 	h.mu.Lock()
 	h.orgs = append(h.orgs, orgID)
+	h.mu.Unlock()
+}
+
+func (h *rulesHeard) DeviceTagsChanged(orgID, deviceID string) {
+	h.mu.Lock()
+	h.devices = append(h.devices, orgID+" "+deviceID)
 	h.mu.Unlock()
 }
 
@@ -520,7 +527,8 @@ func testRulesObserved(t *testing.T, open Opener) {
 		go func() {
 			defer close(done)
 			_ = e2.Cluster.Listen(ctx, cloud.ClusterHandlers{
-				Rules: func(orgID string) { cluster <- orgID },
+				Rules:      func(orgID string) { cluster <- orgID },
+				DeviceTags: func(orgID, deviceID string) { cluster <- orgID + " " + deviceID },
 				Resync: func(context.Context) error {
 					select {
 					case listening <- struct{}{}:
@@ -559,9 +567,30 @@ func testRulesObserved(t *testing.T, open Opener) {
 	if got := heard.take(); !slices.Equal(got, want) {
 		t.Errorf("observer heard %v, want %v", got, want)
 	}
+	// A device's tags changed through PATCH /devices/{id} are heard as
+	// the device's; by the admin CLI (SetDeviceTags) on the cluster only.
+	d := e.device(org.ID, "IG-500")
+	tags := []string{"line-3"}
+	if _, err := e.Store.Devices().PatchDevice(e.ctx, org.ID, d.ID, cloud.DevicePatch{Tags: &tags}); err != nil {
+		t.Fatal(err)
+	}
+	name := "renamed"
+	if _, err := e.Store.Devices().PatchDevice(e.ctx, org.ID, d.ID, cloud.DevicePatch{Name: &name}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store.SetDeviceTags(e.ctx, d.ID, []string{"line-4"}); err != nil {
+		t.Fatal(err)
+	}
+	heard.mu.Lock()
+	devs := slices.Clone(heard.devices)
+	heard.mu.Unlock()
+	if want := []string{org.ID + " " + d.ID}; !slices.Equal(devs, want) {
+		t.Errorf("observer heard tag changes of %v, want %v", devs, want)
+	}
 	if e2.Cluster == nil {
 		return
 	}
+	want = append(want, org.ID+" "+d.ID, org.ID+" "+d.ID)
 	var got []string
 	for len(got) < len(want) {
 		select {

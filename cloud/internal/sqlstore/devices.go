@@ -36,7 +36,11 @@ const SamplesSQL = `SELECT ` + SampleColumns + ` FROM metrics
 	WHERE device_id = ? AND captured_at >= ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`
 
 // DeviceService implements cloud.DeviceService on a store's tables.
-type DeviceService struct{ Tables DeviceTables }
+type DeviceService struct {
+	Tables DeviceTables
+	// Rules hears of tag changes (the alert engine).
+	Rules cloud.RulesObserver
+}
 
 var _ cloud.DeviceService = (*DeviceService)(nil)
 
@@ -134,6 +138,9 @@ func (s *DeviceService) PatchDevice(ctx context.Context, orgID, id string, p clo
 	}
 	if err := s.Tables.UpdateDevice(ctx, orgID, id, p); err != nil {
 		return resource.DeviceDetail{}, err
+	}
+	if p.Tags != nil && s.Rules != nil {
+		s.Rules.DeviceTagsChanged(orgID, id)
 	}
 	return s.Tables.DeviceDetail(ctx, orgID, id)
 }

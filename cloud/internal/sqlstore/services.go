@@ -62,7 +62,10 @@ func (s *Services) Observe(config cloud.DesiredConfigObserver, alerts cloud.Aler
 func (s *Services) Rules() cloud.RuleService { return s.rules }
 
 // ObserveRules sets the observer of the rule service's changes.
-func (s *Services) ObserveRules(o cloud.RulesObserver) { s.rules.Observer = o }
+func (s *Services) ObserveRules(o cloud.RulesObserver) {
+	s.rules.Observer = o
+	s.devices.Rules = o
+}
 
 // Claims returns the claim service.
 func (s *Services) Claims() cloud.ClaimService { return s.claims }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -88,14 +89,17 @@ func (s *Store) SetDeviceTags(ctx context.Context, deviceID string, tags []strin
 	if err != nil {
 		return s.Wrap("device tags", err)
 	}
-	n, err := s.W.Exec(ctx, `UPDATE devices SET tags = ? WHERE id = ?`, string(b), deviceID)
-	if err != nil {
-		return s.Wrap("device tags", err)
-	}
-	if n == 0 {
-		return DeviceNotFound(deviceID)
-	}
-	return nil
+	err = s.Tx(ctx, func(tx Querier) error {
+		var orgID string
+		if err := tx.QueryRow(ctx, `UPDATE devices SET tags = ? WHERE id = ? RETURNING org_id`, string(b), deviceID).Scan(&orgID); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return DeviceNotFound(deviceID)
+			}
+			return err
+		}
+		return s.changed(ctx, tx, ChangeDeviceTags, orgID+" "+deviceID)
+	})
+	return s.Wrap("device tags", err)
 }
 
 // DecodeTags reads a devices.tags value (a JSON array of strings); text

@@ -311,6 +311,9 @@ func (s *Store) UpdateDevice(ctx context.Context, orgID, id string, p cloud.Devi
 		if n == 0 {
 			return DeviceNotFound(id)
 		}
+		if p.Tags != nil {
+			return s.changed(ctx, tx, ChangeDeviceTags, orgID+" "+id)
+		}
 		return nil
 	})
 }

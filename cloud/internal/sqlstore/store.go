@@ -91,11 +91,11 @@ type Change int
 
 // Changes other relays hear of.
 const (
-	ChangeOutbox  Change = iota // webhook deliveries were queued for any relay to take
-	ChangeRevoked               // the device's token (id) was revoked
-	ChangeConfig                // the device's (id) desired serial configuration changed
-	ChangeRules                 // the organization's (id) rules, silences or notification channels changed
-	ChangeDeviceTags            // a device's tags changed (id: "<org id> <device id>")
+	ChangeOutbox     Change = iota // webhook deliveries were queued for any relay to take
+	ChangeRevoked                  // the device's token (id) was revoked
+	ChangeConfig                   // the device's (id) desired serial configuration changed
+	ChangeRules                    // the organization's (id) rules, silences or notification channels changed
+	ChangeDeviceTags               // a device's tags changed (id: "<org id> <device id>")
 )
 
 // Store is the one implementation of the store contract's queries, on a

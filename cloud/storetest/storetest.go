@@ -141,6 +141,7 @@ func Run(t *testing.T, open Opener) {
 		{"PreviewEvents", testPreviewEvents},
 		{"PreviewStatus", testPreviewStatus},
 		{"PreviewValidation", testPreviewValidation},
+		{"Releases", testReleases},
 		{"RolloutWaves", testRolloutWaves},
 		{"RolloutStops", testRolloutStops},
 		{"RolloutActions", testRolloutActions},

@@ -199,8 +199,8 @@ const inflight = `sent_at IS NOT NULL AND state IN ('pending', 'downloading', 'i
 func (s *Store) StepRollouts(ctx context.Context, now time.Time) ([]string, error) {
 	late := now.Add(-cloud.RolloutDownloadGrace).UnixMilli()
 	rollouts, err := Collect(ctx, s.R, ScanString, `SELECT id FROM rollouts WHERE state = 'running'
-		UNION SELECT rd.rollout_id FROM rollout_devices rd JOIN rollouts r ON r.id = rd.rollout_id
-		WHERE rd.`+inflight+` AND rd.sent_at <= ? - r.health_for_ms`, late)
+		UNION SELECT rollout_id FROM rollout_devices WHERE `+inflight+`
+		AND sent_at <= ? - (SELECT r.health_for_ms FROM rollouts r WHERE r.id = rollout_devices.rollout_id)`, late)
 	if err != nil {
 		return nil, s.Wrap("rollouts to step", err)
 	}

@@ -20,8 +20,10 @@ import (
 // (RolloutTables: OpenCommands, StoreCommandStatus, StepRollouts).
 //
 // Lock order, so that concurrent transactions never deadlock on
-// PostgreSQL: rollouts, then device_commands, then rollout_devices, then
-// devices.
+// PostgreSQL: a transaction that locks rows of several of rollouts,
+// device_commands and rollout_devices locks them in that order; devices
+// are locked after the command (CommandStatus) or before any command row
+// is read (RebootDevice), and the engine reads them without locking.
 
 // maxCommandError bounds the error an agent reports of a command.
 const maxCommandError = 1000

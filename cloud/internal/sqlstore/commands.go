@@ -217,20 +217,25 @@ func (s *Store) StepRollouts(ctx context.Context, now time.Time) ([]string, erro
 		return nil, s.Wrap("rollouts to step", err)
 	}
 	slices.Sort(rollouts)
+	// A rollout that fails to step does not hold the others back.
 	var sent []string
+	var errs []error
 	for _, id := range rollouts {
-		err := s.Tx(ctx, func(tx Querier) error {
-			got, err := s.stepRollout(ctx, tx, id, now)
-			sent = append(sent, got...)
+		var got []string
+		err := s.Tx(ctx, func(tx Querier) (err error) {
+			got, err = s.stepRollout(ctx, tx, id, now)
 			return err
 		})
 		if err != nil {
-			return sent, s.Wrap("step rollout "+id, err)
+			errs = append(errs, s.Wrap("step rollout "+id, err))
+			continue
 		}
+		sent = append(sent, got...)
 	}
 	_, err = s.W.Exec(ctx, `UPDATE device_commands SET state = 'expired', updated_at = ? WHERE kind = 'reboot' AND state IN ('queued', 'accepted') AND created_at <= ?`,
 		now.UnixMilli(), now.Add(-cloud.RebootExpiry).UnixMilli())
-	return sent, s.Wrap("expire reboots", err)
+	errs = append(errs, s.Wrap("expire reboots", err))
+	return sent, errors.Join(errs...)
 }
 
 // stepRollout steps rollout id in tx at now (StepRollouts) and returns the

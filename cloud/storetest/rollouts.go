@@ -311,7 +311,11 @@ func testRolloutStops(t *testing.T, open Opener) {
 		t.Fatalf("sent %v", got)
 	}
 	c = e.command(ds[2])
+	e.reportCommand(ds[2], c.ID, protocol.CommandDownloading, "")
 	e.reportCommand(ds[2], c.ID, protocol.CommandRolledBack, "new agent never connected")
+	if got := e.statusChanges(ds[2]); !slices.Contains(got, "ONLINE>UPDATING INFO +0s") || !slices.Contains(got, "UPDATING>ONLINE INFO +0s") {
+		t.Errorf("status changes of a rolled-back update %v", got)
+	}
 	e.reportCommand(ds[2], c.ID, protocol.CommandHealthy, "") // after the end: ignored
 	e.advance()
 	got = e.rollout(org.ID, x.ID)

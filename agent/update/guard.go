@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -40,8 +41,18 @@ func RunGuardIfAsked() {
 	if dir == "" {
 		return
 	}
-	os.Exit(guard(files{dir: dir}, os.Getppid()))
+	// The agent's PID comes from the environment: the agent may be gone
+	// already (reparented, Getppid would name another process).
+	parent, err := strconv.Atoi(os.Getenv(guardPIDEnv))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleet-agent update guard: %s: %v\n", guardPIDEnv, err)
+		os.Exit(1)
+	}
+	os.Exit(guard(files{dir: dir}, parent))
 }
+
+// guardPIDEnv passes the agent's PID to its guard.
+const guardPIDEnv = "FLEET_UPDATE_GUARD_PID"
 
 func guard(f files, parent int) int {
 	fmt.Fprintf(os.Stderr, "fleet-agent update guard: watching process %d\n", parent)
@@ -60,7 +71,7 @@ func guard(f files, parent int) int {
 			// The agent died during the update: start the binary path
 			// (Boot of that process finishes or undoes the update).
 			fmt.Fprintf(os.Stderr, "fleet-agent update guard: process %d ended during the update (step %s); starting %s\n", parent, j.Step, j.Binary)
-			env := withoutEnv(os.Environ(), GuardEnv)
+			env := withoutEnv(withoutEnv(os.Environ(), GuardEnv), guardPIDEnv)
 			err := syscall.Exec(j.Binary, os.Args, env)
 			fmt.Fprintf(os.Stderr, "fleet-agent update guard: exec %s: %v\n", j.Binary, err)
 			return 1
@@ -89,7 +100,8 @@ func guard(f files, parent int) int {
 func startGuard(binary string, f files) (int, error) {
 	cmd := exec.Command(binary, os.Args[1:]...)
 	cmd.Args[0] = os.Args[0]
-	cmd.Env = append(withoutEnv(os.Environ(), GuardEnv), GuardEnv+"="+f.dir)
+	cmd.Env = append(withoutEnv(withoutEnv(os.Environ(), GuardEnv), guardPIDEnv),
+		GuardEnv+"="+f.dir, guardPIDEnv+"="+strconv.Itoa(os.Getpid()))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("update guard: %w", err)

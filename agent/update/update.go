@@ -347,7 +347,7 @@ func (u *Updater) startTrial(j *journal) error {
 
 // exec replaces this process with binary, same arguments and environment.
 func (u *Updater) exec(binary string) error {
-	err := syscall.Exec(binary, os.Args, withoutEnv(os.Environ(), GuardEnv))
+	err := syscall.Exec(binary, os.Args, withoutEnv(withoutEnv(os.Environ(), GuardEnv), guardPIDEnv))
 	return fmt.Errorf("exec %s: %w", binary, err)
 }
 

@@ -550,3 +550,42 @@ func TestKilledAtEachStep(t *testing.T) {
 		})
 	}
 }
+
+// TestKilledWithoutSupervisor: the agent killed after each step from the
+// guard's start on, with nothing to start it again but the guard. The
+// fault stays in the environment the guard restarts with, so a step
+// passed again kills again: the counters end the loop, on one working
+// version.
+func TestKilledWithoutSupervisor(t *testing.T) {
+	for _, tt := range []struct {
+		step, release, state, version string
+	}{
+		{"guard-started", vGood, protocol.CommandFailed, vOld},
+		{"trial-journaled", vGood, protocol.CommandRolledBack, vOld},
+		{"trial-started", vGood, protocol.CommandRolledBack, vOld},
+		{"committing", vGood, protocol.CommandHealthy, vGood},
+		{"committed", vGood, protocol.CommandHealthy, vGood},
+		{"rolled-back", vNoLink, protocol.CommandRolledBack, vOld},
+	} {
+		t.Run(tt.step, func(t *testing.T) {
+			t.Parallel()
+			r := newRelay(t)
+			key := minisign.NewKey(t)
+			g := newGateway(t, r, key.Pub)
+			cmd := r.release(t, tt.release, key)
+			g.order(cmd)
+			g.start(update.FaultEnv + "=" + tt.step)
+			st := g.final(cmd.ID, 45*time.Second)
+			if st.State != tt.state || st.Version != tt.version {
+				t.Fatalf("final %+v, want %s on %s", st, tt.state, tt.version)
+			}
+			if got := g.onDisk(); got != tt.version {
+				t.Errorf("binary on disk is %s, want %s", got, tt.version)
+			}
+			g.running(tt.version)
+			if l := g.leftovers(); len(l) > 0 {
+				t.Errorf("left behind: %v", l)
+			}
+		})
+	}
+}

@@ -91,12 +91,13 @@ type Updater struct {
 	o Options
 	f files
 
-	mu     sync.Mutex
-	busy   bool          // a command is downloading or installing
-	trial  *journal      // this process is the new binary on trial
-	resume *journal      // a download or install to start again (Run)
-	start  time.Time     // of the trial
-	done   chan struct{} // closed when the trial is decided
+	mu      sync.Mutex
+	busy    bool          // a command is downloading or installing
+	current string        // its id
+	trial   *journal      // this process is the new binary on trial
+	resume  *journal      // a download or install to start again (Run)
+	start   time.Time     // of the trial
+	done    chan struct{} // closed when the trial is decided
 }
 
 // Boot runs first at the agent's start, before the link: it finishes or
@@ -224,17 +225,21 @@ func (u *Updater) Active() bool {
 // Options.Report).
 func (u *Updater) Handle(ctx context.Context, cmd protocol.Command) {
 	u.mu.Lock()
+	if u.current == cmd.ID || (u.trial != nil && u.trial.Command.ID == cmd.ID) || (u.resume != nil && u.resume.Command.ID == cmd.ID) {
+		u.mu.Unlock()
+		return // under way: its statuses follow
+	}
 	if u.busy || u.trial != nil {
 		u.mu.Unlock()
 		u.o.Report(protocol.CommandStatus{ID: cmd.ID, State: protocol.CommandFailed, Error: "another update is under way", Version: u.o.Version})
 		return
 	}
-	u.busy = true
+	u.busy, u.current = true, cmd.ID
 	u.mu.Unlock()
 	go func() {
 		err := u.install(ctx, cmd)
 		u.mu.Lock()
-		u.busy = false
+		u.busy, u.current = false, ""
 		u.mu.Unlock()
 		if err != nil && ctx.Err() != nil {
 			u.o.Log.Info("update interrupted by the agent's stop; it starts again at the next start", "command", cmd.ID, "err", err)

@@ -2,6 +2,7 @@ package update_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -587,5 +588,76 @@ func TestKilledWithoutSupervisor(t *testing.T) {
 				t.Errorf("left behind: %v", l)
 			}
 		})
+	}
+}
+
+// TestTrialInProcess: a process on trial (the journal says so and its
+// version is the order's) ignores its own command sent again, refuses
+// another one, reports UPDATING through Active and Trial, and commits
+// once healthFor has passed healthy.
+func TestTrialInProcess(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fleet-agent")
+	for p, body := range map[string]string{bin: "old", bin + ".new": "new"} {
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := filepath.Join(dir, "state")
+	cmd := protocol.Command{ID: "c1", Kind: protocol.CommandUpdate, Update: &protocol.UpdateOrder{
+		ReleaseID: "r1", Version: "2.0.0", Path: protocol.ReleasePath("r1"), Size: 3, SHA256: strings.Repeat("0", 64),
+		Signature: "x", HealthFor: protocol.Duration{Duration: time.Second}}}
+	j, _ := json.Marshal(map[string]any{"step": "trial", "command": cmd, "binary": bin, "fromVersion": "1.0.0",
+		"failingBefore": []string{"rs485-2"}, "attempts": 1, "trials": 1})
+	if err := os.MkdirAll(filepath.Join(state, "update"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "update", "journal.json"), j, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var reports []protocol.CommandStatus
+	u, err := update.Boot(update.Options{StateDir: state, Binary: bin + ".new", Version: "2.0.0",
+		Health: func() update.Health {
+			return update.Health{LinkUp: true, ConfigApplied: true, Failing: []string{"rs485-2"}}
+		},
+		Report: func(st protocol.CommandStatus) { mu.Lock(); reports = append(reports, st); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !u.Trial() || !u.Active() {
+		t.Fatalf("Trial %v Active %v, want both", u.Trial(), u.Active())
+	}
+	u.Handle(t.Context(), cmd)
+	other := cmd
+	other.ID = "c2"
+	u.Handle(t.Context(), other)
+	if err := func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		go func() {
+			for u.Trial() {
+				time.Sleep(50 * time.Millisecond)
+			}
+			cancel()
+		}()
+		return u.Run(ctx)
+	}(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []protocol.CommandStatus{
+		{ID: "c2", State: protocol.CommandFailed, Error: "another update is under way", Version: "2.0.0"},
+		{ID: "c1", State: protocol.CommandHealthy, Version: "2.0.0"},
+	}
+	if fmt.Sprint(reports) != fmt.Sprint(want) {
+		t.Errorf("reports %+v, want %+v", reports, want)
+	}
+	if b, _ := os.ReadFile(bin); string(b) != "new" || u.Trial() || u.Active() {
+		t.Errorf("binary %q, Trial %v, Active %v: want the new one committed, no trial", b, u.Trial(), u.Active())
+	}
+	if _, err := os.Stat(filepath.Join(state, "update", "journal.json")); !os.IsNotExist(err) {
+		t.Errorf("journal still there: %v", err)
 	}
 }

@@ -320,43 +320,49 @@ func procExe(pid int) string {
 	return p
 }
 
-// leftovers lists what an ended update must not leave: the new binary
-// beside the old, the journal, temp files.
-func (g *gateway) leftovers() []string {
-	var out []string
+// endsOn waits for the command's final state and checks that the
+// gateway ends on one working version: the state reported on version
+// (with errorPart in its error), that version on disk and running, and
+// nothing of the update left behind.
+func (g *gateway) endsOn(id, state, version, errorPart string, within time.Duration) {
+	g.t.Helper()
+	st := g.final(id, within)
+	if st.State != state || st.Version != version || !strings.Contains(st.Error, errorPart) {
+		g.t.Fatalf("final %+v, want %s on %s saying %q", st, state, version, errorPart)
+	}
+	if v := g.onDisk(); v != version {
+		g.t.Errorf("binary on disk is %s, want %s", v, version)
+	}
+	g.running(version)
 	for _, p := range []string{g.bin + ".new", g.bin + ".new.tmp", filepath.Join(g.state, "update", "journal.json")} {
 		if _, err := os.Stat(p); err == nil {
-			out = append(out, p)
+			g.t.Errorf("left behind: %s", p)
 		}
 	}
-	return out
+}
+
+// updating makes a relay, a key, a gateway on the old version and the
+// command that updates it to v, left for the gateway's next start.
+func updating(t *testing.T, v string) (*relay, *gateway, protocol.Command) {
+	r := newRelay(t)
+	key := minisign.NewKey(t)
+	g := newGateway(t, r, key.Pub)
+	cmd := r.release(t, v, key)
+	g.order(cmd)
+	return r, g, cmd
 }
 
 func TestGoodUpdateIsKept(t *testing.T) {
 	t.Parallel()
-	r := newRelay(t)
-	key := minisign.NewKey(t)
-	g := newGateway(t, r, key.Pub)
-	cmd := r.release(t, vGood, key)
-	g.order(cmd)
+	_, g, cmd := updating(t, vGood)
 	g.start()
-	st := g.final(cmd.ID, 30*time.Second)
-	if st.State != protocol.CommandHealthy || st.Version != vGood {
-		t.Fatalf("final %+v, want healthy on %s", st, vGood)
-	}
+	g.endsOn(cmd.ID, protocol.CommandHealthy, vGood, "", 30*time.Second)
 	var states []string
 	for _, s := range g.reports(cmd.ID) {
 		states = append(states, s.State)
 	}
 	if got := strings.Join(states, " "); got != "downloading installing healthy" {
 		t.Errorf("reported %q", got)
-	}
-	if v := g.onDisk(); v != vGood {
-		t.Errorf("binary on disk is %s, want %s", v, vGood)
-	}
-	g.running(vGood)
-	if l := g.leftovers(); len(l) > 0 {
-		t.Errorf("left behind: %v", l)
 	}
 	prev := filepath.Join(g.state, "update", "previous")
 	if out, err := exec.Command(prev, "--version").Output(); err != nil || strings.TrimSpace(string(out)) != vOld {
@@ -397,20 +403,10 @@ func TestRefusedUpdates(t *testing.T) {
 			g := newGateway(t, r, pub)
 			g.order(cmd)
 			g.start()
-			st := g.final(cmd.ID, 30*time.Second)
-			if st.State != protocol.CommandFailed || !strings.Contains(st.Error, tt.error) {
-				t.Fatalf("final %+v, want failed saying %q", st, tt.error)
-			}
-			if v := g.onDisk(); v != vOld {
-				t.Errorf("binary on disk is %s, want %s", v, vOld)
-			}
-			g.running(vOld)
+			g.endsOn(cmd.ID, protocol.CommandFailed, vOld, tt.error, 30*time.Second)
 			b, _ := os.ReadFile(filepath.Join(g.state, "starts.log"))
 			if strings.Count(string(b), "\n") != 1 {
 				t.Errorf("something else started:\n%s", b)
-			}
-			if l := g.leftovers(); len(l) > 0 {
-				t.Errorf("left behind: %v", l)
 			}
 		})
 	}
@@ -432,23 +428,9 @@ func TestBadReleasesRollBack(t *testing.T) {
 	} {
 		t.Run(tt.version, func(t *testing.T) {
 			t.Parallel()
-			r := newRelay(t)
-			key := minisign.NewKey(t)
-			g := newGateway(t, r, key.Pub)
-			cmd := r.release(t, tt.version, key)
-			g.order(cmd)
+			_, g, cmd := updating(t, tt.version)
 			g.start()
-			st := g.final(cmd.ID, tt.within)
-			if st.State != protocol.CommandRolledBack || !strings.Contains(st.Error, tt.reason) || st.Version != vOld {
-				t.Fatalf("final %+v, want rolled_back on %s saying %q", st, vOld, tt.reason)
-			}
-			if v := g.onDisk(); v != vOld {
-				t.Errorf("binary on disk is %s, want %s", v, vOld)
-			}
-			g.running(vOld)
-			if l := g.leftovers(); len(l) > 0 {
-				t.Errorf("left behind: %v", l)
-			}
+			g.endsOn(cmd.ID, protocol.CommandRolledBack, vOld, tt.reason, tt.within)
 		})
 	}
 }
@@ -457,20 +439,9 @@ func TestBadReleasesRollBack(t *testing.T) {
 // group killed with the main process, the binary path restarted).
 func TestBadReleaseUnderSupervisor(t *testing.T) {
 	t.Parallel()
-	r := newRelay(t)
-	key := minisign.NewKey(t)
-	g := newGateway(t, r, key.Pub)
-	cmd := r.release(t, vExit, key)
-	g.order(cmd)
+	_, g, cmd := updating(t, vExit)
 	g.supervise()
-	st := g.final(cmd.ID, 30*time.Second)
-	if st.State != protocol.CommandRolledBack || !strings.Contains(st.Error, "stopped 3 times") {
-		t.Fatalf("final %+v, want rolled_back", st)
-	}
-	if v := g.onDisk(); v != vOld {
-		t.Errorf("binary on disk is %s, want %s", v, vOld)
-	}
-	g.running(vOld)
+	g.endsOn(cmd.ID, protocol.CommandRolledBack, vOld, "stopped 3 times", 30*time.Second)
 }
 
 // TestResumedDownload: a transfer cut in the middle resumes with Range
@@ -480,24 +451,17 @@ func TestResumedDownload(t *testing.T) {
 	for _, ignore := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ignoreRange=%v", ignore), func(t *testing.T) {
 			t.Parallel()
-			r := newRelay(t)
-			key := minisign.NewKey(t)
-			g := newGateway(t, r, key.Pub)
-			cmd := r.release(t, vGood, key)
+			r, g, cmd := updating(t, vGood)
+			r.mu.Lock()
 			r.cut, r.ignoreRange = int(cmd.Update.Size/2), ignore
-			g.order(cmd)
+			r.mu.Unlock()
 			g.start()
-			if st := g.final(cmd.ID, 30*time.Second); st.State != protocol.CommandHealthy {
-				t.Fatalf("final %+v, want healthy", st)
-			}
+			g.endsOn(cmd.ID, protocol.CommandHealthy, vGood, "", 30*time.Second)
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			want := fmt.Sprintf("bytes=%d-", cmd.Update.Size/2)
 			if len(r.ranges) != 2 || r.ranges[0] != "" || r.ranges[1] != want {
 				t.Errorf("requests' ranges %q, want none then %q", r.ranges, want)
-			}
-			if v := g.onDisk(); v != vGood {
-				t.Errorf("binary on disk is %s, want %s", v, vGood)
 			}
 		})
 	}
@@ -511,31 +475,13 @@ func TestKilledAtEachStep(t *testing.T) {
 	for _, step := range update.FaultSteps() {
 		t.Run(step, func(t *testing.T) {
 			t.Parallel()
-			r := newRelay(t)
-			key := minisign.NewKey(t)
-			g := newGateway(t, r, key.Pub)
-			v, state := vGood, protocol.CommandHealthy
+			v, state, want := vGood, protocol.CommandHealthy, vGood
 			if step == "rolled-back" {
-				v, state = vNoLink, protocol.CommandRolledBack
+				v, state, want = vNoLink, protocol.CommandRolledBack, vOld
 			}
-			cmd := r.release(t, v, key)
-			g.order(cmd)
+			_, g, cmd := updating(t, v)
 			g.supervise(update.FaultEnv + "=" + step)
-			st := g.final(cmd.ID, 45*time.Second)
-			want := v
-			if state != protocol.CommandHealthy {
-				want = vOld
-			}
-			if st.State != state || st.Version != want {
-				t.Fatalf("final %+v, want %s on %s", st, state, want)
-			}
-			if got := g.onDisk(); got != want {
-				t.Errorf("binary on disk is %s, want %s", got, want)
-			}
-			g.running(want)
-			if l := g.leftovers(); len(l) > 0 {
-				t.Errorf("left behind: %v", l)
-			}
+			g.endsOn(cmd.ID, state, want, "", 45*time.Second)
 			// Without the kill every start is in the one process (exec keeps
 			// the PID); the kill makes the supervisor start another.
 			b, _ := os.ReadFile(filepath.Join(g.state, "starts.log"))
@@ -570,23 +516,9 @@ func TestKilledWithoutSupervisor(t *testing.T) {
 	} {
 		t.Run(tt.step, func(t *testing.T) {
 			t.Parallel()
-			r := newRelay(t)
-			key := minisign.NewKey(t)
-			g := newGateway(t, r, key.Pub)
-			cmd := r.release(t, tt.release, key)
-			g.order(cmd)
+			_, g, cmd := updating(t, tt.release)
 			g.start(update.FaultEnv + "=" + tt.step)
-			st := g.final(cmd.ID, 45*time.Second)
-			if st.State != tt.state || st.Version != tt.version {
-				t.Fatalf("final %+v, want %s on %s", st, tt.state, tt.version)
-			}
-			if got := g.onDisk(); got != tt.version {
-				t.Errorf("binary on disk is %s, want %s", got, tt.version)
-			}
-			g.running(tt.version)
-			if l := g.leftovers(); len(l) > 0 {
-				t.Errorf("left behind: %v", l)
-			}
+			g.endsOn(cmd.ID, tt.state, tt.version, "", 45*time.Second)
 		})
 	}
 }

@@ -116,6 +116,11 @@ func (u *Updater) fetch(ctx context.Context, o *protocol.UpdateOrder, part strin
 	if have == o.Size {
 		return nil
 	}
+	// A transfer that stalls (no byte for downloadIdle) is cut and resumed.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	idle := time.AfterFunc(downloadIdle, cancel)
+	defer idle.Stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, httpBase(u.o.Relay())+o.Path, nil)
 	if err != nil {
 		return permanent{fmt.Errorf("download: %w", err)}
@@ -156,7 +161,7 @@ func (u *Updater) fetch(ctx context.Context, o *protocol.UpdateOrder, part strin
 	if _, err := f.Seek(have, io.SeekStart); err != nil {
 		return permanent{err}
 	}
-	n, err := io.Copy(f, io.LimitReader(res.Body, o.Size-have+1))
+	n, err := io.Copy(f, io.LimitReader(progress{res.Body, func() { idle.Reset(downloadIdle) }}, o.Size-have+1))
 	if serr := f.Sync(); err == nil {
 		err = serr
 	}
@@ -170,6 +175,23 @@ func (u *Updater) fetch(ctx context.Context, o *protocol.UpdateOrder, part strin
 		return fmt.Errorf("download: %d of %d bytes", have+n, o.Size)
 	}
 	return nil
+}
+
+// downloadIdle is how long a download may go without a byte.
+const downloadIdle = time.Minute
+
+// progress calls moved after each read that moved bytes.
+type progress struct {
+	r     io.Reader
+	moved func()
+}
+
+func (p progress) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.moved()
+	}
+	return n, err
 }
 
 // verify checks the downloaded release: its SHA-256 and its minisign

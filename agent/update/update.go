@@ -174,6 +174,10 @@ func Boot(o Options) (*Updater, error) {
 		u.finish(j, protocol.CommandHealthy, fmt.Sprintf("version %s is kept but does not run yet: %v", ord.Version, err))
 	case j.Step == stepRolledBack && o.Version == j.FromVersion:
 		u.finish(j, protocol.CommandRolledBack, j.Reason)
+	case j.Step == stepRolledBack && o.Binary == j.Binary:
+		// Another version than the old one at the binary path (installed
+		// by hand meanwhile): it stays.
+		u.finish(j, protocol.CommandRolledBack, j.Reason)
 	case j.Step == stepRolledBack:
 		// The new binary journaled its rollback but its exec of the old one
 		// failed, and it was started again from <binary>.new.

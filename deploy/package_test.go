@@ -138,6 +138,18 @@ func TestPackages(t *testing.T) {
 				}
 			}
 
+			// The packaged agent reports the package's version (make package
+			// stamps PKG_VERSION): what agentVersion shows and rollouts compare.
+			if tt.name == "fleet-agent" && tt.arch == "amd64" {
+				exe := filepath.Join(t.TempDir(), "fleet-agent")
+				if err := os.WriteFile(exe, files[binPath].body, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if v := strings.TrimSpace(run(t, exe, "--version")); v != fields["Version"] {
+					t.Errorf("fleet-agent --version %q, package version %q", v, fields["Version"])
+				}
+			}
+
 			// Control archive: conffiles and maintainer scripts.
 			ctl := t.TempDir()
 			run(t, "dpkg-deb", "-e", pkg, ctl)

@@ -92,12 +92,11 @@ type Updater struct {
 	f files
 
 	mu      sync.Mutex
-	busy    bool          // a command is downloading or installing
-	current string        // its id
-	trial   *journal      // this process is the new binary on trial
-	resume  *journal      // a download or install to start again (Run)
-	start   time.Time     // of the trial
-	done    chan struct{} // closed when the trial is decided
+	busy    bool      // a command is downloading or installing
+	current string    // its id
+	trial   *journal  // this process is the new binary on trial
+	resume  *journal  // a download or install to start again (Run)
+	start   time.Time // of the trial
 }
 
 // Boot runs first at the agent's start, before the link: it finishes or
@@ -115,7 +114,7 @@ func Boot(o Options) (*Updater, error) {
 	if o.Binary != "" {
 		o.Binary = resolve(o.Binary)
 	}
-	u := &Updater{o: o, f: files{dir: filepath.Join(o.StateDir, "update")}, done: make(chan struct{})}
+	u := &Updater{o: o, f: files{dir: filepath.Join(o.StateDir, "update")}}
 	j, err := u.f.readJournal()
 	if err != nil || j == nil {
 		if err != nil {

@@ -16,9 +16,13 @@ import (
 	"syscall"
 
 	"github.com/fleet/fleet/agent"
+	"github.com/fleet/fleet/agent/update"
 )
 
 func main() {
+	// A trial's guard (agent/update, docs/updates.md) is this binary
+	// started again with FLEET_UPDATE_GUARD set: it must do nothing else.
+	update.RunGuardIfAsked()
 	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version") {
 		fmt.Println(agent.Version)
 		return

@@ -14,6 +14,7 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/test/rig/minisign"
 )
 
 // TestReleases: `release add` stores a signed binary and `release list`
@@ -41,14 +42,13 @@ func testReleases(t *testing.T, dialect, db string) {
 	mustJSON(t, &dev, "device", "add", "--db", db, "--org", org.ID, "--name", "press", "--serial", "S1", "--model", "IG-500")
 	mustJSON(t, &stranger, "device", "add", "--db", db, "--org", other.ID, "--name", "gate", "--serial", "S2", "--model", "IG-500")
 
-	data, sig := storetest.ReleaseBinary(t, 3*cloud.ReleaseChunkBytes+777)
-	dir := t.TempDir()
-	bin, sigFile := filepath.Join(dir, "fleet-agent"), filepath.Join(dir, "fleet-agent.minisig")
-	for path, b := range map[string][]byte{bin: data, sigFile: []byte(sig)} {
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	// The operator's release: a binary signed with Debian's minisign.
+	data, _ := storetest.ReleaseBinary(t, 3*cloud.ReleaseChunkBytes+777)
+	bin := filepath.Join(t.TempDir(), "fleet-agent")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
 	}
+	sigFile, sig := minisign.NewKey(t).Sign(t, bin, "fleet-agent 1.5.0 arm64")
 	add := func(version, sig string) []string {
 		return []string{"release", "add", "--db", db, "--org", org.ID, "--version", version, "--arch", "arm64", "--file", bin, "--sig", sig}
 	}

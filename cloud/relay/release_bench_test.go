@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,14 +27,7 @@ const (
 // relay on SQLite over loopback; one operation is every agent's whole
 // download, and MB/s counts the bytes all of them received.
 func BenchmarkReleaseDownload(b *testing.B) {
-	m := NewMain(io.Discard)
-	if err := m.ParseFlags([]string{"--db", filepath.Join(b.TempDir(), "relay.db"), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--rate-limit", "1000000"}); err != nil {
-		b.Fatal(err)
-	}
-	if err := m.Run(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { m.Close() })
+	m := startMain(b, filepath.Join(b.TempDir(), "relay.db"))
 	org := storetest.Org(b, m.DB, "Acme")
 	tokens := make([]string, benchDownloadAgents)
 	for i := range tokens {

@@ -111,9 +111,17 @@ func (d *downloads) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	src := &storeReader{ctx: ctx, releases: d.cfg.Releases, orgID: dev.OrgID, id: rel.ID}
 	body := io.NewSectionReader(newChunkCache(src, rel.Size, cloud.ReleaseChunkBytes), 0, rel.Size)
 	out := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: d.cfg.WriteIdle, end: end}
+	start := time.Now()
 	http.ServeContent(out, r, "", rel.CreatedAt, body)
-	if src.err != nil && r.Context().Err() == nil {
-		d.srv.log.Warn("release download cut short: store read failed", "device", dev.ID, "release", rel.ID, "err", src.err)
+	log := d.srv.log.With("device", dev.ID, "release", rel.ID, "version", rel.Version, "range", r.Header.Get("Range") != "",
+		"bytes", out.n, "duration_ms", time.Since(start).Milliseconds())
+	switch {
+	case src.err != nil:
+		log.Warn("release download cut short: store read failed", "err", src.err)
+	case out.err != nil:
+		log.Info("release download cut short", "err", out.err)
+	default:
+		log.Info("release downloaded")
 	}
 }
 
@@ -154,6 +162,8 @@ type deadlineWriter struct {
 	rc   *http.ResponseController
 	idle time.Duration
 	end  time.Time
+	n    int64 // bytes of the body written
+	err  error // the first write's error
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
@@ -164,7 +174,12 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 	// A connection that cannot take a deadline (none in the relay) keeps
 	// the server's.
 	_ = w.rc.SetWriteDeadline(dl)
-	return w.ResponseWriter.Write(p)
+	n, err := w.ResponseWriter.Write(p)
+	w.n += int64(n)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // Unwrap returns the response writer (http.ResponseController).

@@ -2,8 +2,10 @@ package agentlink_test
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/test/rig/dialects"
+	"github.com/fleet/fleet/test/rig/logbuf"
+	"github.com/fleet/fleet/test/rig/testwait"
 )
 
 // TestReleaseDownloadBounds: with one download allowed, a second agent is
@@ -29,7 +33,8 @@ func TestReleaseDownloadBounds(t *testing.T) {
 	// that stops reading stalls the relay's writes.
 	data, sig := storetest.ReleaseBinary(t, 48<<20)
 	rel := storetest.Release(t, s.Store.Releases(), cloud.NewRelease{OrgID: org.ID, Version: "2.0.0", Arch: "amd64", Signature: sig}, data)
-	srv := agentlink.New(agentlink.Config{Store: s.Agent})
+	logs := &logbuf.Buffer{}
+	srv := agentlink.New(agentlink.Config{Store: s.Agent, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	mux := http.NewServeMux()
 	mux.Handle(protocol.ReleasePath("{id}"), srv.ReleaseHandler(agentlink.ReleaseConfig{Releases: s.Store.Releases(), MaxDownloads: 1, WriteIdle: 300 * time.Millisecond}))
 	hs := httptest.NewServer(mux)
@@ -75,5 +80,14 @@ func TestReleaseDownloadBounds(t *testing.T) {
 	}
 	if got, err := io.Copy(io.Discard, stalled.Body); err == nil || got >= int64(len(data)) {
 		t.Errorf("the stalled download was not cut: %d bytes, %v", got, err)
+	}
+	testwait.Until(t, 10*time.Second, func() string {
+		if l := logs.String(); !strings.Contains(l, "release download cut short") || !strings.Contains(l, "release downloaded") {
+			return "log lacks the cut and the whole download:\n" + l
+		}
+		return ""
+	})
+	if strings.Contains(logs.String(), tokens[0]) {
+		t.Errorf("the log shows a device token")
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/protocol"
-	"github.com/fleet/fleet/test/rig/dialects"
 	"github.com/fleet/fleet/test/rig/logbuf"
 	"github.com/fleet/fleet/test/rig/testwait"
 )
@@ -23,14 +22,18 @@ import (
 // the slot; the stalled download is cut once a write makes no progress for
 // WriteIdle, and the next agent gets the whole binary.
 func TestReleaseDownloadBounds(t *testing.T) {
-	s := dialects.SQLite(t, nil)
+	stores.Run(t, func(t *testing.T, open storetest.Opener) { testReleaseDownloadBounds(t, open(t, nil)) })
+}
+
+func testReleaseDownloadBounds(t *testing.T, s storetest.Stores) {
 	org := storetest.Org(t, s.Store, "Acme")
 	tokens := make([]string, 3)
 	for i := range tokens {
 		_, tokens[i] = storetest.Device(t, s.Store, cloud.NewDevice{OrgID: org.ID, Name: "gw", SerialNumber: "SN-" + string(rune('a'+i)), Model: "IG-500"})
 	}
-	// Larger than what loopback's socket buffers hold, so that a client
-	// that stops reading stalls the relay's writes.
+	// Larger than what loopback's socket buffers hold (up to 4 MiB sent
+	// and 32 MiB received on Linux by default), so that a client that stops
+	// reading stalls the relay's writes.
 	data, sig := storetest.ReleaseBinary(t, 48<<20)
 	rel := storetest.Release(t, s.Store.Releases(), cloud.NewRelease{OrgID: org.ID, Version: "2.0.0", Arch: "amd64", Signature: sig}, data)
 	logs := &logbuf.Buffer{}

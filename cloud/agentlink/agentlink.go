@@ -4,7 +4,9 @@
 // configuration), stores what agents report through a Store, tells the
 // cloud.Observers after each commit, pushes desired configuration to
 // connected agents, and sweeps devices whose heartbeats stopped to OFFLINE.
-// The protocol is written down in docs/protocol.md.
+// It also serves agent releases to the devices of their organization
+// (release.go, at protocol.ReleasePath). The protocol is written down in
+// docs/protocol.md.
 package agentlink
 
 import (

@@ -141,6 +141,8 @@ func Run(t *testing.T, open Opener) {
 		{"PreviewEvents", testPreviewEvents},
 		{"PreviewStatus", testPreviewStatus},
 		{"PreviewValidation", testPreviewValidation},
+		{"Claims", testClaims},
+		{"ClaimRaces", testClaimRaces},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

@@ -38,14 +38,8 @@ func (s *Server) ClaimHandler(claims cloud.ClaimService) http.Handler {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		addr := clientaddr.Key(r)
-		if s.refusals.exhausted(addr) {
-			s.refusals.note(addr, refusedOverLimit)
-			s.refusals.tooMany(w, r, addr)
-			return
-		}
-		tok := bearer(r)
+		tok := s.refusals.bearer(w, r, addr, "a claim token")
 		if tok == "" {
-			s.refusals.refuse(w, r, addr, refusedNoToken, "a claim token is required as a bearer token")
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxClaimBody))

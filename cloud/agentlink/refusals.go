@@ -63,6 +63,22 @@ func (f *refusals) exhausted(addr string) bool {
 	return err == nil && rate >= float64(f.limit)
 }
 
+// bearer returns r's bearer token, or "" when it answered r: 429 for an
+// address over its budget (the token not looked at), 401 saying that what
+// ("a device token") is required when r has none.
+func (f *refusals) bearer(w http.ResponseWriter, r *http.Request, addr, what string) string {
+	if f.exhausted(addr) {
+		f.note(addr, refusedOverLimit)
+		f.tooMany(w, r, addr)
+		return ""
+	}
+	tok := bearer(r)
+	if tok == "" {
+		f.refuse(w, r, addr, refusedNoToken, what+" is required as a bearer token")
+	}
+	return tok
+}
+
 // refuse answers a refused upgrade (401, or 429 once addr is over its
 // budget) and counts it.
 func (f *refusals) refuse(w http.ResponseWriter, r *http.Request, addr, reason, msg string) {

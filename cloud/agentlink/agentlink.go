@@ -229,14 +229,8 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // cannot tell.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Device, bool) {
 	addr := clientaddr.Key(r) // what a refusal is counted against
-	if s.refusals.exhausted(addr) {
-		s.refusals.note(addr, refusedOverLimit)
-		s.refusals.tooMany(w, r, addr)
-		return Device{}, false
-	}
-	tok := bearer(r)
+	tok := s.refusals.bearer(w, r, addr, "a device token")
 	if tok == "" {
-		s.refusals.refuse(w, r, addr, refusedNoToken, "a device token is required as a bearer token")
 		return Device{}, false
 	}
 	actx, cancel := context.WithTimeout(r.Context(), 10*time.Second)

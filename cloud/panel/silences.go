@@ -158,26 +158,13 @@ func (s *Server) createSilence(w http.ResponseWriter, r *http.Request, rq *reque
 			return
 		case cloud.EINVALID, cloud.ECONFLICT:
 			msg := cloud.ErrorMessage(err)
-			d.Errors[silenceErrorField(msg)] = msg
+			d.Errors[formField(msg, "from", "to", "comment")] = msg
 		default:
 			s.fail(w, r, rq, err)
 			return
 		}
 	}
 	s.render(w, r, rq, http.StatusBadRequest, "silences", "Silences", d)
-}
-
-// silenceErrorField is the form field a silence error names.
-func silenceErrorField(msg string) string {
-	switch name := errorField(msg); name {
-	case "scope.deviceIds":
-		return "deviceIds"
-	case "scope.tags":
-		return "tags"
-	case "scope", "from", "to", "comment":
-		return name
-	}
-	return ""
 }
 
 // endSilence ends a silence now.

@@ -187,6 +187,7 @@ func (s *Server) routeTable() []route {
 		{"POST", "/panel/devices/{id}/channels/{ch}", cloud.PermConfigure, s.putChannel},
 		{"POST", dbcRoute, cloud.PermConfigure, s.importDBC},
 		{"POST", "/panel/devices/{id}/serial", cloud.PermConfigure, s.patchSerial},
+		{"POST", "/panel/devices/{id}/serial/enabled", cloud.PermConfigure, s.switchSerial},
 		{"POST", "/panel/devices/{id}/edit", cloud.PermConfigure, s.editDevice},
 		{"GET", "/panel/alerts", cloud.PermView, s.alertsPage},
 		{"GET", "/panel/alerts/{id}", cloud.PermView, s.alertPage},

@@ -142,6 +142,8 @@ func Run(t *testing.T, open Opener) {
 		{"PreviewStatus", testPreviewStatus},
 		{"PreviewValidation", testPreviewValidation},
 		{"Releases", testReleases},
+		{"Claims", testClaims},
+		{"ClaimRaces", testClaimRaces},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

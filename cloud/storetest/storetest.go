@@ -144,6 +144,14 @@ func Run(t *testing.T, open Opener) {
 		{"Releases", testReleases},
 		{"Claims", testClaims},
 		{"ClaimRaces", testClaimRaces},
+		{"RolloutWaves", testRolloutWaves},
+		{"RolloutStops", testRolloutStops},
+		{"RolloutActions", testRolloutActions},
+		{"RolloutTimeout", testRolloutTimeout},
+		{"RolloutCreate", testRolloutCreate},
+		{"RolloutIsolation", testRolloutIsolation},
+		{"RolloutConcurrentSteps", testRolloutConcurrentSteps},
+		{"RebootCommand", testRebootCommand},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

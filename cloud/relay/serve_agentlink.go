@@ -34,8 +34,9 @@ func (c *AgentConfig) validate() error {
 	)
 }
 
-// startAgentLink mounts the agents' websocket endpoint at protocol.Path and
-// the release downloads at protocol.ReleasePath.
+// startAgentLink mounts the agents' websocket endpoint at protocol.Path,
+// the release downloads at protocol.ReleasePath and the claim endpoint at
+// protocol.ClaimPath.
 // What agents report goes, after each commit, to the alert engine and then
 // to the webhook notifier (signals); desired-configuration changes made
 // through the API reach connected agents at once, those made by another
@@ -59,6 +60,7 @@ func (m *Main) startAgentLink(ctx context.Context, mux *http.ServeMux) (func(con
 	// Agents download releases from the relay they are connected to; the
 	// binary is in the store, so any relay serves any release.
 	mux.Handle(protocol.ReleasePath("{id}"), srv.ReleaseHandler(agentlink.ReleaseConfig{Releases: m.DB.Releases()}))
+	mux.Handle(protocol.ClaimPath, srv.ClaimHandler(m.DB.Claims()))
 	m.ConfigObservers = append(m.ConfigObservers, srv)
 	// Other relays' changes: a config changed through another
 	// relay reaches the agent here; a newer connection elsewhere or

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +28,15 @@ func (e *env) release(orgID, version, arch string) cloud.Release {
 func (e *env) agent(d device, version, arch string) string {
 	e.t.Helper()
 	return Connect(e.t, e.Agent, e.auth(d), e.clock.Now(), protocol.Hello{AgentVersion: version, Arch: arch})
+}
+
+// newFleet is a store with the organization acme, its release 2.0.0 for
+// amd64, and n of its devices running 1.0.0 on amd64 (fleet).
+func newFleet(t *testing.T, open Opener, n int) (*env, cloud.Org, []device) {
+	e := newEnv(t, open)
+	org := e.org("acme")
+	e.release(org.ID, "2.0.0", "amd64")
+	return e, org, e.fleet(org.ID, n, "1.0.0", "amd64")
 }
 
 // fleet adds n devices of orgID, each connected with version and arch,
@@ -256,10 +264,7 @@ func testRolloutWaves(t *testing.T, open Opener) {
 // version fails); one more stops the rollout with its reason, the devices
 // of later waves staying pending and sent nothing.
 func testRolloutStops(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org := e.org("acme")
-	e.release(org.ID, "2.0.0", "amd64")
-	ds := e.fleet(org.ID, 4, "1.0.0", "amd64")
+	e, org, ds := newFleet(t, open, 4)
 	e.agent(ds[0], "1.0.0", "")
 	one := 1
 	r := e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Waves: []int{50, 75, 100}, MaxFailures: &one, HealthFor: "30s"})
@@ -306,7 +311,11 @@ func testRolloutStops(t *testing.T, open Opener) {
 		t.Fatalf("sent %v", got)
 	}
 	c = e.command(ds[2])
+	e.reportCommand(ds[2], c.ID, protocol.CommandDownloading, "")
 	e.reportCommand(ds[2], c.ID, protocol.CommandRolledBack, "new agent never connected")
+	if got := e.statusChanges(ds[2]); !slices.Contains(got, "ONLINE>UPDATING INFO +0s") || !slices.Contains(got, "UPDATING>ONLINE INFO +0s") {
+		t.Errorf("status changes of a rolled-back update %v", got)
+	}
 	e.reportCommand(ds[2], c.ID, protocol.CommandHealthy, "") // after the end: ignored
 	e.advance()
 	got = e.rollout(org.ID, x.ID)
@@ -318,9 +327,21 @@ func testRolloutStops(t *testing.T, open Opener) {
 			t.Errorf("rolled-back device %+v", d)
 		}
 	}
-	// The other device's update was sent: it still runs.
-	if c := e.command(ds[3]); c.Update == nil {
+	// The other device's update was sent: it still runs, and another
+	// rollout does not give the device a second one.
+	c = e.command(ds[3])
+	if c.Update == nil {
 		t.Errorf("in-flight update of a stopped rollout: %+v", c)
+	}
+	y := e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: []string{ds[3].ID}}})
+	if got := e.advance(); len(got) != 0 {
+		t.Errorf("a device with an update under way sent another: %v", got)
+	}
+	if d := e.rollout(org.ID, y.ID).Devices[0]; d.State != resource.RolloutDeviceFailed || d.Error == nil || !strings.Contains(*d.Error, "another update") {
+		t.Errorf("device with an update under way %+v", d)
+	}
+	if again := e.command(ds[3]); again.ID != c.ID {
+		t.Errorf("pending %+v, want %s", again, c.ID)
 	}
 }
 
@@ -328,10 +349,7 @@ func testRolloutStops(t *testing.T, open Opener) {
 // and finish), resume goes on, cancel skips the devices not started and
 // the updates their agents did not take; other moves conflict.
 func testRolloutActions(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org := e.org("acme")
-	e.release(org.ID, "2.0.0", "amd64")
-	ds := e.fleet(org.ID, 6, "1.0.0", "amd64")
+	e, org, ds := newFleet(t, open, 6)
 	svc := e.Store.Rollouts()
 	r := e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Waves: []int{33, 66, 100}})
 	if got := e.advance(); !slices.Equal(got, deviceIDs(ds[0], ds[1])) {
@@ -401,10 +419,7 @@ func testRolloutActions(t *testing.T, open Opener) {
 // cloud.RolloutDownloadGrace of being sent its update fails, its command
 // no longer sent, a later report changing nothing.
 func testRolloutTimeout(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org := e.org("acme")
-	e.release(org.ID, "2.0.0", "amd64")
-	ds := e.fleet(org.ID, 2, "1.0.0", "amd64")
+	e, org, ds := newFleet(t, open, 2)
 	five := 5
 	r := e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", MaxFailures: &five, HealthFor: "10s"})
 	sent := e.clock.Now()
@@ -446,10 +461,7 @@ func testRolloutTimeout(t *testing.T, open Opener) {
 // none); tags scope the devices holding every one; rollouts are listed
 // newest first, keyset-paginated.
 func testRolloutCreate(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org := e.org("acme")
-	e.release(org.ID, "2.0.0", "amd64")
-	ds := e.fleet(org.ID, 3, "1.0.0", "amd64")
+	e, org, ds := newFleet(t, open, 3)
 	for _, d := range ds[:2] {
 		if _, err := e.Store.Devices().PatchDevice(e.ctx, org.ID, d.ID, cloud.DevicePatch{Tags: &[]string{"line-3", "site:north"}}); err != nil {
 			t.Fatal(err)
@@ -555,14 +567,12 @@ func testRolloutIsolation(t *testing.T, open Opener) {
 // testRolloutConcurrentSteps: two relays stepping the engine at once start
 // each wave once: every device is given one command.
 func testRolloutConcurrentSteps(t *testing.T, open Opener) {
-	e := newEnv(t, open)
+	e, org, ds := newFleet(t, open, 9)
 	e2 := e.reopen()
-	org := e.org("acme")
-	e.release(org.ID, "2.0.0", "amd64")
-	ds := e.fleet(org.ID, 8, "1.0.0", "amd64")
 	for round := range 3 {
-		e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: deviceIDs(ds[round*2], ds[round*2+1])}})
-		e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: deviceIDs(ds[7])}, Waves: []int{100}})
+		three := ds[round*3 : round*3+3]
+		e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: deviceIDs(three[:2]...)}})
+		e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: deviceIDs(three[2])}})
 		var mu sync.Mutex
 		var sent []string
 		concurrently(4, func(i int) {
@@ -576,35 +586,21 @@ func testRolloutConcurrentSteps(t *testing.T, open Opener) {
 			mu.Unlock()
 		})
 		slices.Sort(sent)
-		if want := deviceIDs(ds[round*2], ds[round*2+1], ds[7]); !slices.Equal(sent, want) {
+		if want := deviceIDs(three...); !slices.Equal(sent, want) {
 			t.Errorf("round %d: concurrent steps sent %v, want each of %v once", round, sent, want)
 		}
-		// ds[7] is given one more update each round, never reported.
-		for i, want := range map[int]int{round * 2: 1, round*2 + 1: 1, 7: round + 1} {
-			if cs := e.commands(ds[i]); len(cs) != want {
-				t.Errorf("round %d: %s has %d commands, want %d", round, ds[i].ID, len(cs), want)
+		for _, d := range three {
+			if cs := e.commands(d); len(cs) != 1 {
+				t.Errorf("round %d: %s has %d commands", round, d.ID, len(cs))
 			}
 		}
 	}
 }
 
 // commandsHeard records the devices a CommandsObserver heard of.
-type commandsHeard struct {
-	mu  sync.Mutex
-	ids []string
-}
+type commandsHeard struct{ rulesHeard }
 
-func (h *commandsHeard) CommandsChanged(deviceID string) {
-	h.mu.Lock()
-	h.ids = append(h.ids, deviceID)
-	h.mu.Unlock()
-}
-
-func (h *commandsHeard) heard() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.ids)
-}
+func (h *commandsHeard) CommandsChanged(deviceID string) { h.RulesChanged(deviceID) }
 
 // testRebootCommand: a reboot is queued for a connected device and heard
 // of, answered again while it waits, sent until the agent reports
@@ -625,7 +621,7 @@ func testRebootCommand(t *testing.T, open Opener) {
 	if again, err := svc.RebootDevice(e.ctx, org.ID, d.ID); err != nil || again != a {
 		t.Errorf("reboot again: %+v %v, want %+v", again, err, a)
 	}
-	if got := heard.heard(); !slices.Equal(got, []string{d.ID}) {
+	if got := heard.take(); !slices.Equal(got, []string{d.ID}) {
 		t.Errorf("observer heard %v", got)
 	}
 	if c := e.command(d); c.ID != a.CommandID || c.Kind != protocol.CommandReboot || c.Update != nil {
@@ -690,7 +686,7 @@ func testRebootCommand(t *testing.T, open Opener) {
 	if cs := e.commands(d); len(cs) != 1 || cs[0].ID != c.CommandID {
 		t.Errorf("pending %+v, want %s", cs, c.CommandID)
 	}
-	if got := fmt.Sprint(heard.heard()); got != fmt.Sprint([]string{d.ID, d.ID, d.ID}) {
-		t.Errorf("observer heard %s", got)
+	if got := heard.take(); !slices.Equal(got, []string{d.ID, d.ID}) {
+		t.Errorf("observer heard %v", got)
 	}
 }

@@ -20,8 +20,10 @@ import (
 // (RolloutTables: OpenCommands, StoreCommandStatus, StepRollouts).
 //
 // Lock order, so that concurrent transactions never deadlock on
-// PostgreSQL: rollouts, then device_commands, then rollout_devices, then
-// devices.
+// PostgreSQL: a transaction that locks rows of several of rollouts,
+// device_commands and rollout_devices locks them in that order; devices
+// are locked after the command (CommandStatus) or before any command row
+// is read (RebootDevice), and the engine reads them without locking.
 
 // maxCommandError bounds the error an agent reports of a command.
 const maxCommandError = 1000
@@ -215,20 +217,25 @@ func (s *Store) StepRollouts(ctx context.Context, now time.Time) ([]string, erro
 		return nil, s.Wrap("rollouts to step", err)
 	}
 	slices.Sort(rollouts)
+	// A rollout that fails to step does not hold the others back.
 	var sent []string
+	var errs []error
 	for _, id := range rollouts {
-		err := s.Tx(ctx, func(tx Querier) error {
-			got, err := s.stepRollout(ctx, tx, id, now)
-			sent = append(sent, got...)
+		var got []string
+		err := s.Tx(ctx, func(tx Querier) (err error) {
+			got, err = s.stepRollout(ctx, tx, id, now)
 			return err
 		})
 		if err != nil {
-			return sent, s.Wrap("step rollout "+id, err)
+			errs = append(errs, s.Wrap("step rollout "+id, err))
+			continue
 		}
+		sent = append(sent, got...)
 	}
 	_, err = s.W.Exec(ctx, `UPDATE device_commands SET state = 'expired', updated_at = ? WHERE kind = 'reboot' AND state IN ('queued', 'accepted') AND created_at <= ?`,
 		now.UnixMilli(), now.Add(-cloud.RebootExpiry).UnixMilli())
-	return sent, s.Wrap("expire reboots", err)
+	errs = append(errs, s.Wrap("expire reboots", err))
+	return sent, errors.Join(errs...)
 }
 
 // stepRollout steps rollout id in tx at now (StepRollouts) and returns the
@@ -331,17 +338,23 @@ type waveRelease struct {
 const releaseForSQL = `SELECT id, size, sha256, signature FROM releases WHERE org_id = ? AND version = ? AND arch = ?`
 
 // startWave starts wave r.wave of r in tx: each of its pending devices
-// already running the version is healthy at once; one whose agent
-// announced no architecture, or of an architecture without a release of
-// the version, fails; each other is given an update command (and other
+// already running the version is healthy at once; one with an update of
+// another rollout not finished, one whose agent announced no
+// architecture, or one of an architecture without a release of the
+// version fails; each other is given an update command (and other
 // relays hear of it, ChangeConfig). It returns the devices given commands.
 func (s *Store) startWave(ctx context.Context, tx Querier, r engineRollout, now time.Time) ([]string, error) {
-	type member struct{ id, version, arch string }
+	type member struct {
+		id, version, arch string
+		busy              bool // an update of another rollout not finished
+	}
 	members, err := Collect(ctx, tx, func(row Row) (member, error) {
 		var m member
-		err := row.Scan(&m.id, &m.version, &m.arch)
+		err := row.Scan(&m.id, &m.version, &m.arch, &m.busy)
 		return m, err
-	}, `SELECT rd.device_id, d.agent_version, d.agent_arch FROM rollout_devices rd JOIN devices d ON d.id = rd.device_id
+	}, `SELECT rd.device_id, d.agent_version, d.agent_arch, EXISTS (SELECT 1 FROM device_commands c WHERE c.device_id = rd.device_id
+			AND c.state IN ('queued', 'accepted', 'downloading', 'installing') AND c.kind = 'update')
+		FROM rollout_devices rd JOIN devices d ON d.id = rd.device_id
 		WHERE rd.rollout_id = ? AND rd.wave = ? AND rd.state = 'pending' AND rd.command_id IS NULL ORDER BY rd.device_id`, r.id, r.wave)
 	if err != nil {
 		return nil, err
@@ -357,6 +370,12 @@ func (s *Store) startWave(ctx context.Context, tx Querier, r engineRollout, now 
 	for _, m := range members {
 		if m.version == r.version {
 			if err := settle(m, resource.RolloutDeviceHealthy, ""); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if m.busy {
+			if err := settle(m, resource.RolloutDeviceFailed, "another update of the device is still under way"); err != nil {
 				return nil, err
 			}
 			continue

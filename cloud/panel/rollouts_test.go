@@ -251,7 +251,7 @@ func testReleasesPage(t *testing.T, open storetest.Opener) {
 	body := h.signIn(cloud.RoleOwner).get("/panel/releases").body
 	rel := h.releases[0]
 	for _, s := range []string{`data-release-id="` + rel.ID + `"`, "<strong>1.4.0</strong>", ">arm64</td>", ">2.0 KiB</td>", `<code title="` + rel.SHA256 + `">` + rel.SHA256[:12] + `…</code>`,
-		"fleet-relay release add --org " + h.org.ID, "--arch amd64|arm64|armv7", "make build AGENT_VERSION="} {
+		"fleet-relay release add --db relay.db --org " + h.org.ID, "--arch amd64|arm64|armv7", "make build AGENT_VERSION="} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the releases page lacks %q", s)
 		}

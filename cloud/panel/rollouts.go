@@ -165,19 +165,8 @@ func (s *Server) createRollout(w http.ResponseWriter, r *http.Request, rq *reque
 		return
 	}
 	nr := resource.NewRollout{Version: f.Version, HealthFor: f.HealthFor}
-	switch f.ScopeKind {
-	case "devices":
-		if nr.Scope.DeviceIDs = splitList(f.DeviceIDs); len(nr.Scope.DeviceIDs) == 0 {
-			d.Errors["deviceIds"] = "scope.deviceIds: give at least one device id, or choose all devices"
-		}
-	case "tags":
-		if nr.Scope.Tags = splitList(f.Tags); len(nr.Scope.Tags) == 0 {
-			d.Errors["tags"] = "scope.tags: give at least one tag, or choose all devices"
-		}
-	case "all", "":
-	default:
-		d.Errors["scope"] = "scope: choose all devices, device ids or tags"
-	}
+	sc := formScope(f.ScopeKind, f.DeviceIDs, f.Tags, d.Errors)
+	nr.Scope = resource.RolloutScope{DeviceIDs: sc.DeviceIDs, Tags: sc.Tags}
 	if f.Version == "" {
 		d.Errors["version"] = "version: choose the version to roll out"
 	}

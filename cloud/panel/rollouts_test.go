@@ -89,7 +89,7 @@ func testRolloutsPages(t *testing.T, open storetest.Opener) {
 	}
 	body := c.get(page).body
 	for _, s := range []string{"Rollout of 1.4.0 to 2 devices created", "devices tagged line-3", "50 %, 100 %", ">Pause</button>", ">Cancel rollout</button>",
-		`hx-select="#progress"`, "Wave 1", "Wave 2", "2 pending"} {
+		`hx-select="#waves-live"`, `hx-select="#devices-live"`, "Wave 1", "Wave 2", "2 pending"} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the new rollout's page lacks %q", s)
 		}

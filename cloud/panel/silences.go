@@ -104,19 +104,7 @@ func (s *Server) createSilence(w http.ResponseWriter, r *http.Request, rq *reque
 	}
 	now := s.now()
 	n := cloud.NewSilence{Comment: strings.TrimSpace(f.Comment), CreatedBy: "user:" + rq.User.Email}
-	switch f.ScopeKind {
-	case "devices":
-		if n.Scope.DeviceIDs = splitList(f.DeviceIDs); len(n.Scope.DeviceIDs) == 0 {
-			d.Errors["deviceIds"] = "scope.deviceIds: give at least one device id, or choose all devices"
-		}
-	case "tags":
-		if n.Scope.Tags = splitList(f.Tags); len(n.Scope.Tags) == 0 {
-			d.Errors["tags"] = "scope.tags: give at least one tag, or choose all devices"
-		}
-	case "all", "":
-	default:
-		d.Errors["scope"] = "scope: choose all devices, device ids or tags"
-	}
+	n.Scope = formScope(f.ScopeKind, f.DeviceIDs, f.Tags, d.Errors)
 	if f.From != "" {
 		if n.From, err = time.ParseInLocation(localTime, f.From, time.UTC); err != nil {
 			d.Errors["from"] = "from: not a date and time (YYYY-MM-DDThh:mm, UTC)"

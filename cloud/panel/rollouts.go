@@ -81,11 +81,9 @@ func (s *Server) rolloutsPage(w http.ResponseWriter, r *http.Request, rq *reques
 	ctx := r.Context()
 	org := rq.User.OrgID
 	p := cloud.Page{Limit: rolloutsPageSize, Cursor: r.URL.Query().Get("after")}
-	list, err := s.cfg.Rollouts.ListRollouts(ctx, org, p)
-	if cloud.ErrorCode(err) == cloud.ECURSOR {
-		p.Cursor = ""
-		list, err = s.cfg.Rollouts.ListRollouts(ctx, org, p)
-	}
+	list, err := firstOnBadCursor(&p, func(p cloud.Page) (resource.List[resource.Rollout], error) {
+		return s.cfg.Rollouts.ListRollouts(ctx, org, p)
+	})
 	if err != nil {
 		s.fail(w, r, rq, err)
 		return

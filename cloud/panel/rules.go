@@ -96,6 +96,18 @@ func ruleFormFrom(r *http.Request) ruleForm {
 		Notify: r.PostForm["notify"], RepeatEvery: v("repeatEvery"), Enabled: r.PostFormValue("enabled") != ""}
 }
 
+// firstOnBadCursor lists the page *p, or the first page when its cursor is
+// not one the store gave (a stale or edited link); *p's cursor is then
+// cleared.
+func firstOnBadCursor[T any](p *cloud.Page, list func(cloud.Page) (T, error)) (T, error) {
+	v, err := list(*p)
+	if cloud.ErrorCode(err) == cloud.ECURSOR {
+		p.Cursor = ""
+		v, err = list(*p)
+	}
+	return v, err
+}
+
 // formScope reads a form's scope fields (template "scopefields"): kind
 // "all" (or empty), "devices" with the device ids typed, or "tags" with the
 // tags typed; a kind without any, or an unknown kind, is an error by field
@@ -311,11 +323,9 @@ func (s *Server) rulesPage(w http.ResponseWriter, r *http.Request, rq *request) 
 	ctx := r.Context()
 	org := rq.User.OrgID
 	p := cloud.Page{Limit: rulesPageSize, Cursor: r.URL.Query().Get("after")}
-	list, err := s.cfg.Rules.ListRules(ctx, org, p)
-	if cloud.ErrorCode(err) == cloud.ECURSOR {
-		p.Cursor = ""
-		list, err = s.cfg.Rules.ListRules(ctx, org, p)
-	}
+	list, err := firstOnBadCursor(&p, func(p cloud.Page) (resource.List[resource.AlertRule], error) {
+		return s.cfg.Rules.ListRules(ctx, org, p)
+	})
 	if err != nil {
 		s.fail(w, r, rq, err)
 		return

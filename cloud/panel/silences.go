@@ -51,11 +51,9 @@ func (s *Server) silencesData(r *http.Request, rq *request, f silenceForm) (*sil
 	ctx := r.Context()
 	org := rq.User.OrgID
 	filter := cloud.SilenceFilter{Page: cloud.Page{Limit: silencesPageSize, Cursor: r.URL.Query().Get("after")}}
-	list, err := s.cfg.Rules.ListSilences(ctx, org, filter)
-	if cloud.ErrorCode(err) == cloud.ECURSOR {
-		filter.Cursor = ""
-		list, err = s.cfg.Rules.ListSilences(ctx, org, filter)
-	}
+	list, err := firstOnBadCursor(&filter.Page, func(p cloud.Page) (resource.List[resource.Silence], error) {
+		return s.cfg.Rules.ListSilences(ctx, org, cloud.SilenceFilter{Page: p})
+	})
 	if err != nil {
 		return nil, err
 	}

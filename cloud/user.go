@@ -46,15 +46,18 @@ const (
 	PermWebhooks  Permission = "webhooks"  // alert URL, secret rotation, deliveries
 	PermMembers   Permission = "members"   // add members, change roles, disable
 	PermRules     Permission = "rules"     // alert rules and notification channels
+	// PermOperations is fleet operations (issue 28): claims, agent
+	// releases and rollouts.
+	PermOperations Permission = "operations"
 )
 
 // Permissions lists every permission in the order docs/panel.md shows them.
-var Permissions = []Permission{PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules}
+var Permissions = []Permission{PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules, PermOperations}
 
 // rolePermissions is the matrix of docs/panel.md.
 var rolePermissions = map[Role][]Permission{
-	RoleOwner:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules},
-	RoleAdmin:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermRules},
+	RoleOwner:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules, PermOperations},
+	RoleAdmin:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermRules, PermOperations},
 	RoleMember: {PermView, PermConfigure, PermAlerts},
 	RoleViewer: {PermView},
 }

@@ -61,6 +61,11 @@ type deviceData struct {
 	SerialNote string
 	SerialForm serialForm
 	Forms      []channelForm
+
+	// CanReboot: the relay offers "Reboot" (Config.Rollouts); RebootError
+	// says why a reboot was refused.
+	CanReboot   bool
+	RebootError string
 }
 
 // devicePage shows one device: details, charts, events, channels and their
@@ -80,7 +85,7 @@ func (s *Server) deviceData(ctx context.Context, rq *request, id string, q url.V
 	if err != nil {
 		return nil, err
 	}
-	d := &deviceData{Device: dev, Edit: newDeviceForm(dev), Range: q.Get("range"), Severities: resource.Severities}
+	d := &deviceData{Device: dev, Edit: newDeviceForm(dev), Range: q.Get("range"), Severities: resource.Severities, CanReboot: s.cfg.Rollouts != nil}
 	base := "/panel/devices/" + url.PathEscape(dev.ID)
 	span := time.Duration(0)
 	for _, cr := range chartRanges {

@@ -21,6 +21,7 @@ import (
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/shared/ids"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
 	"github.com/fleet/fleet/test/rig/dialects"
@@ -67,6 +68,12 @@ type harness struct {
 	// channels of org: [0] e-mail (to test), [1] slack (to remove).
 	channels []resource.NotificationChannel
 	silence  resource.Silence // an active silence of org
+	// releases of org: [0] 1.4.0 arm64, [1] 1.4.0 amd64, [2] 1.3.0 amd64.
+	releases []cloud.Release
+	// rollouts of org, of 1.4.0 to device: [0] running (to pause), [1]
+	// paused (to resume), [2] running (to cancel).
+	rollouts []resource.RolloutDetail
+	claim    cloud.Claim // an active claim of org (to revoke)
 }
 
 func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config)) *harness {
@@ -116,9 +123,21 @@ func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config
 	}
 	h.silence = must(rs.CreateSilence(ctx, h.org.ID, cloud.NewSilence{Scope: resource.RuleScope{DeviceIDs: []string{h.gate.ID}},
 		To: time.Now().Add(2 * time.Hour), Comment: "gate maintenance", CreatedBy: "cli"}))
+	bin, sig := storetest.ReleaseBinary(t, 2048)
+	for _, nr := range []cloud.NewRelease{{Version: "1.4.0", Arch: "arm64"}, {Version: "1.4.0", Arch: "amd64"}, {Version: "1.3.0", Arch: "amd64"}} {
+		nr.OrgID, nr.Signature = h.org.ID, sig
+		h.releases = append(h.releases, storetest.Release(t, db.Releases(), nr, bin))
+	}
+	for range 3 {
+		h.rollouts = append(h.rollouts, must(db.Rollouts().CreateRollout(ctx, h.org.ID, resource.NewRollout{Version: "1.4.0",
+			Scope: resource.RolloutScope{DeviceIDs: []string{h.device.ID}}})))
+	}
+	h.rollouts[1] = must(db.Rollouts().ActRollout(ctx, h.org.ID, h.rollouts[1].ID, "pause"))
+	h.claim, _ = must2(db.Claims().CreateClaim(ctx, cloud.NewClaim{OrgID: h.org.ID, Model: "IG-500", Tags: []string{"line-3"}, Uses: 2}))
 	cfg := panel.Config{
 		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(), Points: db.Points(),
 		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps, Rules: rs,
+		Rollouts: db.Rollouts(), Releases: db.Releases(), Claims: db.Claims(),
 		Hasher: fastHasher, Now: time.Now,
 	}
 	for _, f := range tweak {
@@ -139,6 +158,13 @@ func testRule(name string) resource.AlertRule {
 	v, c := 80.0, 75.0
 	return resource.AlertRule{Name: name, Enabled: true, Severity: resource.SeverityError, Notify: []string{}, RepeatEvery: "0s",
 		Condition: resource.RuleCondition{Kind: resource.ConditionThreshold, Source: "point." + testPoint, Op: ">", Value: &v, Clear: &c, For: "1m"}}
+}
+
+// online connects device's agent: the device is ONLINE (a reboot needs a
+// connected device).
+func (h *harness) online() {
+	h.t.Helper()
+	storetest.Connect(h.t, h.s.Agent, h.agent(h.token), time.Now(), protocol.Hello{AgentVersion: "1.3.0", Arch: "arm64"})
 }
 
 // agent is d, a device of org, as its agent (of token) writes.
@@ -291,6 +317,8 @@ func (h *harness) state() string {
 	rs := h.db.Rules()
 	v = append(v, must(rs.ListRules(ctx, h.org.ID, cloud.Page{Limit: 1000})), must(rs.ListChannels(ctx, h.org.ID)),
 		must(rs.ListSilences(ctx, h.org.ID, cloud.SilenceFilter{Page: cloud.Page{Limit: 1000}})))
+	v = append(v, must(h.db.Rollouts().ListRollouts(ctx, h.org.ID, cloud.Page{Limit: 1000})), must(h.db.Claims().ListClaims(ctx, h.org.ID)),
+		must(h.s.Commands.PendingCommands(ctx, h.agent(h.token))))
 	b, err := json.Marshal(v)
 	if err != nil {
 		h.t.Fatal(err)

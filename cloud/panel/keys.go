@@ -147,6 +147,8 @@ type confirmData struct {
 	Heading, Message string
 	Action, Button   string
 	Cancel           string
+	// Fields are hidden fields the confirmed form sends again.
+	Fields map[string]string
 }
 
 // askFirst renders the confirmation c unless the form confirms

@@ -2,8 +2,9 @@
 // organization sign in with email and password and see the fleet, a
 // device's charts, events and channels, the alerts, alert rules, silences
 // and notification channels; by role they change channel configuration,
-// act on alerts, silence devices, edit rules and channels, and manage API
-// keys, webhooks and members (docs/panel.md). Pages are rendered on the server with
+// act on alerts, silence devices, edit rules and channels, manage API
+// keys, webhooks and members, and run fleet operations: claims, agent
+// releases, rollouts and reboots (docs/panel.md). Pages are rendered on the server with
 // html/template; htmx refreshes live parts and uPlot draws charts, both
 // built from npm into static/vendor and embedded. Sessions live in the store
 // (alexedwards/scs over cloud.SessionStore); every route checks the user's
@@ -55,6 +56,12 @@ type Config struct {
 	Webhooks cloud.WebhookAdmin
 	// Rules backs Alerts → Rules and Silences and Settings → Notifications.
 	Rules cloud.RuleService
+	// Rollouts backs the rollout pages and the device page's "Reboot";
+	// Releases the releases list and the rollout form's versions; Claims
+	// the claims page (issue 28). A nil one hides its pages.
+	Rollouts cloud.RolloutService
+	Releases cloud.ReleaseService
+	Claims   cloud.ClaimService
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher
 	// IdleTimeout ends a session unused for that long; Lifetime ends any
@@ -180,6 +187,7 @@ func (s *Server) routeTable() []route {
 		{"POST", "/panel/devices/{id}/channels/{ch}", cloud.PermConfigure, s.putChannel},
 		{"POST", dbcRoute, cloud.PermConfigure, s.importDBC},
 		{"POST", "/panel/devices/{id}/serial", cloud.PermConfigure, s.patchSerial},
+		{"POST", "/panel/devices/{id}/serial/enabled", cloud.PermConfigure, s.switchSerial},
 		{"POST", "/panel/devices/{id}/edit", cloud.PermConfigure, s.editDevice},
 		{"GET", "/panel/alerts", cloud.PermView, s.alertsPage},
 		{"GET", "/panel/alerts/{id}", cloud.PermView, s.alertPage},
@@ -215,6 +223,28 @@ func (s *Server) routeTable() []route {
 			route{"GET", "/panel/devices/{id}/points", cloud.PermView, s.pointsFragment},
 			route{"GET", "/panel/devices/{id}/points/{point}", cloud.PermView, s.pointPage},
 			route{"GET", "/panel/devices/{id}/points/{point}/samples.csv", cloud.PermView, s.pointCSV},
+		)
+	}
+	if s.cfg.Rollouts != nil {
+		rs = append(rs,
+			route{"GET", "/panel/rollouts", cloud.PermOperations, s.rolloutsPage},
+			route{"GET", "/panel/rollouts/new", cloud.PermOperations, s.newRolloutPage},
+			route{"POST", "/panel/rollouts", cloud.PermOperations, s.createRollout},
+			route{"GET", "/panel/rollouts/{id}", cloud.PermOperations, s.rolloutPage},
+			route{"POST", "/panel/rollouts/{id}/pause", cloud.PermOperations, s.actRollout},
+			route{"POST", "/panel/rollouts/{id}/resume", cloud.PermOperations, s.actRollout},
+			route{"POST", "/panel/rollouts/{id}/cancel", cloud.PermOperations, s.actRollout},
+			route{"POST", "/panel/devices/{id}/reboot", cloud.PermConfigure, s.rebootDevice},
+		)
+	}
+	if s.cfg.Releases != nil {
+		rs = append(rs, route{"GET", "/panel/releases", cloud.PermOperations, s.releasesPage})
+	}
+	if s.cfg.Claims != nil {
+		rs = append(rs,
+			route{"GET", "/panel/claims", cloud.PermOperations, s.claimsPage},
+			route{"POST", "/panel/claims", cloud.PermOperations, s.createClaim},
+			route{"POST", "/panel/claims/{id}/revoke", cloud.PermOperations, s.revokeClaim},
 		)
 	}
 	if s.cfg.Webhooks != nil {

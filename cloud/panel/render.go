@@ -93,7 +93,10 @@ func parsePages(static fs.FS, now cloud.Now) (*pages, error) {
 		"scopeFields": func(prefix, kind, ids, tags string, errs map[string]string) scopeFields {
 			return scopeFields{Prefix: prefix, Kind: kind, DeviceIDs: ids, Tags: tags, Errors: errs}
 		},
-		"has": slices.Contains[[]string],
+		"has":      slices.Contains[[]string],
+		"sayState": sayState,
+		"sayWaves": sayWaves,
+		"inc":      func(i int) int { return i + 1 },
 	}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/parts.html")
 	if err != nil {

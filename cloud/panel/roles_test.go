@@ -20,6 +20,7 @@ func TestRoleMatrix(t *testing.T) { stores.Run(t, testRoleMatrix) }
 
 func testRoleMatrix(t *testing.T, open storetest.Opener) {
 	h := newHarness(t, open)
+	h.online()
 	routes := h.srv.Routes()
 	if len(routes) < 20 {
 		t.Fatalf("only %d routes", len(routes))
@@ -77,6 +78,7 @@ func TestEffectiveFormsWork(t *testing.T) { stores.Run(t, testEffectiveFormsWork
 
 func testEffectiveFormsWork(t *testing.T, open storetest.Opener) {
 	h := newHarness(t, open)
+	h.online()
 	c := h.signIn(cloud.RoleOwner)
 	for pattern, form := range h.effectiveForms() {
 		before := h.state()
@@ -152,6 +154,11 @@ func (h *harness) fill(pattern string) string {
 		"/api-keys/{id}", "/api-keys/"+h.key.ID,
 		"/members/{id}", "/members/"+h.users[cloud.RoleViewer].ID,
 		"/deliveries/{id}", "/deliveries/"+h.delivery,
+		"/rollouts/{id}/pause", "/rollouts/"+h.rollouts[0].ID+"/pause",
+		"/rollouts/{id}/resume", "/rollouts/"+h.rollouts[1].ID+"/resume",
+		"/rollouts/{id}/cancel", "/rollouts/"+h.rollouts[2].ID+"/cancel",
+		"/rollouts/{id}", "/rollouts/"+h.rollouts[0].ID,
+		"/claims/{id}", "/claims/"+h.claim.ID,
 		"{$}", "",
 	)
 	return r.Replace(pattern)
@@ -209,6 +216,15 @@ func (h *harness) effectiveForms() map[string]url.Values {
 		"/panel/settings/notifications":                      {"name": {"Replayed"}, "kind": {"email"}, "target": {"x@acme.example"}, "minSeverity": {"INFO"}},
 		"/panel/settings/notifications/{id}/test":            {},
 		"/panel/settings/notifications/{id}/remove":          {"confirm": {"yes"}},
+		"/panel/devices/{id}/serial/enabled":                 {"enabled": {"false"}, "confirm": {"yes"}},
+		"/panel/devices/{id}/reboot":                         {"confirm": {"yes"}},
+		"/panel/rollouts": {"version": {"1.4.0"}, "scope": {"devices"}, "deviceIds": {h.device.ID}, "waves": {"50, 100"},
+			"maxFailures": {"1"}, "healthFor": {"1m"}},
+		"/panel/rollouts/{id}/pause":  {},
+		"/panel/rollouts/{id}/resume": {},
+		"/panel/rollouts/{id}/cancel": {"confirm": {"yes"}},
+		"/panel/claims":               {"model": {"IG-500"}, "tags": {"line-4"}, "uses": {"5"}, "expires": {"7"}},
+		"/panel/claims/{id}/revoke":   {"confirm": {"yes"}},
 	}
 }
 

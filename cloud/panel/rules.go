@@ -96,6 +96,40 @@ func ruleFormFrom(r *http.Request) ruleForm {
 		Notify: r.PostForm["notify"], RepeatEvery: v("repeatEvery"), Enabled: r.PostFormValue("enabled") != ""}
 }
 
+// firstOnBadCursor lists the page *p, or the first page when its cursor is
+// not one the store gave (a stale or edited link); *p's cursor is then
+// cleared.
+func firstOnBadCursor[T any](p *cloud.Page, list func(cloud.Page) (T, error)) (T, error) {
+	v, err := list(*p)
+	if cloud.ErrorCode(err) == cloud.ECURSOR {
+		p.Cursor = ""
+		v, err = list(*p)
+	}
+	return v, err
+}
+
+// formScope reads a form's scope fields (template "scopefields"): kind
+// "all" (or empty), "devices" with the device ids typed, or "tags" with the
+// tags typed; a kind without any, or an unknown kind, is an error by field
+// in errs.
+func formScope(kind, deviceIDs, tags string, errs map[string]string) resource.RuleScope {
+	var sc resource.RuleScope
+	switch kind {
+	case "devices":
+		if sc.DeviceIDs = splitList(deviceIDs); len(sc.DeviceIDs) == 0 {
+			errs["deviceIds"] = "scope.deviceIds: give at least one device id, or choose all devices"
+		}
+	case "tags":
+		if sc.Tags = splitList(tags); len(sc.Tags) == 0 {
+			errs["tags"] = "scope.tags: give at least one tag, or choose all devices"
+		}
+	case "all", "":
+	default:
+		errs["scope"] = "scope: choose all devices, device ids or tags"
+	}
+	return sc
+}
+
 // splitList splits a list typed in one field: commas or white space.
 func splitList(s string) []string {
 	return strings.FieldsFunc(s, func(c rune) bool { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' })
@@ -110,19 +144,7 @@ func (f ruleForm) rule() (resource.AlertRule, map[string]string) {
 	if r.Notify == nil {
 		r.Notify = []string{}
 	}
-	switch f.ScopeKind {
-	case "devices":
-		if r.Scope.DeviceIDs = splitList(f.DeviceIDs); len(r.Scope.DeviceIDs) == 0 {
-			errs["deviceIds"] = "scope.deviceIds: give at least one device id, or choose all devices"
-		}
-	case "tags":
-		if r.Scope.Tags = splitList(f.Tags); len(r.Scope.Tags) == 0 {
-			errs["tags"] = "scope.tags: give at least one tag, or choose all devices"
-		}
-	case "all", "":
-	default:
-		errs["scope"] = "scope: choose all devices, device ids or tags"
-	}
+	r.Scope = formScope(f.ScopeKind, f.DeviceIDs, f.Tags, errs)
 	c := resource.RuleCondition{Kind: f.Kind}
 	switch f.Kind {
 	case resource.ConditionThreshold:
@@ -301,11 +323,9 @@ func (s *Server) rulesPage(w http.ResponseWriter, r *http.Request, rq *request) 
 	ctx := r.Context()
 	org := rq.User.OrgID
 	p := cloud.Page{Limit: rulesPageSize, Cursor: r.URL.Query().Get("after")}
-	list, err := s.cfg.Rules.ListRules(ctx, org, p)
-	if cloud.ErrorCode(err) == cloud.ECURSOR {
-		p.Cursor = ""
-		list, err = s.cfg.Rules.ListRules(ctx, org, p)
-	}
+	list, err := firstOnBadCursor(&p, func(p cloud.Page) (resource.List[resource.AlertRule], error) {
+		return s.cfg.Rules.ListRules(ctx, org, p)
+	})
 	if err != nil {
 		s.fail(w, r, rq, err)
 		return

@@ -51,11 +51,9 @@ func (s *Server) silencesData(r *http.Request, rq *request, f silenceForm) (*sil
 	ctx := r.Context()
 	org := rq.User.OrgID
 	filter := cloud.SilenceFilter{Page: cloud.Page{Limit: silencesPageSize, Cursor: r.URL.Query().Get("after")}}
-	list, err := s.cfg.Rules.ListSilences(ctx, org, filter)
-	if cloud.ErrorCode(err) == cloud.ECURSOR {
-		filter.Cursor = ""
-		list, err = s.cfg.Rules.ListSilences(ctx, org, filter)
-	}
+	list, err := firstOnBadCursor(&filter.Page, func(p cloud.Page) (resource.List[resource.Silence], error) {
+		return s.cfg.Rules.ListSilences(ctx, org, cloud.SilenceFilter{Page: p})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -104,19 +102,7 @@ func (s *Server) createSilence(w http.ResponseWriter, r *http.Request, rq *reque
 	}
 	now := s.now()
 	n := cloud.NewSilence{Comment: strings.TrimSpace(f.Comment), CreatedBy: "user:" + rq.User.Email}
-	switch f.ScopeKind {
-	case "devices":
-		if n.Scope.DeviceIDs = splitList(f.DeviceIDs); len(n.Scope.DeviceIDs) == 0 {
-			d.Errors["deviceIds"] = "scope.deviceIds: give at least one device id, or choose all devices"
-		}
-	case "tags":
-		if n.Scope.Tags = splitList(f.Tags); len(n.Scope.Tags) == 0 {
-			d.Errors["tags"] = "scope.tags: give at least one tag, or choose all devices"
-		}
-	case "all", "":
-	default:
-		d.Errors["scope"] = "scope: choose all devices, device ids or tags"
-	}
+	n.Scope = formScope(f.ScopeKind, f.DeviceIDs, f.Tags, d.Errors)
 	if f.From != "" {
 		if n.From, err = time.ParseInLocation(localTime, f.From, time.UTC); err != nil {
 			d.Errors["from"] = "from: not a date and time (YYYY-MM-DDThh:mm, UTC)"
@@ -158,26 +144,13 @@ func (s *Server) createSilence(w http.ResponseWriter, r *http.Request, rq *reque
 			return
 		case cloud.EINVALID, cloud.ECONFLICT:
 			msg := cloud.ErrorMessage(err)
-			d.Errors[silenceErrorField(msg)] = msg
+			d.Errors[formField(msg, "from", "to", "comment")] = msg
 		default:
 			s.fail(w, r, rq, err)
 			return
 		}
 	}
 	s.render(w, r, rq, http.StatusBadRequest, "silences", "Silences", d)
-}
-
-// silenceErrorField is the form field a silence error names.
-func silenceErrorField(msg string) string {
-	switch name := errorField(msg); name {
-	case "scope.deviceIds":
-		return "deviceIds"
-	case "scope.tags":
-		return "tags"
-	case "scope", "from", "to", "comment":
-		return name
-	}
-	return ""
 }
 
 // endSilence ends a silence now.

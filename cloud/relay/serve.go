@@ -42,6 +42,9 @@ type Main struct {
 	// store tells them; parts append to them as they start.
 	AlertObservers  alertObserverList
 	ConfigObservers configObserverList
+	// CommandObservers hear that devices were given commands (the agent
+	// endpoint sends them to the agents it holds).
+	CommandObservers commandObserverList
 	// Cluster holds what the relay's parts do with other relays' changes
 	// (a store several relays share); parts append to it as they start.
 	Cluster clusterHandlers
@@ -157,6 +160,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.DB.Observe(&m.ConfigObservers, &m.AlertObservers)
+	m.DB.ObserveCommands(&m.CommandObservers)
 	m.Store = Services{
 		Devices: m.DB.Devices(),
 		Serial:  m.DB.Serial(),
@@ -171,7 +175,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.access = logbatch.New(m.logOut, accessLogBatch, accessLogInterval)
 	access := slog.New(slog.NewJSONHandler(m.access, &slog.HandlerOptions{Level: m.logLevel})).With("component", "api")
 	apiServer := api.NewServer(api.Config{
-		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Points: m.DB.Points(), Rules: m.DB.Rules(), Auth: m.Store.Auth,
+		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Points: m.DB.Points(), Rules: m.DB.Rules(), Rollouts: m.DB.Rollouts(), Auth: m.Store.Auth,
 		Versioner: m.DB.Versioner(), RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), AccessLog: access, Now: m.DB.Now,
 		Requests: m.Metrics.Requests(), Ready: m.ready.Ready, RateCounter: m.rateCounter,
 	})

@@ -27,6 +27,7 @@ import (
 
 	"github.com/fleet/fleet/test/rig/fleetproc"
 	"github.com/fleet/fleet/test/rig/linewatch"
+	"github.com/fleet/fleet/test/rig/minisign"
 	"github.com/fleet/fleet/test/rig/testnet"
 )
 
@@ -69,6 +70,16 @@ func TestBrowser(t *testing.T) {
 	fleetproc.Admin(t, relay, nil, nil, "device", "add", "--db", db, "--org", org.ID, "--name", xssName, "--serial", "XSS-1", "--model", "IG-100")
 	viewerPassword := "viewer password 123"
 	fleetproc.AdminInput(t, relay, nil, viewerPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "viewer@demo.example", "--role", "VIEWER", "--password-stdin")
+
+	// A release of 9.9.0 (a few random bytes, signed with minisign as an
+	// operator signs one) for the rollout pages; no agent of the demo is
+	// in the rollout's scope.
+	agentFile := filepath.Join(t.TempDir(), "fleet-agent")
+	if err := os.WriteFile(agentFile, bytes.Repeat([]byte("not a real agent\n"), 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sigFile, _ := minisign.NewKey(t).Sign(t, agentFile, "fleet-agent 9.9.0")
+	fleetproc.Admin(t, relay, nil, nil, "release", "add", "--db", db, "--org", org.ID, "--version", "9.9.0", "--arch", "amd64", "--file", agentFile, "--sig", sigFile)
 
 	// The Gatehouse's agent stops: its device_offline alert opens after
 	// three heartbeat intervals, while the suite signs in and looks around.

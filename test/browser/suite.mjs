@@ -436,9 +436,107 @@ step("a device edited on its page is found by its tag on the fleet page", async 
   await shoot(page, "fleet-tag");
 });
 
-step("at 360 px the rules, rule, silences and notifications pages do not scroll sideways", async () => {
+// Rollouts, Releases, Claims (issue 28). browser_test.go added the release
+// 9.9.0 (amd64) with the relay's CLI.
+let ROLLOUT;
+
+step("a claim created in the panel is shown once with the agent's command line, and registers a gateway", async () => {
+  await page.goto(BASE + "/panel/");
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Rollouts" }).click();
+  await page.getByRole("navigation", { name: "Fleet operations" }).getByRole("link", { name: "Claims" }).click();
+  await page.waitForURL(BASE + "/panel/claims");
+  await page.getByLabel("Model").selectOption("IG-500");
+  await page.getByLabel("Tags").fill("line-9, batch-1");
+  await page.getByLabel("Uses").fill("2");
+  await page.getByLabel("Expires").selectOption({ label: "30 days" });
+  await page.getByRole("button", { name: "Create claim" }).click();
+  await page.getByText("shown only this once").waitFor();
+  const token = await page.getByTestId("new-claim").inputValue();
+  assert(token.startsWith("fleet_ct_"), "no claim token is shown");
+  const cmd = await page.getByTestId("claim-command").textContent();
+  assert(cmd.includes(`FLEET_CLAIM='${token}' fleet-agent --relay ${BASE}`) && !cmd.includes("--claim"), `the agent's command line: ${cmd}`);
+  await shoot(page, "claims");
+  // A gateway registers with it (the agent's request, the token as its bearer).
+  const resp = await fetch(BASE + "/agent/v1/claim", {
+    method: "POST", headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ serialNumber: "BROWSER-1", model: "IG-500", name: "Claimed in the browser" }),
+  });
+  assert(resp.status === 200, `claiming with the token: ${resp.status} ${await resp.text()}`);
+  await page.goto(BASE + "/panel/claims");
+  assert(!(await page.content()).includes(token), "the claims list shows the token again");
+  const row = page.locator("tr[data-claim-id]", { hasText: "line-9" });
+  assert((await row.textContent()).includes("1 of 2") && (await row.textContent()).includes("active"), `the claim's row: ${await row.textContent()}`);
+  await page.goto(BASE + "/panel/?tag=line-9");
+  await page.getByRole("link", { name: "Claimed in the browser", exact: true }).waitFor();
+});
+
+step("Releases lists the release added with the CLI and how to add one", async () => {
+  await page.goto(BASE + "/panel/releases");
+  const row = page.locator("tr[data-release-id]", { hasText: "9.9.0" });
+  assert((await row.textContent()).includes("amd64"), `the release's row: ${await row.textContent()}`);
+  await page.getByText("fleet-relay release add").waitFor();
+  await shoot(page, "releases");
+});
+
+step("a rollout started from the form (a refused field first) shows its progress by wave and device, and its end", async () => {
+  await page.goto(BASE + "/panel/rollouts");
+  await page.getByRole("link", { name: "New rollout" }).click();
+  await page.waitForURL(BASE + "/panel/rollouts/new");
+  await page.getByLabel("Version").selectOption("9.9.0");
+  await page.getByLabel("Device ids", { exact: true }).first().check();
+  await page.getByRole("textbox", { name: "Device ids" }).fill(OFFLINE);
+  await page.getByLabel("Waves").fill("50, 10");
+  await page.getByRole("button", { name: "Start rollout" }).click();
+  await page.locator("#rollout-waves-error").waitFor();
+  assert((await page.getByLabel("Waves").inputValue()) === "50, 10", "the typed waves are gone");
+  assert((await page.getByRole("textbox", { name: "Device ids" }).inputValue()) === OFFLINE, "the typed device id is gone");
+  await shoot(page, "rollout-new");
+  await page.getByLabel("Waves").fill("100");
+  await page.getByRole("button", { name: "Start rollout" }).click();
+  await page.waitForURL((u) => /^\/panel\/rollouts\/[^/]+$/.test(u.pathname) && u.pathname !== "/panel/rollouts/new");
+  ROLLOUT = page.url();
+  await page.getByRole("heading", { name: "Progress by wave" }).waitFor();
+  const devRow = page.locator(`tr[data-device-id="${OFFLINE}"]`);
+  assert((await devRow.textContent()).includes("Gatehouse"), "the rollout does not list the Gatehouse");
+  const [status, body] = curl(KEY, "/rollouts/" + ROLLOUT.split("/").pop());
+  assert(status === 200 && JSON.parse(body).data.version === "9.9.0", `the rollout through the API: ${status} ${body}`);
+  // The relay's engine sends the Gatehouse its update within a second. An
+  // agent that announced its architecture before it was stopped leaves
+  // the device pending until its health window ends: the rollout runs and
+  // is paused, then canceled. One that announced none (an agent from
+  // before updates) fails at once, and the rollout stops itself.
+  const state = await until("the engine's first step", async () => {
+    await page.goto(ROLLOUT);
+    const s = (await page.locator("h1 .rstate").textContent()).trim();
+    const dev = (await devRow.locator(".rstate").textContent()).trim();
+    return (s === "running" && dev === "pending") || s === "stopped" ? s : null;
+  }, 20_000);
+  await shoot(page, "rollout");
+  let ended = "stopped";
+  if (state === "running") {
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.getByText("Rollout paused").waitFor();
+    await page.getByRole("button", { name: "Resume" }).waitFor();
+    await page.getByRole("button", { name: "Cancel rollout" }).click();
+    await page.getByRole("heading", { name: "Cancel the rollout of 9.9.0?" }).waitFor();
+    await page.getByRole("button", { name: "Cancel rollout" }).click();
+    await page.getByText("Rollout canceled").waitFor();
+    ended = "canceled";
+  } else {
+    await page.getByText(/^Stopped: .*maxFailures 0/).waitFor();
+    assert((await devRow.textContent()).includes("agent reports no architecture"), `the failed device's error: ${await devRow.textContent()}`);
+  }
+  assert((await page.getByRole("button", { name: "Pause" }).count()) === 0, `a ${ended} rollout offers Pause`);
+  await page.goto(BASE + "/panel/rollouts");
+  const row = page.locator("tr[data-rollout-id]", { hasText: "9.9.0" });
+  assert((await row.textContent()).includes(ended), `the rollout's row: ${await row.textContent()}`);
+  await shoot(page, "rollouts");
+});
+
+step("at 360 px the rules, rule, silences, notifications, rollout, release and claim pages do not scroll sideways", async () => {
   await page.setViewportSize({ width: 360, height: 800 });
-  for (const path of ["/panel/alerts/rules", "/panel/alerts/rules/new", "/panel/alerts/silences", "/panel/settings/notifications"]) {
+  for (const path of ["/panel/alerts/rules", "/panel/alerts/rules/new", "/panel/alerts/silences", "/panel/settings/notifications",
+    "/panel/rollouts", "/panel/rollouts/new", new URL(ROLLOUT).pathname, "/panel/releases", "/panel/claims"]) {
     await page.goto(BASE + path);
     const [scroll, client] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
     assert(scroll <= client, `${path} at 360 px: ${scroll} px wide in ${client}`);
@@ -457,6 +555,12 @@ step("a VIEWER cannot create a key, in the page or by a replayed POST", async ()
   await vp.goto(BASE + "/panel/alerts/rules");
   assert((await vp.getByRole("link", { name: "New rule" }).count()) === 0, "a VIEWER sees New rule");
   assert((await vp.goto(BASE + "/panel/alerts/rules/new")).status() === 403, "a VIEWER opens the new rule form");
+  assert((await vp.getByRole("link", { name: "Rollouts" }).count()) === 0, "a VIEWER sees Rollouts");
+  for (const path of ["/panel/rollouts", "/panel/releases", "/panel/claims"]) {
+    assert((await vp.goto(BASE + path)).status() === 403, `a VIEWER opens ${path}`);
+  }
+  const claim = await viewer.request.post(BASE + "/panel/claims", { form: { model: "IG-500", uses: "1", expires: "7" }, maxRedirects: 0 });
+  assert(claim.status() === 403 && !(await claim.text()).includes("fleet_ct_"), `replayed claim POST as VIEWER: ${claim.status()}`);
   const replay = await viewer.request.post(BASE + "/panel/settings/api-keys", {
     form: { name: "Replayed by viewer", scope: "devices:read", expires: "7" }, maxRedirects: 0,
   });

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/hw/catalog"
+	"github.com/fleet/fleet/hw/sim"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/test/rig/fakelogind"
@@ -249,3 +251,21 @@ func TestCommandJournalBoundedAndAtomic(t *testing.T) {
 }
 
 var testNow = time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC)
+
+// TestHealthForTheUpdater: the health an update's trial judges: the link
+// welcomed, the configuration held applied on this run, and a channel
+// whose device is missing (it reads with an error) failing, the others
+// not.
+func TestHealthForTheUpdater(t *testing.T) {
+	r := relaystub.Start("tok-123")
+	defer r.Close()
+	dev := catalog.MustLookup("IG-500").Channels[1].Device // rs485-1
+	a, _ := startAgentWith(t, testConfig(t, r.URL, t.TempDir()), Options{Backend: &sim.Backend{Missing: map[string]bool{dev: true}}})
+	waitFor(t, "link up and configuration applied", func() bool { h := a.Health(); return h.LinkUp && h.ConfigApplied })
+	if h := a.Health(); !slices.Equal(h.Failing, []string{"rs485-1"}) {
+		t.Fatalf("failing %v, want [rs485-1]", h.Failing)
+	}
+	r.Drop()
+	r.Close()
+	waitFor(t, "link down", func() bool { return !a.Health().LinkUp })
+}

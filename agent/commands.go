@@ -214,7 +214,11 @@ func (a *Agent) reboot(ctx context.Context, cmd protocol.Command) {
 		}
 	}
 	a.log.Warn("rebooting the gateway (reboot command)", "command", cmd.ID)
-	if err := a.rebooter.Reboot(ctx); err != nil {
+	// Not cancelled by the agent's stop: once logind takes the call it
+	// stops every service, this agent included, maybe before its answer
+	// is read; and a reboot journaled rebooting is asked for even when
+	// the agent is stopping (the call is bounded by the rebooter).
+	if err := a.rebooter.Reboot(context.WithoutCancel(ctx)); err != nil {
 		a.rebooting.Store(false)
 		a.log.Error("reboot refused", "command", cmd.ID, "err", err)
 		a.reportCommand(cmd.Kind, protocol.CommandStatus{ID: cmd.ID, State: protocol.CommandFailed, Error: err.Error(), Version: Version})

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,17 +32,7 @@ func states(sts []protocol.CommandStatus) []string {
 // startAgentWith runs an agent with opts until the test ends.
 func startAgentWith(t *testing.T, cfg Config, opts Options) (*Agent, func()) {
 	t.Helper()
-	a, err := New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
-	return a, stop
+	return startAgentOpts(t, cfg, slog.LevelWarn, opts)
 }
 
 // TestRebootCommandThroughLogindOnAPrivateBus: a reboot command is

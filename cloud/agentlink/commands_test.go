@@ -58,12 +58,7 @@ func testCommandsReachTheAgent(t *testing.T, e *env) {
 	id, tok := e.addDevice("IG-500")
 	a, _ := e.connect(tok, hello())
 	a.heartbeat(protocol.Heartbeat{})
-	eventually(t, 5*time.Second, func() string {
-		if s := e.device(id).Status; s != "ONLINE" {
-			return "status " + s
-		}
-		return ""
-	})
+	e.waitStatus(id, "ONLINE")
 	acc, err := e.s.Store.Rollouts().RebootDevice(context.Background(), e.org.ID, id)
 	if err != nil {
 		t.Fatal(err)
@@ -81,12 +76,7 @@ func testCommandsReachTheAgent(t *testing.T, e *env) {
 	}
 	a.commandStatus(protocol.CommandStatus{ID: "unknown-command", State: protocol.CommandFailed})
 	a.commandStatus(protocol.CommandStatus{ID: cmd.ID, State: protocol.CommandRebooting, Version: "1.0.0"})
-	eventually(t, 5*time.Second, func() string {
-		if s := e.device(id).Status; s != "REBOOTING" {
-			return "status " + s
-		}
-		return ""
-	})
+	e.waitStatus(id, "REBOOTING")
 	beats := e.obs.heartbeatCount(id)
 	a.heartbeat(protocol.Heartbeat{Status: resource.StatusRebooting})
 	a.heartbeat(protocol.Heartbeat{Status: resource.StatusRebooting})
@@ -119,12 +109,7 @@ func TestCommandsOfAnotherRelay(t *testing.T) {
 		id, tok := e.addDevice("IG-500")
 		a, _ := e.connect(tok, hello())
 		a.heartbeat(protocol.Heartbeat{})
-		eventually(t, 5*time.Second, func() string {
-			if st := e.device(id).Status; st != "ONLINE" {
-				return "status " + st
-			}
-			return ""
-		})
+		e.waitStatus(id, "ONLINE")
 		other := s.Reopen(t)
 		acc, err := other.Store.Rollouts().RebootDevice(context.Background(), e.org.ID, id)
 		if err != nil {
@@ -162,4 +147,15 @@ func (r *recorder) heartbeatCount(id string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.heartbeats[id])
+}
+
+// waitStatus waits until the device's status is want.
+func (e *env) waitStatus(id, want string) {
+	e.t.Helper()
+	eventually(e.t, 5*time.Second, func() string {
+		if s := e.device(id).Status; s != want {
+			return "status " + s + ", want " + want
+		}
+		return ""
+	})
 }

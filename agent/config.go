@@ -143,9 +143,9 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	ports := portFlag{}
 	var vpn, pt string
 	fs.Var((*relayFlag)(&c.Relays), "relay", "relay base URL, e.g. https://relay.example.com (required; repeat it for the relays of a cluster: the agent moves to the next one when its relay fails)")
-	fs.StringVar(&c.Token, "token", "", "device token printed by fleet-relay device add (required; never logged)")
+	fs.StringVar(&c.Token, "token", "", "device token printed by fleet-relay device add (required unless --claim or a token kept in --state-dir; never logged)")
 	fs.StringVar(&c.Claim, "claim", "", "claim token (fleet_ct_...) to register this gateway with, once, when it has no device token; kept nowhere after (never logged)")
-	fs.StringVar(&c.Serial, "serial", "", "this gateway's serial number, registered with --claim")
+	fs.StringVar(&c.Serial, "serial", "", "this gateway's serial number, registered with --claim; file:PATH reads it from a file (e.g. file:/sys/class/dmi/id/product_serial)")
 	fs.StringVar(&c.UpdateKey, "update-key", "", "minisign public key file that agent updates must be signed by (none: updates are refused)")
 	fs.StringVar(&c.HW, "hw", "linux", "hardware backend: linux or sim")
 	fs.StringVar(&c.Model, "model", "IG-500", "gateway model ("+strings.Join(catalog.Names(), ", ")+")")
@@ -280,9 +280,5 @@ func (c Config) String() string {
 }
 
 // DeviceTokenFile is the file in the state directory holding the device
-// token a claim gave (mode 0600).
+// token a claim gave (mode 0600; claim.go).
 const DeviceTokenFile = "device-token"
-
-// HasStoredToken reports whether stateDir holds a device token from a
-// claim. CONTRACT STUB: the claims lane reads it.
-func HasStoredToken(stateDir string) bool { return false }

@@ -238,14 +238,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	remote := clientaddr.Host(r)
 	addr := clientaddr.Key(r) // what a refusal is counted against
-	if s.refusals.exhausted(addr) {
-		s.refusals.note(addr, refusedOverLimit)
-		s.refusals.tooMany(w, r, addr)
-		return
-	}
-	tok := bearer(r)
+	tok := s.refusals.bearer(w, r, addr, "a device token")
 	if tok == "" {
-		s.refusals.refuse(w, r, addr, refusedNoToken, "a device token is required as a bearer token")
 		return
 	}
 	actx, cancel := context.WithTimeout(r.Context(), 10*time.Second)

@@ -63,6 +63,22 @@ func (f *refusals) exhausted(addr string) bool {
 	return err == nil && rate >= float64(f.limit)
 }
 
+// bearer returns r's bearer token, or "" when it answered r: 429 for an
+// address over its budget (the token not looked at), 401 saying that what
+// ("a device token") is required when r has none.
+func (f *refusals) bearer(w http.ResponseWriter, r *http.Request, addr, what string) string {
+	if f.exhausted(addr) {
+		f.note(addr, refusedOverLimit)
+		f.tooMany(w, r, addr)
+		return ""
+	}
+	tok := bearer(r)
+	if tok == "" {
+		f.refuse(w, r, addr, refusedNoToken, what+" is required as a bearer token")
+	}
+	return tok
+}
+
 // refuse answers a refused upgrade (401, or 429 once addr is over its
 // budget) and counts it.
 func (f *refusals) refuse(w http.ResponseWriter, r *http.Request, addr, reason, msg string) {
@@ -121,7 +137,7 @@ func (f *refusals) flush() {
 	}
 	sort.Slice(top, func(i, j int) bool { return top[i].n > top[j].n || top[i].n == top[j].n && top[i].addr < top[j].addr })
 	attrs := []any{"count", total, "addresses", len(byAddr), "interval", f.interval.String()}
-	for _, reason := range []string{refusedNoToken, refusedBadToken, refusedOverLimit} {
+	for _, reason := range []string{refusedNoToken, refusedBadToken, refusedBadClaim, refusedOverLimit} {
 		if n := byReason[reason]; n > 0 {
 			attrs = append(attrs, reason, n)
 		}

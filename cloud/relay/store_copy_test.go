@@ -51,6 +51,8 @@ func TestStoreCopy(t *testing.T) {
 	}
 	mustJSON(t, &struct{}{}, "device", "revoke", "--db", path, "--id", devs[3].ID)
 	mustJSON(t, &struct{}{}, "org", "rotate-secret", "--db", path, "--org", org.ID, "--grace", "48h")
+	var claim struct{ ID, Token string }
+	mustJSON(t, &claim, "claim", "create", "--db", path, "--org", org.ID, "--model", "IG-500", "--tags", "line-3", "--uses", "3", "--expires", "30d")
 
 	// Agents, the alert engine and a user make the rest, through the
 	// contract, as on a relay.
@@ -123,6 +125,10 @@ func TestStoreCopy(t *testing.T) {
 	}
 	if n, err := s.PointHistory.CompactPoints(ctx, cloud.PointCompaction{Before: now.Add(-1000 * time.Second)}); err != nil || n < 1900 {
 		t.Fatalf("compacted %d point samples (%v)", n, err)
+	}
+	claimed, err := s.Store.Claims().RedeemClaim(ctx, cloud.ClaimRedeem{Token: claim.Token, ClaimRequest: protocol.ClaimRequest{SerialNumber: "CLAIMED-1"}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	s.Close()
 	// Set after the alerts were made, which would otherwise queue alert
@@ -221,7 +227,7 @@ func TestStoreCopy(t *testing.T) {
 	cliAnswers := func(db string) map[string]string {
 		out := map[string]string{}
 		for _, args := range [][]string{{"org", "list"}, {"key", "list", "--org", org.ID}, {"device", "list", "--org", org.ID},
-			{"webhook", "deliveries", "--org", org.ID}, {"user", "list", "--org", org.ID}} {
+			{"webhook", "deliveries", "--org", org.ID}, {"user", "list", "--org", org.ID}, {"claim", "list", "--org", org.ID}} {
 			o, e, code := cli(t, append(args, "--db", db, "--json")...)
 			out[strings.Join(args, " ")] = fmt.Sprintf("%d %s %s", code, o, e)
 		}
@@ -241,6 +247,12 @@ func TestStoreCopy(t *testing.T) {
 	}
 
 	m2 := startServe(t, url, "--rate-limit", "100000")
+	// The claim still works from its token, and knows the serial it
+	// registered.
+	again, err := m2.DB.Claims().RedeemClaim(ctx, cloud.ClaimRedeem{Token: claim.Token, ClaimRequest: protocol.ClaimRequest{SerialNumber: "CLAIMED-1"}})
+	if err != nil || again.DeviceID != claimed.DeviceID {
+		t.Errorf("the claimed serial again after the copy: %+v, %v (was %s)", again, err, claimed.DeviceID)
+	}
 	after, afterCLI := answers("http://"+m2.Addr()+"/api/v1/public"), cliAnswers(url)
 	if len(after) != len(before) || len(before) < 50 {
 		t.Errorf("%d answers before, %d after", len(before), len(after))

@@ -112,7 +112,7 @@ func ValidQuality(q string) bool {
 // records itself, which an agent must not send.
 func RelayEventType(t string) bool {
 	switch t {
-	case EventHeartbeat, EventDeviceOnline, EventDeviceOffline, EventDeviceStatusChanged, EventAlertResolved:
+	case EventHeartbeat, EventDeviceOnline, EventDeviceOffline, EventDeviceStatusChanged, EventAlertResolved, EventDeviceClaimed:
 		return true
 	}
 	return false
@@ -246,7 +246,7 @@ func Table() []Bound {
 	add("points.samples[].value", "finite; 0 when `error` is set", "not finite: recorded as a bad sample (`not a finite number`)")
 	add("points.samples[].error", fmt.Sprintf("at most %d bytes", MaxChannelError), truncated)
 	add("event.id", "an id (lowercase letters and digits, 2 to 32)", "record not spooled, logged")
-	add("event.type", fmt.Sprintf("lowercase dotted words (`usb.attached`), at most %d bytes; not `heartbeat`, `device.online`, `device.offline`, `device.status_changed` or `alert.resolved` (the relay's own)", MaxEventType), "record not spooled, logged")
+	add("event.type", fmt.Sprintf("lowercase dotted words (`usb.attached`), at most %d bytes; not `heartbeat`, `device.online`, `device.offline`, `device.status_changed`, `device.claimed` or `alert.resolved` (the relay's own)", MaxEventType), "record not spooled, logged")
 	add("event.severity", "`INFO`, `WARNING`, `ERROR` or `CRITICAL`", "record not spooled, logged")
 	for _, f := range eventTexts {
 		add("event."+f.name, fmt.Sprintf("at most %d bytes", f.max), truncated)

@@ -54,13 +54,26 @@ func main() {
 	if updater != nil {
 		updates.Updater = updater
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	// A gateway with no device token claims one (--claim) before anything
+	// runs; refused for good, it stops with the relay's reason.
+	if err := agent.Provision(ctx, &cfg, log); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		log.Error("fleet-agent cannot register", "err", err)
+		var refused *agent.ClaimRefusedError
+		if errors.As(err, &refused) {
+			os.Exit(agent.ExitClaimRefused)
+		}
+		os.Exit(1)
+	}
 	a, err := agent.New(cfg, log, agent.Options{JSONOnly: jsonOnly, Updates: updates})
 	if err != nil {
 		log.Error("fleet-agent cannot start", "err", err)
 		os.Exit(1)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	go func() {

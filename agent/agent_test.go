@@ -46,7 +46,13 @@ func runAgent(t *testing.T, cfg Config) (stop func()) {
 // stop or the end of the test.
 func startAgent(t *testing.T, cfg Config, level slog.Level) (a *Agent, stop func()) {
 	t.Helper()
-	a, err := New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Options{})
+	return startAgentOpts(t, cfg, level, Options{})
+}
+
+// startAgentOpts is startAgent with opts.
+func startAgentOpts(t *testing.T, cfg Config, level slog.Level, opts Options) (a *Agent, stop func()) {
+	t.Helper()
+	a, err := New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

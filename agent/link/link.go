@@ -1,7 +1,8 @@
 // Package link keeps the agent's one websocket to the relay
 // (shared/protocol): it says Hello, sends heartbeats, streams the spool's
-// records in acknowledged batches, and hands configurations to the channel
-// manager. It reconnects with capped exponential backoff and full jitter.
+// records in acknowledged batches, hands configurations to the channel
+// manager and commands to the agent, and sends the agent's command
+// statuses. It reconnects with capped exponential backoff and full jitter.
 //
 // Records leave the spool only when the relay acknowledges them (Ack, or
 // Welcome.LastSeq after a reconnect), so a dropped link, a relay restart or

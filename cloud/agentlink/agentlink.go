@@ -2,11 +2,12 @@
 // protocol.Path that authenticates agents by device token, runs the session
 // of shared/protocol (hello/welcome, heartbeats, records and acks,
 // configuration), stores what agents report through a Store, tells the
-// cloud.Observers after each commit, pushes desired configuration to
-// connected agents, and sweeps devices whose heartbeats stopped to OFFLINE.
+// cloud.Observers after each commit, pushes desired configuration and
+// device commands (reboot, update) to connected agents and stores their
+// command statuses, and sweeps devices whose heartbeats stopped to OFFLINE.
 // It also serves agent releases to the devices of their organization
-// (release.go, at protocol.ReleasePath). The protocol is written down in
-// docs/protocol.md.
+// (release.go, at protocol.ReleasePath) and redeems claims (claim.go, at
+// protocol.ClaimPath). The protocol is written down in docs/protocol.md.
 package agentlink
 
 import (

@@ -92,6 +92,23 @@ func FuzzAgentOutputAccepted(f *testing.F) {
 			return refused(protocol.CheckConfigApplied(m.ConfigApplied))
 		})
 
+		// A command status: the id of a command the agent took (a valid one,
+		// CheckCommand refuses others) or the fuzzer's, which the clamp
+		// refuses and the agent never sends.
+		cmdID := s1
+		if pick&2 != 0 {
+			cmdID = ids.New()
+		}
+		cs := protocol.CommandStatus{ID: cmdID, State: s3, Error: s1 + s2 + s3, Version: s2}
+		if pick&4 != 0 {
+			cs.State = protocol.CommandRolledBack
+		}
+		if protocol.ClampCommandStatus(&cs) == nil {
+			accepted(codec, protocol.Message{Type: protocol.TypeCommandStatus, CommandStatus: &cs}, func(m protocol.Message) error {
+				return refused(protocol.CheckCommandStatus(m.CommandStatus))
+			})
+		}
+
 		// Records: a metric and an event, each from the fuzzer's values or a
 		// well-formed one (pick's bits), numbered as a spool numbers them.
 		metric := &resource.MetricSample{CapturedAt: resource.T(now.Add(after)), CPUPct: x, MemPct: -x, DiskUsedPct: x * 1e6, TempCPU: math.Sqrt(x), LoadAvg1: float64(n)}

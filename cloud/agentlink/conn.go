@@ -43,8 +43,12 @@ type conn struct {
 	shutdown   atomic.Bool
 	killed     atomic.Pointer[closeErr]
 
-	// cmdMu orders the command pushes (after the welcome, on a change).
-	cmdMu sync.Mutex
+	// cmdMu orders the command pushes (after the welcome, on a change) and
+	// guards sentKinds: the kind of each unfinished command sent on this
+	// connection, by id (commandStatus follows the device status the
+	// store gives on the agent's reports of them).
+	cmdMu     sync.Mutex
+	sentKinds map[string]string
 
 	cfgMu       sync.Mutex
 	sentVersion int64 // highest config version sent
@@ -323,7 +327,11 @@ func (c *conn) pushCommands() {
 		c.log.Error("pending commands not read", "err", err)
 		return
 	}
+	if c.sentKinds == nil || len(c.sentKinds) > maxSentKinds {
+		c.sentKinds = make(map[string]string, len(cmds))
+	}
 	for i := range cmds {
+		c.sentKinds[cmds[i].ID] = cmds[i].Kind
 		if err := c.send(&protocol.Message{Type: protocol.TypeCommand, Command: &cmds[i]}); err != nil {
 			c.log.Info("command not sent", "command", cmds[i].ID, "err", err)
 			return
@@ -349,8 +357,41 @@ func (c *conn) commandStatus(st *protocol.CommandStatus) error {
 	cancel()
 	if err != nil {
 		c.log.Error("command status not stored", "command", st.ID, "state", st.State, "err", err)
+		return nil
 	}
+	c.followCommandStatus(st)
 	return nil
+}
+
+// maxSentKinds bounds the commands a connection remembers sending.
+const maxSentKinds = 1024
+
+// followCommandStatus moves the connection's view of the device status as
+// the store did with the agent's report of a command sent on this
+// connection (cloud.CommandDeviceStatus), and tells the Observers: the
+// agent's next heartbeat reports the same status and is then no change (a
+// second device.status_changed). A report after the one that finished the
+// command changes nothing, as in the store.
+func (c *conn) followCommandStatus(st *protocol.CommandStatus) {
+	c.cmdMu.Lock()
+	kind, ok := c.sentKinds[st.ID]
+	if ok && protocol.CommandFinished(st.State) {
+		delete(c.sentKinds, st.ID)
+	}
+	c.cmdMu.Unlock()
+	if !ok {
+		return
+	}
+	from := c.status
+	to := cloud.CommandDeviceStatus(kind, st.State, from)
+	if to == "" || to == from {
+		return
+	}
+	c.status = to
+	ref := c.dev.Ref()
+	for _, o := range c.srv.cfg.Observers {
+		o.StatusChanged(c.srv.ctx, ref, from, to)
+	}
 }
 
 // knownDesired returns the highest desired config version the agent can

@@ -146,12 +146,13 @@ func newEnvOn(t *testing.T, s storetest.Stores, tweak func(*agentlink.Config)) *
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	org := storetest.Org(t, s.Store, "Acme")
 	obs := newRecorder()
-	cfg := agentlink.Config{Store: s.Agent, Observers: []cloud.Observer{obs}, Logger: log, SweepInterval: 20 * time.Millisecond}
+	cfg := agentlink.Config{Store: s.Agent, Observers: []cloud.Observer{obs}, Commands: s.Commands, Logger: log, SweepInterval: 20 * time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}
 	srv, base := linktest.Serve(t, cfg)
 	s.Store.Observe(srv, nil)
+	s.Store.ObserveCommands(srv)
 	return &env{t: t, s: s, srv: srv, base: base, obs: obs, logs: logs, org: org, serial: s.Store.Serial()}
 }
 

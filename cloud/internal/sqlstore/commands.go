@@ -67,25 +67,9 @@ var commandReports = map[string][]string{
 	protocol.CommandReboot: {protocol.CommandAccepted, protocol.CommandRebooting, protocol.CommandFailed},
 }
 
-// commandDeviceStatus is the device status an agent's report of a command
-// of kind moves the device to from status ("" for none): UPDATING while an
-// update downloads and installs, REBOOTING on rebooting, and back to
-// ONLINE from those once the command ends.
-func commandDeviceStatus(kind, state string, status resource.DeviceStatus) resource.DeviceStatus {
-	connected := []resource.DeviceStatus{resource.StatusOnline, resource.StatusError, resource.StatusUpdating, resource.StatusRebooting}
-	switch {
-	case !slices.Contains(connected, status):
-		return ""
-	case kind == protocol.CommandUpdate && (state == protocol.CommandDownloading || state == protocol.CommandInstalling):
-		return resource.StatusUpdating
-	case kind == protocol.CommandReboot && state == protocol.CommandRebooting:
-		return resource.StatusRebooting
-	case kind == protocol.CommandUpdate && slices.Contains(commandDone, state) && status == resource.StatusUpdating,
-		kind == protocol.CommandReboot && state == protocol.CommandFailed && status == resource.StatusRebooting:
-		return resource.StatusOnline
-	}
-	return ""
-}
+// commandDeviceStatus is cloud.CommandDeviceStatus (the agent endpoint
+// follows the same moves).
+var commandDeviceStatus = cloud.CommandDeviceStatus
 
 // StoreCommandStatus implements RolloutTables (cloud.CommandStore's
 // CommandStatus), in one transaction: the command's state and error, its

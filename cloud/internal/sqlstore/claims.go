@@ -59,10 +59,6 @@ const MaxClaimExpiry = 365 * 24 * time.Hour
 // ClaimService implements cloud.ClaimService.
 type ClaimService struct{ Tables Tables }
 
-// errStub answers the services of the contract not written yet (the
-// releases' and rollouts' stubs).
-var errStub = &cloud.Error{Code: cloud.EINTERNAL, Message: "not implemented yet"}
-
 var _ cloud.ClaimService = (*ClaimService)(nil)
 
 // claimEncoding spells a claim token's random bytes.

@@ -56,6 +56,8 @@ func (a *app) commands() []command {
 		{path: "notify remove", usage: "remove a notification channel (rules stop naming it)", run: runNotifyRemove},
 		{path: "notify test", usage: "send a test message to a notification channel and print the outcome", run: runNotifyTest},
 		{path: "user reset-password", usage: "set a panel user's password (read from stdin); ends their sessions", run: a.runUserResetPassword},
+		{path: "release add", usage: "store a signed fleet-agent binary as a release of an organization", run: runReleaseAdd},
+		{path: "release list", usage: "list an organization's releases", run: runReleaseList},
 	}
 }
 

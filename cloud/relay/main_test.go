@@ -71,7 +71,7 @@ func mustJSON(t *testing.T, v any, args ...string) {
 }
 
 // startMain runs serve in process on port 0 with a temp database.
-func startMain(t *testing.T, db string, extra ...part) *Main {
+func startMain(t testing.TB, db string, extra ...part) *Main {
 	t.Helper()
 	m := NewMain(io.Discard)
 	m.parts = append(m.parts, extra...)

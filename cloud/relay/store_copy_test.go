@@ -1,9 +1,11 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -124,6 +126,9 @@ func TestStoreCopy(t *testing.T) {
 	if n, err := s.PointHistory.CompactPoints(ctx, cloud.PointCompaction{Before: now.Add(-1000 * time.Second)}); err != nil || n < 1900 {
 		t.Fatalf("compacted %d point samples (%v)", n, err)
 	}
+	// A release: its binary in two chunks.
+	relData, relSig := storetest.ReleaseBinary(t, cloud.ReleaseChunkBytes+1000)
+	rel := storetest.Release(t, s.Store.Releases(), cloud.NewRelease{OrgID: org.ID, Version: "1.5.0", Arch: "armv7", Signature: relSig}, relData)
 	s.Close()
 	// Set after the alerts were made, which would otherwise queue alert
 	// webhooks due at once (the store writes them with the alert).
@@ -221,7 +226,7 @@ func TestStoreCopy(t *testing.T) {
 	cliAnswers := func(db string) map[string]string {
 		out := map[string]string{}
 		for _, args := range [][]string{{"org", "list"}, {"key", "list", "--org", org.ID}, {"device", "list", "--org", org.ID},
-			{"webhook", "deliveries", "--org", org.ID}, {"user", "list", "--org", org.ID}} {
+			{"webhook", "deliveries", "--org", org.ID}, {"user", "list", "--org", org.ID}, {"release", "list", "--org", org.ID}} {
 			o, e, code := cli(t, append(args, "--db", db, "--json")...)
 			out[strings.Join(args, " ")] = fmt.Sprintf("%d %s %s", code, o, e)
 		}
@@ -236,7 +241,7 @@ func TestStoreCopy(t *testing.T) {
 	}
 	mustJSON(t, &res, "store", "copy", "--from", path, "--to", url)
 	if res.Tables["metrics"] != 900 || res.Tables["events"] < 129 || res.Tables["users"] != 1 || res.Tables["sessions"] != 1 || res.Tables["webhook_attempts"] < 1 || res.Tables["alert_rules"] != 15 ||
-		res.Tables["notification_channels"] != 1 || res.Tables["silences"] != 1 {
+		res.Tables["notification_channels"] != 1 || res.Tables["silences"] != 1 || res.Tables["releases"] != 1 || res.Tables["release_chunks"] != 2 {
 		t.Errorf("copied %+v", res)
 	}
 
@@ -266,6 +271,10 @@ func TestStoreCopy(t *testing.T) {
 		if afterCLI[c] != b {
 			t.Errorf("%s:\n  SQLite:     %.300s\n  PostgreSQL: %.300s", c, b, afterCLI[c])
 		}
+	}
+	got := make([]byte, len(relData)+1)
+	if n, err := m2.DB.Releases().ReadRelease(ctx, org.ID, rel.ID, got, 0); n != len(relData) || err != io.EOF || !bytes.Equal(got[:n], relData) {
+		t.Errorf("release after the copy: %d of %d bytes, %v", n, len(relData), err)
 	}
 	// Tokens and secrets still hold.
 	connectAgent(t, m2.Addr(), devs[0].Token, time.Minute)

@@ -3,7 +3,6 @@ package api
 import (
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/fleet/fleet/cloud"
@@ -23,10 +22,8 @@ func FuzzRolloutBody(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
 		var b rolloutBody
-		if err := decodeBody(httptest.NewRecorder(), r, &b); err != nil {
+		if err := decodeBody(httptest.NewRecorder(), jsonPost(body), &b); err != nil {
 			inputError(t, "rollout body", err)
 			return
 		}

@@ -26,8 +26,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/deploy/demo/webhooksink"
+	"github.com/fleet/fleet/shared/protocol"
+	"github.com/fleet/fleet/test/rig/linktest"
+	"github.com/fleet/fleet/test/rig/minisign"
 	"github.com/fleet/fleet/test/rig/testnet"
 )
 
@@ -699,7 +704,7 @@ func endpointOf(command string) string {
 	if m == nil {
 		return method + " ?"
 	}
-	path := strings.NewReplacer("$DEVICE_ID", "{id}", "$ALERT_ID", "{id}", "$RULE_ID", "{id}", "$SILENCE_ID", "{id}",
+	path := strings.NewReplacer("$DEVICE_ID", "{id}", "$ALERT_ID", "{id}", "$RULE_ID", "{id}", "$SILENCE_ID", "{id}", "$ROLLOUT_ID", "{id}",
 		"$CHANNEL", "{channelId}", "$POINT", "{pointId}").Replace(m[1])
 	return method + " " + path
 }
@@ -823,6 +828,53 @@ func tail(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// readmeRollout prepares the rollout examples: a device tagged line-3 whose
+// agent is simulated (it announces version 1.3.2 on amd64 and ignores the
+// commands it is sent, so that no test reboots or updates anything), a
+// signed release 1.4.0 for amd64, and a rollout of it to line-3 that stays
+// running (its device never takes its update). It returns the rollout's and
+// the simulated device's ids.
+func readmeRollout(t *testing.T, relay, db, orgID, base string, api *apiClient) (string, string) {
+	t.Helper()
+	var sim struct{ ID, Token string }
+	adminJSON(t, relay, &sim, "device", "add", "--db", db, "--org", orgID, "--name", "Line 3 press", "--serial", "SN-0006", "--model", "IG-500")
+	adminJSON(t, relay, &struct{}{}, "device", "set", "--db", db, "--id", sim.ID, "--tags", "line-3")
+	ws := linktest.MustDial(t, base, sim.Token)
+	hello, _ := json.Marshal(protocol.Message{Type: protocol.TypeHello, Hello: &protocol.Hello{AgentVersion: "1.3.2", Arch: "amd64", Model: "IG-500",
+		HeartbeatInterval: protocol.Duration{Duration: 5 * time.Minute}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ws.Write(ctx, websocket.MessageText, hello); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // read (and answer pings) until the test closes the socket
+		for {
+			if _, _, err := ws.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	bin := filepath.Join(t.TempDir(), "fleet-agent")
+	if err := os.WriteFile(bin, []byte("fleet-agent 1.4.0 (not run by this test)"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sig, _ := minisign.NewKey(t).Sign(t, bin, "fleet-agent 1.4.0")
+	adminJSON(t, relay, &struct{}{}, "release", "add", "--db", db, "--org", orgID, "--version", "1.4.0", "--arch", "amd64", "--file", bin, "--sig", sig)
+	var ro struct{ Data struct{ ID string } }
+	api.waitFor("the line-3 press online", func() string {
+		var d struct{ Data struct{ Status string } }
+		if api.get("/devices/"+sim.ID, &d); d.Data.Status != "ONLINE" {
+			return "status " + d.Data.Status
+		}
+		return ""
+	})
+	if code := api.post("/rollouts", map[string]any{"version": "1.4.0", "scope": map[string]any{"tags": []string{"line-3"}},
+		"waves": []int{10, 50, 100}, "maxFailures": 2, "healthFor": "5m"}, &ro); code != http.StatusCreated {
+		t.Fatalf("POST /rollouts: %d", code)
+	}
+	return ro.Data.ID, sim.ID
 }
 
 // adminJSON runs a fleet-relay admin command with --json and decodes its
@@ -1033,10 +1085,18 @@ func TestREADMECurlExamples(t *testing.T) {
 		t.Fatalf("POST /silences: %d", code)
 	}
 
+	rolloutID, simID := readmeRollout(t, relay, db, org.ID, base, api)
+
 	env := append(os.Environ(), "RELAY="+base, "KEY="+key.Key, "DEVICE_ID="+gw.ID, "ALERT_ID="+alertID, "CHANNEL=rs485-1", "POINT=gpio-1.level",
-		"RULE_ID="+ruleID, "SILENCE_ID="+silence.Data.ID)
+		"RULE_ID="+ruleID, "SILENCE_ID="+silence.Data.ID, "ROLLOUT_ID="+rolloutID)
 	for _, ex := range examples {
 		t.Run(ex.endpoint, func(t *testing.T) {
+			env := env
+			if ex.endpoint == "POST /devices/{id}/reboot" {
+				// Never reboot the machine the test runs on: the reboot
+				// goes to a simulated agent that ignores it.
+				env = append(env, "DEVICE_ID="+simID)
+			}
 			var sample any
 			if err := json.Unmarshal([]byte(ex.sample), &sample); err != nil && !ex.noContent {
 				t.Fatalf("the README's sample response is not JSON: %v\n%s", err, ex.sample)

@@ -299,3 +299,55 @@ func TestHeartbeatCarriesPointStates(t *testing.T) {
 		}
 	}
 }
+
+// TestSerialSwitchOff: a configuration with enabled false (the serial I/O
+// switch off) leaves every channel reporting "disabled" with nothing live
+// and no point in the heartbeat, and no point sample recorded; enabled
+// true brings the channels and the points back.
+func TestSerialSwitchOff(t *testing.T) {
+	r := relaystub.Start("tok-123")
+	defer r.Close()
+	runAgent(t, testConfig(t, r.URL, t.TempDir()))
+	waitFor(t, "a heartbeat with points", func() bool { hb := r.LastHeartbeat(); return len(hb.Channels) == 8 && len(hb.Channels[4].Points) == 1 })
+	if err := r.Push(protocol.Config{Version: 2, Enabled: false, Mode: "managed"}); err != nil {
+		t.Fatal(err)
+	}
+	off := func(hb protocol.Heartbeat) bool {
+		if hb.AppliedVersion != 2 || len(hb.Channels) != 8 {
+			return false
+		}
+		for _, ch := range hb.Channels {
+			if ch.Error != "disabled" || ch.Live != "" || ch.TxOn || len(ch.Points) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "every channel disabled in a heartbeat", func() bool { return off(r.LastHeartbeat()) })
+	samples := func() int {
+		r.Mu.Lock()
+		defer r.Mu.Unlock()
+		n := 0
+		for _, rec := range r.Records {
+			if rec.Points != nil {
+				n += len(rec.Points.Samples)
+			}
+		}
+		return n
+	}
+	before := samples()
+	time.Sleep(2500 * time.Millisecond) // more than two heartbeats and a gpio point's interval
+	if hb := r.LastHeartbeat(); !off(hb) {
+		t.Fatalf("heartbeat while disabled: %+v", hb.Channels)
+	}
+	if n := samples(); n != before {
+		t.Errorf("%d point samples recorded while disabled", n-before)
+	}
+	if err := r.Push(protocol.Config{Version: 3, Enabled: true, Mode: "managed"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "channels and points back", func() bool {
+		hb := r.LastHeartbeat()
+		return hb.AppliedVersion == 3 && len(hb.Channels) == 8 && hb.Channels[1].Error == "" && hb.Channels[1].Live != "" && len(hb.Channels[4].Points) == 1
+	})
+}

@@ -361,13 +361,9 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, key *cloud.APIK
 // sent is ignored (up to MaxBodyBytes, like every body).
 func (s *Server) alertAction(w http.ResponseWriter, r *http.Request, key *cloud.APIKey,
 	act func(ctx context.Context, orgID, id string) (resource.Alert, error)) error {
-	p := params{r: r}
-	id := p.pathID("alert")
-	if p.query(); p.err != nil {
-		return p.err
-	}
-	if r.ContentLength > MaxBodyBytes {
-		return tooLarge()
+	id, err := actionID(r, "alert")
+	if err != nil {
+		return err
 	}
 	a, err := act(r.Context(), key.OrgID, id)
 	fixAlert(&a)

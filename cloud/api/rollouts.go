@@ -70,16 +70,8 @@ func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request, key *cloud
 	return replyBody(s, w, l, err)
 }
 
-// rolloutID reads the {id} of a rollout route and no query parameter.
-func rolloutID(r *http.Request) (string, error) {
-	p := params{r: r}
-	id := p.pathID("rollout")
-	p.query()
-	return id, p.err
-}
-
 func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	id, err := rolloutID(r)
+	id, err := routeID(r, "rollout")
 	if err != nil {
 		return err
 	}
@@ -107,12 +99,9 @@ func (s *Server) createRollout(w http.ResponseWriter, r *http.Request, key *clou
 // (up to MaxBodyBytes, like every body), as for the alert actions.
 func (s *Server) rolloutAction(action string) keyHandler {
 	return func(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-		id, err := rolloutID(r)
+		id, err := actionID(r, "rollout")
 		if err != nil {
 			return err
-		}
-		if r.ContentLength > MaxBodyBytes {
-			return tooLarge()
 		}
 		d, err := s.cfg.Rollouts.ActRollout(r.Context(), key.OrgID, id, action)
 		fixRolloutDetail(&d)
@@ -124,13 +113,9 @@ func (s *Server) rolloutAction(action string) keyHandler {
 // "deviceId"}} once the command is queued; 409 conflict when the device is
 // not connected. It takes no body (one sent is ignored, as above).
 func (s *Server) rebootDevice(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	p := params{r: r}
-	id := p.pathID("device")
-	if p.query(); p.err != nil {
-		return p.err
-	}
-	if r.ContentLength > MaxBodyBytes {
-		return tooLarge()
+	id, err := actionID(r, "device")
+	if err != nil {
+		return err
 	}
 	a, err := s.cfg.Rollouts.RebootDevice(r.Context(), key.OrgID, id)
 	if err == nil {

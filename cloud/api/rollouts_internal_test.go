@@ -3,13 +3,16 @@ package api
 import (
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/fleet/fleet/cloud"
 )
 
 // FuzzRolloutBody decodes arbitrary bodies as POST /rollouts does: no
 // panic; each refusal is a 400 of the input with a bounded message; an
-// accepted body keeps the members it was given.
+// accepted body keeps the members it was given, and the store's check
+// (cloud.CheckNewRollout) accepts it with its defaults or refuses it as a
+// 400 of the input.
 func FuzzRolloutBody(f *testing.F) {
 	for _, s := range []string{
 		`{"version":"1.4.0","scope":{"tags":["line-3"]},"waves":[1,10,100],"maxFailures":2,"healthFor":"2m"}`,
@@ -19,10 +22,8 @@ func FuzzRolloutBody(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
 		var b rolloutBody
-		if err := decodeBody(httptest.NewRecorder(), r, &b); err != nil {
+		if err := decodeBody(httptest.NewRecorder(), jsonPost(body), &b); err != nil {
 			inputError(t, "rollout body", err)
 			return
 		}
@@ -33,6 +34,14 @@ func FuzzRolloutBody(f *testing.F) {
 		}
 		if nr.Version != b.Version || !slices.Equal(nr.Waves, b.Waves) || nr.HealthFor != b.HealthFor || nr.MaxFailures != b.MaxFailures {
 			t.Fatalf("body %q gave %+v", body, nr)
+		}
+		c, err := cloud.CheckNewRollout(nr)
+		if err != nil {
+			inputError(t, "CheckNewRollout", err)
+			return
+		}
+		if c.Version == "" || len(c.Waves) == 0 || c.Waves[len(c.Waves)-1] != 100 || c.HealthFor < cloud.MinRolloutHealthFor || c.MaxFailures < 0 {
+			t.Fatalf("body %q checked as %+v", body, c)
 		}
 	})
 }

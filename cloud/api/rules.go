@@ -264,16 +264,27 @@ func noQuery(r *http.Request) error {
 	return p.err
 }
 
-// ruleID reads the {id} of a rule route and no query parameter.
-func ruleID(r *http.Request) (string, error) {
+// routeID reads the {id} of a route (what names it in a 404) and no
+// query parameter.
+func routeID(r *http.Request, what string) (string, error) {
 	p := params{r: r}
-	id := p.pathID("alert rule")
+	id := p.pathID(what)
 	p.query()
 	return id, p.err
 }
 
+// actionID is routeID for a route that takes no body: one that is sent is
+// ignored, up to MaxBodyBytes like every body (413 beyond).
+func actionID(r *http.Request, what string) (string, error) {
+	id, err := routeID(r, what)
+	if err == nil && r.ContentLength > MaxBodyBytes {
+		err = tooLarge()
+	}
+	return id, err
+}
+
 func (s *Server) getRule(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	id, err := ruleID(r)
+	id, err := routeID(r, "alert rule")
 	if err != nil {
 		return err
 	}
@@ -297,7 +308,7 @@ func (s *Server) createRule(w http.ResponseWriter, r *http.Request, key *cloud.A
 }
 
 func (s *Server) patchRule(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	id, err := ruleID(r)
+	id, err := routeID(r, "alert rule")
 	if err != nil {
 		return err
 	}
@@ -311,7 +322,7 @@ func (s *Server) patchRule(w http.ResponseWriter, r *http.Request, key *cloud.AP
 }
 
 func (s *Server) deleteRule(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	id, err := ruleID(r)
+	id, err := routeID(r, "alert rule")
 	if err != nil {
 		return err
 	}
@@ -392,10 +403,9 @@ func (s *Server) listSilences(w http.ResponseWriter, r *http.Request, key *cloud
 }
 
 func (s *Server) deleteSilence(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	p := params{r: r}
-	id := p.pathID("silence")
-	if p.query(); p.err != nil {
-		return p.err
+	id, err := routeID(r, "silence")
+	if err != nil {
+		return err
 	}
 	return noContent(w, s.cfg.Rules.DeleteSilence(r.Context(), key.OrgID, id))
 }

@@ -11,6 +11,13 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
+// jsonPost is a POST of a JSON body, as a handler reads it.
+func jsonPost(body string) *http.Request {
+	r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	return r
+}
+
 // FuzzRuleBodies decodes arbitrary bodies as POST /alert-rules, PATCH
 // /alert-rules/{id}, POST /alert-rules/preview and POST /silences do: no
 // panic; each refusal is a 400 of the input with a bounded message; an
@@ -30,11 +37,7 @@ func FuzzRuleBodies(f *testing.F) {
 	now := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder
-		post := func() *http.Request {
-			r := httptest.NewRequest("POST", "/", strings.NewReader(body))
-			r.Header.Set("Content-Type", "application/json")
-			return r
-		}
+		post := func() *http.Request { return jsonPost(body) }
 		var b previewBody
 		if err := decodeBody(rec(), post(), &b); err != nil {
 			inputError(t, "rule body", err)

@@ -71,6 +71,12 @@ type simAgent struct {
 // heartbeat, and waits for the welcome.
 func connectAgent(t *testing.T, addr, token string, heartbeat time.Duration) *simAgent {
 	t.Helper()
+	return connectAgentHello(t, addr, token, protocol.Hello{AgentVersion: "t", Model: "IG-500", HeartbeatInterval: protocol.Duration{Duration: heartbeat}})
+}
+
+// connectAgentHello is connectAgent announcing hello.
+func connectAgentHello(t *testing.T, addr, token string, hello protocol.Hello) *simAgent {
+	t.Helper()
 	ctx := context.Background()
 	ws := dialRelay(t, addr, token)
 	a := &simAgent{t: t, ws: ws, msgs: make(chan protocol.Message, 64), closed: make(chan websocket.StatusCode, 1)}
@@ -88,7 +94,7 @@ func connectAgent(t *testing.T, addr, token string, heartbeat time.Duration) *si
 			}
 		}
 	}()
-	a.send(protocol.Message{Type: protocol.TypeHello, Hello: &protocol.Hello{AgentVersion: "t", Model: "IG-500", HeartbeatInterval: protocol.Duration{Duration: heartbeat}}})
+	a.send(protocol.Message{Type: protocol.TypeHello, Hello: &hello})
 	if m := a.next(5 * time.Second); m.Type != protocol.TypeWelcome {
 		t.Fatalf("want welcome, got %+v", m)
 	}

@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -433,7 +435,23 @@ func (a *Agent) hello() protocol.Hello {
 		Timezone:        a.cfg.Timezone,
 		AppliedVersion:  a.io.Version(),
 		MetricsInterval: protocol.Duration{Duration: a.cfg.MetricsInterval},
+		Arch:            agentArch(),
 	}
+}
+
+// agentArch is this binary's release architecture (protocol.ArchOf of the
+// GOARCH and GOARM it was built with), so a rollout picks the release
+// built for it.
+func agentArch() string {
+	goarm := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "GOARM" {
+				goarm = s.Value
+			}
+		}
+	}
+	return protocol.ArchOf(runtime.GOARCH, goarm)
 }
 
 func (a *Agent) heartbeat() protocol.Heartbeat {

@@ -176,6 +176,7 @@ var (
 		{"deviceName", MaxTextField, func(h *Hello) *string { return &h.DeviceName }},
 		{"deviceLocation", MaxTextField, func(h *Hello) *string { return &h.DeviceLocation }},
 		{"timezone", MaxTextField, func(h *Hello) *string { return &h.Timezone }},
+		{"arch", MaxTextField, func(h *Hello) *string { return &h.Arch }},
 	}
 	channelTexts = [...]textField[ChannelState]{
 		{"live", MaxLive, func(c *ChannelState) *string { return &c.Live }},

@@ -123,3 +123,16 @@ func TestMessageSides(t *testing.T) {
 		t.Error("command types on the wrong side")
 	}
 }
+
+// TestArchOf: the architectures releases are added for, from the build's
+// GOARCH and GOARM.
+func TestArchOf(t *testing.T) {
+	for _, c := range []struct{ goarch, goarm, want string }{
+		{"amd64", "", "amd64"}, {"arm64", "", "arm64"}, {"arm", "7", "armv7"}, {"arm", "", "armv7"},
+		{"arm", "6,softfloat", "armv6"}, {"riscv64", "", "riscv64"},
+	} {
+		if got := ArchOf(c.goarch, c.goarm); got != c.want {
+			t.Errorf("ArchOf(%q, %q) = %q, want %q", c.goarch, c.goarm, got, c.want)
+		}
+	}
+}

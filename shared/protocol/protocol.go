@@ -12,6 +12,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/fleet/fleet/shared/resource"
@@ -308,6 +309,19 @@ const (
 	// "disordered", "corruptBytes"}.
 	EventSpoolQuarantined = "spool.quarantined"
 )
+
+// ArchOf is the release architecture of a binary built for goarch (and,
+// for "arm", goarm): "amd64", "arm64", "armv7" ("armv6" and the like for
+// other ARM levels, which no release is built for), else goarch.
+func ArchOf(goarch, goarm string) string {
+	if goarch == "arm" {
+		if goarm == "" {
+			goarm = "7"
+		}
+		return "armv" + strings.TrimSuffix(strings.TrimSuffix(goarm, ",softfloat"), ",hardfloat")
+	}
+	return goarch
+}
 
 // Commands (issue 28). The relay sends every command of the device that is
 // not finished after the welcome and whenever one is added; the agent

@@ -57,6 +57,27 @@ func Build() (Bins, error) {
 	return b, nil
 }
 
+// BuildAgent builds fleet-agent stamped with version (as `make build
+// AGENT_VERSION=version` does) to out.
+func BuildAgent(out, version string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/fleet/fleet/agent.Version="+version, "-o", out, "github.com/fleet/fleet/agent/cmd/fleet-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build fleet-agent %s: %v\n%s", version, err, b)
+	}
+	return nil
+}
+
+// AgentVersion is what `bin --version` prints (the version of the agent
+// binary on disk), or the error.
+func AgentVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%s --version: %v: %s", bin, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // Proc is a child process whose output goes to a log file (appended to
 // across restarts).
 type Proc struct {
@@ -70,7 +91,21 @@ type Proc struct {
 // it is killed when the test ends.
 func Start(tb testing.TB, name, logPath string, env []string, bin string, args ...string) *Proc {
 	tb.Helper()
-	p, err := Run(name, logPath, env, bin, args...)
+	return StartAs(tb, name, logPath, env, nil, bin, args...)
+}
+
+// Run is Start for a program that is not a test (a benchmark): the caller
+// kills the process (it also dies with the caller).
+func Run(name, logPath string, env []string, bin string, args ...string) (*Proc, error) {
+	return RunAs(name, logPath, env, nil, bin, args...)
+}
+
+// StartAs is Start running the process as the user of cred (nil: this
+// process's user), such as nobody for an agent that must not be able to
+// reboot the machine the test runs on.
+func StartAs(tb testing.TB, name, logPath string, env []string, cred *syscall.Credential, bin string, args ...string) *Proc {
+	tb.Helper()
+	p, err := RunAs(name, logPath, env, cred, bin, args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -78,9 +113,8 @@ func Start(tb testing.TB, name, logPath string, env []string, bin string, args .
 	return p
 }
 
-// Run is Start for a program that is not a test (a benchmark): the caller
-// kills the process (it also dies with the caller).
-func Run(name, logPath string, env []string, bin string, args ...string) (*Proc, error) {
+// RunAs is Run as the user of cred (nil: this process's user).
+func RunAs(name, logPath string, env []string, cred *syscall.Credential, bin string, args ...string) (*Proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
@@ -88,7 +122,7 @@ func Run(name, logPath string, env []string, bin string, args ...string) (*Proc,
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %v", name, err)
@@ -268,7 +302,14 @@ func Provision(tb testing.TB, relay string, env []string, name string, n int) Te
 // heartbeat every second, with fast reconnects, for the device token, its
 // state directory and relay URLs.
 func AgentArgs(token, stateDir string, relays ...string) []string {
-	args := []string{"--token", token, "--hw", "sim", "--model", "IG-500", "--state-dir", stateDir,
+	return append([]string{"--token", token}, AgentFlags(stateDir, relays...)...)
+}
+
+// AgentFlags are AgentArgs without a device token: the agent takes it
+// from FLEET_TOKEN, a claim (FLEET_CLAIM) or its state directory, and `ps`
+// shows none.
+func AgentFlags(stateDir string, relays ...string) []string {
+	args := []string{"--hw", "sim", "--model", "IG-500", "--state-dir", stateDir,
 		"--heartbeat", "1s", "--metrics-interval", "1s", "--backoff-min", "200ms", "--backoff-max", "2s",
 		"--passthrough-listen", "none", "--dev-root", "none", "--vpn-interface", "none",
 		"--log-level", "debug", "--log-format", "json"}

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -178,16 +177,7 @@ func testClaimGateways(t *testing.T, env []string) {
 	}
 }
 
-// hostArch is this machine's agent architecture as releases name it.
-func hostArch() string {
-	if runtime.GOARCH == "arm" {
-		return "armv7"
-	}
-	return runtime.GOARCH
-}
-
-// releases is an organization's signed agent releases, added with
-// `fleet-relay release add`.
+// releases builds and adds an organization's signed agent releases.
 type releases struct {
 	t   *testing.T
 	env []string
@@ -198,9 +188,7 @@ type releases struct {
 // add signs file with key and adds it as version for this machine's arch.
 func (r releases) add(version, file string, key minisign.Key) {
 	r.t.Helper()
-	sig, _ := key.Sign(r.t, file, "fleet-agent "+version)
-	fleetproc.Admin(r.t, bins.relay, r.env, nil, "release", "add", "--org", r.org, "--version", version, "--arch", hostArch(),
-		"--file", file, "--sig", sig)
+	fleetproc.AddRelease(r.t, bins.relay, r.env, r.org, version, file, key)
 }
 
 // build builds fleet-agent stamped version in r's directory.
@@ -221,54 +209,6 @@ func (r releases) script(name, body string) string {
 		r.t.Fatal(err)
 	}
 	return p
-}
-
-// copyFile copies src to dst with mode.
-func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// createRollout posts a rollout and returns its id.
-func createRollout(t *testing.T, api *fleetproc.API, body map[string]any) string {
-	t.Helper()
-	var r resource.One[resource.Rollout]
-	if code := api.Do("POST", "/rollouts", body, &r); code != 201 || r.Data.ID == "" {
-		t.Fatalf("POST /rollouts %v: %d %+v", body, code, r.Data)
-	}
-	return r.Data.ID
-}
-
-// waitRollout waits until rollout id is in state and returns it.
-func waitRollout(t *testing.T, api *fleetproc.API, id, state string, d time.Duration) resource.RolloutDetail {
-	t.Helper()
-	var r resource.One[resource.RolloutDetail]
-	fleetproc.Eventually(t, d, func() string {
-		if code := api.Do("GET", "/rollouts/"+id, nil, &r); code != 200 {
-			return fmt.Sprintf("GET /rollouts/%s: %d", id, code)
-		}
-		if r.Data.State != state {
-			return fmt.Sprintf("rollout %s is %s (%v), want %s; devices %+v", id, r.Data.State, r.Data.Counts, state, r.Data.Devices)
-		}
-		return ""
-	})
-	return r.Data
-}
-
-// agentVersionOf is the device's agentVersion in the API.
-func agentVersionOf(t *testing.T, api *fleetproc.API, id string) string {
-	t.Helper()
-	var d resource.One[resource.DeviceDetail]
-	if code := api.Do("GET", "/devices/"+id, nil, &d); code != 200 {
-		t.Fatalf("GET /devices/%s: %d", id, code)
-	}
-	return d.Data.AgentVersion
 }
 
 // supervised is an agent run as the shipped systemd unit runs it
@@ -440,15 +380,12 @@ func testAgentRollouts(t *testing.T, env []string) {
 	_, base := serveRelay(t, dir, env)
 	api := fleetproc.NewAPI(t, base, ten.Key)
 	unreachable := startGate(t, strings.TrimPrefix(base, "http://")) // agent 1's way to the relay
-	binOf := func(i int) string { return filepath.Join(dir, fmt.Sprintf("gw-%d", i), "fleet-agent") }
+	bin := make([]string, n)
 	agents := make([]*supervised, n)
 	ids := make([]string, n)
 	for i, d := range ten.Devices {
 		ids[i] = d.ID
-		if err := os.MkdirAll(filepath.Dir(binOf(i)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		copyFile(t, v100, binOf(i), 0o755)
+		bin[i] = fleetproc.CopyAgent(t, v100, filepath.Join(dir, fmt.Sprintf("gw-%d", i)))
 		relay := base
 		if i == 1 {
 			relay = unreachable.url()
@@ -456,11 +393,11 @@ func testAgentRollouts(t *testing.T, env []string) {
 		args := append(fleetproc.AgentFlags(filepath.Join(dir, fmt.Sprintf("state-%d", i)), relay), "--update-key", key.Pub,
 			"--name", fmt.Sprintf("gw-%d", i))
 		agents[i] = supervise(t, fmt.Sprintf("fleet-agent %d", i), filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)),
-			[]string{"FLEET_TOKEN=" + d.Token}, binOf(i), args...)
+			[]string{"FLEET_TOKEN=" + d.Token}, bin[i], args...)
 	}
 	api.WaitStatus(ids, "ONLINE", 30*time.Second)
 	for i, id := range ids {
-		if v := agentVersionOf(t, api, id); v != "1.0.0" {
+		if v := api.AgentVersion(id); v != "1.0.0" {
 			t.Fatalf("device %d agentVersion %q before any rollout, want 1.0.0", i, v)
 		}
 	}
@@ -476,7 +413,7 @@ func testAgentRollouts(t *testing.T, env []string) {
 	}
 	rollouts := make([]string, n)
 	for i, b := range bad {
-		rollouts[i] = createRollout(t, api, map[string]any{"version": b.version, "scope": map[string]any{"deviceIds": []string{ids[i]}},
+		rollouts[i] = api.CreateRollout(map[string]any{"version": b.version, "scope": map[string]any{"deviceIds": []string{ids[i]}},
 			"maxFailures": 0, "healthFor": healthFor.String()})
 	}
 	// 1.1.2 never reaches the relay: the gate closes once agent 1 has its
@@ -487,9 +424,8 @@ func testAgentRollouts(t *testing.T, env []string) {
 	)
 	fleetproc.Eventually(t, 2*time.Minute, func() string {
 		if !installed {
-			var r resource.One[resource.RolloutDetail]
-			api.Do("GET", "/rollouts/"+rollouts[1], nil, &r)
-			for _, d := range r.Data.Devices {
+			r, _ := api.Rollout(rollouts[1])
+			for _, d := range r.Devices {
 				if d.State == resource.RolloutDeviceInstalling || d.State == resource.RolloutDeviceRolledBack {
 					installed = true
 					unreachable.setOpen(false)
@@ -497,7 +433,7 @@ func testAgentRollouts(t *testing.T, env []string) {
 			}
 			return "agent 1 has not installed 1.1.2"
 		}
-		switch v := fleetproc.AgentVersion(binOf(1)); {
+		switch v := fleetproc.AgentVersion(bin[1]); {
 		case v == "1.1.2":
 			swapped = true
 			return "agent 1 runs 1.1.2, which cannot reach the relay"
@@ -509,7 +445,7 @@ func testAgentRollouts(t *testing.T, env []string) {
 		}
 	})
 	for i, b := range bad {
-		r := waitRollout(t, api, rollouts[i], resource.RolloutStopped, 2*time.Minute)
+		r := api.WaitRollout(rollouts[i], resource.RolloutStopped, 2*time.Minute)
 		if r.Reason == nil || *r.Reason == "" {
 			t.Errorf("rollout of %s stopped without a reason", b.version)
 		}
@@ -521,11 +457,11 @@ func testAgentRollouts(t *testing.T, env []string) {
 	}
 	api.WaitStatus(ids, "ONLINE", time.Minute)
 	for i, id := range ids {
-		if v := fleetproc.AgentVersion(binOf(i)); v != "1.0.0" {
+		if v := fleetproc.AgentVersion(bin[i]); v != "1.0.0" {
 			t.Errorf("agent %d's binary on disk reports %q after its bad release, want 1.0.0", i, v)
 		}
 		fleetproc.Eventually(t, 20*time.Second, func() string {
-			if v := agentVersionOf(t, api, id); v != "1.0.0" {
+			if v := api.AgentVersion(id); v != "1.0.0" {
 				return fmt.Sprintf("device %d agentVersion %q after its bad release, want 1.0.0", i, v)
 			}
 			return ""
@@ -533,9 +469,9 @@ func testAgentRollouts(t *testing.T, env []string) {
 	}
 
 	// The good release, to every device in two waves.
-	id := createRollout(t, api, map[string]any{"version": "1.1.0", "scope": map[string]any{}, "waves": []int{34, 100},
+	id := api.CreateRollout(map[string]any{"version": "1.1.0", "scope": map[string]any{}, "waves": []int{34, 100},
 		"maxFailures": 0, "healthFor": healthFor.String()})
-	r := waitRollout(t, api, id, resource.RolloutCompleted, 3*time.Minute)
+	r := api.WaitRollout(id, resource.RolloutCompleted, 3*time.Minute)
 	if r.Total != n || r.Counts[resource.RolloutDeviceHealthy] != n {
 		t.Errorf("rollout of 1.1.0 completed with %d devices %v, want %d healthy", r.Total, r.Counts, n)
 	}
@@ -551,10 +487,10 @@ func testAgentRollouts(t *testing.T, env []string) {
 	}
 	api.WaitStatus(ids, "ONLINE", 30*time.Second)
 	for i, id := range ids {
-		if v := fleetproc.AgentVersion(binOf(i)); v != "1.1.0" {
+		if v := fleetproc.AgentVersion(bin[i]); v != "1.1.0" {
 			t.Errorf("agent %d's binary on disk reports %q, want 1.1.0", i, v)
 		}
-		if v := agentVersionOf(t, api, id); v != "1.1.0" {
+		if v := api.AgentVersion(id); v != "1.1.0" {
 			t.Errorf("device %d agentVersion %q, want 1.1.0", i, v)
 		}
 	}

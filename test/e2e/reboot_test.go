@@ -50,8 +50,7 @@ func TestRebootThroughLogind(t *testing.T) {
 	ten := fleetproc.Provision(t, bins.relay, env, "Reboot", 1)
 	_, base := serveRelay(t, dir, env)
 	api := fleetproc.NewAPI(t, base, ten.Key)
-	bin := filepath.Join(dir, "fleet-agent")
-	copyFile(t, bins.agent, bin, 0o755)
+	bin := fleetproc.CopyAgent(t, bins.agent, dir)
 	state := filepath.Join(dir, "state")
 	if err := os.Mkdir(state, 0o700); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/minisign"
 	"github.com/fleet/fleet/test/rig/testwait"
 )
 
@@ -474,6 +476,87 @@ func Minus(a, b []int64) []int64 {
 		if !in[v] {
 			out = append(out, v)
 		}
+	}
+	return out
+}
+
+// HostArch is this machine's agent architecture as releases name it
+// ("amd64", "arm64", "armv7").
+func HostArch() string {
+	if runtime.GOARCH == "arm" {
+		return "armv7"
+	}
+	return runtime.GOARCH
+}
+
+// AddRelease signs file with key (Debian's minisign) and adds it as the
+// agent release version of org for this machine's architecture with
+// `fleet-relay release add` on the store of env.
+func AddRelease(tb testing.TB, relay string, env []string, org, version, file string, key minisign.Key) {
+	tb.Helper()
+	sig, _ := key.Sign(tb, file, "fleet-agent "+version)
+	Admin(tb, relay, env, nil, "release", "add", "--org", org, "--version", version, "--arch", HostArch(), "--file", file, "--sig", sig)
+}
+
+// CreateRollout posts a rollout (POST /rollouts) and returns its id.
+func (a *API) CreateRollout(body map[string]any) string {
+	a.TB.Helper()
+	var r resource.One[resource.Rollout]
+	if code := a.Do("POST", "/rollouts", body, &r); code != 201 || r.Data.ID == "" {
+		a.TB.Fatalf("POST /rollouts %v: %d %+v", body, code, r.Data)
+	}
+	return r.Data.ID
+}
+
+// Rollout returns GET /rollouts/{id} (and the status).
+func (a *API) Rollout(id string) (resource.RolloutDetail, int) {
+	var r resource.One[resource.RolloutDetail]
+	code := a.Do("GET", "/rollouts/"+id, nil, &r)
+	return r.Data, code
+}
+
+// WaitRollout waits up to d until rollout id is in state and returns it.
+func (a *API) WaitRollout(id, state string, d time.Duration) resource.RolloutDetail {
+	a.TB.Helper()
+	var r resource.RolloutDetail
+	Eventually(a.TB, d, func() string {
+		var code int
+		if r, code = a.Rollout(id); code != 200 {
+			return fmt.Sprintf("GET /rollouts/%s: %d", id, code)
+		}
+		if r.State != state {
+			return fmt.Sprintf("rollout %s is %s (%v), want %s; devices %+v", id, r.State, r.Counts, state, r.Devices)
+		}
+		return ""
+	})
+	return r
+}
+
+// AgentVersion is the device's agentVersion in the API ("" when the
+// request failed).
+func (a *API) AgentVersion(id string) string {
+	var d resource.One[resource.DeviceDetail]
+	if a.Do("GET", "/devices/"+id, nil, &d) != 200 {
+		return ""
+	}
+	return d.Data.AgentVersion
+}
+
+// CopyAgent copies the agent binary bin to dir/fleet-agent (mode 0755,
+// dir made) and returns its path: an agent updates its own binary, so
+// each runs from a copy of its own.
+func CopyAgent(tb testing.TB, bin, dir string) string {
+	tb.Helper()
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := filepath.Join(dir, "fleet-agent")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		tb.Fatal(err)
 	}
 	return out
 }

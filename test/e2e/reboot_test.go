@@ -153,8 +153,7 @@ type fakeLogind struct {
 
 type rebootCall struct {
 	interactive bool
-	sender      string
-	uid         uint32 // ^0 until asked of the bus
+	uid         uint32 // the caller's, ^0 when the bus could not say
 }
 
 func serveFakeLogind(t *testing.T, addr string) *fakeLogind {
@@ -175,23 +174,19 @@ func serveFakeLogind(t *testing.T, addr string) *fakeLogind {
 	return l
 }
 
-// Reboot is logind's Manager.Reboot(b interactive).
+// Reboot is logind's Manager.Reboot(b interactive); it asks the bus for
+// the caller's uid (godbus runs each call on a goroutine of its own).
 func (l *fakeLogind) Reboot(sender dbus.Sender, interactive bool) *dbus.Error {
+	uid := ^uint32(0)
+	l.conn.BusObject().Call("org.freedesktop.DBus.GetConnectionUnixUser", 0, string(sender)).Store(&uid)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.calls = append(l.calls, rebootCall{interactive: interactive, sender: string(sender), uid: ^uint32(0)})
+	l.calls = append(l.calls, rebootCall{interactive: interactive, uid: uid})
 	return nil
 }
 
-// got returns the calls so far, each with its caller's uid (asked of the
-// bus here, not in the call's handler).
 func (l *fakeLogind) got() []rebootCall {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, c := range l.calls {
-		if c.uid == ^uint32(0) {
-			l.conn.BusObject().Call("org.freedesktop.DBus.GetConnectionUnixUser", 0, c.sender).Store(&l.calls[i].uid)
-		}
-	}
 	return append([]rebootCall(nil), l.calls...)
 }

@@ -141,6 +141,7 @@ func Run(t *testing.T, open Opener) {
 		{"PreviewEvents", testPreviewEvents},
 		{"PreviewStatus", testPreviewStatus},
 		{"PreviewValidation", testPreviewValidation},
+		{"Releases", testReleases},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

@@ -142,6 +142,14 @@ func Run(t *testing.T, open Opener) {
 		{"PreviewStatus", testPreviewStatus},
 		{"PreviewValidation", testPreviewValidation},
 		{"Releases", testReleases},
+		{"RolloutWaves", testRolloutWaves},
+		{"RolloutStops", testRolloutStops},
+		{"RolloutActions", testRolloutActions},
+		{"RolloutTimeout", testRolloutTimeout},
+		{"RolloutCreate", testRolloutCreate},
+		{"RolloutIsolation", testRolloutIsolation},
+		{"RolloutConcurrentSteps", testRolloutConcurrentSteps},
+		{"RebootCommand", testRebootCommand},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

@@ -31,7 +31,7 @@ const (
 	deviceStateSQL   = `SELECT status, COALESCE(agent_session, ''), agent_last_seq FROM devices WHERE id = ?`
 	sessionStatusSQL = `SELECT status FROM devices WHERE id = ? AND agent_session = ?`
 	setOnlineSQL     = `UPDATE devices SET status = 'ONLINE', firmware_version = ?, agent_device_name = ?, agent_device_location = ?,
-		agent_timezone = ?, agent_version = ?, agent_heartbeat_ms = ?, last_seen = ?, agent_deadline = ?,
+		agent_timezone = ?, agent_version = ?, agent_arch = ?, agent_heartbeat_ms = ?, last_seen = ?, agent_deadline = ?,
 		status_since = CASE WHEN status = 'ONLINE' THEN status_since ELSE ? END WHERE id = ? AND agent_session = ?`
 	desiredVersionSQL = `INSERT INTO serial_state (device_id) VALUES (?) ON CONFLICT (device_id) DO UPDATE SET device_id = excluded.device_id
 		RETURNING desired_version`
@@ -97,8 +97,17 @@ func (a AgentWrites) SessionStatus(ctx context.Context, id, session string) (res
 func (a AgentWrites) SetOnline(ctx context.Context, in agentlink.HelloIn, deadline time.Time) error {
 	h := in.Hello
 	_, err := a.Q.Exec(ctx, setOnlineSQL, h.FirmwareVersion, h.DeviceName, h.DeviceLocation, h.Timezone,
-		h.AgentVersion, in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(), deadline.UnixMilli(), in.At.UnixMilli(), in.Device.ID, in.Session)
+		h.AgentVersion, agentArch(h.Arch), in.HeartbeatInterval.Milliseconds(), in.At.UnixMilli(), deadline.UnixMilli(), in.At.UnixMilli(), in.Device.ID, in.Session)
 	return a.wrap(err, "hello %s", in.Device.ID)
+}
+
+// agentArch is the architecture a hello announced as stored: "" for one
+// longer than any (so bounded).
+func agentArch(arch string) string {
+	if len(arch) > 16 {
+		return ""
+	}
+	return arch
 }
 
 // SerialState implements AgentTx: the channels never reported are left

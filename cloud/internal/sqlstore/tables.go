@@ -26,8 +26,8 @@ func (s *Store) DeviceDetail(ctx context.Context, orgID, id string) (resource.De
 	var dd resource.DeviceDetail
 	var notes sql.NullString
 	var err error
-	dd.Device, err = ScanDevice(s.R.QueryRow(ctx, `SELECT `+DeviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone FROM devices WHERE id = ? AND org_id = ?`, id, orgID),
-		&notes, &dd.AgentDeviceName, &dd.AgentDeviceLocation, &dd.AgentTimezone)
+	dd.Device, err = ScanDevice(s.R.QueryRow(ctx, `SELECT `+DeviceColumns+`, notes, agent_device_name, agent_device_location, agent_timezone, agent_version FROM devices WHERE id = ? AND org_id = ?`, id, orgID),
+		&notes, &dd.AgentDeviceName, &dd.AgentDeviceLocation, &dd.AgentTimezone, &dd.AgentVersion)
 	if errors.Is(err, sql.ErrNoRows) {
 		return resource.DeviceDetail{}, DeviceNotFound(id)
 	}

@@ -108,7 +108,12 @@ type Link struct {
 	mu        sync.Mutex
 	connected bool
 	deviceID  string
-	stats     counters // stats.go
+	// sess is the welcomed session (nil when not connected), which
+	// SendCommandStatus writes to; relayURL the base URL of the relay of
+	// the last welcome.
+	sess     *session
+	relayURL string
+	stats    counters // stats.go
 
 	// Poison-record handling, used by Run's goroutine only. After the relay
 	// closes a connection with a protocol error while records were in
@@ -370,6 +375,7 @@ func (l *Link) session(ctx context.Context, stop <-chan struct{}) error {
 	l.lastBatch = append(l.lastBatch[:0], s.inflight...)
 	l.mu.Lock()
 	l.connected = false
+	l.sess = nil
 	l.mu.Unlock()
 	if errors.Is(err, errDrained) {
 		return err
@@ -581,6 +587,8 @@ func (s *session) welcome(w protocol.Welcome) error {
 	l.mu.Lock()
 	l.connected = true
 	l.deviceID = w.DeviceID
+	l.sess = s
+	l.relayURL = l.relay()
 	l.mu.Unlock()
 	l.stats.sessions.Add(1)
 	l.log.Info("relay link up", "deviceId", w.DeviceID, "relayLastSeq", w.LastSeq, "pending", sp.Stats().Pending)
@@ -619,10 +627,31 @@ func (s *session) handle(ctx context.Context, m protocol.Message) error {
 			return err
 		}
 		return s.flush(ctx)
+	case m.Type == protocol.TypeCommand && m.Command != nil:
+		s.command(ctx, *m.Command)
+		return nil
 	default:
 		s.conn.Close(protocol.CloseProtocolError, "unexpected message "+strconv.Quote(m.Type))
 		return fmt.Errorf("relay sent unexpected message %q", m.Type)
 	}
+}
+
+// command hands a command to OnCommand, which must not block. A command
+// whose id is out of bounds cannot be answered: it is dropped, logged.
+// Without OnCommand it is answered failed. The other checks are the
+// agent's (it answers a command out of bounds failed, from its journal).
+func (s *session) command(ctx context.Context, cmd protocol.Command) {
+	l := s.l
+	if !protocol.ValidCommandID(cmd.ID) {
+		l.log.Error("relay sent a command without a valid id; dropped", "id", fmt.Sprintf("%.70q", cmd.ID), "kind", fmt.Sprintf("%.30q", cmd.Kind))
+		return
+	}
+	l.log.Info("command received", "command", cmd.ID, "kind", fmt.Sprintf("%.30q", cmd.Kind))
+	if l.opts.OnCommand == nil {
+		l.SendCommandStatus(protocol.CommandStatus{ID: cmd.ID, State: protocol.CommandFailed, Error: "this agent takes no commands"})
+		return
+	}
+	l.opts.OnCommand(ctx, cmd)
 }
 
 func (s *session) ack(ctx context.Context, seq uint64) error {
@@ -778,8 +807,35 @@ func EncodeRecords(es []spool.Entry) []byte {
 	return b
 }
 
-// SendCommandStatus sends a command's status now when connected; the
-// agent answers the relay's resend of the command after a reconnect, so a
-// status lost with the connection is reported again then. CONTRACT STUB:
-// the agentcmd lane implements it.
-func (l *Link) SendCommandStatus(st protocol.CommandStatus) {}
+// SendCommandStatus sends a command's status now when connected, and
+// drops it otherwise: the relay sends every unfinished command again after
+// the next welcome, and the agent answers it from its journal then. It may
+// be called from any goroutine; the write is bounded by WriteTimeout.
+func (l *Link) SendCommandStatus(st protocol.CommandStatus) {
+	if err := protocol.ClampCommandStatus(&st); err != nil {
+		l.log.Error("command status not sent", "err", err)
+		return
+	}
+	l.mu.Lock()
+	s := l.sess
+	l.mu.Unlock()
+	if s == nil {
+		l.log.Info("command status not sent: not connected; the relay resends the command after the next welcome", "command", st.ID, "state", st.State)
+		return
+	}
+	if err := s.write(context.Background(), protocol.Message{Type: protocol.TypeCommandStatus, CommandStatus: &st}); err != nil {
+		l.log.Info("command status not sent; the relay resends the command after the next welcome", "command", st.ID, "state", st.State, "err", err)
+	}
+}
+
+// Relay returns the base URL of the relay the link is connected to, or
+// was last connected to (the first one before any welcome): agent updates
+// download from it.
+func (l *Link) Relay() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.relayURL != "" {
+		return l.relayURL
+	}
+	return l.urls[0]
+}

@@ -59,6 +59,10 @@ type relay struct {
 	// connections, in order.
 	old    bool
 	codecs []protocol.Codec
+	// commands are sent after the welcome (and config) of every
+	// connection; statuses are the command statuses received.
+	commands []protocol.Command
+	statuses []protocol.CommandStatus
 }
 
 // dropAll cuts every open connection without a close handshake.
@@ -129,6 +133,7 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 	r.hellos = append(r.hellos, *m.Hello)
 	last := r.lastSeq()
 	cfg := r.sendConfig
+	cmds := slices.Clone(r.commands)
 	r.outstanding = 0
 	chosen := protocol.ChooseCodec(m.Hello.Codecs)
 	if r.old {
@@ -144,6 +149,9 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 	codec = chosen
 	if cfg != nil {
 		send(protocol.Message{Type: protocol.TypeConfig, Config: cfg})
+	}
+	for i := range cmds {
+		send(protocol.Message{Type: protocol.TypeCommand, Command: &cmds[i]})
 	}
 	r.mu.Lock()
 	stall := r.stall
@@ -167,6 +175,14 @@ func (r *relay) serve(w http.ResponseWriter, req *http.Request) {
 		case protocol.TypeConfigApplied:
 			r.mu.Lock()
 			r.applied = append(r.applied, *m.ConfigApplied)
+			r.mu.Unlock()
+		case protocol.TypeCommandStatus:
+			if protocol.CheckCommandStatus(m.CommandStatus) != nil {
+				c.Close(protocol.CloseProtocolError, "commandStatus out of bounds")
+				return
+			}
+			r.mu.Lock()
+			r.statuses = append(r.statuses, *m.CommandStatus)
 			r.mu.Unlock()
 		case protocol.TypeRecords:
 			items := m.Records.Items

@@ -31,8 +31,13 @@ import (
 type Config struct {
 	Store     Store
 	Observers []cloud.Observer
-	Logger    *slog.Logger
-	Now       cloud.Now
+	// Commands, if set, holds the devices' commands (reboot, update): the
+	// endpoint sends a connected agent its unfinished ones after the
+	// welcome and when told (CommandsChanged, DesiredConfigChanged), and
+	// stores the agent's command statuses.
+	Commands cloud.CommandStore
+	Logger   *slog.Logger
+	Now      cloud.Now
 
 	// WriteTimeout bounds every write to an agent (DefaultWriteTimeout).
 	WriteTimeout time.Duration
@@ -164,7 +169,10 @@ func (s *Server) putBuf(b *[]byte) {
 	}
 }
 
-var _ cloud.DesiredConfigObserver = (*Server)(nil)
+var (
+	_ cloud.DesiredConfigObserver = (*Server)(nil)
+	_ cloud.CommandsObserver      = (*Server)(nil)
+)
 
 // New returns a Server.
 func New(cfg Config) *Server {
@@ -389,13 +397,29 @@ func (s *Server) eventsStored(ref cloud.DeviceRef, evs []resource.Event) {
 }
 
 // DesiredConfigChanged implements cloud.DesiredConfigObserver: a connected
-// agent of deviceID receives the new configuration at once.
+// agent of deviceID receives the new configuration at once, and its
+// unfinished commands (on a cluster, the store raises the device's
+// configuration notification when it adds a command, so every relay hears
+// of commands here).
 func (s *Server) DesiredConfigChanged(deviceID string) {
 	c := s.lookup(deviceID)
 	if c == nil || !c.welcomed.Load() {
 		return // sent after its next Hello
 	}
-	go c.pushConfig(0)
+	go func() {
+		c.pushConfig(0)
+		c.pushCommands()
+	}()
+}
+
+// CommandsChanged implements cloud.CommandsObserver: a connected agent of
+// deviceID receives its unfinished commands at once.
+func (s *Server) CommandsChanged(deviceID string) {
+	c := s.lookup(deviceID)
+	if c == nil || !c.welcomed.Load() || s.cfg.Commands == nil {
+		return // sent after its next Hello
+	}
+	go c.pushCommands()
 }
 
 // Superseded closes this relay's connection of deviceID unless it is

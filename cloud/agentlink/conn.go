@@ -43,6 +43,9 @@ type conn struct {
 	shutdown   atomic.Bool
 	killed     atomic.Pointer[closeErr]
 
+	// cmdMu orders the command pushes (after the welcome, on a change).
+	cmdMu sync.Mutex
+
 	cfgMu       sync.Mutex
 	sentVersion int64 // highest config version sent
 	// points are the points of the desired configuration as last read
@@ -216,11 +219,17 @@ func (c *conn) serve() error {
 				return protoErr("config_applied message without configApplied")
 			}
 			err = c.configApplied(m.ConfigApplied)
+		case protocol.TypeCommandStatus:
+			if m.CommandStatus == nil {
+				return protoErr("command_status message without commandStatus")
+			}
+			err = c.commandStatus(m.CommandStatus)
 		case protocol.TypeHello:
 			return protoErr("hello sent twice")
-		case protocol.TypeWelcome, protocol.TypeAck, protocol.TypeConfig:
-			return protoErr("%s is a relay-to-agent message", m.Type)
 		default:
+			if protocol.SentByRelay(m.Type) {
+				return protoErr("%s is a relay-to-agent message", m.Type)
+			}
 			return protoErr("unknown message type %q", m.Type)
 		}
 		if err != nil {
@@ -290,6 +299,56 @@ func (c *conn) hello(h *protocol.Hello) error {
 		c.log.Warn("agent runs a configuration version above the desired one; sending the desired one",
 			"applied", h.AppliedVersion, "desired", out.DesiredVersion)
 		c.pushConfig(0)
+	}
+	c.pushCommands()
+	return nil
+}
+
+// pushCommands sends the device's unfinished commands, one message each,
+// oldest first. The agent takes each command id at most once, so a
+// command sent twice (after a welcome and on a change at once) is only
+// answered again. A failed read or write is logged: the commands go again
+// after the next welcome or change.
+func (c *conn) pushCommands() {
+	cs := c.srv.cfg.Commands
+	if cs == nil {
+		return
+	}
+	c.cmdMu.Lock()
+	defer c.cmdMu.Unlock()
+	ctx, cancel := c.storeCtx()
+	cmds, err := cs.PendingCommands(ctx, c.dev)
+	cancel()
+	if err != nil {
+		c.log.Error("pending commands not read", "err", err)
+		return
+	}
+	for i := range cmds {
+		if err := c.send(&protocol.Message{Type: protocol.TypeCommand, Command: &cmds[i]}); err != nil {
+			c.log.Info("command not sent", "command", cmds[i].ID, "err", err)
+			return
+		}
+		c.log.Info("command sent", "command", cmds[i].ID, "kind", cmds[i].Kind)
+	}
+}
+
+// commandStatus stores an agent's report on one of its commands. A status
+// out of bounds is a protocol error; a store failure is logged and the
+// connection goes on (the agent reports again when the command is resent).
+func (c *conn) commandStatus(st *protocol.CommandStatus) error {
+	if err := protocol.CheckCommandStatus(st); err != nil {
+		return refused(err)
+	}
+	c.log.Info("command status", "command", st.ID, "state", st.State, "error", st.Error, "agentVersion", st.Version)
+	cs := c.srv.cfg.Commands
+	if cs == nil {
+		return nil
+	}
+	ctx, cancel := c.storeCtx()
+	err := cs.CommandStatus(ctx, c.dev, *st, c.srv.now())
+	cancel()
+	if err != nil {
+		c.log.Error("command status not stored", "command", st.ID, "state", st.State, "err", err)
 	}
 	return nil
 }

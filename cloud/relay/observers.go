@@ -32,3 +32,14 @@ func (l *configObserverList) DesiredConfigChanged(deviceID string) {
 		o.DesiredConfigChanged(deviceID)
 	}
 }
+
+// commandObserverList tells every cloud.CommandsObserver in turn.
+type commandObserverList []cloud.CommandsObserver
+
+var _ cloud.CommandsObserver = (*commandObserverList)(nil)
+
+func (l *commandObserverList) CommandsChanged(deviceID string) {
+	for _, o := range *l {
+		o.CommandsChanged(deviceID)
+	}
+}

@@ -42,6 +42,9 @@ type Main struct {
 	// store tells them; parts append to them as they start.
 	AlertObservers  alertObserverList
 	ConfigObservers configObserverList
+	// CommandObservers hear that devices were given commands (the agent
+	// endpoint sends them to the agents it holds).
+	CommandObservers commandObserverList
 	// Cluster holds what the relay's parts do with other relays' changes
 	// (a store several relays share); parts append to it as they start.
 	Cluster clusterHandlers
@@ -157,6 +160,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.DB.Observe(&m.ConfigObservers, &m.AlertObservers)
+	m.DB.ObserveCommands(&m.CommandObservers)
 	m.Store = Services{
 		Devices: m.DB.Devices(),
 		Serial:  m.DB.Serial(),

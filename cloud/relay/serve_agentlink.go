@@ -48,7 +48,7 @@ func (m *Main) startAgentLink(ctx context.Context, mux *http.ServeMux) (func(con
 		return nil, fmt.Errorf("agent store: %w", err)
 	}
 	srv := agentlink.New(agentlink.Config{
-		Store: store, Observers: []cloud.Observer{m.alerts, m.notifier}, Logger: log, Now: m.DB.Now,
+		Store: store, Observers: []cloud.Observer{m.alerts, m.notifier}, Commands: m.DB.Commands, Logger: log, Now: m.DB.Now,
 		OrphanWindow: m.Config.Agent.OrphanWindow, DefaultHeartbeat: m.Config.Agent.DefaultHeartbeat,
 	})
 	if err := m.Metrics.WatchAgentLink(srv); err != nil {
@@ -56,6 +56,7 @@ func (m *Main) startAgentLink(ctx context.Context, mux *http.ServeMux) (func(con
 	}
 	mux.Handle(protocol.Path, srv.Handler())
 	m.ConfigObservers = append(m.ConfigObservers, srv)
+	m.CommandObservers = append(m.CommandObservers, srv)
 	// Other relays' changes: a config changed through another
 	// relay reaches the agent here; a newer connection elsewhere or
 	// a revocation closes this one at once; after the listener

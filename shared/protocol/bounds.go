@@ -256,6 +256,11 @@ func Table() []Bound {
 	for _, f := range configAppliedTexts {
 		add("configApplied."+f.name, fmt.Sprintf("at most %d bytes", f.max), truncated)
 	}
+	add("commandStatus.id", fmt.Sprintf("the id of a command the relay sent: 1 to %d letters, digits, `-` and `_`", MaxCommandID), "not sent, logged (the agent takes no command with such an id)")
+	add("commandStatus.state", "`accepted`, `downloading`, `installing`, `healthy`, `failed`, `rolled_back` or `rebooting`", "sent as `failed`, the state named in `error`")
+	for _, f := range commandStatusTexts {
+		add("commandStatus."+f.name, fmt.Sprintf("at most %d bytes", f.max), truncated)
+	}
 	return t
 }
 

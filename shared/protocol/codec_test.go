@@ -75,6 +75,13 @@ func sampleMessages(t testing.TB) []Message {
 			{ID: "gpio-1", Config: cfg("gpio", `{"kind":"gpio","direction":"out","pull":"up","tx":{"enabled":true,"intervalMs":500,"value":1}}`)},
 		}}},
 		{Type: TypeConfig, Config: &Config{Channels: []ChannelConfig{}}},
+		{Type: TypeCommand, Command: &Command{ID: "c1kq8v0d2m3n4p5q6r7s8t9u", Kind: CommandReboot}},
+		{Type: TypeCommand, Command: &Command{ID: "c2", Kind: CommandUpdate, Update: &UpdateOrder{RolloutID: "r1", ReleaseID: "rel1", Version: "1.4.2",
+			Path: ReleasePath("rel1"), Size: MaxUpdateSize, SHA256: strings.Repeat("ab", 32),
+			Signature: "untrusted comment: signature from minisign secret key\nRWQ...\ntrusted comment: " + odd, HealthFor: Duration{90 * time.Second}}}},
+		{Type: TypeCommand, Command: &Command{}},
+		{Type: TypeCommandStatus, CommandStatus: &CommandStatus{ID: "c2", State: CommandRolledBack, Error: "link not up within 1m30s; " + odd, Version: "1.4.1"}},
+		{Type: TypeCommandStatus, CommandStatus: &CommandStatus{}},
 		{Type: "reboot"},
 		{},
 	}

@@ -48,8 +48,8 @@ const (
 )
 
 // Message types. Agent to relay: Hello (first, exactly once), Heartbeat,
-// Records, ConfigApplied. Relay to agent: Welcome (answer to Hello), Ack,
-// Config.
+// Records, ConfigApplied, CommandStatus. Relay to agent: Welcome (answer
+// to Hello), Ack, Config, Command. SentByAgent and SentByRelay say which.
 const (
 	TypeHello         = "hello"
 	TypeHeartbeat     = "heartbeat"

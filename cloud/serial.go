@@ -43,8 +43,8 @@ func SerialModel(name string) (catalog.Model, error) {
 
 // Validate checks PATCH /serial's body.
 func (p SerialPatch) Validate() error {
-	if p.Mode == nil && p.WebhookURL == nil && !p.ClearWebhookURL && p.WebhookEnabled == nil {
-		return Errorf(EINVALID, "at least one of mode, webhookUrl, webhookEnabled is required")
+	if p.Mode == nil && p.WebhookURL == nil && !p.ClearWebhookURL && p.WebhookEnabled == nil && p.Enabled == nil {
+		return Errorf(EINVALID, "at least one of mode, webhookUrl, webhookEnabled, enabled is required")
 	}
 	if p.Mode != nil && !resource.ValidMode(*p.Mode) {
 		return Errorf(EINVALID, "mode must be one of managed, passthrough, both")

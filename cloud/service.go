@@ -66,12 +66,15 @@ type MetricsQuery struct {
 }
 
 // SerialPatch is PATCH /devices/{id}/serial; nil fields are left unchanged.
-// ClearWebhookURL is true when the body held "webhookUrl": null.
+// ClearWebhookURL is true when the body held "webhookUrl": null. Enabled is
+// the serial I/O switch (additive to the spec's body): false makes the agent
+// close every channel's port and poll and send nothing.
 type SerialPatch struct {
 	Mode            *string
 	WebhookURL      *string
 	ClearWebhookURL bool
 	WebhookEnabled  *bool
+	Enabled         *bool
 }
 
 // DeviceService reads devices, metrics and events of one organization. Every

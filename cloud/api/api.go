@@ -56,7 +56,11 @@ type Config struct {
 	// Rules, when set, serves /alert-rules (and its preview) and
 	// /silences; nil leaves those routes out (404).
 	Rules cloud.RuleService
-	Auth  Authenticator
+	// Rollouts, when set, serves /rollouts (with pause, resume and
+	// cancel) and POST /devices/{id}/reboot; nil leaves those routes out
+	// (404).
+	Rollouts cloud.RolloutService
+	Auth     Authenticator
 	// Versioner, when set, is the store's data version, read once per
 	// request and handed to Auth (its key rows) and to the cache of the hot
 	// list pages (GET /devices, GET /alerts). Nil: no caching.
@@ -186,6 +190,9 @@ func (s *Server) routes() {
 		api.Post("/silences", s.scoped(cloud.ScopeAlertsWrite, s.createSilence))
 		api.Get("/silences", s.scoped(cloud.ScopeAlertsRead, s.listSilences))
 		api.Delete("/silences/{id}", s.scoped(cloud.ScopeAlertsWrite, s.deleteSilence))
+	}
+	if s.cfg.Rollouts != nil {
+		s.rolloutRoutes(api)
 	}
 	s.api = api
 

@@ -75,6 +75,7 @@ func newEnvOn(t *testing.T, e *env, s storetest.Stores, opts ...envOption) *env 
 		Alerts:    s.Store.Alerts(),
 		Points:    s.Store.Points(),
 		Rules:     s.Store.Rules(),
+		Rollouts:  s.Store.Rollouts(),
 		Auth:      e.auth,
 		Versioner: s.Store.Versioner(),
 		RateLimit: 1_000_000,

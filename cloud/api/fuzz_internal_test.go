@@ -86,11 +86,12 @@ func FuzzQuery(f *testing.F) {
 }
 
 // FuzzSerialPatchBody decodes arbitrary PATCH /serial bodies: no panic;
-// refusals are 400s; an accepted patch sets something, with a valid mode
+// refusals are 400s; an accepted patch sets something (the serial I/O
+// switch among them), with a valid mode
 // and a webhook URL that passes the URL policy.
 func FuzzSerialPatchBody(f *testing.F) {
 	for _, s := range []string{`{"mode":"managed","webhookUrl":"https://hooks.example.com/fleet","webhookEnabled":true}`, `{"webhookUrl":null}`,
-		`{"Mode":"both"}`, `{"mode":"both","mode":"managed"}`, `{"webhookUrl":"https://[::1%25lo]/"}`, `{}`, `[]`, `{"mode":"x"} {}`} {
+		`{"Mode":"both"}`, `{"mode":"both","mode":"managed"}`, `{"webhookUrl":"https://[::1%25lo]/"}`, `{}`, `[]`, `{"mode":"x"} {}`, `{"enabled":false}`, `{"enabled":0}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -99,7 +100,7 @@ func FuzzSerialPatchBody(f *testing.F) {
 			inputError(t, "PATCH body", err)
 			return
 		}
-		if p.Mode == nil && p.WebhookURL == nil && p.WebhookEnabled == nil && !p.ClearWebhookURL {
+		if p.Mode == nil && p.WebhookURL == nil && p.WebhookEnabled == nil && !p.ClearWebhookURL && p.Enabled == nil {
 			t.Fatalf("empty patch accepted from %q", body)
 		}
 		if p.Mode != nil && !resource.ValidMode(*p.Mode) {

@@ -201,6 +201,7 @@ type serialPatchBody struct {
 	Mode           json.RawMessage `json:"mode"`
 	WebhookURL     json.RawMessage `json:"webhookUrl"`
 	WebhookEnabled json.RawMessage `json:"webhookEnabled"`
+	Enabled        json.RawMessage `json:"enabled"` // the serial I/O switch (additive)
 }
 
 // decodeSerialPatch decodes and validates a PATCH /serial body strictly.
@@ -210,8 +211,8 @@ func decodeSerialPatch(body []byte) (cloud.SerialPatch, error) {
 		return cloud.SerialPatch{}, bodyError(err)
 	}
 	var p cloud.SerialPatch
-	if b.Mode == nil && b.WebhookURL == nil && b.WebhookEnabled == nil {
-		return p, cloud.Errorf(cloud.EINVALID, "body must set at least one of mode, webhookUrl, webhookEnabled")
+	if b.Mode == nil && b.WebhookURL == nil && b.WebhookEnabled == nil && b.Enabled == nil {
+		return p, cloud.Errorf(cloud.EINVALID, "body must set at least one of mode, webhookUrl, webhookEnabled, enabled")
 	}
 	if b.Mode != nil {
 		var m string
@@ -237,14 +238,27 @@ func decodeSerialPatch(body []byte) (cloud.SerialPatch, error) {
 			p.WebhookURL = &u
 		}
 	}
-	if b.WebhookEnabled != nil {
-		var e bool
-		if isNull(b.WebhookEnabled) || json.Unmarshal(b.WebhookEnabled, &e) != nil {
-			return p, cloud.Errorf(cloud.EINVALID, "webhookEnabled: must be a boolean")
-		}
-		p.WebhookEnabled = &e
+	var err error
+	if p.WebhookEnabled, err = boolMember("webhookEnabled", b.WebhookEnabled); err != nil {
+		return p, err
+	}
+	if p.Enabled, err = boolMember("enabled", b.Enabled); err != nil {
+		return p, err
 	}
 	return p, nil
+}
+
+// boolMember decodes a boolean member of a PATCH body: nil when absent,
+// EINVALID naming it when null or not a boolean.
+func boolMember(name string, raw json.RawMessage) (*bool, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var v bool
+	if isNull(raw) || json.Unmarshal(raw, &v) != nil {
+		return nil, cloud.Errorf(cloud.EINVALID, "%s: must be a boolean", name)
+	}
+	return &v, nil
 }
 
 func isNull(b json.RawMessage) bool { return string(b) == "null" }

@@ -233,7 +233,7 @@ func TestOpenAPIDocumentIsValid31(t *testing.T) {
 	// given).
 	want := map[string][]string{
 		"/devices":                                  {"GET"},
-		"/devices/{id}":                             {"GET"},
+		"/devices/{id}":                             {"GET", "PATCH"},
 		"/devices/{id}/metrics":                     {"GET"},
 		"/devices/{id}/events":                      {"GET"},
 		"/devices/{id}/points":                      {"GET"},
@@ -250,6 +250,14 @@ func TestOpenAPIDocumentIsValid31(t *testing.T) {
 		"/alert-rules/{id}":    {"GET", "PATCH", "DELETE 204"},
 		"/silences":            {"GET", "POST 201"},
 		"/silences/{id}":       {"DELETE 204"},
+		// DESIGN.md "Fleet operations: tags, claiming, agent updates"
+		// (additive).
+		"/rollouts":             {"GET", "POST 201"},
+		"/rollouts/{id}":        {"GET"},
+		"/rollouts/{id}/pause":  {"POST"},
+		"/rollouts/{id}/resume": {"POST"},
+		"/rollouts/{id}/cancel": {"POST"},
+		"/devices/{id}/reboot":  {"POST 202"},
 	}
 	for path, methods := range want {
 		item := v.doc.Paths.Value(path)

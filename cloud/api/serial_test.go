@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -130,8 +131,33 @@ func testPatchSerial(t *testing.T, open storetest.Opener) {
 	// The state shows the change.
 	var st resource.One[resource.SerialState]
 	e.get("/devices/"+d.ID+"/serial", e.keyA).decode(t, &st)
-	if st.Data.Mode != "passthrough" || st.Data.Forwarding.WebhookURL != nil {
+	if st.Data.Mode != "passthrough" || st.Data.Forwarding.WebhookURL != nil || !st.Data.Enabled {
 		t.Fatalf("state after patch: %+v", st.Data)
+	}
+	// The serial I/O switch (additive): off, then on again; the desired
+	// configuration the agent reads follows, at a newer version.
+	before, _, err := e.s.Agent.DesiredConfig(context.Background(), e.agent(d.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = patch(`{"enabled":false}`)
+	r.want(t, http.StatusOK, "")
+	r.decode(t, &res)
+	if res.Data.Enabled || res.Data.Mode != "passthrough" {
+		t.Fatalf("switch off: %s", r.body)
+	}
+	e.get("/devices/"+d.ID+"/serial", e.keyA).decode(t, &st)
+	after, _, err := e.s.Agent.DesiredConfig(context.Background(), e.agent(d.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Data.Enabled || after.Enabled || after.Version <= before.Version {
+		t.Fatalf("switched off: state %+v, agent's config %+v (before %+v)", st.Data, after, before)
+	}
+	r = patch(`{"enabled":true,"mode":"both"}`)
+	r.decode(t, &res)
+	if !res.Data.Enabled || res.Data.Mode != "both" {
+		t.Fatalf("switch on: %s", r.body)
 	}
 
 	for _, c := range []struct {
@@ -144,6 +170,8 @@ func testPatchSerial(t *testing.T, open storetest.Opener) {
 		{"mode unknown", `{"mode":"raw"}`, cloud.EINVALID, "mode"},
 		{"enabled wrong type", `{"webhookEnabled":"yes"}`, cloud.EINVALID, "webhookEnabled"},
 		{"enabled null", `{"webhookEnabled":null}`, cloud.EINVALID, "webhookEnabled"},
+		{"switch wrong type", `{"enabled":"false"}`, cloud.EINVALID, "enabled"},
+		{"switch null", `{"enabled":null}`, cloud.EINVALID, "enabled"},
 		{"url wrong type", `{"webhookUrl":42}`, cloud.EINVALID, "webhookUrl"},
 		{"url http", `{"webhookUrl":"http://hooks.example.com/x"}`, cloud.EINVALID, "webhookUrl"},
 		{"url credentials", `{"webhookUrl":"https://user:pw@hooks.example.com/x"}`, cloud.EINVALID, "webhookUrl"},

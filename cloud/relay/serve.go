@@ -175,7 +175,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.access = logbatch.New(m.logOut, accessLogBatch, accessLogInterval)
 	access := slog.New(slog.NewJSONHandler(m.access, &slog.HandlerOptions{Level: m.logLevel})).With("component", "api")
 	apiServer := api.NewServer(api.Config{
-		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Points: m.DB.Points(), Rules: m.DB.Rules(), Auth: m.Store.Auth,
+		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Points: m.DB.Points(), Rules: m.DB.Rules(), Rollouts: m.DB.Rollouts(), Auth: m.Store.Auth,
 		Versioner: m.DB.Versioner(), RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), AccessLog: access, Now: m.DB.Now,
 		Requests: m.Metrics.Requests(), Ready: m.ready.Ready, RateCounter: m.rateCounter,
 	})

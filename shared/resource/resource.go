@@ -177,7 +177,9 @@ type SerialState struct {
 
 // SerialPatchResult is the response of PATCH /devices/{id}/serial.
 type SerialPatchResult struct {
-	DeviceID   string     `json:"deviceId"`
+	DeviceID string `json:"deviceId"`
+	// Enabled is the serial I/O switch (additive to the spec's answer).
+	Enabled    bool       `json:"enabled"`
 	Mode       string     `json:"mode"`
 	Forwarding Forwarding `json:"forwarding"`
 }

@@ -97,6 +97,9 @@ func SerialPatchSQL(p cloud.SerialPatch, deviceID string) (string, []any) {
 	if p.WebhookEnabled != nil {
 		set("webhook_enabled", *p.WebhookEnabled)
 	}
+	if p.Enabled != nil {
+		set("enabled", *p.Enabled)
+	}
 	args = append(args, deviceID)
 	return q + ` WHERE device_id = ?`, args
 }
@@ -177,7 +180,7 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 		return resource.SerialPatchResult{}, err
 	}
 	s.changed(deviceID)
-	return resource.SerialPatchResult{DeviceID: deviceID, Mode: st.Mode, Forwarding: st.Forwarding()}, nil
+	return resource.SerialPatchResult{DeviceID: deviceID, Enabled: st.Enabled, Mode: st.Mode, Forwarding: st.Forwarding()}, nil
 }
 
 // Telemetry returns the last values the device reported, one entry per

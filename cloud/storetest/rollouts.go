@@ -636,7 +636,7 @@ func testRebootCommand(t *testing.T, open Opener) {
 	}
 	for _, tc := range []struct {
 		org, dev string
-		code     cloud.Code
+		code     string
 	}{{other.ID, d.ID, cloud.ENOTFOUND}, {org.ID, "nosuchdevice", cloud.ENOTFOUND}} {
 		if _, err := svc.RebootDevice(e.ctx, tc.org, tc.dev); cloud.ErrorCode(err) != tc.code {
 			t.Errorf("RebootDevice(%s, %s) = %v, want %s", tc.org, tc.dev, err, tc.code)

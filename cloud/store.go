@@ -121,6 +121,9 @@ type Admin interface {
 	// DeviceOrg returns the id of the device's organization, or ENOTFOUND
 	// (the admin CLI's device set, which names a device by id alone).
 	DeviceOrg(ctx context.Context, id string) (string, error)
+	// ClaimOrg returns the id of the claim's organization, or ENOTFOUND
+	// (the admin CLI's claim revoke, which names a claim by id alone).
+	ClaimOrg(ctx context.Context, id string) (string, error)
 	// SetDeviceTags replaces the device's tags (CheckDeviceTags: EINVALID
 	// naming "tags[i]"; stored deduplicated and sorted); ENOTFOUND for an
 	// unknown id.

@@ -121,7 +121,7 @@ func (f *refusals) flush() {
 	}
 	sort.Slice(top, func(i, j int) bool { return top[i].n > top[j].n || top[i].n == top[j].n && top[i].addr < top[j].addr })
 	attrs := []any{"count", total, "addresses", len(byAddr), "interval", f.interval.String()}
-	for _, reason := range []string{refusedNoToken, refusedBadToken, refusedOverLimit} {
+	for _, reason := range []string{refusedNoToken, refusedBadToken, refusedBadClaim, refusedOverLimit} {
 		if n := byReason[reason]; n > 0 {
 			attrs = append(attrs, reason, n)
 		}

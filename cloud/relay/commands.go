@@ -55,6 +55,9 @@ func (a *app) commands() []command {
 		{path: "notify list", usage: "list an organization's notification channels", run: runNotifyList},
 		{path: "notify remove", usage: "remove a notification channel (rules stop naming it)", run: runNotifyRemove},
 		{path: "notify test", usage: "send a test message to a notification channel and print the outcome", run: runNotifyTest},
+		{path: "claim create", usage: "create a claim: its token registers gateways without a console (printed once)", run: runClaimCreate},
+		{path: "claim list", usage: "list an organization's claims (never their tokens)", run: runClaimList},
+		{path: "claim revoke", usage: "revoke a claim (it registers no gateway from then on)", run: runClaimRevoke},
 		{path: "user reset-password", usage: "set a panel user's password (read from stdin); ends their sessions", run: a.runUserResetPassword},
 	}
 }

@@ -34,7 +34,8 @@ func (c *AgentConfig) validate() error {
 	)
 }
 
-// startAgentLink mounts the agents' websocket endpoint at protocol.Path.
+// startAgentLink mounts the agents' websocket endpoint at protocol.Path,
+// and the claim endpoint at protocol.ClaimPath.
 // What agents report goes, after each commit, to the alert engine and then
 // to the webhook notifier (signals); desired-configuration changes made
 // through the API reach connected agents at once, those made by another
@@ -55,6 +56,7 @@ func (m *Main) startAgentLink(ctx context.Context, mux *http.ServeMux) (func(con
 		return nil, fmt.Errorf("agent endpoint metrics: %w", err)
 	}
 	mux.Handle(protocol.Path, srv.Handler())
+	mux.Handle(protocol.ClaimPath, srv.ClaimHandler(m.DB.Claims()))
 	m.ConfigObservers = append(m.ConfigObservers, srv)
 	m.CommandObservers = append(m.CommandObservers, srv)
 	// Other relays' changes: a config changed through another

@@ -150,6 +150,8 @@ func Run(t *testing.T, open Opener) {
 		{"RolloutIsolation", testRolloutIsolation},
 		{"RolloutConcurrentSteps", testRolloutConcurrentSteps},
 		{"RebootCommand", testRebootCommand},
+		{"Claims", testClaims},
+		{"ClaimRaces", testClaimRaces},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

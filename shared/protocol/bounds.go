@@ -112,7 +112,7 @@ func ValidQuality(q string) bool {
 // records itself, which an agent must not send.
 func RelayEventType(t string) bool {
 	switch t {
-	case EventHeartbeat, EventDeviceOnline, EventDeviceOffline, EventDeviceStatusChanged, EventAlertResolved:
+	case EventHeartbeat, EventDeviceOnline, EventDeviceOffline, EventDeviceStatusChanged, EventAlertResolved, EventDeviceClaimed:
 		return true
 	}
 	return false

@@ -295,6 +295,10 @@ const (
 	EventAlertResolved       = "alert.resolved"
 	EventChannelAvailable    = "serial.channel_available"
 	EventChannelUnavailable  = "serial.channel_unavailable"
+	// EventDeviceClaimed is the relay's record of a device registered (or
+	// given a new token) through a claim; data {"claimId",
+	// "serialNumber"} (issue 28).
+	EventDeviceClaimed = "device.claimed"
 	// EventSpoolDropped reports records the agent dropped from its spool
 	// (size or age bound) before the relay stored them; data {"count": n}.
 	EventSpoolDropped = "spool.dropped"

@@ -1,0 +1,27 @@
+-- Claims (issue 28): a claim token registers gateways without a console.
+-- Only the token's SHA-256 is kept. A claim creates at most `uses` devices
+-- (used counts them), until expires_at (NULL: never) or its revocation.
+-- claimed_devices remembers the device each serial number got through a
+-- claim, so that the same serial claimed again through it is the same
+-- device (a fresh token, no use counted). Unix milliseconds.
+CREATE TABLE claims (
+    id         TEXT PRIMARY KEY,
+    org_id     TEXT NOT NULL REFERENCES orgs(id),
+    token_hash BLOB NOT NULL UNIQUE,
+    model      TEXT NOT NULL,
+    tags       TEXT NOT NULL DEFAULT '[]',
+    uses       INTEGER NOT NULL,
+    used       INTEGER NOT NULL DEFAULT 0,
+    expires_at INTEGER,
+    revoked_at INTEGER,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX claims_org_created ON claims(org_id, created_at, id);
+
+CREATE TABLE claimed_devices (
+    claim_id      TEXT NOT NULL REFERENCES claims(id),
+    serial_number TEXT NOT NULL,
+    device_id     TEXT NOT NULL REFERENCES devices(id),
+    claimed_at    INTEGER NOT NULL,
+    PRIMARY KEY (claim_id, serial_number)
+);

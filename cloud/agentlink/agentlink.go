@@ -229,36 +229,48 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Write(b)
 }
 
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the agent endpoint takes GET with a websocket upgrade")
-		return
-	}
-	remote := clientaddr.Host(r)
+// authenticate returns the device whose token is r's bearer token, or
+// answers r and returns false: 401 for a missing, unknown or revoked token
+// (429 once the client address used up its refusals), 503 when the store
+// cannot tell.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Device, bool) {
 	addr := clientaddr.Key(r) // what a refusal is counted against
 	if s.refusals.exhausted(addr) {
 		s.refusals.note(addr, refusedOverLimit)
 		s.refusals.tooMany(w, r, addr)
-		return
+		return Device{}, false
 	}
 	tok := bearer(r)
 	if tok == "" {
 		s.refusals.refuse(w, r, addr, refusedNoToken, "a device token is required as a bearer token")
-		return
+		return Device{}, false
 	}
 	actx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	dev, err := s.cfg.Store.AuthDevice(actx, sha256.Sum256([]byte(tok)))
 	cancel()
 	if errors.Is(err, ErrUnauthorized) {
 		s.refusals.refuse(w, r, addr, refusedBadToken, "unknown or revoked device token")
-		return
+		return Device{}, false
 	}
 	if err != nil {
-		s.log.Error("agent refused: store unavailable", "remote", remote, "err", err)
+		s.log.Error("agent refused: store unavailable", "remote", clientaddr.Host(r), "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusServiceUnavailable, cloud.EINTERNAL, "internal error")
+		return Device{}, false
+	}
+	return dev, true
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the agent endpoint takes GET with a websocket upgrade")
 		return
 	}
+	dev, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	remote := clientaddr.Host(r)
 	s.mu.Lock()
 	closing := s.closing
 	if !closing {

@@ -59,6 +59,8 @@ func (a *app) commands() []command {
 		{path: "claim list", usage: "list an organization's claims (never their tokens)", run: runClaimList},
 		{path: "claim revoke", usage: "revoke a claim (it registers no gateway from then on)", run: runClaimRevoke},
 		{path: "user reset-password", usage: "set a panel user's password (read from stdin); ends their sessions", run: a.runUserResetPassword},
+		{path: "release add", usage: "store a signed fleet-agent binary as a release of an organization", run: runReleaseAdd},
+		{path: "release list", usage: "list an organization's releases", run: runReleaseList},
 	}
 }
 

@@ -35,7 +35,8 @@ func (c *AgentConfig) validate() error {
 }
 
 // startAgentLink mounts the agents' websocket endpoint at protocol.Path,
-// and the claim endpoint at protocol.ClaimPath.
+// the claim endpoint at protocol.ClaimPath and the release downloads at
+// protocol.ReleasePath.
 // What agents report goes, after each commit, to the alert engine and then
 // to the webhook notifier (signals); desired-configuration changes made
 // through the API reach connected agents at once, those made by another
@@ -57,6 +58,9 @@ func (m *Main) startAgentLink(ctx context.Context, mux *http.ServeMux) (func(con
 	}
 	mux.Handle(protocol.Path, srv.Handler())
 	mux.Handle(protocol.ClaimPath, srv.ClaimHandler(m.DB.Claims()))
+	// Agents download releases from the relay they are connected to; the
+	// binary is in the store, so any relay serves any release.
+	mux.Handle(protocol.ReleasePath("{id}"), srv.ReleaseHandler(agentlink.ReleaseConfig{Releases: m.DB.Releases()}))
 	m.ConfigObservers = append(m.ConfigObservers, srv)
 	m.CommandObservers = append(m.CommandObservers, srv)
 	// Other relays' changes: a config changed through another

@@ -3,33 +3,41 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jedisct1/go-minisign"
+
 	"github.com/fleet/fleet/cloud"
-	"github.com/fleet/fleet/test/rig/minisign"
 )
 
 // ReleaseBinary returns n random bytes, a binary to release, and its
-// minisign signature's text by a fresh key.
+// minisign signature file's text (prehashed, as minisign -S writes it) by a
+// fresh Ed25519 key, made with go-minisign (the suite is product-side code
+// and runs no test rig; the relay's tests sign with the minisign tool).
 func ReleaseBinary(tb testing.TB, n int) ([]byte, string) {
 	tb.Helper()
 	data := make([]byte, n)
 	rand.Read(data)
-	file := filepath.Join(tb.TempDir(), "fleet-agent")
-	if err := os.WriteFile(file, data, 0o600); err != nil {
+	_, sec, err := ed25519.GenerateKey(nil)
+	if err != nil {
 		tb.Fatal(err)
 	}
-	_, sig := minisign.NewKey(tb).Sign(tb, file, "fleet-agent test release")
-	return data, sig
+	sk := minisign.PrivateKey{SignatureAlgorithm: [2]byte{'E', 'd'}, ChecksumAlgorithm: [2]byte{'B', '2'}}
+	copy(sk.SecretKey[:], sec)
+	rand.Read(sk.KeyId[:])
+	sig, err := sk.Sign(data, minisign.SignOptions{Hashed: true, TrustedComment: "fleet-agent test release"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data, string(sig.Encode())
 }
 
 // Release adds a release of data to s and fails tb on an error.

@@ -132,6 +132,17 @@ func metricSets() map[string][]benchreport.Metric {
 					Notes: "2,000 alert.opened deliveries over 16 devices, each rendered at send time and posted as {\"text\"} to an HTTPS incoming webhook on loopback; " +
 						"target: as e-mail's, 1,000 devices crossing a rule at once told within 10 s"}},
 		},
+		// bench-releases: cloud/relay BenchmarkReleaseDownload, one relay's
+		// release download throughput. Its target follows from DESIGN.md's
+		// rollout figure: 1,000 agents each fetching a 12 MiB release
+		// within the 5 minutes is 1,000 × 12 MiB / 300 s ≈ 42 MB/s.
+		"release-download": {
+			{Benchmark: "BenchmarkReleaseDownload", Unit: "MB/s",
+				Row: benchreport.Row{Area: "updates", Figure: "release download throughput of one relay, 64 agents × 12 MiB at once (SQLite)", Unit: "MB/s",
+					Target: &benchreport.Target{Op: benchreport.AtLeast, Value: 42},
+					Notes: "GET /agent/v1/releases/{id} over loopback, each agent with its own device token and connection, the binary read from the store's 1 MiB chunks; " +
+						"target: 1,000 agents each fetching a 12 MiB release within the rollout benchmark's 5 minutes (1,000 × 12 MiB / 300 s)"}},
+		},
 		// bench-serial-modbus: hw/modbus BenchmarkRTUTransaction.
 		"modbus": {modbus("9600"), modbus("115200")},
 		// bench-serial-passthrough: agent/passthrough BenchmarkPassthroughVsSer2net.

@@ -80,6 +80,8 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	for _, cursor := range []bool{false, true} {
 		q, _, err := sqlstore.RuleList("o", cloud.Page{Cursor: on(cursor, cursorID)}).SQL()
 		list(fmt.Sprintf("rules cursor=%v", cursor), q, err)
+		q, _, err = sqlstore.RolloutList("o", cloud.Page{Cursor: on(cursor, cursorID)}).SQL()
+		list(fmt.Sprintf("rollouts cursor=%v", cursor), q, err)
 		for _, all := range []bool{false, true} {
 			q, _, err := sqlstore.SilenceList("o", cloud.SilenceFilter{All: all, Page: cloud.Page{Cursor: on(cursor, cursorID)}}, time.Now()).SQL()
 			list(fmt.Sprintf("silences all=%v cursor=%v", all, cursor), q, err)
@@ -96,6 +98,9 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		query{"device model", deviceModelSQL},
 		query{"serial channels", `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ?`},
 		query{"offline devices", sqlstore.OfflineDevicesSQL},
+		query{"rollout cursor", sqlstore.RolloutList("o", cloud.Page{}).CursorSQL()},
+		query{"pending commands", sqlstore.OpenCommandsSQL},
+		query{"rollouts to step", sqlstore.RolloutsToStepSQL},
 	)
 	for _, sts := range [][]resource.DeviceStatus{{resource.StatusError}, cloud.RuleStatuses} {
 		q, err := sqlstore.StatusDevicesSQL(sts)

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +28,15 @@ func (e *env) release(orgID, version, arch string) cloud.Release {
 func (e *env) agent(d device, version, arch string) string {
 	e.t.Helper()
 	return Connect(e.t, e.Agent, e.auth(d), e.clock.Now(), protocol.Hello{AgentVersion: version, Arch: arch})
+}
+
+// newFleet is a store with the organization acme, its release 2.0.0 for
+// amd64, and n of its devices running 1.0.0 on amd64 (fleet).
+func newFleet(t *testing.T, open Opener, n int) (*env, cloud.Org, []device) {
+	e := newEnv(t, open)
+	org := e.org("acme")
+	e.release(org.ID, "2.0.0", "amd64")
+	return e, org, e.fleet(org.ID, n, "1.0.0", "amd64")
 }
 
 // fleet adds n devices of orgID, each connected with version and arch,
@@ -256,10 +264,7 @@ func testRolloutWaves(t *testing.T, open Opener) {
 // version fails); one more stops the rollout with its reason, the devices
 // of later waves staying pending and sent nothing.
 func testRolloutStops(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org := e.org("acme")
-	e.release(org.ID, "2.0.0", "amd64")
-	ds := e.fleet(org.ID, 4, "1.0.0", "amd64")
+	e, org, ds := newFleet(t, open, 4)
 	e.agent(ds[0], "1.0.0", "")
 	one := 1
 	r := e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Waves: []int{50, 75, 100}, MaxFailures: &one, HealthFor: "30s"})
@@ -328,10 +333,7 @@ func testRolloutStops(t *testing.T, open Opener) {
 // and finish), resume goes on, cancel skips the devices not started and
 // the updates their agents did not take; other moves conflict.
 func testRolloutActions(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org := e.org("acme")
-	e.release(org.ID, "2.0.0", "amd64")
-	ds := e.fleet(org.ID, 6, "1.0.0", "amd64")
+	e, org, ds := newFleet(t, open, 6)
 	svc := e.Store.Rollouts()
 	r := e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Waves: []int{33, 66, 100}})
 	if got := e.advance(); !slices.Equal(got, deviceIDs(ds[0], ds[1])) {
@@ -401,10 +403,7 @@ func testRolloutActions(t *testing.T, open Opener) {
 // cloud.RolloutDownloadGrace of being sent its update fails, its command
 // no longer sent, a later report changing nothing.
 func testRolloutTimeout(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org := e.org("acme")
-	e.release(org.ID, "2.0.0", "amd64")
-	ds := e.fleet(org.ID, 2, "1.0.0", "amd64")
+	e, org, ds := newFleet(t, open, 2)
 	five := 5
 	r := e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", MaxFailures: &five, HealthFor: "10s"})
 	sent := e.clock.Now()
@@ -446,10 +445,7 @@ func testRolloutTimeout(t *testing.T, open Opener) {
 // none); tags scope the devices holding every one; rollouts are listed
 // newest first, keyset-paginated.
 func testRolloutCreate(t *testing.T, open Opener) {
-	e := newEnv(t, open)
-	org := e.org("acme")
-	e.release(org.ID, "2.0.0", "amd64")
-	ds := e.fleet(org.ID, 3, "1.0.0", "amd64")
+	e, org, ds := newFleet(t, open, 3)
 	for _, d := range ds[:2] {
 		if _, err := e.Store.Devices().PatchDevice(e.ctx, org.ID, d.ID, cloud.DevicePatch{Tags: &[]string{"line-3", "site:north"}}); err != nil {
 			t.Fatal(err)
@@ -555,11 +551,8 @@ func testRolloutIsolation(t *testing.T, open Opener) {
 // testRolloutConcurrentSteps: two relays stepping the engine at once start
 // each wave once: every device is given one command.
 func testRolloutConcurrentSteps(t *testing.T, open Opener) {
-	e := newEnv(t, open)
+	e, org, ds := newFleet(t, open, 8)
 	e2 := e.reopen()
-	org := e.org("acme")
-	e.release(org.ID, "2.0.0", "amd64")
-	ds := e.fleet(org.ID, 8, "1.0.0", "amd64")
 	for round := range 3 {
 		e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: deviceIDs(ds[round*2], ds[round*2+1])}})
 		e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: deviceIDs(ds[7])}, Waves: []int{100}})
@@ -589,22 +582,9 @@ func testRolloutConcurrentSteps(t *testing.T, open Opener) {
 }
 
 // commandsHeard records the devices a CommandsObserver heard of.
-type commandsHeard struct {
-	mu  sync.Mutex
-	ids []string
-}
+type commandsHeard struct{ rulesHeard }
 
-func (h *commandsHeard) CommandsChanged(deviceID string) {
-	h.mu.Lock()
-	h.ids = append(h.ids, deviceID)
-	h.mu.Unlock()
-}
-
-func (h *commandsHeard) heard() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.ids)
-}
+func (h *commandsHeard) CommandsChanged(deviceID string) { h.RulesChanged(deviceID) }
 
 // testRebootCommand: a reboot is queued for a connected device and heard
 // of, answered again while it waits, sent until the agent reports
@@ -625,7 +605,7 @@ func testRebootCommand(t *testing.T, open Opener) {
 	if again, err := svc.RebootDevice(e.ctx, org.ID, d.ID); err != nil || again != a {
 		t.Errorf("reboot again: %+v %v, want %+v", again, err, a)
 	}
-	if got := heard.heard(); !slices.Equal(got, []string{d.ID}) {
+	if got := heard.take(); !slices.Equal(got, []string{d.ID}) {
 		t.Errorf("observer heard %v", got)
 	}
 	if c := e.command(d); c.ID != a.CommandID || c.Kind != protocol.CommandReboot || c.Update != nil {
@@ -690,7 +670,7 @@ func testRebootCommand(t *testing.T, open Opener) {
 	if cs := e.commands(d); len(cs) != 1 || cs[0].ID != c.CommandID {
 		t.Errorf("pending %+v, want %s", cs, c.CommandID)
 	}
-	if got := fmt.Sprint(heard.heard()); got != fmt.Sprint([]string{d.ID, d.ID, d.ID}) {
-		t.Errorf("observer heard %s", got)
+	if got := heard.take(); !slices.Equal(got, []string{d.ID, d.ID}) {
+		t.Errorf("observer heard %v", got)
 	}
 }

@@ -20,8 +20,10 @@ import (
 // (RolloutTables: OpenCommands, StoreCommandStatus, StepRollouts).
 //
 // Lock order, so that concurrent transactions never deadlock on
-// PostgreSQL: rollouts, then device_commands, then rollout_devices, then
-// devices.
+// PostgreSQL: a transaction that locks rows of several of rollouts,
+// device_commands and rollout_devices locks them in that order; devices
+// are locked after the command (CommandStatus) or before any command row
+// is read (RebootDevice), and the engine reads them without locking.
 
 // maxCommandError bounds the error an agent reports of a command.
 const maxCommandError = 1000
@@ -43,10 +45,15 @@ func (s *Store) OpenCommands(ctx context.Context, dev cloud.AgentDevice) ([]prot
 			}
 		}
 		return c, nil
-	}, `SELECT id, kind, payload FROM device_commands WHERE device_id = ? AND `+openCommandStates+` AND org_id = ?
-		AND (kind <> 'reboot' OR created_at > ?) ORDER BY created_at, id`, dev.ID, dev.OrgID, s.Clock().Add(-cloud.RebootExpiry).UnixMilli())
+	}, OpenCommandsSQL, dev.ID, dev.OrgID, s.Clock().Add(-cloud.RebootExpiry).UnixMilli())
 	return out, s.Wrap("pending commands", err)
 }
+
+// OpenCommandsSQL reads a device's commands not finished, oldest first
+// (arguments: device, organization, the creation time after which a
+// reboot is not expired).
+const OpenCommandsSQL = `SELECT id, kind, payload FROM device_commands WHERE device_id = ? AND ` + openCommandStates + ` AND org_id = ?
+	AND (kind <> 'reboot' OR created_at > ?) ORDER BY created_at, id`
 
 // commandDone are the states of a command the agent finished: a report
 // after them changes nothing.
@@ -190,6 +197,13 @@ type engineRollout struct {
 // done, as rollout_devices_inflight's predicate says them.
 const inflight = `sent_at IS NOT NULL AND state IN ('pending', 'downloading', 'installing')`
 
+// RolloutsToStepSQL reads the rollouts the engine steps: those running and
+// those with a device sent its update before healthFor and
+// RolloutDownloadGrace (argument: now less the grace, Unix ms).
+const RolloutsToStepSQL = `SELECT id FROM rollouts WHERE state = 'running'
+	UNION SELECT rollout_id FROM rollout_devices WHERE ` + inflight + `
+	AND sent_at <= ? - (SELECT r.health_for_ms FROM rollouts r WHERE r.id = rollout_devices.rollout_id)`
+
 // StepRollouts implements RolloutTables (cloud.CommandStore's
 // AdvanceRollouts): each running rollout, and each other with a device
 // past its time, stepped in a transaction of its own that locks the
@@ -198,9 +212,7 @@ const inflight = `sent_at IS NOT NULL AND state IN ('pending', 'downloading', 'i
 // cloud.RebootExpiry expire. It returns the devices given commands.
 func (s *Store) StepRollouts(ctx context.Context, now time.Time) ([]string, error) {
 	late := now.Add(-cloud.RolloutDownloadGrace).UnixMilli()
-	rollouts, err := Collect(ctx, s.R, ScanString, `SELECT id FROM rollouts WHERE state = 'running'
-		UNION SELECT rd.rollout_id FROM rollout_devices rd JOIN rollouts r ON r.id = rd.rollout_id
-		WHERE rd.`+inflight+` AND rd.sent_at <= ? - r.health_for_ms`, late)
+	rollouts, err := Collect(ctx, s.R, ScanString, RolloutsToStepSQL, late)
 	if err != nil {
 		return nil, s.Wrap("rollouts to step", err)
 	}

@@ -67,16 +67,17 @@ func (s *Store) RolloutPage(ctx context.Context, k Keyset[resource.Rollout]) (re
 	if err != nil || len(l.Data) == 0 {
 		return l, err
 	}
-	in := make([]string, len(l.Data))
-	args := make([]any, len(l.Data))
-	for i, r := range l.Data {
-		in[i], args[i] = "?", r.ID
-	}
+	// One statement text for every page (at most inChunk rollouts), the
+	// ids padded with "".
+	args := make([]any, inChunk)
 	at := map[string]int{}
-	for i, r := range l.Data {
-		at[r.ID] = i
+	for i := range args {
+		args[i] = ""
+		if i < len(l.Data) {
+			args[i], at[l.Data[i].ID] = l.Data[i].ID, i
+		}
 	}
-	err = Each(ctx, s.R, `SELECT rollout_id, state, COUNT(*) FROM rollout_devices WHERE rollout_id IN (`+strings.Join(in, ", ")+`) GROUP BY rollout_id, state`, args,
+	err = Each(ctx, s.R, `SELECT rollout_id, state, COUNT(*) FROM rollout_devices WHERE rollout_id IN (`+inMarks+`) GROUP BY rollout_id, state`, args,
 		func(r Row) error {
 			var id, st string
 			var n int
@@ -135,6 +136,9 @@ func (s *Store) RolloutDetail(ctx context.Context, orgID, id string) (resource.R
 // takes, always as many (short reads padded), so that its text is one.
 const inChunk = 100
 
+// inMarks are the placeholders of inChunk values.
+var inMarks = strings.TrimSuffix(strings.Repeat("?, ", inChunk), ", ")
+
 // rolloutScope resolves a checked scope into the organization's devices
 // (not revoked), sorted by id.
 func (s *Store) rolloutScope(ctx context.Context, orgID string, sc resource.RolloutScope) ([]string, error) {
@@ -153,7 +157,6 @@ func (s *Store) rolloutScope(ctx context.Context, orgID string, sc resource.Roll
 		return out, nil
 	}
 	found := map[string]bool{}
-	marks := strings.TrimSuffix(strings.Repeat("?, ", inChunk), ", ")
 	for chunk := range slices.Chunk(sc.DeviceIDs, inChunk) {
 		args := []any{orgID}
 		for i := range inChunk {
@@ -163,7 +166,7 @@ func (s *Store) rolloutScope(ctx context.Context, orgID string, sc resource.Roll
 			}
 			args = append(args, v)
 		}
-		got, err := Collect(ctx, s.R, ScanString, q+` AND id IN (`+marks+`)`, args...)
+		got, err := Collect(ctx, s.R, ScanString, q+` AND id IN (`+inMarks+`)`, args...)
 		if err != nil {
 			return nil, s.Wrap("rollout scope", err)
 		}

@@ -68,6 +68,11 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
+// Disabled is every channel's telemetry error while the serial I/O switch
+// is off (the configuration's enabled false): every port is closed, and
+// nothing is polled, sent or read into points.
+const Disabled = "disabled"
+
 type channel struct {
 	cat       catalog.Channel
 	device    string
@@ -268,7 +273,8 @@ func (m *Manager) serialError(c *channel, op string, err error) {
 
 // Apply applies a desired configuration live. Channels absent from cfg get
 // their catalog default; channels whose configuration did not change are left
-// alone; enabled=false closes every port. It returns nil when every channel
+// alone; enabled=false closes every port (each channel then reports the
+// error Disabled, and Points none) until a configuration enables them. It returns nil when every channel
 // applied, otherwise an error naming each failure (each also emitted as a
 // serial.error event; the channel keeps its previous configuration). A
 // serial.config_applied event reports the outcome.
@@ -423,6 +429,9 @@ func (m *Manager) States() []protocol.ChannelState {
 		if !c.available && st.Error == "" {
 			st.Error = "device missing"
 		}
+		if !m.enabled {
+			st.Error = Disabled
+		}
 		out = append(out, st)
 	}
 	return out
@@ -440,11 +449,15 @@ type ChannelPoints struct {
 
 // Points returns, in catalog order, every channel whose configuration
 // names points: the points of the configuration its port runs (the
-// desired one when it is not open) and the port's readings. The agent's
-// sampler (agent/points) calls it every round.
+// desired one when it is not open) and the port's readings; none while the
+// serial I/O switch is off, so that the sampler records and reports no
+// point. The agent's sampler (agent/points) calls it every round.
 func (m *Manager) Points() []ChannelPoints {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.enabled {
+		return nil
+	}
 	var out []ChannelPoints
 	for _, c := range m.chans {
 		cfg := c.desired

@@ -298,26 +298,77 @@ func TestApplyFailureIsolated(t *testing.T) {
 	}
 }
 
+// TestDisableClosesPorts: the serial I/O switch off closes every port,
+// keeps them closed through rechecks (a device plugged back in included),
+// reports every channel's error as "disabled" and hands the sampler no
+// point; on again, every port opens with its configuration and the points
+// come back.
 func TestDisableClosesPorts(t *testing.T) {
-	b := newBackend()
-	m := mustManager(t, Options{Backend: b})
-	if err := m.Apply(context.Background(), protocol.Config{Version: 2, Enabled: false, Mode: "managed"}); err != nil {
+	b := newBackend("/dev/ttyS1")
+	pt := &fakePassthrough{}
+	m := mustManager(t, Options{Backend: b, Passthrough: pt})
+	cfg := pointsConfig(t, true)
+	if err := m.Apply(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	if b.openPorts() != 0 {
-		t.Fatalf("%d ports open while disabled", b.openPorts())
+	if len(m.Points()) == 0 {
+		t.Fatal("no points while enabled")
 	}
-	for _, s := range m.States() {
-		if s.Live != "" || s.TxOn {
-			t.Fatalf("disabled channel reports %+v", s)
+	cfg.Version, cfg.Enabled, cfg.Mode = 2, false, "both"
+	if err := m.Apply(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if b.openPorts() != 0 {
+			t.Fatalf("%s: %d ports open while disabled", when, b.openPorts())
+		}
+		for _, s := range m.States() {
+			if s.Live != "" || s.TxOn || s.Error != Disabled || s.PassthroughAddress != "" {
+				t.Fatalf("%s: disabled channel reports %+v", when, s)
+			}
+		}
+		if p := m.Points(); len(p) != 0 {
+			t.Fatalf("%s: points while disabled: %+v", when, p)
+		}
+		if pt.ports != 0 {
+			t.Fatalf("%s: %d ports passed through while disabled", when, pt.ports)
 		}
 	}
-	if err := m.Apply(context.Background(), protocol.Config{Version: 3, Enabled: true, Mode: "managed"}); err != nil {
+	check("applied")
+	b.setMissing("/dev/ttyS1", false) // rs485-2's adapter plugged in
+	m.Recheck(context.Background())
+	check("after a recheck")
+
+	cfg.Version, cfg.Enabled = 3, true
+	if err := m.Apply(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	if b.openPorts() != 8 {
 		t.Fatalf("%d ports open after re-enable", b.openPorts())
 	}
+	for _, s := range m.States() {
+		if s.Error != "" {
+			t.Fatalf("re-enabled channel reports %+v", s)
+		}
+	}
+	if p := m.Points(); len(p) == 0 || p[0].ChannelID != "rs485-1" || len(p[0].Defs) != 2 {
+		t.Fatalf("points after re-enable: %+v", p)
+	}
+}
+
+// pointsConfig is a configuration with two Modbus points on rs485-1.
+func pointsConfig(tb testing.TB, enabled bool) protocol.Config {
+	tb.Helper()
+	var cfg protocol.Config
+	if err := json.Unmarshal([]byte(`{"version":1,"mode":"managed","channels":[{"id":"rs485-1","config":
+	  {"kind":"rs485","baudRate":19200,"dataBits":8,"parity":"even","stopBits":1,"mode":"modbus_rtu_master","slaveId":3,
+	   "points":[{"name":"counter","function":"holding","register":0,"type":"u32"},
+	             {"name":"temp","function":"input","register":10,"type":"f32","intervalMs":500,"deadband":0.1}]}}]}`), &cfg); err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Enabled = enabled
+	return cfg
 }
 
 type fakePassthrough struct {
@@ -441,14 +492,7 @@ func TestOpenFailureRetriedQuietly(t *testing.T) {
 // still lists its points, with no readings (they go stale).
 func TestPoints(t *testing.T) {
 	m := mustManager(t, Options{Backend: &sim.Backend{Missing: map[string]bool{"gpiochip0:6": true}}})
-	var cfg protocol.Config
-	if err := json.Unmarshal([]byte(`{"version":1,"enabled":true,"mode":"managed","channels":[{"id":"rs485-1","config":
-	  {"kind":"rs485","baudRate":19200,"dataBits":8,"parity":"even","stopBits":1,"mode":"modbus_rtu_master","slaveId":3,
-	   "points":[{"name":"counter","function":"holding","register":0,"type":"u32"},
-	             {"name":"temp","function":"input","register":10,"type":"f32","intervalMs":500,"deadband":0.1}]}}]}`), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Apply(context.Background(), cfg); err != nil {
+	if err := m.Apply(context.Background(), pointsConfig(t, true)); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

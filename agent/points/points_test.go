@@ -1,6 +1,7 @@
 package points
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/fleet/fleet/agent/iomgr"
 	"github.com/fleet/fleet/hw"
+	"github.com/fleet/fleet/hw/catalog"
+	"github.com/fleet/fleet/hw/sim"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/serialcfg"
 )
@@ -226,5 +229,45 @@ func TestRoundsGoOutAsRecords(t *testing.T) {
 	}
 	if recs[1].Points.Samples[0].Point != "can8.s0" {
 		t.Fatalf("second record starts at %s", recs[1].Points.Samples[0].Point)
+	}
+}
+
+// TestSerialSwitchOff: with the serial I/O switch off the channel manager
+// hands the sampler no point, so a round records nothing and the
+// heartbeat's point states are gone; on again, the points are sampled
+// anew.
+func TestSerialSwitchOff(t *testing.T) {
+	m, err := iomgr.New(iomgr.Options{Backend: &sim.Backend{}, Model: catalog.MustLookup("IG-500"), RecheckInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	t.Cleanup(func() { m.Close() })
+	s := New(Options{})
+	now := time.Date(2026, 11, 26, 20, 0, 0, 0, time.UTC)
+	apply := func(version int64, enabled bool) {
+		t.Helper()
+		if err := m.Apply(context.Background(), protocol.Config{Version: version, Enabled: enabled, Mode: "managed"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(1, true)
+	if got := s.Sample(now, m.Points()); len(got) == 0 || len(s.States("gpio-1", now)) != 1 {
+		t.Fatalf("enabled: recorded %+v, gpio-1 states %+v", got, s.States("gpio-1", now))
+	}
+	apply(2, false)
+	for i := 1; i <= 3; i++ {
+		now = now.Add(time.Minute) // past every interval and the flat-line minute
+		if got := s.Sample(now, m.Points()); len(got) != 0 {
+			t.Fatalf("disabled: round %d recorded %+v", i, got)
+		}
+		if st := s.States("gpio-1", now); len(st) != 0 {
+			t.Fatalf("disabled: gpio-1 states %+v", st)
+		}
+	}
+	apply(3, true)
+	now = now.Add(time.Minute)
+	if got := s.Sample(now, m.Points()); len(got) == 0 {
+		t.Fatal("re-enabled: nothing recorded")
 	}
 }

@@ -26,7 +26,8 @@ type part struct {
 // matters at shutdown: the agent endpoint stops before the alert engine
 // and the webhook sender it feeds, and the alert engine before the webhook
 // sender it tells, so that no report reaches a stopped engine and no alert
-// a closed dispatcher. The cluster listener starts once every part said
+// a closed dispatcher; the rollout engine stops before the agent endpoint
+// it tells. The cluster listener starts once every part said
 // what it does with other relays' changes (Main.Cluster).
 func (m *Main) relayParts() []part {
 	return []part{
@@ -35,6 +36,7 @@ func (m *Main) relayParts() []part {
 		{"webhook sender", m.startWebhooks},
 		{"alert engine", m.startAlerts},
 		{"agent endpoint", m.startAgentLink},
+		{"rollout engine", m.startRollouts},
 		{"panel", m.startPanel},
 		{"cluster listener", m.startClusterListener},
 		{"retention sweep", m.startRetention},

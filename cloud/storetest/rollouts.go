@@ -323,9 +323,21 @@ func testRolloutStops(t *testing.T, open Opener) {
 			t.Errorf("rolled-back device %+v", d)
 		}
 	}
-	// The other device's update was sent: it still runs.
-	if c := e.command(ds[3]); c.Update == nil {
+	// The other device's update was sent: it still runs, and another
+	// rollout does not give the device a second one.
+	c = e.command(ds[3])
+	if c.Update == nil {
 		t.Errorf("in-flight update of a stopped rollout: %+v", c)
+	}
+	y := e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: []string{ds[3].ID}}})
+	if got := e.advance(); len(got) != 0 {
+		t.Errorf("a device with an update under way sent another: %v", got)
+	}
+	if d := e.rollout(org.ID, y.ID).Devices[0]; d.State != resource.RolloutDeviceFailed || d.Error == nil || !strings.Contains(*d.Error, "another update") {
+		t.Errorf("device with an update under way %+v", d)
+	}
+	if again := e.command(ds[3]); again.ID != c.ID {
+		t.Errorf("pending %+v, want %s", again, c.ID)
 	}
 }
 
@@ -551,11 +563,12 @@ func testRolloutIsolation(t *testing.T, open Opener) {
 // testRolloutConcurrentSteps: two relays stepping the engine at once start
 // each wave once: every device is given one command.
 func testRolloutConcurrentSteps(t *testing.T, open Opener) {
-	e, org, ds := newFleet(t, open, 8)
+	e, org, ds := newFleet(t, open, 9)
 	e2 := e.reopen()
 	for round := range 3 {
-		e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: deviceIDs(ds[round*2], ds[round*2+1])}})
-		e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: deviceIDs(ds[7])}, Waves: []int{100}})
+		three := ds[round*3 : round*3+3]
+		e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: deviceIDs(three[:2]...)}})
+		e.createRollout(org.ID, resource.NewRollout{Version: "2.0.0", Scope: resource.RolloutScope{DeviceIDs: deviceIDs(three[2])}})
 		var mu sync.Mutex
 		var sent []string
 		concurrently(4, func(i int) {
@@ -569,13 +582,12 @@ func testRolloutConcurrentSteps(t *testing.T, open Opener) {
 			mu.Unlock()
 		})
 		slices.Sort(sent)
-		if want := deviceIDs(ds[round*2], ds[round*2+1], ds[7]); !slices.Equal(sent, want) {
+		if want := deviceIDs(three...); !slices.Equal(sent, want) {
 			t.Errorf("round %d: concurrent steps sent %v, want each of %v once", round, sent, want)
 		}
-		// ds[7] is given one more update each round, never reported.
-		for i, want := range map[int]int{round * 2: 1, round*2 + 1: 1, 7: round + 1} {
-			if cs := e.commands(ds[i]); len(cs) != want {
-				t.Errorf("round %d: %s has %d commands, want %d", round, ds[i].ID, len(cs), want)
+		for _, d := range three {
+			if cs := e.commands(d); len(cs) != 1 {
+				t.Errorf("round %d: %s has %d commands", round, d.ID, len(cs))
 			}
 		}
 	}

@@ -333,17 +333,23 @@ type waveRelease struct {
 const releaseForSQL = `SELECT id, size, sha256, signature FROM releases WHERE org_id = ? AND version = ? AND arch = ?`
 
 // startWave starts wave r.wave of r in tx: each of its pending devices
-// already running the version is healthy at once; one whose agent
-// announced no architecture, or of an architecture without a release of
-// the version, fails; each other is given an update command (and other
+// already running the version is healthy at once; one with an update of
+// another rollout not finished, one whose agent announced no
+// architecture, or one of an architecture without a release of the
+// version fails; each other is given an update command (and other
 // relays hear of it, ChangeConfig). It returns the devices given commands.
 func (s *Store) startWave(ctx context.Context, tx Querier, r engineRollout, now time.Time) ([]string, error) {
-	type member struct{ id, version, arch string }
+	type member struct {
+		id, version, arch string
+		busy              bool // an update of another rollout not finished
+	}
 	members, err := Collect(ctx, tx, func(row Row) (member, error) {
 		var m member
-		err := row.Scan(&m.id, &m.version, &m.arch)
+		err := row.Scan(&m.id, &m.version, &m.arch, &m.busy)
 		return m, err
-	}, `SELECT rd.device_id, d.agent_version, d.agent_arch FROM rollout_devices rd JOIN devices d ON d.id = rd.device_id
+	}, `SELECT rd.device_id, d.agent_version, d.agent_arch, EXISTS (SELECT 1 FROM device_commands c WHERE c.device_id = rd.device_id
+			AND c.state IN ('queued', 'accepted', 'downloading', 'installing') AND c.kind = 'update')
+		FROM rollout_devices rd JOIN devices d ON d.id = rd.device_id
 		WHERE rd.rollout_id = ? AND rd.wave = ? AND rd.state = 'pending' AND rd.command_id IS NULL ORDER BY rd.device_id`, r.id, r.wave)
 	if err != nil {
 		return nil, err
@@ -359,6 +365,12 @@ func (s *Store) startWave(ctx context.Context, tx Querier, r engineRollout, now 
 	for _, m := range members {
 		if m.version == r.version {
 			if err := settle(m, resource.RolloutDeviceHealthy, ""); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if m.busy {
+			if err := settle(m, resource.RolloutDeviceFailed, "another update of the device is still under way"); err != nil {
 				return nil, err
 			}
 			continue

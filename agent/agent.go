@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleet/fleet/agent/agentmetrics"
@@ -23,6 +24,7 @@ import (
 	"github.com/fleet/fleet/agent/metrics"
 	"github.com/fleet/fleet/agent/passthrough"
 	"github.com/fleet/fleet/agent/points"
+	"github.com/fleet/fleet/agent/reboot"
 	"github.com/fleet/fleet/agent/spool"
 	"github.com/fleet/fleet/agent/vpnwatch"
 	"github.com/fleet/fleet/hw"
@@ -52,6 +54,11 @@ type Options struct {
 	// JSONOnly makes the link behave as agents from before CBOR: it offers
 	// no codec and speaks JSON (link.Options.JSONOnly); tests use it.
 	JSONOnly bool
+	// Updates joins the updater (agent/update) that the main booted
+	// before the agent; nil: update commands are answered failed.
+	Updates *Updates
+	// Rebooter replaces logind (reboot.Logind) for reboot commands.
+	Rebooter reboot.Rebooter
 }
 
 // Agent is a running fleet-agent.
@@ -72,6 +79,18 @@ type Agent struct {
 	// --metrics-listen); metricsAddr is where they are served.
 	prom        *agentmetrics.Metrics
 	metricsAddr string
+
+	// Commands (commands.go): the journal of the commands taken, the
+	// queue to the command goroutine, the updater and the rebooter.
+	journal  *commandJournal
+	cmds     chan protocol.Command
+	updates  *Updates
+	updater  Updater
+	rebooter reboot.Rebooter
+	// rebooting: a reboot was asked for (heartbeats say REBOOTING);
+	// configApplied: the configuration held was applied on this run.
+	rebooting     atomic.Bool
+	configApplied atomic.Bool
 
 	mu          sync.Mutex
 	statusErr   string
@@ -103,11 +122,23 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 	if cfg.FirmwareVersion == "" {
 		cfg.FirmwareVersion = osReleaseVersion(cfg.OSRelease)
 	}
-	a := &Agent{cfg: cfg, log: log, now: opts.Now, model: model}
+	a := &Agent{cfg: cfg, log: log, now: opts.Now, model: model, cmds: make(chan protocol.Command, commandQueue),
+		updates: opts.Updates, rebooter: opts.Rebooter}
+	if a.rebooter == nil {
+		a.rebooter = reboot.Logind{}
+	}
+	if opts.Updates != nil {
+		a.updater = opts.Updates.Updater
+	}
 
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
+	journal, err := openJournal(cfg.StateDir)
+	if err != nil {
+		log.Error("command journal", "err", err)
+	}
+	a.journal = journal
 	sp, err := spool.Open(spool.Options{
 		Dir:      filepath.Join(cfg.StateDir, "spool"),
 		MaxBytes: cfg.SpoolMaxBytes,
@@ -172,6 +203,7 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 		HeartbeatInterval: cfg.Heartbeat,
 		Spool:             sp,
 		OnConfig:          a.onConfig,
+		OnCommand:         a.onCommand,
 		OnRefused: func(seq uint64) {
 			a.event(protocol.EventSpoolDropped, resource.SeverityError,
 				fmt.Sprintf("record %d dropped: the relay refused it twice", seq),
@@ -189,6 +221,10 @@ func New(cfg Config, log *slog.Logger, opts Options) (*Agent, error) {
 	if cfg.MetricsListen != "" {
 		a.prom = a.newPrometheus()
 	}
+	if a.updates != nil {
+		a.updates.attach(a)
+	}
+	a.settleCommands()
 	return a, nil
 }
 
@@ -215,6 +251,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.io.Start(ctx)
 	a.applySaved(ctx)
+	a.configApplied.Store(true)
 
 	var wg sync.WaitGroup
 	bg, stopBG := context.WithCancel(context.Background())
@@ -224,6 +261,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.metricsLoop(bg) })
 	wg.Go(func() { a.points.Run(bg) })
 	wg.Go(func() { a.syncLoop(bg) })
+	wg.Go(func() { a.commandLoop(bg) })
+	if a.updater != nil {
+		wg.Go(func() {
+			if err := a.updater.Run(bg); err != nil {
+				a.log.Error("updater stopped", "err", err)
+			}
+		})
+	}
 	linkCtx, stopLink := context.WithCancel(context.Background())
 	linkDone := make(chan struct{})
 	go func() { _ = a.link.Run(linkCtx); close(linkDone) }()
@@ -406,7 +451,7 @@ func (a *Agent) heartbeat() protocol.Heartbeat {
 	}
 	a.mu.Unlock()
 	hb := protocol.Heartbeat{
-		Status:         status,
+		Status:         a.commandStatus(status),
 		IPAddress:      defaultRouteIP(a.cfg.ProcRoot),
 		AppliedVersion: a.io.Version(),
 		Channels:       a.io.States(),

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,7 +101,9 @@ func TestPackages(t *testing.T) {
 			}
 			if tt.name == "fleet-agent" {
 				want = append(want, entry{"/lib/udev/rules.d/60-fleet-gpio.rules", 0o644, false},
-					entry{"/usr/lib/modules-load.d/fleet-agent.conf", 0o644, false})
+					entry{"/usr/lib/modules-load.d/fleet-agent.conf", 0o644, false},
+					entry{polkitRule, 0o644, false})
+				checkPolkitRule(t, files[polkitRule].body)
 			}
 			for _, w := range want {
 				f, ok := files[w.path]
@@ -280,5 +284,43 @@ func TestPackagesInstall(t *testing.T) {
 	}
 	if b, _ := os.ReadFile("/etc/group"); !bytes.Equal(b, hostGroup) {
 		t.Errorf("the host's /etc/group changed")
+	}
+}
+
+// polkitRule is where the agent's .deb installs its polkit rule.
+const polkitRule = "/usr/share/polkit-1/rules.d/50-fleet-agent.rules"
+
+// checkPolkitRule: the packaged rule is deploy/package's, and allows the
+// fleet-agent user exactly logind's reboot actions: no other action of
+// logind or anything else, and for no other user.
+func checkPolkitRule(t *testing.T, body []byte) {
+	t.Helper()
+	if src, _ := os.ReadFile("package/fleet-agent.polkit.rules"); !bytes.Equal(body, src) {
+		t.Errorf("packaged %s differs from deploy/package/fleet-agent.polkit.rules", polkitRule)
+	}
+	actions := regexp.MustCompile(`action\.id\s*==\s*"([^"]+)"`).FindAllStringSubmatch(string(body), -1)
+	var ids []string
+	for _, a := range actions {
+		ids = append(ids, a[1])
+	}
+	if want := []string{"org.freedesktop.login1.reboot", "org.freedesktop.login1.reboot-multiple-sessions"}; !slices.Equal(ids, want) {
+		t.Errorf("polkit rule allows actions %v, want exactly %v", ids, want)
+	}
+	users := regexp.MustCompile(`subject\.user\s*==\s*"([^"]+)"`).FindAllStringSubmatch(string(body), -1)
+	if len(users) != 1 || users[0][1] != "fleet-agent" {
+		t.Errorf("polkit rule is for users %v, want fleet-agent only", users)
+	}
+	code := regexp.MustCompile(`(?m)^\s*//.*$`).ReplaceAllString(string(body), "")
+	if n := strings.Count(code, "polkit.Result.YES"); n != 1 || strings.Contains(code, "action.id.indexOf") || strings.Contains(code, "startsWith") {
+		t.Errorf("polkit rule grants more than one match (%d YES, or a prefix match)", n)
+	}
+	if _, err := exec.LookPath("node"); err == nil {
+		// The rule is valid JavaScript (polkit's duktape refuses a
+		// syntax error, and then none of the file's rules apply).
+		cmd := exec.Command("node", "--check")
+		cmd.Stdin = bytes.NewReader(body)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("polkit rule is not valid JavaScript: %v\n%s", err, out)
+		}
 	}
 }

@@ -6,10 +6,10 @@
 
 .PHONY: test-tools
 
-test-tools: ## curl and openssl (apt-get) when missing, for the README's and the demo's tests
-	@missing=; for c in curl openssl; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+test-tools: ## curl, openssl and dbus-daemon (apt-get) when missing, for the README's, the demo's and the reboot tests
+	@missing=; for c in curl openssl dbus-daemon; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing$$missing for the README and webhook tests"; \
+	  echo "installing$$missing for the README, webhook and reboot tests"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y -q $$missing || { apt-get update -q && apt-get install -y -q $$missing; }; \
 	fi

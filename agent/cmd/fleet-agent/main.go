@@ -12,10 +12,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/fleet/fleet/agent"
+	"github.com/fleet/fleet/agent/update"
 )
 
 func main() {
@@ -32,7 +34,24 @@ func main() {
 		os.Exit(2)
 	}
 	log := newLogger(cfg.LogLevel, cfg.LogFormat)
-	a, err := agent.New(cfg, log, agent.Options{JSONOnly: jsonOnly})
+	// The updater boots first: it finishes or undoes an update that was
+	// interrupted, which may execute another binary in place of this one.
+	updates := agent.NewUpdates(cfg)
+	bin, err := os.Executable()
+	if err == nil {
+		bin, err = filepath.EvalSymlinks(bin)
+	}
+	if err != nil {
+		log.Error("fleet-agent cannot find its own binary; updates will fail", "err", err)
+	}
+	updater, err := update.Boot(updates.Options(bin, log.With("component", "update")))
+	if err != nil {
+		log.Error("updater boot", "err", err)
+	}
+	if updater != nil {
+		updates.Updater = updater
+	}
+	a, err := agent.New(cfg, log, agent.Options{JSONOnly: jsonOnly, Updates: updates})
 	if err != nil {
 		log.Error("fleet-agent cannot start", "err", err)
 		os.Exit(1)

@@ -1,8 +1,9 @@
 // Package relaystub is a relay stand-in for the agent's tests: a real
 // websocket server on loopback that speaks shared/protocol, checks the
 // bearer token and subprotocol, stores records by seq (idempotently, like
-// the real relay), acknowledges every batch, and can push a Config or cut
-// every connection. It answers as a relay from before CBOR (its welcome
+// the real relay), acknowledges every batch, sends its Commands after
+// every welcome and keeps the command statuses, and can push a Config or
+// cut every connection. It answers as a relay from before CBOR (its welcome
 // names no codec), so agents speak JSON with it. The real relay and the
 // real agent meet in test/e2e.
 package relaystub
@@ -32,7 +33,12 @@ type Relay struct {
 	Records    map[uint64]protocol.Record
 	Received   map[uint64]int
 	Applied    []protocol.ConfigApplied
-	conns      []*websocket.Conn
+	// Commands are sent after every welcome, as a relay sends the
+	// device's unfinished commands; Statuses are the command statuses
+	// received.
+	Commands []protocol.Command
+	Statuses []protocol.CommandStatus
+	conns    []*websocket.Conn
 }
 
 // Start starts a stub accepting token on a loopback port.
@@ -98,11 +104,15 @@ func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		var reply *protocol.Message
+		var cmds []protocol.Command
 		r.Mu.Lock()
 		switch {
 		case m.Type == protocol.TypeHello && m.Hello != nil:
 			r.Hellos = append(r.Hellos, *m.Hello)
 			reply = &protocol.Message{Type: protocol.TypeWelcome, Welcome: &protocol.Welcome{DeviceID: "dev-stub", LastSeq: r.lastSeqLocked()}}
+			cmds = append(cmds, r.Commands...)
+		case m.Type == protocol.TypeCommandStatus && m.CommandStatus != nil && protocol.CheckCommandStatus(m.CommandStatus) == nil:
+			r.Statuses = append(r.Statuses, *m.CommandStatus)
 		case m.Type == protocol.TypeHeartbeat && m.Heartbeat != nil:
 			r.Heartbeats = append(r.Heartbeats, *m.Heartbeat)
 		case m.Type == protocol.TypeConfigApplied && m.ConfigApplied != nil:
@@ -121,6 +131,12 @@ func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
 		r.Mu.Unlock()
 		if reply != nil {
 			b, _ := json.Marshal(reply)
+			if c.Write(ctx, websocket.MessageText, b) != nil {
+				return
+			}
+		}
+		for i := range cmds {
+			b, _ := json.Marshal(protocol.Message{Type: protocol.TypeCommand, Command: &cmds[i]})
 			if c.Write(ctx, websocket.MessageText, b) != nil {
 				return
 			}
@@ -216,4 +232,29 @@ func (r *Relay) HelloCount() int {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
 	return len(r.Hellos)
+}
+
+// StatusesOf returns the command statuses received for command id, in
+// order.
+func (r *Relay) StatusesOf(id string) []protocol.CommandStatus {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	var out []protocol.CommandStatus
+	for _, st := range r.Statuses {
+		if st.ID == id {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// HeartbeatStatuses returns the heartbeats' statuses, in order.
+func (r *Relay) HeartbeatStatuses() []string {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	out := make([]string, len(r.Heartbeats))
+	for i, h := range r.Heartbeats {
+		out[i] = string(h.Status)
+	}
+	return out
 }

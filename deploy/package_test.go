@@ -87,6 +87,15 @@ func TestPackages(t *testing.T) {
 
 			files := debContents(t, pkg)
 			binPath := "/usr/bin/" + tt.name
+			if tt.name == "fleet-agent" {
+				// The agent updates itself: its binary lives in a folder its
+				// user owns once installed, /usr/bin/fleet-agent a relative
+				// symlink to it (docs/updates.md).
+				binPath = "/usr/lib/fleet-agent/fleet-agent"
+				if l := files["/usr/bin/fleet-agent"]; l.hdr == nil || l.hdr.Typeflag != tar.TypeSymlink || l.hdr.Linkname != "../lib/fleet-agent/fleet-agent" {
+					t.Errorf("/usr/bin/fleet-agent is not a symlink to ../lib/fleet-agent/fleet-agent: %+v", l.hdr)
+				}
+			}
 			want := []entry{
 				{binPath, 0o755, false},
 				{"/lib/systemd/system/" + tt.name + ".service", 0o644, false},
@@ -100,7 +109,7 @@ func TestPackages(t *testing.T) {
 					entry{"/lib/systemd/system/fleet-relay-backup.timer", 0o644, false})
 			}
 			if tt.name == "fleet-agent" {
-				want = append(want, entry{"/lib/udev/rules.d/60-fleet-gpio.rules", 0o644, false},
+				want = append(want, entry{"/usr/lib/fleet-agent", 0o755, true}, entry{"/lib/udev/rules.d/60-fleet-gpio.rules", 0o644, false},
 					entry{"/usr/lib/modules-load.d/fleet-agent.conf", 0o644, false},
 					entry{polkitRule, 0o644, false})
 				checkPolkitRule(t, files[polkitRule].body)
@@ -255,6 +264,19 @@ func TestPackagesInstall(t *testing.T) {
 		t.Errorf("fleet-relay joined dialout")
 	}
 
+	// The agent's user owns its binary and the binary's folder (it
+	// updates itself), also after the upgrade put a root-owned binary there.
+	agentUser := accountLine(t, root, "passwd", "fleet-agent")
+	for _, p := range []string{"usr/lib/fleet-agent", "usr/lib/fleet-agent/fleet-agent"} {
+		st, err := os.Stat(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys := st.Sys().(*syscall.Stat_t); strconv.FormatUint(uint64(sys.Uid), 10) != agentUser[2] || st.Mode().Perm() != 0o755 {
+			t.Errorf("/%s: uid %d mode %v, want fleet-agent's (%s) 0755", p, sys.Uid, st.Mode().Perm(), agentUser[2])
+		}
+	}
+
 	out, err := exec.Command(filepath.Join(root, "usr/bin/fleet-relay"), "--help").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "backup") || !strings.Contains(string(out), "serve") {
 		t.Fatalf("installed fleet-relay --help: %v\n%s", err, out)
@@ -269,8 +291,12 @@ func TestPackagesInstall(t *testing.T) {
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// What an interrupted update leaves beside the binary goes too.
+	if err := os.WriteFile(filepath.Join(root, "usr/lib/fleet-agent/fleet-agent.new"), []byte("x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	dpkg("--purge", "fleet-agent", "fleet-relay")
-	for _, gone := range []string{"var/lib/fleet-agent", "etc/fleet-agent", "etc/fleet-relay", "usr/bin/fleet-agent",
+	for _, gone := range []string{"var/lib/fleet-agent", "etc/fleet-agent", "etc/fleet-relay", "usr/bin/fleet-agent", "usr/lib/fleet-agent",
 		"etc/systemd/system/multi-user.target.wants/fleet-agent.service"} {
 		if _, err := os.Lstat(filepath.Join(root, gone)); !os.IsNotExist(err) {
 			t.Errorf("%s still there after purge (%v)", gone, err)

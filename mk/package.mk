@@ -37,6 +37,10 @@ ifndef PKG_VERSION
 PKG_VERSION = $(eval PKG_VERSION := $(shell deploy/package/version.sh))$(PKG_VERSION)
 endif
 
+# The packaged agent reports the package's version (fleet-agent --version,
+# agentVersion): the last -X of a variable wins over AGENT_LDFLAGS' own.
+PKG_AGENT_VERSION = -X github.com/fleet/fleet/agent.Version=$(PKG_VERSION)
+
 # Kept across clones (a fresh clone does not pay the ~70 s debootstrap again).
 NSPAWN_ROOT ?= /var/cache/fleet-deploy/nspawn-bookworm
 
@@ -74,7 +78,7 @@ package: $(NFPM) relay-static ## dist/*.deb: fleet-agent for amd64, arm64, armhf
 	@set -e; for t in $(AGENT_DEB_ARCHES); do \
 		goarch=$${t%%:*}; rest=$${t#*:}; goarm=$${rest%%=*}; deb=$${t##*=}; \
 		echo "package: fleet-agent $(PKG_VERSION) $$deb"; \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$goarch GOARM=$$goarm $(GO) build -trimpath -ldflags='-s -w' \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$goarch GOARM=$$goarm $(GO) build -trimpath -ldflags='$(AGENT_LDFLAGS) $(PKG_AGENT_VERSION)' \
 			-o $(STAGE)/fleet-agent/fleet-agent ./agent/cmd/fleet-agent; \
 		PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$$deb $(NFPM) pkg --packager deb \
 			--config $(STAGE)/fleet-agent.yaml --target $(DIST)/fleet-agent_$(PKG_VERSION)_$$deb.deb; \

@@ -21,6 +21,9 @@ import (
 )
 
 func main() {
+	// A trial's guard (agent/update, docs/updates.md) is this binary
+	// started again with FLEET_UPDATE_GUARD set: it must do nothing else.
+	update.RunGuardIfAsked()
 	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version") {
 		fmt.Println(agent.Version)
 		return

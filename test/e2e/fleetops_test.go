@@ -2,18 +2,20 @@ package e2e_test
 
 import (
 	"fmt"
-	"io"
-	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleet/fleet/agent"
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/test/rig/fleetproc"
 	"github.com/fleet/fleet/test/rig/minisign"
@@ -211,157 +213,48 @@ func (r releases) script(name, body string) string {
 	return p
 }
 
-// supervised is an agent run as the shipped systemd unit runs it
-// (Restart=always, RestartSec=1s): started again whenever it exits, until
-// the test ends. An update executes the new binary in place of the
-// process, so the supervisor sees no exit then.
-type supervised struct {
-	name, log, bin string
-	env, args      []string
-	mu             sync.Mutex
-	p              *fleetproc.Proc
-	starts         int
-	stop, done     chan struct{}
-}
-
-func supervise(t *testing.T, name, log string, env []string, bin string, args ...string) *supervised {
-	t.Helper()
-	s := &supervised{name: name, log: log, bin: bin, env: env, args: args, stop: make(chan struct{}), done: make(chan struct{})}
-	s.p = fleetproc.Start(t, name, log, env, bin, args...)
-	s.starts = 1
-	go s.run(t)
-	t.Cleanup(func() {
-		close(s.stop)
-		<-s.done
-		s.proc().Kill()
-	})
-	return s
-}
-
-func (s *supervised) proc() *fleetproc.Proc {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.p
-}
-
-func (s *supervised) run(t *testing.T) {
-	defer close(s.done)
-	for {
-		select {
-		case <-s.stop:
-			return
-		default:
-		}
-		if !s.proc().Wait(100 * time.Millisecond) {
-			continue
-		}
-		select {
-		case <-s.stop:
-			return
-		case <-time.After(time.Second):
-		}
-		p, err := fleetproc.Run(s.name, s.log, s.env, s.bin, s.args...)
-		if err != nil {
-			t.Logf("supervisor: %v", err)
-			continue
-		}
-		s.mu.Lock()
-		s.p = p
-		s.starts++
-		s.mu.Unlock()
-	}
-}
-
-// restarts is how many times the supervisor started the agent again.
-func (s *supervised) restarts() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.starts - 1
-}
-
-// gate is a TCP proxy in front of the relay for one agent: closed, it
-// drops the connections it holds and every new one (the relay unreachable
-// for that agent alone).
+// gate is a reverse proxy in front of the relay for one agent: closed, it
+// refuses the agent's websocket handshakes (503) and passes everything
+// else (release downloads), so that the relay is unreachable for a new
+// agent binary while the connection already up stays up.
 type gate struct {
-	ln     net.Listener
-	target string
-	open   atomic.Bool
-	mu     sync.Mutex
-	conns  map[net.Conn]bool
+	srv    *httptest.Server
+	closed atomic.Bool
 }
 
-func startGate(t *testing.T, target string) *gate {
+func startGate(t *testing.T, relay string) *gate {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	u, err := url.Parse(relay)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gate{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	g.open.Store(true)
-	t.Cleanup(func() { ln.Close(); g.setOpen(false) })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go g.serve(c)
+	g := &gate{}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == protocol.Path && g.closed.Load() {
+			http.Error(w, "the test's gate is closed", http.StatusServiceUnavailable)
+			return
 		}
-	}()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(g.srv.Close)
 	return g
 }
 
-func (g *gate) url() string { return "http://" + g.ln.Addr().String() }
-
-func (g *gate) serve(c net.Conn) {
-	if !g.open.Load() {
-		c.Close()
-		return
-	}
-	up, err := net.Dial("tcp", g.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	g.mu.Lock()
-	g.conns[c], g.conns[up] = true, true
-	g.mu.Unlock()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, c); done <- struct{}{} }()
-	go func() { io.Copy(c, up); done <- struct{}{} }()
-	<-done
-	c.Close()
-	up.Close()
-	g.mu.Lock()
-	delete(g.conns, c)
-	delete(g.conns, up)
-	g.mu.Unlock()
-}
-
-func (g *gate) setOpen(open bool) {
-	g.open.Store(open)
-	if open {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for c := range g.conns {
-		c.Close()
-	}
-}
-
 // TestAgentRollouts updates real agents through rollouts. Three agents run
-// from copies of fleet-agent built as 1.0.0, each under a supervisor that
-// restarts it when it exits (as the shipped systemd unit does), holding the
-// update key. Three bad releases are rolled out at once, one to each
+// from copies of fleet-agent built as 1.0.0 with no supervisor (the
+// updater's guard brings the old binary back when a new one dies), holding
+// the update key. Three bad releases are rolled out at once, one to each
 // agent, with maxFailures 0: one that exits at once, one (a real 1.1.2)
-// that never reaches the relay within healthFor, and a real 1.1.3 signed
-// by another key. Each is rolled back or refused: the rollout stopped, the
-// device rolled_back or failed with an error, ONLINE again on 1.0.0 (its
-// binary on disk and its agentVersion). Then 1.1.0, signed with the key,
-// is rolled out to all three in two waves: every copy on disk reports
-// 1.1.0 with --version, every agentVersion is 1.1.0, the rollout completed
-// with every device healthy.
+// that never reaches the relay within healthFor (its agent's websocket
+// handshakes are refused from the moment the rollout starts until the old
+// binary is back), and a real 1.1.3 signed by another key. Each is rolled
+// back or refused: the rollout stopped with a reason, the device
+// rolled_back or failed with an error, ONLINE again on 1.0.0 (its binary
+// on disk and its agentVersion). Then 1.1.0, signed with the key, is rolled
+// out to all three in two waves: every copy on disk reports 1.1.0 with
+// --version, every agentVersion is 1.1.0, the rollout completed with every
+// device healthy.
 func TestAgentRollouts(t *testing.T) { onStores(t, testAgentRollouts) }
 
 func testAgentRollouts(t *testing.T, env []string) {
@@ -379,20 +272,19 @@ func testAgentRollouts(t *testing.T, env []string) {
 
 	_, base := serveRelay(t, dir, env)
 	api := fleetproc.NewAPI(t, base, ten.Key)
-	unreachable := startGate(t, strings.TrimPrefix(base, "http://")) // agent 1's way to the relay
+	unreachable := startGate(t, base) // agent 1's way to the relay
 	bin := make([]string, n)
-	agents := make([]*supervised, n)
 	ids := make([]string, n)
 	for i, d := range ten.Devices {
 		ids[i] = d.ID
 		bin[i] = fleetproc.CopyAgent(t, v100, filepath.Join(dir, fmt.Sprintf("gw-%d", i)))
 		relay := base
 		if i == 1 {
-			relay = unreachable.url()
+			relay = unreachable.srv.URL
 		}
 		args := append(fleetproc.AgentFlags(filepath.Join(dir, fmt.Sprintf("state-%d", i)), relay), "--update-key", key.Pub,
 			"--name", fmt.Sprintf("gw-%d", i))
-		agents[i] = supervise(t, fmt.Sprintf("fleet-agent %d", i), filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)),
+		fleetproc.Start(t, fmt.Sprintf("fleet-agent %d", i), filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)),
 			[]string{"FLEET_TOKEN=" + d.Token}, bin[i], args...)
 	}
 	api.WaitStatus(ids, "ONLINE", 30*time.Second)
@@ -416,33 +308,22 @@ func testAgentRollouts(t *testing.T, env []string) {
 		rollouts[i] = api.CreateRollout(map[string]any{"version": b.version, "scope": map[string]any{"deviceIds": []string{ids[i]}},
 			"maxFailures": 0, "healthFor": healthFor.String()})
 	}
-	// 1.1.2 never reaches the relay: the gate closes once agent 1 has its
-	// release on disk (installing), and opens when the old binary is back.
-	var (
-		swapped   bool
-		installed bool
-	)
+	// 1.1.2 never reaches the relay: agent 1's new websockets are
+	// refused until its old binary is back (the new one, <binary>.new
+	// while on trial, is gone).
+	unreachable.closed.Store(true)
+	trial := bin[1] + ".new"
+	seen := false
 	fleetproc.Eventually(t, 2*time.Minute, func() string {
-		if !installed {
-			r, _ := api.Rollout(rollouts[1])
-			for _, d := range r.Devices {
-				if d.State == resource.RolloutDeviceInstalling || d.State == resource.RolloutDeviceRolledBack {
-					installed = true
-					unreachable.setOpen(false)
-				}
-			}
+		if _, err := os.Stat(trial); err == nil {
+			seen = true
+			return "agent 1 runs 1.1.2 on trial"
+		}
+		if !seen {
 			return "agent 1 has not installed 1.1.2"
 		}
-		switch v := fleetproc.AgentVersion(bin[1]); {
-		case v == "1.1.2":
-			swapped = true
-			return "agent 1 runs 1.1.2, which cannot reach the relay"
-		case v == "1.0.0" && swapped:
-			unreachable.setOpen(true)
-			return ""
-		default:
-			return "agent 1's binary on disk is " + v
-		}
+		unreachable.closed.Store(false)
+		return ""
 	})
 	for i, b := range bad {
 		r := api.WaitRollout(rollouts[i], resource.RolloutStopped, 2*time.Minute)
@@ -493,8 +374,5 @@ func testAgentRollouts(t *testing.T, env []string) {
 		if v := api.AgentVersion(id); v != "1.1.0" {
 			t.Errorf("device %d agentVersion %q, want 1.1.0", i, v)
 		}
-	}
-	for i, a := range agents {
-		t.Logf("agent %d: restarted %d times by its supervisor", i, a.restarts())
 	}
 }

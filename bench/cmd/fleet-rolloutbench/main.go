@@ -95,6 +95,9 @@ func run(o options) error {
 		return err
 	}
 	defer cleanup()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
@@ -227,9 +230,10 @@ func run(o options) error {
 		}
 	}
 
-	fmt.Printf("BenchmarkRollout 1 %d ns/op %.3f less-health-s %.3f total-s %.2f download-MB/s %d agents %d waves %.0f health-s\n",
+	// go test's benchmark lines: name, iterations and values, tab-separated.
+	fmt.Printf("BenchmarkRollout\t1\t%d ns/op\t%.3f less-health-s\t%.3f total-s\t%.2f download-MB/s\t%d agents\t%d waves\t%.0f health-s\n",
 		total.Nanoseconds(), (total - windows).Seconds(), total.Seconds(), mbps, o.agents, len(o.waves), windows.Seconds())
-	fmt.Printf("BenchmarkRolloutBadRelease 1 %d ns/op %d reached %d first-wave %d failures %d max-failures %.3f stop-s\n",
+	fmt.Printf("BenchmarkRolloutBadRelease\t1\t%d ns/op\t%d reached\t%d first-wave\t%d failures\t%d max-failures\t%.3f stop-s\n",
 		stopIn.Nanoseconds(), reached, firstWave, failures, o.maxFailures, stopIn.Seconds())
 	return nil
 }

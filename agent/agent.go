@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -426,6 +427,7 @@ func (a *Agent) event(typ string, sev resource.Severity, msg string, data map[st
 func (a *Agent) hello() protocol.Hello {
 	return protocol.Hello{
 		AgentVersion:    Version,
+		Arch:            protocol.ArchOf(runtime.GOARCH),
 		FirmwareVersion: a.cfg.FirmwareVersion,
 		Model:           a.cfg.Model,
 		DeviceName:      a.cfg.Name,

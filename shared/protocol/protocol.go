@@ -371,6 +371,17 @@ type CommandStatus struct {
 	Version string `json:"version,omitempty" cbor:"4,keyasint,omitempty"`
 }
 
+// ArchOf is the architecture an agent built for goarch (runtime.GOARCH)
+// reports in Hello.Arch: "amd64", "arm64", or "armv7" for "arm" (the agent
+// is built for ARM with GOARM=7 only); another is returned as it is (no
+// release is made for it).
+func ArchOf(goarch string) string {
+	if goarch == "arm" {
+		return "armv7"
+	}
+	return goarch
+}
+
 // ReleasePath is the agent endpoint's download path of release id
 // (GET, device token as bearer, Range honoured).
 func ReleasePath(id string) string { return "/agent/v1/releases/" + id }

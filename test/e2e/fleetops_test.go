@@ -43,6 +43,20 @@ func onStores(t *testing.T, f func(t *testing.T, env []string)) {
 	})
 }
 
+// workDir is t's directory: under FLEET_E2E_KEEP when set (kept after the
+// test, to read the logs), else a temporary one.
+func workDir(t *testing.T) string {
+	keep := os.Getenv("FLEET_E2E_KEEP")
+	if keep == "" {
+		return t.TempDir()
+	}
+	dir := filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "-"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // serveRelay starts `fleet-relay serve` on the store of env and waits
 // until it listens; it returns the relay's base URL.
 func serveRelay(t *testing.T, dir string, env []string) (*fleetproc.Proc, string) {
@@ -72,7 +86,7 @@ func serveRelay(t *testing.T, dir string, env []string) (*fleetproc.Proc, string
 func TestClaimGateways(t *testing.T) { onStores(t, testClaimGateways) }
 
 func testClaimGateways(t *testing.T, env []string) {
-	dir := t.TempDir()
+	dir := workDir(t)
 	ten := fleetproc.Provision(t, bins.relay, env, "Claims", 0)
 	var claim struct{ ID, Token string }
 	fleetproc.Admin(t, bins.relay, env, &claim, "claim", "create", "--org", ten.OrgID, "--model", "IG-500",
@@ -260,7 +274,7 @@ func TestAgentRollouts(t *testing.T) { onStores(t, testAgentRollouts) }
 func testAgentRollouts(t *testing.T, env []string) {
 	const n = 3
 	const healthFor = 10 * time.Second
-	dir := t.TempDir()
+	dir := workDir(t)
 	ten := fleetproc.Provision(t, bins.relay, env, "Rollouts", n)
 	rel := releases{t: t, env: env, org: ten.OrgID, dir: t.TempDir()}
 	key, other := minisign.NewKey(t), minisign.NewKey(t)
@@ -320,7 +334,8 @@ func testAgentRollouts(t *testing.T, env []string) {
 			return "agent 1 runs 1.1.2 on trial"
 		}
 		if !seen {
-			return "agent 1 has not installed 1.1.2"
+			r, _ := api.Rollout(rollouts[1])
+			return fmt.Sprintf("agent 1 has not installed 1.1.2: rollout %s %v %+v", r.State, r.Counts, r.Devices)
 		}
 		unreachable.closed.Store(false)
 		return ""

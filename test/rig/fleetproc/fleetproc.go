@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/test/rig/minisign"
 	"github.com/fleet/fleet/test/rig/testwait"
@@ -482,12 +483,7 @@ func Minus(a, b []int64) []int64 {
 
 // HostArch is this machine's agent architecture as releases name it
 // ("amd64", "arm64", "armv7").
-func HostArch() string {
-	if runtime.GOARCH == "arm" {
-		return "armv7"
-	}
-	return runtime.GOARCH
-}
+func HostArch() string { return protocol.ArchOf(runtime.GOARCH) }
 
 // AddRelease signs file with key (Debian's minisign) and adds it as the
 // agent release version of org for this machine's architecture with

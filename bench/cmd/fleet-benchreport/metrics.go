@@ -224,6 +224,7 @@ func metricSets() map[string][]benchreport.Metric {
 					Notes: "one relay on SQLite; each agent downloads the release (bin/fleet-agent) from the relay with its device token, checks size and SHA-256, verifies the minisign signature, swaps the file, reconnects announcing the new version and reports healthy after healthFor (10 s); " +
 						"target: DESIGN.md, < 5 minutes plus the health windows"}},
 			{Benchmark: "BenchmarkRollout", Unit: "download-MB/s",
+				Extra: []benchreport.Extra{{Unit: "busy-503", Label: "downloads answered 503 (the relay serving as many as it allows at once) and asked again after Retry-After"}},
 				Row: benchreport.Row{Area: "rollouts", Figure: "release download throughput, one relay (SQLite)", Unit: "MB/s",
 					Notes: "for information: bytes the agents downloaded over the time at least one download ran (the release's chunks read from the store)"}},
 			{Benchmark: "BenchmarkRolloutBadRelease", Unit: "reached", TargetFrom: "first-wave",

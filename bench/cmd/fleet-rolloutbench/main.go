@@ -7,7 +7,9 @@
 // operator does) and the same file signed by another key, and connects one
 // simulated agent per device that answers update commands as fleet-agent
 // does: it downloads the release from the relay over HTTP with its device
-// token (size and SHA-256 checked), verifies the minisign signature
+// token (size and SHA-256 checked; a 503 from a relay serving as many
+// downloads as it allows is asked again after its Retry-After), verifies
+// the minisign signature
 // (github.com/jedisct1/go-minisign), swaps the file into its own directory
 // keeping the previous one, reconnects announcing the new version, and
 // reports healthy after the order's healthFor.
@@ -30,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -39,12 +42,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/jedisct1/go-minisign"
 
 	"github.com/fleet/fleet/bench/benchstore"
+	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -199,9 +204,9 @@ func run(o options) error {
 	windows := time.Duration(len(o.waves)) * o.healthFor
 	bytesDown, busy := sw.downloads()
 	mbps := float64(bytesDown) / 1e6 / busy.Seconds()
-	fmt.Fprintf(os.Stderr, "rollout bench: %s to %d agents in %d waves: %s (%s less %d health windows of %s); %.0f MB downloaded at %.1f MB/s over %s of downloading\n",
+	fmt.Fprintf(os.Stderr, "rollout bench: %s to %d agents in %d waves: %s (%s less %d health windows of %s); %.0f MB downloaded at %.1f MB/s over %s of downloading; %d downloads answered 503 and asked again\n",
 		goodVersion, o.agents, len(o.waves), total.Round(time.Millisecond), (total - windows).Round(time.Millisecond), len(o.waves), o.healthFor,
-		float64(bytesDown)/1e6, mbps, busy.Round(time.Millisecond))
+		float64(bytesDown)/1e6, mbps, busy.Round(time.Millisecond), sw.busy.Load())
 
 	// The bad release: refused by every agent it reaches (signed by
 	// another key); stopped after maxFailures.
@@ -231,8 +236,8 @@ func run(o options) error {
 	}
 
 	// go test's benchmark lines: name, iterations and values, tab-separated.
-	fmt.Printf("BenchmarkRollout\t1\t%d ns/op\t%.3f less-health-s\t%.3f total-s\t%.2f download-MB/s\t%d agents\t%d waves\t%.0f health-s\n",
-		total.Nanoseconds(), (total - windows).Seconds(), total.Seconds(), mbps, o.agents, len(o.waves), windows.Seconds())
+	fmt.Printf("BenchmarkRollout\t1\t%d ns/op\t%.3f less-health-s\t%.3f total-s\t%.2f download-MB/s\t%d agents\t%d waves\t%.0f health-s\t%d busy-503\n",
+		total.Nanoseconds(), (total - windows).Seconds(), total.Seconds(), mbps, o.agents, len(o.waves), windows.Seconds(), sw.busy.Load())
 	fmt.Printf("BenchmarkRolloutBadRelease\t1\t%d ns/op\t%d reached\t%d first-wave\t%d failures\t%d max-failures\t%.3f stop-s\n",
 		stopIn.Nanoseconds(), reached, firstWave, failures, o.maxFailures, stopIn.Seconds())
 	return nil
@@ -361,6 +366,7 @@ type swarm struct {
 	http      *http.Client
 	verify    chan struct{} // bounds the signatures verified at once (each reads the file whole)
 	agents    []*simAgent
+	busy      atomic.Int64 // downloads answered 503 (the relay at its limit), asked again
 
 	mu    sync.Mutex
 	spans []span // downloads
@@ -641,24 +647,41 @@ func (a *simAgent) update(id string, o protocol.UpdateOrder) {
 	a.report(id, protocol.CommandHealthy, "")
 }
 
+// download fetches the release into to. A relay serving as many downloads
+// as it allows answers 503 with Retry-After: the agent waits that long
+// and asks again, for as long as cloud.RolloutDownloadGrace.
 func (a *simAgent) download(o protocol.UpdateOrder, to string) error {
-	if o.Size <= 0 || o.Size > 64<<20 {
+	if o.Size <= 0 || o.Size > cloud.MaxReleaseBytes {
 		return fmt.Errorf("size %d out of bounds", o.Size)
 	}
-	from := time.Now()
-	req, err := http.NewRequest("GET", a.sw.base+o.Path, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	resp, err := a.sw.http.Do(req)
-	if err != nil {
-		return err
+	give := time.Now().Add(cloud.RolloutDownloadGrace)
+	var resp *http.Response
+	for {
+		req, err := http.NewRequest("GET", a.sw.base+o.Path, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+a.token)
+		resp, err = a.sw.http.Do(req)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(give) {
+			break
+		}
+		resp.Body.Close()
+		a.sw.busy.Add(1)
+		wait, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if err != nil || wait < 1 {
+			wait = 1
+		}
+		time.Sleep(time.Duration(wait)*time.Second + time.Duration(rand.IntN(1000))*time.Millisecond)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		return fmt.Errorf("GET %s: %s", o.Path, resp.Status)
 	}
+	from := time.Now()
 	f, err := os.Create(to)
 	if err != nil {
 		return err

@@ -66,6 +66,7 @@ func main() {
 	flag.IntVar(&o.maxFailures, "max-failures", 5, "the bad rollout's maxFailures")
 	flag.StringVar(&o.dir, "dir", "", "work directory (default: a temporary one, removed after)")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "give up after this long")
+	flag.DurationVar(&o.retryCap, "retry-cap", 0, "wait at most this long before asking again after a 503 (0: the relay's Retry-After), to see what a shorter Retry-After would give")
 	flag.Parse()
 	for _, w := range strings.Split(*waves, ",") {
 		p, err := strconv.Atoi(strings.TrimSpace(w))
@@ -86,6 +87,7 @@ type options struct {
 	agents, maxFailures int
 	waves               []int
 	healthFor, timeout  time.Duration
+	retryCap            time.Duration
 }
 
 const (
@@ -161,7 +163,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	sw := &swarm{base: base, pub: pub, healthFor: o.healthFor, verify: make(chan struct{}, 4),
+	sw := &swarm{base: base, pub: pub, healthFor: o.healthFor, retryCap: o.retryCap, verify: make(chan struct{}, 4),
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 0}}}
 	for i, tok := range ten.Tokens {
 		d := filepath.Join(dir, "agents", strconv.Itoa(i))
@@ -363,6 +365,7 @@ type swarm struct {
 	base      string
 	pub       minisign.PublicKey
 	healthFor time.Duration
+	retryCap  time.Duration // with a 503, wait at most this long (0: Retry-After)
 	http      *http.Client
 	verify    chan struct{} // bounds the signatures verified at once (each reads the file whole)
 	agents    []*simAgent
@@ -675,7 +678,11 @@ func (a *simAgent) download(o protocol.UpdateOrder, to string) error {
 		if err != nil || wait < 1 {
 			wait = 1
 		}
-		time.Sleep(time.Duration(wait)*time.Second + time.Duration(rand.IntN(1000))*time.Millisecond)
+		d := time.Duration(wait)*time.Second + time.Duration(rand.IntN(1000))*time.Millisecond
+		if a.sw.retryCap > 0 {
+			d = min(d, a.sw.retryCap+time.Duration(rand.IntN(1000))*time.Millisecond)
+		}
+		time.Sleep(d)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {

@@ -38,7 +38,7 @@ func onStores(t *testing.T, f func(t *testing.T, env []string)) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer srv.Close()
+		t.Cleanup(func() { srv.Close() }) // after the database's own cleanup
 		f(t, []string{"FLEET_DB=" + srv.CreateDB(t)})
 	})
 }

@@ -58,11 +58,11 @@ test-unit: panel-assets node-tools test-tools modbus-tools mailpit minisign ## t
 	$(GO) test -count=1 -timeout 20m -skip '$(RELAY_CLUSTER)|$(RELAY_BINARIES)' \
 		$$($(GO) list ./... | grep -vxF $(addprefix -e $(MODULE)/,$(E2E_PKGS)))
 
-test-cluster: minisign ## several relays on one store: in process on PostgreSQL (TestCluster*), and as processes behind HAProxy with agents, kill -9 and PostgreSQL stopped (test/cluster)
+test-cluster: minisign ## several relays on one store: in process on PostgreSQL (TestCluster*), and as processes behind HAProxy with agents, kill -9 (also mid-rollout) and PostgreSQL stopped (test/cluster)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RELAY_CLUSTER)' $(RELAY_PKG)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/cluster/
 
-test-binaries: modbus-tools mailpit minisign ## the real fleet-relay and fleet-agent as processes: kill -9 of either side, webhooks across a relay restart, PostgreSQL taken away, a libmodbus slave on a pty (test/e2e and the relay's)
+test-binaries: modbus-tools mailpit minisign ## the real fleet-relay and fleet-agent as processes: kill -9 of either side, webhooks across a relay restart, PostgreSQL taken away, a libmodbus slave on a pty, gateways claimed, agents updated by rollouts (bad releases rolled back), a reboot through a fake logind (test/e2e and the relay's)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RELAY_BINARIES)' $(RELAY_PKG)
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/e2e/
 

@@ -212,5 +212,26 @@ func metricSets() map[string][]benchreport.Metric {
 			perOp("BenchmarkObserveRequest", "API", "Prometheus metrics cost of one API request (parallel)", "ns",
 				"for information: counter and latency histogram of a cached label"),
 		},
+		// bench-rollout: bench/cmd/fleet-rolloutbench, 1,000 simulated
+		// agents on one relay on SQLite updated by a rollout, and a badly
+		// signed release stopped by maxFailures (issue 28).
+		"rollout": {
+			{Benchmark: "BenchmarkRollout", Unit: "less-health-s",
+				Extra: []benchreport.Extra{{Unit: "total-s", Label: "from POST /rollouts to completed", RowUnit: "s"},
+					{Unit: "health-s", Label: "health windows (one healthFor per wave)", RowUnit: "s"}},
+				Row: benchreport.Row{Area: "rollouts", Figure: "1,000 simulated agents updated in three waves (1, 10, 100 %), each binary swapped and healthy, less the health windows", Unit: "s",
+					Target: &benchreport.Target{Op: benchreport.Below, Value: 300},
+					Notes: "one relay on SQLite; each agent downloads the release (bin/fleet-agent) from the relay with its device token, checks size and SHA-256, verifies the minisign signature, swaps the file, reconnects announcing the new version and reports healthy after healthFor (10 s); " +
+						"target: DESIGN.md, < 5 minutes plus the health windows"}},
+			{Benchmark: "BenchmarkRollout", Unit: "download-MB/s",
+				Extra: []benchreport.Extra{{Unit: "busy-503", Label: "downloads answered 503 (the relay serving as many as it allows at once) and asked again after Retry-After"}},
+				Row: benchreport.Row{Area: "rollouts", Figure: "release download throughput, one relay (SQLite)", Unit: "MB/s",
+					Notes: "for information: bytes the agents downloaded over the time at least one download ran (the release's chunks read from the store)"}},
+			{Benchmark: "BenchmarkRolloutBadRelease", Unit: "reached", TargetFrom: "first-wave",
+				Extra: []benchreport.Extra{{Unit: "failures", Label: "failures when it stopped"}, {Unit: "max-failures", Label: "maxFailures"},
+					{Unit: "stop-s", Label: "stopped after", RowUnit: "s"}},
+				Row: benchreport.Row{Area: "rollouts", Figure: "devices a release signed by another key reached before the rollout stopped (maxFailures 5)", Unit: "devices", Target: atMost,
+					Notes: "every agent refuses the release (the signature does not verify); the rollout must stop after maxFailures, within its first wave (target: that wave's size)"}},
+		},
 	}
 }

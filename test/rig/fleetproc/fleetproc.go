@@ -17,13 +17,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
+	"github.com/fleet/fleet/test/rig/minisign"
 	"github.com/fleet/fleet/test/rig/testwait"
 )
 
@@ -57,6 +60,27 @@ func Build() (Bins, error) {
 	return b, nil
 }
 
+// BuildAgent builds fleet-agent stamped with version (as `make build
+// AGENT_VERSION=version` does) to out.
+func BuildAgent(out, version string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/fleet/fleet/agent.Version="+version, "-o", out, "github.com/fleet/fleet/agent/cmd/fleet-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build fleet-agent %s: %v\n%s", version, err, b)
+	}
+	return nil
+}
+
+// AgentVersion is what `bin --version` prints (the version of the agent
+// binary on disk), or the error.
+func AgentVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%s --version: %v: %s", bin, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // Proc is a child process whose output goes to a log file (appended to
 // across restarts).
 type Proc struct {
@@ -70,7 +94,21 @@ type Proc struct {
 // it is killed when the test ends.
 func Start(tb testing.TB, name, logPath string, env []string, bin string, args ...string) *Proc {
 	tb.Helper()
-	p, err := Run(name, logPath, env, bin, args...)
+	return StartAs(tb, name, logPath, env, nil, bin, args...)
+}
+
+// Run is Start for a program that is not a test (a benchmark): the caller
+// kills the process (it also dies with the caller).
+func Run(name, logPath string, env []string, bin string, args ...string) (*Proc, error) {
+	return RunAs(name, logPath, env, nil, bin, args...)
+}
+
+// StartAs is Start running the process as the user of cred (nil: this
+// process's user), such as nobody for an agent that must not be able to
+// reboot the machine the test runs on.
+func StartAs(tb testing.TB, name, logPath string, env []string, cred *syscall.Credential, bin string, args ...string) *Proc {
+	tb.Helper()
+	p, err := RunAs(name, logPath, env, cred, bin, args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -78,9 +116,8 @@ func Start(tb testing.TB, name, logPath string, env []string, bin string, args .
 	return p
 }
 
-// Run is Start for a program that is not a test (a benchmark): the caller
-// kills the process (it also dies with the caller).
-func Run(name, logPath string, env []string, bin string, args ...string) (*Proc, error) {
+// RunAs is Run as the user of cred (nil: this process's user).
+func RunAs(name, logPath string, env []string, cred *syscall.Credential, bin string, args ...string) (*Proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
@@ -88,7 +125,7 @@ func Run(name, logPath string, env []string, bin string, args ...string) (*Proc,
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %v", name, err)
@@ -268,7 +305,14 @@ func Provision(tb testing.TB, relay string, env []string, name string, n int) Te
 // heartbeat every second, with fast reconnects, for the device token, its
 // state directory and relay URLs.
 func AgentArgs(token, stateDir string, relays ...string) []string {
-	args := []string{"--token", token, "--hw", "sim", "--model", "IG-500", "--state-dir", stateDir,
+	return append([]string{"--token", token}, AgentFlags(stateDir, relays...)...)
+}
+
+// AgentFlags are AgentArgs without a device token: the agent takes it
+// from FLEET_TOKEN, a claim (FLEET_CLAIM) or its state directory, and `ps`
+// shows none.
+func AgentFlags(stateDir string, relays ...string) []string {
+	args := []string{"--hw", "sim", "--model", "IG-500", "--state-dir", stateDir,
 		"--heartbeat", "1s", "--metrics-interval", "1s", "--backoff-min", "200ms", "--backoff-max", "2s",
 		"--passthrough-listen", "none", "--dev-root", "none", "--vpn-interface", "none",
 		"--log-level", "debug", "--log-format", "json"}
@@ -433,6 +477,82 @@ func Minus(a, b []int64) []int64 {
 		if !in[v] {
 			out = append(out, v)
 		}
+	}
+	return out
+}
+
+// HostArch is this machine's agent architecture as releases name it
+// ("amd64", "arm64", "armv7").
+func HostArch() string { return protocol.ArchOf(runtime.GOARCH, "") }
+
+// AddRelease signs file with key (Debian's minisign) and adds it as the
+// agent release version of org for this machine's architecture with
+// `fleet-relay release add` on the store of env.
+func AddRelease(tb testing.TB, relay string, env []string, org, version, file string, key minisign.Key) {
+	tb.Helper()
+	sig, _ := key.Sign(tb, file, "fleet-agent "+version)
+	Admin(tb, relay, env, nil, "release", "add", "--org", org, "--version", version, "--arch", HostArch(), "--file", file, "--sig", sig)
+}
+
+// CreateRollout posts a rollout (POST /rollouts) and returns its id.
+func (a *API) CreateRollout(body map[string]any) string {
+	a.TB.Helper()
+	var r resource.One[resource.Rollout]
+	if code := a.Do("POST", "/rollouts", body, &r); code != 201 || r.Data.ID == "" {
+		a.TB.Fatalf("POST /rollouts %v: %d %+v", body, code, r.Data)
+	}
+	return r.Data.ID
+}
+
+// Rollout returns GET /rollouts/{id} (and the status).
+func (a *API) Rollout(id string) (resource.RolloutDetail, int) {
+	var r resource.One[resource.RolloutDetail]
+	code := a.Do("GET", "/rollouts/"+id, nil, &r)
+	return r.Data, code
+}
+
+// WaitRollout waits up to d until rollout id is in state and returns it.
+func (a *API) WaitRollout(id, state string, d time.Duration) resource.RolloutDetail {
+	a.TB.Helper()
+	var r resource.RolloutDetail
+	Eventually(a.TB, d, func() string {
+		var code int
+		if r, code = a.Rollout(id); code != 200 {
+			return fmt.Sprintf("GET /rollouts/%s: %d", id, code)
+		}
+		if r.State != state {
+			return fmt.Sprintf("rollout %s is %s (%v), want %s; devices %+v", id, r.State, r.Counts, state, r.Devices)
+		}
+		return ""
+	})
+	return r
+}
+
+// AgentVersion is the device's agentVersion in the API ("" when the
+// request failed).
+func (a *API) AgentVersion(id string) string {
+	var d resource.One[resource.DeviceDetail]
+	if a.Do("GET", "/devices/"+id, nil, &d) != 200 {
+		return ""
+	}
+	return d.Data.AgentVersion
+}
+
+// CopyAgent copies the agent binary bin to dir/fleet-agent (mode 0755,
+// dir made) and returns its path: an agent updates its own binary, so
+// each runs from a copy of its own.
+func CopyAgent(tb testing.TB, bin, dir string) string {
+	tb.Helper()
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := filepath.Join(dir, "fleet-agent")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		tb.Fatal(err)
 	}
 	return out
 }

@@ -134,6 +134,9 @@ func (r *relayFlag) Set(s string) error {
 	return nil
 }
 
+// ErrVersion is ParseConfig's answer to --version: print Version and exit.
+var ErrVersion = errors.New("--version")
+
 // ParseConfig parses the command line (without the program name), the
 // FLEET_ environment and the --config YAML file. Usage goes to out.
 func ParseConfig(args []string, out io.Writer) (Config, error) {
@@ -174,6 +177,7 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.String("config", "", "YAML config file (keys are flag names)")
+	version := fs.Bool("version", false, "print the agent's version (what it reports to the relay) and exit")
 	err := ff.Parse(fs, args,
 		ff.WithEnvVarPrefix(EnvPrefix),
 		ff.WithConfigFileFlag("config"),
@@ -181,6 +185,9 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	)
 	if err != nil {
 		return c, err
+	}
+	if *version {
+		return c, ErrVersion
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"regexp"
@@ -32,6 +33,32 @@ var (
 type permanent struct{ error }
 
 func (p permanent) Unwrap() error { return p.error }
+
+// busy is a download the relay refused for now (503: it serves as many as
+// it may, or cannot read its store); after is its Retry-After.
+type busy struct {
+	error
+	after time.Duration
+}
+
+func (b busy) Unwrap() error { return b.error }
+
+// downloadBusyBudget is how long a download keeps asking a busy relay:
+// within the relay's grace for a device's update (cloud.RolloutDownloadGrace,
+// 10 minutes, with the health window), so that a wave of thousands of
+// gateways queues on the relay's download slots rather than failing.
+const downloadBusyBudget = 8 * time.Minute
+
+// busyWait is how long to wait after a busy answer that said after: its
+// Retry-After between 1 s and 60 s (5 s when it gave none), spread by up
+// to half again so that a wave's refusals do not come back at once.
+func busyWait(after time.Duration) time.Duration {
+	if after <= 0 {
+		after = 5 * time.Second
+	}
+	after = min(max(after, time.Second), time.Minute)
+	return after + rand.N(after/2+1)
+}
 
 // checkOrder validates an order before anything is downloaded.
 func checkOrder(o *protocol.UpdateOrder) error {
@@ -72,10 +99,13 @@ func httpBase(relay string) string {
 }
 
 // download fetches the release into part, resuming from what part
-// holds; it retries a broken transfer a few times (each retry resumes).
+// holds; it retries a broken transfer a few times (each retry resumes),
+// and waits for a busy relay (503, as its Retry-After says) for up to
+// downloadBusyBudget without counting those answers as failures.
 func (u *Updater) download(ctx context.Context, o *protocol.UpdateOrder, part string) error {
 	var err error
-	for attempt := 1; attempt <= 5; attempt++ {
+	busyUntil := time.Now().Add(downloadBusyBudget)
+	for attempt := 1; attempt <= 5; {
 		if err = u.fetch(ctx, o, part); err == nil {
 			return nil
 		}
@@ -83,6 +113,18 @@ func (u *Updater) download(ctx context.Context, o *protocol.UpdateOrder, part st
 		if errors.As(err, &p) {
 			return err
 		}
+		var b busy
+		if errors.As(err, &b) && time.Now().Before(busyUntil) {
+			wait := busyWait(b.after)
+			u.o.Log.Info("relay busy; download waits", "release", o.ReleaseID, "wait", wait)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+			continue
+		}
+		attempt++
 		u.o.Log.Warn("release download interrupted; resuming", "release", o.ReleaseID, "attempt", attempt, "err", err)
 		select {
 		case <-ctx.Done():
@@ -155,6 +197,9 @@ func (u *Updater) fetch(ctx context.Context, o *protocol.UpdateOrder, part strin
 		return errors.New("download: the relay refused the range; starting over")
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 		return permanent{fmt.Errorf("download %s: %s", o.Path, res.Status)}
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		secs, _ := strconv.Atoi(res.Header.Get("Retry-After"))
+		return busy{fmt.Errorf("download %s: %s", o.Path, res.Status), time.Duration(secs) * time.Second}
 	default:
 		return fmt.Errorf("download %s: %s", o.Path, res.Status)
 	}

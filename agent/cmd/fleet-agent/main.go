@@ -24,6 +24,8 @@ func main() {
 	// A trial's guard (agent/update, docs/updates.md) is this binary
 	// started again with FLEET_UPDATE_GUARD set: it must do nothing else.
 	update.RunGuardIfAsked()
+	// --version alone answers before anything is read (the updater and
+	// its tests ask every binary they handle).
 	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version") {
 		fmt.Println(agent.Version)
 		return
@@ -31,6 +33,10 @@ func main() {
 	cfg, err := agent.ParseConfig(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
+	}
+	if errors.Is(err, agent.ErrVersion) {
+		fmt.Println(agent.Version)
+		return
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleet-agent:", err)

@@ -82,6 +82,7 @@ type relay struct {
 	ranges      []string
 	ignoreRange bool
 	cut         int
+	busy        int // answer that many requests 503 with Retry-After: 1
 }
 
 func newRelay(t *testing.T) *relay {
@@ -96,10 +97,19 @@ func newRelay(t *testing.T) *relay {
 		r.ranges = append(r.ranges, req.Header.Get("Range"))
 		cut := r.cut
 		r.cut = 0
+		busy := r.busy > 0
+		if busy {
+			r.busy--
+		}
 		ignore := r.ignoreRange
 		r.mu.Unlock()
 		if !ok {
 			http.NotFound(w, req)
+			return
+		}
+		if busy { // as the relay answers with every download slot taken
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "busy", http.StatusServiceUnavailable)
 			return
 		}
 		if cut > 0 {
@@ -464,6 +474,23 @@ func TestResumedDownload(t *testing.T) {
 				t.Errorf("requests' ranges %q, want none then %q", r.ranges, want)
 			}
 		})
+	}
+}
+
+// TestBusyRelayWaitedFor: a relay that answers 503 with Retry-After (all
+// its download slots taken) more times than a broken transfer is retried
+// is waited for, and the update goes through.
+func TestBusyRelayWaitedFor(t *testing.T) {
+	r, g, cmd := updating(t, vGood)
+	r.mu.Lock()
+	r.busy = 7
+	r.mu.Unlock()
+	g.start()
+	g.endsOn(cmd.ID, protocol.CommandHealthy, vGood, "", 60*time.Second)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.ranges) != 8 {
+		t.Errorf("%d requests, want 7 refused and 1 served", len(r.ranges))
 	}
 }
 

@@ -166,6 +166,9 @@ func waveEnd(percent, n, k int) int {
 
 // RolloutStopReason says why a rollout stopped.
 func RolloutStopReason(failures, maxFailures int) string {
+	if failures == 1 {
+		return fmt.Sprintf("1 device failed, more than maxFailures %d", maxFailures)
+	}
 	return fmt.Sprintf("%d devices failed, more than maxFailures %d", failures, maxFailures)
 }
 

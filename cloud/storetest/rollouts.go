@@ -319,7 +319,7 @@ func testRolloutStops(t *testing.T, open Opener) {
 	e.reportCommand(ds[2], c.ID, protocol.CommandHealthy, "") // after the end: ignored
 	e.advance()
 	got = e.rollout(org.ID, x.ID)
-	if got.State != resource.RolloutStopped || *got.Reason != "1 devices failed, more than maxFailures 0" || got.Counts[resource.RolloutDeviceRolledBack] != 1 {
+	if got.State != resource.RolloutStopped || *got.Reason != "1 device failed, more than maxFailures 0" || got.Counts[resource.RolloutDeviceRolledBack] != 1 {
 		t.Errorf("rolled back: %+v", got.Rollout)
 	}
 	for _, d := range got.Devices {

@@ -665,6 +665,7 @@ func TestPoisonRecordDropped(t *testing.T) {
 // trying.
 func TestWelcomeWithACodecNotOffered(t *testing.T) {
 	var conns atomic.Int32
+	var stopping atomic.Bool // the link is being stopped: its last connection may just end
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		c := relaystub.Accept(w, req, testToken)
 		if c == nil {
@@ -677,13 +678,16 @@ func TestWelcomeWithACodecNotOffered(t *testing.T) {
 		}
 		c.Write(req.Context(), websocket.MessageText, []byte(`{"type":"welcome","welcome":{"deviceId":"dev1","codec":"msgpack"}}`))
 		_, _, err := c.Read(req.Context())
-		if websocket.CloseStatus(err) != protocol.CloseProtocolError {
+		if websocket.CloseStatus(err) != protocol.CloseProtocolError && !stopping.Load() {
 			t.Errorf("agent ended with %v, want a protocol-error close", err)
 		}
 	}))
 	defer srv.Close()
 	h := startLink(t, &relay{srv: srv}, nil, func(o *Options) { o.BackoffMin, o.BackoffMax = time.Millisecond, 10*time.Millisecond })
-	defer h.stop()
+	defer func() {
+		stopping.Store(true)
+		h.stop()
+	}()
 	eventually(t, "retried", func() bool { return conns.Load() >= 2 })
 	if h.link.Connected() {
 		t.Error("link connected on a codec it did not offer")

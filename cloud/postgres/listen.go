@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -59,7 +60,8 @@ func (db *DB) Listen(ctx context.Context, h Handlers, log *slog.Logger) error {
 			return nil
 		}
 	}
-	l.Handle(channelConfig, resync{call(h.Config), h.Resync})
+	l.Handle(channelConfig, resync{call(h.Config), h.Resync,
+		[]string{channelPresence, channelRevoked, channelOutbox, channelConfig, channelRules, channelDeviceTags}})
 	l.Handle(channelPresence, call(func(p string) {
 		if id, session, ok := strings.Cut(p, " "); ok && h.Presence != nil {
 			h.Presence(id, session)
@@ -85,13 +87,23 @@ func (db *DB) Listen(ctx context.Context, h Handlers, log *slog.Logger) error {
 }
 
 // resync is the config channel's handler: its backlog (what was missed
-// while not listening) is h.Resync.
+// while not listening) is h.Resync. pgxlisten runs a channel's backlog
+// right after it LISTENs on that channel, the channels in a map's order,
+// so some channels may not be listened to yet: resync LISTENs on every
+// channel first (LISTEN twice is harmless), so that Resync runs once the
+// relay hears everything and nothing sent after it is lost.
 type resync struct {
 	pgxlisten.HandlerFunc
-	fn func(ctx context.Context) error
+	fn       func(ctx context.Context) error
+	channels []string
 }
 
-func (r resync) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) error {
+func (r resync) HandleBacklog(ctx context.Context, _ string, conn *pgx.Conn) error {
+	for _, c := range r.channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{c}.Sanitize()); err != nil {
+			return fmt.Errorf("listen %s: %w", c, err)
+		}
+	}
 	if r.fn == nil {
 		return nil
 	}

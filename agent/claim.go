@@ -130,7 +130,10 @@ func serialNumber(s string) (string, error) {
 // ExitClaimRefused is fleet-agent's exit status when the relay refused its
 // claim for good: the systemd unit does not restart it
 // (RestartPreventExitStatus), since the same claim would be refused again.
-const ExitClaimRefused = 3
+// It is sysexits' EX_CONFIG (78), not a small number a broken release
+// might exit with: a release on trial that exits must be restarted, so
+// that the update rolls back (docs/updates.md).
+const ExitClaimRefused = 78
 
 // ClaimRefusedError is a claim the relay refused for good (400, 401,
 // 409): Message is the relay's, which says why.

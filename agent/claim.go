@@ -209,14 +209,7 @@ func redeem(ctx context.Context, client *http.Client, relay, claim string, req p
 	if err != nil {
 		return out, 0, err
 	}
-	u := strings.TrimRight(relay, "/")
-	switch {
-	case strings.HasPrefix(u, "ws://"):
-		u = "http://" + strings.TrimPrefix(u, "ws://")
-	case strings.HasPrefix(u, "wss://"):
-		u = "https://" + strings.TrimPrefix(u, "wss://")
-	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, u+protocol.ClaimPath, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, protocol.HTTPBase(relay)+protocol.ClaimPath, bytes.NewReader(body))
 	if err != nil {
 		return out, 0, err
 	}

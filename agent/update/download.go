@@ -86,18 +86,6 @@ func checkOrder(o *protocol.UpdateOrder) error {
 	return nil
 }
 
-// httpBase turns a relay URL (http, https, ws, wss) into its HTTP base.
-func httpBase(relay string) string {
-	relay = strings.TrimRight(relay, "/")
-	switch {
-	case strings.HasPrefix(relay, "ws://"):
-		return "http://" + strings.TrimPrefix(relay, "ws://")
-	case strings.HasPrefix(relay, "wss://"):
-		return "https://" + strings.TrimPrefix(relay, "wss://")
-	}
-	return relay
-}
-
 // download fetches the release into part, resuming from what part
 // holds; it retries a broken transfer a few times (each retry resumes),
 // and waits for a busy relay (503, as its Retry-After says) for up to
@@ -163,7 +151,7 @@ func (u *Updater) fetch(ctx context.Context, o *protocol.UpdateOrder, part strin
 	defer cancel()
 	idle := time.AfterFunc(downloadIdle, cancel)
 	defer idle.Stop()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, httpBase(u.o.Relay())+o.Path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, protocol.HTTPBase(u.o.Relay())+o.Path, nil)
 	if err != nil {
 		return permanent{fmt.Errorf("download: %w", err)}
 	}

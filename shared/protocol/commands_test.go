@@ -136,3 +136,15 @@ func TestArchOf(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPBase: the agent's HTTP routes go to the relay --relay names,
+// whichever scheme it was given in.
+func TestHTTPBase(t *testing.T) {
+	for in, want := range map[string]string{
+		"ws://r:8080/": "http://r:8080", "wss://r": "https://r", "https://r/": "https://r", "http://r": "http://r",
+	} {
+		if got := HTTPBase(in); got != want {
+			t.Errorf("HTTPBase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -389,6 +389,20 @@ type CommandStatus struct {
 // (GET, device token as bearer, Range honoured).
 func ReleasePath(id string) string { return "/agent/v1/releases/" + id }
 
+// HTTPBase is a relay's base URL (http, https, ws or wss, as --relay takes
+// it) for the agent endpoint's HTTP routes (ClaimPath, ReleasePath): ws
+// becomes http and wss https, a trailing slash is dropped.
+func HTTPBase(relay string) string {
+	relay = strings.TrimRight(relay, "/")
+	switch {
+	case strings.HasPrefix(relay, "ws://"):
+		return "http://" + strings.TrimPrefix(relay, "ws://")
+	case strings.HasPrefix(relay, "wss://"):
+		return "https://" + strings.TrimPrefix(relay, "wss://")
+	}
+	return relay
+}
+
 // ClaimPath is the agent endpoint that redeems a claim token (POST, see
 // ClaimRequest); it answers ClaimResponse.
 const ClaimPath = "/agent/v1/claim"

@@ -37,6 +37,8 @@ type Store interface {
 	Claims() ClaimService
 	Releases() ReleaseService
 	Rollouts() RolloutService
+	// Audit reads and keeps the audit log (issue 30; cloud/audit.go).
+	Audit() AuditService
 
 	// Observe names who hears of changes made through the services:
 	// config of desired serial configuration changes (PATCH /serial, PUT

@@ -262,6 +262,12 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			s.writeError(w, r, cloud.Errorf(codeRateLimited, "rate limit of %d requests per minute exceeded; retry after %d seconds", s.limit, wait))
 			return
 		}
+		if info.key != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// A change is the key's: the store writes its audit record
+			// (cloud/audit.go). Reads carry no actor and cost nothing.
+			r = r.WithContext(cloud.WithActor(r.Context(), cloud.Actor{
+				Kind: cloud.ActorAPIKey, ID: info.key.ID, Name: info.key.Name, IP: clientaddr.Host(r)}))
+		}
 		next.ServeHTTP(w, r)
 	})
 }

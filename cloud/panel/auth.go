@@ -289,6 +289,15 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 		s.render(w, r, nil, http.StatusForbidden, "login", "Sign in", d)
 		return
 	}
+	s.startSession(w, r, u, d.Next, "password")
+}
+
+// startSession signs u in (every check passed: password or single sign-on,
+// second step, disabled) and sends the browser to next: a fresh session id,
+// the user and the time in the session. via says how ("password", "oidc")
+// for the log and the audit record.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, u cloud.User, next, via string) {
+	ctx := r.Context()
 	// A fresh session id at sign-in: a token planted before it is useless.
 	if err := s.sessions.RenewToken(ctx); err != nil {
 		s.fail(w, r, nil, err)
@@ -296,8 +305,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 	}
 	s.sessions.Put(ctx, sessUser, u.ID)
 	s.sessions.Put(ctx, sessSignedIn, strconv.FormatInt(time.Now().UnixMilli(), 10))
-	s.log.Info("panel sign-in", "user_id", u.ID, "org_id", u.OrgID, "remote", addr)
-	http.Redirect(w, r, d.Next, http.StatusSeeOther)
+	s.log.Info("panel sign-in", "user_id", u.ID, "org_id", u.OrgID, "via", via, "remote", clientaddr.Key(r))
+	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ *request) {

@@ -24,6 +24,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/clientaddr"
 	"github.com/fleet/fleet/cloud/password"
 	"github.com/fleet/fleet/shared/tick"
 )
@@ -325,6 +326,11 @@ func (s *Server) guard(rt route) http.Handler {
 			return
 		}
 		rq := &request{User: u}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// A change is the user's: the store writes its audit record
+			// (cloud/audit.go).
+			r = r.WithContext(cloud.WithActor(r.Context(), userActor(r, u)))
+		}
 		if !u.Role.Can(rt.Perm) {
 			s.renderError(w, r, rq, http.StatusForbidden, fmt.Sprintf("Your role (%s) does not allow this; nothing was changed.", u.Role))
 			return
@@ -367,4 +373,9 @@ func safeNext(next string) string {
 		return next
 	}
 	return Prefix
+}
+
+// userActor is u as the actor of a change made through the panel.
+func userActor(r *http.Request, u cloud.User) cloud.Actor {
+	return cloud.Actor{Kind: cloud.ActorUser, ID: u.ID, Name: u.Email, IP: clientaddr.Host(r)}
 }

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -109,6 +111,12 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "fleet-relay: unknown command %q\n\n", strings.Join(args, " "))
 		a.usage(cmds)
 		return err
+	}
+	if match.path != "serve" {
+		// A change made by an admin subcommand is the CLI's: the store
+		// writes its audit record (cloud/audit.go). serve's own changes
+		// are the system's and carry no actor.
+		ctx = cloud.WithActor(ctx, CLIActor())
 	}
 	err := match.run(ctx, args[n:], stdout)
 	var help *helpError
@@ -310,4 +318,20 @@ func humanTime(t time.Time, zero string) string {
 		return zero
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// CLIActor is the admin CLI as the actor of a change: the OS user who ran
+// it, on this host.
+func CLIActor() cloud.Actor {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	} else if v := os.Getenv("USER"); v != "" {
+		name = v
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	return cloud.Actor{Kind: cloud.ActorCLI, ID: name, Name: name + "@" + host}
 }

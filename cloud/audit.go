@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -140,7 +141,7 @@ type AuditRecord struct {
 	IP     string      `json:"ip"`
 	// Details is a JSON object (never a secret: no password, key, token,
 	// webhook or chat URL path); "{}" when there is nothing to add.
-	Details []byte `json:"details"`
+	Details json.RawMessage `json:"details"`
 }
 
 // MaxAuditDetails bounds a record's details: a larger object is stored as

@@ -75,6 +75,7 @@ func Run(t *testing.T, open Opener) {
 		fn   func(t *testing.T, open Opener)
 	}{
 		{"Orgs", testOrgs},
+		{"AuditLog", testAuditLog},
 		{"Keys", testKeys},
 		{"DevicesAndTokens", testDevicesAndTokens},
 		{"OrgWebhookSettings", testOrgWebhookSettings},

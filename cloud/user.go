@@ -112,6 +112,9 @@ type UserService interface {
 	UserByID(ctx context.Context, id string) (User, error)
 	// UserByEmail returns the user with email (any case), or ENOTFOUND.
 	UserByEmail(ctx context.Context, email string) (User, error)
+	// UserByOrgEmail returns the organization's user with email (any
+	// case), or ENOTFOUND (single sign-on, Add member).
+	UserByOrgEmail(ctx context.Context, orgID, email string) (User, error)
 	// ListUsers returns the organization's users, oldest first.
 	ListUsers(ctx context.Context, orgID string) ([]User, error)
 	SetUserRole(ctx context.Context, orgID, id string, role Role) (User, error)

@@ -591,6 +591,19 @@ step("a cross-origin POST is refused", async () => {
   assert(!(await page.content()).includes("CSRF key"), "the cross-origin POST created a key");
 });
 
+// Issue 30's steps, one block per lane (each uses its own user, never
+// OWNER's or VIEWER's credentials, which later steps need).
+
+// [auditread] the audit log page
+
+// [auditkeys] records of the suite's own changes
+
+// [totp] two-factor enrolment and sign-in
+
+// [accounts] own password, first sign-in
+
+// [sso] single sign-on
+
 step("sign out", async () => {
   await page.getByRole("button", { name: "Sign out" }).click();
   await page.getByText("You are signed out.").waitFor();

@@ -94,6 +94,17 @@ func (p PanelStore) UserByEmail(ctx context.Context, email string) (cloud.User, 
 	return p.oneUser(ctx, notFound, `SELECT `+UserColumns+` FROM users WHERE email = ?`, e)
 }
 
+// UserByOrgEmail returns the organization's user with email (any case),
+// or ENOTFOUND.
+func (p PanelStore) UserByOrgEmail(ctx context.Context, orgID, email string) (cloud.User, error) {
+	notFound := cloud.Errorf(cloud.ENOTFOUND, "no user with that email")
+	e, err := cloud.NormalizeEmail(email)
+	if err != nil {
+		return cloud.User{}, notFound
+	}
+	return p.oneUser(ctx, notFound, `SELECT `+UserColumns+` FROM users WHERE org_id = ? AND email = ?`, orgID, e)
+}
+
 // ListUsers returns the organization's users, oldest first.
 func (p PanelStore) ListUsers(ctx context.Context, orgID string) ([]cloud.User, error) {
 	out, err := Collect(ctx, p.R, ScanUser, `SELECT `+UserColumns+` FROM users WHERE org_id = ? ORDER BY created_at, id`, orgID)

@@ -63,6 +63,9 @@ type Config struct {
 	Rollouts cloud.RolloutService
 	Releases cloud.ReleaseService
 	Claims   cloud.ClaimService
+	// Audit is the audit log: sign-ins, sign-outs and failed sign-ins are
+	// recorded there (issue 30); nil records none.
+	Audit cloud.AuditService
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher
 	// IdleTimeout ends a session unused for that long; Lifetime ends any

@@ -77,3 +77,46 @@ func testAuditCLI(t *testing.T, db string) {
 		t.Errorf("reset-password details %s", d)
 	}
 }
+
+// TestAuditClaimedThroughEndpoint: a gateway claimed over a running
+// relay's claim endpoint is device.claimed by whoever created the claim
+// (here the CLI), from the agent's address, with the claim and the serial
+// number and never a token; on each store.
+func TestAuditClaimedThroughEndpoint(t *testing.T) {
+	for name, db := range databases(t) {
+		t.Run(name, func(t *testing.T) { testAuditClaimedThroughEndpoint(t, db) })
+	}
+}
+
+func testAuditClaimedThroughEndpoint(t *testing.T, db string) {
+	m := startMain(t, db)
+	var org struct{ ID string }
+	mustJSON(t, &org, "org", "create", "--db", db, "--name", "Acme")
+	var c struct{ ID, Token string }
+	mustJSON(t, &c, "claim", "create", "--db", db, "--org", org.ID, "--model", "IG-500")
+	code, body := claimPost(t, m.Addr(), c.Token, `{"serialNumber":"GW-7","model":"IG-500"}`)
+	var gw struct{ DeviceID, Token string }
+	if code != 200 || json.Unmarshal(body, &gw) != nil {
+		t.Fatalf("claim: %d %s", code, body)
+	}
+	st, err := openStore(context.Background(), db, storeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	page, err := st.Audit().ListAudit(context.Background(), org.ID, cloud.AuditFilter{Action: cloud.ActionDeviceClaimed})
+	if err != nil || len(page.Records) != 1 {
+		t.Fatalf("claimed records: %+v, %v", page.Records, err)
+	}
+	r, me := page.Records[0], CLIActor()
+	if r.Target != (cloud.AuditTarget{Kind: cloud.TargetDevice, ID: gw.DeviceID}) || r.Actor.Kind != cloud.ActorCLI || r.Actor.ID != me.ID ||
+		r.Actor.Name != me.Name || r.IP != "127.0.0.1" {
+		t.Errorf("record %+v, want the device claimed by %+v from 127.0.0.1", r, me)
+	}
+	if want := `{"claimId":"` + c.ID + `","serialNumber":"GW-7"}`; string(r.Details) != want {
+		t.Errorf("details %s, want %s", r.Details, want)
+	}
+	if strings.Contains(string(r.Details), c.Token) || strings.Contains(string(r.Details), gw.Token) {
+		t.Errorf("details hold a token")
+	}
+}

@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -459,5 +462,43 @@ func testAuditClaims(t *testing.T, open Opener) {
 	}
 	if recs := e.auditOf(o.ID, cloud.AuditFilter{Action: cloud.ActionReleaseAdded}); len(recs) != 1 {
 		t.Errorf("release records: %+v", recs)
+	}
+}
+
+// OldClaimToken is the token of the claim OldClaimSQL stores.
+const OldClaimToken = cloud.ClaimTokenPrefix + "MADEBEFOREMIGRATION0018"
+
+// OldClaimSQL is an organization with a claim of OldClaimToken made before
+// migration 0018_claim_creator (no creator), in statements both dialects
+// run; blob spells a byte string's hex digits as the dialect's literal. A
+// dialect's migration test runs it on a database migrated up to 0017 and
+// then CheckOldClaimCreator.
+func OldClaimSQL(blob func(hex string) string) string {
+	sum := sha256.Sum256([]byte(OldClaimToken))
+	return `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES ('orgclaim', 'Old', 'whsec_old', 1700000000000);
+INSERT INTO claims (id, org_id, token_hash, model, tags, uses, used, expires_at, revoked_at, created_at)
+	VALUES ('claimold', 'orgclaim', ` + blob(hex.EncodeToString(sum[:])) + `, 'IG-500', '[]', 1, 0, NULL, NULL, 1700000000000);`
+}
+
+// CheckOldClaimCreator checks, after migration 0018_claim_creator, that a
+// gateway claimed through OldClaimSQL's claim is device.claimed by the
+// CLI, "unknown" (whoever made a claim before the migration is not
+// known), from the agent's address.
+func CheckOldClaimCreator(t *testing.T, s cloud.Stores) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := s.Claims().RedeemClaim(ctx, cloud.ClaimRedeem{Token: OldClaimToken, IP: "203.0.113.5",
+		ClaimRequest: protocol.ClaimRequest{SerialNumber: "GW-OLD", Model: "IG-500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Audit().ListAudit(ctx, "orgclaim", cloud.AuditFilter{})
+	if err != nil || len(p.Records) != 1 {
+		t.Fatalf("records after the claim: %+v, %v", p.Records, err)
+	}
+	r := p.Records[0]
+	if r.Action != cloud.ActionDeviceClaimed || r.Target.ID != out.DeviceID || r.Actor.Kind != cloud.ActorCLI ||
+		r.Actor.ID != "unknown" || r.IP != "203.0.113.5" {
+		t.Errorf("record %+v, want device.claimed by the CLI, unknown, from the agent", r)
 	}
 }

@@ -90,11 +90,11 @@ type Server struct {
 	// signInLog logs refused sign-ins (wrong password, throttled) in
 	// summary.
 	signInLog *refusallog.Log
-	pages    *pages
-	static   fs.FS
-	built    bool // the npm front end is in static/vendor
-	routes   []route
-	handler  http.Handler
+	pages     *pages
+	static    fs.FS
+	built     bool // the npm front end is in static/vendor
+	routes    []route
+	handler   http.Handler
 }
 
 var _ http.Handler = (*Server)(nil)

@@ -141,7 +141,9 @@ func testSignInLockoutIsPerAddress(t *testing.T, open storetest.Opener) {
 // TestRefusedSignInsAreLoggedInSummary: a flood of wrong and throttled
 // sign-ins logs a line for the first of each address, then one summary
 // with the counts.
-func TestRefusedSignInsAreLoggedInSummary(t *testing.T) { stores.Run(t, testRefusedSignInsAreLoggedInSummary) }
+func TestRefusedSignInsAreLoggedInSummary(t *testing.T) {
+	stores.Run(t, testRefusedSignInsAreLoggedInSummary)
+}
 
 func testRefusedSignInsAreLoggedInSummary(t *testing.T, open storetest.Opener) {
 	logs := &logbuf.Buffer{}

@@ -87,14 +87,15 @@ type Server struct {
 	hasher   *password.Hasher
 	sessions *scs.SessionManager
 	throttle *throttle
+	pages    *pages
+	static   fs.FS
+	built    bool // the npm front end is in static/vendor
+	routes   []route
+	handler  http.Handler
+
 	// signInLog logs refused sign-ins (wrong password, throttled) in
 	// summary.
 	signInLog *refusallog.Log
-	pages     *pages
-	static    fs.FS
-	built     bool // the npm front end is in static/vendor
-	routes    []route
-	handler   http.Handler
 }
 
 var _ http.Handler = (*Server)(nil)

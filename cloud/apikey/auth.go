@@ -68,9 +68,6 @@ type Authenticator struct {
 	hashing, hashPeak atomic.Int64
 	// hashSlots bounds concurrent bcrypt comparisons (MaxHashChecks).
 	hashSlots chan struct{}
-	// queued counts the callers that took a place in the relay-wide queue
-	// (for tests of its fairness).
-	queued atomic.Int64
 	// unknownHash is the hash that keys naming an unknown id are checked
 	// against (a random secret's, made at the first such key).
 	unknownHash     []byte
@@ -407,7 +404,6 @@ func (a *Authenticator) compare(ctx context.Context, hash []byte, secret, addr, 
 	if locked {
 		return false, errLocked
 	}
-	a.queued.Add(1)
 	select {
 	case a.hashSlots <- struct{}{}:
 	case <-ctx.Done():
@@ -506,10 +502,6 @@ func (a *Authenticator) BcryptRuns() int64 { return a.bcrypts.Load() }
 
 // BcryptPeak returns the most bcrypt comparisons that ran at once.
 func (a *Authenticator) BcryptPeak() int64 { return a.hashPeak.Load() }
-
-// HashQueued returns how many comparisons took a place in the relay-wide
-// hash queue (passed their address's turn and the failure limit).
-func (a *Authenticator) HashQueued() int64 { return a.queued.Load() }
 
 // CacheLen returns the number of cached verifications (keys that matched).
 func (a *Authenticator) CacheLen() int {

@@ -110,6 +110,9 @@ func validRequestID(s string) bool {
 // recordRequest assigns the request id, echoes it, and writes one access-log
 // line per request: method, path (never the query), status, duration, bytes,
 // request id, key id and client address. Never the Authorization header.
+// Requests refused 401 or 429 without a verified key are logged in summary
+// instead (refusallog): the first of each of the first few addresses in a
+// minute, then one line with the counts.
 func (s *Server) recordRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -131,6 +134,16 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 			s.cfg.Requests.ObserveRequest(s.routeLabels.of(chi.RouteContext(ctx)), r.Method, status, time.Since(start))
 		}
 		if !s.access.Enabled(ctx, slog.LevelInfo) {
+			return
+		}
+		if rec.info.key == nil && (status == http.StatusUnauthorized || status == http.StatusTooManyRequests) {
+			// Refused before a key was known: in summary, not a line
+			// each (a flood would fill the disk).
+			reason := "unauthorized"
+			if status == http.StatusTooManyRequests {
+				reason = "rate_limited"
+			}
+			s.refused.Note(rec.info.clientAddr(r), reason)
 			return
 		}
 		keyID := ""

@@ -4,12 +4,10 @@ import (
 	"context"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/apikey"
-	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/shared/ids"
 )
 
@@ -41,17 +39,6 @@ func TestLockoutIsPerAddress(t *testing.T) {
 	}
 }
 
-// countingKeys is the real store, counting the key rows read from it.
-type countingKeys struct {
-	*sqlite.DB
-	reads atomic.Int64
-}
-
-func (c *countingKeys) KeyByID(ctx context.Context, id string) (*cloud.APIKey, error) {
-	c.reads.Add(1)
-	return c.DB.KeyByID(ctx, id)
-}
-
 // TestUnknownIDDoesTheSameWork: on every path (first sight, the same key
 // again, and an id locked for the address) a key naming an unknown id reads
 // the store and runs bcrypt exactly as often as one naming a real id, so
@@ -59,7 +46,7 @@ func (c *countingKeys) KeyByID(ctx context.Context, id string) (*cloud.APIKey, e
 func TestUnknownIDDoesTheSameWork(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	store := &countingKeys{DB: f.db}
+	store := &countingStore{DB: f.db}
 	auth := apikey.NewAuthenticator(store, f.now.Now, 0)
 	_, key := f.key(t, 0)
 	known, _, _ := apikey.Parse(key)

@@ -42,7 +42,7 @@ const MaxBodyBytes = 64 << 10
 // api_key_expired or api_key_revoked; any other error is treated as
 // internal. The apikey package's Authenticator satisfies it.
 type Authenticator interface {
-	AuthenticateAt(ctx context.Context, key string, version uint64, versioned bool) (*cloud.APIKey, error)
+	AuthenticateAt(ctx context.Context, key, addr string, version uint64, versioned bool) (*cloud.APIKey, error)
 }
 
 // Config is what NewServer needs.

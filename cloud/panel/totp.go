@@ -8,6 +8,7 @@ import (
 	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"html/template"
 	"image/png"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
+	"github.com/fleet/fleet/cloud/password"
 )
 
 // Two-factor sign-in (issue 30, docs/identity.md): TOTP (RFC 6238, 30 s
@@ -157,21 +159,22 @@ func (s *Server) login2FA(w http.ResponseWriter, r *http.Request, _ *request) {
 		return
 	}
 	addr := clientaddr.Key(r)
-	if wait := s.throttle.blocked(u.Email, addr); wait > 0 {
-		s.log.Warn("panel sign-in throttled", "remote", addr)
+	done, wait := s.throttle.reserve(u.Email, addr)
+	if wait > 0 {
+		s.signInLog.Note(addr, "throttled")
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
 		s.render(w, r, nil, http.StatusTooManyRequests, "login2fa", "Two-factor sign-in",
 			login2FAData{Error: fmt.Sprintf("Too many failed sign-ins. Try again in %s.", roundWait(wait))})
 		return
 	}
 	via, err := s.checkSecondFactor(r, u, r.PostFormValue("code"))
+	done(err == nil && via == "")
 	if err != nil {
 		s.fail(w, r, nil, err)
 		return
 	}
 	if via == "" {
-		s.throttle.failed(u.Email, addr)
-		s.log.Info("panel sign-in failed", "step", "totp", "remote", addr)
+		s.signInLog.Note(addr, "wrong_code")
 		s.render(w, r, nil, http.StatusUnauthorized, "login2fa", "Two-factor sign-in",
 			login2FAData{Error: "Wrong or already used code. Enter the current code of your authenticator app, or an unused recovery code."})
 		return
@@ -426,14 +429,20 @@ func (s *Server) disable2FA(w http.ResponseWriter, r *http.Request, rq *request)
 		return
 	}
 	addr := clientaddr.Key(r)
-	if wait := s.throttle.blocked(rq.User.Email, addr); wait > 0 {
+	done, wait := s.throttle.reserve(rq.User.Email, addr)
+	if wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
 		d.Error = fmt.Sprintf("Too many failed sign-ins. Try again in %s.", roundWait(wait))
 		s.render(w, r, rq, http.StatusTooManyRequests, "account2fa", "Two-factor sign-in", d)
 		return
 	}
-	if err := s.hasher.Check(ctx, r.PostFormValue("password"), rq.User.PasswordHash); err != nil {
-		s.throttle.failed(rq.User.Email, addr)
+	err = s.hasher.Check(ctx, r.PostFormValue("password"), rq.User.PasswordHash)
+	done(errors.Is(err, password.ErrMismatch))
+	if err != nil && !errors.Is(err, password.ErrMismatch) {
+		s.fail(w, r, rq, err)
+		return
+	}
+	if err != nil {
 		d.Error = "Wrong password; two-factor sign-in stays on."
 		s.render(w, r, rq, http.StatusUnauthorized, "account2fa", "Two-factor sign-in", d)
 		return

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
@@ -48,6 +49,7 @@ var ErrMismatch = errors.New("password: mismatch")
 type Hasher struct {
 	params Params
 	sem    chan struct{}
+	runs   atomic.Int64
 }
 
 // NewHasher returns a Hasher; concurrency < 1 means 4.
@@ -127,8 +129,13 @@ func (h *Hasher) derive(ctx context.Context, pw string, salt []byte, p Params, n
 		return nil, ctx.Err()
 	}
 	defer func() { <-h.sem }()
+	h.runs.Add(1)
 	return argon2.IDKey([]byte(pw), salt, p.Time, p.MemoryKiB, p.Threads, n), nil
 }
+
+// Runs returns how many times the Hasher ran argon2id (hashes and checks,
+// CheckNothing included): what the sign-in throttle's tests count.
+func (h *Hasher) Runs() int64 { return h.runs.Load() }
 
 // parse splits a PHC string, refusing parameters outside sane bounds so a
 // tampered row cannot make the relay allocate without limit.

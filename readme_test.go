@@ -155,7 +155,7 @@ func buildBinaries(t *testing.T) (relay, agent string) {
 }
 
 var (
-	helpCommandLine = regexp.MustCompile(`^  ([a-z][a-z -]*[a-z])\s{2,}\S`)
+	helpCommandLine = regexp.MustCompile(`^  ([a-z][a-z0-9 -]*[a-z0-9])\s{2,}\S`)
 	helpFlagLine    = regexp.MustCompile(`^  -([a-z0-9][a-z0-9-]*)`)
 )
 

@@ -262,7 +262,8 @@ type WebhookAdmin interface {
 
 // PanelStore is what the panel and the user subcommands need from a store
 // beside Store: users, sessions, the fleet page's reads, API keys with
-// their creator and last use, and the webhook settings. Each store package
+// their creator and last use, the webhook settings and two-factor
+// sign-in. Each store package
 // provides one for its open store (the shared suite in cloud/storetest
 // holds its behaviour).
 type PanelStore interface {
@@ -271,6 +272,7 @@ type PanelStore interface {
 	FleetView
 	KeyAdmin
 	WebhookAdmin
+	TwoFactorService
 }
 
 // SummarizeDeliveries turns the admin log's deliveries into the panel's

@@ -292,6 +292,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 		s.render(w, r, nil, http.StatusForbidden, "login", "Sign in", d)
 		return
 	}
+	if s.secondStep(w, r, u, d.Next) { // two-factor sign-in (totp.go)
+		return
+	}
 	s.startSession(w, r, u, d.Next, "password")
 }
 

@@ -136,7 +136,7 @@ func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config
 	h.claim, _ = must2(db.Claims().CreateClaim(ctx, cloud.NewClaim{OrgID: h.org.ID, Model: "IG-500", Tags: []string{"line-3"}, Uses: 2}))
 	cfg := panel.Config{
 		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(), Points: db.Points(),
-		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps, Rules: rs,
+		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps, Rules: rs, TwoFactor: h.ps,
 		Rollouts: db.Rollouts(), Releases: db.Releases(), Claims: db.Claims(), Audit: db.Audit(),
 		Hasher: fastHasher, Now: time.Now,
 	}
@@ -313,6 +313,7 @@ func (h *harness) state() string {
 	v = append(v, must(h.db.Serial().Serial(ctx, h.org.ID, h.device.ID)))
 	v = append(v, must(h.db.Devices().Device(ctx, h.org.ID, h.device.ID)))
 	v = append(v, must(h.ps.WebhookSettings(ctx, h.org.ID)))
+	v = append(v, must(h.ps.TwoFactorOf(ctx, h.org.ID, h.users[cloud.RoleOwner].ID)))
 	v = append(v, must(h.ps.RecentDeliveries(ctx, h.org.ID, 100)))
 	rs := h.db.Rules()
 	v = append(v, must(rs.ListRules(ctx, h.org.ID, cloud.Page{Limit: 1000})), must(rs.ListChannels(ctx, h.org.ID)),

@@ -67,6 +67,8 @@ type Config struct {
 	// Audit is the audit log: sign-ins, sign-outs and failed sign-ins are
 	// recorded there (issue 30); nil records none.
 	Audit cloud.AuditService
+	// TwoFactor backs two-factor sign-in (totp.go); nil turns it off.
+	TwoFactor cloud.TwoFactorService
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher
 	// IdleTimeout ends a session unused for that long; Lifetime ends any
@@ -257,6 +259,7 @@ func (s *Server) routeTable() []route {
 			route{"POST", "/panel/claims/{id}/revoke", cloud.PermOperations, s.revokeClaim},
 		)
 	}
+	rs = append(rs, s.twoFactorRoutes()...)
 	if s.cfg.Webhooks != nil {
 		rs = append(rs,
 			route{"GET", "/panel/settings/webhooks", cloud.PermWebhooks, s.webhooksPage},
@@ -339,6 +342,9 @@ func (s *Server) guard(rt route) http.Handler {
 			// A change is the user's: the store writes its audit record
 			// (cloud/audit.go).
 			r = r.WithContext(cloud.WithActor(r.Context(), userActor(r, u)))
+		}
+		if !s.twoFactorGate(w, r, rq, rt) {
+			return
 		}
 		if !u.Role.Can(rt.Perm) {
 			s.renderError(w, r, rq, http.StatusForbidden, fmt.Sprintf("Your role (%s) does not allow this; nothing was changed.", u.Role))

@@ -61,6 +61,7 @@ func (a *app) commands() []command {
 		{path: "claim list", usage: "list an organization's claims (never their tokens)", run: runClaimList},
 		{path: "claim revoke", usage: "revoke a claim (it registers no gateway from then on)", run: runClaimRevoke},
 		{path: "user reset-password", usage: "set a panel user's password (read from stdin); ends their sessions", run: a.runUserResetPassword},
+		{path: "user reset-2fa", usage: "turn a panel user's two-factor sign-in off (a lost phone): deletes their key and recovery codes", run: runUserReset2FA},
 		{path: "release add", usage: "store a signed fleet-agent binary as a release of an organization", run: runReleaseAdd},
 		{path: "release list", usage: "list an organization's releases", run: runReleaseList},
 	}

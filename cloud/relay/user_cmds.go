@@ -12,7 +12,7 @@ import (
 )
 
 // The panel's users (docs/panel.md): user create, list, set-role, disable,
-// reset-password. Passwords come from standard input only, never from the
+// reset-password, reset-2fa. Passwords come from standard input only, never from the
 // command line, where ps would show them.
 
 // userJSON is how users are printed.
@@ -178,5 +178,32 @@ func (a *app) runUserResetPassword(ctx context.Context, args []string, stdout io
 		return st.SetUserPassword(ctx, u.OrgID, u.ID, hash)
 	}, func(u cloud.User) string {
 		return "Password of " + u.Email + " changed; their open sessions end on their next request."
+	})
+}
+
+func runUserReset2FA(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newAdminFlags("user reset-2fa")
+	id := f.String("id", "user id", true)
+	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
+		u, err := st.Panel.UserByID(ctx, *id)
+		if err != nil {
+			return output{}, err
+		}
+		was, err := st.Panel.ResetTwoFactor(ctx, u.OrgID, u.ID)
+		if err != nil {
+			return output{}, err
+		}
+		out := struct {
+			userJSON
+			Reset bool `json:"reset"`
+		}{userOut(u), was}
+		return output{out, func(w io.Writer) {
+			if !was {
+				fmt.Fprintf(w, "%s has no two-factor sign-in; nothing changed.\n", u.Email)
+				return
+			}
+			fmt.Fprintf(w, "Two-factor sign-in of %s is reset: their key and recovery codes are deleted. They sign in with their password%s.\n",
+				u.Email, " and, if their organization requires it, enrol again at once")
+		}}, nil
 	})
 }

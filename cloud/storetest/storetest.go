@@ -126,6 +126,7 @@ func Run(t *testing.T, open Opener) {
 		{"DataVersion", testDataVersion},
 		{"Users", testUsers},
 		{"LastOwnerUnderConcurrency", testLastOwnerConcurrent},
+		{"TwoFactor", testTwoFactor},
 		{"PanelSessions", testPanelSessions},
 		{"FleetView", testFleetView},
 		{"PanelKeys", testPanelKeys},

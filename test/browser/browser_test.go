@@ -70,6 +70,8 @@ func TestBrowser(t *testing.T) {
 	fleetproc.Admin(t, relay, nil, nil, "device", "add", "--db", db, "--org", org.ID, "--name", xssName, "--serial", "XSS-1", "--model", "IG-100")
 	viewerPassword := "viewer password 123"
 	fleetproc.AdminInput(t, relay, nil, viewerPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "viewer@demo.example", "--role", "VIEWER", "--password-stdin")
+	totpPassword := "totp password 123" // the two-factor steps' own user
+	fleetproc.AdminInput(t, relay, nil, totpPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "totp@demo.example", "--role", "MEMBER", "--password-stdin")
 
 	// A release of 9.9.0 (a few random bytes, signed with minisign as an
 	// operator signs one) for the rollout pages; no agent of the demo is
@@ -99,6 +101,7 @@ func TestBrowser(t *testing.T) {
 	node.Env = append(os.Environ(),
 		"FLEET_BASE=http://"+listen, "FLEET_OWNER_EMAIL="+email, "FLEET_OWNER_PASSWORD="+password,
 		"FLEET_VIEWER_EMAIL=viewer@demo.example", "FLEET_VIEWER_PASSWORD="+viewerPassword, "FLEET_API_KEY="+key,
+		"FLEET_TOTP_EMAIL=totp@demo.example", "FLEET_TOTP_PASSWORD="+totpPassword,
 		"FLEET_DEVICE="+press, "FLEET_OFFLINE_DEVICE="+gate[1], "FLEET_XSS_NAME="+xssName,
 		"FLEET_SCREENSHOTS="+shots, "CHROMIUM="+chromium)
 	var out bytes.Buffer

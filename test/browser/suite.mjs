@@ -599,6 +599,110 @@ step("a cross-origin POST is refused", async () => {
 // [auditkeys] records of the suite's own changes
 
 // [totp] two-factor enrolment and sign-in
+const TOTP = { email: env("FLEET_TOTP_EMAIL"), password: env("FLEET_TOTP_PASSWORD") };
+const { createHmac } = await import("node:crypto");
+// totpCode is the RFC 6238 code (HMAC-SHA-1, 30 s steps, 6 digits) of a
+// base32 secret at atMs, computed here from the secret the page shows.
+function totpCode(secret, atMs) {
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  const bytes = [];
+  let bits = 0, value = 0;
+  for (const c of secret.replace(/=+$/, "")) {
+    value = ((value << 5) | alphabet.indexOf(c)) & 0xffff;
+    bits += 5;
+    if (bits >= 8) {
+      bytes.push((value >>> (bits - 8)) & 255);
+      bits -= 8;
+    }
+  }
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(atMs / 30_000)));
+  const h = createHmac("sha1", Buffer.from(bytes)).update(counter).digest();
+  const o = h[h.length - 1] & 15;
+  const n = ((h[o] & 127) << 24) | (h[o + 1] << 16) | (h[o + 2] << 8) | h[o + 3];
+  return String(n % 1_000_000).padStart(6, "0");
+}
+let totpCtx, totpPage, totpSecret, totpRecovery, totpUsed;
+
+// totpPassword signs the TOTP user out (when signed in) and gives the
+// password: the second step's page.
+async function totpPassword() {
+  await totpPage.goto(BASE + "/panel/login");
+  await totpPage.getByLabel("Email").fill(TOTP.email);
+  await totpPage.getByLabel("Password").fill(TOTP.password);
+  await totpPage.getByRole("button", { name: "Sign in" }).click();
+  await totpPage.waitForURL(BASE + "/panel/login/2fa");
+}
+
+async function totpVerify(code) {
+  await totpPage.getByLabel("Authentication code").fill(code);
+  await totpPage.getByRole("button", { name: "Verify" }).click();
+  await totpPage.waitForLoadState();
+}
+
+async function totpSignOut() {
+  await totpPage.getByRole("button", { name: "Sign out" }).click();
+  await totpPage.getByText("You are signed out.").waitFor();
+}
+
+step("two-factor sign-in: enrol with the QR code's key and see the recovery codes once", async () => {
+  totpCtx = await browserContext();
+  totpPage = totpCtx.pages()[0] || (await totpCtx.newPage());
+  await signIn(totpPage, TOTP);
+  await totpPage.getByRole("link", { name: "Account" }).click();
+  await totpPage.getByRole("heading", { name: "Two-factor sign-in" }).waitFor();
+  const qr = totpPage.getByRole("img", { name: "QR code of your two-factor key" });
+  await qr.waitFor();
+  assert((await qr.evaluate((img) => img.naturalWidth)) > 0, "the QR code image does not load");
+  totpSecret = (await totpPage.getByTestId("totp-secret").textContent()).trim();
+  assert(/^[A-Z2-7]{32}$/.test(totpSecret), `the key shown is ${totpSecret}`);
+  await shoot(totpPage, "2fa-enrol");
+  await totpPage.getByLabel("Authentication code").fill("000000" === totpCode(totpSecret, Date.now()) ? "111111" : "000000");
+  await totpPage.getByRole("button", { name: "Turn on two-factor sign-in" }).click();
+  await totpPage.getByText("That code does not match.").waitFor();
+  await totpPage.getByLabel("Authentication code").fill(totpCode(totpSecret, Date.now()));
+  await totpPage.getByRole("button", { name: "Turn on two-factor sign-in" }).click();
+  await totpPage.getByRole("heading", { name: "Two-factor sign-in is on: your recovery codes" }).waitFor();
+  totpRecovery = (await totpPage.getByTestId("recovery-codes").inputValue()).split("\n");
+  assert(totpRecovery.length === 10 && totpRecovery.every((c) => /^[a-z2-7]{4}(-[a-z2-7]{4}){3}$/.test(c)), `recovery codes: ${totpRecovery}`);
+  await totpPage.goto(BASE + "/panel/account/2fa");
+  const again = await totpPage.content();
+  assert(!again.includes(totpRecovery[0]) && !again.includes(totpSecret), "the recovery codes or the key are shown again");
+  await totpPage.getByText("Recovery codes left:").waitFor();
+});
+
+step("two-factor sign-in: the password leads to the code; a code signs in once, a replay is refused", async () => {
+  await totpSignOut();
+  await totpPassword();
+  await totpPage.goto(BASE + "/panel/");
+  assert(totpPage.url().startsWith(BASE + "/panel/login"), `before the code /panel/ is ${totpPage.url()}`);
+  await totpPassword();
+  await shoot(totpPage, "2fa-signin");
+  // The enrolment spent the current step's code: the next step's code
+  // (accepted a step early) signs in.
+  totpUsed = totpCode(totpSecret, Date.now() + 30_000);
+  await totpVerify(totpUsed);
+  await totpPage.waitForURL(BASE + "/panel/");
+  await totpPage.getByRole("heading", { name: "Fleet" }).waitFor();
+  await totpSignOut();
+  await totpPassword();
+  await totpVerify(totpUsed);
+  await totpPage.getByText("Wrong or already used code.").waitFor();
+  assert(totpPage.url() === BASE + "/panel/login/2fa", `a replayed code went to ${totpPage.url()}`);
+});
+
+step("two-factor sign-in: a recovery code signs in once", async () => {
+  await totpVerify(totpRecovery[0]);
+  await totpPage.waitForURL(BASE + "/panel/");
+  await totpPage.goto(BASE + "/panel/account/2fa");
+  assert((await totpPage.getByTestId("recovery-left").textContent()).trim() === "9", "recovery codes left after one used");
+  await totpSignOut();
+  await totpPassword();
+  await totpVerify(totpRecovery[0]);
+  await totpPage.getByText("Wrong or already used code.").waitFor();
+  assert(totpPage.url() === BASE + "/panel/login/2fa", `a used recovery code went to ${totpPage.url()}`);
+  await totpCtx.close();
+});
 
 // [accounts] own password, first sign-in
 

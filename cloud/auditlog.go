@@ -1,6 +1,7 @@
 package cloud
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -74,3 +75,25 @@ func (r AuditRecord) MarshalJSON() ([]byte, error) {
 
 // AuditTime returns r's time in AuditTimeFormat.
 func (r AuditRecord) AuditTime() string { return r.At.UTC().Format(AuditTimeFormat) }
+
+// DetailsText returns r's details as compact JSON for people (the panel,
+// the CSV, the CLI's table): characters such as < and & as themselves, not
+// \u escapes; the page or file that shows it escapes what it must.
+func (r AuditRecord) DetailsText() string {
+	if len(r.Details) == 0 {
+		return "{}"
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.Details))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return string(r.Details)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return string(r.Details)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}

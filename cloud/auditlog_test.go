@@ -82,3 +82,15 @@ func TestAuditRecordJSON(t *testing.T) {
 		t.Errorf("JSON\n have %s\n want %s", b, want)
 	}
 }
+
+// TestAuditDetailsText: details for people keep < and & as themselves
+// (the page escapes them) and numbers as written.
+func TestAuditDetailsText(t *testing.T) {
+	r := cloud.AuditRecord{Details: json.RawMessage(`{"name":"\u003cscript\u003e \u0026 co","n":12345678901234567890}`)}
+	if got, want := r.DetailsText(), `{"n":12345678901234567890,"name":"<script> & co"}`; got != want {
+		t.Errorf("DetailsText %s, want %s", got, want)
+	}
+	if got := (cloud.AuditRecord{}).DetailsText(); got != "{}" {
+		t.Errorf("no details: %s", got)
+	}
+}

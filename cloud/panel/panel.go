@@ -63,6 +63,8 @@ type Config struct {
 	Rollouts cloud.RolloutService
 	Releases cloud.ReleaseService
 	Claims   cloud.ClaimService
+	// Audit backs Settings → Audit log (issue 30); nil hides it.
+	Audit cloud.AuditService
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher
 	// IdleTimeout ends a session unused for that long; Lifetime ends any
@@ -246,6 +248,12 @@ func (s *Server) routeTable() []route {
 			route{"GET", "/panel/claims", cloud.PermOperations, s.claimsPage},
 			route{"POST", "/panel/claims", cloud.PermOperations, s.createClaim},
 			route{"POST", "/panel/claims/{id}/revoke", cloud.PermOperations, s.revokeClaim},
+		)
+	}
+	if s.cfg.Audit != nil {
+		rs = append(rs,
+			route{"GET", auditRoute, cloud.PermAudit, s.auditPage},
+			route{"GET", auditCSVRoute, cloud.PermAudit, s.auditCSV},
 		)
 	}
 	if s.cfg.Webhooks != nil {

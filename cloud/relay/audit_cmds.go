@@ -141,7 +141,7 @@ func printAudit(w io.Writer, recs []cloud.AuditRecord) {
 				ip = "-"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.AuditTime(), printable(string(r.Actor.Kind)+" "+r.Actor.Name),
-				printable(r.Action), printable(target), printable(ip), printable(string(r.Details)))
+				printable(r.Action), printable(target), printable(ip), printable(r.DetailsText()))
 		}
 	})
 }

@@ -20,7 +20,7 @@ type auditClock struct {
 	t  time.Time
 }
 
-func (c *auditClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *auditClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *auditClock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 
 // storesAt opens the stores on db (a SQLite file or a PostgreSQL URL) beside

@@ -3,6 +3,7 @@ package panel_test
 import (
 	"context"
 	"encoding/csv"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -212,4 +213,48 @@ func (h *harness) signInAs(email string) *client {
 		h.t.Fatalf("sign in as %s: %d", email, r.status)
 	}
 	return c
+}
+
+// TestAuditLogReadOnly: no route of the panel writes or deletes the audit
+// log (no POST, PUT, PATCH or DELETE on a path naming it), and an OWNER's
+// POST, PUT, PATCH or DELETE to the audit page or its CSV is 405 or 404
+// with the log and the organization unchanged.
+func TestAuditLogReadOnly(t *testing.T) { stores.Run(t, testAuditLogReadOnly) }
+
+func testAuditLogReadOnly(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open)
+	reads := 0
+	for _, rt := range h.srv.Routes() {
+		if !strings.Contains(strings.ToLower(rt.Pattern), "audit") {
+			continue
+		}
+		if rt.Method != http.MethodGet {
+			t.Errorf("the panel routes %s %s: a write of the audit log", rt.Method, rt.Pattern)
+		}
+		reads++
+	}
+	if reads != 2 {
+		t.Errorf("%d audit routes, want the page and its CSV", reads)
+	}
+	h.record(h.org.ID, auditAna, cloud.ActionKeyCreated, cloud.AuditTarget{Kind: cloud.TargetKey, ID: h.key.ID}, nil)
+	log := func() string {
+		return fmt.Sprint(must(h.db.Audit().ListAudit(h.ctx, h.org.ID, cloud.AuditFilter{Limit: cloud.MaxAuditPage})).Records)
+	}
+	c := h.signIn(cloud.RoleOwner)
+	beforeLog, beforeState := log(), h.state()
+	for _, path := range []string{"/panel/settings/audit", "/panel/settings/audit.csv", "/panel/settings/audit/delete", "/panel/settings/audit/" + h.key.ID} {
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			req, _ := http.NewRequest(method, c.base+path, strings.NewReader(url.Values{"id": {h.key.ID}, "before": {"9999999999999"}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if r := c.do(req); r.status != http.StatusMethodNotAllowed && r.status != http.StatusNotFound {
+				t.Errorf("%s %s: %d, want 405 or 404", method, path, r.status)
+			}
+		}
+	}
+	if log() != beforeLog || h.state() != beforeState {
+		t.Error("a write to the audit routes changed the log or the organization")
+	}
+	if !strings.Contains(beforeLog, cloud.ActionKeyCreated) {
+		t.Errorf("the log lost its record: %s", beforeLog)
+	}
 }

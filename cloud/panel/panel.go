@@ -63,7 +63,9 @@ type Config struct {
 	Rollouts cloud.RolloutService
 	Releases cloud.ReleaseService
 	Claims   cloud.ClaimService
-	// Audit backs Settings → Audit log (issue 30); nil hides it.
+	// Audit is the audit log: sign-ins, sign-outs and failed sign-ins are
+	// recorded there, and it backs Settings → Audit log (issue 30); nil
+	// records none and hides the page.
 	Audit cloud.AuditService
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher

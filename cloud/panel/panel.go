@@ -65,7 +65,8 @@ type Config struct {
 	Releases cloud.ReleaseService
 	Claims   cloud.ClaimService
 	// Audit is the audit log: sign-ins, sign-outs and failed sign-ins are
-	// recorded there (issue 30); nil records none.
+	// recorded there, and it backs Settings → Audit log (issue 30); nil
+	// records none and hides the page.
 	Audit cloud.AuditService
 	// TwoFactor backs two-factor sign-in (totp.go); nil turns it off.
 	TwoFactor cloud.TwoFactorService
@@ -260,6 +261,12 @@ func (s *Server) routeTable() []route {
 		)
 	}
 	rs = append(rs, s.twoFactorRoutes()...)
+	if s.cfg.Audit != nil {
+		rs = append(rs,
+			route{"GET", auditRoute, cloud.PermAudit, s.auditPage},
+			route{"GET", auditCSVRoute, cloud.PermAudit, s.auditCSV},
+		)
+	}
 	if s.cfg.Webhooks != nil {
 		rs = append(rs,
 			route{"GET", "/panel/settings/webhooks", cloud.PermWebhooks, s.webhooksPage},

@@ -64,6 +64,7 @@ func (a *app) commands() []command {
 		{path: "user reset-2fa", usage: "turn a panel user's two-factor sign-in off (a lost phone): deletes their key and recovery codes", run: runUserReset2FA},
 		{path: "release add", usage: "store a signed fleet-agent binary as a release of an organization", run: runReleaseAdd},
 		{path: "release list", usage: "list an organization's releases", run: runReleaseList},
+		{path: "audit list", usage: "list an organization's audit log, newest first (who changed what, when, from where)", run: runAuditList},
 	}
 }
 

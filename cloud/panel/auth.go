@@ -3,7 +3,6 @@ package panel
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
-	"github.com/fleet/fleet/cloud/password"
 )
 
 // SessionCookie is the name of the panel's session cookie.
@@ -265,31 +263,32 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 		s.render(w, r, nil, http.StatusTooManyRequests, "login", "Sign in", d)
 		return
 	}
-	pw := r.PostFormValue("password")
-	u, err := s.cfg.Users.UserByEmail(ctx, email)
-	switch {
-	case err == nil:
-		err = s.hasher.Check(ctx, pw, u.PasswordHash)
-	case cloud.ErrorCode(err) == cloud.ENOTFOUND:
-		err = s.hasher.CheckNothing(ctx, pw)
-	}
+	// Every organization's account with this email (account.go): the
+	// password opens none, one, or several (then the user chooses).
+	matched, err := s.passwordAccounts(ctx, email, r.PostFormValue("password"))
 	if err != nil {
-		if !errors.Is(err, password.ErrMismatch) {
-			s.fail(w, r, nil, err)
-			return
-		}
+		s.fail(w, r, nil, err)
+		return
+	}
+	if len(matched) == 0 {
 		s.throttle.failed(normal, addr)
 		s.log.Info("panel sign-in failed", "remote", addr)
 		d.Error = "Wrong email or password."
 		s.render(w, r, nil, http.StatusUnauthorized, "login", "Sign in", d)
 		return
 	}
-	if u.Disabled() {
-		d.Error = "This account is disabled. Ask an OWNER of your organization."
-		s.render(w, r, nil, http.StatusForbidden, "login", "Sign in", d)
+	u, ok := s.oneAccount(w, r, matched, d)
+	if !ok {
 		return
 	}
-	s.startSession(w, r, u, d.Next, "password")
+	s.passwordOK(w, r, u, d.Next)
+}
+
+// passwordOK goes on signing in u, the one account whose password matched
+// (the only one, or the one chosen among several organizations': every
+// password sign-in comes here), then startSession.
+func (s *Server) passwordOK(w http.ResponseWriter, r *http.Request, u cloud.User, next string) {
+	s.startSession(w, r, u, next, "password")
 }
 
 // startSession signs u in (every check passed: password or single sign-on,

@@ -181,7 +181,12 @@ func (s *Server) routeTable() []route {
 	rs := []route{
 		{"GET", "/panel/login", "", s.loginPage},
 		{"POST", "/panel/login", "", s.login},
+		{"GET", chooseRoute, "", s.choosePage},
+		{"POST", chooseRoute, "", s.choose},
 		{"POST", "/panel/logout", cloud.PermView, s.logout},
+		{"GET", accountRoute, cloud.PermView, s.accountPage},
+		{"GET", passwordRoute, cloud.PermView, s.passwordPage},
+		{"POST", passwordRoute, cloud.PermView, s.changePassword},
 		{"GET", "/panel/{$}", cloud.PermView, s.fleetPage},
 		{"GET", "/panel/devices/{id}", cloud.PermView, s.devicePage},
 		{"GET", "/panel/devices/{id}/channels", cloud.PermView, s.channelsFragment},
@@ -330,6 +335,9 @@ func (s *Server) guard(rt route) http.Handler {
 			// A change is the user's: the store writes its audit record
 			// (cloud/audit.go).
 			r = r.WithContext(cloud.WithActor(r.Context(), userActor(r, u)))
+		}
+		if s.mustChangeFirst(w, r, rt, u) {
+			return
 		}
 		if !u.Role.Can(rt.Perm) {
 			s.renderError(w, r, rq, http.StatusForbidden, fmt.Sprintf("Your role (%s) does not allow this; nothing was changed.", u.Role))

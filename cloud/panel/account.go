@@ -221,9 +221,9 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, rq *requ
 		s.fail(w, r, rq, err)
 		return
 	}
-	switch {
-	case password.Validate(next) != nil:
-		d.Errors["new"] = cloud.ErrorMessage(password.Validate(next))
+	switch bad := password.Validate(next); {
+	case bad != nil:
+		d.Errors["new"] = "The new " + bad.Error() + "."
 	case next == current:
 		d.Errors["new"] = "Choose a password other than the current one."
 	case repeat != next:

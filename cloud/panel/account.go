@@ -145,10 +145,13 @@ func (s *Server) choose(w http.ResponseWriter, r *http.Request, _ *request) {
 	s.passwordOK(w, r, u, c.Next)
 }
 
-// mustChangeFirst sends a user whose password is temporary to change it
-// (true when it answered): every route but the change itself and sign-out.
+// mustChangeFirst sends a user whose password is temporary, signed in
+// with it, to change it (true when it answered): every route but the
+// change itself and sign-out. A session of single sign-on used no password
+// and is not held up.
 func (s *Server) mustChangeFirst(w http.ResponseWriter, r *http.Request, rt route, u cloud.User) bool {
-	if !u.MustChangePassword || rt.Pattern == passwordRoute || rt.Pattern == "/panel/logout" {
+	if !u.MustChangePassword || rt.Pattern == passwordRoute || rt.Pattern == "/panel/logout" ||
+		s.sessions.GetString(r.Context(), sessVia) == "oidc" {
 		return false
 	}
 	if r.Header.Get("HX-Request") != "" {

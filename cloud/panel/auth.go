@@ -26,6 +26,7 @@ const (
 	sessUser     = "user"     // the user's id
 	sessSignedIn = "signedIn" // sign-in time, Unix ms
 	sessFlash    = "flash"    // a one-time notice for the next page
+	sessVia      = "via"      // how the user signed in: "password", "oidc"
 )
 
 func newSessionManager(cfg Config, log *slog.Logger) *scs.SessionManager {
@@ -304,6 +305,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, u cloud.Us
 	}
 	s.sessions.Put(ctx, sessUser, u.ID)
 	s.sessions.Put(ctx, sessSignedIn, strconv.FormatInt(time.Now().UnixMilli(), 10))
+	s.sessions.Put(ctx, sessVia, via)
 	s.log.Info("panel sign-in", "user_id", u.ID, "org_id", u.OrgID, "via", via, "remote", clientaddr.Key(r))
 	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
 }

@@ -263,7 +263,7 @@ func testFirstSignInChangesTemporaryPassword(t *testing.T, open storetest.Opener
 		t.Error("the requirement stays after the change")
 	}
 	recs := must(h.db.Audit().ListAudit(h.ctx, h.org.ID, cloud.AuditFilter{Action: cloud.ActionMemberPassword})).Records
-	if len(recs) != 1 || recs[0].Actor.Kind != cloud.ActorUser || recs[0].Actor.ID != u.ID || recs[0].Target.ID != u.ID || string(recs[0].Details) != `{"by":"self"}` {
+	if len(recs) != 1 || recs[0].Actor.Kind != cloud.ActorUser || recs[0].Actor.ID != u.ID || recs[0].Target.ID != u.ID || string(recs[0].Details) != `{"by":"self","email":"new.hire@acme.example"}` {
 		t.Errorf("audit records of the change: %+v", recs)
 	}
 	if r := h.anon().post("/panel/login", url.Values{"email": {"new.hire@acme.example"}, "password": {temp}}); r.status != http.StatusUnauthorized {

@@ -93,8 +93,8 @@ func testPasswordChanges(t *testing.T, open Opener) {
 		t.Errorf("another handle reads %+v", got)
 	}
 	target := cloud.AuditTarget{Kind: cloud.TargetMember, ID: u.ID}
-	if _, d := me.wantAudit(o.ID, cloud.ActionMemberPassword, self, target); d["by"] != "self" || len(d) != 1 {
-		t.Errorf("details %v, want by self and nothing else", d)
+	if _, d := me.wantAudit(o.ID, cloud.ActionMemberPassword, self, target); d["by"] != "self" || d["email"] != u.Email || len(d) != 2 {
+		t.Errorf("details %v, want by self and the email, nothing else", d)
 	}
 	if recs := e.auditOf(other.ID, cloud.AuditFilter{}); len(recs) != 0 {
 		t.Errorf("the other organization holds %d records", len(recs))
@@ -107,7 +107,7 @@ func testPasswordChanges(t *testing.T, open Opener) {
 		t.Fatalf("SetTemporaryPassword = %+v, %v", tmp, err)
 	}
 	recs := e.auditOf(o.ID, cloud.AuditFilter{Action: cloud.ActionMemberPassword, ActorKind: cloud.ActorCLI})
-	if len(recs) != 1 || string(recs[0].Details) != `{"by":"admin","temporary":true}` {
+	if len(recs) != 1 || string(recs[0].Details) != `{"by":"cli","email":"new@acme.example","temporary":true}` {
 		t.Errorf("the reset's records: %+v", recs)
 	}
 	e.clock.Add(time.Second)

@@ -68,8 +68,8 @@ const (
 // PasswordChangedAt (which ends their sessions signed in before it) and
 // MustChangePassword (only for a temporary password), and writes the
 // audit record member.password_changed in the same transaction: details
-// say by "self" or by "admin" (and whether the password is temporary),
-// never the password.
+// are the member's email and by whom, "self" or the actor's kind ("cli"),
+// with "temporary": true for a temporary password; never the password.
 func (p PanelStore) setPassword(ctx context.Context, orgID, id, hash string, by passwordSetter) (cloud.User, error) {
 	if hash == "" {
 		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
@@ -82,9 +82,12 @@ func (p PanelStore) setPassword(ctx context.Context, orgID, id, hash string, by 
 			hash, u.PasswordChangedAt.UnixMilli(), u.MustChangePassword, id); err != nil {
 			return err
 		}
-		var details any = map[string]string{"by": "self"}
-		if by != passwordBySelf {
-			details = map[string]any{"by": "admin", "temporary": u.MustChangePassword}
+		details := map[string]any{"email": u.Email, "by": "self"}
+		if a, _ := cloud.ActorFrom(ctx); by != passwordBySelf && (a.Kind != cloud.ActorUser || a.ID != id) {
+			details["by"] = string(a.Kind) // "cli": fleet-relay user reset-password
+		}
+		if u.MustChangePassword {
+			details["temporary"] = true
 		}
 		return p.audit(ctx, tx, orgID, cloud.ActionMemberPassword, cloud.AuditTarget{Kind: cloud.TargetMember, ID: id}, details)
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/go-chi/httprate"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/internal/refusallog"
 )
 
 // Prefix is the path prefix of every public API route.
@@ -35,14 +36,16 @@ const DefaultRateLimit = 600
 const MaxBodyBytes = 64 << 10
 
 // Authenticator verifies the API key of a request. key is the token after
-// "Bearer " in the Authorization header; version is the store's data
-// version as the request read it, before anything else (Config.Versioner;
-// versioned false: none), for the authenticator's cache of key rows. It
+// "Bearer " in the Authorization header; addr is the client's address
+// (clientaddr.Key), by which failures and the verification queue are
+// counted; version is the store's data version as the request read it,
+// before anything else (Config.Versioner; versioned false: none), for the
+// authenticator's cache of key rows. It
 // returns the key, or a *cloud.Error with code unauthorized,
 // api_key_expired or api_key_revoked; any other error is treated as
 // internal. The apikey package's Authenticator satisfies it.
 type Authenticator interface {
-	AuthenticateAt(ctx context.Context, key string, version uint64, versioned bool) (*cloud.APIKey, error)
+	AuthenticateAt(ctx context.Context, key, addr string, version uint64, versioned bool) (*cloud.APIKey, error)
 }
 
 // Config is what NewServer needs.
@@ -92,7 +95,8 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	access  *slog.Logger // the access log
+	access  *slog.Logger    // the access log
+	refused *refusallog.Log // the access log of requests refused unauthenticated
 	now     cloud.Now
 	limit   int
 	window  time.Duration
@@ -126,6 +130,7 @@ func NewServer(cfg Config) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.access = cmp.Or(cfg.AccessLog, s.log)
+	s.refused = refusallog.New(s.access, "request refused", "requests refused", time.Minute)
 	if s.now == nil {
 		s.now = time.Now
 	}

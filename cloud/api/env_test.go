@@ -31,6 +31,7 @@ import (
 type env struct {
 	t      *testing.T
 	s      storetest.Stores
+	api    *api.Server
 	srv    *httptest.Server
 	client *http.Client
 	tr     *specTransport
@@ -84,7 +85,8 @@ func newEnvOn(t *testing.T, e *env, s storetest.Stores, opts ...envOption) *env 
 	for _, o := range opts {
 		o(&cfg)
 	}
-	e.srv = httptest.NewServer(api.NewServer(cfg))
+	e.api = api.NewServer(cfg)
+	e.srv = httptest.NewServer(e.api)
 	t.Cleanup(e.srv.Close)
 	e.tr = &specTransport{tb: t, base: http.DefaultTransport, v: loadSpec(t)}
 	e.client = &http.Client{Transport: e.tr, Timeout: 30 * time.Second}

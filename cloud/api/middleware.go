@@ -110,6 +110,9 @@ func validRequestID(s string) bool {
 // recordRequest assigns the request id, echoes it, and writes one access-log
 // line per request: method, path (never the query), status, duration, bytes,
 // request id, key id and client address. Never the Authorization header.
+// Requests refused 401 or 429 without a verified key are logged in summary
+// instead (refusallog): the first of each of the first few addresses in a
+// minute, then one line with the counts.
 func (s *Server) recordRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -131,6 +134,16 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 			s.cfg.Requests.ObserveRequest(s.routeLabels.of(chi.RouteContext(ctx)), r.Method, status, time.Since(start))
 		}
 		if !s.access.Enabled(ctx, slog.LevelInfo) {
+			return
+		}
+		if rec.info.key == nil && (status == http.StatusUnauthorized || status == http.StatusTooManyRequests) {
+			// Refused before a key was known: in summary, not a line
+			// each (a flood would fill the disk).
+			reason := "unauthorized"
+			if status == http.StatusTooManyRequests {
+				reason = "rate_limited"
+			}
+			s.refused.Note(rec.info.clientAddr(r), reason)
 			return
 		}
 		keyID := ""
@@ -207,10 +220,13 @@ func bearerToken(h string) (string, bool) {
 
 // rateLimit authenticates the request (when it carries a key) and charges
 // it to the key's budget, or to the client address when it does not
-// authenticate. Every response below it carries the rate-limit headers; an
-// exhausted budget answers 429 rate_limited with Retry-After. The
-// authentication result is kept for the scope check of the endpoint, so
-// that unknown routes, 405s and the OpenAPI document need no key.
+// authenticate. A key not verified here before is charged to the address
+// before it is verified, so an address over its budget spends no bcrypt;
+// the first request of a good key costs its address one request too. Every
+// response below it carries the rate-limit headers; an exhausted budget
+// answers 429 rate_limited with Retry-After. The authentication result is
+// kept for the scope check of the endpoint, so that unknown routes, 405s
+// and the OpenAPI document need no key.
 func (s *Server) rateLimit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
@@ -219,18 +235,25 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 		}
 		info := infoFrom(r)
 		addrBucket := "a:" + info.clientAddr(r)
-		if s.addrExhausted(addrBucket) && !s.knownKey(r.Header.Get("Authorization")) {
+		authz := r.Header.Get("Authorization")
+		known := s.knownKey(authz)
+		limited := false
+		if !known {
+			limited = s.limiter.OnLimit(w, r, addrBucket)
+		}
+		if limited {
 			// This address has used up its budget of unauthenticated
 			// requests: do not spend bcrypt on keys never verified here.
 			info.authErr = cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
 		} else {
 			s.authenticate(r, info)
+			switch {
+			case info.key != nil:
+				limited = s.limiter.OnLimit(w, r, "k:"+info.key.ID)
+			case known: // verified before, refused now (revoked, expired)
+				limited = s.limiter.OnLimit(w, r, addrBucket)
+			}
 		}
-		bucket := addrBucket
-		if info.key != nil {
-			bucket = "k:" + info.key.ID
-		}
-		limited := s.limiter.OnLimit(w, r, bucket)
 		h := w.Header()
 		reset, _ := strconv.ParseInt(h.Get(hdrReset), 10, 64)
 		secs := reset - time.Now().Unix() // the limiter runs on the wall clock
@@ -288,7 +311,7 @@ func (s *Server) authenticate(r *http.Request, info *reqInfo) {
 		return
 	}
 	version, versioned := info.version.get(r.Context(), s.cfg.Versioner)
-	key, err := s.cfg.Auth.AuthenticateAt(r.Context(), tok, version, versioned)
+	key, err := s.cfg.Auth.AuthenticateAt(r.Context(), tok, info.clientAddr(r), version, versioned)
 	if err != nil {
 		info.authErr = err
 		return
@@ -303,13 +326,6 @@ func (s *Server) authenticate(r *http.Request, info *reqInfo) {
 
 // maxKnownKeys bounds the set of Authorization values that verified.
 const maxKnownKeys = 10_000
-
-// addrExhausted reports whether the unauthenticated budget of an address
-// is used up (the next request there would be refused).
-func (s *Server) addrExhausted(bucket string) bool {
-	_, rate, err := s.limiter.Status(bucket)
-	return err == nil && rate+1 > float64(s.limit)
-}
 
 // knownKey reports whether this Authorization header value has verified
 // before (by a SHA-256 sum; the key itself is not kept).

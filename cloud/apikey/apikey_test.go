@@ -129,7 +129,7 @@ type fixture struct {
 	now  *storetest.Clock // shared with the store and the authenticator
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{path: filepath.Join(t.TempDir(), "fleet.db"), now: storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 	db, err := sqlite.Open(context.Background(), f.path)
@@ -145,7 +145,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) key(t *testing.T, ttl time.Duration) (*cloud.APIKey, string) {
+func (f *fixture) key(t testing.TB, ttl time.Duration) (*cloud.APIKey, string) {
 	t.Helper()
 	k, key, err := f.db.CreateKey(context.Background(), f.org.ID, "ci", []string{cloud.ScopeDevicesRead}, ttl)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,15 +19,24 @@ import (
 // DefaultCacheSize bounds the cache of verified keys.
 const DefaultCacheSize = 10000
 
-// Failure limit: after MaxFailures failed verifications of one key id
-// within FailureWindow, further keys naming that id that are not already
-// in the cache are refused without running bcrypt until the window ends.
-// Unknown ids are counted alike, so the limit tells nothing about which
-// ids exist.
+// Failure limit: after MaxFailures failed verifications of one key id from
+// one client address within FailureWindow, further keys naming that id
+// from that address that are not already in the cache are refused without
+// running bcrypt until the window ends. Other addresses are not held: who
+// knows a key's id cannot lock its owner out. Unknown ids are counted
+// alike, and a locked id is refused before its row is looked up, so the
+// limit tells nothing about which ids exist.
 const (
 	MaxFailures   = 10
 	FailureWindow = time.Minute
 )
+
+// MaxHashChecksPerAddress bounds the bcrypt comparisons one client address
+// runs or waits for in the relay-wide queue at once: its other keys wait
+// for their address's turn, so a flood from one address holds one place in
+// the queue and a key from another address waits for at most that many
+// comparisons per busy address.
+const MaxHashChecksPerAddress = 1
 
 // MaxHashChecks returns the relay-wide bound on concurrent bcrypt
 // comparisons: half the usable CPUs, at least one, so that a flood of
@@ -38,8 +48,9 @@ func MaxHashChecks() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 // cached under the key's SHA-256 sum (never the key itself). A key naming
 // an unknown id is checked against a hash of a random secret, so that it
 // costs what a wrong secret of a real id costs (no key-id oracle); at most
-// MaxHashChecks comparisons run at once, and a key id with MaxFailures
-// failures in FailureWindow runs none until the window ends. Revocation and
+// MaxHashChecks comparisons run at once (MaxHashChecksPerAddress per client
+// address), and a key id with MaxFailures failures from one address in
+// FailureWindow runs none from there until the window ends. Revocation and
 // expiry are checked on every call, so a revoked key is refused on its very
 // next request, even when another process (the admin CLI, another relay)
 // revoked it: the key's row is read on every call, or kept while the store's
@@ -69,14 +80,25 @@ type Authenticator struct {
 	refused  map[[32]byte]cacheEntry
 	inflight map[[32]byte]*verifyCall
 	// rows holds key rows by id with the data version they were read at
-	// (calls that have a data version only).
-	rows map[string]keyRow
+	// (calls that have a data version only); missing, ids the store did
+	// not know at a data version, kept apart so that made-up ids cannot
+	// evict real rows. A known and an unknown id cost the same lookups.
+	rows    map[string]keyRow
+	missing map[string]uint64
 	// used holds when each key's use was last recorded (key services that
 	// are cloud.KeyUseRecorders only).
 	used map[string]time.Time
-	// failures counts failed verifications per key id (fixed windows of
-	// FailureWindow), bounded like the caches.
+	// failures counts failed verifications per key id and client address
+	// (fixed windows of FailureWindow), bounded like the caches.
 	failures map[string]failureCount
+	// addrSlots holds each client address's places in the hash queue
+	// (MaxHashChecksPerAddress), while anyone from there uses or awaits one.
+	addrSlots map[string]*addrSlot
+}
+
+type addrSlot struct {
+	ch    chan struct{}
+	users int
 }
 
 type failureCount struct {
@@ -98,8 +120,12 @@ type cacheEntry struct {
 type verifyCall struct {
 	done chan struct{}
 	ok   bool
-	err  error // the comparison did not run (its caller's context ended)
+	err  error // the comparison did not run (its caller's context ended, or its address got locked)
 }
+
+// errLocked: the comparison did not run, its address having used up the
+// key id's failures while it waited.
+var errLocked = errors.New("apikey: key id locked for this address")
 
 // NewAuthenticator returns an Authenticator reading keys from keys. now may
 // be nil (time.Now); cacheSize <= 0 means DefaultCacheSize.
@@ -118,6 +144,8 @@ func NewAuthenticator(keys cloud.KeyService, now cloud.Now, cacheSize int) *Auth
 		refused:   make(map[[32]byte]cacheEntry),
 		inflight:  make(map[[32]byte]*verifyCall),
 		rows:      make(map[string]keyRow),
+		missing:   make(map[string]uint64),
+		addrSlots: make(map[string]*addrSlot),
 		failures:  make(map[string]failureCount),
 		used:      make(map[string]time.Time),
 		hashSlots: make(chan struct{}, MaxHashChecks()),
@@ -139,7 +167,8 @@ func (a *Authenticator) FromHeader(ctx context.Context, header string) (*cloud.A
 // message for all three); EREVOKED or EEXPIRED only once the secret
 // verified. Store failures are returned wrapped, as internal errors. When
 // the key service is also a cloud.Versioner, its data version is read
-// first (see AuthenticateAt).
+// first (see AuthenticateAt). The caller's address is not known: all such
+// calls count as one address.
 func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.APIKey, error) {
 	if _, _, ok := Parse(key); !ok {
 		return nil, unauthorized()
@@ -150,7 +179,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.AP
 		v, err := vs.DataVersion(ctx)
 		version, versioned = v, err == nil
 	}
-	return a.AuthenticateAt(ctx, key, version, versioned)
+	return a.AuthenticateAt(ctx, key, "", version, versioned)
 }
 
 // AuthenticateAt is Authenticate with the store's data version as the
@@ -159,22 +188,28 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*cloud.AP
 // was read at that version, else read from the store and kept tagged with
 // it. versioned false means the caller has no version (the store offers
 // none, or its read failed): the row is read from the store and not kept.
-func (a *Authenticator) AuthenticateAt(ctx context.Context, key string, version uint64, versioned bool) (*cloud.APIKey, error) {
+// addr is the client's address (clientaddr.Key): failures are counted,
+// and the hash queue shared fairly, per address.
+func (a *Authenticator) AuthenticateAt(ctx context.Context, key, addr string, version uint64, versioned bool) (*cloud.APIKey, error) {
 	id, secret, ok := Parse(key)
 	if !ok {
 		return nil, unauthorized()
 	}
+	sum := sha256.Sum256([]byte(key))
+	if a.lockedOut(sum, id, addr) {
+		return nil, unauthorized()
+	}
 	k, err := a.keyByID(ctx, id, version, versioned)
-	known := err == nil
 	if err != nil {
-		if cloud.ErrorCode(err) != cloud.ENOTFOUND {
-			return nil, err
-		}
+		return nil, err
+	}
+	known := k != nil
+	if !known {
 		// The same work as a wrong secret: no answer tells an unknown id
 		// from a known one.
 		k = &cloud.APIKey{ID: id, Hash: a.hashOfUnknown()}
 	}
-	ok, err = a.verify(ctx, key, secret, k)
+	ok, err = a.verify(ctx, sum, secret, addr, k)
 	if err != nil || !ok || !known { // err: the caller left while waiting
 		return nil, unauthorized()
 	}
@@ -221,57 +256,93 @@ func (a *Authenticator) recordUse(id string) {
 	}()
 }
 
-// keyByID returns the key's row: from the row cache when it was read at
-// data version ver, else from the store. The returned key is shared;
-// callers must not modify it.
+// keyByID returns the key's row, or nil when the store knows no key id:
+// from the row caches when it was read at data version ver, else from the
+// store. The returned key is shared; callers must not modify it.
 func (a *Authenticator) keyByID(ctx context.Context, id string, ver uint64, versioned bool) (*cloud.APIKey, error) {
 	if !versioned {
-		return a.keys.KeyByID(ctx, id)
+		return a.readKey(ctx, id)
 	}
 	// The version was read before the row: a commit racing with the read
 	// below changes the version the next call sees, so a row is never
 	// trusted beyond the version it was read at.
 	a.mu.Lock()
 	r, hit := a.rows[id]
+	missVer, missHit := a.missing[id]
 	a.mu.Unlock()
 	if hit && r.version == ver {
 		return r.key, nil
 	}
-	k, err := a.keys.KeyByID(ctx, id)
+	if missHit && missVer == ver {
+		return nil, nil
+	}
+	k, err := a.readKey(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	a.mu.Lock()
-	if _, present := a.rows[id]; !present && len(a.rows) >= a.max {
-		for victim := range a.rows { // random eviction
-			delete(a.rows, victim)
-			break
+	if k == nil {
+		if _, present := a.missing[id]; !present {
+			evictOne(a.missing, a.max/10+1)
 		}
+		a.missing[id] = ver
+	} else {
+		if _, present := a.rows[id]; !present {
+			evictOne(a.rows, a.max)
+		}
+		a.rows[id] = keyRow{key: k, version: ver}
 	}
-	a.rows[id] = keyRow{key: k, version: ver}
 	a.mu.Unlock()
 	return k, nil
 }
 
+// readKey reads key id from the store: nil when there is none.
+func (a *Authenticator) readKey(ctx context.Context, id string) (*cloud.APIKey, error) {
+	k, err := a.keys.KeyByID(ctx, id)
+	if cloud.ErrorCode(err) == cloud.ENOTFOUND {
+		return nil, nil
+	}
+	return k, err
+}
+
+// lockedOut reports whether id used up its failures from addr and the key
+// (by its sum) did not verify before: then it is refused before its row
+// is looked up, known id or not, and the refusal counts as a failure.
+func (a *Authenticator) lockedOut(sum [32]byte, id, addr string) bool {
+	fk := failureKey(id, addr)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.lockedLocked(fk) {
+		return false
+	}
+	if e, hit := a.verified[sum]; hit && e.id == id {
+		return false // verified before: the cache answers, no bcrypt
+	}
+	a.countFailureLocked(fk)
+	return true
+}
+
 // verify checks secret against k's hash, from the cache when the whole key
-// was seen before. Concurrent first sights of one key share one bcrypt run;
-// a key id over its failure limit runs none; every run waits for one of the
-// relay-wide hash slots. The error is ctx's when it ended while waiting.
-func (a *Authenticator) verify(ctx context.Context, key, secret string, k *cloud.APIKey) (bool, error) {
-	sum := sha256.Sum256([]byte(key))
+// (sum) was seen before. Concurrent first sights of one key share one
+// bcrypt run; a key id over its failure limit from addr runs none; every
+// run waits for its address's place in the queue (MaxHashChecksPerAddress),
+// then for one of the relay-wide hash slots. The error is ctx's when it
+// ended while waiting.
+func (a *Authenticator) verify(ctx context.Context, sum [32]byte, secret, addr string, k *cloud.APIKey) (bool, error) {
+	fk := failureKey(k.ID, addr)
 	for {
 		a.mu.Lock()
 		for _, cache := range [...]map[[32]byte]cacheEntry{a.verified, a.refused} {
 			if e, hit := cache[sum]; hit && e.id == k.ID && subtle.ConstantTimeCompare([]byte(e.hash), k.Hash) == 1 {
 				if !e.ok {
-					a.countFailureLocked(k.ID)
+					a.countFailureLocked(fk)
 				}
 				a.mu.Unlock()
 				return e.ok, nil
 			}
 		}
-		if a.lockedLocked(k.ID) {
-			a.countFailureLocked(k.ID)
+		if a.lockedLocked(fk) {
+			a.countFailureLocked(fk)
 			a.mu.Unlock()
 			return false, nil
 		}
@@ -288,32 +359,51 @@ func (a *Authenticator) verify(ctx context.Context, key, secret string, k *cloud
 		if c.err == nil {
 			return c.ok, nil
 		}
-		// The first caller gave up before comparing: compare here.
+		// The first caller did not compare: compare here.
 	}
 	c := &verifyCall{done: make(chan struct{})}
 	a.inflight[sum] = c
 	a.mu.Unlock()
 
-	c.ok, c.err = a.compare(ctx, k.Hash, secret)
+	c.ok, c.err = a.compare(ctx, k.Hash, secret, addr, fk)
 
 	a.mu.Lock()
 	delete(a.inflight, sum)
-	if c.err == nil {
+	switch {
+	case c.err == nil:
 		cache, max := a.verified, a.max
 		if !c.ok {
 			cache, max = a.refused, a.max/10+1
-			a.countFailureLocked(k.ID)
+			a.countFailureLocked(fk)
 		}
 		evictOne(cache, max)
 		cache[sum] = cacheEntry{id: k.ID, hash: string(k.Hash), ok: c.ok}
+	case errors.Is(c.err, errLocked):
+		a.countFailureLocked(fk)
 	}
 	a.mu.Unlock()
 	close(c.done)
+	if errors.Is(c.err, errLocked) {
+		return false, nil
+	}
 	return c.ok, c.err
 }
 
-// compare runs bcrypt in one of the relay-wide hash slots.
-func (a *Authenticator) compare(ctx context.Context, hash []byte, secret string) (bool, error) {
+// compare runs bcrypt once addr's place in the queue and one of the
+// relay-wide hash slots are free, unless addr used up key fk's failures
+// while it waited (errLocked).
+func (a *Authenticator) compare(ctx context.Context, hash []byte, secret, addr, fk string) (bool, error) {
+	release, err := a.addrTurn(ctx, addr)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	a.mu.Lock()
+	locked := a.lockedLocked(fk)
+	a.mu.Unlock()
+	if locked {
+		return false, errLocked
+	}
 	select {
 	case a.hashSlots <- struct{}{}:
 	case <-ctx.Done():
@@ -326,6 +416,33 @@ func (a *Authenticator) compare(ctx context.Context, hash []byte, secret string)
 	for p := a.hashPeak.Load(); n > p && !a.hashPeak.CompareAndSwap(p, n); p = a.hashPeak.Load() {
 	}
 	return bcrypt.CompareHashAndPassword(hash, []byte(secret)) == nil, nil
+}
+
+// addrTurn waits for one of addr's places in the hash queue; release gives
+// it back.
+func (a *Authenticator) addrTurn(ctx context.Context, addr string) (release func(), err error) {
+	a.mu.Lock()
+	s := a.addrSlots[addr]
+	if s == nil {
+		s = &addrSlot{ch: make(chan struct{}, MaxHashChecksPerAddress)}
+		a.addrSlots[addr] = s
+	}
+	s.users++
+	a.mu.Unlock()
+	leave := func() {
+		a.mu.Lock()
+		if s.users--; s.users == 0 {
+			delete(a.addrSlots, addr)
+		}
+		a.mu.Unlock()
+	}
+	select {
+	case s.ch <- struct{}{}:
+		return func() { <-s.ch; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }
 
 // hashOfUnknown returns the hash keys naming an unknown id are compared
@@ -343,17 +460,21 @@ func (a *Authenticator) hashOfUnknown() []byte {
 	return a.unknownHash
 }
 
-// lockedLocked reports whether id used up its failures in the current
-// window. a.mu is held.
-func (a *Authenticator) lockedLocked(id string) bool {
-	f, ok := a.failures[id]
+// failureKey names the failures of key id from addr.
+func failureKey(id, addr string) string { return id + "|" + addr }
+
+// lockedLocked reports whether fk (failureKey) used up its failures in the
+// current window. a.mu is held.
+func (a *Authenticator) lockedLocked(fk string) bool {
+	f, ok := a.failures[fk]
 	return ok && f.n >= MaxFailures && a.now().Sub(f.window) < FailureWindow
 }
 
-// countFailureLocked counts one failed verification of id. a.mu is held.
-func (a *Authenticator) countFailureLocked(id string) {
+// countFailureLocked counts one failed verification of fk (failureKey).
+// a.mu is held.
+func (a *Authenticator) countFailureLocked(fk string) {
 	now := a.now()
-	f, ok := a.failures[id]
+	f, ok := a.failures[fk]
 	if !ok || now.Sub(f.window) >= FailureWindow || now.Before(f.window) {
 		if !ok {
 			evictOne(a.failures, a.max)
@@ -361,7 +482,7 @@ func (a *Authenticator) countFailureLocked(id string) {
 		f = failureCount{window: now}
 	}
 	f.n++
-	a.failures[id] = f
+	a.failures[fk] = f
 }
 
 // evictOne makes room for one more entry in a map bounded at max entries,

@@ -21,7 +21,7 @@ func TestAuthenticateAtTheCallersVersion(t *testing.T) {
 	k, key := f.key(t, 0)
 	at := func(version uint64, versioned bool) error {
 		t.Helper()
-		_, err := auth.AuthenticateAt(ctx, key, version, versioned)
+		_, err := auth.AuthenticateAt(ctx, key, "", version, versioned)
 		return err
 	}
 	rowReads := func(what string, want int64, do func()) {

@@ -206,16 +206,18 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, rq *requ
 	d := newAccountData(u, r.PostFormValue("next"))
 	answer := func(status int) { s.render(w, r, rq, status, "account", changePasswordTitle, d) }
 	addr := clientaddr.Key(r)
-	if wait := s.throttle.blocked(u.Email, addr); wait > 0 {
+	done, wait := s.throttle.reserve(u.Email, addr)
+	if wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
 		d.Errors["current"] = fmt.Sprintf("Too many wrong passwords. Try again in %s.", roundWait(wait))
 		answer(http.StatusTooManyRequests)
 		return
 	}
 	current, next, repeat := r.PostFormValue("current"), r.PostFormValue("new"), r.PostFormValue("repeat")
-	switch err := s.hasher.Check(ctx, current, u.PasswordHash); {
+	err := s.hasher.Check(ctx, current, u.PasswordHash)
+	done(errors.Is(err, password.ErrMismatch))
+	switch {
 	case errors.Is(err, password.ErrMismatch):
-		s.throttle.failed(u.Email, addr)
 		s.log.Info("panel password change: wrong current password", "user_id", u.ID, "remote", addr)
 		d.Errors["current"] = "The current password is wrong."
 		answer(http.StatusUnauthorized)

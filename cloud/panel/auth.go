@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
-	"github.com/go-chi/httprate"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
@@ -247,18 +246,21 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request, _ *request) {
 	s.render(w, r, nil, http.StatusOK, "login", "Sign in", d)
 }
 
-// login checks email and password. Failures count against the account and
-// the client address; over either budget the attempt is refused (429)
-// before the password is looked at. An unknown email costs as much time as
-// a wrong password.
+// login checks email and password. Each attempt is reserved in the
+// throttle's budgets (the account from this address, the address, the
+// account) before the password is looked at; over a budget it is refused
+// (429) unchecked. A wrong password keeps the attempt as a failure, a right
+// one gives it back. An unknown email costs as much time as a wrong
+// password.
 func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 	ctx := r.Context()
 	email := r.PostFormValue("email")
 	d := loginData{Email: email, Next: safeNext(r.PostFormValue("next"))}
 	normal, _ := cloud.NormalizeEmail(email)
 	addr := clientaddr.Key(r) // the throttle's identity of a client
-	if wait := s.throttle.blocked(normal, addr); wait > 0 {
-		s.log.Warn("panel sign-in throttled", "remote", addr)
+	done, wait := s.throttle.reserve(normal, addr)
+	if wait > 0 {
+		s.signInLog.Note(addr, "throttled")
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
 		d.Error = fmt.Sprintf("Too many failed sign-ins. Try again in %s.", roundWait(wait))
 		s.render(w, r, nil, http.StatusTooManyRequests, "login", "Sign in", d)
@@ -267,13 +269,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 	// Every organization's account with this email (account.go): the
 	// password opens none, one, or several (then the user chooses).
 	matched, err := s.passwordAccounts(ctx, email, r.PostFormValue("password"))
+	done(err == nil && len(matched) == 0)
 	if err != nil {
 		s.fail(w, r, nil, err)
 		return
 	}
 	if len(matched) == 0 {
-		s.throttle.failed(normal, addr)
-		s.log.Info("panel sign-in failed", "remote", addr)
+		s.signInLog.Note(addr, "wrong_password")
 		d.Error = "Wrong email or password."
 		s.render(w, r, nil, http.StatusUnauthorized, "login", "Sign in", d)
 		return
@@ -327,67 +329,3 @@ func roundWait(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d minutes", int(d.Round(time.Minute)/time.Minute))
 }
-
-// Throttle bounds failed sign-ins: at most PerAccount failures for one
-// email and PerAddress from one client address within Window (a sliding
-// window); beyond either, sign-in is refused until the count decays.
-type Throttle struct {
-	PerAccount, PerAddress int
-	Window                 time.Duration
-}
-
-// DefaultThrottle allows 5 failures per account and 20 per address in 15
-// minutes.
-var DefaultThrottle = Throttle{PerAccount: 5, PerAddress: 20, Window: 15 * time.Minute}
-
-// throttle counts failures with httprate's sliding-window counters, in
-// this relay's memory.
-type throttle struct {
-	cfg                 Throttle
-	account, addressLim *httprate.RateLimiter
-}
-
-func newThrottle(cfg Throttle) *throttle {
-	d := DefaultThrottle
-	if cfg.PerAccount <= 0 {
-		cfg.PerAccount = d.PerAccount
-	}
-	if cfg.PerAddress <= 0 {
-		cfg.PerAddress = d.PerAddress
-	}
-	if cfg.Window <= 0 {
-		cfg.Window = d.Window
-	}
-	return &throttle{cfg: cfg,
-		account:    httprate.NewRateLimiter(cfg.PerAccount, cfg.Window),
-		addressLim: httprate.NewRateLimiter(cfg.PerAddress, cfg.Window)}
-}
-
-// blocked returns how long to wait when the account or the address used
-// up its failures (0 when sign-in may proceed).
-func (t *throttle) blocked(account, addr string) time.Duration {
-	over := func(l *httprate.RateLimiter, key string, limit int) bool {
-		_, rate, err := l.Status(key)
-		return err == nil && rate+1 > float64(limit)
-	}
-	if (account != "" && over(t.account, account, t.cfg.PerAccount)) || over(t.addressLim, addr, t.cfg.PerAddress) {
-		return t.cfg.Window
-	}
-	return 0
-}
-
-// failed counts one failed sign-in against the account and the address.
-func (t *throttle) failed(account, addr string) {
-	if account != "" {
-		t.account.OnLimit(discard{}, &http.Request{}, account)
-	}
-	t.addressLim.OnLimit(discard{}, &http.Request{}, addr)
-}
-
-// discard is a ResponseWriter for httprate's header writes, which sign-in
-// does not send.
-type discard struct{}
-
-func (discard) Header() http.Header         { return http.Header{} }
-func (discard) Write(b []byte) (int, error) { return len(b), nil }
-func (discard) WriteHeader(int)             {}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
+	"github.com/fleet/fleet/cloud/internal/refusallog"
 	"github.com/fleet/fleet/cloud/password"
 	"github.com/fleet/fleet/shared/tick"
 )
@@ -91,6 +92,10 @@ type Server struct {
 	built    bool // the npm front end is in static/vendor
 	routes   []route
 	handler  http.Handler
+
+	// signInLog logs refused sign-ins (wrong password, throttled) in
+	// summary.
+	signInLog *refusallog.Log
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -116,7 +121,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Lifetime <= 0 {
 		s.cfg.Lifetime = DefaultLifetime
 	}
-	s.throttle = newThrottle(cfg.Throttle)
+	s.throttle = newThrottle(cfg.Throttle, s.now)
+	s.signInLog = refusallog.New(s.log, "panel sign-in refused", "panel sign-ins refused", time.Minute)
 	s.sessions = newSessionManager(s.cfg, s.log)
 	var err error
 	if s.static, s.built, err = staticFiles(); err != nil {

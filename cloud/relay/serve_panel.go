@@ -22,7 +22,7 @@ func defaultPanelConfig() PanelConfig {
 func (c *PanelConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdleTimeout, "panel-idle-timeout", c.IdleTimeout, "panel sessions end after this long without a request")
 	fs.DurationVar(&c.Lifetime, "panel-session-lifetime", c.Lifetime, "panel sessions end this long after sign-in, used or not")
-	fs.IntVar(&c.Throttle.PerAccount, "panel-signin-failures", c.Throttle.PerAccount, "failed panel sign-ins allowed per account in 15 minutes")
+	fs.IntVar(&c.Throttle.PerAccount, "panel-signin-failures", c.Throttle.PerAccount, "failed panel sign-ins allowed per account from one client address in 15 minutes (the account from all addresses: 100, except where it signed in before)")
 	fs.IntVar(&c.Throttle.PerAddress, "panel-signin-failures-per-address", c.Throttle.PerAddress, "failed panel sign-ins allowed per client address in 15 minutes")
 }
 

@@ -78,8 +78,11 @@ func (r Role) Can(p Permission) bool {
 // MaxEmailLength bounds a user's email address.
 const MaxEmailLength = 254
 
-// User is a person who signs in to the panel. Email is unique across the
-// relay (sign-in asks for nothing else) and stored lower-cased.
+// User is a person's account in one organization, with which they sign in
+// to the panel. Email is stored lower-cased and unique in the organization;
+// one person may hold an account with the same email in several
+// organizations (sign-in then asks which, when the password fits more
+// than one).
 type User struct {
 	ID           string
 	OrgID        string
@@ -90,7 +93,11 @@ type User struct {
 	// PasswordChangedAt ends every session signed in before it; zero when
 	// the password was never changed.
 	PasswordChangedAt time.Time
-	CreatedAt         time.Time
+	// MustChangePassword: the password was set by someone else (an OWNER
+	// adding the member, the admin CLI with --temporary) and the user must
+	// choose their own before anything else in the panel.
+	MustChangePassword bool
+	CreatedAt          time.Time
 }
 
 // Disabled reports whether the user may no longer sign in.
@@ -102,6 +109,22 @@ type NewUser struct {
 	Email        string
 	Role         Role
 	PasswordHash string
+	// MustChangePassword sets User's: a temporary password.
+	MustChangePassword bool
+}
+
+// MaxAccountsPerEmail bounds the accounts that password sign-in looks at
+// for one email (UsersByEmail): a person in more organizations than that
+// signs in to the rest with single sign-on. Sign-in checks the password
+// against exactly this many hashes whatever the count, so that its time
+// tells nothing about it.
+const MaxAccountsPerEmail = 5
+
+// OrgUser is an account with its organization's name (sign-in's choice of
+// organization shows it).
+type OrgUser struct {
+	User
+	OrgName string
 }
 
 // UserService stores the panel's users. Methods that take an orgID act only
@@ -113,8 +136,10 @@ type UserService interface {
 	// UserByID returns the user with id in any organization (sessions and
 	// the admin CLI), or ENOTFOUND.
 	UserByID(ctx context.Context, id string) (User, error)
-	// UserByEmail returns the user with email (any case), or ENOTFOUND.
-	UserByEmail(ctx context.Context, email string) (User, error)
+	// UsersByEmail returns the accounts with email (any case) in every
+	// organization, active ones first, then oldest first, at most limit
+	// (1..MaxAccountsPerEmail); none is no error (password sign-in).
+	UsersByEmail(ctx context.Context, email string, limit int) ([]OrgUser, error)
 	// UserByOrgEmail returns the organization's user with email (any
 	// case), or ENOTFOUND (single sign-on, Add member).
 	UserByOrgEmail(ctx context.Context, orgID, email string) (User, error)
@@ -123,8 +148,14 @@ type UserService interface {
 	SetUserRole(ctx context.Context, orgID, id string, role Role) (User, error)
 	DisableUser(ctx context.Context, orgID, id string) (User, error)
 	// SetUserPassword stores a new hash and sets PasswordChangedAt, which
-	// ends the user's other sessions.
+	// ends the user's other sessions; it clears MustChangePassword.
 	SetUserPassword(ctx context.Context, orgID, id, hash string) (User, error)
+	// SetTemporaryPassword is SetUserPassword for a password chosen by
+	// someone else: the user must change it at their next sign-in.
+	SetTemporaryPassword(ctx context.Context, orgID, id, hash string) (User, error)
+	// ChangeOwnPassword is SetUserPassword by the user themself (ctx's
+	// actor; the audit record says "by": "self").
+	ChangeOwnPassword(ctx context.Context, orgID, id, hash string) (User, error)
 }
 
 // SessionStore keeps the panel's sessions (opaque data under the SHA-256 of

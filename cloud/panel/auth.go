@@ -3,7 +3,6 @@ package panel
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
-	"github.com/fleet/fleet/cloud/password"
 )
 
 // SessionCookie is the name of the panel's session cookie.
@@ -27,6 +25,7 @@ const (
 	sessUser     = "user"     // the user's id
 	sessSignedIn = "signedIn" // sign-in time, Unix ms
 	sessFlash    = "flash"    // a one-time notice for the next page
+	sessVia      = "via"      // how the user signed in: "password", "oidc"
 )
 
 func newSessionManager(cfg Config, log *slog.Logger) *scs.SessionManager {
@@ -267,35 +266,38 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 		s.render(w, r, nil, http.StatusTooManyRequests, "login", "Sign in", d)
 		return
 	}
-	pw := r.PostFormValue("password")
-	u, err := s.cfg.Users.UserByEmail(ctx, email)
-	switch {
-	case err == nil:
-		err = s.hasher.Check(ctx, pw, u.PasswordHash)
-	case cloud.ErrorCode(err) == cloud.ENOTFOUND:
-		err = s.hasher.CheckNothing(ctx, pw)
-	}
-	done(errors.Is(err, password.ErrMismatch))
+	// Every organization's account with this email (account.go): the
+	// password opens none, one, or several (then the user chooses).
+	matched, accounts, err := s.passwordAccounts(ctx, email, r.PostFormValue("password"))
+	done(err == nil && len(matched) == 0)
 	if err != nil {
-		if !errors.Is(err, password.ErrMismatch) {
-			s.fail(w, r, nil, err)
-			return
-		}
+		s.fail(w, r, nil, err)
+		return
+	}
+	if len(matched) == 0 {
 		s.signInLog.Note(addr, "wrong_password")
-		s.auditSignInFailed(r, u, "password")
+		for _, a := range accounts { // each organization's account of this email hears of it
+			s.auditSignInFailed(r, a.User, "password")
+		}
 		d.Error = "Wrong email or password."
 		s.render(w, r, nil, http.StatusUnauthorized, "login", "Sign in", d)
 		return
 	}
-	if u.Disabled() {
-		d.Error = "This account is disabled. Ask an OWNER of your organization."
-		s.render(w, r, nil, http.StatusForbidden, "login", "Sign in", d)
+	u, ok := s.oneAccount(w, r, matched, d)
+	if !ok {
 		return
 	}
-	if s.secondStep(w, r, u, d.Next) { // two-factor sign-in (totp.go)
+	s.passwordOK(w, r, u, d.Next)
+}
+
+// passwordOK goes on signing in u, the one account whose password matched
+// (the only one, or the one chosen among several organizations': every
+// password sign-in comes here), then startSession.
+func (s *Server) passwordOK(w http.ResponseWriter, r *http.Request, u cloud.User, next string) {
+	if s.secondStep(w, r, u, next) { // two-factor sign-in (totp.go)
 		return
 	}
-	s.startSession(w, r, u, d.Next, "password")
+	s.startSession(w, r, u, next, "password")
 }
 
 // startSession signs u in (every check passed: password or single sign-on,
@@ -315,6 +317,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, u cloud.Us
 	}
 	s.sessions.Put(ctx, sessUser, u.ID)
 	s.sessions.Put(ctx, sessSignedIn, strconv.FormatInt(time.Now().UnixMilli(), 10))
+	s.sessions.Put(ctx, sessVia, via)
 	s.log.Info("panel sign-in", "user_id", u.ID, "org_id", u.OrgID, "via", via, "remote", clientaddr.Key(r))
 	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
 }

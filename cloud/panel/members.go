@@ -9,8 +9,8 @@ import (
 	"github.com/fleet/fleet/cloud/apikey"
 )
 
-// generatedPasswordLength is the length of a new member's first password
-// (base62, about 119 bits).
+// generatedPasswordLength is the length of a new member's temporary first
+// password (base62, about 119 bits).
 const generatedPasswordLength = 20
 
 type membersData struct {
@@ -19,7 +19,8 @@ type membersData struct {
 	Email  string
 	Role   cloud.Role
 	Errors map[string]string
-	// Added is the member just added and their first password, shown once.
+	// Added is the member just added and their temporary first password,
+	// shown once; they choose their own at their first sign-in.
 	Added    *cloud.User
 	Password string
 }
@@ -39,7 +40,10 @@ func (s *Server) membersPage(w http.ResponseWriter, r *http.Request, rq *request
 	s.show(w, r, rq, "members", "Members", d, err)
 }
 
-// addMember adds a user with a generated first password, shown this once.
+// addMember adds a user with a generated temporary password, shown this
+// once: they must choose their own at their first sign-in, so the OWNER
+// never knows it for long. An email in use in another organization is no
+// conflict (and nothing here tells of it); only this organization's is.
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
 	d, err := s.membersData(r, rq)
@@ -68,7 +72,7 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request, rq *request) 
 			s.fail(w, r, rq, err)
 			return
 		}
-		u, err := s.cfg.Users.CreateUser(ctx, cloud.NewUser{OrgID: rq.User.OrgID, Email: d.Email, Role: role, PasswordHash: hash})
+		u, err := s.cfg.Users.CreateUser(ctx, cloud.NewUser{OrgID: rq.User.OrgID, Email: d.Email, Role: role, PasswordHash: hash, MustChangePassword: true})
 		switch cloud.ErrorCode(err) {
 		case cloud.EINVALID, cloud.ECONFLICT:
 			d.Errors["email"] = cloud.ErrorMessage(err)

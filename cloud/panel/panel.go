@@ -193,7 +193,12 @@ func (s *Server) routeTable() []route {
 	rs := []route{
 		{"GET", "/panel/login", "", s.loginPage},
 		{"POST", "/panel/login", "", s.login},
+		{"GET", chooseRoute, "", s.choosePage},
+		{"POST", chooseRoute, "", s.choose},
 		{"POST", "/panel/logout", cloud.PermView, s.logout},
+		{"GET", accountRoute, cloud.PermView, s.accountPage},
+		{"GET", passwordRoute, cloud.PermView, s.passwordPage},
+		{"POST", passwordRoute, cloud.PermView, s.changePassword},
 		{"GET", "/panel/{$}", cloud.PermView, s.fleetPage},
 		{"GET", "/panel/devices/{id}", cloud.PermView, s.devicePage},
 		{"GET", "/panel/devices/{id}/channels", cloud.PermView, s.channelsFragment},
@@ -350,7 +355,13 @@ func (s *Server) guard(rt route) http.Handler {
 			// (cloud/audit.go).
 			r = r.WithContext(cloud.WithActor(r.Context(), userActor(r, u)))
 		}
-		if !s.twoFactorGate(w, r, rq, rt) {
+		if s.mustChangeFirst(w, r, rt, u) {
+			return
+		}
+		// A temporary password is changed first (mustChangeFirst lets its
+		// page through), then an organization that requires two-factor
+		// sign-in has it enrolled.
+		if !u.MustChangePassword && !s.twoFactorGate(w, r, rq, rt) {
 			return
 		}
 		if !u.Role.Can(rt.Perm) {

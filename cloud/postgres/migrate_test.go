@@ -80,6 +80,20 @@ func TestMigrateClaimCreator(t *testing.T) {
 	storetest.CheckOldClaimCreator(t, openStores(t, url, nil, "relay-1").Stores)
 }
 
+// A database whose users' emails were unique across the relay (before
+// migration 0021) opens with every user, key and creator as they were,
+// and an email now unique per organization only.
+func TestMigrateEmailPerOrg(t *testing.T) {
+	url := newDatabase(t)
+	oldDatabase(t, url, func(m sqlstore.Migration) string {
+		if m.Name < "0021" {
+			return m.Name
+		}
+		return ""
+	}, storetest.OldUsersSQL)
+	storetest.CheckMigratedUsers(t, openStores(t, url, nil, "relay-1").Stores)
+}
+
 // newDatabase makes an empty database, dropped when the test ends.
 func newDatabase(t *testing.T) string {
 	t.Helper()

@@ -300,7 +300,7 @@ func TestStoreCopy(t *testing.T) {
 	if data, ok, err := m2.DB.Panel.FindSession(ctx, "sessionhash1"); err != nil || !ok || string(data) != "session-bytes\x00\x01" {
 		t.Errorf("session after the copy: %q %v %v", data, ok, err)
 	}
-	if u, err := m2.DB.Panel.UserByEmail(ctx, "ada@example.com"); err != nil || u.ID != user.ID || u.PasswordHash != user.PasswordHash {
+	if u, err := m2.DB.Panel.UserByOrgEmail(ctx, user.OrgID, "ada@example.com"); err != nil || u.ID != user.ID || u.PasswordHash != user.PasswordHash {
 		t.Errorf("user after the copy: %+v %v", u, err)
 	}
 	// New deliveries follow the copied ones in the outbox.

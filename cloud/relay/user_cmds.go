@@ -23,10 +23,12 @@ type userJSON struct {
 	OrgID      string  `json:"orgId,omitempty"`
 	DisabledAt *string `json:"disabledAt,omitempty"`
 	CreatedAt  *string `json:"createdAt,omitempty"`
+	// MustChangePassword: a temporary password not yet replaced.
+	MustChangePassword bool `json:"mustChangePassword,omitempty"`
 }
 
 func userOut(u cloud.User) userJSON {
-	return userJSON{ID: u.ID, Email: u.Email, Role: string(u.Role)}
+	return userJSON{ID: u.ID, Email: u.Email, Role: string(u.Role), MustChangePassword: u.MustChangePassword}
 }
 
 // readPassword reads a new password from r: all of it, less one trailing
@@ -81,21 +83,36 @@ func roleFlag(f *adminFlags) func(*cloud.Role) error {
 	}
 }
 
+// temporaryFlag registers --temporary: the password given is the user's
+// only until their next sign-in, where the panel has them choose their own.
+func temporaryFlag(f *adminFlags) *bool {
+	return f.FS.Bool("temporary", false, "the password is temporary: the user must choose their own at their next panel sign-in")
+}
+
+// mustChangeNote says, for a temporary password, that the user replaces it.
+func mustChangeNote(u cloud.User) string {
+	if !u.MustChangePassword {
+		return ""
+	}
+	return "; the password is temporary: they choose their own at their next sign-in"
+}
+
 func (a *app) runUserCreate(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("user create")
 	org := f.String("org", "organization id", true)
 	email := f.String("email", "email address, used to sign in", true)
 	parseRole := roleFlag(f)
+	temporary := temporaryFlag(f)
 	var role cloud.Role
 	var hash string
 	passwordFromStdin(ctx, f, a.stdin, &hash, func() error { return parseRole(&role) })
 	return f.run(ctx, args, stdout, func(ctx context.Context, st *cloud.Stores) (output, error) {
-		u, err := st.Panel.CreateUser(ctx, cloud.NewUser{OrgID: *org, Email: *email, Role: role, PasswordHash: hash})
+		u, err := st.Panel.CreateUser(ctx, cloud.NewUser{OrgID: *org, Email: *email, Role: role, PasswordHash: hash, MustChangePassword: *temporary})
 		if err != nil {
 			return output{}, err
 		}
 		return output{userOut(u), func(w io.Writer) {
-			fmt.Fprintf(w, "User created.\n  id:    %s\n  email: %s\n  role:  %s\nThey sign in to the panel at /panel/login with this email and the password given.\n", u.ID, u.Email, u.Role)
+			fmt.Fprintf(w, "User created.\n  id:    %s\n  email: %s\n  role:  %s\nThey sign in to the panel at /panel/login with this email and the password given%s.\n", u.ID, u.Email, u.Role, mustChangeNote(u))
 		}}, nil
 	})
 }
@@ -172,12 +189,16 @@ func runUserDisable(ctx context.Context, args []string, stdout io.Writer) error 
 func (a *app) runUserResetPassword(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newAdminFlags("user reset-password")
 	id := f.String("id", "user id", true)
+	temporary := temporaryFlag(f)
 	var hash string
 	passwordFromStdin(ctx, f, a.stdin, &hash, nil)
 	return changeUser(ctx, f, args, stdout, id, func(st cloud.PanelStore, u cloud.User) (cloud.User, error) {
+		if *temporary {
+			return st.SetTemporaryPassword(ctx, u.OrgID, u.ID, hash)
+		}
 		return st.SetUserPassword(ctx, u.OrgID, u.ID, hash)
 	}, func(u cloud.User) string {
-		return "Password of " + u.Email + " changed; their open sessions end on their next request."
+		return "Password of " + u.Email + " changed; their open sessions end on their next request" + mustChangeNote(u) + "."
 	})
 }
 

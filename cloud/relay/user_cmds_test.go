@@ -113,6 +113,37 @@ func TestUserCommands(t *testing.T) {
 	if err := checkPassword("a new password here"); err != nil {
 		t.Errorf("reset-password did not set the password: %v", err)
 	}
+	if got, _ := ps.UserByID(context.Background(), u.ID); got.MustChangePassword {
+		t.Error("reset-password without --temporary requires a change (scripts must see no difference)")
+	}
+
+	// --temporary: the user must choose their own password at their next
+	// sign-in; the JSON says so.
+	var tmp struct {
+		ID                 string
+		MustChangePassword bool
+	}
+	out, errOut, code = cliIn(t, "a temporary one 1\n", "user", "reset-password", "--db", db, "--id", u.ID, "--password-stdin", "--temporary", "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &tmp) != nil || !tmp.MustChangePassword {
+		t.Fatalf("reset-password --temporary: %d %s %s", code, out, errOut)
+	}
+	if got, _ := ps.UserByID(context.Background(), u.ID); !got.MustChangePassword || checkPassword("a temporary one 1") != nil {
+		t.Errorf("reset-password --temporary stored %+v", got)
+	}
+	out, errOut, code = cliIn(t, "a temporary one 2\n", "user", "create", "--db", db, "--org", org.ID, "--email", "tmp@acme.example", "--role", "VIEWER", "--password-stdin", "--temporary")
+	if code != 0 || !strings.Contains(out, "the password is temporary") {
+		t.Fatalf("user create --temporary: %d %s %s", code, out, errOut)
+	}
+	if us, _ := ps.UsersByEmail(context.Background(), "tmp@acme.example", 5); len(us) != 1 || !us[0].MustChangePassword {
+		t.Errorf("user create --temporary stored %+v", us)
+	}
+
+	// An email is unique per organization: another organization may hold it.
+	var other struct{ ID string }
+	mustJSON(t, &other, "org", "create", "--db", db, "--name", "Globex")
+	if _, errOut, code := cliIn(t, "correct horse battery\n", "user", "create", "--db", db, "--org", other.ID, "--email", "ada@acme.example", "--role", "OWNER", "--password-stdin"); code != 0 {
+		t.Errorf("the same email in another organization: %d %s", code, errOut)
+	}
 }
 
 // TestKeyListShowsLastUse: key list prints each key's last use once the

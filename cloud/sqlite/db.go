@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"net/url"
 	"runtime"
@@ -169,7 +170,12 @@ func (db *DB) Close() error {
 func (db *DB) NowMs() int64 { return db.Now().UnixMilli() }
 
 // migrate applies the steps of the migration sequence (sqlstore's) not
-// yet recorded, each in its own immediate transaction, in order.
+// yet recorded, each in its own immediate transaction, in order. Foreign
+// keys are off while they run, as SQLite's way of rebuilding a table
+// requires (a step drops a table others refer to and renames its rebuilt
+// copy into its place: 0021), and each step checks them before it
+// commits: a step that leaves a dangling reference fails and is rolled
+// back.
 func (db *DB) migrate(ctx context.Context) error {
 	if _, err := db.W.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("sqlite: migrations table: %w", err)
@@ -178,13 +184,44 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	conn, err := db.W.Conn(ctx) // the writer's one connection, whose pragma this is
+	if err != nil {
+		return fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+		return fmt.Errorf("sqlite: migrations: %w", err)
+	}
 	for _, m := range steps {
-		err := db.WriteTx(ctx, func(tx *sql.Tx) error { return sqlstore.Migrate(ctx, sqlConn{tx}, m, time.Now().UnixMilli()) })
-		if err != nil {
+		if err := migrateStep(ctx, conn, m); err != nil {
 			return fmt.Errorf("sqlite: %w", err)
 		}
 	}
+	if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = ON`); err != nil {
+		return fmt.Errorf("sqlite: migrations: %w", err)
+	}
 	return nil
+}
+
+// migrateStep runs one step in an immediate transaction on conn and
+// commits it only when no foreign key dangles.
+func migrateStep(ctx context.Context, conn *sql.Conn, m sqlstore.Migration) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := sqlstore.Migrate(ctx, sqlConn{tx}, m, time.Now().UnixMilli()); err != nil {
+		return err
+	}
+	var table string
+	switch err := tx.QueryRowContext(ctx, `PRAGMA foreign_key_check`).Scan(&table, new(any), new(any), new(any)); {
+	case err == nil:
+		return fmt.Errorf("migration %s: a row of %s refers to a row that is gone", m.Name, table)
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("migration %s: check foreign keys: %w", m.Name, err)
+	}
+	return tx.Commit()
 }
 
 // WriteTx runs fn in an immediate transaction on the writer.

@@ -44,6 +44,15 @@ func TestMigrateLegacyNames(t *testing.T) {
 	if _, err := db.CreateOrg(ctx, "acme"); err != nil {
 		t.Errorf("create org on the migrated database: %v", err)
 	}
+	// Migrations run with foreign keys off (a rebuilt table): they are on
+	// again for everything after.
+	var fk int
+	if err := db.W.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil || fk != 1 {
+		t.Errorf("foreign keys after the migrations: %d, %v", fk, err)
+	}
+	if _, err := db.W.ExecContext(ctx, `INSERT INTO users (id, org_id, email, role, password_hash, created_at) VALUES ('u', 'nosuchorg', 'a@b.example', 'OWNER', 'h', 1)`); err == nil {
+		t.Error("a user of no organization was stored: foreign keys are off")
+	}
 }
 
 // A database whose alert rules are the six fixed ones (before migration
@@ -72,6 +81,20 @@ func TestMigrateClaimCreator(t *testing.T) {
 		return ""
 	}, storetest.OldClaimSQL(func(h string) string { return "X'" + h + "'" }))
 	storetest.CheckOldClaimCreator(t, openStores(t, path, nil).Stores)
+}
+
+// A database whose users' emails were unique across the relay (before
+// migration 0021) opens with every user, key and creator as they were,
+// and an email now unique per organization only.
+func TestMigrateEmailPerOrg(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	oldDatabase(t, path, func(m sqlstore.Migration) string {
+		if m.Name < "0021" {
+			return m.Name
+		}
+		return ""
+	}, storetest.OldUsersSQL)
+	storetest.CheckMigratedUsers(t, openStores(t, path, nil).Stores)
 }
 
 // oldDatabase makes at path a database of the steps of the sequence that

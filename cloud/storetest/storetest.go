@@ -125,6 +125,8 @@ func Run(t *testing.T, open Opener) {
 		{"Retention", testRetention},
 		{"DataVersion", testDataVersion},
 		{"Users", testUsers},
+		{"AccountsAcrossOrgs", testAccountsAcrossOrgs},
+		{"PasswordChanges", testPasswordChanges},
 		{"LastOwnerUnderConcurrency", testLastOwnerConcurrent},
 		{"TwoFactor", testTwoFactor},
 		{"PanelSessions", testPanelSessions},

@@ -72,6 +72,13 @@ func TestBrowser(t *testing.T) {
 	fleetproc.AdminInput(t, relay, nil, viewerPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "viewer@demo.example", "--role", "VIEWER", "--password-stdin")
 	totpPassword := "totp password 123" // the two-factor steps' own user
 	fleetproc.AdminInput(t, relay, nil, totpPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "totp@demo.example", "--role", "MEMBER", "--password-stdin")
+	// [accounts] one email in two organizations with one password: in the
+	// demo organization a temporary one (--temporary), in a second its own.
+	accountsPassword := "accounts password 123"
+	var second struct{ ID string }
+	fleetproc.Admin(t, relay, nil, &second, "org", "create", "--db", db, "--name", "Second Org")
+	fleetproc.AdminInput(t, relay, nil, accountsPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "two.orgs@demo.example", "--role", "MEMBER", "--password-stdin", "--temporary")
+	fleetproc.AdminInput(t, relay, nil, accountsPassword+"\n", nil, "user", "create", "--db", db, "--org", second.ID, "--email", "two.orgs@demo.example", "--role", "OWNER", "--password-stdin")
 
 	// A release of 9.9.0 (a few random bytes, signed with minisign as an
 	// operator signs one) for the rollout pages; no agent of the demo is
@@ -100,7 +107,7 @@ func TestBrowser(t *testing.T) {
 	node.Dir = filepath.Join(top, "test", "browser")
 	node.Env = append(os.Environ(),
 		"FLEET_BASE=http://"+listen, "FLEET_OWNER_EMAIL="+email, "FLEET_OWNER_PASSWORD="+password,
-		"FLEET_VIEWER_EMAIL=viewer@demo.example", "FLEET_VIEWER_PASSWORD="+viewerPassword, "FLEET_API_KEY="+key,
+		"FLEET_VIEWER_EMAIL=viewer@demo.example", "FLEET_VIEWER_PASSWORD="+viewerPassword, "FLEET_ACCOUNTS_EMAIL=two.orgs@demo.example", "FLEET_ACCOUNTS_PASSWORD="+accountsPassword, "FLEET_API_KEY="+key,
 		"FLEET_TOTP_EMAIL=totp@demo.example", "FLEET_TOTP_PASSWORD="+totpPassword,
 		"FLEET_DEVICE="+press, "FLEET_OFFLINE_DEVICE="+gate[1], "FLEET_XSS_NAME="+xssName,
 		"FLEET_SCREENSHOTS="+shots, "CHROMIUM="+chromium)

@@ -19,6 +19,7 @@ const BASE = env("FLEET_BASE");
 const API = BASE + "/api/v1/public";
 const OWNER = { email: env("FLEET_OWNER_EMAIL"), password: env("FLEET_OWNER_PASSWORD") };
 const VIEWER = { email: env("FLEET_VIEWER_EMAIL"), password: env("FLEET_VIEWER_PASSWORD") };
+const ACCOUNTS = { email: env("FLEET_ACCOUNTS_EMAIL"), password: env("FLEET_ACCOUNTS_PASSWORD") }; // [accounts]: in two organizations
 const KEY = env("FLEET_API_KEY");
 const DEVICE = env("FLEET_DEVICE"); // an ONLINE IG-500 with configured channels
 const OFFLINE = env("FLEET_OFFLINE_DEVICE"); // its agent was stopped: a device_offline alert opens
@@ -735,6 +736,78 @@ step("two-factor sign-in: a recovery code signs in once", async () => {
 });
 
 // [accounts] own password, first sign-in
+
+// changePassword fills Change password and submits it.
+async function changePassword(p, current, next) {
+  await p.getByLabel("Current password").fill(current);
+  await p.getByLabel("New password", { exact: true }).fill(next);
+  await p.getByLabel("Repeat new password").fill(next);
+  await p.getByRole("button", { name: "Change password" }).click();
+}
+
+step("[accounts] a member an OWNER adds chooses their own password at first sign-in, then changes it from Account", async () => {
+  const email = "new.hire@demo.example";
+  await page.goto(BASE + "/panel/settings/members");
+  await page.getByLabel("Email").fill(email);
+  await page.getByLabel("Role", { exact: true }).selectOption("MEMBER");
+  await page.getByRole("button", { name: "Add member" }).click();
+  const temporary = await page.getByTestId("new-password").inputValue();
+  assert(temporary.length >= 12, `temporary password ${temporary}`);
+  await page.goto(BASE + "/panel/settings/members");
+  await page.getByRole("row", { name: email }).getByText("temporary password not yet changed").waitFor();
+
+  const ctx = await browserContext();
+  const mp = ctx.pages()[0] || (await ctx.newPage());
+  await mp.goto(BASE + "/panel/alerts");
+  await mp.getByLabel("Email").fill(email);
+  await mp.getByLabel("Password").fill(temporary);
+  await mp.getByRole("button", { name: "Sign in" }).click();
+  await mp.waitForURL((u) => u.pathname === "/panel/account/password");
+  await mp.getByText("Your password was set by someone else").waitFor();
+  await mp.goto(BASE + "/panel/");
+  assert(new URL(mp.url()).pathname === "/panel/account/password", `before the change /panel/ is ${mp.url()}`);
+  await changePassword(mp, "not the password", "my own password 1");
+  await mp.getByText("The current password is wrong.").waitFor();
+  await changePassword(mp, temporary, "my own password 1");
+  await mp.waitForURL(BASE + "/panel/");
+  await mp.getByText("Your password is changed.").waitFor();
+  await mp.getByRole("button", { name: "Sign out" }).click();
+  await mp.getByText("You are signed out.").waitFor();
+  await signIn(mp, { email, password: "my own password 1" });
+
+  await mp.getByRole("link", { name: email }).click();
+  await mp.waitForURL(BASE + "/panel/account");
+  await mp.getByRole("heading", { name: "Change password" }).waitFor();
+  await changePassword(mp, "my own password 1", "my own password 2");
+  await mp.waitForURL(BASE + "/panel/account");
+  await mp.getByText("Your other sessions are signed out.").waitFor();
+  await shoot(mp, "account");
+  await mp.goto(BASE + "/panel/alerts");
+  assert(new URL(mp.url()).pathname === "/panel/alerts", `after the change this session is at ${mp.url()}`);
+  await ctx.close();
+  const check = await browserContext();
+  const cp = check.pages()[0] || (await check.newPage());
+  await signIn(cp, { email, password: "my own password 2" });
+  await check.close();
+});
+
+step("[accounts] one email and password in two organizations: sign-in asks which", async () => {
+  const ctx = await browserContext();
+  const ap = ctx.pages()[0] || (await ctx.newPage());
+  await ap.goto(BASE + "/panel/login");
+  await ap.getByLabel("Email").fill(ACCOUNTS.email);
+  await ap.getByLabel("Password").fill(ACCOUNTS.password);
+  await ap.getByRole("button", { name: "Sign in" }).click();
+  await ap.waitForURL(BASE + "/panel/login/organization");
+  await ap.getByRole("heading", { name: "Choose organization" }).waitFor();
+  const choices = await ap.locator("button.choice").allInnerTexts();
+  assert(choices.length === 2 && choices.includes("Second Org"), `choices ${JSON.stringify(choices)}`);
+  await shoot(ap, "choose-organization");
+  await ap.getByRole("button", { name: "Second Org" }).click();
+  await ap.waitForURL(BASE + "/panel/");
+  assert((await ap.locator(".top .role").innerText()) === "OWNER", "signed in to Second Org as its OWNER");
+  await ctx.close();
+});
 
 // [sso] single sign-on
 

@@ -52,16 +52,6 @@ func (s *Store) auditMember(ctx context.Context, tx Querier, u cloud.User, actio
 	return s.audit(ctx, tx, u.OrgID, action, cloud.AuditTarget{Kind: cloud.TargetMember, ID: u.ID}, details)
 }
 
-// passwordSetBy says who set member id's password: "self" (the member),
-// "cli" (fleet-relay user reset-password) or the actor's kind.
-func passwordSetBy(ctx context.Context, id string) string {
-	a, _ := cloud.ActorFrom(ctx)
-	if a.Kind == cloud.ActorUser && a.ID == id {
-		return "self"
-	}
-	return string(a.Kind)
-}
-
 // deviceFields are the columns of a device a DevicePatch changes, as
 // stored before the change.
 type deviceFields struct {

@@ -93,7 +93,7 @@ func ScanEvent(row Row) (resource.Event, error) {
 }
 
 // UserColumns are the columns ScanUser reads, in order.
-const UserColumns = `id, org_id, email, role, password_hash, disabled_at, password_changed_at, created_at`
+const UserColumns = `id, org_id, email, role, password_hash, disabled_at, password_changed_at, created_at, must_change_password`
 
 // ScanUser reads a row of UserColumns.
 func ScanUser(row Row) (cloud.User, error) {
@@ -101,7 +101,7 @@ func ScanUser(row Row) (cloud.User, error) {
 	var role string
 	var disabled, changed *int64
 	var created int64
-	if err := row.Scan(&u.ID, &u.OrgID, &u.Email, &role, &u.PasswordHash, &disabled, &changed, &created); err != nil {
+	if err := row.Scan(&u.ID, &u.OrgID, &u.Email, &role, &u.PasswordHash, &disabled, &changed, &created, &u.MustChangePassword); err != nil {
 		return u, err
 	}
 	u.Role = cloud.Role(role)

@@ -24,13 +24,14 @@ func NewUser(nu cloud.NewUser, now time.Time) (cloud.User, error) {
 		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
 	}
 	return cloud.User{ID: ids.New(), OrgID: nu.OrgID, Email: email, Role: nu.Role, PasswordHash: nu.PasswordHash,
-		CreatedAt: now.UTC().Truncate(time.Millisecond)}, nil
+		MustChangePassword: nu.MustChangePassword, CreatedAt: now.UTC().Truncate(time.Millisecond)}, nil
 }
 
-// ErrEmailTaken is CreateUser's ECONFLICT for an email in use (in any
-// organization).
+// ErrEmailTaken is CreateUser's ECONFLICT for an email in use in the
+// same organization (other organizations' accounts are none of its
+// business).
 func ErrEmailTaken(email string) error {
-	return cloud.Errorf(cloud.ECONFLICT, "a user with email %q already exists", email)
+	return cloud.Errorf(cloud.ECONFLICT, "a member with email %q already exists in this organization", email)
 }
 
 // userTx runs fn in a write transaction in which the organization's
@@ -48,9 +49,9 @@ func (s *Store) userTx(ctx context.Context, orgID, what string, fn func(Querier)
 	}))
 }
 
-// CreateUser adds a user to an organization; an email in use in any
-// organization (the unique index decides, whichever relay races) is
-// ECONFLICT.
+// CreateUser adds a user to an organization; an email in use in that
+// organization (the unique index on org and email decides, whichever
+// relay races) is ECONFLICT.
 func (p PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.User, error) {
 	u, err := NewUser(nu, p.Clock())
 	if err != nil {
@@ -60,8 +61,8 @@ func (p PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.Use
 		return cloud.User{}, err
 	}
 	err = p.Tx(ctx, func(tx Querier) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO users (`+UserColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)`,
-			u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, u.CreatedAt.UnixMilli()); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO users (`+UserColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?)`,
+			u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, u.CreatedAt.UnixMilli(), u.MustChangePassword); err != nil {
 			return err
 		}
 		return p.auditMember(ctx, tx, u, cloud.ActionMemberAdded, map[string]any{"email": u.Email, "role": u.Role})
@@ -87,16 +88,6 @@ func (p PanelStore) oneUser(ctx context.Context, notFound error, q string, args 
 // panel reads it on every request (a primary-key lookup).
 func (p PanelStore) UserByID(ctx context.Context, id string) (cloud.User, error) {
 	return p.oneUser(ctx, UserNotFound(id), `SELECT `+UserColumns+` FROM users WHERE id = ?`, id)
-}
-
-// UserByEmail returns the user with email (any case), or ENOTFOUND.
-func (p PanelStore) UserByEmail(ctx context.Context, email string) (cloud.User, error) {
-	notFound := cloud.Errorf(cloud.ENOTFOUND, "no user with that email")
-	e, err := cloud.NormalizeEmail(email)
-	if err != nil {
-		return cloud.User{}, notFound
-	}
-	return p.oneUser(ctx, notFound, `SELECT `+UserColumns+` FROM users WHERE email = ?`, e)
 }
 
 // UserByOrgEmail returns the organization's user with email (any case),
@@ -189,19 +180,9 @@ func (p PanelStore) DisableUser(ctx context.Context, orgID, id string) (cloud.Us
 }
 
 // SetUserPassword stores a new password hash and ends the user's sessions
-// signed in before now.
+// signed in before now; the user need no longer change it.
 func (p PanelStore) SetUserPassword(ctx context.Context, orgID, id, hash string) (cloud.User, error) {
-	if hash == "" {
-		return cloud.User{}, cloud.Errorf(cloud.EINVALID, "password is required")
-	}
-	return p.change(ctx, orgID, id, "set password", func(tx Querier, u *cloud.User) error {
-		u.PasswordHash = hash
-		u.PasswordChangedAt = p.Clock().UTC().Truncate(time.Millisecond)
-		if _, err := tx.Exec(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ? WHERE id = ?`, hash, u.PasswordChangedAt.UnixMilli(), id); err != nil {
-			return err
-		}
-		return p.auditMember(ctx, tx, *u, cloud.ActionMemberPassword, map[string]any{"email": u.Email, "by": passwordSetBy(ctx, u.ID)})
-	})
+	return p.setPassword(ctx, orgID, id, hash, passwordByAdmin)
 }
 
 // change reads the organization's user id in a UserTx and lets fn change

@@ -63,8 +63,7 @@ type Config struct {
 	Rollouts cloud.RolloutService
 	Releases cloud.ReleaseService
 	Claims   cloud.ClaimService
-	// Audit is the audit log: sign-ins, sign-outs and failed sign-ins are
-	// recorded there (issue 30); nil records none.
+	// Audit backs Settings → Audit log (issue 30); nil hides it.
 	Audit cloud.AuditService
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher

@@ -153,6 +153,11 @@ func Run(t *testing.T, open Opener) {
 		{"RebootCommand", testRebootCommand},
 		{"Claims", testClaims},
 		{"ClaimRaces", testClaimRaces},
+		{"AuditSerial", testAuditSerial},
+		{"AuditChannels", testAuditChannels},
+		{"AuditAlerts", testAuditAlerts},
+		{"AuditRules", testAuditRules},
+		{"AuditRollouts", testAuditRollouts},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

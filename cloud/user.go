@@ -49,15 +49,18 @@ const (
 	// PermOperations is fleet operations (issue 28): claims, agent
 	// releases and rollouts.
 	PermOperations Permission = "operations"
+	// PermAudit is reading the audit log (issue 30): Settings → Audit log
+	// and its CSV export.
+	PermAudit Permission = "audit"
 )
 
 // Permissions lists every permission in the order docs/panel.md shows them.
-var Permissions = []Permission{PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules, PermOperations}
+var Permissions = []Permission{PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules, PermOperations, PermAudit}
 
 // rolePermissions is the matrix of docs/panel.md.
 var rolePermissions = map[Role][]Permission{
-	RoleOwner:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules, PermOperations},
-	RoleAdmin:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermRules, PermOperations},
+	RoleOwner:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermMembers, PermRules, PermOperations, PermAudit},
+	RoleAdmin:  {PermView, PermConfigure, PermAlerts, PermKeys, PermWebhooks, PermRules, PermOperations, PermAudit},
 	RoleMember: {PermView, PermConfigure, PermAlerts},
 	RoleViewer: {PermView},
 }

@@ -63,7 +63,9 @@ type Config struct {
 	Rollouts cloud.RolloutService
 	Releases cloud.ReleaseService
 	Claims   cloud.ClaimService
-	// Audit backs Settings → Audit log (issue 30); nil hides it.
+	// Audit is the audit log: sign-ins, sign-outs and failed sign-ins are
+	// recorded there, and it backs Settings → Audit log (issue 30); nil
+	// records none and hides the page.
 	Audit cloud.AuditService
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher
@@ -248,6 +250,12 @@ func (s *Server) routeTable() []route {
 			route{"GET", "/panel/claims", cloud.PermOperations, s.claimsPage},
 			route{"POST", "/panel/claims", cloud.PermOperations, s.createClaim},
 			route{"POST", "/panel/claims/{id}/revoke", cloud.PermOperations, s.revokeClaim},
+		)
+	}
+	if s.cfg.Audit != nil {
+		rs = append(rs,
+			route{"GET", auditRoute, cloud.PermAudit, s.auditPage},
+			route{"GET", auditCSVRoute, cloud.PermAudit, s.auditCSV},
 		)
 	}
 	if s.cfg.Webhooks != nil {

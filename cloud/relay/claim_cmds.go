@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,18 +48,9 @@ func parseClaimExpiry(s string) (time.Duration, error) {
 	if s == "" || s == "never" {
 		return 0, nil
 	}
-	var d time.Duration
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil {
-			return 0, fmt.Errorf("%q: want a number of days (7d), a duration (12h) or never", s)
-		}
-		d = time.Duration(days) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("%q: want a number of days (7d), a duration (12h) or never", s)
-		}
+	d, err := parseDays(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want a number of days (7d), a duration (12h) or never", s)
 	}
 	if d <= 0 || d > 365*24*time.Hour {
 		return 0, fmt.Errorf("%q: want more than nothing and at most 365d", s)

@@ -63,6 +63,7 @@ func (a *app) commands() []command {
 		{path: "user reset-password", usage: "set a panel user's password (read from stdin); ends their sessions", run: a.runUserResetPassword},
 		{path: "release add", usage: "store a signed fleet-agent binary as a release of an organization", run: runReleaseAdd},
 		{path: "release list", usage: "list an organization's releases", run: runReleaseList},
+		{path: "audit list", usage: "list an organization's audit log, newest first (who changed what, when, from where)", run: runAuditList},
 	}
 }
 

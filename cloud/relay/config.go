@@ -32,7 +32,9 @@ type Config struct {
 	// RetentionInterval is how often the retention sweep runs.
 	RetentionInterval time.Duration
 	// PointRetention is how long point history is kept.
-	PointRetention  time.Duration
+	PointRetention time.Duration
+	// AuditRetention is how long audit records are kept (docs/audit.md).
+	AuditRetention  time.Duration
 	TLSCert, TLSKey string
 	// ShutdownTimeout bounds the wait for in-flight requests on Close.
 	ShutdownTimeout time.Duration
@@ -65,7 +67,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		DB: "fleet.db", Listen: "127.0.0.1:8080", RateLimit: api.DefaultRateLimit,
-		Retention: cloud.DefaultRetention, RetentionInterval: time.Hour, PointRetention: cloud.DefaultPointRetention, ShutdownTimeout: 30 * time.Second,
+		Retention: cloud.DefaultRetention, RetentionInterval: time.Hour, PointRetention: cloud.DefaultPointRetention,
+		AuditRetention: cloud.DefaultAuditRetention, ShutdownTimeout: 30 * time.Second,
 		LogLevel:          "info",
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		MetricsListen: DefaultMetricsListen,
@@ -83,6 +86,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long metrics and events are kept")
 	fs.DurationVar(&c.RetentionInterval, "retention-interval", c.RetentionInterval, "how often the retention sweep runs")
 	fs.DurationVar(&c.PointRetention, "point-retention", c.PointRetention, "how long point history (the samples of devices' points) is kept")
+	fs.Var((*dayDuration)(&c.AuditRetention), "audit-retention", "how long audit log records are kept, a `duration` in days (365d) or hours (36h); at least 1d")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); serve HTTPS when set with --tls-key")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests")
@@ -123,6 +127,7 @@ func (c *Config) validate() error {
 		check{c.Retention < time.Hour, "--retention must be at least 1h"},
 		check{c.RetentionInterval < time.Second, "--retention-interval must be at least 1s"},
 		check{c.PointRetention < time.Hour, "--point-retention must be at least 1h"},
+		check{c.AuditRetention < minAuditRetention, "--audit-retention must be at least 1d"},
 		check{c.ShutdownTimeout <= 0, "--shutdown-timeout must be positive"},
 		check{c.DrainDelay < 0, "--drain-delay must not be negative"},
 		check{(c.TLSCert == "") != (c.TLSKey == ""), "--tls-cert and --tls-key go together"},

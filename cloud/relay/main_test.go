@@ -438,6 +438,15 @@ func TestBinary(t *testing.T) {
 	admin(&key, "key", "create", "--org", org.ID, "--name", "k", "--scopes", "devices:read")
 	var dev struct{ ID string }
 	admin(&dev, "device", "add", "--org", org.ID, "--name", "gw", "--serial", "S1", "--model", "IG-100")
+	// The audit log reads from another process: whatever the admin
+	// commands above recorded is the CLI's.
+	var recs []cloud.AuditRecord
+	admin(&recs, "audit", "list", "--org", org.ID, "--since", "1h")
+	for _, r := range recs {
+		if r.Actor.Kind != cloud.ActorCLI || r.At.Before(time.Now().Add(-time.Hour)) {
+			t.Errorf("audit record of the admin commands: %+v", r)
+		}
+	}
 	code, body := get(t, "http://"+addr+"/api/v1/public/devices/"+dev.ID, key.Key)
 	if code != 200 || !strings.Contains(string(body), `"model":"IG-100"`) {
 		t.Fatalf("GET device = %d %s", code, body)

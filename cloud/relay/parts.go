@@ -82,8 +82,9 @@ func background(ctx context.Context, run func(ctx context.Context)) func(context
 	}
 }
 
-// startRetention sweeps metrics and events older than --retention, and
-// point history older than --point-retention, every
+// startRetention sweeps metrics and events older than --retention, point
+// history older than --point-retention and audit records older than
+// --audit-retention, every
 // --retention-interval while this relay holds the "retention" lease (one
 // relay of a cluster at a time), logging what it removed and any failure.
 func (m *Main) startRetention(ctx context.Context, _ *http.ServeMux) (func(context.Context) error, error) {
@@ -104,6 +105,7 @@ func (m *Main) startRetention(ctx context.Context, _ *http.ServeMux) (func(conte
 		case points > 0:
 			log.Info("point retention sweep", "point_samples_deleted", points)
 		}
+		m.sweepAudit(ctx, log)
 	}), nil
 }
 

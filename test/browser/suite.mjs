@@ -595,6 +595,36 @@ step("a cross-origin POST is refused", async () => {
 // OWNER's or VIEWER's credentials, which later steps need).
 
 // [auditread] the audit log page
+step("Settings → Audit log shows the suite's own changes, filters by action and downloads them as CSV", async () => {
+  await page.goto(BASE + "/panel/");
+  await page.getByRole("link", { name: "Audit log" }).click();
+  await page.waitForURL(BASE + "/panel/settings/audit");
+  await page.getByRole("heading", { level: 1, name: "Audit log" }).waitFor();
+  // The key created and revoked in the panel above: the OWNER's, to the
+  // millisecond, in the browser's time zone with the ISO time kept.
+  await page.getByLabel("Action").selectOption("key.");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await page.waitForURL((u) => u.searchParams.get("action") === "key.");
+  const rows = page.locator("tr[data-audit-id]");
+  await rows.first().waitFor();
+  const actions = (await rows.locator("td:nth-child(3)").allTextContents()).map((a) => a.trim());
+  assert(actions.length > 0 && actions.every((a) => a.startsWith("key.")), `actions under key.: ${actions}`);
+  for (const action of ["key.created", "key.revoked"]) {
+    const row = rows.filter({ hasText: action }).filter({ hasText: OWNER.email }).first();
+    assert((await row.count()) === 1, `no ${action} by ${OWNER.email}`);
+    const time = row.locator("time");
+    const iso = await time.getAttribute("datetime");
+    assert(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(iso) && Date.now() - Date.parse(iso) < 3_600_000, `${action} at ${iso}`);
+    assert(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$/.test((await time.textContent()).trim()), `${action} shown as ${await time.textContent()}`);
+  }
+  await shoot(page, "audit");
+  const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name: "Download CSV" }).click()]);
+  assert(/^audit-log-\d{4}-\d\d-\d\d\.csv$/.test(download.suggestedFilename()), `CSV file ${download.suggestedFilename()}`);
+  const lines = readFileSync(await download.path(), "utf8").trim().split("\n");
+  assert(lines[0] === "id,at,actor_kind,actor_id,actor_name,action,target_kind,target_id,ip,details", `CSV header ${lines[0]}`);
+  assert(lines.slice(1).some((l) => l.includes(`,user,`) && l.includes(`,${OWNER.email},key.created,api_key,`)), `no key.created by the OWNER in the CSV:\n${lines.join("\n")}`);
+  assert(lines.slice(1).every((l) => /,key\.[a-z_]+,/.test(l)), "the CSV holds rows the filter left out");
+});
 
 // [auditkeys] records of the suite's own changes
 

@@ -1,4 +1,4 @@
-// Fleet panel: charts (uPlot: the device's metrics, a point's buckets), copy buttons, "select all",
+// Fleet panel: charts (uPlot: the device's metrics, a point's buckets), copy buttons, "select all", local times,
 // the fields of a rule's condition kind. Loaded as a file
 // (the Content-Security-Policy allows no inline script); every page works
 // without it, less the charts and the copy buttons.
@@ -110,6 +110,19 @@
     });
   }
 
+  // localTimes shows each time[data-local] (the audit log's, rendered in
+  // UTC to the millisecond) in the browser's time zone; its datetime and
+  // title keep the full ISO time.
+  function localTimes() {
+    document.querySelectorAll("time[data-local]").forEach(function (el) {
+      var d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d.getTime())) return;
+      var p = function (n, w) { return String(n).padStart(w || 2, "0"); };
+      el.textContent = d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" +
+        p(d.getMinutes()) + ":" + p(d.getSeconds()) + "." + p(d.getMilliseconds(), 3);
+    });
+  }
+
   // conditionFields shows only the fields of the chosen condition kind of
   // a rule's form (without JavaScript, every kind's fields are shown and the
   // relay reads those of the chosen kind).
@@ -142,6 +155,7 @@
     drawPointChart();
     copyButtons();
     selectAll();
+    localTimes();
     var t;
     window.addEventListener("resize", function () { clearTimeout(t); t = setTimeout(resizeCharts, 150); });
   });

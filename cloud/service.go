@@ -99,6 +99,9 @@ type SerialService interface {
 	Telemetry(ctx context.Context, orgID, deviceID string) (resource.SerialTelemetry, error)
 	Channel(ctx context.Context, orgID, deviceID, channelID string) (resource.Channel, error)
 	PutChannel(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config) (resource.ChannelPutResult, error)
+	// ImportPoints stores cfg as PutChannel does, as the points a DBC
+	// import (from) brought: its audit record is channel.points_imported.
+	ImportPoints(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config, from PointsImport) (resource.ChannelPutResult, error)
 }
 
 // AlertService lists alerts and moves them through the spec's state table.

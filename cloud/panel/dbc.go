@@ -53,9 +53,9 @@ func (s *Server) importDBC(w http.ResponseWriter, r *http.Request, rq *request) 
 		s.fail(w, r, rq, cloud.Errorf(cloud.EKIND, "%s is not a CAN FD channel; only CAN FD channels import DBC files", chID))
 		return
 	}
-	cfg, skipped, err := s.dbcConfig(r, f)
+	cfg, skipped, from, err := s.dbcConfig(r, f)
 	if err == nil {
-		_, err = s.cfg.Serial.PutChannel(ctx, rq.User.OrgID, d.Device.ID, chID, cfg)
+		_, err = s.cfg.Serial.ImportPoints(ctx, rq.User.OrgID, d.Device.ID, chID, cfg, from)
 	}
 	if err != nil {
 		switch {
@@ -90,39 +90,41 @@ func (s *Server) importDBC(w http.ResponseWriter, r *http.Request, rq *request) 
 var errDBC = errors.New("DBC import")
 
 // dbcConfig reads the upload and returns the channel's configuration with
-// the file's points merged in.
-func (s *Server) dbcConfig(r *http.Request, f *channelForm) (serialcfg.Config, []string, error) {
+// the file's points merged in, what was skipped, and the import (the
+// file's name, how many points it gave).
+func (s *Server) dbcConfig(r *http.Request, f *channelForm) (serialcfg.Config, []string, cloud.PointsImport, error) {
 	if err := r.ParseMultipartForm(maxDBCBody); err != nil {
 		if tooBig(err) {
-			return serialcfg.Config{}, nil, err
+			return serialcfg.Config{}, nil, cloud.PointsImport{}, err
 		}
-		return serialcfg.Config{}, nil, fmt.Errorf("%w: choose a .dbc file to upload (the form was not a file upload: %v)", errDBC, err)
+		return serialcfg.Config{}, nil, cloud.PointsImport{}, fmt.Errorf("%w: choose a .dbc file to upload (the form was not a file upload: %v)", errDBC, err)
 	}
 	defer r.MultipartForm.RemoveAll()
 	f.DBC.Messages = strings.TrimSpace(r.PostFormValue("messages"))
 	file, hdr, err := r.FormFile("dbc")
 	if err != nil {
-		return serialcfg.Config{}, nil, fmt.Errorf("%w: choose a .dbc file to upload", errDBC)
+		return serialcfg.Config{}, nil, cloud.PointsImport{}, fmt.Errorf("%w: choose a .dbc file to upload", errDBC)
 	}
 	defer file.Close()
 	if hdr.Size > MaxDBCBytes {
-		return serialcfg.Config{}, nil, &http.MaxBytesError{Limit: MaxDBCBytes}
+		return serialcfg.Config{}, nil, cloud.PointsImport{}, &http.MaxBytesError{Limit: MaxDBCBytes}
 	}
 	src, err := io.ReadAll(io.LimitReader(file, MaxDBCBytes+1))
 	if err != nil {
-		return serialcfg.Config{}, nil, fmt.Errorf("%w: the file could not be read: %v", errDBC, err)
+		return serialcfg.Config{}, nil, cloud.PointsImport{}, fmt.Errorf("%w: the file could not be read: %v", errDBC, err)
 	}
 	if len(src) > MaxDBCBytes {
-		return serialcfg.Config{}, nil, &http.MaxBytesError{Limit: MaxDBCBytes}
+		return serialcfg.Config{}, nil, cloud.PointsImport{}, &http.MaxBytesError{Limit: MaxDBCBytes}
 	}
 	messages := strings.FieldsFunc(f.DBC.Messages, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
-	res, err := dbcimport.Import(path.Base(hdr.Filename), src, messages)
+	name := path.Base(hdr.Filename)
+	res, err := dbcimport.Import(name, src, messages)
 	if err != nil {
-		return serialcfg.Config{}, nil, fmt.Errorf("%w: %w", errDBC, err)
+		return serialcfg.Config{}, nil, cloud.PointsImport{}, fmt.Errorf("%w: %w", errDBC, err)
 	}
 	merged, err := dbcimport.Merge(*f.Channel.Config.CANFD, res.Points)
 	if err != nil {
-		return serialcfg.Config{}, nil, fmt.Errorf("%w: %w", errDBC, err)
+		return serialcfg.Config{}, nil, cloud.PointsImport{}, fmt.Errorf("%w: %w", errDBC, err)
 	}
-	return serialcfg.Config{Kind: serialcfg.KindCANFD, CANFD: &merged}, res.Skipped, nil
+	return serialcfg.Config{Kind: serialcfg.KindCANFD, CANFD: &merged}, res.Skipped, cloud.PointsImport{File: name, Points: len(res.Points)}, nil
 }

@@ -8,8 +8,8 @@ import (
 
 // The audit records of signing in and out (issue 30): sign-in and
 // sign-out change nothing in the store, so the panel writes their records
-// itself (cloud.AuditService.RecordAudit), as the act of the user from the
-// client's address. A failed sign-in is recorded only for a known account
+// itself (Config.Audit's RecordAudit; none when it is nil), as the act of
+// the user from the client's address. A failed sign-in is recorded only for a known account
 // (an unknown email has no organization).
 
 // auditSession writes the record of action (cloud.ActionSignedIn,

@@ -16,7 +16,7 @@ import (
 // runChannelImportDBC turns the signals of a DBC file into points of a
 // device's canfd channel (DESIGN.md "Points"): the channel's desired
 // configuration gains them (same-named points replaced) and is stored
-// through the serial service, as PUT /serial/channels/{id} stores it, so
+// through the serial service (ImportPoints), as PUT /serial/channels/{id} stores it, so
 // the agent receives it: on PostgreSQL every relay hears of it, on SQLite
 // the serving relay sees the data version move (serve_agentlink.go).
 // Nothing changes on any error.
@@ -57,7 +57,8 @@ func runChannelImportDBC(ctx context.Context, args []string, stdout io.Writer) e
 		if err != nil {
 			return output{}, cloud.Errorf(cloud.EINVALID, "channel %s: %v", *channel, err)
 		}
-		if _, err := st.Serial().PutChannel(ctx, orgID, *device, *channel, serialcfg.Config{Kind: serialcfg.KindCANFD, CANFD: &merged}); err != nil {
+		if _, err := st.Serial().ImportPoints(ctx, orgID, *device, *channel, serialcfg.Config{Kind: serialcfg.KindCANFD, CANFD: &merged},
+			cloud.PointsImport{File: filepath.Base(*file), Points: len(res.Points)}); err != nil {
 			return output{}, err
 		}
 		out := struct {

@@ -161,6 +161,11 @@ func Run(t *testing.T, open Opener) {
 		{"AuditOrg", testAuditOrg},
 		{"AuditDevices", testAuditDevices},
 		{"AuditClaims", testAuditClaims},
+		{"AuditSerial", testAuditSerial},
+		{"AuditChannels", testAuditChannels},
+		{"AuditAlerts", testAuditAlerts},
+		{"AuditRules", testAuditRules},
+		{"AuditRollouts", testAuditRollouts},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

@@ -628,6 +628,33 @@ step("Settings → Audit log shows the suite's own changes, filters by action an
 });
 
 // [auditkeys] records of the suite's own changes
+step("the audit log holds the suite's own sign-ins, device edit and claimed gateway, each the OWNER's", async () => {
+  const rowsOf = async (action) => {
+    await page.goto(`${BASE}/panel/settings/audit?action=${encodeURIComponent(action)}`);
+    await page.getByRole("heading", { level: 1, name: "Audit log" }).waitFor();
+    return page.locator("tr[data-audit-id]");
+  };
+  // The first step's wrong password, then the sign-in: the OWNER's, never the password.
+  const failed = (await rowsOf("session.sign_in_failed")).filter({ hasText: OWNER.email });
+  assert((await failed.count()) >= 1, "no failed sign-in of the OWNER");
+  const failedText = await failed.last().textContent();
+  assert(failedText.includes('{"reason":"password"}') && !failedText.includes("not the password"), `failed sign-in: ${failedText}`);
+  const signedIn = (await rowsOf("session.signed_in")).filter({ hasText: OWNER.email }).filter({ hasText: '{"via":"password"}' });
+  assert((await signedIn.count()) >= 1, "no sign-in of the OWNER via password");
+  // The device edited on its page: the fields it changed, from and to, the
+  // notes as text.
+  const edited = (await rowsOf("device.updated")).filter({ hasText: DEVICE }).filter({ hasText: OWNER.email }).first();
+  const editText = await edited.textContent();
+  assert(editText.includes('"to":["line-1","press"]') && editText.includes('"to":"Belt replaced <b>today</b>"'), `device edit: ${editText}`);
+  assert((await edited.locator("b").count()) === 0, "the notes in the audit log are rendered as markup");
+  // The gateway claimed with the claim made in the panel: the act of the
+  // OWNER, who created the claim, from the gateway's address; never a token.
+  const claimed = (await rowsOf("device.claimed")).filter({ hasText: '"serialNumber":"BROWSER-1"' });
+  assert((await claimed.count()) === 1, `claimed rows: ${await claimed.count()}`);
+  const claimText = await claimed.textContent();
+  assert(claimText.includes(OWNER.email) && claimText.includes("127.0.0.1") && !claimText.includes("fleet_ct_") && !claimText.includes("fleet_dt_"),
+    `claimed: ${claimText}`);
+});
 
 // [totp] two-factor enrolment and sign-in
 const TOTP = { email: env("FLEET_TOTP_EMAIL"), password: env("FLEET_TOTP_PASSWORD") };

@@ -56,7 +56,7 @@ func (s *Store) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error
 		if err := SetOrgAlertWebhook(ctx, tx, orgID, url); err != nil {
 			return err
 		}
-		origin := urlOrigin(strings.TrimSpace(url))
+		origin := cloud.AuditURL(strings.TrimSpace(url))
 		return s.audit(ctx, tx, orgID, cloud.ActionAlertWebhook, cloud.AuditTarget{Kind: cloud.TargetOrg, ID: orgID},
 			map[string]any{"url": origin, "cleared": origin == ""})
 	}))

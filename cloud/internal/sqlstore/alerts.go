@@ -33,6 +33,8 @@ type AlertTables interface {
 	// database that deliveries were queued (Dialect.Changed; nothing where
 	// no other relay shares it).
 	OutboxQueued(ctx context.Context, tx Querier) error
+	// audit writes, in tx, the audit record of a change of ctx's actor.
+	auditor
 }
 
 // moveAlertSQL is the conditional UPDATE that moves an alert to
@@ -214,7 +216,9 @@ func (s *AlertService) move(ctx context.Context, orgID, id string, to resource.A
 		if err != nil {
 			return err
 		}
+		action := cloud.ActionAlertAcknowledged
 		if a.State == resource.AlertResolved {
+			action = cloud.ActionAlertResolved
 			e, err := apiResolvedEvent(a, r.Name)
 			if err != nil {
 				return err
@@ -223,7 +227,11 @@ func (s *AlertService) move(ctx context.Context, orgID, id string, to resource.A
 				return err
 			}
 		}
-		return queueNotifications(ctx, s.Tables, tx, event, a, r, time.UnixMilli(now))
+		if err := queueNotifications(ctx, s.Tables, tx, event, a, r, time.UnixMilli(now)); err != nil {
+			return err
+		}
+		return s.Tables.audit(ctx, tx, orgID, action, cloud.AuditTarget{Kind: cloud.TargetAlert, ID: id},
+			map[string]any{"ruleId": a.RuleID, "rule": r.Name, "deviceId": a.DeviceID})
 	})
 	if err != nil {
 		return resource.Alert{}, err

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"net/url"
 	"slices"
 	"time"
 
@@ -25,22 +24,6 @@ func keyDetails(k *cloud.APIKey) map[string]any {
 		d["expiresAt"] = nil
 	}
 	return d
-}
-
-// urlOrigin is the scheme and host of a URL: its path, query and user
-// information may hold a secret.
-func urlOrigin(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host
-}
-
-// fromTo is a field's change as a record says it.
-type fromTo struct {
-	From any `json:"from"`
-	To   any `json:"to"`
 }
 
 // maxDetailText bounds a text field (a device's notes) in a record's

@@ -236,7 +236,8 @@ func (s *Store) InsertRollout(ctx context.Context, orgID string, c cloud.Checked
 			}
 			i += k
 		}
-		return nil
+		return s.audit(ctx, tx, orgID, cloud.ActionRolloutCreated, cloud.AuditTarget{Kind: cloud.TargetRollout, ID: id}, map[string]any{
+			"version": c.Version, "scope": scopeDetails(c.Scope.DeviceIDs, c.Scope.Tags), "waves": c.Waves, "devices": len(devs)})
 	})
 	if err != nil {
 		return "", s.Wrap("create rollout", err)
@@ -266,6 +267,9 @@ func (s *Store) MoveRollout(ctx context.Context, orgID, id, action string) error
 		}
 		now := s.nowMs()
 		if _, err := tx.Exec(ctx, `UPDATE rollouts SET state = ?, updated_at = ? WHERE id = ?`, to, now, id); err != nil {
+			return err
+		}
+		if err := s.audit(ctx, tx, orgID, cloud.ActionRolloutChanged, cloud.AuditTarget{Kind: cloud.TargetRollout, ID: id}, map[string]any{"action": action}); err != nil {
 			return err
 		}
 		if action != "cancel" {
@@ -318,7 +322,10 @@ func (s *Store) QueueReboot(ctx context.Context, orgID, deviceID string) (a clou
 			return err
 		}
 		queued = true
-		return s.changed(ctx, tx, ChangeConfig, deviceID)
+		if err := s.changed(ctx, tx, ChangeConfig, deviceID); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, orgID, cloud.ActionDeviceReboot, cloud.AuditTarget{Kind: cloud.TargetDevice, ID: deviceID}, map[string]any{"commandId": a.CommandID})
 	})
 	if err != nil {
 		return cloud.RebootAccepted{}, false, s.Wrap("reboot", err)

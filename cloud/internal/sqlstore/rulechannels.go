@@ -42,15 +42,20 @@ func (s *RuleService) CreateChannel(ctx context.Context, c cloud.NewChannel) (re
 			out.ID, c.OrgID, out.Name, out.Kind, out.Target, string(out.MinSeverity), now.UnixMilli()); err != nil {
 			return err
 		}
-		if !c.AllRules {
-			return nil
-		}
-		return editNotify(ctx, tx, c.OrgID, `deleted_at IS NULL`, nil, now, func(r notifyRow) ([]string, error) {
-			if len(r.notify) >= cloud.MaxRuleNotify {
-				return nil, cloud.Errorf(cloud.ECONFLICT, "rule %q already notifies %d channels, the most it may", r.name, len(r.notify))
+		d := notifyChannelDetails(out)
+		if c.AllRules {
+			d["allRules"] = true
+			err := editNotify(ctx, tx, c.OrgID, `deleted_at IS NULL`, nil, now, func(r notifyRow) ([]string, error) {
+				if len(r.notify) >= cloud.MaxRuleNotify {
+					return nil, cloud.Errorf(cloud.ECONFLICT, "rule %q already notifies %d channels, the most it may", r.name, len(r.notify))
+				}
+				return append(r.notify, out.ID), nil
+			})
+			if err != nil {
+				return err
 			}
-			return append(r.notify, out.ID), nil
-		})
+		}
+		return s.Tables.audit(ctx, tx, c.OrgID, cloud.ActionNotifyCreated, notifyTarget(out.ID), d)
 	})
 	if err != nil {
 		return resource.NotificationChannel{}, err
@@ -125,21 +130,27 @@ func (s *RuleService) Channel(ctx context.Context, id string) (string, resource.
 // rule's notify list (deleted rules' too) in the same transaction.
 func (s *RuleService) DeleteChannel(ctx context.Context, orgID, id string) error {
 	err := s.Tables.RuleTx(ctx, orgID, "delete channel", func(tx Querier) error {
-		n, err := tx.Exec(ctx, `DELETE FROM notification_channels WHERE id = ? AND org_id = ?`, id, orgID)
-		if err != nil {
+		c, err := ScanNotificationChannel(tx.QueryRow(ctx, `DELETE FROM notification_channels WHERE id = ? AND org_id = ? RETURNING `+NotifyChannelColumns, id, orgID))
+		if err = noRows(err, channelNotFound(id)); err != nil {
 			return err
 		}
-		if n == 0 {
-			return channelNotFound(id)
-		}
-		return editNotify(ctx, tx, orgID, `notify LIKE ? ESCAPE '\'`, []any{cloud.LikePattern(id)}, s.Tables.Now().UTC().Truncate(time.Millisecond),
+		err = editNotify(ctx, tx, orgID, `notify LIKE ? ESCAPE '\'`, []any{cloud.LikePattern(id)}, s.Tables.Now().UTC().Truncate(time.Millisecond),
 			func(r notifyRow) ([]string, error) {
 				return slices.DeleteFunc(slices.Clone(r.notify), func(c string) bool { return c == id }), nil
 			})
+		if err != nil {
+			return err
+		}
+		return s.Tables.audit(ctx, tx, orgID, cloud.ActionNotifyRemoved, notifyTarget(id), notifyChannelDetails(c))
 	})
 	if err != nil {
 		return err
 	}
 	s.changed(ctx, orgID, nil)
 	return nil
+}
+
+// notifyTarget is notification channel id as an audit record's target.
+func notifyTarget(id string) cloud.AuditTarget {
+	return cloud.AuditTarget{Kind: cloud.TargetNotificationChannel, ID: id}
 }

@@ -73,7 +73,11 @@ func (s *RuleService) CreateRule(ctx context.Context, orgID string, in resource.
 		if err == nil && !ok {
 			return nameTaken(r.Name)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return s.Tables.audit(ctx, tx, orgID, cloud.ActionRuleCreated, ruleTarget(r.ID),
+			map[string]any{"name": r.Name, "severity": string(r.Severity), "enabled": r.Enabled, "condition": r.Resource().Condition.Kind})
 	})
 	if err != nil {
 		return resource.AlertRule{}, err
@@ -117,7 +121,10 @@ func (s *RuleService) UpdateRule(ctx context.Context, orgID, id string, p cloud.
 		case !sameCondition(old, r):
 			resolved, err = resolveRuleAlerts(ctx, tx, r, "rule changed", resource.T(r.UpdatedAt))
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return s.Tables.audit(ctx, tx, orgID, cloud.ActionRuleUpdated, ruleTarget(id), withResolved(ruleChanges(old.Resource(), r.Resource()), resolved))
 	})
 	if err != nil {
 		return resource.AlertRule{}, err
@@ -147,14 +154,30 @@ func (s *RuleService) DeleteRule(ctx context.Context, orgID, id string) error {
 			now.UnixMilli(), now.UnixMilli(), fmt.Sprintf("%s (deleted %s)", r.Name, r.ID), id, orgID); err != nil {
 			return err
 		}
-		resolved, err = resolveRuleAlerts(ctx, tx, r, "rule deleted", resource.T(now))
-		return err
+		if resolved, err = resolveRuleAlerts(ctx, tx, r, "rule deleted", resource.T(now)); err != nil {
+			return err
+		}
+		return s.Tables.audit(ctx, tx, orgID, cloud.ActionRuleDeleted, ruleTarget(id), withResolved(map[string]any{"name": r.Name}, resolved))
 	})
 	if err != nil {
 		return err
 	}
 	s.changed(ctx, orgID, resolved)
 	return nil
+}
+
+// ruleTarget is rule id as an audit record's target.
+func ruleTarget(id string) cloud.AuditTarget {
+	return cloud.AuditTarget{Kind: cloud.TargetRule, ID: id}
+}
+
+// withResolved adds to a rule change's audit details how many open alerts
+// the change resolved, if any (they have no records of their own).
+func withResolved(d map[string]any, resolved []resource.Alert) map[string]any {
+	if len(resolved) > 0 {
+		d["resolvedAlerts"] = len(resolved)
+	}
+	return d
 }
 
 // resolveRuleAlerts resolves with tx every open alert of rule r at at, each

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -117,13 +118,47 @@ type SerialTables interface {
 	SerialRows(ctx context.Context, deviceID string) (SerialState, map[string]*cloud.StoredChannel, error)
 	// StoredChannel reads one channel's row; nil when it has none.
 	StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error)
-	// PatchSerial applies p and bumps the desired version in one
-	// transaction, and returns the state it left.
-	PatchSerial(ctx context.Context, deviceID string, p cloud.SerialPatch) (SerialState, error)
-	// PutChannel stores config as the channel's desired configuration and
-	// bumps the desired version in one transaction; EUNAVAILABLE when the
-	// agent reported the channel unusable.
-	PutChannel(ctx context.Context, deviceID, channelID, config string) error
+	// PatchSerial applies p to the organization's device and bumps the
+	// desired version in one transaction, with its audit record, and
+	// returns the state it left.
+	PatchSerial(ctx context.Context, orgID, deviceID string, p cloud.SerialPatch) (SerialState, error)
+	// PutChannel stores put's configuration as the channel's desired one
+	// and bumps the desired version in one transaction, with its audit
+	// record; EUNAVAILABLE when the agent reported the channel unusable.
+	PutChannel(ctx context.Context, put ChannelPut) error
+}
+
+// ChannelPut is a channel's new desired configuration, as
+// SerialTables.PutChannel stores it.
+type ChannelPut struct {
+	OrgID, DeviceID, ChannelID string
+	// Config is the configuration's JSON; Default the JSON of the catalog
+	// default, what a channel without a stored configuration has (for the
+	// audit record's changed members).
+	Config, Default string
+	// Kind is the configuration's kind.
+	Kind string
+	// Import, when set, is the DBC import that made Config.
+	Import *cloud.PointsImport
+}
+
+// audit is the action and details of put's audit record, old the stored
+// configuration it replaced (NULL: the default).
+func (put ChannelPut) audit(old sql.NullString) (string, map[string]any) {
+	before := put.Default
+	if old.Valid {
+		before = old.String
+	}
+	d := map[string]any{"kind": put.Kind, "changed": changedSections(before, put.Config)}
+	if put.Import == nil {
+		return cloud.ActionChannelConfigured, d
+	}
+	file := put.Import.File
+	if len(file) > cloud.MaxAuditFileName {
+		file = clipText(file, cloud.MaxAuditFileName)
+	}
+	d["file"], d["points"] = file, put.Import.Points
+	return cloud.ActionPointsImported, d
 }
 
 // SerialService implements cloud.SerialService on a store's tables: the
@@ -175,7 +210,7 @@ func (s *SerialService) PatchSerial(ctx context.Context, orgID, deviceID string,
 	if _, err := s.model(ctx, orgID, deviceID); err != nil {
 		return resource.SerialPatchResult{}, err
 	}
-	st, err := s.Tables.PatchSerial(ctx, deviceID, p)
+	st, err := s.Tables.PatchSerial(ctx, orgID, deviceID, p)
 	if err != nil {
 		return resource.SerialPatchResult{}, err
 	}
@@ -213,6 +248,16 @@ func (s *SerialService) Channel(ctx context.Context, orgID, deviceID, channelID 
 // PutChannel stores the channel's desired configuration, bumping the
 // desired version, and tells the Observer after the commit.
 func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config) (resource.ChannelPutResult, error) {
+	return s.putChannel(ctx, orgID, deviceID, channelID, cfg, nil)
+}
+
+// ImportPoints implements cloud.SerialService: PutChannel of what a DBC
+// import made.
+func (s *SerialService) ImportPoints(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config, from cloud.PointsImport) (resource.ChannelPutResult, error) {
+	return s.putChannel(ctx, orgID, deviceID, channelID, cfg, &from)
+}
+
+func (s *SerialService) putChannel(ctx context.Context, orgID, deviceID, channelID string, cfg serialcfg.Config, from *cloud.PointsImport) (resource.ChannelPutResult, error) {
 	m, err := s.model(ctx, orgID, deviceID)
 	if err != nil {
 		return resource.ChannelPutResult{}, err
@@ -224,7 +269,18 @@ func (s *SerialService) PutChannel(ctx context.Context, orgID, deviceID, channel
 	if err != nil {
 		return resource.ChannelPutResult{}, fmt.Errorf("put channel: %w", err)
 	}
-	if err := s.Tables.PutChannel(ctx, deviceID, channelID, string(body)); err != nil {
+	put := ChannelPut{OrgID: orgID, DeviceID: deviceID, ChannelID: channelID, Config: string(body), Kind: cfg.Kind, Import: from}
+	if _, ok := cloud.ActorFrom(ctx); ok {
+		// The default is what a change of a channel never configured is
+		// measured against in its audit record.
+		c, _ := m.Channel(channelID) // CheckChannelPut found it
+		def, err := json.Marshal(c.DefaultConfig())
+		if err != nil {
+			return resource.ChannelPutResult{}, fmt.Errorf("put channel: %w", err)
+		}
+		put.Default = string(def)
+	}
+	if err := s.Tables.PutChannel(ctx, put); err != nil {
 		return resource.ChannelPutResult{}, err
 	}
 	s.changed(deviceID)

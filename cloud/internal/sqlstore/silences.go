@@ -57,9 +57,12 @@ func (s *RuleService) CreateSilence(ctx context.Context, orgID string, n cloud.N
 		if count >= cloud.MaxSilencesPerOrg {
 			return cloud.Errorf(cloud.ECONFLICT, "the organization has %d silences in force or to come, the most it may have", count)
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO silences (id, org_id, scope, from_at, to_at, comment, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			out.ID, orgID, string(scope), out.From.UnixMilli(), out.To.UnixMilli(), out.Comment, out.CreatedBy, now.UnixMilli())
-		return err
+		if _, err := tx.Exec(ctx, `INSERT INTO silences (id, org_id, scope, from_at, to_at, comment, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			out.ID, orgID, string(scope), out.From.UnixMilli(), out.To.UnixMilli(), out.Comment, out.CreatedBy, now.UnixMilli()); err != nil {
+			return err
+		}
+		return s.Tables.audit(ctx, tx, orgID, cloud.ActionSilenceCreated, silenceTarget(out.ID), map[string]any{
+			"from": out.From, "to": out.To, "comment": out.Comment, "scope": scopeDetails(out.Scope.DeviceIDs, out.Scope.Tags)})
 	})
 	if err != nil {
 		return resource.Silence{}, err
@@ -82,13 +85,20 @@ func (s *RuleService) DeleteSilence(ctx context.Context, orgID, id string) error
 		if err := noRows(tx.QueryRow(ctx, `SELECT ended_at FROM silences WHERE id = ? AND org_id = ?`, id, orgID).Scan(&ended), silenceNotFound(id)); err != nil || ended != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE silences SET ended_at = ?, to_at = CASE WHEN to_at > ? THEN ? ELSE to_at END WHERE id = ? AND org_id = ?`,
-			now, now, now, id, orgID)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE silences SET ended_at = ?, to_at = CASE WHEN to_at > ? THEN ? ELSE to_at END WHERE id = ? AND org_id = ?`,
+			now, now, now, id, orgID); err != nil {
+			return err
+		}
+		return s.Tables.audit(ctx, tx, orgID, cloud.ActionSilenceDeleted, silenceTarget(id), nil)
 	})
 	if err != nil {
 		return err
 	}
 	s.changed(ctx, orgID, nil)
 	return nil
+}
+
+// silenceTarget is silence id as an audit record's target.
+func silenceTarget(id string) cloud.AuditTarget {
+	return cloud.AuditTarget{Kind: cloud.TargetSilence, ID: id}
 }

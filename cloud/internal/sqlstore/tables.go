@@ -238,11 +238,16 @@ func (s *Store) StoredChannel(ctx context.Context, deviceID, channelID string) (
 }
 
 // PatchSerial implements SerialTables; other relays hear of the change
-// (ChangeConfig).
-func (s *Store) PatchSerial(ctx context.Context, deviceID string, p cloud.SerialPatch) (SerialState, error) {
+// (ChangeConfig). Its audit record (serial.updated, ctx's actor) names
+// each field that changed, from and to.
+func (s *Store) PatchSerial(ctx context.Context, orgID, deviceID string, p cloud.SerialPatch) (SerialState, error) {
 	var st SerialState
 	err := s.Tx(ctx, func(tx Querier) error {
 		if _, err := tx.Exec(ctx, `INSERT OR IGNORE INTO serial_state (device_id) VALUES (?)`, deviceID); err != nil {
+			return err
+		}
+		old, err := readSerialState(ctx, tx, deviceID)
+		if err != nil {
 			return err
 		}
 		q, args := SerialPatchSQL(p, deviceID)
@@ -252,38 +257,49 @@ func (s *Store) PatchSerial(ctx context.Context, deviceID string, p cloud.Serial
 		if err := s.changed(ctx, tx, ChangeConfig, deviceID); err != nil {
 			return err
 		}
-		var err error
-		st, err = readSerialState(ctx, tx, deviceID)
-		return err
+		if st, err = readSerialState(ctx, tx, deviceID); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, orgID, cloud.ActionSerialUpdated, cloud.AuditTarget{Kind: cloud.TargetSerial, ID: deviceID}, serialChanges(old, st))
 	})
 	return st, s.Wrap("patch serial", err)
 }
 
 // PutChannel implements SerialTables: a channel the agent reported
 // unusable takes no configuration (cloud.ChannelUnavailable); other
-// relays hear of the change (ChangeConfig).
-func (s *Store) PutChannel(ctx context.Context, deviceID, channelID, config string) error {
+// relays hear of the change (ChangeConfig). Its audit record
+// (channel.configured, or channel.points_imported for an import) names
+// the channel's kind and the members of its configuration that changed.
+func (s *Store) PutChannel(ctx context.Context, put ChannelPut) error {
 	err := s.Tx(ctx, func(tx Querier) error {
 		var avail sql.NullBool
-		err := tx.QueryRow(ctx, `SELECT available FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).Scan(&avail)
+		var old sql.NullString
+		err := tx.QueryRow(ctx, `SELECT available, config FROM serial_channels WHERE device_id = ? AND channel_id = ?`, put.DeviceID, put.ChannelID).Scan(&avail, &old)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if err := cloud.ChannelUsable(channelID, avail.Valid, avail.Bool); err != nil {
+		if err := cloud.ChannelUsable(put.ChannelID, avail.Valid, avail.Bool); err != nil {
 			return err
 		}
 		// serial_state before serial_channels, the order in which the
 		// heartbeat writer locks them (applyHeartbeats): the other order
 		// deadlocked with it on PostgreSQL under load (40P01).
 		if _, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id, desired_version) VALUES (?, 1)
-			ON CONFLICT (device_id) DO UPDATE SET desired_version = serial_state.desired_version + 1`, deviceID); err != nil {
+			ON CONFLICT (device_id) DO UPDATE SET desired_version = serial_state.desired_version + 1`, put.DeviceID); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO serial_channels (device_id, channel_id, config) VALUES (?, ?, ?)
-			ON CONFLICT (device_id, channel_id) DO UPDATE SET config = excluded.config`, deviceID, channelID, config); err != nil {
+			ON CONFLICT (device_id, channel_id) DO UPDATE SET config = excluded.config`, put.DeviceID, put.ChannelID, put.Config); err != nil {
 			return err
 		}
-		return s.changed(ctx, tx, ChangeConfig, deviceID)
+		if err := s.changed(ctx, tx, ChangeConfig, put.DeviceID); err != nil {
+			return err
+		}
+		if _, ok := cloud.ActorFrom(ctx); !ok {
+			return nil
+		}
+		action, details := put.audit(old)
+		return s.audit(ctx, tx, put.OrgID, action, cloud.AuditTarget{Kind: cloud.TargetChannel, ID: put.DeviceID + "/" + put.ChannelID}, details)
 	})
 	return s.Wrap("put channel", err)
 }

@@ -18,3 +18,16 @@ bench-api-micro: bench-tool ## the in-process Go benchmarks of the store, the ha
 	$(BENCHREPORT) gotest --set api-micro-handler -- $(GO) test -run '^$$' -bench '^BenchmarkHandler$$/^(devices|alerts)$$' -benchtime 1s ./cloud/api/
 	$(BENCHREPORT) gotest --set api-routelabel -- $(GO) test -run '^$$' -bench '^BenchmarkRouteLabel$$' -benchtime 1s ./cloud/api/
 	$(BENCHREPORT) gotest --set relay-metrics -- $(GO) test -run '^$$' -bench '^BenchmarkObserveRequest$$' -benchtime 1s ./cloud/relaymetrics/
+
+# Audit (issue 30): bench-audit reports the audit write cost per API write:
+# PUT /serial/channels/{id} through two real servers on one SQLite store,
+# with and without the key's actor (so with and without the audit record
+# written in the change's transaction), alternating request by request in
+# one run (cloud/api BenchmarkAuditPutChannel); target ≤ 5 % of the
+# throughput.
+
+.PHONY: bench-audit
+BENCH_TARGETS += bench-audit
+
+bench-audit: bench-tool ## audit write cost per API write: PUT /serial/channels/{id} with and without its record, alternating (target ≤ 5 %)
+	$(BENCHREPORT) gotest --set audit-ops -- $(GO) test -run '^$$' -bench '^BenchmarkAuditPutChannel$$' -benchtime 3000x ./cloud/api/

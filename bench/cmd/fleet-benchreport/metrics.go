@@ -204,6 +204,20 @@ func metricSets() map[string][]benchreport.Metric {
 				"for information: 2 cores at 15,000 req/s leave 133 µs of CPU per request"),
 			perOp("BenchmarkHandler/alerts", "API", "GET /alerts handler in process (100 alerts, no network)", "µs", "for information"),
 		},
+		// bench-audit: cloud/api BenchmarkAuditPutChannel, issue 30's
+		// audit write cost per API write, with and without the record in
+		// one run.
+		"audit-ops": {
+			{Benchmark: "BenchmarkAuditPutChannel", Unit: "audit-cost-%",
+				Extra: []benchreport.Extra{{Unit: "with-req/s", Label: "with the record", RowUnit: "req/s"}, {Unit: "without-req/s", Label: "without", RowUnit: "req/s"}},
+				Row: benchreport.Row{Area: "audit", Figure: "audit write cost per API write: PUT /serial/channels/{id} throughput lost to its audit record (SQLite)", Unit: "%",
+					Target: &benchreport.Target{Op: benchreport.AtMost, Value: 5},
+					Notes: "two real HTTP servers on loopback on one SQLite store, one whose PUTs carry the key's actor (the record written in the change's transaction) and one without, alternating request by request, one client; throughput from each side's median request time"}},
+			{Benchmark: "BenchmarkAuditPutChannel", Unit: "with-req/s",
+				Row: benchreport.Row{Area: "audit", Figure: "PUT /serial/channels/{id} with its audit record, one client (SQLite)", Unit: "req/s", Notes: "for information: the A side of the row above"}},
+			{Benchmark: "BenchmarkAuditPutChannel", Unit: "without-req/s",
+				Row: benchreport.Row{Area: "audit", Figure: "PUT /serial/channels/{id} without an audit record, one client (SQLite)", Unit: "req/s", Notes: "for information: the B side, in the same run"}},
+		},
 		"api-routelabel": {
 			perOp("BenchmarkRouteLabel/cached", "API", "a request's route label for metrics, cached", "ns", "for information"),
 			perOp("BenchmarkRouteLabel/chi", "API", "a request's route label from chi's RoutePattern (what the cache saves)", "ns", "for information"),

@@ -61,34 +61,113 @@ func forwardingDetails(s SerialState) map[string]any {
 }
 
 // changedSections are the members of two channel configurations (their
-// flat JSON objects) whose values differ, sorted: what a PUT changed.
+// flat JSON objects, as json.Marshal wrote them) whose values differ,
+// sorted: what a PUT changed. It runs in the transaction of every audited
+// PUT, so it compares the members' texts as they are, in one pass over
+// each object without decoding them (a decoder, encoding/json's or
+// jsontext's, cost 100 µs of a 2 ms PUT): a value written otherwise (an
+// old row's spacing) counts as changed. An object it cannot read has
+// every member of the other changed.
 func changedSections(old, now string) []string {
-	var a, b map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(old), &a) // unreadable: every member of now changed
-	if err := json.Unmarshal([]byte(now), &b); err != nil {
-		return []string{}
+	a, okA := jsonMembers(old)
+	b, okB := jsonMembers(now)
+	if !okA {
+		a = nil
+	}
+	if !okB {
+		b = nil
 	}
 	out := []string{}
-	for k, v := range b {
-		if !bytes.Equal(compactJSON(a[k]), compactJSON(v)) {
-			out = append(out, k)
+	for _, m := range b {
+		if v, ok := memberValue(a, m.name); !ok || v != m.value {
+			out = append(out, m.name)
 		}
 	}
-	for k := range a {
-		if _, ok := b[k]; !ok {
-			out = append(out, k)
+	for _, m := range a {
+		if _, ok := memberValue(b, m.name); !ok {
+			out = append(out, m.name)
 		}
 	}
 	slices.Sort(out)
 	return out
 }
 
-func compactJSON(b json.RawMessage) []byte {
-	var buf bytes.Buffer
-	if json.Compact(&buf, b) != nil {
-		return b
+// jsonMember is a member of a JSON object: its name (as written, without
+// its quotes) and its value's text.
+type jsonMember struct{ name, value string }
+
+func memberValue(ms []jsonMember, name string) (string, bool) {
+	for _, m := range ms {
+		if m.name == name {
+			return m.value, true
+		}
 	}
-	return buf.Bytes()
+	return "", false
+}
+
+// jsonMembers splits a compact JSON object into its members, tracking
+// strings (with their escapes) and nesting; ok is false for text that is
+// no object.
+func jsonMembers(obj string) (ms []jsonMember, ok bool) {
+	i := 0
+	if len(obj) < 2 || obj[0] != '{' {
+		return nil, false
+	}
+	i++
+	for i < len(obj) && obj[i] != '}' {
+		if obj[i] == ',' {
+			i++
+		}
+		end := jsonStringEnd(obj, i)
+		if end < 0 || end+1 >= len(obj) || obj[end+1] != ':' {
+			return nil, false
+		}
+		name := obj[i+1 : end]
+		start := end + 2
+		j, depth := start, 0
+		for ; j < len(obj); j++ {
+			c := obj[j]
+			if c == '"' {
+				if j = jsonStringEnd(obj, j); j < 0 {
+					return nil, false
+				}
+				continue
+			}
+			if c == '{' || c == '[' {
+				depth++
+			} else if c == '}' || c == ']' {
+				if depth == 0 {
+					break
+				}
+				depth--
+			} else if c == ',' && depth == 0 {
+				break
+			}
+		}
+		if j >= len(obj) {
+			return nil, false
+		}
+		ms = append(ms, jsonMember{name, obj[start:j]})
+		i = j
+	}
+	return ms, i < len(obj)
+}
+
+// jsonStringEnd is the index of the quote that ends the JSON string
+// starting at s[i] (a quote), or -1.
+func jsonStringEnd(s string, i int) int {
+	if i >= len(s) || s[i] != '"' {
+		return -1
+	}
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case '"':
+			return j
+		}
+	}
+	return -1
 }
 
 // maxAuditIDs is how many device ids a record lists of a scope; a larger

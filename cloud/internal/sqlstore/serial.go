@@ -132,10 +132,12 @@ type SerialTables interface {
 // SerialTables.PutChannel stores it.
 type ChannelPut struct {
 	OrgID, DeviceID, ChannelID string
-	// Config is the configuration's JSON; Default the JSON of the catalog
-	// default, what a channel without a stored configuration has (for the
-	// audit record's changed members).
-	Config, Default string
+	// Config is the configuration's JSON.
+	Config string
+	// Default returns the JSON of the catalog default, what a channel
+	// without a stored configuration has (for the audit record's changed
+	// members).
+	Default func() string
 	// Kind is the configuration's kind.
 	Kind string
 	// Import, when set, is the DBC import that made Config.
@@ -144,21 +146,26 @@ type ChannelPut struct {
 
 // audit is the action and details of put's audit record, old the stored
 // configuration it replaced (NULL: the default).
-func (put ChannelPut) audit(old sql.NullString) (string, map[string]any) {
-	before := put.Default
-	if old.Valid {
-		before = old.String
+func (put ChannelPut) audit(old sql.NullString) (string, channelDetails) {
+	before := old.String
+	if !old.Valid {
+		before = put.Default()
 	}
-	d := map[string]any{"kind": put.Kind, "changed": changedSections(before, put.Config)}
+	d := channelDetails{Kind: put.Kind, Changed: changedSections(before, put.Config)}
 	if put.Import == nil {
 		return cloud.ActionChannelConfigured, d
 	}
-	file := put.Import.File
-	if len(file) > cloud.MaxAuditFileName {
-		file = clipText(file, cloud.MaxAuditFileName)
-	}
-	d["file"], d["points"] = file, put.Import.Points
+	d.File, d.Points = clipText(put.Import.File, cloud.MaxAuditFileName), &put.Import.Points
 	return cloud.ActionPointsImported, d
+}
+
+// channelDetails are the details of channel.configured and
+// channel.points_imported.
+type channelDetails struct {
+	Kind    string   `json:"kind"`
+	Changed []string `json:"changed"`
+	File    string   `json:"file,omitempty"`
+	Points  *int     `json:"points,omitempty"`
 }
 
 // SerialService implements cloud.SerialService on a store's tables: the
@@ -269,17 +276,12 @@ func (s *SerialService) putChannel(ctx context.Context, orgID, deviceID, channel
 	if err != nil {
 		return resource.ChannelPutResult{}, fmt.Errorf("put channel: %w", err)
 	}
-	put := ChannelPut{OrgID: orgID, DeviceID: deviceID, ChannelID: channelID, Config: string(body), Kind: cfg.Kind, Import: from}
-	if _, ok := cloud.ActorFrom(ctx); ok {
-		// The default is what a change of a channel never configured is
-		// measured against in its audit record.
-		c, _ := m.Channel(channelID) // CheckChannelPut found it
-		def, err := json.Marshal(c.DefaultConfig())
-		if err != nil {
-			return resource.ChannelPutResult{}, fmt.Errorf("put channel: %w", err)
-		}
-		put.Default = string(def)
-	}
+	put := ChannelPut{OrgID: orgID, DeviceID: deviceID, ChannelID: channelID, Config: string(body), Kind: cfg.Kind, Import: from,
+		Default: func() string {
+			c, _ := m.Channel(channelID) // CheckChannelPut found it
+			def, _ := json.Marshal(c.DefaultConfig())
+			return string(def)
+		}}
 	if err := s.Tables.PutChannel(ctx, put); err != nil {
 		return resource.ChannelPutResult{}, err
 	}

@@ -54,11 +54,13 @@ type NewClaim struct {
 }
 
 // ClaimRedeem is an agent's claim: the token and what the agent says of
-// itself.
+// itself. IP is the agent's address ("" when unknown), the ip of the
+// device.claimed audit record.
 type ClaimRedeem struct {
 	Token string
 	protocol.ClaimRequest
 	At time.Time
+	IP string
 }
 
 // ClaimService holds claims. RedeemClaim is the agent endpoint's (the

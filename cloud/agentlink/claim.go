@@ -63,9 +63,9 @@ func (s *Server) ClaimHandler(claims cloud.ClaimService) http.Handler {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		out, err := claims.RedeemClaim(ctx, cloud.ClaimRedeem{Token: tok, ClaimRequest: req, At: s.now()})
-		cancel()
 		remote := clientaddr.Host(r)
+		out, err := claims.RedeemClaim(ctx, cloud.ClaimRedeem{Token: tok, ClaimRequest: req, At: s.now(), IP: remote})
+		cancel()
 		if err != nil {
 			code, msg := cloud.ErrorCode(err), cloud.ErrorMessage(err)
 			switch code {

@@ -282,6 +282,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 			return
 		}
 		s.signInLog.Note(addr, "wrong_password")
+		s.auditSignInFailed(r, u, "password")
 		d.Error = "Wrong email or password."
 		s.render(w, r, nil, http.StatusUnauthorized, "login", "Sign in", d)
 		return
@@ -303,6 +304,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 // for the log and the audit record.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, u cloud.User, next, via string) {
 	ctx := r.Context()
+	if err := s.auditSession(r, u, cloud.ActionSignedIn, map[string]string{"via": via}); err != nil {
+		s.fail(w, r, nil, err)
+		return
+	}
 	// A fresh session id at sign-in: a token planted before it is useless.
 	if err := s.sessions.RenewToken(ctx); err != nil {
 		s.fail(w, r, nil, err)
@@ -314,7 +319,10 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, u cloud.Us
 	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
 }
 
-func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ *request) {
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, rq *request) {
+	if err := s.auditSession(r, rq.User, cloud.ActionSignedOut, nil); err != nil {
+		s.log.Error("panel sign-out not recorded", "user_id", rq.User.ID, "err", err)
+	}
 	if err := s.sessions.Destroy(r.Context()); err != nil {
 		s.fail(w, r, nil, err)
 		return

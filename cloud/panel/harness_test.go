@@ -137,7 +137,7 @@ func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config
 	cfg := panel.Config{
 		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(), Points: db.Points(),
 		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps, Rules: rs, TwoFactor: h.ps,
-		Rollouts: db.Rollouts(), Releases: db.Releases(), Claims: db.Claims(),
+		Rollouts: db.Rollouts(), Releases: db.Releases(), Claims: db.Claims(), Audit: db.Audit(),
 		Hasher: fastHasher, Now: time.Now,
 	}
 	for _, f := range tweak {

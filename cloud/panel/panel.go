@@ -66,6 +66,8 @@ type Config struct {
 	Claims   cloud.ClaimService
 	// TwoFactor backs two-factor sign-in (totp.go); nil turns it off.
 	TwoFactor cloud.TwoFactorService
+	// Audit backs Settings → Audit log (issue 30); nil hides it.
+	Audit cloud.AuditService
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher
 	// IdleTimeout ends a session unused for that long; Lifetime ends any

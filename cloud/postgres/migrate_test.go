@@ -66,6 +66,20 @@ func TestMigrateRules(t *testing.T) {
 	storetest.CheckMigratedRules(t, openStores(t, url, nil, "relay-1").Stores)
 }
 
+// A claim made before migration 0018_claim_creator has no creator: a
+// gateway claimed through it afterwards is recorded as the CLI's,
+// "unknown".
+func TestMigrateClaimCreator(t *testing.T) {
+	url := newDatabase(t)
+	oldDatabase(t, url, func(m sqlstore.Migration) string {
+		if m.Name < "0018" {
+			return m.Name
+		}
+		return ""
+	}, storetest.OldClaimSQL(func(h string) string { return "decode('" + h + "', 'hex')" }))
+	storetest.CheckOldClaimCreator(t, openStores(t, url, nil, "relay-1").Stores)
+}
+
 // newDatabase makes an empty database, dropped when the test ends.
 func newDatabase(t *testing.T) string {
 	t.Helper()

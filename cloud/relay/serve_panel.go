@@ -44,7 +44,7 @@ func (m *Main) startPanel(ctx context.Context, mux *http.ServeMux) (func(context
 		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Points: m.DB.Points(),
 		Fleet: p, Users: p, Sessions: p, Keys: p, Webhooks: p, Rules: m.DB.Rules(), TwoFactor: p,
 		Rollouts: m.DB.Rollouts(), Releases: m.DB.Releases(), Claims: m.DB.Claims(),
-		IdleTimeout: c.IdleTimeout, Lifetime: c.Lifetime, Throttle: c.Throttle,
+		Audit: m.DB.Audit(), IdleTimeout: c.IdleTimeout, Lifetime: c.Lifetime, Throttle: c.Throttle,
 		Secure: m.Config.TLSCert != "", Logger: m.Logger.With("component", "panel"), Now: m.DB.Now,
 	})
 	if err != nil {

@@ -60,6 +60,20 @@ func TestMigrateRules(t *testing.T) {
 	storetest.CheckMigratedRules(t, openStores(t, path, nil).Stores)
 }
 
+// A claim made before migration 0018_claim_creator has no creator: a
+// gateway claimed through it afterwards is recorded as the CLI's,
+// "unknown".
+func TestMigrateClaimCreator(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	oldDatabase(t, path, func(m sqlstore.Migration) string {
+		if m.Name < "0018" {
+			return m.Name
+		}
+		return ""
+	}, storetest.OldClaimSQL(func(h string) string { return "X'" + h + "'" }))
+	storetest.CheckOldClaimCreator(t, openStores(t, path, nil).Stores)
+}
+
 // oldDatabase makes at path a database of the steps of the sequence that
 // record names (recorded under that name), then runs then, and returns the
 // sequence.

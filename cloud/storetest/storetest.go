@@ -154,6 +154,11 @@ func Run(t *testing.T, open Opener) {
 		{"RebootCommand", testRebootCommand},
 		{"Claims", testClaims},
 		{"ClaimRaces", testClaimRaces},
+		{"AuditKeys", testAuditKeys},
+		{"AuditMembers", testAuditMembers},
+		{"AuditOrg", testAuditOrg},
+		{"AuditDevices", testAuditDevices},
+		{"AuditClaims", testAuditClaims},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
@@ -20,7 +21,12 @@ func (s *Store) CreateOrg(ctx context.Context, name string) (cloud.Org, error) {
 	if err != nil {
 		return cloud.Org{}, err
 	}
-	err = s.Tx(ctx, func(q Querier) error { return InsertOrg(ctx, q, org) })
+	err = s.Tx(ctx, func(q Querier) error {
+		if err := InsertOrg(ctx, q, org); err != nil {
+			return err
+		}
+		return s.audit(ctx, q, org.ID, cloud.ActionOrgCreated, cloud.AuditTarget{Kind: cloud.TargetOrg, ID: org.ID}, map[string]any{"name": org.Name})
+	})
 	if err != nil {
 		return cloud.Org{}, s.Wrap("create org", err)
 	}
@@ -42,16 +48,37 @@ func (s *Store) ListOrgs(ctx context.Context) ([]cloud.Org, error) {
 	return out, s.Wrap("list orgs", err)
 }
 
-// SetOrgAlertWebhook implements cloud.Admin (the package's
-// SetOrgAlertWebhook).
+// SetOrgAlertWebhook implements cloud.Admin and cloud.WebhookAdmin (the
+// package's SetOrgAlertWebhook), with its audit record: the URL's scheme
+// and host only, or that it was cleared.
 func (s *Store) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	return s.Wrap("set alert webhook", SetOrgAlertWebhook(ctx, s.W, orgID, url))
+	return s.Wrap("set alert webhook", s.Tx(ctx, func(tx Querier) error {
+		if err := SetOrgAlertWebhook(ctx, tx, orgID, url); err != nil {
+			return err
+		}
+		origin := urlOrigin(strings.TrimSpace(url))
+		return s.audit(ctx, tx, orgID, cloud.ActionAlertWebhook, cloud.AuditTarget{Kind: cloud.TargetOrg, ID: orgID},
+			map[string]any{"url": origin, "cleared": origin == ""})
+	}))
 }
 
-// RotateOrgSecret implements cloud.Admin (the package's RotateOrgSecret).
+// RotateOrgSecret implements cloud.Admin and cloud.WebhookAdmin (the
+// package's RotateOrgSecret), with its audit record (the grace, never
+// the secret).
 func (s *Store) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
-	secret, err := RotateOrgSecret(ctx, s.W, orgID, grace, s.Clock())
-	return secret, s.Wrap("rotate secret", err)
+	var secret string
+	err := s.Tx(ctx, func(tx Querier) error {
+		var err error
+		if secret, err = RotateOrgSecret(ctx, tx, orgID, grace, s.Clock()); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, orgID, cloud.ActionSecretRotated, cloud.AuditTarget{Kind: cloud.TargetOrg, ID: orgID},
+			map[string]any{"grace": grace.String()})
+	})
+	if err != nil {
+		return "", s.Wrap("rotate secret", err)
+	}
+	return secret, nil
 }
 
 // CreateKey makes a key for the organization and stores its bcrypt hash
@@ -59,8 +86,25 @@ func (s *Store) RotateOrgSecret(ctx context.Context, orgID string, grace time.Du
 // returns the stored key and the full key string, which exists nowhere
 // else afterwards.
 func (s *Store) CreateKey(ctx context.Context, orgID, name string, scopes []string, expiresIn time.Duration) (*cloud.APIKey, string, error) {
-	k, key, err := CreateKey(ctx, s.W, s.Org, cloud.NewKey{OrgID: orgID, Name: name, Scopes: scopes, ExpiresIn: expiresIn}, s.Clock())
-	return k, key, s.Wrap("insert key", err)
+	return s.createKey(ctx, cloud.NewKey{OrgID: orgID, Name: name, Scopes: scopes, ExpiresIn: expiresIn})
+}
+
+// createKey stores the key of nk (the package's CreateKey) with its audit
+// record in one transaction.
+func (s *Store) createKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
+	var k *cloud.APIKey
+	var key string
+	err := s.Tx(ctx, func(tx Querier) error {
+		var err error
+		if k, key, err = CreateKey(ctx, tx, s.Org, nk, s.Clock()); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, k.OrgID, cloud.ActionKeyCreated, cloud.AuditTarget{Kind: cloud.TargetKey, ID: k.ID}, keyDetails(k))
+	})
+	if err != nil {
+		return nil, "", s.Wrap("insert key", err)
+	}
+	return k, key, nil
 }
 
 // KeyByID returns the key with id, in any organization, or ENOTFOUND. It
@@ -88,21 +132,38 @@ func (s *Store) ListKeys(ctx context.Context, orgID string) ([]*cloud.APIKey, er
 // RevokeKey revokes the key with id (idempotent: the first revocation
 // time is kept) and returns it; ENOTFOUND for an unknown id.
 func (s *Store) RevokeKey(ctx context.Context, id string) (*cloud.APIKey, error) {
-	return s.revokeKey(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING `+KeyColumns, s.nowMs(), id)
+	return s.revokeKey(ctx, id, ``)
 }
 
 // RevokeOrgKey revokes the organization's key id as RevokeKey does;
 // another organization's key is ENOTFOUND (cloud.PanelStore's).
 func (s *Store) RevokeOrgKey(ctx context.Context, orgID, id string) (*cloud.APIKey, error) {
-	return s.revokeKey(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND org_id = ? RETURNING `+KeyColumns, s.nowMs(), id, orgID)
+	return s.revokeKey(ctx, id, ` AND org_id = ?`, orgID)
 }
 
-func (s *Store) revokeKey(ctx context.Context, query string, args ...any) (*cloud.APIKey, error) {
-	k, err := ScanKey(s.W.QueryRow(ctx, query, args...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, keyNotFound(args[1].(string))
+// revokeKey revokes key id where also (a condition with its arguments)
+// holds; the first revocation writes the audit record, in its
+// transaction.
+func (s *Store) revokeKey(ctx context.Context, id, also string, args ...any) (*cloud.APIKey, error) {
+	var k *cloud.APIKey
+	err := s.Tx(ctx, func(tx Querier) error {
+		n, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ?`+also+` AND revoked_at IS NULL`, append([]any{s.nowMs(), id}, args...)...)
+		if err != nil {
+			return err
+		}
+		k, err = ScanKey(tx.QueryRow(ctx, `SELECT `+KeyColumns+` FROM api_keys WHERE id = ?`+also, append([]any{id}, args...)...))
+		if errors.Is(err, sql.ErrNoRows) {
+			return keyNotFound(id)
+		}
+		if err != nil || n == 0 {
+			return err
+		}
+		return s.audit(ctx, tx, k.OrgID, cloud.ActionKeyRevoked, cloud.AuditTarget{Kind: cloud.TargetKey, ID: k.ID}, keyDetails(k))
+	})
+	if err != nil {
+		return nil, s.Wrap("revoke key", err)
 	}
-	return k, s.Wrap("revoke key", err)
+	return k, nil
 }
 
 // RecordKeyUse sets the key's last use to at, unless a later one within
@@ -144,15 +205,20 @@ func (s *Store) RedeliverWebhook(ctx context.Context, id string) (string, error)
 	newID := ids.New()
 	now := s.nowMs()
 	err := s.Tx(ctx, func(tx Querier) error {
-		n, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at, kind, channel_id)
-			SELECT ?, org_id, device_id, event, url, body, 'pending', 0, ?, id, ?, kind, channel_id FROM webhook_deliveries WHERE id = ?`, newID, now, now, id)
+		var orgID string
+		err := tx.QueryRow(ctx, `INSERT INTO webhook_deliveries (id, org_id, device_id, event, url, body, state, attempts, next_attempt_at, redelivery_of, created_at, kind, channel_id)
+			SELECT ?, org_id, device_id, event, url, body, 'pending', 0, ?, id, ?, kind, channel_id FROM webhook_deliveries WHERE id = ? RETURNING org_id`, newID, now, now, id).Scan(&orgID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return DeliveryNotFound(id)
+		}
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return DeliveryNotFound(id)
+		if err := s.changed(ctx, tx, ChangeOutbox, ""); err != nil {
+			return err
 		}
-		return s.changed(ctx, tx, ChangeOutbox, "")
+		return s.audit(ctx, tx, orgID, cloud.ActionWebhookRedeliver, cloud.AuditTarget{Kind: cloud.TargetDelivery, ID: newID},
+			map[string]any{"deliveryId": newID, "originalId": id})
 	})
 	if err != nil {
 		return "", s.Wrap("redeliver", err)

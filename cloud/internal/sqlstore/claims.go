@@ -48,6 +48,8 @@ type ClaimRedemption struct {
 	TokenSum                            []byte
 	SerialNumber, Name, Location, Model string
 	At                                  time.Time
+	// IP is the agent's address, the ip of the audit record.
+	IP string
 }
 
 // MaxClaimUses bounds the devices one claim may create.
@@ -141,7 +143,7 @@ func (s *ClaimService) RedeemClaim(ctx context.Context, in cloud.ClaimRedeem) (p
 	if err := ClaimRefusal(c, in.At, false); err != nil {
 		return protocol.ClaimResponse{}, err
 	}
-	r := ClaimRedemption{TokenSum: sum, Model: in.Model, At: in.At}
+	r := ClaimRedemption{TokenSum: sum, Model: in.Model, At: in.At, IP: in.IP}
 	if r.SerialNumber, err = cloud.ValidName("serialNumber", in.SerialNumber); err != nil {
 		return protocol.ClaimResponse{}, err
 	}
@@ -233,9 +235,15 @@ func (s *Store) InsertClaim(ctx context.Context, c cloud.Claim, tokenSum []byte)
 		} else if err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO claims (id, org_id, token_hash, model, tags, uses, used, expires_at, revoked_at, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, 0, ?, NULL, ?)`, c.ID, c.OrgID, tokenSum, c.Model, string(tags), c.Uses, expires, c.CreatedAt.UnixMilli())
-		return err
+		// The creator is the actor of the devices the claim registers
+		// (device.claimed).
+		by, _ := cloud.ActorFrom(ctx)
+		if _, err := tx.Exec(ctx, `INSERT INTO claims (id, org_id, token_hash, model, tags, uses, used, expires_at, revoked_at, created_at, created_by_kind, created_by_id, created_by_name)
+			VALUES (?, ?, ?, ?, ?, ?, 0, ?, NULL, ?, ?, ?, ?)`, c.ID, c.OrgID, tokenSum, c.Model, string(tags), c.Uses, expires, c.CreatedAt.UnixMilli(),
+			string(by.Kind), by.ID, by.Name); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, c.OrgID, cloud.ActionClaimCreated, cloud.AuditTarget{Kind: cloud.TargetClaim, ID: c.ID}, claimDetails(c))
 	})
 	return s.Wrap("create claim", err)
 }
@@ -247,13 +255,27 @@ func (s *Store) ClaimRows(ctx context.Context, orgID string) ([]cloud.Claim, err
 }
 
 // RevokeClaimRow implements ClaimTables.
+// The first revocation writes the audit record, in its transaction.
 func (s *Store) RevokeClaimRow(ctx context.Context, orgID, id string, at time.Time) (cloud.Claim, error) {
-	c, err := ScanClaim(s.W.QueryRow(ctx, `UPDATE claims SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND org_id = ? RETURNING `+ClaimColumns,
-		at.UnixMilli(), id, orgID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return cloud.Claim{}, claimNotFound(id)
+	var c cloud.Claim
+	err := s.Tx(ctx, func(tx Querier) error {
+		n, err := tx.Exec(ctx, `UPDATE claims SET revoked_at = ? WHERE id = ? AND org_id = ? AND revoked_at IS NULL`, at.UnixMilli(), id, orgID)
+		if err != nil {
+			return err
+		}
+		c, err = ScanClaim(tx.QueryRow(ctx, `SELECT `+ClaimColumns+` FROM claims WHERE id = ? AND org_id = ?`, id, orgID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return claimNotFound(id)
+		}
+		if err != nil || n == 0 {
+			return err
+		}
+		return s.audit(ctx, tx, orgID, cloud.ActionClaimRevoked, cloud.AuditTarget{Kind: cloud.TargetClaim, ID: c.ID}, claimDetails(c))
+	})
+	if err != nil {
+		return cloud.Claim{}, s.Wrap("revoke claim", err)
 	}
-	return c, s.Wrap("revoke claim", err)
+	return c, nil
 }
 
 // ClaimByToken implements ClaimTables.
@@ -308,8 +330,11 @@ func (s *Store) RedeemClaimRow(ctx context.Context, r ClaimRedemption) (protocol
 			if err != nil {
 				return err
 			}
-			return InsertEvent(ctx, tx, c.OrgID, deviceID, resource.Event{ID: ids.New(), Type: protocol.EventDeviceClaimed,
-				Severity: resource.SeverityInfo, Message: msg, Data: data, CreatedAt: resource.T(at)})
+			if err := InsertEvent(ctx, tx, c.OrgID, deviceID, resource.Event{ID: ids.New(), Type: protocol.EventDeviceClaimed,
+				Severity: resource.SeverityInfo, Message: msg, Data: data, CreatedAt: resource.T(at)}); err != nil {
+				return err
+			}
+			return s.auditClaimed(ctx, tx, c, deviceID, r)
 		}
 		// The same serial through the same claim: the same device, a
 		// fresh token (the previous one stops working), no use counted.

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"time"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/resource"
@@ -10,7 +9,8 @@ import (
 
 // PanelStore is cloud.PanelStore, written once: users and sessions
 // (users.go), the fleet page's reads, the organization's keys with their
-// creator and last use, and its webhook settings and deliveries.
+// creator and last use, and its webhook settings and deliveries (Store's
+// SetOrgAlertWebhook and RotateOrgSecret).
 type PanelStore struct{ *Store }
 
 var _ cloud.PanelStore = PanelStore{}
@@ -28,8 +28,7 @@ func (p PanelStore) SearchDevices(ctx context.Context, orgID string, q cloud.Dev
 // returns the stored key and the full key string, which exists nowhere else
 // afterwards.
 func (p PanelStore) CreateOrgKey(ctx context.Context, nk cloud.NewKey) (*cloud.APIKey, string, error) {
-	k, key, err := CreateKey(ctx, p.W, p.Org, nk, p.Clock())
-	return k, key, p.Wrap("insert key", err)
+	return p.createKey(ctx, nk)
 }
 
 // OrgKeys lists the organization's keys newest first, revoked ones
@@ -46,19 +45,6 @@ func (p PanelStore) OrgKeys(ctx context.Context, orgID string) ([]cloud.KeyInfo,
 func (p PanelStore) WebhookSettings(ctx context.Context, orgID string) (cloud.WebhookSettings, error) {
 	out, err := WebhookSettings(ctx, p.R, orgID, p.Clock())
 	return out, p.Wrap("webhook settings", err)
-}
-
-// SetOrgAlertWebhook sets or clears the organization's alert webhook URL
-// (SetOrgAlertWebhook on the writer).
-func (p PanelStore) SetOrgAlertWebhook(ctx context.Context, orgID, url string) error {
-	return p.Wrap("set alert webhook", SetOrgAlertWebhook(ctx, p.W, orgID, url))
-}
-
-// RotateOrgSecret gives the organization a new signing secret
-// (RotateOrgSecret on the writer).
-func (p PanelStore) RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error) {
-	secret, err := RotateOrgSecret(ctx, p.W, orgID, grace, p.Clock())
-	return secret, p.Wrap("rotate secret", err)
 }
 
 // RecentDeliveries summarizes the organization's newest deliveries

@@ -195,8 +195,11 @@ func (s *Store) InsertRelease(ctx context.Context, r cloud.Release, fill func(pu
 			return err
 		}
 		r.Size, r.SHA256 = size, sum
-		_, err = tx.Exec(ctx, `UPDATE releases SET size = ?, sha256 = ? WHERE id = ?`, size, sum, r.ID)
-		return err
+		if _, err = tx.Exec(ctx, `UPDATE releases SET size = ?, sha256 = ? WHERE id = ?`, size, sum, r.ID); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, r.OrgID, cloud.ActionReleaseAdded, cloud.AuditTarget{Kind: cloud.TargetRelease, ID: r.ID},
+			map[string]any{"version": r.Version, "arch": r.Arch, "size": r.Size, "sha256": r.SHA256})
 	})
 	if err != nil {
 		return cloud.Release{}, s.Wrap("add release", err)

@@ -90,14 +90,20 @@ func (s *Store) SetDeviceTags(ctx context.Context, deviceID string, tags []strin
 		return s.Wrap("device tags", err)
 	}
 	err = s.Tx(ctx, func(tx Querier) error {
-		var orgID string
-		if err := tx.QueryRow(ctx, `UPDATE devices SET tags = ? WHERE id = ? RETURNING org_id`, string(b), deviceID).Scan(&orgID); err != nil {
+		var orgID, was string
+		if err := tx.QueryRow(ctx, `SELECT org_id, tags FROM devices WHERE id = ?`+s.LockRows, deviceID).Scan(&orgID, &was); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return DeviceNotFound(deviceID)
 			}
 			return err
 		}
-		return s.changed(ctx, tx, ChangeDeviceTags, orgID+" "+deviceID)
+		if _, err := tx.Exec(ctx, `UPDATE devices SET tags = ? WHERE id = ?`, string(b), deviceID); err != nil {
+			return err
+		}
+		if err := s.changed(ctx, tx, ChangeDeviceTags, orgID+" "+deviceID); err != nil {
+			return err
+		}
+		return s.auditDeviceUpdate(ctx, tx, orgID, deviceID, deviceFields{tags: was}.changes(cloud.DevicePatch{Tags: &tags}))
 	})
 	return s.Wrap("device tags", err)
 }

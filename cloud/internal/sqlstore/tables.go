@@ -151,8 +151,12 @@ func (s *Store) AddDevice(ctx context.Context, nd cloud.NewDevice) (resource.Dev
 		if _, err := tx.Exec(ctx, InsertDeviceSQL, d.Args()...); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES (?)`, d.Detail.ID)
-		return err
+		if _, err := tx.Exec(ctx, `INSERT INTO serial_state (device_id) VALUES (?)`, d.Detail.ID); err != nil {
+			return err
+		}
+		x := d.Detail
+		return s.audit(ctx, tx, d.OrgID, cloud.ActionDeviceAdded, cloud.AuditTarget{Kind: cloud.TargetDevice, ID: x.ID},
+			map[string]any{"name": x.Name, "serialNumber": x.SerialNumber, "model": x.Model, "location": x.Location})
 	})
 	if s.IsUnique(err) {
 		return resource.DeviceDetail{}, "", ErrSerialTaken(d.Detail.SerialNumber)
@@ -170,10 +174,22 @@ func (s *Store) AddDevice(ctx context.Context, nd cloud.NewDevice) (resource.Dev
 func (s *Store) RevokeDevice(ctx context.Context, id string) (time.Time, error) {
 	var at int64
 	err := s.Tx(ctx, func(tx Querier) error {
-		if err := tx.QueryRow(ctx, `UPDATE devices SET token_revoked_at = COALESCE(token_revoked_at, ?) WHERE id = ? RETURNING token_revoked_at`, s.nowMs(), id).Scan(&at); err != nil {
+		// The first revocation is the change its audit record tells of.
+		var orgID, name, serial string
+		err := tx.QueryRow(ctx, `UPDATE devices SET token_revoked_at = ? WHERE id = ? AND token_revoked_at IS NULL
+			RETURNING token_revoked_at, org_id, name, serial_number`, s.nowMs(), id).Scan(&at, &orgID, &name, &serial)
+		first := err == nil
+		if errors.Is(err, sql.ErrNoRows) {
+			err = tx.QueryRow(ctx, `SELECT token_revoked_at FROM devices WHERE id = ?`, id).Scan(&at)
+		}
+		if err != nil {
 			return err
 		}
-		return s.changed(ctx, tx, ChangeRevoked, id)
+		if err := s.changed(ctx, tx, ChangeRevoked, id); err != nil || !first {
+			return err
+		}
+		return s.audit(ctx, tx, orgID, cloud.ActionDeviceRevoked, cloud.AuditTarget{Kind: cloud.TargetDevice, ID: id},
+			map[string]any{"name": name, "serialNumber": serial})
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, DeviceNotFound(id)
@@ -304,17 +320,24 @@ func (s *Store) UpdateDevice(ctx context.Context, orgID, id string, p cloud.Devi
 		return err
 	}
 	return s.Tx(ctx, func(tx Querier) error {
-		n, err := tx.Exec(ctx, `UPDATE devices SET `+strings.Join(set, `, `)+` WHERE id = ? AND org_id = ?`, append(args, id, orgID)...)
+		var was deviceFields
+		err := tx.QueryRow(ctx, `SELECT name, location, notes, tags FROM devices WHERE id = ? AND org_id = ?`+s.LockRows, id, orgID).
+			Scan(&was.name, &was.location, &was.notes, &was.tags)
+		if errors.Is(err, sql.ErrNoRows) {
+			return DeviceNotFound(id)
+		}
 		if err != nil {
 			return s.Wrap("update device", err)
 		}
-		if n == 0 {
-			return DeviceNotFound(id)
+		if _, err := tx.Exec(ctx, `UPDATE devices SET `+strings.Join(set, `, `)+` WHERE id = ? AND org_id = ?`, append(args, id, orgID)...); err != nil {
+			return s.Wrap("update device", err)
 		}
 		if p.Tags != nil {
-			return s.changed(ctx, tx, ChangeDeviceTags, orgID+" "+id)
+			if err := s.changed(ctx, tx, ChangeDeviceTags, orgID+" "+id); err != nil {
+				return err
+			}
 		}
-		return nil
+		return s.auditDeviceUpdate(ctx, tx, orgID, id, was.changes(p))
 	})
 }
 

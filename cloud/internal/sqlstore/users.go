@@ -59,8 +59,13 @@ func (p PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.Use
 	if _, err := p.Org(ctx, nu.OrgID); err != nil {
 		return cloud.User{}, err
 	}
-	_, err = p.W.Exec(ctx, `INSERT INTO users (`+UserColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)`,
-		u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, u.CreatedAt.UnixMilli())
+	err = p.Tx(ctx, func(tx Querier) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO users (`+UserColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)`,
+			u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, u.CreatedAt.UnixMilli()); err != nil {
+			return err
+		}
+		return p.auditMember(ctx, tx, u, cloud.ActionMemberAdded, map[string]any{"email": u.Email, "role": u.Role})
+	})
 	if p.IsUnique(err) {
 		return cloud.User{}, ErrEmailTaken(u.Email)
 	}
@@ -155,9 +160,12 @@ func (p PanelStore) SetUserRole(ctx context.Context, orgID, id string, role clou
 				return err
 			}
 		}
+		from := u.Role
 		u.Role = role
-		_, err := tx.Exec(ctx, `UPDATE users SET role = ? WHERE id = ?`, string(role), id)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE users SET role = ? WHERE id = ?`, string(role), id); err != nil || from == role {
+			return err
+		}
+		return p.auditMember(ctx, tx, *u, cloud.ActionMemberRoleChanged, map[string]any{"email": u.Email, "from": from, "to": role})
 	})
 }
 
@@ -173,8 +181,10 @@ func (p PanelStore) DisableUser(ctx context.Context, orgID, id string) (cloud.Us
 			return err
 		}
 		u.DisabledAt = p.Clock().UTC().Truncate(time.Millisecond)
-		_, err := tx.Exec(ctx, `UPDATE users SET disabled_at = ? WHERE id = ?`, u.DisabledAt.UnixMilli(), id)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE users SET disabled_at = ? WHERE id = ?`, u.DisabledAt.UnixMilli(), id); err != nil {
+			return err
+		}
+		return p.auditMember(ctx, tx, *u, cloud.ActionMemberDisabled, map[string]any{"email": u.Email})
 	})
 }
 
@@ -187,8 +197,10 @@ func (p PanelStore) SetUserPassword(ctx context.Context, orgID, id, hash string)
 	return p.change(ctx, orgID, id, "set password", func(tx Querier, u *cloud.User) error {
 		u.PasswordHash = hash
 		u.PasswordChangedAt = p.Clock().UTC().Truncate(time.Millisecond)
-		_, err := tx.Exec(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ? WHERE id = ?`, hash, u.PasswordChangedAt.UnixMilli(), id)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ? WHERE id = ?`, hash, u.PasswordChangedAt.UnixMilli(), id); err != nil {
+			return err
+		}
+		return p.auditMember(ctx, tx, *u, cloud.ActionMemberPassword, map[string]any{"email": u.Email, "by": passwordSetBy(ctx, u.ID)})
 	})
 }
 

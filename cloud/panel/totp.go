@@ -175,6 +175,7 @@ func (s *Server) login2FA(w http.ResponseWriter, r *http.Request, _ *request) {
 	}
 	if via == "" {
 		s.signInLog.Note(addr, "wrong_code")
+		s.auditSignInFailed(r, u, "totp")
 		s.render(w, r, nil, http.StatusUnauthorized, "login2fa", "Two-factor sign-in",
 			login2FAData{Error: "Wrong or already used code. Enter the current code of your authenticator app, or an unused recovery code."})
 		return

@@ -163,6 +163,12 @@ func testTwoFactorSignIn(t *testing.T, open storetest.Opener) {
 		}
 	}
 
+	if recs := h.audit(cloud.ActionSignInFailed); len(recs) != 3 || string(recs[0].Details) != `{"reason":"totp"}` || recs[0].Target.ID != member.ID {
+		t.Errorf("wrong codes are recorded as %+v, want 3 session.sign_in_failed for totp", recs)
+	}
+	if recs := h.audit(cloud.ActionSignedIn); len(recs) == 0 || string(recs[0].Details) != `{"via":"password+totp"}` {
+		t.Errorf("the sign-in with a code is recorded as %+v", recs)
+	}
 	// A recovery code works once, in any case and with or without dashes.
 	c3 := h.anon()
 	c3.password(member.Email)

@@ -88,26 +88,8 @@ func testTwoFactor(t *testing.T, open Opener) {
 		t.Error("a step was spent through another organization")
 	}
 	// The same step from many relays at once: exactly one wins.
-	var wins atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ps := p
-			if i%2 == 1 {
-				ps = e2.Panel
-			}
-			if ok, err := ps.UseTOTPStep(e.ctx, acme.ID, ada.ID, 2000); err != nil {
-				t.Error(err)
-			} else if ok {
-				wins.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if wins.Load() != 1 {
-		t.Errorf("step 2000 accepted %d times at once, want 1", wins.Load())
+	if n := race(t, 8, p, e2.Panel, func(ps cloud.PanelStore) (bool, error) { return ps.UseTOTPStep(e.ctx, acme.ID, ada.ID, 2000) }); n != 1 {
+		t.Errorf("step 2000 accepted %d times at once, want 1", n)
 	}
 
 	// Recovery codes: each once, also under concurrency.
@@ -123,23 +105,8 @@ func testTwoFactor(t *testing.T, open Opener) {
 	if ok, _ := p.UseRecoveryCode(e.ctx, acme.ID, ada.ID, "no such hash"); ok {
 		t.Error("an unknown recovery code worked")
 	}
-	wins.Store(0)
-	for i := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ps := p
-			if i%2 == 1 {
-				ps = e2.Panel
-			}
-			if ok, _ := ps.UseRecoveryCode(e.ctx, acme.ID, ada.ID, "hash-2"); ok {
-				wins.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if wins.Load() != 1 {
-		t.Errorf("recovery code used %d times at once, want 1", wins.Load())
+	if n := race(t, 6, p, e2.Panel, func(ps cloud.PanelStore) (bool, error) { return ps.UseRecoveryCode(e.ctx, acme.ID, ada.ID, "hash-2") }); n != 1 {
+		t.Errorf("recovery code used %d times at once, want 1", n)
 	}
 	if st, _ := p.TwoFactorOf(e.ctx, acme.ID, ada.ID); st.RecoveryLeft != cloud.RecoveryCodeCount-2 {
 		t.Errorf("recovery codes left %d, want %d", st.RecoveryLeft, cloud.RecoveryCodeCount-2)
@@ -196,4 +163,26 @@ func testTwoFactor(t *testing.T, open Opener) {
 	if ok, _ := p.UseRecoveryCode(e.ctx, acme.ID, ada.ID, "hash-1"); !ok {
 		t.Error("a fresh enrolment's recovery code was refused")
 	}
+}
+
+// race runs try n times at once, alternately on a and b (two relays), and
+// returns how many times it returned true.
+func race(t *testing.T, n int, a, b cloud.PanelStore, try func(cloud.PanelStore) (bool, error)) int {
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		ps := a
+		if i%2 == 1 {
+			ps = b
+		}
+		wg.Go(func() {
+			if ok, err := try(ps); err != nil {
+				t.Error(err)
+			} else if ok {
+				wins.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(wins.Load())
 }

@@ -707,7 +707,7 @@ step("two-factor sign-in: enrol with the QR code's key and see the recovery code
   totpCtx = await browserContext();
   totpPage = totpCtx.pages()[0] || (await totpCtx.newPage());
   await signIn(totpPage, TOTP);
-  await totpPage.getByRole("link", { name: "Account" }).click();
+  await totpPage.goto(BASE + "/panel/account/2fa");
   await totpPage.getByRole("heading", { name: "Two-factor sign-in" }).waitFor();
   const qr = totpPage.getByRole("img", { name: "QR code of your two-factor key" });
   await qr.waitFor();

@@ -23,10 +23,11 @@ func (p PanelStore) TwoFactorOf(ctx context.Context, orgID, userID string) (clou
 		enrolled sql.NullInt64
 		left     int
 	)
-	err := p.R.QueryRow(ctx, `SELECT o.require_2fa, t.enrolled_at,
-		(SELECT COUNT(*) FROM recovery_codes r WHERE r.user_id = u.id AND r.used_at IS NULL)
-		FROM users u JOIN orgs o ON o.id = u.org_id LEFT JOIN user_totp t ON t.user_id = u.id
-		WHERE u.id = ? AND u.org_id = ?`, userID, orgID).Scan(&required, &enrolled, &left)
+	err := p.R.QueryRow(ctx, `SELECT o.require_2fa,
+		(SELECT t.enrolled_at FROM user_totp t WHERE t.user_id = ?),
+		(SELECT COUNT(*) FROM recovery_codes r WHERE r.user_id = ? AND r.used_at IS NULL)
+		FROM orgs o WHERE o.id = ? AND EXISTS (SELECT 1 FROM users u WHERE u.id = ? AND u.org_id = o.id)`,
+		userID, userID, orgID, userID).Scan(&required, &enrolled, &left)
 	if errors.Is(err, sql.ErrNoRows) {
 		return cloud.TwoFactor{}, UserNotFound(userID)
 	}

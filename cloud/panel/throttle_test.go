@@ -175,3 +175,27 @@ func testRefusedSignInsAreLoggedInSummary(t *testing.T, open storetest.Opener) {
 		}
 	}
 }
+
+// TestSignInBudgetComesBack: the failures decay with the window: the right
+// password refused at the limit signs in once the window has passed.
+func TestSignInBudgetComesBack(t *testing.T) { stores.Run(t, testSignInBudgetComesBack) }
+
+func testSignInBudgetComesBack(t *testing.T, open storetest.Opener) {
+	clock := storetest.NewClock(time.Now())
+	h := newHarness(t, open, func(c *panel.Config) {
+		c.Now = clock.Now
+		c.Throttle = panel.Throttle{PerAccount: 2, PerAddress: 50, Window: time.Minute}
+	})
+	email := h.users[cloud.RoleViewer].Email
+	c := h.anon()
+	for i := range 2 {
+		c.post("/panel/login", url.Values{"email": {email}, "password": {"wrong guess " + string(rune('a'+i))}})
+	}
+	if r := c.post("/panel/login", url.Values{"email": {email}, "password": {testPassword}}); r.status != http.StatusTooManyRequests {
+		t.Fatalf("at the limit: %d, want 429", r.status)
+	}
+	clock.Add(2 * time.Minute)
+	if r := c.post("/panel/login", url.Values{"email": {email}, "password": {testPassword}}); r.status != http.StatusSeeOther {
+		t.Errorf("after the window: %d, want 303", r.status)
+	}
+}

@@ -79,7 +79,7 @@ func testSignInThrottleHoldsUnderConcurrency(t *testing.T, open storetest.Opener
 		count[s]++
 	}
 	budget := panel.DefaultThrottle.PerAccount
-	if runs := hasher.Runs(); runs > int64(budget) {
+	if runs := hasher.Derived(); runs > int64(budget) {
 		t.Errorf("%d concurrent sign-ins checked %d passwords, want at most %d (answers %v)", n, runs, budget, count)
 	}
 	if checked := count[http.StatusUnauthorized] + count[http.StatusSeeOther]; checked > budget || count[http.StatusTooManyRequests] < n-budget {

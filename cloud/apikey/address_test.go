@@ -11,6 +11,10 @@ import (
 	"github.com/fleet/fleet/shared/ids"
 )
 
+// floodBound bounds the comparisons run while a new key waits for its own
+// during a flood from another address (see TestHashQueueIsFairPerAddress).
+const floodBound = 10
+
 // Two client addresses, as the API names them (clientaddr.Key).
 const (
 	attacker = "192.0.2.66"
@@ -117,9 +121,11 @@ func TestHashQueueIsFairPerAddress(t *testing.T) {
 	if _, err := auth.AuthenticateAt(ctx, key, owner, 0, false); err != nil {
 		t.Fatalf("the valid key during the flood: %v", err)
 	}
-	// Ahead of it: what the flood had running or waiting (one place per
-	// address, each slot running at most one), then its own run.
-	if n, bound := auth.BcryptRuns()-before, int64(apikey.MaxHashChecksPerAddress+apikey.MaxHashChecks()+1); n > bound {
+	// Counted: the flood's one place ahead of it, its own run, and the
+	// flood's runs (one at a time) while the answer comes back to this
+	// goroutine on a busy machine: a handful, where a queue shared by all
+	// ran the whole flood (100) first.
+	if n, bound := auth.BcryptRuns()-before, int64(floodBound); n > bound {
 		t.Errorf("the valid key was verified after %d comparisons, want at most %d", n, bound)
 	}
 	stop()

@@ -51,6 +51,7 @@ func TestRefusedRequestsLoggedInSummary(t *testing.T) {
 func testRefusedRequestsLoggedInSummary(t *testing.T, open storetest.Opener) {
 	t.Parallel()
 	e := newEnv(t, open, withRateLimit(100))
+	e.api.HoldRefusedSummary()
 	url := e.srv.URL + "/api/v1/public/devices"
 	got := map[int]int{}
 	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {

@@ -151,6 +151,7 @@ func TestRefusedSignInsAreLoggedInSummary(t *testing.T) {
 func testRefusedSignInsAreLoggedInSummary(t *testing.T, open storetest.Opener) {
 	logs := &logbuf.Buffer{}
 	h := newHarness(t, open, func(c *panel.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	h.srv.HoldSignInSummary()
 	const n = 300
 	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
 		hc := h.anonFrom(ip).hc

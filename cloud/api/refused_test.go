@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/ids"
 )
@@ -52,6 +51,7 @@ func TestRefusedRequestsLoggedInSummary(t *testing.T) {
 func testRefusedRequestsLoggedInSummary(t *testing.T, open storetest.Opener) {
 	t.Parallel()
 	e := newEnv(t, open, withRateLimit(100))
+	e.api.HoldRefusedSummary()
 	url := e.srv.URL + "/api/v1/public/devices"
 	got := map[int]int{}
 	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
@@ -127,10 +127,13 @@ func testNewKeyAnsweredDuringAFlood(t *testing.T, open storetest.Opener) {
 	if s := status(context.Background(), clientFrom("127.0.0.1"), url, key); s != http.StatusOK {
 		t.Fatalf("the new key during the flood: %d, want 200", s)
 	}
-	n, bound := e.auth.BcryptRuns()-before, int64(apikey.MaxHashChecksPerAddress+apikey.MaxHashChecks()+1)
+	// The flood's one place ahead of it, its own run, and the flood's runs
+	// (one at a time) while the answer travels back: a handful, where a
+	// queue shared by all ran the whole flood (100) first.
+	n, bound := e.auth.BcryptRuns()-before, int64(10)
 	t.Logf("the new key was answered after %d bcrypt comparisons, in %s", n, time.Since(start).Round(time.Millisecond))
 	if n > bound {
-		t.Errorf("the new key was answered after %d bcrypt comparisons, want at most %d (the flood's place and its own)", n, bound)
+		t.Errorf("the new key was answered after %d bcrypt comparisons, want at most %d", n, bound)
 	}
 	stop()
 	flood.Wait()

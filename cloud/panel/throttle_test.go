@@ -44,8 +44,8 @@ func signInStatus(hc *http.Client, base, email, pw string) int {
 
 // TestSignInThrottleHoldsUnderConcurrency: 99 wrong passwords and the right
 // one sent at once from one address check at most the account's budget of
-// passwords (5): the rest are refused 429 unchecked, and the right one signs
-// in only if it came within the budget. The right password from another
+// wrong passwords (5): the rest are refused 429 unchecked, and the right one
+// signs in only if it came within the budget. The right password from another
 // address afterwards signs in.
 func TestSignInThrottleHoldsUnderConcurrency(t *testing.T) {
 	stores.Run(t, testSignInThrottleHoldsUnderConcurrency)
@@ -83,7 +83,7 @@ func testSignInThrottleHoldsUnderConcurrency(t *testing.T, open storetest.Opener
 	// argon2id cloud.MaxAccountsPerEmail times (every account of the email,
 	// padded: account.go).
 	budget := panel.DefaultThrottle.PerAccount + count[http.StatusSeeOther]
-	if runs := hasher.Runs(); runs > int64(budget*cloud.MaxAccountsPerEmail) {
+	if runs := hasher.Derived(); runs > int64(budget*cloud.MaxAccountsPerEmail) {
 		t.Errorf("%d concurrent sign-ins checked %d passwords, want at most %d (answers %v)", n, runs/cloud.MaxAccountsPerEmail, budget, count)
 	}
 	if checked := count[http.StatusUnauthorized] + count[http.StatusSeeOther]; checked > budget || count[http.StatusUnauthorized] > panel.DefaultThrottle.PerAccount || count[http.StatusTooManyRequests] < n-budget {
@@ -152,6 +152,7 @@ func TestRefusedSignInsAreLoggedInSummary(t *testing.T) {
 func testRefusedSignInsAreLoggedInSummary(t *testing.T, open storetest.Opener) {
 	logs := &logbuf.Buffer{}
 	h := newHarness(t, open, func(c *panel.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	h.srv.HoldSignInSummary()
 	const n = 300
 	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
 		hc := h.anonFrom(ip).hc
@@ -177,5 +178,29 @@ func testRefusedSignInsAreLoggedInSummary(t *testing.T, open storetest.Opener) {
 		if !strings.Contains(summary[0], want) {
 			t.Errorf("summary lacks %s: %s", want, summary[0])
 		}
+	}
+}
+
+// TestSignInBudgetComesBack: the failures decay with the window: the right
+// password refused at the limit signs in once the window has passed.
+func TestSignInBudgetComesBack(t *testing.T) { stores.Run(t, testSignInBudgetComesBack) }
+
+func testSignInBudgetComesBack(t *testing.T, open storetest.Opener) {
+	clock := storetest.NewClock(time.Now())
+	h := newHarness(t, open, func(c *panel.Config) {
+		c.Now = clock.Now
+		c.Throttle = panel.Throttle{PerAccount: 2, PerAddress: 50, Window: time.Minute}
+	})
+	email := h.users[cloud.RoleViewer].Email
+	c := h.anon()
+	for i := range 2 {
+		c.post("/panel/login", url.Values{"email": {email}, "password": {"wrong guess " + string(rune('a'+i))}})
+	}
+	if r := c.post("/panel/login", url.Values{"email": {email}, "password": {testPassword}}); r.status != http.StatusTooManyRequests {
+		t.Fatalf("at the limit: %d, want 429", r.status)
+	}
+	clock.Add(2 * time.Minute)
+	if r := c.post("/panel/login", url.Values{"email": {email}, "password": {testPassword}}); r.status != http.StatusSeeOther {
+		t.Errorf("after the window: %d, want 303", r.status)
 	}
 }

@@ -271,6 +271,7 @@ type PanelStore interface {
 	FleetView
 	KeyAdmin
 	WebhookAdmin
+	OIDCService
 }
 
 // SummarizeDeliveries turns the admin log's deliveries into the panel's

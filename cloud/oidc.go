@@ -27,6 +27,7 @@ const (
 // OIDCConfig is an organization's single sign-on configuration.
 type OIDCConfig struct {
 	OrgID    string
+	OrgName  string // read only: the organization's name ("Sign in with …")
 	Issuer   string // the provider's issuer URL, exactly as its ID tokens name it
 	ClientID string
 	// ClientSecret is stored and sent to the provider's token endpoint

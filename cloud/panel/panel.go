@@ -63,6 +63,13 @@ type Config struct {
 	Rollouts cloud.RolloutService
 	Releases cloud.ReleaseService
 	Claims   cloud.ClaimService
+	// OIDC backs single sign-on (sso.go) and Settings → Single sign-on;
+	// nil hides both.
+	OIDC cloud.OIDCService
+	// PublicURL is where people reach the relay (--public-url): the
+	// single sign-on redirect URI is under it; "" or an address without a
+	// host name uses the request's host.
+	PublicURL string
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher
 	// IdleTimeout ends a session unused for that long; Lifetime ends any
@@ -86,11 +93,13 @@ type Server struct {
 	hasher   *password.Hasher
 	sessions *scs.SessionManager
 	throttle *throttle
-	pages    *pages
-	static   fs.FS
-	built    bool // the npm front end is in static/vendor
-	routes   []route
-	handler  http.Handler
+	// ssoClient makes single sign-on's requests to providers (timeouts).
+	ssoClient *http.Client
+	pages     *pages
+	static    fs.FS
+	built     bool // the npm front end is in static/vendor
+	routes    []route
+	handler   http.Handler
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -117,6 +126,7 @@ func New(cfg Config) (*Server, error) {
 		s.cfg.Lifetime = DefaultLifetime
 	}
 	s.throttle = newThrottle(cfg.Throttle)
+	s.ssoClient = &http.Client{Timeout: ssoNetTimeout}
 	s.sessions = newSessionManager(s.cfg, s.log)
 	var err error
 	if s.static, s.built, err = staticFiles(); err != nil {
@@ -247,6 +257,9 @@ func (s *Server) routeTable() []route {
 			route{"POST", "/panel/claims", cloud.PermOperations, s.createClaim},
 			route{"POST", "/panel/claims/{id}/revoke", cloud.PermOperations, s.revokeClaim},
 		)
+	}
+	if s.cfg.OIDC != nil {
+		rs = append(rs, s.ssoRoutes()...)
 	}
 	if s.cfg.Webhooks != nil {
 		rs = append(rs,

@@ -19,18 +19,20 @@ var _ cloud.OIDCService = PanelStore{}
 
 const oidcColumns = `org_id, issuer, client_id, client_secret, default_role, role_claim, role_map, enabled, updated_at`
 
+// oidcSelect reads a configuration (o) with its organization's name.
+const oidcSelect = `SELECT o.org_id, o.issuer, o.client_id, o.client_secret, o.default_role, o.role_claim, o.role_map, o.enabled, o.updated_at, g.name
+	FROM org_oidc o JOIN orgs g ON g.id = o.org_id`
+
 // OrgOIDC returns the organization's configuration, or ENOTFOUND.
 func (p PanelStore) OrgOIDC(ctx context.Context, orgID string) (cloud.OIDCConfig, error) {
-	c, err := p.readOIDC(ctx, p.R, `SELECT `+oidcColumns+` FROM org_oidc WHERE org_id = ?`, orgID)
+	c, err := p.readOIDC(ctx, p.R, oidcSelect+` WHERE o.org_id = ?`, orgID)
 	return c, p.Wrap("oidc config", err)
 }
 
 // OIDCByDomain returns the enabled configuration holding domain, or
 // ENOTFOUND.
 func (p PanelStore) OIDCByDomain(ctx context.Context, domain string) (cloud.OIDCConfig, error) {
-	c, err := p.readOIDC(ctx, p.R, `SELECT o.org_id, o.issuer, o.client_id, o.client_secret, o.default_role, o.role_claim, o.role_map, o.enabled, o.updated_at
-		FROM oidc_domains d JOIN org_oidc o ON o.org_id = d.org_id
-		WHERE d.domain = ? AND o.enabled = 1`, domain)
+	c, err := p.readOIDC(ctx, p.R, oidcSelect+` JOIN oidc_domains d ON d.org_id = o.org_id WHERE d.domain = ? AND o.enabled = 1`, domain)
 	return c, p.Wrap("oidc config by domain", err)
 }
 
@@ -40,7 +42,7 @@ func (p PanelStore) readOIDC(ctx context.Context, q Querier, query string, args 
 	var role, roleMap string
 	var enabled int
 	var updated int64
-	err := q.QueryRow(ctx, query, args...).Scan(&c.OrgID, &c.Issuer, &c.ClientID, &c.ClientSecret, &role, &c.RoleClaim, &roleMap, &enabled, &updated)
+	err := q.QueryRow(ctx, query, args...).Scan(&c.OrgID, &c.Issuer, &c.ClientID, &c.ClientSecret, &role, &c.RoleClaim, &roleMap, &enabled, &updated, &c.OrgName)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, cloud.Errorf(cloud.ENOTFOUND, "single sign-on is not configured")
 	}
@@ -75,12 +77,14 @@ type oidcAudit struct {
 // SetOrgOIDC validates and stores c with its audit record in one
 // transaction; an empty secret keeps the stored one.
 func (p PanelStore) SetOrgOIDC(ctx context.Context, c cloud.OIDCConfig) (cloud.OIDCConfig, error) {
-	if _, err := p.Org(ctx, c.OrgID); err != nil {
+	org, err := p.Org(ctx, c.OrgID)
+	if err != nil {
 		return cloud.OIDCConfig{}, err
 	}
+	c.OrgName = org.Name
 	var out cloud.OIDCConfig
-	err := p.Tx(ctx, func(tx Querier) error {
-		old, err := p.readOIDC(ctx, tx, `SELECT `+oidcColumns+` FROM org_oidc WHERE org_id = ?`, c.OrgID)
+	err = p.Tx(ctx, func(tx Querier) error {
+		old, err := p.readOIDC(ctx, tx, oidcSelect+` WHERE o.org_id = ?`, c.OrgID)
 		if err != nil && cloud.ErrorCode(err) != cloud.ENOTFOUND {
 			return err
 		}

@@ -121,18 +121,26 @@ func (s *Server) redirectURI(r *http.Request) string {
 // ?org= link's button) or by the email's domain.
 func (s *Server) ssoStart(w http.ResponseWriter, r *http.Request, _ *request) {
 	d := loginData{Email: r.PostFormValue("email"), Next: safeNext(r.PostFormValue("next")), ssoLogin: s.ssoLogin(r, r.PostFormValue("org"))}
-	target, err := s.ssoBegin(r, d)
+	target, org, err := s.ssoBegin(r, d)
 	if err != nil {
 		s.ssoRefused(w, r, d, err)
 		return
 	}
-	http.Redirect(w, r, target, http.StatusSeeOther)
+	// Not a redirect: browsers hold the redirects of a form's submission
+	// to the sign-in page's form-action 'self' and would refuse the
+	// provider's origin. A Refresh (and a link without it) is a plain
+	// navigation.
+	u, _ := url.Parse(target)
+	w.Header().Set("Refresh", "0; url="+target)
+	s.render(w, r, nil, http.StatusOK, "ssogo", "Continue to sign in", ssoGo{URL: target, Host: u.Host, OrgName: org})
 }
 
-func (s *Server) ssoBegin(r *http.Request, d loginData) (string, error) {
+// ssoGo is the page that sends the browser on to the provider.
+type ssoGo struct{ URL, Host, OrgName string }
+
+func (s *Server) ssoBegin(r *http.Request, d loginData) (target, orgName string, err error) {
 	ctx := r.Context()
 	var c cloud.OIDCConfig
-	var err error
 	if d.OrgID != "" || r.PostFormValue("org") != "" {
 		d.OrgID = r.PostFormValue("org")
 		c, err = s.cfg.OIDC.OrgOIDC(ctx, d.OrgID)
@@ -142,36 +150,36 @@ func (s *Server) ssoBegin(r *http.Request, d loginData) (string, error) {
 	} else {
 		email, nerr := cloud.NormalizeEmail(d.Email)
 		if nerr != nil {
-			return "", refuse(http.StatusBadRequest, "bad email", "Type your work email to sign in with single sign-on.")
+			return "", "", refuse(http.StatusBadRequest, "bad email", "Type your work email to sign in with single sign-on.")
 		}
 		c, err = s.cfg.OIDC.OIDCByDomain(ctx, cloud.EmailDomain(email))
 		if cloud.ErrorCode(err) == cloud.ENOTFOUND {
-			return "", refuse(http.StatusNotFound, "no organization for domain",
+			return "", "", refuse(http.StatusNotFound, "no organization for domain",
 				"No organization signs in with single sign-on for @%s. Sign in with your email and password.", cloud.EmailDomain(email))
 		}
 	}
 	if cloud.ErrorCode(err) == cloud.ENOTFOUND {
-		return "", refuse(http.StatusNotFound, "single sign-on off", "This organization does not offer single sign-on. Sign in with your email and password.")
+		return "", "", refuse(http.StatusNotFound, "single sign-on off", "This organization does not offer single sign-on. Sign in with your email and password.")
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	p, err := oidc.NewProvider(s.ssoHTTP(ctx), c.Issuer)
 	if err != nil {
-		return "", refuse(http.StatusBadGateway, "discovery: "+err.Error(), "The sign-in provider of %s could not be reached; try again later.", c.OrgName)
+		return "", "", refuse(http.StatusBadGateway, "discovery: "+err.Error(), "The sign-in provider of %s could not be reached; try again later.", c.OrgName)
 	}
 	f := ssoFlow{State: rand.Text(), Nonce: rand.Text(), Verifier: oauth2.GenerateVerifier(), OrgID: c.OrgID,
 		Redirect: s.redirectURI(r), Next: d.Next, Expires: s.now().Add(ssoFlowTTL).UnixMilli()}
 	b, err := json.Marshal(f)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	s.sessions.Put(ctx, sessSSO, string(b))
 	opts := []oauth2.AuthCodeOption{oidc.Nonce(f.Nonce), oauth2.S256ChallengeOption(f.Verifier)}
 	if d.Email != "" {
 		opts = append(opts, oauth2.SetAuthURLParam("login_hint", strings.TrimSpace(d.Email)))
 	}
-	return oauthConfig(c, p, f.Redirect).AuthCodeURL(f.State, opts...), nil
+	return oauthConfig(c, p, f.Redirect).AuthCodeURL(f.State, opts...), c.OrgName, nil
 }
 
 func oauthConfig(c cloud.OIDCConfig, p *oidc.Provider, redirect string) *oauth2.Config {
@@ -334,7 +342,11 @@ func (s *Server) ssoRefused(w http.ResponseWriter, r *http.Request, d loginData,
 		s.fail(w, r, nil, err)
 		return
 	}
-	s.log.Info("panel single sign-on refused", "reason", se.Reason, "remote", clientaddr.Key(r))
+	reason := se.Reason
+	if len(reason) > 300 {
+		reason = reason[:300]
+	}
+	s.log.Info("panel single sign-on refused", "reason", reason, "remote", clientaddr.Key(r))
 	d.Error = se.Message
 	s.render(w, r, nil, se.Status, "login", "Sign in", d)
 }

@@ -62,10 +62,11 @@ func (r *ssoRig) signInSSO(c *client, start url.Values, username string, tamper 
 	t.Helper()
 	var v ssoVisit
 	resp := c.post("/panel/sso", start)
-	if resp.status != http.StatusSeeOther {
+	refresh, ok := strings.CutPrefix(resp.header.Get("Refresh"), "0; url=")
+	if resp.status != http.StatusOK || !ok || !strings.Contains(resp.body, `id="sso-continue"`) {
 		t.Fatalf("start: %d %s", resp.status, resp.body)
 	}
-	v.authURL, _ = url.Parse(resp.header.Get("Location"))
+	v.authURL, _ = url.Parse(refresh)
 	if !strings.HasPrefix(v.authURL.String(), r.p.Issuer) {
 		t.Fatalf("start sent the browser to %s, not the provider %s", v.authURL, r.p.Issuer)
 	}

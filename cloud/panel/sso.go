@@ -138,12 +138,13 @@ func (s *Server) ssoStart(w http.ResponseWriter, r *http.Request, _ *request) {
 // ssoGo is the page that sends the browser on to the provider.
 type ssoGo struct{ URL, Host, OrgName string }
 
+// ssoBegin finds the organization, keeps a new flow in the session and
+// returns the provider's authorization URL and the organization's name.
 func (s *Server) ssoBegin(r *http.Request, d loginData) (target, orgName string, err error) {
 	ctx := r.Context()
 	var c cloud.OIDCConfig
-	if d.OrgID != "" || r.PostFormValue("org") != "" {
-		d.OrgID = r.PostFormValue("org")
-		c, err = s.cfg.OIDC.OrgOIDC(ctx, d.OrgID)
+	if org := r.PostFormValue("org"); org != "" {
+		c, err = s.cfg.OIDC.OrgOIDC(ctx, org)
 		if err == nil && !c.Enabled {
 			err = cloud.Errorf(cloud.ENOTFOUND, "single sign-on is off")
 		}

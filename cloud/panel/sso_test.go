@@ -139,7 +139,7 @@ func TestSSO(t *testing.T) { stores.Run(t, testSSO) }
 func testSSO(t *testing.T, open storetest.Opener) {
 	r := newSSORig(t, open)
 	page := r.anon().get("/panel/login?org=" + r.org.ID)
-	for _, s := range []string{">Sign in with Acme</button>", ">Sign in with single sign-on</button>", `name="org" value="` + r.org.ID + `"`} {
+	for _, s := range []string{">Sign in with Acme</button>", ">Continue with single sign-on</button>", `name="org" value="` + r.org.ID + `"`} {
 		if !strings.Contains(page.body, s) {
 			t.Errorf("sign-in page with ?org= lacks %s", s)
 		}

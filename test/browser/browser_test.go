@@ -28,6 +28,7 @@ import (
 	"github.com/fleet/fleet/test/rig/fleetproc"
 	"github.com/fleet/fleet/test/rig/linewatch"
 	"github.com/fleet/fleet/test/rig/minisign"
+	"github.com/fleet/fleet/test/rig/oidcprovider"
 	"github.com/fleet/fleet/test/rig/testnet"
 )
 
@@ -70,6 +71,13 @@ func TestBrowser(t *testing.T) {
 	fleetproc.Admin(t, relay, nil, nil, "device", "add", "--db", db, "--org", org.ID, "--name", xssName, "--serial", "XSS-1", "--model", "IG-100")
 	viewerPassword := "viewer password 123"
 	fleetproc.AdminInput(t, relay, nil, viewerPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "viewer@demo.example", "--role", "VIEWER", "--password-stdin")
+	// [sso] a real OpenID provider on loopback (zitadel/oidc's example)
+	// whose domain sso.example signs in to the demo organization.
+	sso := oidcprovider.Start(t, oidcprovider.Config{ClientID: "fleet-demo", ClientSecret: "demo-client-secret-1",
+		RedirectURIs: []string{"http://" + listen + "/panel/sso/callback"},
+		Users:        []oidcprovider.User{{Username: "sam", Password: "sam's provider password", Email: "sam@sso.example", EmailVerified: true}}})
+	fleetproc.AdminInput(t, relay, nil, "demo-client-secret-1\n", nil, "org", "set-oidc", "--db", db, "--org", org.ID, "--issuer", sso.Issuer,
+		"--client-id", "fleet-demo", "--domains", "sso.example", "--default-role", "VIEWER", "--client-secret-stdin")
 
 	// A release of 9.9.0 (a few random bytes, signed with minisign as an
 	// operator signs one) for the rollout pages; no agent of the demo is
@@ -100,7 +108,8 @@ func TestBrowser(t *testing.T) {
 		"FLEET_BASE=http://"+listen, "FLEET_OWNER_EMAIL="+email, "FLEET_OWNER_PASSWORD="+password,
 		"FLEET_VIEWER_EMAIL=viewer@demo.example", "FLEET_VIEWER_PASSWORD="+viewerPassword, "FLEET_API_KEY="+key,
 		"FLEET_DEVICE="+press, "FLEET_OFFLINE_DEVICE="+gate[1], "FLEET_XSS_NAME="+xssName,
-		"FLEET_SCREENSHOTS="+shots, "CHROMIUM="+chromium)
+		"FLEET_SCREENSHOTS="+shots, "CHROMIUM="+chromium,
+		"FLEET_SSO_EMAIL=sam@sso.example", "FLEET_SSO_USERNAME=sam", "FLEET_SSO_PASSWORD=sam's provider password", "FLEET_SSO_ORG="+org.ID)
 	var out bytes.Buffer
 	w := io.MultiWriter(&out, testWriter{t}) // one writer for both: exec then copies with one goroutine
 	node.Stdout, node.Stderr = w, w

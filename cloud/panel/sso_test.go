@@ -6,9 +6,12 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/panel"
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/test/rig/oidcprovider"
 )
@@ -29,8 +32,8 @@ type ssoRig struct {
 	p *oidcprovider.Provider
 }
 
-func newSSORig(t *testing.T, open storetest.Opener) *ssoRig {
-	h := newHarness(t, open)
+func newSSORig(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config)) *ssoRig {
+	h := newHarness(t, open, tweak...)
 	p := oidcprovider.Start(t, oidcprovider.Config{ClientID: ssoClientID, ClientSecret: ssoClientSecret,
 		RedirectURIs: []string{h.ts.URL + "/panel/sso/callback"},
 		Users: []oidcprovider.User{
@@ -198,11 +201,13 @@ func testSSO(t *testing.T, open storetest.Opener) {
 
 func TestSSORefusals(t *testing.T) { stores.Run(t, testSSORefusals) }
 
-// testSSORefusals: a wrong state, a foreign domain, a disabled member and a token signed by a key the issuer does not publish
+// testSSORefusals: a wrong state, a flow over 10 minutes old, a foreign
+// domain, a disabled member and a token signed by a key the issuer does not publish
 // are each refused with a message on the sign-in page, and nobody is
 // signed in or created.
 func testSSORefusals(t *testing.T, open storetest.Opener) {
-	r := newSSORig(t, open)
+	var later atomic.Int64 // how far the panel's clock is ahead
+	r := newSSORig(t, open, func(c *panel.Config) { c.Now = func() time.Time { return time.Now().Add(time.Duration(later.Load())) } })
 	before := len(must(r.ps.ListUsers(r.ctx, r.org.ID)))
 	refused := func(name string, v ssoVisit, status int, msg string) {
 		t.Helper()
@@ -218,6 +223,11 @@ func testSSORefusals(t *testing.T, open storetest.Opener) {
 	}
 	refused("foreign domain", r.signInSSO(r.anon(), url.Values{"email": {"mallory@acme.example"}}, "mallory", nil),
 		http.StatusForbidden, "mallory@evil.example is not in an email domain of Acme")
+
+	refused("a flow older than 10 minutes", r.signInSSO(r.anon(), url.Values{"email": {"nia@acme.example"}}, "nia", func(url.Values) {
+		later.Store(int64(11 * time.Minute))
+	}), http.StatusBadRequest, "took longer than 10 minutes")
+	later.Store(0)
 
 	must(r.ps.DisableUser(r.ctx, r.org.ID, r.users[cloud.RoleViewer].ID))
 	refused("disabled member", r.signInSSO(r.anon(), url.Values{"email": {"viewer@acme.example"}}, "viewer", nil),

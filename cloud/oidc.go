@@ -227,6 +227,9 @@ type OIDCService interface {
 	// holds is ECONFLICT. The change's audit record (org.oidc_set) says
 	// which fields were set, never the secret.
 	SetOrgOIDC(ctx context.Context, c OIDCConfig) (OIDCConfig, error)
+	// OIDCEnabled reports whether any organization's single sign-on is on
+	// (the sign-in page offers it only then).
+	OIDCEnabled(ctx context.Context) (bool, error)
 	// OIDCByDomain returns the enabled configuration whose domains hold
 	// domain, or ENOTFOUND.
 	OIDCByDomain(ctx context.Context, domain string) (OIDCConfig, error)

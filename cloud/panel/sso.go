@@ -61,7 +61,7 @@ type ssoFlow struct {
 }
 
 // ssoLogin is single sign-on's part of the sign-in page: SSO offers "Sign
-// in with single sign-on" (by email); OrgID and OrgName, from ?org=ID of an
+// in with single sign-on" (by email) when an organization has it on; OrgID and OrgName, from ?org=ID of an
 // organization whose single sign-on is on, offer "Sign in with <name>".
 type ssoLogin struct {
 	SSO            bool
@@ -72,12 +72,16 @@ func (s *Server) ssoLogin(r *http.Request, orgID string) ssoLogin {
 	if s.cfg.OIDC == nil {
 		return ssoLogin{}
 	}
-	l := ssoLogin{SSO: true}
+	var l ssoLogin
 	if orgID != "" && len(orgID) <= 64 {
 		if c, err := s.cfg.OIDC.OrgOIDC(r.Context(), orgID); err == nil && c.Enabled {
 			l.OrgID, l.OrgName = c.OrgID, c.OrgName
 		}
 	}
+	// Offered only when some organization signs in this way (a failed
+	// read offers it: the start says what is wrong).
+	on, err := s.cfg.OIDC.OIDCEnabled(r.Context())
+	l.SSO = on || err != nil || l.OrgID != ""
 	return l
 }
 

@@ -263,6 +263,9 @@ func TestSSOSettings(t *testing.T) { stores.Run(t, testSSOSettings) }
 // it; other roles are refused.
 func testSSOSettings(t *testing.T, open storetest.Opener) {
 	h := newHarness(t, open)
+	if page := h.anon().get("/panel/login"); strings.Contains(page.body, "single sign-on") {
+		t.Error("the sign-in page offers single sign-on while no organization has it on")
+	}
 	o := h.signIn(cloud.RoleOwner)
 	page := o.get("/panel/settings/sso")
 	if page.status != http.StatusOK || !strings.Contains(page.body, h.ts.URL+"/panel/sso/callback") {
@@ -277,6 +280,9 @@ func testSSOSettings(t *testing.T, open storetest.Opener) {
 	if strings.Contains(page.body, "top-secret-value-42") || !strings.Contains(page.body, `placeholder="set"`) ||
 		!strings.Contains(page.body, "acme.example, acme.org") || !strings.Contains(page.body, "fleet-admins=ADMIN") {
 		t.Errorf("settings page after save shows the secret or lacks the fields: %s", page.body)
+	}
+	if page := h.anon().get("/panel/login"); !strings.Contains(page.body, ">Continue with single sign-on</button>") {
+		t.Error("the sign-in page does not offer single sign-on once an organization has it on")
 	}
 	form.Set("client_secret", "")
 	form.Set("domains", "acme.example")

@@ -46,6 +46,9 @@ func testOIDCConfig(t *testing.T, open Opener) {
 		}
 	}
 
+	if on, err := ps.OIDCEnabled(e.ctx); err != nil || !on {
+		t.Errorf("OIDCEnabled with acme's on: %v, %v", on, err)
+	}
 	// Routing by domain, and only while enabled.
 	if byDomain, err := ps.OIDCByDomain(e.ctx, "acme-labs.example"); err != nil || byDomain.OrgID != acme.ID || byDomain.ClientSecret != secret {
 		t.Errorf("by domain: %+v, %v", byDomain, err)
@@ -70,6 +73,9 @@ func testOIDCConfig(t *testing.T, open Opener) {
 	}
 	if _, err := ps.OIDCByDomain(e.ctx, "acme.example"); cloud.ErrorCode(err) != cloud.ENOTFOUND {
 		t.Errorf("disabled config routes: %v", err)
+	}
+	if on, err := ps.OIDCEnabled(e.ctx); err != nil || on {
+		t.Errorf("OIDCEnabled with every config off: %v, %v", on, err)
 	}
 	// The freed domain can now be another organization's.
 	if _, err := ps.SetOrgOIDC(e.ctx, cloud.OIDCConfig{OrgID: other.ID, Domains: []string{"acme-labs.example"}}); err != nil {

@@ -29,6 +29,13 @@ func (p PanelStore) OrgOIDC(ctx context.Context, orgID string) (cloud.OIDCConfig
 	return c, p.Wrap("oidc config", err)
 }
 
+// OIDCEnabled reports whether any organization's single sign-on is on.
+func (p PanelStore) OIDCEnabled(ctx context.Context) (bool, error) {
+	var n int
+	err := p.R.QueryRow(ctx, `SELECT COUNT(*) FROM org_oidc WHERE enabled = 1`).Scan(&n)
+	return n > 0, p.Wrap("oidc enabled", err)
+}
+
 // OIDCByDomain returns the enabled configuration holding domain, or
 // ENOTFOUND.
 func (p PanelStore) OIDCByDomain(ctx context.Context, domain string) (cloud.OIDCConfig, error) {

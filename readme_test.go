@@ -28,6 +28,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	fleetrelay "github.com/fleet/fleet/cloud/relay"
 	"github.com/fleet/fleet/cloud/webhook"
 	"github.com/fleet/fleet/deploy/demo/webhooksink"
 	"github.com/fleet/fleet/shared/protocol"
@@ -476,6 +477,7 @@ func TestREADMEFlags(t *testing.T) {
 	}
 	otherVars := unitVariables(t)
 	otherVars[webhooksink.SecretEnv] = true
+	otherVars[fleetrelay.OIDCSecretEnv] = true // org set-oidc's client secret, never a flag
 	for _, m := range regexp.MustCompile(`FLEET_[A-Z0-9_]*[A-Z0-9]`).FindAllString(text, -1) {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(m, "FLEET_")), "_", "-")
 		if !all[flag] && !otherVars[m] {

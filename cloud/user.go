@@ -307,6 +307,7 @@ type PanelStore interface {
 	KeyAdmin
 	WebhookAdmin
 	TwoFactorService
+	OIDCService
 }
 
 // SummarizeDeliveries turns the admin log's deliveries into the panel's

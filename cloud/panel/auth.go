@@ -229,6 +229,7 @@ func (s *Server) toLogin(w http.ResponseWriter, r *http.Request, notice string) 
 
 type loginData struct {
 	Email, Next, Error, Notice string
+	ssoLogin                   // single sign-on's part of the page (sso.go)
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request, _ *request) {
@@ -236,7 +237,7 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request, _ *request) {
 		http.Redirect(w, r, Prefix, http.StatusSeeOther)
 		return
 	}
-	d := loginData{Next: safeNext(r.URL.Query().Get("next"))}
+	d := loginData{Next: safeNext(r.URL.Query().Get("next")), ssoLogin: s.ssoLogin(r, r.URL.Query().Get("org"))}
 	switch r.URL.Query().Get("notice") {
 	case "ended":
 		d.Notice = "Your session ended. Sign in again."
@@ -255,7 +256,7 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request, _ *request) {
 func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *request) {
 	ctx := r.Context()
 	email := r.PostFormValue("email")
-	d := loginData{Email: email, Next: safeNext(r.PostFormValue("next"))}
+	d := loginData{Email: email, Next: safeNext(r.PostFormValue("next")), ssoLogin: s.ssoLogin(r, "")}
 	normal, _ := cloud.NormalizeEmail(email)
 	addr := clientaddr.Key(r) // the throttle's identity of a client
 	done, wait := s.throttle.reserve(normal, addr)

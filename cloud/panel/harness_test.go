@@ -136,7 +136,7 @@ func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config
 	h.claim, _ = must2(db.Claims().CreateClaim(ctx, cloud.NewClaim{OrgID: h.org.ID, Model: "IG-500", Tags: []string{"line-3"}, Uses: 2}))
 	cfg := panel.Config{
 		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(), Points: db.Points(),
-		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps, Rules: rs, TwoFactor: h.ps,
+		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps, Rules: rs, TwoFactor: h.ps, OIDC: h.ps,
 		Rollouts: db.Rollouts(), Releases: db.Releases(), Claims: db.Claims(), Audit: db.Audit(),
 		Hasher: fastHasher, Now: time.Now,
 	}
@@ -320,6 +320,8 @@ func (h *harness) state() string {
 		must(rs.ListSilences(ctx, h.org.ID, cloud.SilenceFilter{Page: cloud.Page{Limit: 1000}})))
 	v = append(v, must(h.db.Rollouts().ListRollouts(ctx, h.org.ID, cloud.Page{Limit: 1000})), must(h.db.Claims().ListClaims(ctx, h.org.ID)),
 		must(h.s.Commands.PendingCommands(ctx, h.agent(h.token))))
+	sso, _ := h.ps.OrgOIDC(ctx, h.org.ID) // zero without single sign-on
+	v = append(v, sso)
 	b, err := json.Marshal(v)
 	if err != nil {
 		h.t.Fatal(err)

@@ -53,7 +53,7 @@ func testSecurityHeaders(t *testing.T, open storetest.Opener) {
 	inline := regexp.MustCompile(`<script(?:\s+[^>]*)?>`)
 	for _, path := range []string{"/panel/login", "/panel/", "/panel/devices/" + h.device.ID, "/panel/devices/" + h.device.ID + "/points/" + testPoint, "/panel/alerts", "/panel/settings/api-keys", "/panel/settings/webhooks", "/panel/settings/members", "/panel/alerts/rules", "/panel/alerts/rules/new", "/panel/alerts/rules/" + h.rules[0].ID,
 		"/panel/alerts/silences", "/panel/settings/notifications", "/panel/alerts/" + h.alerts[0].ID, "/panel/nothing",
-		"/panel/rollouts", "/panel/rollouts/new", "/panel/rollouts/" + h.rollouts[0].ID, "/panel/releases", "/panel/claims"} {
+		"/panel/rollouts", "/panel/rollouts/new", "/panel/rollouts/" + h.rollouts[0].ID, "/panel/releases", "/panel/claims", "/panel/settings/sso"} {
 		r := c.get(path)
 		csp := r.header.Get("Content-Security-Policy")
 		if !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {

@@ -70,6 +70,13 @@ type Config struct {
 	Audit cloud.AuditService
 	// TwoFactor backs two-factor sign-in (totp.go); nil turns it off.
 	TwoFactor cloud.TwoFactorService
+	// OIDC backs single sign-on (sso.go) and Settings → Single sign-on;
+	// nil hides both.
+	OIDC cloud.OIDCService
+	// PublicURL is where people reach the relay (--public-url): the
+	// single sign-on redirect URI is under it; "" or an address without a
+	// host name uses the request's host.
+	PublicURL string
 	// Hasher checks and makes passwords; nil means password.Default.
 	Hasher *password.Hasher
 	// IdleTimeout ends a session unused for that long; Lifetime ends any
@@ -102,6 +109,9 @@ type Server struct {
 	// signInLog logs refused sign-ins (wrong password, throttled) in
 	// summary.
 	signInLog *refusallog.Log
+
+	// ssoClient makes single sign-on's requests to providers (timeouts).
+	ssoClient *http.Client
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -129,6 +139,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.throttle = newThrottle(cfg.Throttle, s.now)
 	s.signInLog = refusallog.New(s.log, "panel sign-in refused", "panel sign-ins refused", time.Minute)
+	s.ssoClient = &http.Client{Timeout: ssoNetTimeout}
 	s.sessions = newSessionManager(s.cfg, s.log)
 	var err error
 	if s.static, s.built, err = staticFiles(); err != nil {
@@ -271,6 +282,9 @@ func (s *Server) routeTable() []route {
 			route{"GET", auditRoute, cloud.PermAudit, s.auditPage},
 			route{"GET", auditCSVRoute, cloud.PermAudit, s.auditCSV},
 		)
+	}
+	if s.cfg.OIDC != nil {
+		rs = append(rs, s.ssoRoutes()...)
 	}
 	if s.cfg.Webhooks != nil {
 		rs = append(rs,

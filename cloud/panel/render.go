@@ -126,6 +126,7 @@ type view struct {
 	Built bool // the npm front end is embedded
 	Path  string
 	Data  any
+	SSO   bool // single sign-on is served (Settings → Single sign-on)
 }
 
 // textField is a labelled text input with its error and hint (template
@@ -157,7 +158,7 @@ type secretField struct{ ID, Label, Value string }
 
 // render writes page name in the layout with status.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, rq *request, status int, name, title string, data any) {
-	v := view{Title: title, Built: s.built, Path: r.URL.Path, Data: data}
+	v := view{Title: title, Built: s.built, Path: r.URL.Path, Data: data, SSO: s.cfg.OIDC != nil}
 	if rq != nil {
 		v.User = &rq.User
 		v.Flash = s.sessions.PopString(r.Context(), sessFlash)

@@ -42,6 +42,8 @@ func (a *app) commands() []command {
 		{path: "org list", usage: "list the organizations", run: runOrgList},
 		{path: "device list", usage: "list an organization's devices (never their tokens)", run: runDeviceList},
 		{path: "org set-alert-webhook", usage: "set an organization's alert webhook URL", run: runOrgSetAlertWebhook},
+		{path: "org set-oidc", usage: "configure an organization's single sign-on (OpenID Connect; client secret from stdin or FLEET_OIDC_CLIENT_SECRET)", run: a.runOrgSetOIDC},
+		{path: "org show-oidc", usage: "show an organization's single sign-on (never the client secret)", run: runOrgShowOIDC},
 		{path: "org rotate-secret", usage: "give an organization a new webhook signing secret", run: runOrgRotateSecret},
 		{path: "webhook deliveries", usage: "list recent webhook deliveries with each attempt", run: runWebhookDeliveries},
 		{path: "store copy", usage: "copy a whole SQLite deployment into an empty PostgreSQL database (--from FILE --to URL)", run: runStoreCopy},

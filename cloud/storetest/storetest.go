@@ -76,6 +76,7 @@ func Run(t *testing.T, open Opener) {
 	}{
 		{"Orgs", testOrgs},
 		{"AuditLog", testAuditLog},
+		{"OIDCConfig", testOIDCConfig},
 		{"Keys", testKeys},
 		{"DevicesAndTokens", testDevicesAndTokens},
 		{"OrgWebhookSettings", testOrgWebhookSettings},

@@ -28,6 +28,7 @@ import (
 	"github.com/fleet/fleet/test/rig/fleetproc"
 	"github.com/fleet/fleet/test/rig/linewatch"
 	"github.com/fleet/fleet/test/rig/minisign"
+	"github.com/fleet/fleet/test/rig/oidcprovider"
 	"github.com/fleet/fleet/test/rig/testnet"
 )
 
@@ -79,6 +80,13 @@ func TestBrowser(t *testing.T) {
 	fleetproc.Admin(t, relay, nil, &second, "org", "create", "--db", db, "--name", "Second Org")
 	fleetproc.AdminInput(t, relay, nil, accountsPassword+"\n", nil, "user", "create", "--db", db, "--org", org.ID, "--email", "two.orgs@demo.example", "--role", "MEMBER", "--password-stdin", "--temporary")
 	fleetproc.AdminInput(t, relay, nil, accountsPassword+"\n", nil, "user", "create", "--db", db, "--org", second.ID, "--email", "two.orgs@demo.example", "--role", "OWNER", "--password-stdin")
+	// [sso] a real OpenID provider on loopback (zitadel/oidc's example)
+	// whose domain sso.example signs in to the demo organization.
+	sso := oidcprovider.Start(t, oidcprovider.Config{ClientID: "fleet-demo", ClientSecret: "demo-client-secret-1",
+		RedirectURIs: []string{"http://" + listen + "/panel/sso/callback"},
+		Users:        []oidcprovider.User{{Username: "sam", Password: "sam's provider password", Email: "sam@sso.example", EmailVerified: true}}})
+	fleetproc.AdminInput(t, relay, nil, "demo-client-secret-1\n", nil, "org", "set-oidc", "--db", db, "--org", org.ID, "--issuer", sso.Issuer,
+		"--client-id", "fleet-demo", "--domains", "sso.example", "--default-role", "VIEWER", "--client-secret-stdin")
 
 	// A release of 9.9.0 (a few random bytes, signed with minisign as an
 	// operator signs one) for the rollout pages; no agent of the demo is
@@ -110,7 +118,8 @@ func TestBrowser(t *testing.T) {
 		"FLEET_VIEWER_EMAIL=viewer@demo.example", "FLEET_VIEWER_PASSWORD="+viewerPassword, "FLEET_ACCOUNTS_EMAIL=two.orgs@demo.example", "FLEET_ACCOUNTS_PASSWORD="+accountsPassword, "FLEET_API_KEY="+key,
 		"FLEET_TOTP_EMAIL=totp@demo.example", "FLEET_TOTP_PASSWORD="+totpPassword,
 		"FLEET_DEVICE="+press, "FLEET_OFFLINE_DEVICE="+gate[1], "FLEET_XSS_NAME="+xssName,
-		"FLEET_SCREENSHOTS="+shots, "CHROMIUM="+chromium)
+		"FLEET_SCREENSHOTS="+shots, "CHROMIUM="+chromium,
+		"FLEET_SSO_EMAIL=sam@sso.example", "FLEET_SSO_USERNAME=sam", "FLEET_SSO_PASSWORD=sam's provider password", "FLEET_SSO_ORG="+org.ID)
 	var out bytes.Buffer
 	w := io.MultiWriter(&out, testWriter{t}) // one writer for both: exec then copies with one goroutine
 	node.Stdout, node.Stderr = w, w

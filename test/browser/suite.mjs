@@ -837,6 +837,40 @@ step("[accounts] one email and password in two organizations: sign-in asks which
 });
 
 // [sso] single sign-on
+const SSO = { email: env("FLEET_SSO_EMAIL"), username: env("FLEET_SSO_USERNAME"), password: env("FLEET_SSO_PASSWORD"), org: env("FLEET_SSO_ORG") };
+
+step("single sign-on through the organization's OpenID provider", async () => {
+  const ctx = await browserContext();
+  try {
+    const p = await ctx.newPage();
+    await p.goto(BASE + "/panel/login");
+    await p.getByLabel("Work account").fill(SSO.email);
+    await p.getByRole("button", { name: "Continue with single sign-on" }).click();
+    // The provider's own login form (zitadel/oidc's example provider).
+    await p.getByLabel("Username:").fill(SSO.username);
+    await p.getByLabel("Password:").fill(SSO.password);
+    await p.getByRole("button", { name: "Login" }).click();
+    await p.waitForURL(BASE + "/panel/");
+    const who = await p.locator("form.who").innerText();
+    assert(who.includes(SSO.email) && who.includes("VIEWER"), `signed in through the provider as ${who}`);
+    // A second time through the ?org= link: the same member.
+    await p.getByRole("button", { name: "Sign out" }).click();
+    await p.goto(BASE + "/panel/login?org=" + SSO.org);
+    await p.getByRole("button", { name: /^Sign in with / }).click();
+    await p.getByLabel("Username:").fill(SSO.username);
+    await p.getByLabel("Password:").fill(SSO.password);
+    await p.getByRole("button", { name: "Login" }).click();
+    await p.waitForURL(BASE + "/panel/");
+  } finally {
+    await ctx.close();
+  }
+  // The OWNER sees the configuration, never the secret.
+  await page.goto(BASE + "/panel/settings/sso");
+  assert((await page.getByLabel("Client secret").getAttribute("placeholder")) === "set", "the stored secret is not marked set");
+  assert(!(await page.content()).includes("demo-client-secret-1"), "the client secret is shown back");
+  await page.goto(BASE + "/panel/settings/members");
+  assert((await page.content()).includes(SSO.email), "the member made by single sign-on is not listed");
+});
 
 step("sign out", async () => {
   await page.getByRole("button", { name: "Sign out" }).click();

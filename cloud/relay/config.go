@@ -69,7 +69,7 @@ func DefaultConfig() Config {
 		LogLevel:          "info",
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		MetricsListen: DefaultMetricsListen,
-		Agent:         AgentConfig{OrphanWindow: agentlink.DefaultOrphanWindow, DefaultHeartbeat: agentlink.DefaultHeartbeatInterval},
+		Agent:         AgentConfig{OrphanWindow: agentlink.DefaultOrphanWindow, DefaultHeartbeat: agentlink.DefaultHeartbeatInterval, Quota: agentlink.DefaultQuota},
 		Webhook:       defaultWebhookConfig(),
 		Panel:         defaultPanelConfig(),
 	}

@@ -54,6 +54,8 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{args: []string{"--smtp-url", "smtp://mail.example.com", "--smtp-from", "Fleet <fleet@example.com>"}, flag: "smtp-from"},
 		{args: []string{"--smtp-url", "smtp://mail.example.com", "--public-url", "http://[::1]:8080"}, flag: "smtp-from"},
 		{args: []string{"--public-url", "fleet.example.com"}, flag: "public-url"},
+		{args: []string{"--device-ingest-limit", "-1"}, flag: "device-ingest-limit"},
+		{args: []string{"--device-ingest-bytes", "-1"}, flag: "device-ingest-bytes"},
 		{args: []string{"--public-url", "ftp://fleet.example.com"}, flag: "public-url"},
 		{args: []string{"--public-url", "https://fleet.example.com/?x=1"}, flag: "public-url"},
 		{args: []string{"--public-url", "https://fleet.example.com/#top"}, flag: "public-url"},

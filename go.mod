@@ -40,6 +40,7 @@ require (
 	golang.org/x/oauth2 v0.38.0
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 	golang.org/x/sys v0.49.0
+	golang.org/x/time v0.16.0
 	golang.zx2c4.com/wireguard/wgctrl v0.0.0-20241231184526-a9ab2273dd10
 	periph.io/x/conn/v3 v3.7.2
 	periph.io/x/host/v3 v3.8.5

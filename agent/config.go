@@ -33,6 +33,10 @@ type Config struct {
 	// the agent holds one in StateDir/device-token (a claimed gateway) or
 	// claims one with Claim.
 	Token string
+	// TokenOnCommandLine is set when Token came from --token on the
+	// command line, which every user of the gateway sees in ps: the agent
+	// warns at start (TokenWarning).
+	TokenOnCommandLine bool
 	// Claim is a claim token (fleet_ct_...) the agent redeems once, with
 	// Serial, for its device token when it has none (issue 28).
 	Claim  string
@@ -189,6 +193,7 @@ func ParseConfig(args []string, out io.Writer) (Config, error) {
 	if *version {
 		return c, ErrVersion
 	}
+	c.TokenOnCommandLine = givenOnCommandLine(fs, args, "token")
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
@@ -277,6 +282,34 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--backoff-min %v / --backoff-max %v: want 0 < min <= max", c.BackoffMin, c.BackoffMax))
 	}
 	return errors.Join(errs...)
+}
+
+// TokenWarning is what the agent logs at start when the device token came
+// from --token (Config.TokenOnCommandLine).
+const TokenWarning = "the device token was given with --token, which every user of this gateway sees in ps: set FLEET_TOKEN, the config file's token key, or keep it in the state directory's " + DeviceTokenFile + " file instead"
+
+// givenOnCommandLine reports whether args (as fs parses them) set the flag
+// name: the flags before the first non-flag argument or "--", a
+// non-boolean flag's value being the next argument unless after "=".
+func givenOnCommandLine(fs *flag.FlagSet, args []string, name string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return false
+		}
+		n, _, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		if n == name {
+			return true
+		}
+		f := fs.Lookup(n)
+		if f == nil || hasValue {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+			i++ // the flag's value
+		}
+	}
+	return false
 }
 
 // String describes the configuration for the startup log line, without the

@@ -260,3 +260,40 @@ func TestParseConfigRelays(t *testing.T) {
 		t.Fatalf("bad second relay: %v", err)
 	}
 }
+
+// TestTokenOnCommandLine: only a token given with --token on the command
+// line (which ps shows) is flagged, not FLEET_TOKEN, the config file or a
+// flag's value that merely reads "--token".
+func TestTokenOnCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(file, []byte("token: from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--relay", "https://relay.example.com", "--hw", "sim"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+		want bool
+	}{
+		{"--token", []string{"--token", "tok"}, "", true},
+		{"-token=", []string{"-token=tok"}, "", true},
+		{"after a bool flag", []string{"--version=false", "--token", "tok"}, "", true},
+		{"FLEET_TOKEN", nil, "tok", false},
+		{"config file", []string{"--config", file}, "", false},
+		{"a value reading --token", []string{"--name", "--token", "--token", "tok"}, "", true},
+		{"only a value reading --token", []string{"--name", "--token"}, "tok", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("FLEET_TOKEN", tc.env)
+			c, err := ParseConfig(append(append([]string{}, base...), tc.args...), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Token == "" || c.TokenOnCommandLine != tc.want {
+				t.Errorf("token %q, on the command line %v; want %v", c.Token, c.TokenOnCommandLine, tc.want)
+			}
+		})
+	}
+}

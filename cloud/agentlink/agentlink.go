@@ -79,6 +79,9 @@ type Config struct {
 	RefusalLimit       int
 	RefusalWindow      time.Duration
 	RefusalLogInterval time.Duration
+	// Quota bounds what each device stores (Quota; the zero value: no
+	// bound). The relay sets DefaultQuota unless told otherwise.
+	Quota Quota
 }
 
 // The defaults of Config, which the relay's flags show, and the bounds on
@@ -146,6 +149,7 @@ type Server struct {
 	pings    chan struct{} // bounds concurrent pings
 	stats    counters
 	refusals *refusals
+	budgets  *budgets // the devices' ingest budgets (quota.go)
 
 	// bufs holds read buffers (*[]byte) shared by the connections: a
 	// connection holds one only while it reads and decodes a message.
@@ -193,6 +197,7 @@ func New(cfg Config) *Server {
 		pings:  make(chan struct{}, 256),
 		refusals: newRefusals(cfg.RefusalLimit, cfg.RefusalWindow, cfg.RefusalLogInterval,
 			cfg.Logger.With("component", "agentlink")),
+		budgets: newBudgets(cfg.Quota),
 	}
 }
 
@@ -299,7 +304,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// library's limit is one byte above it as a backstop.
 	ws.SetReadLimit(protocol.MaxMessageBytes + 1)
 
-	c := &conn{srv: s, ws: ws, dev: dev, session: ids.New(), remote: remote, log: log}
+	c := &conn{srv: s, ws: ws, dev: dev, session: ids.New(), remote: remote, log: log, budget: s.budgets.of(dev.ID), quit: make(chan struct{})}
 	c.touch()
 	now := s.now()
 	wctx, wcancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
@@ -479,6 +484,7 @@ func (s *Server) Run(ctx context.Context) error {
 			s.closeRevoked(ctx)
 		case <-lt.C:
 			s.refusals.flush()
+			s.budgets.sweep(time.Now())
 		}
 	}
 }

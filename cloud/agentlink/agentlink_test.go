@@ -434,7 +434,8 @@ func (e *env) closedAlone(t *testing.T, a *agent, id string, other *agent, code 
 		t.Errorf("%d metrics stored from a rejected message", n)
 	}
 	other.heartbeat(protocol.Heartbeat{})
-	if seq := other.records(metricRec(uint64(time.Now().UnixNano()), time.Now(), 5)); seq == 0 {
+	e.otherSeq++ // one after another: a seq far above the last stored is refused (MaxSeqStep)
+	if seq := other.records(metricRec(e.otherSeq, time.Now(), 5)); seq != e.otherSeq {
 		t.Error("other agent not acknowledged")
 	}
 }

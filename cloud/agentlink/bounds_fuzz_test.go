@@ -162,7 +162,7 @@ func FuzzAgentOutputAccepted(f *testing.F) {
 		}
 		if len(items) > 0 {
 			accepted(codec, protocol.Message{Type: protocol.TypeRecords, Records: &protocol.Records{Items: items}}, func(m protocol.Message) error {
-				return validateRecords(m.Records.Items, now)
+				return validateRecords(m.Records.Items, items[0].Seq-1, now) // the relay's last, as welcomed
 			})
 		}
 	})

@@ -31,7 +31,17 @@ type conn struct {
 	log     *slog.Logger
 
 	connectFrom resource.DeviceStatus // status before this connection
-	beatState                         // the device as stored (beat.go)
+	// lastSeq is the device's last stored record sequence, as told to the
+	// agent (welcome, acks): records more than protocol.MaxSeqStep above
+	// it are refused. Read loop only.
+	lastSeq uint64
+	// budget is the device's ingest budget (nil: no quota); frameLen the
+	// size of the message read last (read loop only).
+	budget   *budget
+	frameLen int
+	// quit is closed by kill: a message held by the quota stops waiting.
+	quit      chan struct{}
+	beatState // the device as stored (beat.go)
 
 	// shared with other goroutines
 	lastMsg    atomic.Int64 // unix nanos of the last message read
@@ -92,6 +102,9 @@ func (c *conn) kill(code websocket.StatusCode, reason string) {
 	if !c.killed.CompareAndSwap(nil, &closeErr{code: code, reason: reason}) {
 		return
 	}
+	if c.quit != nil {
+		close(c.quit)
+	}
 	go c.ws.Close(code, reason)
 }
 
@@ -146,6 +159,7 @@ func (c *conn) read(ctx context.Context) (protocol.Message, error) {
 		return protocol.Message{}, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
 	}
 	c.touch()
+	c.frameLen = len(b)
 	// Neither codec keeps a reference to b (strings and byte slices are
 	// copies), so the buffer goes back to the pool.
 	return c.dec.decode(codec, b)
@@ -282,6 +296,7 @@ func (c *conn) hello(h *protocol.Hello) error {
 	for _, ch := range out.Channels {
 		c.channels[ch.ID] = ch
 	}
+	c.lastSeq = out.LastSeq
 	codec := protocol.ChooseCodec(h.Codecs)
 	c.log.Info("agent online", "agentVersion", h.AgentVersion, "heartbeat", hb, "lastSeq", out.LastSeq, "codec", codec)
 	s.statusChanged(out.Change)
@@ -536,8 +551,13 @@ func (c *conn) records(r *protocol.Records) error {
 	if len(r.Items) > protocol.MaxBatch {
 		return &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("batch of %d records is over %d", len(r.Items), protocol.MaxBatch)}
 	}
-	if err := validateRecords(r.Items, s.now()); err != nil {
+	if err := validateRecords(r.Items, c.lastSeq, s.now()); err != nil {
 		return err
+	}
+	if ev := c.pace(r.Items, c.frameLen); ev != nil {
+		// The relay's event, stored with the message (seq 0 raises no
+		// sequence).
+		r.Items = append(r.Items, protocol.Record{Event: ev})
 	}
 	ctx, cancel := c.storeCtx()
 	out, err := s.cfg.Store.Records(ctx, RecordsIn{Device: c.dev, Session: c.session, Items: r.Items})
@@ -561,6 +581,7 @@ func (c *conn) records(r *protocol.Records) error {
 		}
 	}
 	s.eventsStored(ref, out.Events)
+	c.lastSeq = max(c.lastSeq, out.LastSeq)
 	return c.send(&protocol.Message{Type: protocol.TypeAck, Ack: &protocol.Ack{Seq: out.LastSeq}})
 }
 

@@ -81,10 +81,10 @@ func FuzzAgentMessage(f *testing.F) {
 				}
 			}
 		case protocol.TypeRecords:
-			if m.Records != nil && validateRecords(m.Records.Items, now) == nil {
+			if m.Records != nil && validateRecords(m.Records.Items, 0, now) == nil {
 				var prev uint64
 				for _, r := range m.Records.Items {
-					if r.Seq <= prev || r.Seq > protocol.MaxSeq || (r.Metric == nil) == (r.Event == nil) {
+					if r.Seq <= prev || r.Seq > protocol.MaxSeq || r.Seq-prev > protocol.MaxSeqStep || (r.Metric == nil) == (r.Event == nil) {
 						t.Fatalf("record out of bounds passed: %+v after %d", r, prev)
 					}
 					prev = r.Seq

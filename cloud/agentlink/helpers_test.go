@@ -110,6 +110,8 @@ type env struct {
 	// codec is what connect's agents offer in their hello: JSON (none, as
 	// agents from before CBOR) unless a test sets it.
 	codec protocol.Codec
+	// otherSeq is the last seq closedAlone's other agent sent.
+	otherSeq uint64
 }
 
 // stores are the dialects every test of the endpoint runs on.

@@ -13,6 +13,9 @@ type Stats struct {
 	Heartbeats  int64 `json:"heartbeats"` // stored
 	Records     int64 `json:"records"`    // in acknowledged batches
 	Batches     int64 `json:"batches"`    // acknowledged Records messages
+	// Throttled counts the Records messages held by a device's ingest
+	// quota (Quota).
+	Throttled int64 `json:"throttled"`
 	// HeartbeatLatency counts stored heartbeats by the time from reading the
 	// message to its commit: bucket i holds latencies in
 	// [LatencyBucket(i-1), LatencyBucket(i)).
@@ -68,6 +71,7 @@ func Quantile(h []int64, q float64) time.Duration {
 
 type counters struct {
 	heartbeats, records, batches atomic.Int64
+	throttled                    atomic.Int64
 	hbLatency                    [latencyBuckets]atomic.Int64
 	hbSentLatency                [latencyBuckets]atomic.Int64
 	conns                        connCounters // metrics.go
@@ -80,6 +84,7 @@ func (s *Server) Stats() Stats {
 		Heartbeats:           s.stats.heartbeats.Load(),
 		Records:              s.stats.records.Load(),
 		Batches:              s.stats.batches.Load(),
+		Throttled:            s.stats.throttled.Load(),
 		HeartbeatLatency:     make([]int64, latencyBuckets),
 		HeartbeatSentLatency: make([]int64, latencyBuckets),
 	}

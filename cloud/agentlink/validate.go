@@ -50,8 +50,10 @@ func validateHeartbeat(h *protocol.Heartbeat) error {
 	return nil
 }
 
-func validateRecords(items []protocol.Record, now time.Time) error {
-	if err := protocol.CheckRecords(items, now); err != nil {
+// validateRecords checks the records of one message; last is the device's
+// last stored sequence (protocol.MaxSeqStep).
+func validateRecords(items []protocol.Record, last uint64, now time.Time) error {
+	if err := protocol.CheckRecords(items, last, now); err != nil {
 		return refused(err)
 	}
 	for i := range items {

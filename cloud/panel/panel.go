@@ -82,7 +82,9 @@ type Config struct {
 	// IdleTimeout ends a session unused for that long; Lifetime ends any
 	// session that long after sign-in.
 	IdleTimeout, Lifetime time.Duration
-	// Secure marks the session cookie Secure (the relay serves TLS).
+	// Secure marks the session cookie Secure: people reach the relay over
+	// HTTPS (its own TLS, or a proxy's in front of it: an https
+	// --public-url).
 	Secure bool
 	// Throttle bounds failed sign-ins.
 	Throttle Throttle

@@ -72,7 +72,7 @@ func DefaultConfig() Config {
 		LogLevel:          "info",
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		MetricsListen: DefaultMetricsListen,
-		Agent:         AgentConfig{OrphanWindow: agentlink.DefaultOrphanWindow, DefaultHeartbeat: agentlink.DefaultHeartbeatInterval},
+		Agent:         AgentConfig{OrphanWindow: agentlink.DefaultOrphanWindow, DefaultHeartbeat: agentlink.DefaultHeartbeatInterval, Quota: agentlink.DefaultQuota},
 		Webhook:       defaultWebhookConfig(),
 		Panel:         defaultPanelConfig(),
 	}
@@ -176,7 +176,7 @@ type NotifyConfig struct {
 func (c *NotifyConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SMTPURL, "smtp-url", c.SMTPURL, "SMTP server of e-mail notifications: smtp://user@host:587 (STARTTLS required), smtps://user@host:465 (TLS), smtp+insecure://127.0.0.1:25 (loopback only); the password only in FLEET_SMTP_URL (the command line shows in ps); empty: no e-mail")
 	fs.StringVar(&c.SMTPFrom, "smtp-from", c.SMTPFrom, "sender address of e-mail notifications (default fleet@<host of --public-url>)")
-	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "URL where people reach this relay, which notifications link to (default http://<listen address>, https with --tls-cert)")
+	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "URL where people reach this relay (absolute http(s), no query or fragment): notifications link there; https marks the panel cookie Secure and sends Strict-Transport-Security, also behind a proxy that ends TLS (default http://<listen address>, https with --tls-cert)")
 }
 
 // validate checks the flags and fills the defaults of PublicURL and
@@ -189,7 +189,7 @@ func (c *NotifyConfig) validate(listen string, tls bool) error {
 		}
 	} else if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%w: --public-url %q: want http(s)://host[:port][/path]", ErrUsage, c.PublicURL)
+		return fmt.Errorf("%w: --public-url %q: want an absolute http(s)://host[:port][/path] without query or fragment", ErrUsage, c.PublicURL)
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	if c.SMTPURL == "" {

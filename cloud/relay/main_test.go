@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -297,6 +298,8 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	t.Setenv("FLEET_DB", db)
 	t.Setenv("FLEET_RATE_LIMIT", "42")
 	t.Setenv("FLEET_RETENTION", "48h")
+	t.Setenv("FLEET_DEVICE_INGEST_LIMIT", "500")
+	t.Setenv("FLEET_PUBLIC_URL", "https://fleet.example.com/")
 	var org struct{ ID string }
 	mustJSON(t, &org, "org", "create", "--name", "from env")
 	if _, err := os.Stat(db); err != nil {
@@ -306,7 +309,8 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	if err := m.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}
-	if m.Config.DB != db || m.Config.RateLimit != 42 || m.Config.Retention != 48*time.Hour {
+	if m.Config.DB != db || m.Config.RateLimit != 42 || m.Config.Retention != 48*time.Hour ||
+		m.Config.Agent.Quota != (agentlink.Quota{Items: 500, Bytes: agentlink.DefaultQuota.Bytes}) || m.Config.Notify.PublicURL != "https://fleet.example.com" {
 		t.Errorf("config from env = %+v", m.Config)
 	}
 	// The command line wins over the environment.

@@ -208,7 +208,7 @@ func (m *Main) listen(bg context.Context) (err error) {
 		return fmt.Errorf("listen: %w", err)
 	}
 	m.server = &http.Server{
-		Handler:           m.trusted.Handler(&m.front),
+		Handler:           api.HSTS(c.Notify.PublicURL, m.trusted.Handler(&m.front)),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.WriteTimeout,

@@ -20,17 +20,23 @@ import (
 type AgentConfig struct {
 	OrphanWindow     time.Duration
 	DefaultHeartbeat time.Duration
+	// Quota bounds what each device stores (agentlink.Quota; 0: no bound).
+	Quota agentlink.Quota
 }
 
 func (c *AgentConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.OrphanWindow, "agent-orphan-window", c.OrphanWindow, "after a restart, how long devices left connected have to reconnect before going OFFLINE")
 	fs.DurationVar(&c.DefaultHeartbeat, "agent-default-heartbeat", c.DefaultHeartbeat, "heartbeat interval assumed when an agent announces none")
+	fs.IntVar(&c.Quota.Items, "device-ingest-limit", c.Quota.Items, "metric samples, events and point samples one device may store per second (ten seconds' worth at once); beyond it the relay stores its records at that pace and the agent keeps the rest in its spool; 0: no bound")
+	fs.IntVar(&c.Quota.Bytes, "device-ingest-bytes", c.Quota.Bytes, "bytes of records one device may send per minute, paced like --device-ingest-limit; 0: no bound")
 }
 
 func (c *AgentConfig) validate() error {
 	return firstBad(
 		check{c.OrphanWindow < 0, "--agent-orphan-window must not be negative"},
 		check{c.DefaultHeartbeat < 0 || c.DefaultHeartbeat > time.Hour, "--agent-default-heartbeat must be 0 (agentlink's default) to 1h"},
+		check{c.Quota.Items < 0, "--device-ingest-limit must not be negative"},
+		check{c.Quota.Bytes < 0, "--device-ingest-bytes must not be negative"},
 	)
 }
 
@@ -51,7 +57,7 @@ func (m *Main) startAgentLink(ctx context.Context, mux *http.ServeMux) (func(con
 	}
 	srv := agentlink.New(agentlink.Config{
 		Store: store, Observers: []cloud.Observer{m.alerts, m.notifier}, Commands: m.DB.Commands, Logger: log, Now: m.DB.Now,
-		OrphanWindow: m.Config.Agent.OrphanWindow, DefaultHeartbeat: m.Config.Agent.DefaultHeartbeat,
+		OrphanWindow: m.Config.Agent.OrphanWindow, DefaultHeartbeat: m.Config.Agent.DefaultHeartbeat, Quota: m.Config.Agent.Quota,
 	})
 	if err := m.Metrics.WatchAgentLink(srv); err != nil {
 		return nil, fmt.Errorf("agent endpoint metrics: %w", err)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fleet/fleet/cloud/api"
 	"github.com/fleet/fleet/cloud/panel"
 )
 
@@ -45,7 +46,7 @@ func (m *Main) startPanel(ctx context.Context, mux *http.ServeMux) (func(context
 		Fleet: p, Users: p, Sessions: p, Keys: p, Webhooks: p, Rules: m.DB.Rules(), TwoFactor: p, OIDC: p, PublicURL: m.Config.Notify.PublicURL,
 		Rollouts: m.DB.Rollouts(), Releases: m.DB.Releases(), Claims: m.DB.Claims(), Audit: m.DB.Audit(),
 		IdleTimeout: c.IdleTimeout, Lifetime: c.Lifetime, Throttle: c.Throttle,
-		Secure: m.Config.TLSCert != "", Logger: m.Logger.With("component", "panel"), Now: m.DB.Now,
+		Secure: m.Config.TLSCert != "" || api.IsHTTPS(m.Config.Notify.PublicURL), Logger: m.Logger.With("component", "panel"), Now: m.DB.Now,
 	})
 	if err != nil {
 		return nil, err

@@ -112,7 +112,7 @@ func ValidQuality(q string) bool {
 // records itself, which an agent must not send.
 func RelayEventType(t string) bool {
 	switch t {
-	case EventHeartbeat, EventDeviceOnline, EventDeviceOffline, EventDeviceStatusChanged, EventAlertResolved, EventDeviceClaimed:
+	case EventHeartbeat, EventDeviceOnline, EventDeviceOffline, EventDeviceStatusChanged, EventAlertResolved, EventDeviceClaimed, EventIngestThrottled:
 		return true
 	}
 	return false
@@ -235,7 +235,7 @@ func Table() []Bound {
 	texts("heartbeat.vpn.", names(vpnTexts[:]), MaxTextField)
 	add("heartbeat.vpn.peerCount", "not negative", "raised to 0")
 	add("records.items", fmt.Sprintf("1 to %d per message", MaxBatch), fmt.Sprintf("batches of at most %d", MaxBatch))
-	add("records.items[].seq", "1 to 2⁶³−1 (`MaxSeq`), rising within a message", "the spool numbers no record above it; when the relay holds a sequence it cannot number above, records are not sent (logged)")
+	add("records.items[].seq", "1 to 2⁶³−1 (`MaxSeq`), rising within a message, at most 2³² (`MaxSeqStep`) above the previous record's or, for the first, the relay's last stored one", "the spool numbers records one after another and no record above `MaxSeq`; when the relay holds a sequence it cannot number above, records are not sent (logged)")
 	add("records.items[]", "exactly one of `metric`, `event` and `points`", "record not spooled, logged")
 	add("metric.capturedAt, event.createdAt", fmt.Sprintf("from 2020-01-01 to %s after the relay's clock", hours(MaxFutureSkew)), "record not spooled, logged (before 2020: the clock is not set)")
 	for _, r := range MetricRanges() {
@@ -247,7 +247,7 @@ func Table() []Bound {
 	add("points.samples[].value", "finite; 0 when `error` is set", "not finite: recorded as a bad sample (`not a finite number`)")
 	add("points.samples[].error", fmt.Sprintf("at most %d bytes", MaxChannelError), truncated)
 	add("event.id", "an id (lowercase letters and digits, 2 to 32)", "record not spooled, logged")
-	add("event.type", fmt.Sprintf("lowercase dotted words (`usb.attached`), at most %d bytes; not `heartbeat`, `device.online`, `device.offline`, `device.status_changed`, `device.claimed` or `alert.resolved` (the relay's own)", MaxEventType), "record not spooled, logged")
+	add("event.type", fmt.Sprintf("lowercase dotted words (`usb.attached`), at most %d bytes; not `heartbeat`, `device.online`, `device.offline`, `device.status_changed`, `device.claimed`, `ingest.throttled` or `alert.resolved` (the relay's own)", MaxEventType), "record not spooled, logged")
 	add("event.severity", "`INFO`, `WARNING`, `ERROR` or `CRITICAL`", "record not spooled, logged")
 	for _, f := range eventTexts {
 		add("event."+f.name, fmt.Sprintf("at most %d bytes", f.max), truncated)

@@ -238,7 +238,7 @@ func TestBounds(t *testing.T) {
 		case *Heartbeat:
 			return CheckHeartbeat(m)
 		case *Record:
-			return CheckRecords([]Record{{Seq: 1, Metric: m.Metric, Event: m.Event, Points: m.Points}}, now)
+			return CheckRecords([]Record{{Seq: 1, Metric: m.Metric, Event: m.Event, Points: m.Points}}, 0, now)
 		case *ConfigApplied:
 			return CheckConfigApplied(m)
 		}
@@ -296,18 +296,42 @@ func channels(n int) []ChannelState {
 }
 
 // TestSeqBound: a record numbered 2^63-1 (MaxSeq) is the last a spool gives
-// out and the relay takes; one above it, or not rising, is refused.
+// out and the relay takes, and only in steps of at most 2^32 from the last
+// stored; one above it, not rising, or jumping further, is refused.
 func TestSeqBound(t *testing.T) {
 	now := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
 	rec := func(seq uint64) Record {
 		return Record{Seq: seq, Metric: &resource.MetricSample{CapturedAt: resource.T(now)}}
 	}
-	if err := CheckRecords([]Record{rec(MaxSeq - 1), rec(MaxSeq)}, now); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		last  uint64
+		items []Record
+	}{
+		{MaxSeq - 2, []Record{rec(MaxSeq - 1), rec(MaxSeq)}},
+		{0, []Record{rec(1), rec(1 + MaxSeqStep), rec(1 + 2*MaxSeqStep)}},
+		{0, []Record{rec(MaxSeqStep)}},
+		{100, []Record{rec(5), rec(100 + MaxSeqStep)}}, // a resend, then the gap of a spool that dropped
+	} {
+		if err := CheckRecords(tc.items, tc.last, now); err != nil {
+			t.Errorf("after %d: %v", tc.last, err)
+		}
 	}
-	for _, items := range [][]Record{{rec(0)}, {rec(MaxSeq + 1)}, {rec(math.MaxUint64)}, {rec(2), rec(2)}, {rec(3), rec(2)}} {
-		if err := CheckRecords(items, now); err == nil || !strings.Contains(err.Error(), "seq") {
-			t.Errorf("seqs %d, %v: %v", items[0].Seq, len(items), err)
+	for _, tc := range []struct {
+		last  uint64
+		items []Record
+	}{
+		{0, []Record{rec(0)}},
+		{MaxSeq, []Record{rec(MaxSeq + 1)}},
+		{MaxSeq, []Record{rec(math.MaxUint64)}},
+		{0, []Record{rec(2), rec(2)}},
+		{0, []Record{rec(3), rec(2)}},
+		{0, []Record{rec(MaxSeq)}},
+		{0, []Record{rec(MaxSeqStep + 1)}},
+		{0, []Record{rec(1), rec(2 + MaxSeqStep)}},
+		{MaxSeq - MaxSeqStep - 1, []Record{rec(MaxSeq)}},
+	} {
+		if err := CheckRecords(tc.items, tc.last, now); err == nil || !strings.Contains(err.Error(), "seq") {
+			t.Errorf("after %d, seqs %d, %v: %v", tc.last, tc.items[0].Seq, len(tc.items), err)
 		}
 	}
 }
@@ -425,7 +449,7 @@ func TestSplitPointSamples(t *testing.T) {
 		if len(b) > MaxPointSamples || len(payload) > MaxPointBatchBytes {
 			t.Errorf("batch %d: %d samples, %d bytes as JSON", i, len(b), len(payload))
 		}
-		if err := CheckRecords([]Record{{Seq: 1, Points: r.Points}}, now); err != nil {
+		if err := CheckRecords([]Record{{Seq: 1, Points: r.Points}}, 0, now); err != nil {
 			t.Errorf("batch %d: %v", i, err)
 		}
 		for _, s := range b {

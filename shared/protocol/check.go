@@ -146,9 +146,11 @@ func indexOfID(cs []ChannelState, id string) int {
 }
 
 // CheckRecords checks the records of one Records message against Table,
-// their times against now, the relay's clock. The batch size (MaxBatch)
-// is the relay's to check, with its own close code.
-func CheckRecords(items []Record, now time.Time) error {
+// their sequences against last (the relay's last stored sequence of the
+// device, which the agent was told: MaxSeqStep), their times against now,
+// the relay's clock. The batch size (MaxBatch) is the relay's to check,
+// with its own close code.
+func CheckRecords(items []Record, last uint64, now time.Time) error {
 	var prev uint64
 	for i := range items {
 		r := &items[i]
@@ -157,6 +159,10 @@ func CheckRecords(items []Record, now time.Time) error {
 		}
 		if r.Seq == 0 || r.Seq <= prev {
 			return outOfBound(fmt.Sprintf("records.items[%d].seq", i), "%d is not above the previous %d", r.Seq, prev)
+		}
+		if from := max(prev, last); r.Seq > from && r.Seq-from > MaxSeqStep {
+			return outOfBound(fmt.Sprintf("records.items[%d].seq", i),
+				"%d is more than 2^32 above %d (the last stored, or the previous record): no agent's spool skips that many, and the device's agent could not number its records above it", r.Seq, from)
 		}
 		prev = r.Seq
 		if err := CheckRecord(r, now); err != nil {

@@ -46,6 +46,17 @@ const (
 	// keep them as signed 64-bit integers); a record above it is a
 	// protocol error, and an agent's spool never numbers one above it.
 	MaxSeq = 1<<63 - 1
+	// MaxSeqStep bounds how far a record's seq may be above the one
+	// before it: the previous record of its message, or for the first
+	// the relay's last stored sequence of the device (Welcome.LastSeq,
+	// Ack.Seq). A spool numbers its records one after another, and only
+	// the records it drops (to its size and age bounds) between two
+	// acknowledgements leave a gap: 2^32 is 13 years of an outage at 10
+	// records a second. Without the bound one record numbered near MaxSeq
+	// (sent with a device's token by something else than its agent) left
+	// the agent no number to give its records above it; with it, reaching
+	// there takes 2^31 stored records.
+	MaxSeqStep = 1 << 32
 )
 
 // Message types. Agent to relay: Hello (first, exactly once), Heartbeat,
@@ -300,6 +311,10 @@ const (
 	// given a new token) through a claim; data {"claimId",
 	// "serialNumber"} (issue 28).
 	EventDeviceClaimed = "device.claimed"
+	// EventIngestThrottled is the relay's record of a device sending
+	// records faster than its ingest quota (at most one a minute); data
+	// {"itemsPerSecond", "bytesPerMinute", "waitMs"} (issue 30).
+	EventIngestThrottled = "ingest.throttled"
 	// EventSpoolDropped reports records the agent dropped from its spool
 	// (size or age bound) before the relay stored them; data {"count": n}.
 	EventSpoolDropped = "spool.dropped"

@@ -43,6 +43,9 @@ func main() {
 		os.Exit(2)
 	}
 	log := newLogger(cfg.LogLevel, cfg.LogFormat)
+	if cfg.TokenOnCommandLine {
+		log.Warn(agent.TokenWarning)
+	}
 	// The updater boots first: it finishes or undoes an update that was
 	// interrupted, which may execute another binary in place of this one.
 	updates := agent.NewUpdates(cfg)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -142,6 +143,49 @@ func TestBinary(t *testing.T) {
 	if bytes.Contains([]byte(logs.String()), []byte(token)) {
 		t.Fatal("the token appears in the agent's log")
 	}
+	if bytes.Contains([]byte(logs.String()), []byte("--token")) {
+		t.Fatalf("a token from FLEET_TOKEN warned about --token:\n%s", logs)
+	}
+}
+
+// TestTokenFlagWarns: a device token given with --token (ps shows it to
+// every user of the gateway) works, and the agent says at start to use
+// FLEET_TOKEN, the config file or the state directory's file instead.
+func TestTokenFlagWarns(t *testing.T) {
+	bin := buildAgent(t)
+	r := relaystub.Start(token)
+	defer r.Close()
+	logs := &logbuf.Buffer{}
+	cmd := exec.Command(bin, "--relay", r.URL, "--token", token, "--hw", "sim", "--model", "IG-500", "--state-dir", t.TempDir(),
+		"--heartbeat", "1h", "--dev-root", "none", "--passthrough-listen", "none",
+		"--proc-root", "../../metrics/testdata/normal/proc", "--sys-root", "../../metrics/testdata/normal/sys")
+	cmd.Stderr = logs
+	cmd.Env = withoutToken(os.Environ())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, "first heartbeat", func() bool { return r.LastHeartbeat().Status == resource.StatusOnline })
+	out := logs.String()
+	for _, want := range []string{"level=WARN", "--token", "ps", "FLEET_TOKEN", "device-token"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, token) {
+		t.Error("the token appears in the agent's log")
+	}
+}
+
+// withoutToken is env without FLEET_TOKEN.
+func withoutToken(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "FLEET_TOKEN=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func TestUsageErrors(t *testing.T) {

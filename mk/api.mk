@@ -2,7 +2,8 @@
 # on loopback against a real SQLite file (10,000 devices, 16 clients).
 # bench-api-micro: the in-process Go benchmarks of the store, the handler
 # and the request metrics (BenchmarkListDevices25, BenchmarkAuthenticateCached,
-# BenchmarkHandler, BenchmarkRouteLabel, BenchmarkObserveRequest), for
+# BenchmarkHandler, BenchmarkRouteLabel, BenchmarkObserveRequest, and
+# cloud/apikey's BenchmarkLockedOut), for
 # information beside the end-to-end figures.
 .PHONY: bench-api bench-api-micro
 BENCH_TARGETS += bench-api bench-api-micro
@@ -17,6 +18,7 @@ bench-api-micro: bench-tool ## the in-process Go benchmarks of the store, the ha
 	$(BENCHREPORT) gotest --set api-micro -- $(GO) test -run '^$$' -bench '^(BenchmarkListDevices25|BenchmarkAuthenticateCached)$$' -benchtime 1s ./cloud/sqlite/
 	$(BENCHREPORT) gotest --set api-micro-handler -- $(GO) test -run '^$$' -bench '^BenchmarkHandler$$/^(devices|alerts)$$' -benchtime 1s ./cloud/api/
 	$(BENCHREPORT) gotest --set api-routelabel -- $(GO) test -run '^$$' -bench '^BenchmarkRouteLabel$$' -benchtime 1s ./cloud/api/
+	$(BENCHREPORT) gotest --set apikey-lockout -- $(GO) test -run '^$$' -bench '^BenchmarkLockedOut$$' -benchtime 1s ./cloud/apikey/
 	$(BENCHREPORT) gotest --set relay-metrics -- $(GO) test -run '^$$' -bench '^BenchmarkObserveRequest$$' -benchtime 1s ./cloud/relaymetrics/
 
 # Audit (issue 30): bench-audit reports the audit write cost per API write:

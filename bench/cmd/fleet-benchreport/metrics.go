@@ -218,6 +218,15 @@ func metricSets() map[string][]benchreport.Metric {
 			{Benchmark: "BenchmarkAuditPutChannel", Unit: "without-req/s",
 				Row: benchreport.Row{Area: "audit", Figure: "PUT /serial/channels/{id} without an audit record, one client (SQLite)", Unit: "req/s", Notes: "for information: the B side, in the same run"}},
 		},
+		// BenchmarkLockedOut (cloud/apikey): a key id locked out from an
+		// address, known and unknown side by side (issue 30: the same work
+		// for both, so the lockout path tells nothing of which ids exist).
+		"apikey-lockout": {
+			perOp("BenchmarkLockedOut/known", "API", "a locked-out address's request with a real key id (refused)", "µs",
+				"for information: beside the unknown id's row, which should read the same"),
+			perOp("BenchmarkLockedOut/unknown", "API", "a locked-out address's request with an unknown key id (refused)", "µs",
+				"for information: beside the known id's row"),
+		},
 		"api-routelabel": {
 			perOp("BenchmarkRouteLabel/cached", "API", "a request's route label for metrics, cached", "ns", "for information"),
 			perOp("BenchmarkRouteLabel/chi", "API", "a request's route label from chi's RoutePattern (what the cache saves)", "ns", "for information"),

@@ -158,8 +158,7 @@ func (p PanelStore) CreateOIDCMember(ctx context.Context, nu cloud.NewUser, ip s
 		return cloud.User{}, err
 	}
 	err = p.Tx(ctx, func(tx Querier) error {
-		_, err := tx.Exec(ctx, `INSERT INTO users (`+UserColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)`,
-			u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, u.CreatedAt.UnixMilli())
+		err := insertUser(ctx, tx, u)
 		if p.IsUnique(err) {
 			return ErrEmailTaken(u.Email)
 		}

@@ -61,8 +61,7 @@ func (p PanelStore) CreateUser(ctx context.Context, nu cloud.NewUser) (cloud.Use
 		return cloud.User{}, err
 	}
 	err = p.Tx(ctx, func(tx Querier) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO users (`+UserColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?)`,
-			u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, u.CreatedAt.UnixMilli(), u.MustChangePassword); err != nil {
+		if err := insertUser(ctx, tx, u); err != nil {
 			return err
 		}
 		return p.auditMember(ctx, tx, u, cloud.ActionMemberAdded, map[string]any{"email": u.Email, "role": u.Role})
@@ -223,4 +222,11 @@ func keepAnOwner(ctx context.Context, tx Querier, u cloud.User, verb string) err
 		return cloud.Errorf(cloud.ECONFLICT, "%s is the organization's last OWNER and cannot be %s", u.Email, verb)
 	}
 	return nil
+}
+
+// insertUser stores the new user u (active, password never changed) in tx.
+func insertUser(ctx context.Context, tx Querier, u cloud.User) error {
+	_, err := tx.Exec(ctx, `INSERT INTO users (`+UserColumns+`) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?)`,
+		u.ID, u.OrgID, u.Email, string(u.Role), u.PasswordHash, u.CreatedAt.UnixMilli(), u.MustChangePassword)
+	return err
 }

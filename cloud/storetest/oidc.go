@@ -108,7 +108,13 @@ func testOIDCConfig(t *testing.T, open Opener) {
 	if _, d := e.wantAudit(acme.ID, cloud.ActionMemberAdded, self, cloud.AuditTarget{Kind: cloud.TargetMember, ID: u.ID}); d["via"] != "oidc" {
 		t.Errorf("member.added details %v", d)
 	}
-	if _, err := ps.CreateOIDCMember(e.ctx, cloud.NewUser{OrgID: other.ID, Email: "nia@acme.example", Role: cloud.RoleViewer, PasswordHash: "x"}, ""); cloud.ErrorCode(err) != cloud.ECONFLICT {
-		t.Errorf("the same email in another organization: %v", err)
+	// An email is unique within its organization (migration 0021): the
+	// same one again there is a conflict, in another organization a member
+	// of its own.
+	if _, err := ps.CreateOIDCMember(e.ctx, cloud.NewUser{OrgID: acme.ID, Email: "NIA@acme.example", Role: cloud.RoleViewer, PasswordHash: "x"}, ""); cloud.ErrorCode(err) != cloud.ECONFLICT {
+		t.Errorf("the same email again in its organization: %v, want %s", err, cloud.ECONFLICT)
+	}
+	if o, err := ps.CreateOIDCMember(e.ctx, cloud.NewUser{OrgID: other.ID, Email: "nia@acme.example", Role: cloud.RoleViewer, PasswordHash: "x"}, ""); err != nil || o.ID == u.ID || o.OrgID != other.ID {
+		t.Errorf("the same email in another organization: %+v, %v; want a member of that organization", o, err)
 	}
 }

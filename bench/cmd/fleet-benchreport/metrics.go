@@ -212,7 +212,7 @@ func metricSets() map[string][]benchreport.Metric {
 				Extra: []benchreport.Extra{{Unit: "with-req/s", Label: "with the record", RowUnit: "req/s"}, {Unit: "without-req/s", Label: "without", RowUnit: "req/s"}},
 				Row: benchreport.Row{Area: "audit", Figure: "audit write cost per API write: PUT /serial/channels/{id} throughput lost to its audit record (SQLite)", Unit: "%",
 					Target: &benchreport.Target{Op: benchreport.AtMost, Value: 5},
-					Notes: "two real HTTP servers on loopback on one SQLite store, one whose PUTs carry the key's actor (the record written in the change's transaction) and one without, alternating request by request, one client; throughput from each side's median request time"}},
+					Notes:  "two real HTTP servers on loopback on one SQLite store, one whose PUTs carry the key's actor (the record written in the change's transaction) and one without, alternating request by request, one client; throughput from each side's median request time"}},
 			{Benchmark: "BenchmarkAuditPutChannel", Unit: "with-req/s",
 				Row: benchreport.Row{Area: "audit", Figure: "PUT /serial/channels/{id} with its audit record, one client (SQLite)", Unit: "req/s", Notes: "for information: the A side of the row above"}},
 			{Benchmark: "BenchmarkAuditPutChannel", Unit: "without-req/s",

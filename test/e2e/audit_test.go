@@ -59,7 +59,7 @@ func testAuditThroughEveryDoor(t *testing.T, env []string) {
 	if code := api.Do("PATCH", "/devices/"+dev, map[string]any{"name": "Press line 1"}, nil); code != 200 {
 		t.Fatalf("PATCH /devices/%s: %d", dev, code)
 	}
-	if code := api.Do("PATCH", "/devices/"+dev+"/serial", map[string]any{"webhookEnabled": false}, nil); code != 200 {
+	if code := api.Do("PATCH", "/devices/"+dev+"/serial", map[string]any{"mode": "passthrough"}, nil); code != 200 {
 		t.Fatalf("PATCH /devices/%s/serial: %d", dev, code)
 	}
 
@@ -132,8 +132,8 @@ func testAuditThroughEveryDoor(t *testing.T, env []string) {
 		t.Errorf("device.updated details %s do not say the new name", patched.Details)
 	}
 	serial := find("serial.updated", "api_key")
-	if serial.Target.ID != dev || !strings.Contains(string(serial.Details), "webhookEnabled") && !strings.Contains(string(serial.Details), "forwarding") {
-		t.Errorf("serial.updated: target %+v details %s, want the device and the forwarding switch", serial.Target, serial.Details)
+	if serial.Target.ID != dev || !strings.Contains(string(serial.Details), `"mode"`) || !strings.Contains(string(serial.Details), "passthrough") {
+		t.Errorf("serial.updated: target %+v details %s, want the device and the mode from and to", serial.Target, serial.Details)
 	}
 
 	failed := find("session.sign_in_failed", "user")

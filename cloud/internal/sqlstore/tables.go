@@ -239,7 +239,7 @@ func (s *Store) StoredChannel(ctx context.Context, deviceID, channelID string) (
 
 // PatchSerial implements SerialTables; other relays hear of the change
 // (ChangeConfig). Its audit record (serial.updated, ctx's actor) names
-// each field that changed, from and to.
+// each field that changed, from and to; none when nothing changed.
 func (s *Store) PatchSerial(ctx context.Context, orgID, deviceID string, p cloud.SerialPatch) (SerialState, error) {
 	var st SerialState
 	err := s.Tx(ctx, func(tx Querier) error {
@@ -260,7 +260,11 @@ func (s *Store) PatchSerial(ctx context.Context, orgID, deviceID string, p cloud
 		if st, err = readSerialState(ctx, tx, deviceID); err != nil {
 			return err
 		}
-		return s.audit(ctx, tx, orgID, cloud.ActionSerialUpdated, cloud.AuditTarget{Kind: cloud.TargetSerial, ID: deviceID}, serialChanges(old, st))
+		changes := serialChanges(old, st)
+		if len(changes) == 0 { // as device.updated: a PATCH that changed nothing has no record
+			return nil
+		}
+		return s.audit(ctx, tx, orgID, cloud.ActionSerialUpdated, cloud.AuditTarget{Kind: cloud.TargetSerial, ID: deviceID}, changes)
 	})
 	return st, s.Wrap("patch serial", err)
 }

@@ -33,6 +33,9 @@ type DB struct {
 
 	path   string
 	stmts  sync.Map     // query text -> *sql.Stmt on R (see readStmt)
+	// txStmts are sqlstore.TxStatements prepared once on the writer, which
+	// Tx's transactions run through tx.StmtContext (txConn).
+	txStmts map[string]*sql.Stmt
 	nstmts atomic.Int64 // how many stmts holds
 
 	ver versionReader // see DataVersion
@@ -86,9 +89,14 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	db.Services = sqlstore.NewServices(&db.Store)
 	db.Store = sqlstore.Store{Dialect: dialect, R: prepared(db.readerStmt), W: sqlConn{w}, Clock: func() time.Time { return db.Now() },
 		Tx: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
-			return db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(sqlConn{tx}) })
+			return db.WriteTx(ctx, func(tx *sql.Tx) error { return fn(txConn{sqlConn{tx}, tx, db.txStmts}) })
 		}}
 	if err := db.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	var err error
+	if db.txStmts, err = prepareAll(ctx, w, sqlstore.TxStatements); err != nil {
 		w.Close()
 		return nil, err
 	}

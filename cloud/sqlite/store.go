@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -43,6 +44,41 @@ func (c sqlConn) Exec(ctx context.Context, query string, args ...any) (int64, er
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// txConn is sqlConn on a write transaction of Tx, which runs the
+// statements prepared once on the writer (DB.txStmts) as they are and
+// prepares any other in the transaction, as database/sql does.
+type txConn struct {
+	sqlConn
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func (c txConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	st, ok := c.stmts[query]
+	if !ok {
+		return c.sqlConn.Exec(ctx, query, args...)
+	}
+	res, err := c.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// prepareAll prepares each query on db (before any transaction holds its
+// one connection).
+func prepareAll(ctx context.Context, db *sql.DB, queries []string) (map[string]*sql.Stmt, error) {
+	out := make(map[string]*sql.Stmt, len(queries))
+	for _, q := range queries {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: prepare %q: %w", q, err)
+		}
+		out[q] = st
+	}
+	return out, nil
 }
 
 // dialect is SQLite's: the shared statements run as they are written, and

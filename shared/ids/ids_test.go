@@ -27,3 +27,31 @@ func TestValidRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+// TestNewIsUniform: every character of an id is drawn evenly, the first
+// from the 26 letters and the others from the 36 letters and digits, so no
+// position carries less randomness than its alphabet allows.
+func TestNewIsUniform(t *testing.T) {
+	const n = 36000
+	first := map[byte]int{}
+	rest := map[byte]int{}
+	for range n {
+		id := ids.New()
+		first[id[0]]++
+		for i := 1; i < len(id); i++ {
+			rest[id[i]]++
+		}
+	}
+	if len(first) != 26 || len(rest) != 36 {
+		t.Fatalf("%d distinct first characters (want 26), %d others (want 36)", len(first), len(rest))
+	}
+	check := func(what string, counts map[byte]int, want float64) {
+		for c, k := range counts {
+			if d := float64(k)/want - 1; d > 0.1 || d < -0.1 {
+				t.Errorf("%s %q drawn %d times, want about %.0f", what, c, k, want)
+			}
+		}
+	}
+	check("first character", first, n/26.0)
+	check("character", rest, n*(ids.Length-1)/36.0)
+}

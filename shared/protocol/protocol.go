@@ -351,7 +351,7 @@ const (
 
 // Command is one thing the relay asks of the agent.
 type Command struct {
-	// ID is the command's cuid2, unique across the relay.
+	// ID is the command's id (shared/ids), unique across the relay.
 	ID   string `json:"id" cbor:"1,keyasint,omitempty"`
 	Kind string `json:"kind" cbor:"2,keyasint,omitempty"`
 	// Update is set for CommandUpdate.

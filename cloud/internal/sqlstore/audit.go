@@ -30,11 +30,20 @@ func (s *Store) audit(ctx context.Context, tx Querier, orgID, action string, tar
 		return nil
 	}
 	d := auditDetails(details)
-	_, err := tx.Exec(ctx, `INSERT INTO audit_log (id, org_id, at_ms, actor_kind, actor_id, actor_name, action, target_kind, target_id, ip, details)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := tx.Exec(ctx, AuditInsertSQL,
 		ids.New(), orgID, s.nowMs(), string(a.Kind), a.ID, a.Name, action, target.Kind, target.ID, a.IP, d)
 	return s.Wrap("write audit record", err)
 }
+
+// AuditInsertSQL writes one audit record.
+const AuditInsertSQL = `INSERT INTO audit_log (id, org_id, at_ms, actor_kind, actor_id, actor_name, action, target_kind, target_id, ip, details)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// TxStatements are statements that write transactions of every kind run,
+// which a store may prepare once and keep (SQLite's Tx: a statement
+// prepared anew in each transaction cost the audit record of a PUT of a
+// channel most of its time, docs/benchmarks.md "Audit").
+var TxStatements = []string{AuditInsertSQL}
 
 // auditDetails is details as a JSON object of at most
 // cloud.MaxAuditDetails bytes.

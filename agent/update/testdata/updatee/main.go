@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/fleet/fleet/agent/update"
 	"github.com/fleet/fleet/shared/protocol"
@@ -42,7 +43,12 @@ func main() {
 	case "exit":
 		os.Exit(3)
 	case "hang":
-		select {}
+		// Sleep, not select {}: with no other goroutine the runtime
+		// would end a bare select as a deadlock (exit 2), which is a
+		// crash, not a hang.
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	bin, err := os.Executable()
 	if err != nil {

@@ -31,12 +31,12 @@ type DB struct {
 	// Now is the clock.
 	Now cloud.Now
 
-	path   string
-	stmts  sync.Map     // query text -> *sql.Stmt on R (see readStmt)
+	path  string
+	stmts sync.Map // query text -> *sql.Stmt on R (see readStmt)
 	// txStmts are sqlstore.TxStatements prepared once on the writer, which
 	// Tx's transactions run through tx.StmtContext (txConn).
 	txStmts map[string]*sql.Stmt
-	nstmts atomic.Int64 // how many stmts holds
+	nstmts  atomic.Int64 // how many stmts holds
 
 	ver versionReader // see DataVersion
 

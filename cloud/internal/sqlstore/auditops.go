@@ -67,7 +67,10 @@ func forwardingDetails(s SerialState) map[string]any {
 // each object without decoding them (a decoder, encoding/json's or
 // jsontext's, cost 100 µs of a 2 ms PUT): a value written otherwise (an
 // old row's spacing) counts as changed. An object it cannot read has
-// every member of the other changed.
+// every member of the other changed. jsontext reading each member's text
+// instead (8 µs against this scan's 1.9 µs for an rs485 channel with
+// points, and its decoder's allocations) took bench-audit from 3.7-3.9 %
+// to 6.0-6.3 % on a quiet machine, over the 5 % target: hence the scan.
 func changedSections(old, now string) []string {
 	a, okA := jsonMembers(old)
 	b, okB := jsonMembers(now)

@@ -83,6 +83,9 @@ func (r AuditRecord) DetailsText() string {
 	if len(r.Details) == 0 {
 		return "{}"
 	}
+	if !bytes.Contains(r.Details, []byte(`\u00`)) {
+		return string(r.Details) // as the store writes it: nothing escaped for HTML
+	}
 	dec := json.NewDecoder(bytes.NewReader(r.Details))
 	dec.UseNumber()
 	var v any

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -51,8 +52,17 @@ func auditDetails(details any) string {
 	if details == nil {
 		return "{}"
 	}
-	b, err := json.Marshal(details)
-	if err != nil || len(b) == 0 || b[0] != '{' {
+	// Written as people read it (< and & as themselves, which every page
+	// and file showing it escapes as it must), so that a reader need not
+	// decode it again (cloud.AuditRecord.DetailsText).
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(details); err != nil {
+		return "{}"
+	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if len(b) == 0 || b[0] != '{' {
 		return "{}"
 	}
 	if len(b) > cloud.MaxAuditDetails {

@@ -225,6 +225,8 @@ type DeviceSearch struct {
 	Tags   []string
 	Offset int
 	Limit  int
+	// Sort orders the devices (SortDefault: oldest first).
+	Sort DeviceSort
 }
 
 // DevicePage is one page of the panel's device table.

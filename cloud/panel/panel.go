@@ -46,8 +46,11 @@ const (
 type Config struct {
 	Devices cloud.DeviceService
 	Fleet   cloud.FleetView
-	Serial  cloud.SerialService
-	Alerts  cloud.AlertService
+	// Glance backs the fleet page's at-a-glance columns, its overview
+	// strip and the live updates' device rows (issue 29); nil hides them.
+	Glance cloud.FleetGlance
+	Serial cloud.SerialService
+	Alerts cloud.AlertService
 	// Points backs the device page's points and their charts; nil hides
 	// them.
 	Points   cloud.PointService

@@ -879,6 +879,19 @@ step("sign out", async () => {
   assert(page.url().startsWith(BASE + "/panel/login"), `after sign-out /panel/alerts is ${resp.status()} at ${page.url()}`);
 });
 
+// Issue 29's steps, one block per lane (each leaves OWNER, VIEWER and the
+// demo's devices as it found them, apart from what its own step documents).
+
+// [live] pushed updates: an agent killed → OFFLINE without reload, a new alert appears
+
+// [glance] the fleet page at a glance
+
+// [forms] channel forms round trip per kind
+
+// [charts] chart ranges, no sensor, live samples
+
+// [small] the smaller items
+
 let passed = 0, failed = 0;
 for (const [i, s] of steps.entries()) {
   try {

@@ -9,6 +9,7 @@
 package panelbench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,9 @@ type Result struct {
 	Requests int
 	P50, P99 time.Duration
 	Bytes    int // size of one page
+	// CPU is the relay's CPU time (user and system) per load, warm-up
+	// included; 0 where /proc cannot tell.
+	CPU time.Duration
 }
 
 const pw = "panel bench password"
@@ -71,7 +75,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	cfg.Log.Info("data ready", "devices", cfg.Devices, "samples", cfg.Samples, "took", time.Since(start).Round(time.Millisecond))
 
-	addr, stop, err := startRelay(ctx, cfg.Relay, path, dir)
+	addr, stop, pid, err := startRelay(ctx, cfg.Relay, path, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -91,9 +95,13 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	var out []Result
 	for _, p := range pages {
+		cpu0 := cpuTime(pid)
 		r, err := measure(c, base+p.path, p.want, cfg.Warmup, cfg.Requests)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		if cpu0 >= 0 {
+			r.CPU = (cpuTime(pid) - cpu0) / time.Duration(cfg.Warmup+cfg.Requests)
 		}
 		r.Name = p.name
 		out = append(out, r)
@@ -213,22 +221,22 @@ func atAGlance(ctx context.Context, db *sqlite.DB, agents agentlink.Store, orgID
 	return nil
 }
 
-func startRelay(ctx context.Context, relay, db, dir string) (string, func(), error) {
+func startRelay(ctx context.Context, relay, db, dir string) (string, func(), int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	addr := ln.Addr().String()
 	ln.Close()
 	logf, err := os.Create(filepath.Join(dir, "relay.log"))
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	cmd := exec.CommandContext(ctx, relay, "serve", "--db", db, "--listen", addr, "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return "", nil, fmt.Errorf("start %s: %w", relay, err)
+		return "", nil, 0, fmt.Errorf("start %s: %w", relay, err)
 	}
 	stop := func() {
 		cmd.Process.Signal(os.Interrupt)
@@ -247,12 +255,12 @@ func startRelay(ctx context.Context, relay, db, dir string) (string, func(), err
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return addr, stop, nil
+				return addr, stop, cmd.Process.Pid, nil
 			}
 		}
 		if time.Now().After(end) {
 			stop()
-			return "", nil, errors.New("the relay was not ready (/readyz) within 30 s")
+			return "", nil, 0, errors.New("the relay was not ready (/readyz) within 30 s")
 		}
 	}
 }
@@ -305,6 +313,27 @@ func measure(c *http.Client, url, want string, warmup, n int) (Result, error) {
 	r.P50 = times[n/2]
 	r.P99 = times[min(n-1, n*99/100)]
 	return r, nil
+}
+
+// cpuTime is the process's CPU time so far (user and system, from
+// /proc/PID/stat in clock ticks, taken as 100 a second), or -1 where it
+// cannot be read.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// The fields after the command's closing parenthesis: state is the
+	// first, utime the 12th and stime the 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	var user, sys int64
+	if _, err := fmt.Sscan(f[11]+" "+f[12], &user, &sys); err != nil {
+		return -1
+	}
+	return time.Duration(user+sys) * 10 * time.Millisecond
 }
 
 func thousands(n int) string {

@@ -297,7 +297,8 @@ type WebhookAdmin interface {
 }
 
 // PanelStore is what the panel and the user subcommands need from a store
-// beside Store: users, sessions, the fleet page's reads, API keys with
+// beside Store: users, sessions, the fleet page's reads (its devices at a
+// glance included), API keys with
 // their creator and last use, the webhook settings and two-factor
 // sign-in. Each store package
 // provides one for its open store (the shared suite in cloud/storetest
@@ -306,6 +307,7 @@ type PanelStore interface {
 	UserService
 	SessionStore
 	FleetView
+	FleetGlance
 	KeyAdmin
 	WebhookAdmin
 	TwoFactorService

@@ -48,7 +48,7 @@ func (m *Main) startPanel(ctx context.Context, mux *http.ServeMux) (func(context
 	p := m.DB.Panel
 	srv, err := panel.New(panel.Config{
 		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Points: m.DB.Points(),
-		Fleet: p, Users: p, Sessions: p, Keys: p, Webhooks: p, Rules: m.DB.Rules(), TwoFactor: p, OIDC: p, PublicURL: m.Config.Notify.PublicURL,
+		Fleet: p, Glance: p, Users: p, Sessions: p, Keys: p, Webhooks: p, Rules: m.DB.Rules(), TwoFactor: p, OIDC: p, PublicURL: m.Config.Notify.PublicURL,
 		Rollouts: m.DB.Rollouts(), Releases: m.DB.Releases(), Claims: m.DB.Claims(), Audit: m.DB.Audit(),
 		IdleTimeout: c.IdleTimeout, Lifetime: c.Lifetime, Throttle: c.Throttle, Live: p, LiveMaxPerOrg: c.LiveMaxPerOrg,
 		Secure: m.Config.TLSCert != "" || api.IsHTTPS(m.Config.Notify.PublicURL), Logger: m.Logger.With("component", "panel"), Now: m.DB.Now,

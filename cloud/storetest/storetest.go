@@ -126,6 +126,8 @@ func Run(t *testing.T, open Opener) {
 		{"Retention", testRetention},
 		{"DataVersion", testDataVersion},
 		{"Users", testUsers},
+		{"FleetGlance", testFleetGlance},
+		{"FleetSortWorst", testFleetSortWorst},
 		{"AccountsAcrossOrgs", testAccountsAcrossOrgs},
 		{"PasswordChanges", testPasswordChanges},
 		{"LastOwnerUnderConcurrency", testLastOwnerConcurrent},

@@ -96,7 +96,7 @@ func (s *DeviceService) Events(ctx context.Context, orgID, deviceID string, f cl
 }
 
 // SearchDevices reads with q one page of the organization's devices, oldest
-// first, filtered by status, by tags (every one) and by a case-insensitive
+// first (worst first for cloud.SortWorst: worstOrder), filtered by status, by tags (every one) and by a case-insensitive
 // substring of name, serial number, location or model, with the number of
 // matches (cloud.PanelStore's). d says how the dialect matches tags.
 func SearchDevices(ctx context.Context, q Querier, d Dialect, orgID string, s cloud.DeviceSearch) (cloud.DevicePage, error) {
@@ -119,9 +119,16 @@ func SearchDevices(ctx context.Context, q Querier, d Dialect, orgID string, s cl
 		return cloud.DevicePage{}, err
 	}
 	limit := cloud.ListLimit(s.Limit, 50, 200)
+	query := `SELECT ` + DeviceColumns + where + ` ORDER BY created_at, id LIMIT ? OFFSET ?`
+	if s.Sort == cloud.SortWorst {
+		// The same devices joined to their open alerts (worstOrder).
+		query = `SELECT ` + DeviceColumns + ` FROM devices LEFT JOIN ` + openByDevice + ` ON a.device_id = devices.id` +
+			strings.TrimPrefix(where, ` FROM devices`) + worstOrder + ` LIMIT ? OFFSET ?`
+		args = append([]any{orgID}, args...)
+	}
 	var err error
 	out.Devices, err = Collect(ctx, q, func(r Row) (resource.Device, error) { return ScanDevice(r) },
-		`SELECT `+DeviceColumns+where+` ORDER BY created_at, id LIMIT ? OFFSET ?`, append(args, limit, max(s.Offset, 0))...)
+		query, append(args, limit, max(s.Offset, 0))...)
 	if err != nil {
 		return cloud.DevicePage{}, err
 	}

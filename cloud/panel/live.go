@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -27,6 +28,26 @@ const (
 	// liveRetryMs is the reconnect delay the stream asks of EventSource.
 	liveRetryMs = 2000
 )
+
+// liveSub is a page's live updates subscription: Query is what
+// /panel/live gets after "?" ("" the organization's fleet).
+type liveSub struct{ Query string }
+
+// liveSubscription returns page name's subscription: the device page
+// watches its device; nil for pages without live values or without live
+// updates.
+func (s *Server) liveSubscription(name string, data any) *liveSub {
+	switch {
+	case s.live == nil:
+		return nil
+	case name != "fleet" && name != "device" && name != "alerts": // the pages with live values
+		return nil
+	}
+	if d, ok := data.(*deviceData); ok {
+		return &liveSub{Query: "device=" + url.QueryEscape(d.Device.ID)}
+	}
+	return &liveSub{}
+}
 
 // liveStream serves GET /panel/live[?device=ID]: the organization's live
 // updates as Server-Sent Events (docs/panel.md), until the browser leaves,

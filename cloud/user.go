@@ -312,6 +312,7 @@ type PanelStore interface {
 	WebhookAdmin
 	TwoFactorService
 	OIDCService
+	LiveReader
 }
 
 // SummarizeDeliveries turns the admin log's deliveries into the panel's

@@ -54,3 +54,18 @@ PANELBENCH_FLAGS ?=
 bench-panel: build ## the fleet page with 10,000 devices and a device page with 7 days of metrics, p99 beside 50 ms
 	$(GO) build -o $(BIN)/fleet-panelbench ./bench/cmd/fleet-panelbench
 	$(BIN)/fleet-panelbench --relay $(BIN)/fleet-relay $(PANELBENCH_FLAGS)
+
+# bench-panel-live: the panel's live updates (issue 29) with 1,000 open
+# Server-Sent Events streams (125 signed-in sessions × 8 tabs) on one
+# bin/fleet-relay (SQLite, loopback) while another process stores 10
+# devices' heartbeats a second in the same file: relay RSS per open stream,
+# relay CPU per change pushed to a stream, idle CPU, and the store-to-event
+# p99 beside the 2 s bound (bench/livebench, docs/benchmarks.md).
+.PHONY: bench-panel-live
+BENCH_TARGETS += bench-panel-live
+
+LIVEBENCH_FLAGS ?=
+
+bench-panel-live: build ## 1,000 open live streams on one relay: RSS per stream, CPU per pushed change, push p99
+	$(GO) build -o $(BIN)/fleet-livebench ./bench/cmd/fleet-livebench
+	$(BIN)/fleet-livebench --relay $(BIN)/fleet-relay $(LIVEBENCH_FLAGS)

@@ -63,7 +63,7 @@ func TestDocsRoleMatrix(t *testing.T) {
 func TestDocsRoutes(t *testing.T) { stores.Run(t, testDocsRoutes) }
 
 func testDocsRoutes(t *testing.T, open storetest.Opener) {
-	h := newHarness(t, open)
+	h := liveHarness(t, open, 0) // every route, the live stream's too
 	documented := map[string]string{}
 	for _, r := range docTables(t)["method"] {
 		documented[r[0]+" "+r[1]] = r[2]

@@ -354,7 +354,7 @@ func testDevicePageCharts(t *testing.T, open storetest.Opener) {
 		}
 	}
 	body := c.get("/panel/devices/" + h.device.ID).body
-	for _, s := range []string{`data-series="cpuPct"`, `data-series="memPct"`, `data-series="diskUsedPct"`, `data-series="tempCpu"`, `data-series="loadAvg1"`, `hx-trigger="every 3s"`} {
+	for _, s := range []string{`data-series="cpuPct"`, `data-series="memPct"`, `data-series="diskUsedPct"`, `data-series="tempCpu"`, `data-series="loadAvg1"`, `hx-trigger="live:device from:body"`} {
 		if !strings.Contains(body, s) {
 			t.Errorf("device page lacks %s", s)
 		}

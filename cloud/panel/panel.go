@@ -51,6 +51,11 @@ type Config struct {
 	Glance cloud.FleetGlance
 	Serial cloud.SerialService
 	Alerts cloud.AlertService
+	// Live backs the live updates (GET /panel/live, live.go); nil turns
+	// them off. LiveMaxPerOrg bounds one organization's open streams on
+	// this relay (0: DefaultLiveMaxPerOrg).
+	Live          cloud.LiveReader
+	LiveMaxPerOrg int
 	// Points backs the device page's points and their charts; nil hides
 	// them.
 	Points   cloud.PointService
@@ -117,6 +122,9 @@ type Server struct {
 
 	// ssoClient makes single sign-on's requests to providers (timeouts).
 	ssoClient *http.Client
+
+	// live runs the live updates' streams (nil without Config.Live).
+	live *liveHub
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -146,6 +154,9 @@ func New(cfg Config) (*Server, error) {
 	s.signInLog = refusallog.New(s.log, "panel sign-in refused", "panel sign-ins refused", time.Minute)
 	s.ssoClient = &http.Client{Timeout: ssoNetTimeout}
 	s.sessions = newSessionManager(s.cfg, s.log)
+	if cfg.Live != nil {
+		s.live = newLiveHub(cfg.Live, cfg.Glance, cfg.LiveMaxPerOrg, s.log)
+	}
 	var err error
 	if s.static, s.built, err = staticFiles(); err != nil {
 		return nil, err
@@ -171,6 +182,23 @@ func (s *Server) Run(ctx context.Context, interval time.Duration) {
 			s.log.Debug("expired sessions removed", "count", n)
 		}
 	})
+}
+
+// CloseLive ends every live updates stream and refuses new ones (the
+// relay drains: open streams would hold its HTTP shutdown); it returns
+// once the hub's readers stopped.
+func (s *Server) CloseLive() {
+	if s.live != nil {
+		s.live.close()
+	}
+}
+
+// LiveStreams counts the open live updates streams.
+func (s *Server) LiveStreams() int {
+	if s.live == nil {
+		return 0
+	}
+	return s.live.open()
 }
 
 // route is one page or action: who may use it and what serves it. perm ""
@@ -280,6 +308,9 @@ func (s *Server) routeTable() []route {
 			route{"POST", "/panel/claims", cloud.PermOperations, s.createClaim},
 			route{"POST", "/panel/claims/{id}/revoke", cloud.PermOperations, s.revokeClaim},
 		)
+	}
+	if s.live != nil {
+		rs = append(rs, route{"GET", liveRoute, cloud.PermView, s.liveStream})
 	}
 	rs = append(rs, s.twoFactorRoutes()...)
 	if s.cfg.Audit != nil {

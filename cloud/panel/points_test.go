@@ -56,7 +56,7 @@ func testPointsList(t *testing.T, open storetest.Opener) {
 	if r := row.FindString(body); !strings.Contains(r, `href="/panel/devices/`+h.device.ID+`/points/rs485-1.boiler_temp"`) || !strings.Contains(r, "never") {
 		t.Errorf("before any reading the row is %q", r)
 	}
-	if !strings.Contains(body, `hx-get="/panel/devices/`+h.device.ID+`/points" hx-trigger="every 3s"`) {
+	if !strings.Contains(body, `hx-get="/panel/devices/`+h.device.ID+`/points" hx-trigger="live:device from:body"`) {
 		t.Error("the points list does not refresh itself")
 	}
 

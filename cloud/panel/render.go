@@ -127,6 +127,9 @@ type view struct {
 	Path  string
 	Data  any
 	SSO   bool // single sign-on is served (Settings → Single sign-on)
+	// Live is the page's live updates subscription (<body data-live>,
+	// live.go); nil: the page opens no stream.
+	Live *liveSub
 }
 
 // textField is a labelled text input with its error and hint (template
@@ -162,6 +165,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, rq *request, sta
 	if rq != nil {
 		v.User = &rq.User
 		v.Flash = s.sessions.PopString(r.Context(), sessFlash)
+		v.Live = s.liveSubscription(name, data)
 	}
 	s.write(w, status, s.pages.sets[name], "layout.html", v)
 }

@@ -134,6 +134,7 @@ func Run(t *testing.T, open Opener) {
 		{"TwoFactor", testTwoFactor},
 		{"PanelSessions", testPanelSessions},
 		{"FleetView", testFleetView},
+		{"LiveState", testLiveState},
 		{"PanelKeys", testPanelKeys},
 		{"PanelWebhooks", testPanelWebhooks},
 		{"PointsExactlyOnce", testPointsExactlyOnce},

@@ -98,6 +98,24 @@ func TestBrowser(t *testing.T) {
 	sigFile, _ := minisign.NewKey(t).Sign(t, agentFile, "fleet-agent 9.9.0")
 	fleetproc.Admin(t, relay, nil, nil, "release", "add", "--db", db, "--org", org.ID, "--version", "9.9.0", "--arch", "amd64", "--file", agentFile, "--sig", sigFile)
 
+	// [live] a gateway of the live steps' own, whose agent the suite kills
+	// (SIGKILL, FLEET_LIVE_AGENT_PID) with the fleet page open.
+	var liveDev struct{ ID, Token string }
+	fleetproc.Admin(t, relay, nil, &liveDev, "device", "add", "--db", db, "--org", org.ID, "--name", "Live gateway", "--serial", "LIVE-1", "--model", "IG-100")
+	liveAgent := exec.Command(filepath.Join(bin, "fleet-agent"), "--relay", "ws://"+listen, "--hw", "sim", "--model", "IG-100", "--name", "Live gateway",
+		"--state-dir", t.TempDir(), "--heartbeat", "5s", "--metrics-interval", "30s", "--dev-root", "none", "--passthrough-listen", "none")
+	liveAgent.Env = append(os.Environ(), "FLEET_TOKEN="+liveDev.Token)
+	liveLog, err := os.Create(filepath.Join(data, "agent-live.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer liveLog.Close()
+	liveAgent.Stdout, liveAgent.Stderr = liveLog, liveLog
+	if err := liveAgent.Start(); err != nil {
+		t.Fatalf("start the live steps' agent: %v", err)
+	}
+	t.Cleanup(func() { liveAgent.Process.Kill(); liveAgent.Wait() })
+
 	// The Gatehouse's agent stops: its device_offline alert opens after
 	// three heartbeat intervals, while the suite signs in and looks around.
 	pid, _ := strconv.Atoi(gate[2])
@@ -119,7 +137,8 @@ func TestBrowser(t *testing.T) {
 		"FLEET_TOTP_EMAIL=totp@demo.example", "FLEET_TOTP_PASSWORD="+totpPassword,
 		"FLEET_DEVICE="+press, "FLEET_OFFLINE_DEVICE="+gate[1], "FLEET_XSS_NAME="+xssName,
 		"FLEET_SCREENSHOTS="+shots, "CHROMIUM="+chromium,
-		"FLEET_SSO_EMAIL=sam@sso.example", "FLEET_SSO_USERNAME=sam", "FLEET_SSO_PASSWORD=sam's provider password", "FLEET_SSO_ORG="+org.ID)
+		"FLEET_SSO_EMAIL=sam@sso.example", "FLEET_SSO_USERNAME=sam", "FLEET_SSO_PASSWORD=sam's provider password", "FLEET_SSO_ORG="+org.ID,
+		"FLEET_LIVE_DEVICE="+liveDev.ID, fmt.Sprintf("FLEET_LIVE_AGENT_PID=%d", liveAgent.Process.Pid)) // [live]
 	var out bytes.Buffer
 	w := io.MultiWriter(&out, testWriter{t}) // one writer for both: exec then copies with one goroutine
 	node.Stdout, node.Stderr = w, w

@@ -884,6 +884,75 @@ step("sign out", async () => {
 
 // [live] pushed updates: an agent killed → OFFLINE without reload, a new alert appears
 
+const LIVE_DEVICE = env("FLEET_LIVE_DEVICE"); // [live] the live steps' own gateway ("Live gateway")
+const LIVE_PID = Number(env("FLEET_LIVE_AGENT_PID")); // its agent, killed by the first step
+let liveCtx, livePage, alertsPage;
+
+step("[live] an agent killed with the fleet page open turns OFFLINE there within 2 s of the store, without reload", async () => {
+  liveCtx = await browserContext();
+  livePage = liveCtx.pages()[0] || (await liveCtx.newPage());
+  await signIn(livePage, VIEWER);
+  const status = livePage.locator(`tr[data-device-id="${LIVE_DEVICE}"] [data-field="status"]`);
+  await until("the Live gateway ONLINE on the fleet page", async () => {
+    if ((await status.textContent()).includes("ONLINE")) return true;
+    await livePage.reload();
+    return false;
+  });
+  await livePage.locator('body[data-live-state="live"]').waitFor();
+  // The page notes when the row says OFFLINE.
+  await livePage.evaluate((id) => {
+    window.__notReloaded = true;
+    const cell = document.querySelector(`tr[data-device-id="${id}"] [data-field="status"]`);
+    new MutationObserver(() => {
+      if (!window.__offlineAt && cell.textContent.includes("OFFLINE")) window.__offlineAt = Date.now();
+    }).observe(cell, { subtree: true, childList: true, characterData: true });
+  }, LIVE_DEVICE);
+  process.kill(LIVE_PID, "SIGKILL");
+  // When the store holds OFFLINE, as the API reads it.
+  let stored = 0;
+  for (const end = Date.now() + 60_000; !stored && Date.now() < end;) {
+    const [code, body] = curl(KEY, `/devices/${LIVE_DEVICE}`);
+    if (code === 200 && JSON.parse(body).status === "OFFLINE") stored = Date.now();
+    else await new Promise((r) => setTimeout(r, 100));
+  }
+  assert(stored, "the killed agent's device is not OFFLINE in the store after 60 s");
+  await livePage.waitForFunction(() => window.__offlineAt, null, { timeout: 5_000 }).catch(() => {});
+  const shown = await livePage.evaluate(() => window.__offlineAt);
+  assert(shown, `the fleet page still says ${(await status.textContent()).trim()} 5 s after the store said OFFLINE`);
+  const lag = shown - stored;
+  console.log(`  [live] OFFLINE on the page ${lag} ms after the API first read it`);
+  assert(lag <= 2000, `OFFLINE reached the page ${lag} ms after the store held it (bound 2 s)`);
+  assert(await livePage.evaluate(() => window.__notReloaded === true), "the fleet page was reloaded");
+  // The alerts page opens now, before the device_offline alert (three
+  // heartbeat intervals after the kill).
+  alertsPage = await liveCtx.newPage();
+  await alertsPage.goto(`${BASE}/panel/alerts`);
+  assert((await alertsPage.locator("tr[data-alert-id]", { hasText: "Live gateway" }).count()) === 0, "the Live gateway's alert was open before the alerts page");
+  await alertsPage.evaluate(() => { window.__notReloaded = true; });
+});
+
+step("[live] a dropped stream shows Reconnecting… and recovers", async () => {
+  const banner = livePage.getByRole("status").filter({ hasText: "Reconnecting" });
+  assert(!(await banner.isVisible()), "the banner shows while live");
+  await livePage.route("**/panel/live**", (r) => r.abort());
+  await liveCtx.setOffline(true);
+  await banner.waitFor({ state: "visible", timeout: 10_000 });
+  await livePage.locator('body[data-live-state="reconnecting"]').waitFor();
+  await liveCtx.setOffline(false);
+  await livePage.unroute("**/panel/live**");
+  await banner.waitFor({ state: "hidden", timeout: 40_000 });
+  await livePage.locator('body[data-live-state="live"]').waitFor();
+  assert(await livePage.evaluate(() => window.__notReloaded === true), "the fleet page was reloaded");
+});
+
+step("[live] a new alert appears on the open alerts page without reload", async () => {
+  const row = alertsPage.locator("tr[data-alert-id]", { hasText: "Live gateway" });
+  await row.first().waitFor({ timeout: 90_000 });
+  assert((await row.first().textContent()).includes("offline"), `the new row: ${await row.first().textContent()}`);
+  assert(await alertsPage.evaluate(() => window.__notReloaded === true), "the alerts page was reloaded");
+  await liveCtx.close();
+});
+
 // [glance] the fleet page at a glance
 
 // fleetRows reads the fleet table as a person does: per row its id, status,

@@ -2,6 +2,7 @@ package panel_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"html"
 	"net/http"
 	"net/url"
@@ -350,6 +351,23 @@ func testChannelFormErrorKeepsInput(t *testing.T, open storetest.Opener) {
 		if !strings.Contains(r.body, `<details id="config-`+tc.ch+`" class="channel-config" open>`) {
 			t.Errorf("%s: the form is not shown open", tc.ch)
 		}
+	}
+	// A list over its bound (a form no page offers: Add stops at 64) is
+	// refused with the error under the list.
+	form := channelForm(t, c.get(devPage).body, "rs485-1")
+	for i := range serialcfg.MaxPoints + 1 {
+		p := fmt.Sprintf("points[%d].", i)
+		form.Set(p+"name", fmt.Sprintf("p%d", i))
+		form.Set(p+"function", "holding")
+		form.Set(p+"register", fmt.Sprint(i))
+		form.Set(p+"type", "u16")
+	}
+	r := c.post(devPage+"/channels/rs485-1", form)
+	if r.status != http.StatusBadRequest || !regexp.MustCompile(`<fieldset class="section list" id="s-rs485-1-points" aria-describedby="s-rs485-1-points-error">\s*<legend>Points</legend>(?s:.*?)<p class="field-error" id="s-rs485-1-points-error" role="alert">at most 64 points per channel \(got 65\)</p>`).MatchString(r.body) {
+		t.Errorf("65 points: %d, or no error under the list", r.status)
+	}
+	if strings.Count(r.body, ">Add point</button>") != 2 { // rs485-2's and canfd-1's
+		t.Errorf("Add point is offered at the bound (%d on the page)", strings.Count(r.body, ">Add point</button>"))
 	}
 	if h.state() != before {
 		t.Error("a refused form saved something")

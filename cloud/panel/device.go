@@ -12,7 +12,6 @@ import (
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/jsonstrict"
 	"github.com/fleet/fleet/shared/resource"
-	"github.com/fleet/fleet/shared/serialcfg"
 )
 
 // Chart ranges of the device page, and the default.
@@ -158,6 +157,7 @@ func (s *Server) deviceData(ctx context.Context, rq *request, id string, q url.V
 		for _, ch := range st.Channels {
 			if ch.Configurable {
 				f := newChannelForm(ch)
+				f.Action, f.Editable = base+"/channels/"+url.PathEscape(ch.ID), rq.User.Role.Can(cloud.PermConfigure)
 				if f.DBC != nil {
 					f.DBC.Action = base + "/channels/" + url.PathEscape(ch.ID) + "/dbc"
 				}
@@ -338,7 +338,12 @@ func (s *Server) putChannel(w http.ResponseWriter, r *http.Request, rq *request)
 		return
 	}
 	chID := f.Channel.ID
-	cfg, err := f.apply(r.PostForm)
+	if f.submit(r.PostForm) { // Add or Remove: shown again, nothing saved
+		f.Open = true
+		s.render(w, r, rq, http.StatusOK, "device", d.Device.Name, d)
+		return
+	}
+	cfg, err := f.config()
 	if err == nil {
 		_, err = s.cfg.Serial.PutChannel(ctx, rq.User.OrgID, d.Device.ID, chID, cfg)
 	}
@@ -379,46 +384,4 @@ func (s *Server) channelPage(r *http.Request, rq *request) (*deviceData, *channe
 		}
 	}
 	return nil, nil, cloud.Errorf(cloud.ENOTFOUND, "no configurable channel %q", chID)
-}
-
-// The serialcfg kinds' choices, for selects in the channel forms.
-func fieldOptions(kind, name string) []string {
-	ints := func(v []int) []string {
-		out := make([]string, len(v))
-		for i, n := range v {
-			out[i] = strconv.Itoa(n)
-		}
-		return out
-	}
-	switch name {
-	case "baudRate":
-		if kind == serialcfg.KindUART {
-			return ints(serialcfg.UARTBaudRates)
-		}
-		return ints(serialcfg.RS485BaudRates)
-	case "dataBits":
-		if kind == serialcfg.KindUART {
-			return ints([]int{5, 6, 7, 8})
-		}
-		return ints([]int{7, 8})
-	case "stopBits":
-		return ints([]int{1, 2})
-	case "parity":
-		return serialcfg.Parities
-	case "mode":
-		return serialcfg.ModbusModes
-	case "nominalBitrate":
-		return ints(serialcfg.NominalBitrates)
-	case "dataBitrate":
-		return ints(serialcfg.DataBitrates)
-	case "flowControl":
-		return serialcfg.FlowControls
-	case "direction":
-		return serialcfg.Directions
-	case "pull":
-		return serialcfg.Pulls
-	case "function":
-		return serialcfg.PollFunctions
-	}
-	return nil
 }

@@ -98,7 +98,7 @@ func parsePages(static fs.FS, now cloud.Now) (*pages, error) {
 		"sayWaves": sayWaves,
 		"inc":      func(i int) int { return i + 1 },
 	}
-	base, err := template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/parts.html")
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/parts.html", "templates/channelform.html")
 	if err != nil {
 		return nil, err
 	}

@@ -249,6 +249,10 @@ func flatten(prefix string, v any, out url.Values) {
 			}
 			flatten(p, x, out)
 		}
+	case []any:
+		for i, x := range v {
+			flatten(fmt.Sprintf("%s[%d]", prefix, i), x, out)
+		}
 	case bool:
 		if v {
 			out.Set(prefix, "true")

@@ -59,31 +59,13 @@ func (m Model) Channel(id string) (Channel, bool) {
 	return Channel{}, false
 }
 
-// Default configurations, one per group.
-func defaultUART() serialcfg.Config {
-	return serialcfg.Config{Kind: serialcfg.KindUART, UART: &serialcfg.UART{
-		Kind: serialcfg.KindUART, BaudRate: 115200, DataBits: 8, Parity: "none", StopBits: 1, FlowControl: "none",
-	}}
-}
-
-func defaultRS485() serialcfg.Config {
-	return serialcfg.Config{Kind: serialcfg.KindRS485, RS485: &serialcfg.RS485{
-		Kind: serialcfg.KindRS485, BaudRate: 9600, DataBits: 8, Parity: "none", StopBits: 1,
-		Mode: "modbus_rtu_master", SlaveID: 1,
-		Poll: &serialcfg.ModbusPoll{Enabled: true, IntervalMs: 1000, Register: 0, Count: 2, Function: "holding"},
-	}}
-}
-
-func defaultCANFD() serialcfg.Config {
-	return serialcfg.Config{Kind: serialcfg.KindCANFD, CANFD: &serialcfg.CANFD{
-		Kind: serialcfg.KindCANFD, NominalBitrate: 500000, DataBitrate: 2000000, SamplePoint: 0.875,
-	}}
-}
-
+// Default configurations, one per group: serialcfg's (its schema's
+// defaults; a gpio line is an input).
+func defaultUART() serialcfg.Config  { return serialcfg.Default(serialcfg.KindUART) }
+func defaultRS485() serialcfg.Config { return serialcfg.Default(serialcfg.KindRS485) }
+func defaultCANFD() serialcfg.Config { return serialcfg.Default(serialcfg.KindCANFD) }
 func defaultGPIOIn() serialcfg.Config {
-	return serialcfg.Config{Kind: serialcfg.KindGPIO, GPIO: &serialcfg.GPIO{
-		Kind: serialcfg.KindGPIO, Direction: "in", Pull: "up", DebounceMs: 20,
-	}}
+	return serialcfg.Default(serialcfg.KindGPIO)
 }
 
 var models = map[string]Model{

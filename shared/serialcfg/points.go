@@ -216,16 +216,12 @@ func isRegisterFunction(f string) bool { return f == "holding" || f == "input" }
 // as points[i].field.
 func (c *RS485) validatePoints() error {
 	return eachPoint(len(c.Points), func(i int) string { return c.Points[i].Name }, func(i int, f func(string) string) error {
-		p := c.Points[i]
-		if p.SlaveID != 0 {
-			if err := rangeInt(f("slaveId"), p.SlaveID, 1, 247); err != nil {
-				return err
-			}
-		}
+		p, s, at := c.Points[i], rs485PointFields, fmt.Sprintf("points[%d]", i)
 		if err := firstErr(
-			oneOfString(f("function"), p.Function, PointFunctions),
-			rangeInt(f("register"), p.Register, 0, 65535),
-			oneOfString(f("type"), p.Type, PointTypes),
+			s.Int(at, "slaveId", p.SlaveID),
+			s.String(at, "function", p.Function),
+			s.Int(at, "register", p.Register),
+			s.String(at, "type", p.Type),
 		); err != nil {
 			return err
 		}
@@ -240,7 +236,7 @@ func (c *RS485) validatePoints() error {
 			if !reg {
 				return jsonstrict.Fieldf(f("order"), "applies to registers only, not to function %s", p.Function)
 			}
-			if err := oneOfString(f("order"), p.Order, ByteOrders); err != nil {
+			if err := s.String(at, "order", p.Order); err != nil {
 				return err
 			}
 		}
@@ -248,7 +244,7 @@ func (c *RS485) validatePoints() error {
 			if p.Type != "bool" || !reg {
 				return jsonstrict.Fieldf(f("bit"), "applies only to a \"bool\" read from a holding or input register")
 			}
-			if err := rangeInt(f("bit"), *p.Bit, 0, 15); err != nil {
+			if err := s.Int(at, "bit", *p.Bit); err != nil {
 				return err
 			}
 		}
@@ -260,20 +256,16 @@ func (c *RS485) validatePoints() error {
 // 64-byte payload).
 func (c *CANFD) validatePoints() error {
 	return eachPoint(len(c.Points), func(i int) string { return c.Points[i].Name }, func(i int, f func(string) string) error {
-		p := c.Points[i]
+		p, s, at := c.Points[i], canPointFields, fmt.Sprintf("points[%d]", i)
 		if _, _, err := ParseCANID(p.CanID); err != nil {
 			return jsonstrict.Fieldf(f("canId"), "%v", err)
 		}
 		if err := firstErr(
-			rangeInt(f("length"), p.Length, 1, 64),
-			rangeInt(f("startBit"), p.StartBit, 0, MaxCANPayloadBits-1),
+			s.Int(at, "length", p.Length),
+			s.Int(at, "startBit", p.StartBit),
+			s.String(at, "byteOrder", p.ByteOrder),
 		); err != nil {
 			return err
-		}
-		if p.ByteOrder != "" {
-			if err := oneOfString(f("byteOrder"), p.ByteOrder, CANByteOrders); err != nil {
-				return err
-			}
 		}
 		if _, err := p.LastByte(); err != nil {
 			var fe *jsonstrict.FieldError
@@ -405,10 +397,8 @@ func pointCommon(f func(string) string, scale, offset float64, unit string, inte
 			return jsonstrict.Fieldf(f("unit"), "must be printable characters (got %q)", unit)
 		}
 	}
-	if intervalMs != 0 {
-		if err := rangeInt(f("intervalMs"), intervalMs, MinPointIntervalMs, MaxPointIntervalMs); err != nil {
-			return err
-		}
+	if err := pointCommonFields.Int(strings.TrimSuffix(f(""), "."), "intervalMs", intervalMs); err != nil {
+		return err
 	}
 	if !finite(deadband) || deadband < 0 {
 		return jsonstrict.Fieldf(f("deadband"), "must be a finite number ≥ 0 (got %g)", deadband)

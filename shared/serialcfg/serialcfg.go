@@ -416,16 +416,17 @@ func firstErr(errs ...error) error {
 
 // Validate checks an RS485 config.
 func (c *RS485) Validate() error {
+	s := schemas[KindRS485]
 	if err := firstErr(
-		oneOfInt("baudRate", c.BaudRate, RS485BaudRates),
-		oneOfInt("dataBits", c.DataBits, []int{7, 8}),
-		oneOfString("parity", c.Parity, Parities),
-		oneOfInt("stopBits", c.StopBits, []int{1, 2}),
-		oneOfString("mode", c.Mode, ModbusModes),
-		rangeInt("slaveId", c.SlaveID, 1, 247),
-		txInterval("tx.intervalMs", c.Tx.IntervalMs),
-		rangeInt("tx.register", c.Tx.Register, 0, 65535),
-		rangeInt("tx.value", c.Tx.Value, 0, 65535),
+		s.Int("", "baudRate", c.BaudRate),
+		s.Int("", "dataBits", c.DataBits),
+		s.String("", "parity", c.Parity),
+		s.Int("", "stopBits", c.StopBits),
+		s.String("", "mode", c.Mode),
+		s.Int("", "slaveId", c.SlaveID),
+		s.Int("", "tx.intervalMs", c.Tx.IntervalMs),
+		s.Int("", "tx.register", c.Tx.Register),
+		s.Int("", "tx.value", c.Tx.Value),
 	); err != nil {
 		return err
 	}
@@ -450,20 +451,17 @@ func (c *RS485) Validate() error {
 
 func (p *ModbusPoll) validate(prefix string) error {
 	if err := firstErr(
-		rangeInt(prefix+".intervalMs", p.IntervalMs, MinTxIntervalMs, MaxTxIntervalMs),
-		rangeInt(prefix+".register", p.Register, 0, 65535),
-		rangeInt(prefix+".count", p.Count, 1, 125),
-		oneOfString(prefix+".function", p.Function, PollFunctions),
+		pollFields.Int(prefix, "intervalMs", p.IntervalMs),
+		pollFields.Int(prefix, "register", p.Register),
+		pollFields.Int(prefix, "count", p.Count),
+		pollFields.String(prefix, "function", p.Function),
 	); err != nil {
 		return err
 	}
 	if p.Register+p.Count > 65536 {
 		return jsonstrict.Fieldf(prefix+".count", "register+count must not pass 65535")
 	}
-	if p.SlaveID != 0 {
-		return rangeInt(prefix+".slaveId", p.SlaveID, 1, 247)
-	}
-	return nil
+	return pollFields.Int(prefix, "slaveId", p.SlaveID)
 }
 
 // ActivePolls returns the enabled polls, each with its slave id resolved.
@@ -489,22 +487,23 @@ func (c *RS485) ActivePolls() []ModbusPoll {
 
 // Validate checks a CAN-FD config.
 func (c *CANFD) Validate() error {
+	s := schemas[KindCANFD]
 	if err := firstErr(
-		oneOfInt("nominalBitrate", c.NominalBitrate, NominalBitrates),
-		oneOfInt("dataBitrate", c.DataBitrate, DataBitrates),
+		s.Int("", "nominalBitrate", c.NominalBitrate),
+		s.Int("", "dataBitrate", c.DataBitrate),
 	); err != nil {
 		return err
 	}
 	if c.DataBitrate < c.NominalBitrate {
 		return jsonstrict.Fieldf("dataBitrate", "must not be below nominalBitrate (%d)", c.NominalBitrate)
 	}
-	if c.SamplePoint < 0.5 || c.SamplePoint > 0.95 {
-		return jsonstrict.Fieldf("samplePoint", "must be between 0.5 and 0.95 (got %g)", c.SamplePoint)
+	if err := s.Float("", "samplePoint", c.SamplePoint); err != nil {
+		return err
 	}
 	if c.Tx.Enabled && c.ListenOnly {
 		return jsonstrict.Fieldf("tx.enabled", "cannot be true while listenOnly is true")
 	}
-	if err := txInterval("tx.intervalMs", c.Tx.IntervalMs); err != nil {
+	if err := s.Int("", "tx.intervalMs", c.Tx.IntervalMs); err != nil {
 		return err
 	}
 	if c.Tx.Enabled || c.Tx.CanID != "" {
@@ -609,13 +608,14 @@ func FormatHexBytes(b []byte) string {
 
 // Validate checks a UART config.
 func (c *UART) Validate() error {
+	s := schemas[KindUART]
 	if err := firstErr(
-		oneOfInt("baudRate", c.BaudRate, UARTBaudRates),
-		rangeInt("dataBits", c.DataBits, 5, 8),
-		oneOfString("parity", c.Parity, Parities),
-		oneOfInt("stopBits", c.StopBits, []int{1, 2}),
-		oneOfString("flowControl", c.FlowControl, FlowControls),
-		txInterval("tx.intervalMs", c.Tx.IntervalMs),
+		s.Int("", "baudRate", c.BaudRate),
+		s.Int("", "dataBits", c.DataBits),
+		s.String("", "parity", c.Parity),
+		s.Int("", "stopBits", c.StopBits),
+		s.String("", "flowControl", c.FlowControl),
+		s.Int("", "tx.intervalMs", c.Tx.IntervalMs),
 		hexSpelling("tx.dataHex", c.Tx.DataHex),
 	); err != nil {
 		return err
@@ -635,12 +635,13 @@ func (c *UART) Validate() error {
 
 // Validate checks a GPIO config.
 func (c *GPIO) Validate() error {
+	s := schemas[KindGPIO]
 	if err := firstErr(
-		oneOfString("direction", c.Direction, Directions),
-		oneOfString("pull", c.Pull, Pulls),
-		rangeInt("debounceMs", c.DebounceMs, 0, 1000),
-		txInterval("tx.intervalMs", c.Tx.IntervalMs),
-		rangeInt("tx.value", c.Tx.Value, 0, 1),
+		s.String("", "direction", c.Direction),
+		s.String("", "pull", c.Pull),
+		s.Int("", "debounceMs", c.DebounceMs),
+		s.Int("", "tx.intervalMs", c.Tx.IntervalMs),
+		s.Int("", "tx.value", c.Tx.Value),
 	); err != nil {
 		return err
 	}

@@ -56,6 +56,26 @@ func (s *Server) staticHandler() http.Handler {
 	}))
 }
 
+// FaviconPath is where browsers look for a site's icon when a page names
+// none (and where some always look): the relay mounts it beside Prefix.
+const FaviconPath = "/favicon.ico"
+
+// faviconHandler answers FaviconPath with the panel's icon, signed in or
+// not, cached for a day like the other static files (pages name the SVG
+// with its content hash).
+func (s *Server) faviconHandler() http.Handler {
+	return securityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := fs.ReadFile(s.static, "favicon.ico")
+		if err != nil {
+			http.Error(w, "panel: no icon", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "image/x-icon")
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		http.ServeContent(w, r, "favicon.ico", time.Time{}, bytes.NewReader(b))
+	}))
+}
+
 // pages holds one template set per page, each the layout plus the page.
 type pages struct {
 	sets map[string]*template.Template
@@ -127,6 +147,18 @@ type view struct {
 	Path  string
 	Data  any
 	SSO   bool // single sign-on is served (Settings → Single sign-on)
+}
+
+// brand is the product's name, last in every page's title.
+const brand = "Fleet"
+
+// DocTitle is the page's <title>: "<Page> · Fleet", or the brand alone
+// where the page is named after it (the fleet page), never "Fleet · Fleet".
+func (v view) DocTitle() string {
+	if v.Title == "" || v.Title == brand {
+		return brand
+	}
+	return v.Title + " · " + brand
 }
 
 // textField is a labelled text input with its error and hint (template

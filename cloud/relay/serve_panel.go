@@ -52,5 +52,6 @@ func (m *Main) startPanel(ctx context.Context, mux *http.ServeMux) (func(context
 		return nil, err
 	}
 	mux.Handle(panel.Prefix, srv)
+	mux.Handle("GET "+panel.FaviconPath, srv)
 	return background(ctx, func(ctx context.Context) { srv.Run(ctx, 10*time.Minute) }), nil
 }

@@ -174,6 +174,9 @@ func testKeyLifecycle(t *testing.T, open storetest.Opener) {
 		return false
 	})
 	row := regexp.MustCompile(`(?s)<tr data-key-id="` + k.ID + `">.*?</tr>`).FindString(c.get("/panel/settings/api-keys").body)
+	if !strings.Contains(row, `<code class="id">`+k.ID+`</code>`) {
+		t.Errorf("the key id is not one unbroken id: %s", row)
+	}
 	if !strings.Contains(row, "admin@acme.example") || !regexp.MustCompile(`>(now|\d+ s ago)</time>`).MatchString(row) || !strings.Contains(row, ">Revoke</button>") {
 		t.Errorf("key row lacks creator, last use or Revoke: %s", row)
 	}

@@ -134,6 +134,7 @@ func Run(t *testing.T, open Opener) {
 		{"FleetView", testFleetView},
 		{"PanelKeys", testPanelKeys},
 		{"PanelWebhooks", testPanelWebhooks},
+		{"DeliveryLog", testDeliveryLog},
 		{"PointsExactlyOnce", testPointsExactlyOnce},
 		{"PointsRaw", testPointsRaw},
 		{"PointsBuckets", testPointsBuckets},

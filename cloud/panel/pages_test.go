@@ -292,7 +292,7 @@ func testMembers(t *testing.T, open storetest.Opener) {
 	// neither on their row and says why; the server still refuses both.
 	owner := h.users[cloud.RoleOwner]
 	row := func(id string) string {
-		return regexp.MustCompile(`(?s)<tr data-member-id="`+id+`">.*?</tr>`).FindString(c.get("/panel/settings/members").body)
+		return regexp.MustCompile(`(?s)<tr data-member-id="` + id + `">.*?</tr>`).FindString(c.get("/panel/settings/members").body)
 	}
 	sole := row(owner.ID)
 	if sole == "" || strings.Contains(sole, "Change role") || strings.Contains(sole, ">Disable<") || !strings.Contains(sole, "The only active OWNER") {

@@ -85,9 +85,9 @@ SINK_LISTEN ?= 127.0.0.1:9443
 
 # exec: run.sh is make's own child, so make's SIGTERM reaches it, and it stops
 # the demo when make is gone (see docs/demo.md).
-run: build ## demo: relay, 3 simulated gateways, HTTPS webhook sink; prints an API key and curl lines (deploy/demo/run.sh)
+run: build ## demo: relay, 3 simulated gateways, HTTPS webhook sink; prints an API key and curl lines (deploy/demo/run.sh); variables LISTEN, SINK_LISTEN, METRICS_LISTEN (the relay's metrics, 127.0.0.1:9464), DATA
 	$(GO) build -o $(BIN)/fleet-webhook-sink ./deploy/demo/cmd/fleet-webhook-sink
-	@exec env BIN=$(BIN) DATA=$(DATA) LISTEN=$(LISTEN) SINK_LISTEN=$(SINK_LISTEN) ./deploy/demo/run.sh
+	@exec env BIN=$(BIN) DATA=$(DATA) LISTEN=$(LISTEN) SINK_LISTEN=$(SINK_LISTEN) METRICS_LISTEN=$(METRICS_LISTEN) ./deploy/demo/run.sh
 
 clean: ## remove bin/ and the demo's data
 	rm -rf $(BIN) $(DATA)

@@ -165,6 +165,7 @@ type DeliveryAttempt struct {
 // DeliveryInfo is a webhook delivery with its attempts, as the admin CLI
 // shows it.
 type DeliveryInfo struct {
+	Seq           int64             `json:"-"` // outbox order
 	ID            string            `json:"id"`
 	DeviceID      string            `json:"deviceId"`
 	Event         string            `json:"event"`

@@ -3,9 +3,12 @@ package cloud
 import (
 	"context"
 	"net/mail"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/fleet/fleet/shared/ids"
 	"github.com/fleet/fleet/shared/resource"
 )
 
@@ -272,6 +275,7 @@ type WebhookSettings struct {
 
 // DeliverySummary is one webhook delivery in the panel's delivery log.
 type DeliverySummary struct {
+	Seq                             int64 // outbox order: the log's cursor
 	ID, DeviceID, Event, URL, State string
 	Attempts                        int
 	LastStatus                      int    // the last attempt's HTTP status, 0 for none
@@ -292,6 +296,9 @@ type WebhookAdmin interface {
 	RotateOrgSecret(ctx context.Context, orgID string, grace time.Duration) (string, error)
 	// RecentDeliveries returns the newest deliveries first.
 	RecentDeliveries(ctx context.Context, orgID string, limit int) ([]DeliverySummary, error)
+	// DeliveryLog returns one page of the deliveries f selects, newest
+	// first (EINVALID for a filter DeliveryFilter.Check refuses).
+	DeliveryLog(ctx context.Context, orgID string, f DeliveryFilter) (DeliveryLogPage, error)
 	// RedeliverOrgWebhook queues a copy of delivery id and returns its id.
 	RedeliverOrgWebhook(ctx context.Context, orgID, id string) (string, error)
 }
@@ -320,7 +327,7 @@ type PanelStore interface {
 func SummarizeDeliveries(ds []DeliveryInfo) []DeliverySummary {
 	out := make([]DeliverySummary, 0, len(ds))
 	for _, d := range ds {
-		sum := DeliverySummary{ID: d.ID, DeviceID: d.DeviceID, Event: d.Event, URL: d.URL, State: d.State,
+		sum := DeliverySummary{Seq: d.Seq, ID: d.ID, DeviceID: d.DeviceID, Event: d.Event, URL: d.URL, State: d.State,
 			Attempts: len(d.Attempts), LastError: d.LastError, RedeliveryOf: d.RedeliveryOf, CreatedAt: d.CreatedAt,
 			Kind: d.Kind, ChannelID: d.ChannelID}
 		if n := len(d.Attempts); n > 0 {
@@ -332,6 +339,61 @@ func SummarizeDeliveries(ds []DeliveryInfo) []DeliverySummary {
 		out = append(out, sum)
 	}
 	return out
+}
+
+// Page sizes and bounds of DeliveryLog.
+const (
+	DefaultDeliveryPage = 50
+	MaxDeliveryPage     = 200
+	MaxDeliveryEvent    = 64 // the length of an event filter
+)
+
+// DeliveryStates are the states a delivery can be in, in the order people
+// read them.
+var DeliveryStates = []DeliveryState{DeliveryPending, DeliveryDelivered, DeliveryFailed, DeliveryExhausted}
+
+// DeliveryFilter selects a page of an organization's delivery log: every
+// field that is set must match. Before pages to older deliveries (Seq
+// below it), After to newer ones (Seq above it); at most one is set, and
+// neither means the newest page.
+type DeliveryFilter struct {
+	State         DeliveryState // "" for any, else one of DeliveryStates
+	Event         string        // "" for any, else an event name (alert.opened)
+	DeviceID      string        // "" for any
+	Before, After int64
+	Limit         int // 1..MaxDeliveryPage; 0 is DefaultDeliveryPage
+}
+
+// Check refuses a filter that cannot select anything sensible (EINVALID,
+// naming the field), and makes Limit 0 DefaultDeliveryPage.
+func (f *DeliveryFilter) Check() error {
+	switch {
+	case f.State != "" && !slices.Contains(DeliveryStates, f.State):
+		return Errorf(EINVALID, "state: choose pending, delivered, failed or exhausted")
+	case len(f.Event) > MaxDeliveryEvent || !eventName.MatchString(f.Event):
+		return Errorf(EINVALID, "event: an event name such as alert.opened (at most %d characters)", MaxDeliveryEvent)
+	case f.DeviceID != "" && !ids.Valid(f.DeviceID):
+		return Errorf(EINVALID, "device: not a device id")
+	case f.Before < 0 || f.After < 0 || f.Before > 0 && f.After > 0:
+		return Errorf(ECURSOR, "the page link is not valid: start from the newest deliveries")
+	case f.Limit < 0 || f.Limit > MaxDeliveryPage:
+		return Errorf(EINVALID, "limit: 1 to %d", MaxDeliveryPage)
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultDeliveryPage
+	}
+	return nil
+}
+
+// eventName is what an event filter may hold ("" for any).
+var eventName = regexp.MustCompile(`^(?:[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*)?$`)
+
+// DeliveryLogPage is one page of the delivery log, newest first. Newer and
+// Older are the cursors of the pages beside it (DeliveryFilter's After and
+// Before), 0 where there is none.
+type DeliveryLogPage struct {
+	Deliveries   []DeliverySummary
+	Newer, Older int64
 }
 
 // LikePattern turns a device search into a lower-cased SQL LIKE pattern

@@ -46,7 +46,7 @@ func (s *Server) alertPage(w http.ResponseWriter, r *http.Request, rq *request) 
 			}
 		}
 	}
-	s.render(w, r, rq, http.StatusOK, "alert", "Alert: "+a.Message, d)
+	s.render(w, r, rq, http.StatusOK, "alert", "Alert: "+readable(a.Message), d)
 }
 
 // payloadRows lists a payload's values by key, strings unquoted and other

@@ -23,6 +23,10 @@ type membersData struct {
 	// shown once; they choose their own at their first sign-in.
 	Added    *cloud.User
 	Password string
+	// SoleOwner is the id of the organization's only active OWNER, if it
+	// has one: the page offers neither "Change role" nor "Disable" on that
+	// row (the store refuses both; it says so instead).
+	SoleOwner string
 }
 
 func (s *Server) membersData(r *http.Request, rq *request) (*membersData, error) {
@@ -30,7 +34,22 @@ func (s *Server) membersData(r *http.Request, rq *request) (*membersData, error)
 	if err != nil {
 		return nil, err
 	}
-	return &membersData{Users: users, Roles: cloud.Roles, Role: cloud.RoleViewer, Errors: map[string]string{}}, nil
+	return &membersData{Users: users, Roles: cloud.Roles, Role: cloud.RoleViewer, Errors: map[string]string{}, SoleOwner: soleOwner(users)}, nil
+}
+
+// soleOwner is the id of the only active OWNER among users, or "" when
+// there are more (or none).
+func soleOwner(users []cloud.User) string {
+	id := ""
+	for _, u := range users {
+		if u.Role == cloud.RoleOwner && !u.Disabled() {
+			if id != "" {
+				return ""
+			}
+			id = u.ID
+		}
+	}
+	return id
 }
 
 // membersPage is Settings → Members (OWNER): the organization's users with

@@ -174,7 +174,10 @@ func testKeyLifecycle(t *testing.T, open storetest.Opener) {
 		return false
 	})
 	row := regexp.MustCompile(`(?s)<tr data-key-id="` + k.ID + `">.*?</tr>`).FindString(c.get("/panel/settings/api-keys").body)
-	if !strings.Contains(row, "admin@acme.example") || !strings.Contains(row, "just now") || !strings.Contains(row, ">Revoke</button>") {
+	if !strings.Contains(row, `<code class="id">`+k.ID+`</code>`) {
+		t.Errorf("the key id is not one unbroken id: %s", row)
+	}
+	if !strings.Contains(row, "admin@acme.example") || !regexp.MustCompile(`>(now|\d+ s ago)</time>`).MatchString(row) || !strings.Contains(row, ">Revoke</button>") {
 		t.Errorf("key row lacks creator, last use or Revoke: %s", row)
 	}
 	confirm := c.post("/panel/settings/api-keys/"+k.ID+"/revoke", nil)
@@ -285,8 +288,19 @@ func testMembers(t *testing.T, open storetest.Opener) {
 	if r := c.post("/panel/settings/members", url.Values{"email": {"new.hire@acme.example"}, "role": {"VIEWER"}}); r.status != http.StatusBadRequest || !strings.Contains(r.body, "already exists") {
 		t.Errorf("duplicate email: %d", r.status)
 	}
-	// The last OWNER can be neither demoted nor disabled.
+	// The last OWNER can be neither demoted nor disabled: the page offers
+	// neither on their row and says why; the server still refuses both.
 	owner := h.users[cloud.RoleOwner]
+	row := func(id string) string {
+		return regexp.MustCompile(`(?s)<tr data-member-id="` + id + `">.*?</tr>`).FindString(c.get("/panel/settings/members").body)
+	}
+	sole := row(owner.ID)
+	if sole == "" || strings.Contains(sole, "Change role") || strings.Contains(sole, ">Disable<") || !strings.Contains(sole, "The only active OWNER") {
+		t.Errorf("the sole OWNER's row offers a change or does not say why: %s", sole)
+	}
+	if other := row(h.users[cloud.RoleAdmin].ID); !strings.Contains(other, "Change role") || !strings.Contains(other, ">Disable<") {
+		t.Errorf("an ADMIN's row lacks Change role or Disable: %s", other)
+	}
 	c.post("/panel/settings/members/"+owner.ID+"/role", url.Values{"role": {"ADMIN"}})
 	if !strings.Contains(c.get("/panel/settings/members").body, "last OWNER and cannot be demoted") {
 		t.Error("no notice when demoting the last OWNER")
@@ -298,6 +312,9 @@ func testMembers(t *testing.T, open storetest.Opener) {
 	admin := h.users[cloud.RoleAdmin]
 	if r := c.post("/panel/settings/members/"+admin.ID+"/role", url.Values{"role": {"OWNER"}}); r.status != http.StatusSeeOther {
 		t.Fatalf("promote: %d", r.status)
+	}
+	if two := row(owner.ID); !strings.Contains(two, "Change role") || !strings.Contains(two, ">Disable<") {
+		t.Errorf("with two OWNERs, the first's row lacks Change role or Disable: %s", two)
 	}
 	if r := c.post("/panel/settings/members/"+owner.ID+"/role", url.Values{"role": {"VIEWER"}}); r.status != http.StatusSeeOther {
 		t.Fatalf("step down with another OWNER: %d", r.status)

@@ -339,6 +339,7 @@ func (s *Server) routeTable() []route {
 func (s *Server) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /panel/static/", s.staticHandler())
+	mux.Handle("GET "+FaviconPath, s.faviconHandler())
 	for _, rt := range s.routes {
 		mux.Handle(rt.Method+" "+rt.Pattern, s.sessions.LoadAndSave(s.guard(rt)))
 	}

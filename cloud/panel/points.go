@@ -68,7 +68,7 @@ func pointRows(deviceID string, pts []resource.Point, now time.Time) []pointRow 
 			Value: pointValue(p.Value, p.Type), Quality: p.Quality, Error: p.Error, Age: "never", URL: base + url.PathEscape(p.ID)}
 		if p.At != nil && !p.At.IsZero() {
 			r.At = p.At.Time
-			r.Age = age(now, p.At.Time)
+			r.Age = ago(now, p.At.Time)
 		}
 		rows[i] = r
 	}
@@ -159,18 +159,6 @@ func formatNumber(f float64) string {
 		return strconv.FormatFloat(f, 'f', -1, 64)
 	}
 	return strconv.FormatFloat(f, 'g', 7, 64)
-}
-
-// age says how long before now t was, to the second under a minute.
-func age(now, t time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case d < time.Second:
-		return "now"
-	case d < time.Minute:
-		return fmt.Sprintf("%d s ago", int(d/time.Second))
-	}
-	return ago(now, t)
 }
 
 // pointData is the chart page of one point.

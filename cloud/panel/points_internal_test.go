@@ -30,12 +30,18 @@ func TestPointValue(t *testing.T) {
 	}
 }
 
-func TestAge(t *testing.T) {
+// TestAgo: how long ago, to the second under a minute (a device last seen
+// 40 s ago was not seen "just now"), rounded down.
+func TestAgo(t *testing.T) {
 	now := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
-	for d, want := range map[time.Duration]string{0: "now", 3 * time.Second: "3 s ago", 59 * time.Second: "59 s ago", 5 * time.Minute: "5 min ago", 3 * time.Hour: "3 h ago"} {
-		if got := age(now, now.Add(-d)); got != want {
-			t.Errorf("age of %v = %q, want %q", d, got, want)
+	for d, want := range map[time.Duration]string{0: "now", -time.Second: "now", 3 * time.Second: "3 s ago", 40 * time.Second: "40 s ago",
+		59 * time.Second: "59 s ago", 5 * time.Minute: "5 min ago", 10*time.Minute + 59*time.Second: "10 min ago", 3 * time.Hour: "3 h ago", 72 * time.Hour: "3 days ago"} {
+		if got := ago(now, now.Add(-d)); got != want {
+			t.Errorf("ago of %v = %q, want %q", d, got, want)
 		}
+	}
+	if got := ago(now, time.Time{}); got != "never" {
+		t.Errorf("ago of zero = %q", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -56,6 +57,26 @@ func (s *Server) staticHandler() http.Handler {
 	}))
 }
 
+// FaviconPath is where browsers look for a site's icon when a page names
+// none (and where some always look): the relay mounts it beside Prefix.
+const FaviconPath = "/favicon.ico"
+
+// faviconHandler answers FaviconPath with the panel's icon, signed in or
+// not, cached for a day like the other static files (pages name the SVG
+// with its content hash).
+func (s *Server) faviconHandler() http.Handler {
+	return securityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := fs.ReadFile(s.static, "favicon.ico")
+		if err != nil {
+			http.Error(w, "panel: no icon", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "image/x-icon")
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		http.ServeContent(w, r, "favicon.ico", time.Time{}, bytes.NewReader(b))
+	}))
+}
+
 // pages holds one template set per page, each the layout plus the page.
 type pages struct {
 	sets map[string]*template.Template
@@ -82,6 +103,9 @@ func parsePages(static fs.FS, now cloud.Now) (*pages, error) {
 		"asset":     func(name string) string { return "/panel/static/" + name + "?v=" + versions[name] },
 		"can":       func(u *cloud.User, p string) bool { return u != nil && u.Role.Can(cloud.Permission(p)) },
 		"when":      when,
+		"iso":       iso,
+		"message":   message,
+		"readable":  readable,
 		"ago":       func(t time.Time) string { return ago(now(), t) },
 		"join":      strings.Join,
 		"hasPrefix": strings.HasPrefix,
@@ -130,6 +154,18 @@ type view struct {
 	// Live is the page's live updates subscription (<body data-live>,
 	// live.go); nil: the page opens no stream.
 	Live *liveSub
+}
+
+// brand is the product's name, last in every page's title.
+const brand = "Fleet"
+
+// DocTitle is the page's <title>: "<Page> · Fleet", or the brand alone
+// where the page is named after it (the fleet page), never "Fleet · Fleet".
+func (v view) DocTitle() string {
+	if v.Title == "" || v.Title == brand {
+		return brand
+	}
+	return v.Title + " · " + brand
 }
 
 // textField is a labelled text input with its error and hint (template
@@ -219,27 +255,74 @@ func (s *Server) renderError(w http.ResponseWriter, r *http.Request, rq *request
 	s.render(w, r, rq, status, "error", http.StatusText(status), errorData{Status: status, Heading: http.StatusText(status), Message: msg})
 }
 
-// when formats t for a page: UTC to the minute, "—" for zero.
+// timeLayout is how every page shows a time: UTC to the second
+// ("2026-11-27 07:40:12 UTC"); a <time> element carries it in ISO form.
+const timeLayout = "2006-01-02 15:04:05 UTC"
+
+// isoLayout is the datetime attribute of a <time> element.
+const isoLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// when formats t for a page (timeLayout), "—" for zero.
 func when(t time.Time) string {
 	if t.IsZero() {
 		return "—"
 	}
-	return t.UTC().Format("2006-01-02 15:04 UTC")
+	return t.UTC().Format(timeLayout)
 }
 
-// ago says how long before now t was, roughly.
+// iso is t in a <time> element's datetime attribute.
+func iso(t time.Time) string { return t.UTC().Format(isoLayout) }
+
+// ago says how long before now t was: seconds under a minute (a device
+// that went OFFLINE 40 s ago was not seen "just now"), then minutes, hours
+// (under two days) and days, each rounded down.
 func ago(now, t time.Time) string {
 	if t.IsZero() {
 		return "never"
 	}
 	d := now.Sub(t)
 	switch {
+	case d < time.Second:
+		return "now"
 	case d < time.Minute:
-		return "just now"
+		return fmt.Sprintf("%d s ago", int(d/time.Second))
 	case d < time.Hour:
 		return fmt.Sprintf("%d min ago", int(d/time.Minute))
 	case d < 48*time.Hour:
 		return fmt.Sprintf("%d h ago", int(d/time.Hour))
 	}
 	return fmt.Sprintf("%d days ago", int(d/(24*time.Hour)))
+}
+
+// isoInText finds the RFC 3339 UTC times the relay writes into alert and
+// event messages (resource.FormatTime).
+var isoInText = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\b`)
+
+// readable is msg with each ISO time in it as the pages show times
+// (timeLayout): for titles and labels. The API keeps the message as stored.
+func readable(msg string) string {
+	return isoInText.ReplaceAllStringFunc(msg, func(m string) string {
+		if t, err := time.Parse(time.RFC3339Nano, m); err == nil {
+			return when(t)
+		}
+		return m
+	})
+}
+
+// message is msg as HTML text with each ISO time in it a <time> element
+// shown as the pages show times: the rest of msg escaped as text.
+func message(msg string) template.HTML {
+	var b strings.Builder
+	last := 0
+	for _, m := range isoInText.FindAllStringIndex(msg, -1) {
+		t, err := time.Parse(time.RFC3339Nano, msg[m[0]:m[1]])
+		if err != nil {
+			continue
+		}
+		b.WriteString(template.HTMLEscapeString(msg[last:m[0]]))
+		fmt.Fprintf(&b, `<time datetime="%s">%s</time>`, iso(t), when(t))
+		last = m[1]
+	}
+	b.WriteString(template.HTMLEscapeString(msg[last:]))
+	return template.HTML(b.String()) // escaped above
 }

@@ -57,6 +57,7 @@ func (m *Main) startPanel(ctx context.Context, mux *http.ServeMux) (func(context
 		return nil, err
 	}
 	mux.Handle(panel.Prefix, srv)
+	mux.Handle("GET "+panel.FaviconPath, srv)
 	// Draining ends the live updates' streams (browsers reconnect to
 	// another relay) before the HTTP server waits for open requests.
 	m.drains = append(m.drains, func(context.Context) error { srv.CloseLive(); return nil })

@@ -60,6 +60,12 @@ func testPanelOnStore(t *testing.T, db string, cluster bool) {
 			t.Fatalf("user create: %s", errOut)
 		}
 	}
+	// The icon is served at the root to anyone, as browsers ask for it.
+	if resp, err := http.Get(base + "/favicon.ico"); err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/x-icon" {
+		t.Errorf("/favicon.ico signed out: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	admin := newBrowser(t, base)
 	if code, body := admin.do("POST", "/panel/login", url.Values{"email": {"ada@acme.example"}, "password": {"correct horse battery"}}); code != 200 || !strings.Contains(body, "Press line 1") {
 		t.Fatalf("sign in and fleet page: %d", code)

@@ -137,6 +137,7 @@ func Run(t *testing.T, open Opener) {
 		{"LiveState", testLiveState},
 		{"PanelKeys", testPanelKeys},
 		{"PanelWebhooks", testPanelWebhooks},
+		{"DeliveryLog", testDeliveryLog},
 		{"PointsExactlyOnce", testPointsExactlyOnce},
 		{"PointsRaw", testPointsRaw},
 		{"PointsBuckets", testPointsBuckets},

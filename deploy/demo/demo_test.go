@@ -94,7 +94,7 @@ func startDemo(t *testing.T, dir string, args ...string) *demo {
 // demoEnv is this environment without what an enclosing make or a user's
 // shell could pass to the inner make.
 func demoEnv() []string {
-	drop := []string{"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "GNUMAKEFLAGS", "DATA", "BIN", "LISTEN", "SINK_LISTEN", "WATCH_PID", "GO"}
+	drop := []string{"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "GNUMAKEFLAGS", "DATA", "BIN", "LISTEN", "SINK_LISTEN", "METRICS_LISTEN", "WATCH_PID", "GO"}
 	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
 		return slices.Contains(drop, k)
@@ -394,8 +394,8 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	port, sinkPort := testnet.FreePort(t), testnet.FreePort(t)
-	args := []string{fmt.Sprintf("LISTEN=127.0.0.1:%d", port), fmt.Sprintf("SINK_LISTEN=127.0.0.1:%d", sinkPort)}
+	port, sinkPort, metricsPort := testnet.FreePort(t), testnet.FreePort(t), testnet.FreePort(t)
+	args := []string{fmt.Sprintf("LISTEN=127.0.0.1:%d", port), fmt.Sprintf("SINK_LISTEN=127.0.0.1:%d", sinkPort), fmt.Sprintf("METRICS_LISTEN=127.0.0.1:%d", metricsPort)}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 
 	var key, email, password string
@@ -441,8 +441,18 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 		// Named points with their history (issue 26): the temperature
 		// and counter read over Modbus, the CAN signals of demo.dbc.
 		checkPoints(t, base, key, first)
-		if !strings.Contains(d.output(), "/devices/$D/points") {
+		if !strings.Contains(d.output(), "/devices/$DEVICE_ID/points") {
 			t.Errorf("the banner has no curl line for the points:\n%s", d.output())
+		}
+		pasteBanner(t, d.output())
+		// The relay's metrics where METRICS_LISTEN says.
+		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)); err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("metrics at METRICS_LISTEN: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		if !strings.Contains(d.output(), fmt.Sprintf("Relay metrics: http://127.0.0.1:%d/metrics", metricsPort)) {
+			t.Errorf("the banner does not say where the metrics are:\n%s", d.output())
 		}
 
 		// Its signals reach the sink, which verified them.
@@ -471,12 +481,21 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ln.Close()
-		cmd := exec.Command("make", "run", "LISTEN="+ln.Addr().String(), args[1])
+		cmd := exec.Command("make", "run", "LISTEN="+ln.Addr().String(), args[1], args[2])
 		cmd.Dir, cmd.Env = dir, demoEnv()
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || !strings.Contains(string(out), ln.Addr().String()+" is already in use") {
 			t.Errorf("make run on a busy port: %v, output:\n%s\nwant a failure saying the address is in use", err, out)
+		}
+		assertNothingLeft(t, dir)
+		// The relay's metrics port taken: the same, naming the variable.
+		cmd = exec.Command("make", "run", args[0], args[1], "METRICS_LISTEN="+ln.Addr().String())
+		cmd.Dir, cmd.Env = dir, demoEnv()
+		out, err = cmd.CombinedOutput()
+		if !errors.As(err, &exit) || !strings.Contains(string(out), ln.Addr().String()+" (the relay's metrics) is already in use") ||
+			!strings.Contains(string(out), "make run METRICS_LISTEN=") {
+			t.Errorf("make run with the metrics port taken: %v, output:\n%s\nwant a failure naming the address and METRICS_LISTEN", err, out)
 		}
 		assertNothingLeft(t, dir)
 	})
@@ -502,6 +521,32 @@ func TestMakeRunInAFreshClone(t *testing.T) {
 		d.interrupt()
 		assertNothingLeft(t, dir)
 	})
+}
+
+// pasteBanner runs the banner's curl lines as a user pastes them into a
+// shell (each must answer 2xx), after checking they name their variables as
+// the README's API examples do: KEY, RELAY, DEVICE_ID.
+func pasteBanner(t *testing.T, output string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)Paste into another terminal:\n(.*?)\n\n`).FindStringSubmatch(output)
+	if m == nil {
+		t.Fatalf("no curl lines in the banner:\n%s", output)
+	}
+	lines := strings.Split(strings.TrimSpace(m[1]), "\n")
+	if !regexp.MustCompile(`^KEY=svc_sk_\S+ RELAY=http://\S+ DEVICE_ID=\S+$`).MatchString(strings.TrimSpace(lines[0])) {
+		t.Errorf("the banner's first line %q does not set KEY, RELAY and DEVICE_ID", lines[0])
+	}
+	script := "set -e\n" + strings.TrimSpace(lines[0]) + "\n"
+	for _, l := range lines[1:] {
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, `curl -s -H "Authorization: Bearer $KEY" "$RELAY/api/v1/public/`) {
+			t.Errorf("banner line %q is not a README-style curl line", l)
+		}
+		script += strings.Replace(l, "curl -s ", "curl -sf -o /dev/null --max-time 10 ", 1) + "\n"
+	}
+	if out, err := exec.Command("bash", "-c", script).CombinedOutput(); err != nil {
+		t.Errorf("the banner's curl lines, pasted: %v\n%s\n%s", err, script, out)
+	}
 }
 
 // signInToPanel signs in to the panel at base with email and password, as

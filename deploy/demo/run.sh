@@ -14,13 +14,16 @@
 # by default this script's parent) stops every process the demo started.
 #
 # Variables: BIN (bin), DATA (.fleet-demo), LISTEN (127.0.0.1:8080),
-# SINK_LISTEN (127.0.0.1:9443), WATCH_PID ($PPID).
+# SINK_LISTEN (127.0.0.1:9443), METRICS_LISTEN (127.0.0.1:9464, the relay's
+# Prometheus metrics; none or api as --metrics-listen takes them),
+# WATCH_PID ($PPID).
 set -euo pipefail
 
 BIN=${BIN:-bin}
 DATA=${DATA:-.fleet-demo}
 LISTEN=${LISTEN:-127.0.0.1:8080}
 SINK_LISTEN=${SINK_LISTEN:-127.0.0.1:9443}
+METRICS_LISTEN=${METRICS_LISTEN:-127.0.0.1:9464}
 WATCH_PID=${WATCH_PID:-$PPID}
 
 RELAY="$BIN/fleet-relay"
@@ -30,7 +33,8 @@ DB="$DATA/relay.db"
 CREDS="$DATA/demo.env" # key, webhook secret, device tokens (mode 0600, demo only)
 DBC="$(dirname "$0")/demo.dbc" # the CAN signals imported as canfd-1's points
 LAYOUT=2               # demo.env's DEMO_LAYOUT; 1 (no marker) had four gateways
-API="http://$LISTEN/api/v1/public"
+RELAY_URL="http://$LISTEN"
+API="$RELAY_URL/api/v1/public"
 SIGNALS_URL="https://$SINK_LISTEN/signals"
 ALERTS_URL="https://$SINK_LISTEN/alerts"
 
@@ -67,6 +71,12 @@ fi
 
 busy "$LISTEN" && die "$LISTEN is already in use (another 'make run'?). Pick another address: make run LISTEN=127.0.0.1:18080"
 busy "$SINK_LISTEN" && die "$SINK_LISTEN (the webhook sink) is already in use. Pick another address: make run SINK_LISTEN=127.0.0.1:19443"
+# The relay's metrics listener: given explicitly, so that the relay stops
+# (rather than runs without metrics) if the address is taken after this check.
+case $METRICS_LISTEN in
+none | api) ;;
+*) busy "$METRICS_LISTEN" && die "$METRICS_LISTEN (the relay's metrics) is already in use. Pick another address: make run METRICS_LISTEN=127.0.0.1:19464, or METRICS_LISTEN=none" ;;
+esac
 
 json_field() { # json_field FIELD: one string field of the JSON object on stdin
 	sed -n 's/^ *"'"$1"'": *"\([^"]*\)".*/\1/p' | head -n 1
@@ -149,13 +159,18 @@ trap 'exit 0' INT # Ctrl-C is how the demo is stopped: a clean exit for make
 trap 'exit 143' TERM
 
 # wait_for WHAT PID CHECK...: run CHECK until it succeeds, for up to 60 s
-# (a machine busy with builds can be slow), while PID lives.
+# (a machine busy with builds can be slow), while PID lives; if it ends, the
+# end of WAIT_LOG (when set) says why.
 wait_for() {
 	local what=$1 pid=$2
 	shift 2
 	for _ in $(seq 1 600); do
 		"$@" && return 0
-		kill -0 "$pid" 2>/dev/null || die "the $what stopped; see above or in $DATA"
+		if ! kill -0 "$pid" 2>/dev/null; then
+			[[ -n ${WAIT_LOG:-} ]] && die "the $what stopped; the end of $WAIT_LOG:
+$(tail -n 3 "$WAIT_LOG")"
+			die "the $what stopped; see above or in $DATA"
+		fi
 		sleep 0.1
 	done
 	die "the $what was not ready within 60 s"
@@ -167,11 +182,11 @@ sink_pid=$!
 sink_up() { curl -fsS -o /dev/null --max-time 2 --cacert "$DATA/sink-cert.pem" "https://$SINK_LISTEN/" 2>/dev/null; }
 wait_for "webhook sink" "$sink_pid" sink_up
 
-"${guard[@]}" "$RELAY" serve --db "$DB" --listen "$LISTEN" --shutdown-timeout 5s \
+"${guard[@]}" "$RELAY" serve --db "$DB" --listen "$LISTEN" --metrics-listen "$METRICS_LISTEN" --shutdown-timeout 5s \
 	--webhook-ca "$DATA/sink-cert.pem" --webhook-allow-private >>"$DATA/relay.log" 2>&1 &
 relay_pid=$!
-relay_up() { curl -fsS -o /dev/null --max-time 2 "http://$LISTEN/readyz" 2>/dev/null; }
-wait_for "relay (log: $DATA/relay.log)" "$relay_pid" relay_up
+relay_up() { curl -fsS -o /dev/null --max-time 2 "$RELAY_URL/readyz" 2>/dev/null; }
+WAIT_LOG="$DATA/relay.log" wait_for "relay (log: $DATA/relay.log)" "$relay_pid" relay_up
 
 "$RELAY" org set-alert-webhook --db "$DB" --org "$ORG" --url "$ALERTS_URL" >/dev/null
 
@@ -253,21 +268,22 @@ cat <<MSG
     ${ids[1]}  IG-500 "Packaging line"
     ${ids[2]}  IG-100 "Gatehouse"       (agent pid ${agent_pids[2]}: kill it and a device_offline alert reaches the sink in about 35 s)
   Webhook sink on https://$SINK_LISTEN/ prints each webhook below ("sink | ...")
+$(case $METRICS_LISTEN in none) echo "  Relay metrics: off (METRICS_LISTEN=none)" ;; api) echo "  Relay metrics: $RELAY_URL/metrics" ;; *) echo "  Relay metrics: http://$METRICS_LISTEN/metrics" ;; esac)
   Logs: $DATA/relay.log, $DATA/agent-N.log. Data: $DATA (kept; delete it to start over)
 
   API key: $KEY
 
   Paste into another terminal:
-    KEY=$KEY API=$API D=${ids[0]}
-    curl -s -H "Authorization: Bearer \$KEY" \$API/devices
-    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D
-    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/serial
-    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/serial/telemetry
-    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/points
-    curl -s -H "Authorization: Bearer \$KEY" "\$API/devices/\$D/points/rs485-1.boiler_temp/samples?step=1m"
-    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/metrics
-    curl -s -H "Authorization: Bearer \$KEY" \$API/devices/\$D/events
-    curl -s -H "Authorization: Bearer \$KEY" \$API/alerts
+    KEY=$KEY RELAY=$RELAY_URL DEVICE_ID=${ids[0]}
+    curl -s -H "Authorization: Bearer \$KEY" "\$RELAY/api/v1/public/devices"
+    curl -s -H "Authorization: Bearer \$KEY" "\$RELAY/api/v1/public/devices/\$DEVICE_ID"
+    curl -s -H "Authorization: Bearer \$KEY" "\$RELAY/api/v1/public/devices/\$DEVICE_ID/serial"
+    curl -s -H "Authorization: Bearer \$KEY" "\$RELAY/api/v1/public/devices/\$DEVICE_ID/serial/telemetry"
+    curl -s -H "Authorization: Bearer \$KEY" "\$RELAY/api/v1/public/devices/\$DEVICE_ID/points"
+    curl -s -H "Authorization: Bearer \$KEY" "\$RELAY/api/v1/public/devices/\$DEVICE_ID/points/rs485-1.boiler_temp/samples?step=1m"
+    curl -s -H "Authorization: Bearer \$KEY" "\$RELAY/api/v1/public/devices/\$DEVICE_ID/metrics"
+    curl -s -H "Authorization: Bearer \$KEY" "\$RELAY/api/v1/public/devices/\$DEVICE_ID/events"
+    curl -s -H "Authorization: Bearer \$KEY" "\$RELAY/api/v1/public/alerts"
 
   Ctrl-C stops everything.
 

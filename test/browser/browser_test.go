@@ -199,6 +199,9 @@ func startDemo(t *testing.T, top, bin, data, listen, sink string) *demo {
 	cmd := exec.Command("bash", filepath.Join(top, "deploy", "demo", "run.sh"))
 	cmd.Dir = top
 	cmd.Env = append(os.Environ(), "BIN="+bin, "DATA="+data, "LISTEN="+listen, "SINK_LISTEN="+sink, fmt.Sprintf("WATCH_PID=%d", os.Getpid()))
+	// [small] the relay's metrics on an address of the test's own: make
+	// run stops when METRICS_LISTEN (127.0.0.1:9464) is taken.
+	cmd.Env = append(cmd.Env, "METRICS_LISTEN="+testnet.FreeAddr(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = d, d
 	if err := cmd.Start(); err != nil {

@@ -1071,6 +1071,83 @@ step("the fleet page fits 390 px and 1366 px without scrolling sideways", async 
 
 // [small] the smaller items
 
+step("[small] no console error on any page, signed out or in: the icon is served, titles read \"<Page> · Fleet\"", async () => {
+  const ctx = await browserContext();
+  try {
+    const p = ctx.pages()[0] || (await ctx.newPage());
+    const errors = [];
+    p.on("console", (m) => { if (m.type() === "error") errors.push(`${p.url()}: ${m.text()}`); });
+    p.on("response", (r) => { if (r.status() >= 400) errors.push(`${p.url()}: ${r.status()} ${r.url()}`); });
+    const titles = [];
+    const visit = async (path) => {
+      await p.goto(BASE + path);
+      await p.waitForLoadState("load");
+      await p.waitForTimeout(300); // the icon is fetched after load
+      titles.push([path, await p.title()]);
+    };
+    await visit("/panel/login");
+    await signIn(p, OWNER);
+    for (const path of ["/panel/", `/panel/devices/${DEVICE}`, "/panel/alerts", "/panel/settings/api-keys", "/panel/settings/webhooks", "/panel/settings/members"]) {
+      await visit(path);
+    }
+    assert(errors.length === 0, `console errors: ${errors.join("; ")}`);
+    for (const [path, t] of titles) {
+      const parts = t.split(" · ");
+      assert(parts[parts.length - 1] === "Fleet" && new Set(parts).size === parts.length, `${path}: title "${t}"`);
+    }
+    assert(titles.find(([path]) => path === "/panel/")[1] === "Fleet", "the fleet page's title");
+    const icon = await p.request.get(BASE + "/favicon.ico");
+    assert(icon.status() === 200 && icon.headers()["content-type"] === "image/x-icon", `/favicon.ico: ${icon.status()} ${icon.headers()["content-type"]}`);
+  } finally {
+    await ctx.close();
+  }
+});
+
+step("[small] the only OWNER is offered neither Change role nor Disable on their own row, and is told why", async () => {
+  const ctx = await browserContext();
+  try {
+    const p = ctx.pages()[0] || (await ctx.newPage());
+    await signIn(p, OWNER);
+    await p.goto(BASE + "/panel/settings/members");
+    const row = p.locator("tr[data-member-id]").filter({ hasText: OWNER.email });
+    assert((await row.count()) === 1, `${await row.count()} rows of ${OWNER.email}`);
+    // The demo's organization has one OWNER: nobody is offered its role.
+    const owners = await p.locator("tr[data-member-id] select option[selected]").filter({ hasText: /^OWNER$/ }).count();
+    assert(owners === 0, `${owners} other OWNER rows offer a role change: the demo has one OWNER`);
+    assert((await row.getByRole("button", { name: "Change role" }).count()) === 0, "the only OWNER is offered Change role");
+    assert((await row.getByRole("button", { name: "Disable" }).count()) === 0, "the only OWNER is offered Disable");
+    await row.getByText("The only active OWNER").waitFor();
+    const other = p.locator("tr[data-member-id]").filter({ hasText: VIEWER.email });
+    assert((await other.getByRole("button", { name: "Change role" }).count()) === 1, "the VIEWER's row lacks Change role");
+  } finally {
+    await ctx.close();
+  }
+});
+
+step("[small] API key ids stay on one line at 1366 and 390 px", async () => {
+  const ctx = await browserContext();
+  try {
+    const p = ctx.pages()[0] || (await ctx.newPage());
+    await signIn(p, OWNER);
+    await p.goto(BASE + "/panel/settings/api-keys");
+    const ids = p.locator("table.keys code.id");
+    const n = await ids.count();
+    assert(n >= 1, "no key ids listed");
+    for (const width of [1366, 390]) {
+      await p.setViewportSize({ width, height: 800 });
+      for (let i = 0; i < n; i++) {
+        const id = ids.nth(i);
+        const [box, line, text] = await Promise.all([id.boundingBox(), id.evaluate((el) => parseFloat(getComputedStyle(el).lineHeight) || parseFloat(getComputedStyle(el).fontSize) * 1.5), id.innerText()]);
+        // One line plus a horizontal scroll bar at most.
+        assert(box.height < line * 1.9, `at ${width} px key id ${text} is ${box.height} px high (a line is ${line} px)`);
+        assert(/^\S+$/.test(text), `key id "${text}" is not whole`);
+      }
+    }
+  } finally {
+    await ctx.close();
+  }
+});
+
 let passed = 0, failed = 0;
 for (const [i, s] of steps.entries()) {
   try {

@@ -57,6 +57,13 @@ func (p PanelStore) RecentDeliveries(ctx context.Context, orgID string, limit in
 	return cloud.SummarizeDeliveries(ds), nil
 }
 
+// DeliveryLog reads a page of the organization's delivery log
+// (DeliveryLog on the reader).
+func (p PanelStore) DeliveryLog(ctx context.Context, orgID string, f cloud.DeliveryFilter) (cloud.DeliveryLogPage, error) {
+	page, err := DeliveryLog(ctx, p.R, orgID, f)
+	return page, p.Wrap("delivery log", err)
+}
+
 // StatusCounts counts the organization's devices by status.
 func (p PanelStore) StatusCounts(ctx context.Context, orgID string) (map[resource.DeviceStatus]int, error) {
 	counts, err := Collect(ctx, p.R, ScanStatusCount, `SELECT status, COUNT(*) FROM devices WHERE org_id = ? GROUP BY status`, orgID)

@@ -90,7 +90,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := cloud.ErrorCode(err)
 	status := statusOf(code)
 	msg := cloud.ErrorMessage(err)
-	info := infoFrom(r)
+	info := infoFrom(w)
 	if status == http.StatusInternalServerError {
 		code = cloud.EINTERNAL
 		msg = "internal error"

@@ -60,7 +60,7 @@ func nonNil[T any](l []T) []T {
 // by appendList and kept in the cache.
 func cachedList[F comparable, L any](s *Server, w http.ResponseWriter, r *http.Request, org string, pages *pageCache[F], f F,
 	list func(ctx context.Context, orgID string, f F) (L, error), appendList func([]byte, *L) ([]byte, error)) error {
-	ver, cached := s.dataVersion(r)
+	ver, cached := s.dataVersion(w, r)
 	if cached {
 		if body := pages.get(ver, org, f); body != nil {
 			writeBody(w, r, body, "no-store")
@@ -83,8 +83,8 @@ func cachedList[F comparable, L any](s *Server, w http.ResponseWriter, r *http.R
 // dataVersion returns the request's data version (requestVersion: the one
 // its key was checked at); ok is false when pages cannot be cached (no
 // Config.Versioner, or it failed).
-func (s *Server) dataVersion(r *http.Request) (v uint64, ok bool) {
-	info := infoFrom(r)
+func (s *Server) dataVersion(w http.ResponseWriter, r *http.Request) (v uint64, ok bool) {
+	info := infoFrom(w)
 	if info == nil {
 		var once requestVersion
 		return once.get(r.Context(), s.cfg.Versioner)

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -36,7 +35,8 @@ const (
 )
 
 // reqInfo is what the middleware learns about one request; handlers and the
-// access log read it through the request context.
+// access log reach it through the request's ResponseWriter (record), which
+// costs no context value and no copy of the request.
 type reqInfo struct {
 	id        string
 	key       *cloud.APIKey
@@ -49,11 +49,13 @@ type reqInfo struct {
 	version   requestVersion
 }
 
-type ctxKey struct{}
-
-func infoFrom(r *http.Request) *reqInfo {
-	v, _ := r.Context().Value(ctxKey{}).(*reqInfo)
-	return v
+// infoFrom returns the request's reqInfo from its ResponseWriter, or nil
+// when w is not the server's (a handler called outside ServeHTTP).
+func infoFrom(w http.ResponseWriter) *reqInfo {
+	if rec, ok := w.(*record); ok {
+		return &rec.info
+	}
+	return nil
 }
 
 func requestID(info *reqInfo) string {
@@ -123,9 +125,8 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 			rec.info.id = s.nextRequestID()
 		}
 		w.Header().Set(hdrRequestID, rec.info.id)
-		ctx := context.WithValue(r.Context(), ctxKey{}, &rec.info)
-		r = r.WithContext(ctx)
 		next.ServeHTTP(rec, r)
+		ctx := r.Context()
 		status := rec.info.status
 		if !rec.info.wrote {
 			status = http.StatusOK
@@ -175,7 +176,7 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			info := infoFrom(r)
+			info := infoFrom(w)
 			s.log.LogAttrs(r.Context(), slog.LevelError, "panic",
 				slog.String("request_id", requestID(info)),
 				slog.String("path", safePath(r.URL.Path)),
@@ -233,7 +234,7 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		info := infoFrom(r)
+		info := infoFrom(w)
 		addrBucket := "a:" + info.clientAddr(r)
 		authz := r.Header.Get("Authorization")
 		known := s.knownKey(authz)
@@ -368,7 +369,7 @@ type keyHandler func(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) 
 // 403 insufficient_scope naming the scope when the key lacks it.
 func (s *Server) scoped(scope string, h keyHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		info := infoFrom(r)
+		info := infoFrom(w)
 		if info == nil || info.key == nil {
 			var err error = cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
 			if info != nil && info.authErr != nil {

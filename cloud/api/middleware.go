@@ -237,7 +237,7 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 		info := infoFrom(w)
 		addrBucket := "a:" + info.clientAddr(r)
 		authz := r.Header.Get("Authorization")
-		known := s.knownKey(authz)
+		sum, known := s.knownKey(authz)
 		limited := false
 		if !known {
 			limited = s.limiter.OnLimit(w, r, addrBucket)
@@ -248,6 +248,9 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			info.authErr = cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
 		} else {
 			s.authenticate(r, info)
+			if info.key != nil && !known {
+				s.rememberKey(sum)
+			}
 			switch {
 			case info.key != nil:
 				limited = s.limiter.OnLimit(w, r, "k:"+info.key.ID)
@@ -322,33 +325,27 @@ func (s *Server) authenticate(r *http.Request, info *reqInfo) {
 		return
 	}
 	info.key = key
-	s.rememberKey(h)
 }
 
 // maxKnownKeys bounds the set of Authorization values that verified.
 const maxKnownKeys = 10_000
 
 // knownKey reports whether this Authorization header value has verified
-// before (by a SHA-256 sum; the key itself is not kept).
-func (s *Server) knownKey(header string) bool {
+// before, by its SHA-256 sum (the key itself is not kept), and returns the
+// sum for rememberKey.
+func (s *Server) knownKey(header string) (sum [32]byte, known bool) {
 	if header == "" {
-		return false
+		return sum, false
 	}
-	sum := sha256.Sum256([]byte(header))
+	sum = sha256.Sum256([]byte(header))
 	s.knownMu.RLock()
-	_, ok := s.known[sum]
+	_, known = s.known[sum]
 	s.knownMu.RUnlock()
-	return ok
+	return sum, known
 }
 
-func (s *Server) rememberKey(header string) {
-	sum := sha256.Sum256([]byte(header))
-	s.knownMu.RLock()
-	_, ok := s.known[sum]
-	s.knownMu.RUnlock()
-	if ok {
-		return
-	}
+// rememberKey adds the sum of an Authorization header value that verified.
+func (s *Server) rememberKey(sum [32]byte) {
 	s.knownMu.Lock()
 	if len(s.known) >= maxKnownKeys {
 		for k := range s.known { // random eviction

@@ -116,9 +116,12 @@ type Server struct {
 	bufs    sync.Pool
 	pages   listPages
 
-	// precomputed header values
-	limitStr  string
-	policyStr string
+	// precomputed header values; the []string ones go into header maps as
+	// they are (net/http only reads them, and copies on Clone)
+	limitStr   string
+	policy     []string // RateLimit-Policy
+	hdrJSON    []string // Content-Type: application/json
+	hdrNoStore []string // Cache-Control: no-store
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -151,7 +154,9 @@ func NewServer(cfg Config) *Server {
 	}
 	s.limiter = httprate.NewRateLimiter(s.limit, s.window, opts...)
 	s.limitStr = itoa(s.limit)
-	s.policyStr = `"default";q=` + s.limitStr + `;w=` + itoa(int(s.window/time.Second))
+	s.policy = []string{`"default";q=` + s.limitStr + `;w=` + itoa(int(s.window/time.Second))}
+	s.hdrJSON = []string{contentJSON}
+	s.hdrNoStore = []string{"no-store"}
 	s.routes()
 	return s
 }

@@ -178,6 +178,17 @@ func writeBody(w http.ResponseWriter, r *http.Request, body []byte, cacheControl
 	writeBodyAs(w, r, contentJSON, body, cacheControl)
 }
 
+// writePage sends a cached page as writeBody does (JSON, no-store), its
+// header values shared, built once: no allocation for the header.
+func (s *Server) writePage(w http.ResponseWriter, r *http.Request, p page) {
+	h := w.Header()
+	h["Content-Type"] = s.hdrJSON
+	h["Content-Length"] = p.length
+	h["Cache-Control"] = s.hdrNoStore
+	w.WriteHeader(http.StatusOK)
+	_ = onewrite.Write(w, r, p.body)
+}
+
 // writeBodyAs is writeBody with the body's Content-Type.
 func writeBodyAs(w http.ResponseWriter, r *http.Request, contentType string, body []byte, cacheControl string) {
 	h := w.Header()

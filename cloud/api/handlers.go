@@ -62,8 +62,8 @@ func cachedList[F comparable, L any](s *Server, w http.ResponseWriter, r *http.R
 	list func(ctx context.Context, orgID string, f F) (L, error), appendList func([]byte, *L) ([]byte, error)) error {
 	ver, cached := s.dataVersion(w, r)
 	if cached {
-		if body := pages.get(ver, org, f); body != nil {
-			writeBody(w, r, body, "no-store")
+		if p := pages.get(ver, org, f); p.body != nil {
+			s.writePage(w, r, p)
 			return nil
 		}
 	}

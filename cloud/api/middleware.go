@@ -39,6 +39,7 @@ const (
 // costs no context value and no copy of the request.
 type reqInfo struct {
 	id        string
+	idHeader  [1]string // X-Request-Id's value: the header map holds a slice of it
 	key       *cloud.APIKey
 	authErr   error
 	needScope string
@@ -124,7 +125,8 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 		} else {
 			rec.info.id = s.nextRequestID()
 		}
-		w.Header().Set(hdrRequestID, rec.info.id)
+		rec.info.idHeader[0] = rec.info.id
+		w.Header()[hdrRequestID] = rec.info.idHeader[:]
 		next.ServeHTTP(rec, r)
 		ctx := r.Context()
 		status := rec.info.status
@@ -278,7 +280,7 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 				h[n[1]] = v
 			}
 		}
-		h["RateLimit-Policy"] = []string{s.policyStr}
+		h["RateLimit-Policy"] = s.policy
 		h["RateLimit"] = []string{`"default";r=` + remaining + `;t=` + strconv.FormatInt(secs, 10)}
 		if limited {
 			// The limiter's window slides: the budget comes back

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strconv"
 	"sync"
 
 	"github.com/fleet/fleet/cloud"
@@ -21,8 +22,15 @@ const (
 type pageCache[F comparable] struct {
 	mu      sync.Mutex
 	version uint64
-	pages   map[pageKey[F]][]byte
+	pages   map[pageKey[F]]page
 	bytes   int
+}
+
+// page is a stored 200 body with its Content-Length header value, built
+// once with it (the header map takes the slice as it is).
+type page struct {
+	body   []byte
+	length []string
 }
 
 type pageKey[F comparable] struct {
@@ -30,15 +38,16 @@ type pageKey[F comparable] struct {
 	filter F
 }
 
-// get returns the body stored for org and f at version, or nil.
-func (c *pageCache[F]) get(version uint64, org string, f F) []byte {
+// get returns the page stored for org and f at version; its body is nil
+// when there is none.
+func (c *pageCache[F]) get(version uint64, org string, f F) page {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if version != c.version {
 		if version > c.version {
 			c.reset(version)
 		}
-		return nil
+		return page{}
 	}
 	return c.pages[pageKey[F]{org, f}]
 }
@@ -61,15 +70,15 @@ func (c *pageCache[F]) put(version uint64, org string, f F, body []byte) {
 	copy(b, body)
 	k := pageKey[F]{org, f}
 	if old, ok := c.pages[k]; ok {
-		c.bytes -= len(old)
+		c.bytes -= len(old.body)
 	}
-	c.pages[k] = b
+	c.pages[k] = page{body: b, length: []string{strconv.Itoa(len(b))}}
 	c.bytes += len(b)
 }
 
 func (c *pageCache[F]) reset(version uint64) {
 	c.version = version
-	c.pages = make(map[pageKey[F]][]byte)
+	c.pages = make(map[pageKey[F]]page)
 	c.bytes = 0
 }
 

@@ -102,7 +102,6 @@ type Server struct {
 	window  time.Duration
 	limiter *httprate.RateLimiter
 	mux     *chi.Mux
-	api     *chi.Mux
 
 	reqPrefix string
 	reqSeq    atomic.Uint64
@@ -166,11 +165,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *Server) routes() {
-	api := chi.NewRouter()
-	api.NotFound(s.notFound)
-	api.MethodNotAllowed(s.methodNotAllowed)
+// apiRoutes registers the API's routes under Prefix on the server's one chi
+// tree: no Mount, so a request is routed by one tree lookup (a mounted
+// sub-router costs a second lookup and a wildcard path value per request).
+type apiRoutes struct{ mux *chi.Mux }
 
+func (a apiRoutes) Get(pattern string, h http.HandlerFunc)    { a.mux.Get(Prefix+pattern, h) }
+func (a apiRoutes) Post(pattern string, h http.HandlerFunc)   { a.mux.Post(Prefix+pattern, h) }
+func (a apiRoutes) Put(pattern string, h http.HandlerFunc)    { a.mux.Put(Prefix+pattern, h) }
+func (a apiRoutes) Patch(pattern string, h http.HandlerFunc)  { a.mux.Patch(Prefix+pattern, h) }
+func (a apiRoutes) Delete(pattern string, h http.HandlerFunc) { a.mux.Delete(Prefix+pattern, h) }
+
+func (s *Server) routes() {
+	root := chi.NewRouter()
+	root.Use(s.recordRequest, s.recoverPanic, s.rateLimit)
+	root.NotFound(s.notFound)
+	root.MethodNotAllowed(s.methodNotAllowed)
+	root.Get("/healthz", s.healthz)
+	root.Get("/readyz", s.readyz)
+
+	api := apiRoutes{root}
 	api.Get("/openapi.json", s.openAPI)
 
 	api.Get("/devices", s.scoped(cloud.ScopeDevicesRead, s.listDevices))
@@ -204,15 +218,6 @@ func (s *Server) routes() {
 	if s.cfg.Rollouts != nil {
 		s.rolloutRoutes(api)
 	}
-	s.api = api
-
-	root := chi.NewRouter()
-	root.Use(s.recordRequest, s.recoverPanic, s.rateLimit)
-	root.NotFound(s.notFound)
-	root.MethodNotAllowed(s.methodNotAllowed)
-	root.Get("/healthz", s.healthz)
-	root.Get("/readyz", s.readyz)
-	root.Mount(Prefix, api)
 	s.mux = root
 }
 

@@ -114,6 +114,7 @@ type Server struct {
 	known   map[[32]byte]struct{}
 	bufs    sync.Pool
 	pages   listPages
+	queries listQueries
 
 	// precomputed header values; the []string ones go into header maps as
 	// they are (net/http only reads them, and copies on Clone)

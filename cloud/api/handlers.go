@@ -93,29 +93,35 @@ func (s *Server) dataVersion(w http.ResponseWriter, r *http.Request) (v uint64, 
 }
 
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	p := params{r: r}
-	p.query("limit", "cursor", "status", "tag"+repeatable)
-	var f cloud.DeviceFilter
-	f.Page = p.page(devicesDefault, devicesMax)
-	f.Status = p.status()
-	f.Tags = p.tags()
-	if p.err != nil {
-		return p.err
+	f, ok := s.queries.devices.get(r.URL.RawQuery)
+	if !ok {
+		p := params{r: r}
+		p.query("limit", "cursor", "status", "tag"+repeatable)
+		f.Page = p.page(devicesDefault, devicesMax)
+		f.Status = p.status()
+		f.Tags = p.tags()
+		if p.err != nil {
+			return p.err
+		}
+		s.queries.devices.put(r.URL.RawQuery, f)
 	}
 	return cachedList(s, w, r, key.OrgID, &s.pages.devices, f, s.cfg.Devices.ListDevices,
 		func(b []byte, l *resource.List[resource.Device]) ([]byte, error) { return appendDeviceList(b, l), nil })
 }
 
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	p := params{r: r}
-	p.query("state", "severity", "deviceId", "limit", "cursor")
-	var f cloud.AlertFilter
-	f.Page = p.page(alertsDefault, alertsMax)
-	f.State = p.state()
-	f.Severity = p.severity()
-	f.DeviceID = p.deviceID()
-	if p.err != nil {
-		return p.err
+	f, ok := s.queries.alerts.get(r.URL.RawQuery)
+	if !ok {
+		p := params{r: r}
+		p.query("state", "severity", "deviceId", "limit", "cursor")
+		f.Page = p.page(alertsDefault, alertsMax)
+		f.State = p.state()
+		f.Severity = p.severity()
+		f.DeviceID = p.deviceID()
+		if p.err != nil {
+			return p.err
+		}
+		s.queries.alerts.put(r.URL.RawQuery, f)
 	}
 	return cachedList(s, w, r, key.OrgID, &s.pages.alerts, f, s.cfg.Alerts.ListAlerts,
 		func(b []byte, l *resource.List[resource.Alert]) ([]byte, error) {

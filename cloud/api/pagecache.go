@@ -2,6 +2,7 @@ package api
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/fleet/fleet/cloud"
@@ -86,4 +87,49 @@ func (c *pageCache[F]) reset(version uint64) {
 type listPages struct {
 	devices pageCache[cloud.DeviceFilter]
 	alerts  pageCache[cloud.AlertFilter]
+}
+
+// Bounds of a query cache: queries longer than maxCachedQuery bytes are
+// parsed every time; past queryCacheEntries, the cache starts over empty.
+const (
+	queryCacheEntries = 1024
+	maxCachedQuery    = 256
+)
+
+// queryCache remembers the filter a hot list endpoint parsed from a raw
+// query string: clients ask the same few queries again and again, and a map
+// lookup replaces url.ParseQuery, the checks of each parameter and their
+// allocations. Only queries that parsed without a problem are kept (a
+// problem is answered by parsing again, with its message), and the filter
+// depends on nothing but the query, so a hit answers what a parse would.
+type queryCache[F any] struct {
+	mu sync.RWMutex
+	m  map[string]F
+}
+
+// get returns the filter parsed from raw before, if any.
+func (c *queryCache[F]) get(raw string) (F, bool) {
+	c.mu.RLock()
+	f, ok := c.m[raw]
+	c.mu.RUnlock()
+	return f, ok
+}
+
+// put keeps f, parsed without a problem from raw.
+func (c *queryCache[F]) put(raw string, f F) {
+	if len(raw) > maxCachedQuery {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= queryCacheEntries {
+		c.m = make(map[string]F)
+	}
+	c.m[strings.Clone(raw)] = f
+}
+
+// listQueries are the two query caches of the server.
+type listQueries struct {
+	devices queryCache[cloud.DeviceFilter]
+	alerts  queryCache[cloud.AlertFilter]
 }

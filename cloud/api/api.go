@@ -111,7 +111,7 @@ type Server struct {
 	routeLabels routeLabels // the route label of each chi pattern list
 
 	knownMu sync.RWMutex
-	known   map[[32]byte]struct{}
+	known   map[[32]byte]string // the sums of Authorization values that verified: their key's rate-limit bucket
 	bufs    sync.Pool
 	pages   listPages
 	queries listQueries
@@ -128,7 +128,7 @@ var _ http.Handler = (*Server)(nil)
 
 // NewServer returns the API server for cfg.
 func NewServer(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, limit: cfg.RateLimit, window: time.Minute, known: make(map[[32]byte]struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, limit: cfg.RateLimit, window: time.Minute, known: make(map[[32]byte]string)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -133,8 +133,9 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 		if !rec.info.wrote {
 			status = http.StatusOK
 		}
+		took := time.Since(start) // one clock read for the metrics and the log
 		if s.cfg.Requests != nil {
-			s.cfg.Requests.ObserveRequest(s.routeLabels.of(chi.RouteContext(ctx)), r.Method, status, time.Since(start))
+			s.cfg.Requests.ObserveRequest(s.routeLabels.of(chi.RouteContext(ctx)), r.Method, status, took)
 		}
 		if !s.access.Enabled(ctx, slog.LevelInfo) {
 			return
@@ -158,7 +159,7 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 			slog.String("method", r.Method),
 			slog.String("path", safePath(r.URL.Path)),
 			slog.Int("status", status),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.Float64("duration_ms", float64(took.Microseconds())/1000),
 			slog.Int64("bytes", rec.info.bytes),
 			slog.String("key_id", keyID),
 			slog.String("remote", rec.info.clientAddr(r)),
@@ -237,12 +238,11 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			return
 		}
 		info := infoFrom(w)
-		addrBucket := "a:" + info.clientAddr(r)
 		authz := r.Header.Get("Authorization")
-		sum, known := s.knownKey(authz)
+		sum, keyBucket, known := s.knownKey(authz)
 		limited := false
 		if !known {
-			limited = s.limiter.OnLimit(w, r, addrBucket)
+			limited = s.limiter.OnLimit(w, r, addrBucket(info, r))
 		}
 		if limited {
 			// This address has used up its budget of unauthenticated
@@ -250,14 +250,15 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			info.authErr = cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
 		} else {
 			s.authenticate(r, info)
-			if info.key != nil && !known {
-				s.rememberKey(sum)
+			if info.key != nil && (!known || keyBucket[len("k:"):] != info.key.ID) {
+				keyBucket = "k:" + info.key.ID
+				s.rememberKey(sum, keyBucket)
 			}
 			switch {
 			case info.key != nil:
-				limited = s.limiter.OnLimit(w, r, "k:"+info.key.ID)
+				limited = s.limiter.OnLimit(w, r, keyBucket)
 			case known: // verified before, refused now (revoked, expired)
-				limited = s.limiter.OnLimit(w, r, addrBucket)
+				limited = s.limiter.OnLimit(w, r, addrBucket(info, r))
 			}
 		}
 		h := w.Header()
@@ -329,25 +330,30 @@ func (s *Server) authenticate(r *http.Request, info *reqInfo) {
 	info.key = key
 }
 
+// addrBucket is the rate-limit bucket of the request's client address.
+func addrBucket(info *reqInfo, r *http.Request) string { return "a:" + info.clientAddr(r) }
+
 // maxKnownKeys bounds the set of Authorization values that verified.
 const maxKnownKeys = 10_000
 
 // knownKey reports whether this Authorization header value has verified
-// before, by its SHA-256 sum (the key itself is not kept), and returns the
-// sum for rememberKey.
-func (s *Server) knownKey(header string) (sum [32]byte, known bool) {
+// before, by its SHA-256 sum (the key itself is not kept), with the
+// rate-limit bucket of its key ("k:" and the key id, built once), and
+// returns the sum for rememberKey.
+func (s *Server) knownKey(header string) (sum [32]byte, bucket string, known bool) {
 	if header == "" {
-		return sum, false
+		return sum, "", false
 	}
 	sum = sha256.Sum256([]byte(header))
 	s.knownMu.RLock()
-	_, known = s.known[sum]
+	bucket, known = s.known[sum]
 	s.knownMu.RUnlock()
-	return sum, known
+	return sum, bucket, known
 }
 
-// rememberKey adds the sum of an Authorization header value that verified.
-func (s *Server) rememberKey(sum [32]byte) {
+// rememberKey adds the sum of an Authorization header value that verified,
+// with its key's rate-limit bucket.
+func (s *Server) rememberKey(sum [32]byte, bucket string) {
 	s.knownMu.Lock()
 	if len(s.known) >= maxKnownKeys {
 		for k := range s.known { // random eviction
@@ -355,7 +361,7 @@ func (s *Server) rememberKey(sum [32]byte) {
 			break
 		}
 	}
-	s.known[sum] = struct{}{}
+	s.known[sum] = bucket
 	s.knownMu.Unlock()
 }
 

@@ -2,7 +2,10 @@
 // a real loopback listener over a real SQLite file, driven by concurrent
 // HTTP clients with an API key. It reports requests per second and latency
 // percentiles for GET /devices and GET /alerts, and the cost of a brand-new
-// key's first request (bcrypt) against its steady state.
+// key's first request (bcrypt) against its steady state, and GET
+// /devices?limit=25 against a bare net/http server answering the same bytes
+// and headers, alternated in one run (the API's distance from the
+// net/http ceiling).
 package apibench
 
 import (
@@ -50,7 +53,15 @@ type Config struct {
 	// heartbeats and status changes do): every commit invalidates the
 	// server's page and key caches, so this run measures the store path.
 	Writes int
-	Log    *slog.Logger // progress; nil discards
+	// Alternations, when above 0, adds the ceiling comparison: GET
+	// /devices?limit=25 from the relay's API, then from a bare net/http
+	// server answering the bytes and headers the API answered, each for
+	// Duration, this many times in turn (Report.Ceiling).
+	Alternations int
+	// CeilingOnly skips the other measurements (the endpoints, the new
+	// key) and runs only the ceiling comparison.
+	CeilingOnly bool
+	Log         *slog.Logger // progress; nil discards
 }
 
 // Result is one endpoint's measurement.
@@ -81,6 +92,8 @@ type Report struct {
 	// LoadAvg is /proc/loadavg's first three fields after the run ("" where
 	// unavailable): the figures mean little on a machine busy with others.
 	LoadAvg string
+	// Ceiling is the comparison with a bare net/http server (Config.Alternations).
+	Ceiling Ceiling
 }
 
 // Run seeds a database, starts the API on loopback and measures.
@@ -90,6 +103,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Log = logger
 	dir, cleanup, err := benchstore.WorkDir(cfg.Dir, "fleet-apibench-")
 	if err != nil {
 		return rep, err
@@ -130,8 +144,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
-		ConnContext: api.ConnContext}
+	newServer := func(h http.Handler) *http.Server {
+		return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	}
+	hs := newServer(srv)
+	hs.ConnContext = api.ConnContext
 	go hs.Serve(api.Listener(ln))
 	defer hs.Close()
 	base := "http://" + ln.Addr().String() + api.Prefix
@@ -149,6 +166,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if err := check(client, base+"/alerts", key, min(25, cfg.Alerts)); err != nil {
 			return rep, err
 		}
+	}
+
+	if cfg.Alternations > 0 {
+		if rep.Ceiling, err = runCeiling(ctx, cfg, ln.Addr().String(), path+"/devices?limit=25", key, newServer); err != nil {
+			return rep, fmt.Errorf("ceiling: %w", err)
+		}
+	}
+	if cfg.CeilingOnly {
+		rep.LoadAvg = loadAvg()
+		return rep, nil
 	}
 
 	// First request of a brand-new key, then its steady state.
@@ -213,12 +240,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		r.Commits = int(commits.Load())
 		rep.Results = append(rep.Results, r)
 	}
+	rep.LoadAvg = loadAvg()
+	return rep, nil
+}
+
+// loadAvg is /proc/loadavg's first three fields, or "".
+func loadAvg() string {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) >= 3 {
-			rep.LoadAvg = strings.Join(f[:3], " ")
+			return strings.Join(f[:3], " ")
 		}
 	}
-	return rep, nil
+	return ""
 }
 
 // writer changes a device's status perSec times a second until ctx ends,
@@ -532,7 +565,10 @@ func Print(w io.Writer, cfg Config, rep Report) {
 				"", float64(r.CPU)/float64(time.Microsecond), float64(runtime.NumCPU())*float64(time.Second)/float64(r.CPU), runtime.NumCPU())
 		}
 	}
-	fmt.Fprintf(w, "  new key: first request %.1f ms (bcrypt, once per key), steady state %.2f ms (no bcrypt)\n", ms(rep.FirstRequest), ms(rep.Steady))
+	if rep.FirstRequest > 0 {
+		fmt.Fprintf(w, "  new key: first request %.1f ms (bcrypt, once per key), steady state %.2f ms (no bcrypt)\n", ms(rep.FirstRequest), ms(rep.Steady))
+	}
+	printCeiling(w, rep.Ceiling)
 	if rep.LoadAvg != "" {
 		fmt.Fprintf(w, "  machine load average (1, 5, 15 min) after the run: %s on %d CPUs: other processes share these cores\n", rep.LoadAvg, runtime.NumCPU())
 	}

@@ -102,7 +102,6 @@ type Server struct {
 	window  time.Duration
 	limiter *httprate.RateLimiter
 	mux     *chi.Mux
-	api     *chi.Mux
 
 	reqPrefix string
 	reqSeq    atomic.Uint64
@@ -112,20 +111,24 @@ type Server struct {
 	routeLabels routeLabels // the route label of each chi pattern list
 
 	knownMu sync.RWMutex
-	known   map[[32]byte]struct{}
+	known   map[[32]byte]string // the sums of Authorization values that verified: their key's rate-limit bucket
 	bufs    sync.Pool
 	pages   listPages
+	queries listQueries
 
-	// precomputed header values
-	limitStr  string
-	policyStr string
+	// precomputed header values; the []string ones go into header maps as
+	// they are (net/http only reads them, and copies on Clone)
+	limitStr   string
+	policy     []string // RateLimit-Policy
+	hdrJSON    []string // Content-Type: application/json
+	hdrNoStore []string // Cache-Control: no-store
 }
 
 var _ http.Handler = (*Server)(nil)
 
 // NewServer returns the API server for cfg.
 func NewServer(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, limit: cfg.RateLimit, window: time.Minute, known: make(map[[32]byte]struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, limit: cfg.RateLimit, window: time.Minute, known: make(map[[32]byte]string)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -151,7 +154,9 @@ func NewServer(cfg Config) *Server {
 	}
 	s.limiter = httprate.NewRateLimiter(s.limit, s.window, opts...)
 	s.limitStr = itoa(s.limit)
-	s.policyStr = `"default";q=` + s.limitStr + `;w=` + itoa(int(s.window/time.Second))
+	s.policy = []string{`"default";q=` + s.limitStr + `;w=` + itoa(int(s.window/time.Second))}
+	s.hdrJSON = []string{contentJSON}
+	s.hdrNoStore = []string{"no-store"}
 	s.routes()
 	return s
 }
@@ -161,11 +166,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *Server) routes() {
-	api := chi.NewRouter()
-	api.NotFound(s.notFound)
-	api.MethodNotAllowed(s.methodNotAllowed)
+// apiRoutes registers the API's routes under Prefix on the server's one chi
+// tree: no Mount, so a request is routed by one tree lookup (a mounted
+// sub-router costs a second lookup and a wildcard path value per request).
+type apiRoutes struct{ mux *chi.Mux }
 
+func (a apiRoutes) Get(pattern string, h http.HandlerFunc)    { a.mux.Get(Prefix+pattern, h) }
+func (a apiRoutes) Post(pattern string, h http.HandlerFunc)   { a.mux.Post(Prefix+pattern, h) }
+func (a apiRoutes) Put(pattern string, h http.HandlerFunc)    { a.mux.Put(Prefix+pattern, h) }
+func (a apiRoutes) Patch(pattern string, h http.HandlerFunc)  { a.mux.Patch(Prefix+pattern, h) }
+func (a apiRoutes) Delete(pattern string, h http.HandlerFunc) { a.mux.Delete(Prefix+pattern, h) }
+
+func (s *Server) routes() {
+	root := chi.NewRouter()
+	root.Use(s.recordRequest, s.recoverPanic, s.rateLimit)
+	root.NotFound(s.notFound)
+	root.MethodNotAllowed(s.methodNotAllowed)
+	root.Get("/healthz", s.healthz)
+	root.Get("/readyz", s.readyz)
+
+	api := apiRoutes{root}
 	api.Get("/openapi.json", s.openAPI)
 
 	api.Get("/devices", s.scoped(cloud.ScopeDevicesRead, s.listDevices))
@@ -199,15 +219,6 @@ func (s *Server) routes() {
 	if s.cfg.Rollouts != nil {
 		s.rolloutRoutes(api)
 	}
-	s.api = api
-
-	root := chi.NewRouter()
-	root.Use(s.recordRequest, s.recoverPanic, s.rateLimit)
-	root.NotFound(s.notFound)
-	root.MethodNotAllowed(s.methodNotAllowed)
-	root.Get("/healthz", s.healthz)
-	root.Get("/readyz", s.readyz)
-	root.Mount(Prefix, api)
 	s.mux = root
 }
 

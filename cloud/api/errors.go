@@ -90,7 +90,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := cloud.ErrorCode(err)
 	status := statusOf(code)
 	msg := cloud.ErrorMessage(err)
-	info := infoFrom(r)
+	info := infoFrom(w)
 	if status == http.StatusInternalServerError {
 		code = cloud.EINTERNAL
 		msg = "internal error"
@@ -176,6 +176,17 @@ func (s *Server) writeAppendedAs(w http.ResponseWriter, r *http.Request, content
 // write to the socket where the relay's listener allows (onewrite).
 func writeBody(w http.ResponseWriter, r *http.Request, body []byte, cacheControl string) {
 	writeBodyAs(w, r, contentJSON, body, cacheControl)
+}
+
+// writePage sends a cached page as writeBody does (JSON, no-store), its
+// header values shared, built once: no allocation for the header.
+func (s *Server) writePage(w http.ResponseWriter, r *http.Request, p page) {
+	h := w.Header()
+	h["Content-Type"] = s.hdrJSON
+	h["Content-Length"] = p.length
+	h["Cache-Control"] = s.hdrNoStore
+	w.WriteHeader(http.StatusOK)
+	_ = onewrite.Write(w, r, p.body)
 }
 
 // writeBodyAs is writeBody with the body's Content-Type.

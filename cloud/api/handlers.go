@@ -60,10 +60,10 @@ func nonNil[T any](l []T) []T {
 // by appendList and kept in the cache.
 func cachedList[F comparable, L any](s *Server, w http.ResponseWriter, r *http.Request, org string, pages *pageCache[F], f F,
 	list func(ctx context.Context, orgID string, f F) (L, error), appendList func([]byte, *L) ([]byte, error)) error {
-	ver, cached := s.dataVersion(r)
+	ver, cached := s.dataVersion(w, r)
 	if cached {
-		if body := pages.get(ver, org, f); body != nil {
-			writeBody(w, r, body, "no-store")
+		if p := pages.get(ver, org, f); p.body != nil {
+			s.writePage(w, r, p)
 			return nil
 		}
 	}
@@ -83,8 +83,8 @@ func cachedList[F comparable, L any](s *Server, w http.ResponseWriter, r *http.R
 // dataVersion returns the request's data version (requestVersion: the one
 // its key was checked at); ok is false when pages cannot be cached (no
 // Config.Versioner, or it failed).
-func (s *Server) dataVersion(r *http.Request) (v uint64, ok bool) {
-	info := infoFrom(r)
+func (s *Server) dataVersion(w http.ResponseWriter, r *http.Request) (v uint64, ok bool) {
+	info := infoFrom(w)
 	if info == nil {
 		var once requestVersion
 		return once.get(r.Context(), s.cfg.Versioner)
@@ -93,29 +93,35 @@ func (s *Server) dataVersion(r *http.Request) (v uint64, ok bool) {
 }
 
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	p := params{r: r}
-	p.query("limit", "cursor", "status", "tag"+repeatable)
-	var f cloud.DeviceFilter
-	f.Page = p.page(devicesDefault, devicesMax)
-	f.Status = p.status()
-	f.Tags = p.tags()
-	if p.err != nil {
-		return p.err
+	f, ok := s.queries.devices.get(r.URL.RawQuery)
+	if !ok {
+		p := params{r: r}
+		p.query("limit", "cursor", "status", "tag"+repeatable)
+		f.Page = p.page(devicesDefault, devicesMax)
+		f.Status = p.status()
+		f.Tags = p.tags()
+		if p.err != nil {
+			return p.err
+		}
+		s.queries.devices.put(r.URL.RawQuery, f)
 	}
 	return cachedList(s, w, r, key.OrgID, &s.pages.devices, f, s.cfg.Devices.ListDevices,
 		func(b []byte, l *resource.List[resource.Device]) ([]byte, error) { return appendDeviceList(b, l), nil })
 }
 
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) error {
-	p := params{r: r}
-	p.query("state", "severity", "deviceId", "limit", "cursor")
-	var f cloud.AlertFilter
-	f.Page = p.page(alertsDefault, alertsMax)
-	f.State = p.state()
-	f.Severity = p.severity()
-	f.DeviceID = p.deviceID()
-	if p.err != nil {
-		return p.err
+	f, ok := s.queries.alerts.get(r.URL.RawQuery)
+	if !ok {
+		p := params{r: r}
+		p.query("state", "severity", "deviceId", "limit", "cursor")
+		f.Page = p.page(alertsDefault, alertsMax)
+		f.State = p.state()
+		f.Severity = p.severity()
+		f.DeviceID = p.deviceID()
+		if p.err != nil {
+			return p.err
+		}
+		s.queries.alerts.put(r.URL.RawQuery, f)
 	}
 	return cachedList(s, w, r, key.OrgID, &s.pages.alerts, f, s.cfg.Alerts.ListAlerts,
 		func(b []byte, l *resource.List[resource.Alert]) ([]byte, error) {

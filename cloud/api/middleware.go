@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -36,9 +35,11 @@ const (
 )
 
 // reqInfo is what the middleware learns about one request; handlers and the
-// access log read it through the request context.
+// access log reach it through the request's ResponseWriter (record), which
+// costs no context value and no copy of the request.
 type reqInfo struct {
 	id        string
+	idHeader  [1]string // X-Request-Id's value: the header map holds a slice of it
 	key       *cloud.APIKey
 	authErr   error
 	needScope string
@@ -49,11 +50,13 @@ type reqInfo struct {
 	version   requestVersion
 }
 
-type ctxKey struct{}
-
-func infoFrom(r *http.Request) *reqInfo {
-	v, _ := r.Context().Value(ctxKey{}).(*reqInfo)
-	return v
+// infoFrom returns the request's reqInfo from its ResponseWriter, or nil
+// when w is not the server's (a handler called outside ServeHTTP).
+func infoFrom(w http.ResponseWriter) *reqInfo {
+	if rec, ok := w.(*record); ok {
+		return &rec.info
+	}
+	return nil
 }
 
 func requestID(info *reqInfo) string {
@@ -122,16 +125,17 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 		} else {
 			rec.info.id = s.nextRequestID()
 		}
-		w.Header().Set(hdrRequestID, rec.info.id)
-		ctx := context.WithValue(r.Context(), ctxKey{}, &rec.info)
-		r = r.WithContext(ctx)
+		rec.info.idHeader[0] = rec.info.id
+		w.Header()[hdrRequestID] = rec.info.idHeader[:]
 		next.ServeHTTP(rec, r)
+		ctx := r.Context()
 		status := rec.info.status
 		if !rec.info.wrote {
 			status = http.StatusOK
 		}
+		took := time.Since(start) // one clock read for the metrics and the log
 		if s.cfg.Requests != nil {
-			s.cfg.Requests.ObserveRequest(s.routeLabels.of(chi.RouteContext(ctx)), r.Method, status, time.Since(start))
+			s.cfg.Requests.ObserveRequest(s.routeLabels.of(chi.RouteContext(ctx)), r.Method, status, took)
 		}
 		if !s.access.Enabled(ctx, slog.LevelInfo) {
 			return
@@ -155,7 +159,7 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 			slog.String("method", r.Method),
 			slog.String("path", safePath(r.URL.Path)),
 			slog.Int("status", status),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.Float64("duration_ms", float64(took.Microseconds())/1000),
 			slog.Int64("bytes", rec.info.bytes),
 			slog.String("key_id", keyID),
 			slog.String("remote", rec.info.clientAddr(r)),
@@ -175,7 +179,7 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			info := infoFrom(r)
+			info := infoFrom(w)
 			s.log.LogAttrs(r.Context(), slog.LevelError, "panic",
 				slog.String("request_id", requestID(info)),
 				slog.String("path", safePath(r.URL.Path)),
@@ -233,13 +237,12 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		info := infoFrom(r)
-		addrBucket := "a:" + info.clientAddr(r)
+		info := infoFrom(w)
 		authz := r.Header.Get("Authorization")
-		known := s.knownKey(authz)
+		sum, keyBucket, known := s.knownKey(authz)
 		limited := false
 		if !known {
-			limited = s.limiter.OnLimit(w, r, addrBucket)
+			limited = s.limiter.OnLimit(w, r, addrBucket(info, r))
 		}
 		if limited {
 			// This address has used up its budget of unauthenticated
@@ -247,11 +250,15 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			info.authErr = cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
 		} else {
 			s.authenticate(r, info)
+			if info.key != nil && (!known || keyBucket[len("k:"):] != info.key.ID) {
+				keyBucket = "k:" + info.key.ID
+				s.rememberKey(sum, keyBucket)
+			}
 			switch {
 			case info.key != nil:
-				limited = s.limiter.OnLimit(w, r, "k:"+info.key.ID)
+				limited = s.limiter.OnLimit(w, r, keyBucket)
 			case known: // verified before, refused now (revoked, expired)
-				limited = s.limiter.OnLimit(w, r, addrBucket)
+				limited = s.limiter.OnLimit(w, r, addrBucket(info, r))
 			}
 		}
 		h := w.Header()
@@ -274,7 +281,7 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 				h[n[1]] = v
 			}
 		}
-		h["RateLimit-Policy"] = []string{s.policyStr}
+		h["RateLimit-Policy"] = s.policy
 		h["RateLimit"] = []string{`"default";r=` + remaining + `;t=` + strconv.FormatInt(secs, 10)}
 		if limited {
 			// The limiter's window slides: the budget comes back
@@ -321,33 +328,32 @@ func (s *Server) authenticate(r *http.Request, info *reqInfo) {
 		return
 	}
 	info.key = key
-	s.rememberKey(h)
 }
+
+// addrBucket is the rate-limit bucket of the request's client address.
+func addrBucket(info *reqInfo, r *http.Request) string { return "a:" + info.clientAddr(r) }
 
 // maxKnownKeys bounds the set of Authorization values that verified.
 const maxKnownKeys = 10_000
 
 // knownKey reports whether this Authorization header value has verified
-// before (by a SHA-256 sum; the key itself is not kept).
-func (s *Server) knownKey(header string) bool {
+// before, by its SHA-256 sum (the key itself is not kept), with the
+// rate-limit bucket of its key ("k:" and the key id, built once), and
+// returns the sum for rememberKey.
+func (s *Server) knownKey(header string) (sum [32]byte, bucket string, known bool) {
 	if header == "" {
-		return false
+		return sum, "", false
 	}
-	sum := sha256.Sum256([]byte(header))
+	sum = sha256.Sum256([]byte(header))
 	s.knownMu.RLock()
-	_, ok := s.known[sum]
+	bucket, known = s.known[sum]
 	s.knownMu.RUnlock()
-	return ok
+	return sum, bucket, known
 }
 
-func (s *Server) rememberKey(header string) {
-	sum := sha256.Sum256([]byte(header))
-	s.knownMu.RLock()
-	_, ok := s.known[sum]
-	s.knownMu.RUnlock()
-	if ok {
-		return
-	}
+// rememberKey adds the sum of an Authorization header value that verified,
+// with its key's rate-limit bucket.
+func (s *Server) rememberKey(sum [32]byte, bucket string) {
 	s.knownMu.Lock()
 	if len(s.known) >= maxKnownKeys {
 		for k := range s.known { // random eviction
@@ -355,7 +361,7 @@ func (s *Server) rememberKey(header string) {
 			break
 		}
 	}
-	s.known[sum] = struct{}{}
+	s.known[sum] = bucket
 	s.knownMu.Unlock()
 }
 
@@ -368,7 +374,7 @@ type keyHandler func(w http.ResponseWriter, r *http.Request, key *cloud.APIKey) 
 // 403 insufficient_scope naming the scope when the key lacks it.
 func (s *Server) scoped(scope string, h keyHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		info := infoFrom(r)
+		info := infoFrom(w)
 		if info == nil || info.key == nil {
 			var err error = cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
 			if info != nil && info.authErr != nil {

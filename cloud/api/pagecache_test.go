@@ -80,3 +80,47 @@ func testListPagesFollowEveryCommit(t *testing.T, open storetest.Opener) {
 		t.Fatalf("ACKNOWLEDGED alerts: %v", got)
 	}
 }
+
+// TestRepeatedQueriesAnswerAsTheFirst: the hot lists keep the filter they
+// parsed from each query string; asked again, in any order and after
+// other queries, every query answers what it answered the first time,
+// a bad one its 400 with the same message.
+func TestRepeatedQueriesAnswerAsTheFirst(t *testing.T) {
+	stores.Run(t, testRepeatedQueriesAnswerAsTheFirst)
+}
+
+func testRepeatedQueriesAnswerAsTheFirst(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
+	for i := 0; i < 3; i++ {
+		d := e.device(e.orgA.ID, "IG-500")
+		e.alert(d.ID, "high_cpu", resource.AlertActive, time.Now())
+	}
+	paths := []string{
+		"/devices", "/devices?limit=2", "/devices?limit=0", "/devices?limit=2&limit=3", "/devices?status=ONLINE",
+		"/devices?status=online", "/devices?tag=a&tag=b", "/devices?tag=B", "/devices?nope=1", "/devices?limit=1&status=PROVISIONING",
+		"/devices?status=PROVISIONING&limit=1", "/devices?cursor=x",
+		"/alerts", "/alerts?limit=1", "/alerts?state=RESOLVED", "/alerts?state=nope", "/alerts?deviceId=bad", "/alerts?severity=ERROR",
+	}
+	first := map[string]resp{}
+	for round := 0; round < 3; round++ {
+		for _, p := range paths {
+			r := e.get(p, e.keyA)
+			f, seen := first[p]
+			if !seen {
+				first[p] = r
+				continue
+			}
+			if r.status != f.status || string(r.body) != string(f.body) {
+				t.Errorf("round %d, %s: %d %s; the first time %d %s", round, p, r.status, r.body, f.status, f.body)
+			}
+		}
+	}
+	for _, p := range []string{"/devices?limit=0", "/devices?nope=1", "/alerts?state=nope"} {
+		if first[p].status != 400 {
+			t.Errorf("%s: %d, want 400", p, first[p].status)
+		}
+	}
+	if first["/devices?limit=2"].status != 200 || first["/devices?limit=1&status=PROVISIONING"].status != 200 {
+		t.Errorf("good queries refused: %s / %s", first["/devices?limit=2"].body, first["/devices?limit=1&status=PROVISIONING"].body)
+	}
+}

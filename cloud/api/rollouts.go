@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -128,7 +126,7 @@ func (s *Server) rebootDevice(w http.ResponseWriter, r *http.Request, key *cloud
 var rolloutActions = [...]string{"pause", "resume", "cancel"}
 
 // rolloutRoutes mounts the rollout and reboot routes on api.
-func (s *Server) rolloutRoutes(api chi.Router) {
+func (s *Server) rolloutRoutes(api apiRoutes) {
 	api.Get("/rollouts", s.scoped(cloud.ScopeDevicesRead, s.listRollouts))
 	api.Post("/rollouts", s.scoped(cloud.ScopeDevicesWrite, s.createRollout))
 	api.Get("/rollouts/{id}", s.scoped(cloud.ScopeDevicesRead, s.getRollout))

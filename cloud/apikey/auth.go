@@ -196,7 +196,8 @@ func (a *Authenticator) AuthenticateAt(ctx context.Context, key, addr string, ve
 		return nil, unauthorized()
 	}
 	sum := sha256.Sum256([]byte(key))
-	if a.lockedOut(sum, id, addr) {
+	fk := failureKey(id, addr)
+	if a.lockedOut(sum, id, fk) {
 		return nil, unauthorized()
 	}
 	k, err := a.keyByID(ctx, id, version, versioned)
@@ -209,7 +210,7 @@ func (a *Authenticator) AuthenticateAt(ctx context.Context, key, addr string, ve
 		// from a known one.
 		k = &cloud.APIKey{ID: id, Hash: a.hashOfUnknown()}
 	}
-	ok, err = a.verify(ctx, sum, secret, addr, k)
+	ok, err = a.verify(ctx, sum, secret, addr, fk, k)
 	if err != nil || !ok || !known { // err: the caller left while waiting
 		return nil, unauthorized()
 	}
@@ -307,9 +308,9 @@ func (a *Authenticator) readKey(ctx context.Context, id string) (*cloud.APIKey, 
 
 // lockedOut reports whether id used up its failures from addr and the key
 // (by its sum) did not verify before: then it is refused before its row
-// is looked up, known id or not, and the refusal counts as a failure.
-func (a *Authenticator) lockedOut(sum [32]byte, id, addr string) bool {
-	fk := failureKey(id, addr)
+// is looked up, known id or not, and the refusal counts as a failure. fk is
+// failureKey(id, addr).
+func (a *Authenticator) lockedOut(sum [32]byte, id, fk string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.lockedLocked(fk) {
@@ -326,10 +327,9 @@ func (a *Authenticator) lockedOut(sum [32]byte, id, addr string) bool {
 // (sum) was seen before. Concurrent first sights of one key share one
 // bcrypt run; a key id over its failure limit from addr runs none; every
 // run waits for its address's place in the queue (MaxHashChecksPerAddress),
-// then for one of the relay-wide hash slots. The error is ctx's when it
-// ended while waiting.
-func (a *Authenticator) verify(ctx context.Context, sum [32]byte, secret, addr string, k *cloud.APIKey) (bool, error) {
-	fk := failureKey(k.ID, addr)
+// then for one of the relay-wide hash slots; fk is failureKey(k.ID, addr).
+// The error is ctx's when it ended while waiting.
+func (a *Authenticator) verify(ctx context.Context, sum [32]byte, secret, addr, fk string, k *cloud.APIKey) (bool, error) {
 	for {
 		a.mu.Lock()
 		for _, cache := range [...]map[[32]byte]cacheEntry{a.verified, a.refused} {

@@ -1,6 +1,8 @@
 // Command fleet-apibench measures the public API (GET /devices and GET
 // /alerts) on loopback against a real SQLite file and prints each figure
-// beside its target. `make bench-api` runs it.
+// beside its target, then GET /devices?limit=25 alternated with a bare
+// net/http server answering the same bytes (-alternations; -ceiling-only
+// for that alone). `make bench-api` runs it.
 package main
 
 import (
@@ -26,6 +28,8 @@ func main() {
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured time per endpoint")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up per endpoint")
 	fs.IntVar(&cfg.Writes, "writes", 100, "commits per second during the extra GET /devices run (0: no such run)")
+	fs.IntVar(&cfg.Alternations, "alternations", 4, "rounds of GET /devices?limit=25 against a bare net/http server answering the same bytes (0: none)")
+	fs.BoolVar(&cfg.CeilingOnly, "ceiling-only", false, "run only the comparison with bare net/http")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory for the database file (default: a temporary one)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = fs.Parse(os.Args[1:])

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/fleet/fleet/bench/apibench"
@@ -37,12 +38,42 @@ func rows(cfg apibench.Config, rep apibench.Report) []benchreport.Row {
 		}
 		out = append(out, through, latency)
 	}
+	out = append(out, ceilingRows(cfg, rep)...)
+	if cfg.CeilingOnly {
+		return out
+	}
 	out = append(out,
 		benchreport.Row{Area: "API", Figure: "a new key's first request (bcrypt, once per key)", Unit: "ms", Measured: ms(rep.FirstRequest),
 			Notes: "for information"},
 		benchreport.Row{Area: "API", Figure: "the same key's next requests (median, no bcrypt)", Unit: "ms", Measured: ms(rep.Steady),
 			Notes: "for information: DESIGN.md wants no bcrypt on the steady-state path"})
 	return out
+}
+
+// ceilingRows are the comparison with bare net/http: the median ratio
+// against issue 31's target, each side's throughput and CPU per request in
+// the notes.
+func ceilingRows(cfg apibench.Config, rep apibench.Report) []benchreport.Row {
+	c := rep.Ceiling
+	if len(c.Alternations) == 0 {
+		return nil
+	}
+	var ratios, sides []string
+	for _, a := range c.Alternations {
+		ratios = append(ratios, fmt.Sprintf("%.2f", a.Ratio()))
+		sides = append(sides, fmt.Sprintf("%s / %s req/s, CPU %.0f / %.0f µs", benchreport.FormatValue(a.Relay.RPS(), ""), benchreport.FormatValue(a.Bare.RPS(), ""),
+			float64(a.Relay.CPU)/float64(time.Microsecond), float64(a.Bare.CPU)/float64(time.Microsecond)))
+	}
+	notes := fmt.Sprintf("%d alternations of %v each side (after %v of warm-up), %d clients on loopback, the same keep-alive client on both; the bare server answers the %d bytes the relay answered (same header names and values); relay / bare per alternation: %s; ratios %s; load average %s on %d CPUs shared with other work",
+		len(c.Alternations), cfg.Duration, cfg.Warmup, cfg.Clients, c.Bytes, strings.Join(sides, "; "), strings.Join(ratios, ", "), rep.LoadAvg, runtime.NumCPU())
+	row := benchreport.Row{Area: "API", Figure: "GET /devices (limit 25) against bare net/http answering the same bytes, throughput ratio (median)", Unit: "×",
+		Measured: c.MedianRatio(), Target: &benchreport.Target{Op: benchreport.AtLeast, Value: apibench.CeilingTarget}, Notes: notes}
+	for _, a := range c.Alternations {
+		if a.Relay.Errors+a.Bare.Errors > 0 {
+			row.Error = fmt.Sprintf("%d relay and %d bare requests failed", a.Relay.Errors, a.Bare.Errors)
+		}
+	}
+	return []benchreport.Row{row}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -108,24 +108,23 @@ func (c *conn) kill(code websocket.StatusCode, reason string) {
 	go c.ws.Close(code, reason)
 }
 
-// run serves the session until it ends and returns the close code and
-// reason to send (code 0: the peer went away).
-func (c *conn) run() (websocket.StatusCode, string, error) {
-	err := c.serve()
+// closeFor returns the close code and reason to send for the error that
+// ended the session (code 0: the peer went away).
+func (c *conn) closeFor(err error) (websocket.StatusCode, string) {
 	if k := c.killed.Load(); k != nil {
-		return k.code, k.reason, err
+		return k.code, k.reason
 	}
 	var ce *closeErr
 	if errors.As(err, &ce) {
-		return ce.code, ce.reason, err
+		return ce.code, ce.reason
 	}
 	if errors.Is(err, ErrSessionGone) {
-		return protocol.CloseReplaced, "session taken over by a newer connection or timed out", err
+		return protocol.CloseReplaced, "session taken over by a newer connection or timed out"
 	}
 	if err != nil && websocket.CloseStatus(err) == -1 && !isNetClosed(err) && c.srv.ctx.Err() == nil {
-		return websocket.StatusInternalError, "internal error", err
+		return websocket.StatusInternalError, "internal error"
 	}
-	return 0, "", err
+	return 0, ""
 }
 
 func isNetClosed(err error) bool {
@@ -195,7 +194,10 @@ func (c *conn) storeCtx() (context.Context, context.CancelFunc) {
 	return context.Background(), func() {}
 }
 
-func (c *conn) serve() error {
+// handshake reads and stores the agent's hello and sends the welcome. It
+// runs on the HTTP handler's goroutine; loop serves the rest of the
+// session on a goroutine of its own.
+func (c *conn) handshake() error {
 	s := c.srv
 	hctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	m, err := c.read(hctx)
@@ -210,9 +212,11 @@ func (c *conn) serve() error {
 	if m.Type != protocol.TypeHello || m.Hello == nil {
 		return protoErr("first message must be hello, got %q", m.Type)
 	}
-	if err := c.hello(m.Hello); err != nil {
-		return err
-	}
+	return c.hello(m.Hello)
+}
+
+// loop reads and handles the agent's messages until the session ends.
+func (c *conn) loop() error {
 	for {
 		// A context that cannot be cancelled: coder/websocket then sets no
 		// timer per read. Dead peers are found by the heartbeat check and

@@ -156,6 +156,10 @@ type Server struct {
 	bufs sync.Pool
 	// pending holds *hbPending for reuse (conn.heartbeat).
 	pending sync.Pool
+	// readBufs holds the connections' socket read buffers
+	// (*[readBufSize]byte): a connection holds one only while bytes it
+	// received wait to be read (hijack.go).
+	readBufs sync.Pool
 }
 
 // maxPooledBuf is the largest read buffer kept for reuse; a larger one (a
@@ -305,7 +309,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // connection; nil when the connection was refused or closed (after
 // logging why).
 func (s *Server) open(w http.ResponseWriter, r *http.Request, dev Device, remote string) *conn {
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	ws, err := websocket.Accept(smallBufs{ResponseWriter: w, pool: &s.readBufs}, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{protocol.Subprotocol},
 		CompressionMode: websocket.CompressionDisabled,
 	})

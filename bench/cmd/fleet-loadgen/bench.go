@@ -55,6 +55,7 @@ type benchFlags struct {
 	// connectOnly stops after connecting every agent and records only the
 	// capacity figures (count and RSS): what the guest run measures.
 	connectOnly bool
+	idleBeats   int
 	// codec is what the agents offer in their hello: CBOR as current agents
 	// do, or JSON (nothing offered) as agents from before CBOR.
 	codec protocol.Codec
@@ -77,6 +78,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&f.probeEvery, "probe-every", 100, "every Nth agent follows each heartbeat with a one-sample batch and times the ack (end-to-end probe)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
 	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory (with --connect-only: the relay's heap profile, goroutine stacks and MemStats with every agent idle)")
+	fs.IntVar(&f.idleBeats, "idle-beats", 0, "with --connect-only: every agent sends about this many heartbeats (at --rate) before the figures, which then show idle connections that have handled messages")
 	fs.BoolVar(&f.connectOnly, "connect-only", false, "connect every agent, report the relay's connections and RSS, and stop (no heartbeat load, no storm)")
 	codec := fs.String("codec", string(protocol.CBOR), "what the agents speak after the welcome: cbor (offered in the hello, as current agents) or json (nothing offered, as agents from before CBOR)")
 	fs.IntVar(&f.points, "points", 0, "point samples each agent sends per --points-interval, in one record (0: the heartbeat benchmark; above 0: the point samples benchmark, heartbeats every 30s unless --heartbeat)")
@@ -164,6 +166,17 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	connectTime := time.Since(t0)
+	if f.connectOnly && f.idleBeats > 0 {
+		// Idle as a relay's agents are between heartbeats: each has sent
+		// some, which the relay read and handled on the connection.
+		hbCtx, hbStop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		b.startHeartbeats(hbCtx, &wg)
+		time.Sleep(time.Duration(f.idleBeats) * f.interval)
+		hbStop()
+		wg.Wait()
+		fmt.Printf("idle beats: every agent sent about %d heartbeats (each every %v) before the figures\n", f.idleBeats, f.interval.Round(time.Millisecond))
+	}
 	time.Sleep(time.Second)
 	st, err := relay.stats()
 	if err != nil {

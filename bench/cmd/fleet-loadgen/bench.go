@@ -89,7 +89,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&f.dialConc, "dial-concurrency", 512, "agents connecting at once")
 	fs.IntVar(&f.probeEvery, "probe-every", 100, "every Nth agent follows each heartbeat with a one-sample batch and times the ack (end-to-end probe)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
-	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory")
+	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory (with --connect-only: the relay's heap profile, goroutine stacks and MemStats with every agent idle)")
 	fs.BoolVar(&f.connectOnly, "connect-only", false, "connect every agent, report the relay's connections and RSS, and stop (no heartbeat load, no storm)")
 	codec := fs.String("codec", string(protocol.CBOR), "what the agents speak after the welcome: cbor (offered in the hello, as current agents) or json (nothing offered, as agents from before CBOR)")
 	fs.IntVar(&f.points, "points", 0, "point samples each agent sends per --points-interval, in one record (0: the heartbeat benchmark; above 0: the point samples benchmark, heartbeats every 30s unless --heartbeat)")
@@ -194,6 +194,16 @@ func runBench(ctx context.Context, args []string) error {
 	if f.connectOnly {
 		fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (%.1f KiB per connection over a %.0f MiB base)\n",
 			float64(rss)/(1<<20), targetRSS>>20, okMark(rss < targetRSS), perConn/1024, float64(baseRSS)/(1<<20))
+		if m, err := relay.idleMemory(); err == nil {
+			per := func(v int64) float64 { return float64(v) / float64(n) / 1024 }
+			fmt.Printf("  relay per connection: heap in use %.1f KiB, goroutine stacks %.1f KiB, other runtime %.1f KiB, %.2f goroutines\n",
+				per(m.heapInuse), per(m.stackInuse), per(m.other), float64(m.goroutines)/float64(n))
+		}
+		if f.profile != "" {
+			if err := saveIdleProfiles(f.profile, relay); err != nil {
+				fmt.Fprintln(os.Stderr, "profile:", err)
+			}
+		}
 		return recordCapacity(capacity{agents: n, rss: rss, baseRSS: baseRSS, connectTime: connectTime})
 	}
 	if f.points > 0 {

@@ -160,6 +160,8 @@ type Server struct {
 	// (*[readBufSize]byte): a connection holds one only while bytes it
 	// received wait to be read (hijack.go).
 	readBufs sync.Pool
+	// jobs hands messages to idle workers (workers.go).
+	jobs chan *job
 }
 
 // maxPooledBuf is the largest read buffer kept for reuse; a larger one (a
@@ -198,6 +200,7 @@ func New(cfg Config) *Server {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[string]*conn),
+		jobs:   make(chan *job),
 		pings:  make(chan struct{}, 256),
 		refusals: newRefusals(cfg.RefusalLimit, cfg.RefusalWindow, cfg.RefusalLogInterval,
 			cfg.Logger.With("component", "agentlink")),

@@ -191,6 +191,12 @@ func runBench(ctx context.Context, args []string) error {
 		time.Sleep(time.Duration(f.idleBeats) * f.interval)
 		hbStop()
 		wg.Wait()
+		if err := b.drainBacklog(ctx, f.interval, n); err != nil {
+			return err
+		}
+		// The relay's message workers (cloud/agentlink) exit after
+		// agentlink.WorkerIdle without work: idle is after that.
+		time.Sleep(agentlink.WorkerIdle + time.Second)
 		fmt.Printf("idle beats: every agent sent about %d heartbeats (each every %v) before the figures\n", f.idleBeats, f.interval.Round(time.Millisecond))
 	}
 	time.Sleep(time.Second)

@@ -213,6 +213,7 @@ func runBench(ctx context.Context, args []string) error {
 	if f.connectOnly {
 		fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (%.1f KiB per connection over a %.0f MiB base)\n",
 			float64(rss)/(1<<20), targetRSS>>20, okMark(rss < targetRSS), perConn/1024, float64(baseRSS)/(1<<20))
+		fmt.Printf("  relay RSS per connection     %8.1f KiB | ≤ %d KiB%s  (%s)\n", perConn/1024, targetPerConn, okMark(perConn <= targetPerConn*1024), beforePerConn)
 		if m, err := relay.idleMemory(); err == nil {
 			per := func(v int64) float64 { return float64(v) / float64(n) / 1024 }
 			fmt.Printf("  relay per connection: heap in use %.1f KiB, goroutine stacks %.1f KiB, other runtime %.1f KiB, %.2f goroutines\n",
@@ -223,7 +224,11 @@ func runBench(ctx context.Context, args []string) error {
 				fmt.Fprintln(os.Stderr, "profile:", err)
 			}
 		}
-		return recordCapacity(capacity{agents: n, rss: rss, baseRSS: baseRSS, connectTime: connectTime})
+		when := "measured right after every agent connected (hello and welcome)"
+		if f.idleBeats > 0 {
+			when = fmt.Sprintf("measured after every agent sent about %d heartbeats and the relay's workers went idle", f.idleBeats)
+		}
+		return recordCapacity(capacity{agents: n, rss: rss, baseRSS: baseRSS, connectTime: connectTime, when: when})
 	}
 	if f.points > 0 {
 		return b.runPoints(ctx, dbPath, ten)
@@ -348,7 +353,7 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf("  concurrent agents            %8d | %d%s\n", n, targetAgents, countMark)
 	fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (idle %0.f MiB, under load %.0f MiB)\n",
 		float64(rss)/(1<<20), targetRSS>>20, okMark(float64(rss)*float64(targetAgents)/float64(n) < targetRSS), float64(baseRSS)/(1<<20), float64(rssLoaded)/(1<<20))
-	fmt.Printf("  relay RSS per connection     %8.1f KiB | < %.1f KiB\n", perConn/1024, float64(targetRSS)/targetAgents/1024)
+	fmt.Printf("  relay RSS per connection     %8.1f KiB | ≤ %d KiB%s  (%s)\n", perConn/1024, targetPerConn, okMark(perConn <= targetPerConn*1024), beforePerConn)
 	fmt.Printf("  heartbeats stored per second %8.0f /s | >= %d /s%s  (offered %.0f /s; %d transactions, %.0f heartbeats each)\n",
 		rate, targetHBRate, okMark(rate >= targetHBRate), float64(n)/f.interval.Seconds(), txs, float64(jobs)/float64(max(txs, 1)))
 	fmt.Printf("  heartbeat-to-stored p99      %8.1f ms | < %d ms%s  (the worst of %d windows of %v; over the whole %v: p99 %.1f ms, p50 %.1f ms; agent send to commit, over %d heartbeats sent, %d not stored by its end counted as misses)\n",

@@ -7,7 +7,13 @@
 # (every agent flushing an hour of spooled metrics), each beside its target.
 # It runs twice: with agents speaking JSON, as agents from before CBOR (the
 # rows the report has always had), and with agents speaking CBOR, as current
-# agents (the same rows marked "(CBOR agents)"). bench-agentlink-store measures
+# agents (the same rows marked "(CBOR agents)"). The measurement
+# (LOADGEN_DURATION, 60 s) is cut into 30 s windows: the p99 row is the
+# worst window's, and the run prints each window's p99 with the relay's GC
+# cycles and GC CPU in it (runtime/metrics, read from the relay's /stats);
+# the relay runs with fleet-relay serve's GC policy (cloud/relaygc; pass
+# LOADGEN_FLAGS='--memory-limit 1500MiB --gc-percent 200' to try another).
+# bench-agentlink-store measures
 # the store's batching writer alone (heartbeats/s from 20,000 concurrent
 # connections, no websockets, no load generator sharing the CPU), and its
 # CPU per heartbeat in transactions of 200 and 2,000 heartbeats.
@@ -21,7 +27,7 @@
 # nothing to do. See docs/benchmarks.md.
 
 LOADGEN_AGENTS   ?= 20000
-LOADGEN_DURATION ?= 30s
+LOADGEN_DURATION ?= 60s
 LOADGEN_FLAGS    ?=
 # fleet-loadgen links SQLite through cgo: the guest's copy is linked
 # statically (no libc in the guest), without SQLite's dlopen.

@@ -66,6 +66,10 @@ func BenchmarkConnHeartbeat(b *testing.B) {
 			}
 			c.points.Store(&pd) // as read at the first change
 			pts := h.Channels[1].Points
+			// Point times are checked against the heartbeat's (at most
+			// MaxFutureSkew ahead, never before the clock was set): each
+			// reread moves them on a millisecond from an hour ago.
+			base := time.Now().Add(-time.Hour)
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
@@ -78,7 +82,7 @@ func BenchmarkConnHeartbeat(b *testing.B) {
 					// A new array, as the decoder makes for every
 					// heartbeat (the connection keeps the last one).
 					pts = slices.Clone(pts)
-					at := resource.T(time.UnixMilli(int64(i)))
+					at := resource.T(base.Add(time.Duration(i) * time.Millisecond))
 					for k := range pts {
 						pts[k].At = at
 						if tc.changing {

@@ -19,6 +19,7 @@ import (
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
 	"github.com/fleet/fleet/cloud/notify"
 	"github.com/fleet/fleet/cloud/redis"
+	"github.com/fleet/fleet/cloud/relaygc"
 )
 
 // Config is the configuration of `fleet-relay serve`: a field per flag
@@ -56,6 +57,11 @@ type Config struct {
 	// Redis is the URL of a Redis that shares the API's rate-limit
 	// counters between relays; "" counts alone (serve_redis.go).
 	Redis string
+	// MemoryLimit and GCPercent set the garbage collector (cloud/relaygc):
+	// the soft memory limit (auto, off or a size) and GOGC (0: the
+	// default, negative: off).
+	MemoryLimit string
+	GCPercent   int
 
 	Agent   AgentConfig   // the agents' endpoint (serve_agentlink.go)
 	Webhook WebhookConfig // the webhook sender (serve_webhook.go)
@@ -71,7 +77,7 @@ func DefaultConfig() Config {
 		AuditRetention: cloud.DefaultAuditRetention, ShutdownTimeout: 30 * time.Second,
 		LogLevel:          "info",
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
-		MetricsListen: DefaultMetricsListen,
+		MetricsListen: DefaultMetricsListen, MemoryLimit: relaygc.Auto,
 		Agent:         AgentConfig{OrphanWindow: agentlink.DefaultOrphanWindow, DefaultHeartbeat: agentlink.DefaultHeartbeatInterval, Quota: agentlink.DefaultQuota},
 		Webhook:       defaultWebhookConfig(),
 		Panel:         defaultPanelConfig(),
@@ -95,6 +101,8 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "reverse proxies and load balancers in front of the relay (IP addresses and CIDR ranges, comma-separated): a request from one is the client's that its X-Forwarded-For names, for rate limits, sign-in throttles and logs; empty: every peer is the client")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "where /metrics (Prometheus, plain HTTP, no key) is served: host:port (port 0 picks one), api (on the relay's listener, public with the API), or none")
 	fs.StringVar(&c.Redis, "redis", c.Redis, "redis://[:password@]host:port[/db] (or rediss://) sharing the API rate-limit counters between relays; empty: each relay counts alone (keep a password in FLEET_REDIS, not on the command line)")
+	fs.StringVar(&c.MemoryLimit, "memory-limit", c.MemoryLimit, fmt.Sprintf("the Go runtime's soft memory limit: a size (1500MiB, 2GiB), off, or auto: %.0f %% of the cgroup's memory limit, else of the machine's memory (GOMEMLIMIT in the environment wins over auto)", 100*relaygc.AutoLimitFraction))
+	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, fmt.Sprintf("the Go runtime's GOGC: the heap grows this many percent over the live heap before a collection; 0: %d (GOGC in the environment wins over 0); negative: off, collections only near --memory-limit", relaygc.DefaultGCPercent))
 	c.Agent.flags(fs)
 	c.Webhook.flags(fs)
 	c.Notify.flags(fs)
@@ -150,6 +158,9 @@ func (c *Config) validate() error {
 		if err := redis.CheckURL(c.Redis); err != nil {
 			return fmt.Errorf("%w: --redis: %v", ErrUsage, err)
 		}
+	}
+	if _, err := relaygc.Resolve(c.MemoryLimit, c.GCPercent); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	return cmp.Or(c.Agent.validate(), c.Webhook.validate(), c.Notify.validate(c.Listen, c.TLSCert != ""), c.Panel.validate())
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fleet/fleet/cloud/apikey"
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
 	"github.com/fleet/fleet/cloud/internal/logbatch"
+	"github.com/fleet/fleet/cloud/relaygc"
 	"github.com/fleet/fleet/cloud/relaymetrics"
 	"github.com/fleet/fleet/cloud/webhook"
 )
@@ -303,6 +304,14 @@ func (a *app) runServe(ctx context.Context, args []string, stdout io.Writer) err
 	if err := m.ParseFlags(args); err != nil {
 		return err
 	}
+	// The collector's policy is the process's, so the command sets it, not
+	// Main (tests run several relays in one process).
+	gc, err := relaygc.Resolve(m.Config.MemoryLimit, m.Config.GCPercent)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	gc.Apply()
+	m.Logger.Info("garbage collector", "memory_limit", gc.Limit, "memory_limit_from", gc.LimitFrom, "gc_percent", gc.GCPercent, "gc_percent_from", gc.PercentFrom)
 	if err := m.Run(ctx); err != nil {
 		return err
 	}
@@ -311,7 +320,7 @@ func (a *app) runServe(ctx context.Context, args []string, stdout io.Writer) err
 		m.Logger.Info("shutting down")
 	case <-m.Done():
 	}
-	err := m.Close()
+	err = m.Close()
 	if m.serveErr != nil {
 		return m.serveErr
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/fleet/fleet/bench/benchstore"
 	"github.com/fleet/fleet/cloud/agentlink"
+	"github.com/fleet/fleet/cloud/relaygc"
 	"github.com/fleet/fleet/cloud/sqlite"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -55,6 +57,7 @@ type benchFlags struct {
 	// connectOnly stops after connecting every agent and records only the
 	// capacity figures (count and RSS): what the guest run measures.
 	connectOnly bool
+	idleBeats   int
 	// codec is what the agents offer in their hello: CBOR as current agents
 	// do, or JSON (nothing offered) as agents from before CBOR.
 	codec protocol.Codec
@@ -63,6 +66,14 @@ type benchFlags struct {
 	// (points.go).
 	points         int
 	pointsInterval time.Duration
+	// window is the length of the windows the measured duration is cut
+	// into, each with its own p99 and GC cycles (the target holds in
+	// every one).
+	window time.Duration
+	// memoryLimit and gcPercent are the relay's garbage collector flags,
+	// as fleet-relay serve's (cloud/relaygc).
+	memoryLimit string
+	gcPercent   int
 }
 
 func runBench(ctx context.Context, args []string) error {
@@ -72,17 +83,24 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&f.sources, "sources", 8, "127.0.0.x source addresses to spread the agents over")
 	fs.Float64Var(&f.rate, "rate", targetHBRate*1.01, "heartbeats offered per second in all (each agent's period is agents / rate); ignored with --heartbeat")
 	fs.DurationVar(&f.interval, "heartbeat", 0, "heartbeat period of every agent (offered rate = agents / period); default: from --rate")
-	fs.DurationVar(&f.duration, "duration", 30*time.Second, "steady-state measurement window")
+	fs.DurationVar(&f.duration, "duration", 30*time.Second, "steady-state measurement, cut into --window windows")
+	fs.DurationVar(&f.window, "window", 30*time.Second, "each window of the measurement has its own heartbeat-to-stored p99 and GC cycles; the report's p99 is the worst window's")
+	fs.StringVar(&f.memoryLimit, "memory-limit", relaygc.Auto, "the relay's soft memory limit, as fleet-relay serve --memory-limit")
+	fs.IntVar(&f.gcPercent, "gc-percent", 0, "the relay's GOGC, as fleet-relay serve --gc-percent (0: its default)")
 	fs.IntVar(&f.dialConc, "dial-concurrency", 512, "agents connecting at once")
 	fs.IntVar(&f.probeEvery, "probe-every", 100, "every Nth agent follows each heartbeat with a one-sample batch and times the ack (end-to-end probe)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
-	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory")
+	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory (with --connect-only: the relay's heap profile, goroutine stacks and MemStats with every agent idle)")
+	fs.IntVar(&f.idleBeats, "idle-beats", 0, "with --connect-only: every agent sends about this many heartbeats (at --rate) before the figures, which then show idle connections that have handled messages")
 	fs.BoolVar(&f.connectOnly, "connect-only", false, "connect every agent, report the relay's connections and RSS, and stop (no heartbeat load, no storm)")
 	codec := fs.String("codec", string(protocol.CBOR), "what the agents speak after the welcome: cbor (offered in the hello, as current agents) or json (nothing offered, as agents from before CBOR)")
 	fs.IntVar(&f.points, "points", 0, "point samples each agent sends per --points-interval, in one record (0: the heartbeat benchmark; above 0: the point samples benchmark, heartbeats every 30s unless --heartbeat)")
 	fs.DurationVar(&f.pointsInterval, "points-interval", time.Second, "each agent's sampling round with --points")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if f.window <= 0 {
+		f.window = f.duration
 	}
 	if f.points < 0 || f.points > maxLoadPoints || f.pointsInterval <= 0 {
 		return fmt.Errorf("--points must be 0..%d and --points-interval positive", maxLoadPoints)
@@ -143,7 +161,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("devices: %d created in the store in %s\n", n, time.Since(t0).Round(time.Millisecond))
 
-	relay, err := startRelay(dbPath, filepath.Join(dir, "relay.log"))
+	relay, err := startRelay(dbPath, filepath.Join(dir, "relay.log"), f.relayArgs()...)
 	if err != nil {
 		return err
 	}
@@ -164,6 +182,23 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	connectTime := time.Since(t0)
+	if f.connectOnly && f.idleBeats > 0 {
+		// Idle as a relay's agents are between heartbeats: each has sent
+		// some, which the relay read and handled on the connection.
+		hbCtx, hbStop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		b.startHeartbeats(hbCtx, &wg)
+		time.Sleep(time.Duration(f.idleBeats) * f.interval)
+		hbStop()
+		wg.Wait()
+		if err := b.drainBacklog(ctx, f.interval, n); err != nil {
+			return err
+		}
+		// The relay's message workers (cloud/agentlink) exit after
+		// agentlink.WorkerIdle without work: idle is after that.
+		time.Sleep(agentlink.WorkerIdle + time.Second)
+		fmt.Printf("idle beats: every agent sent about %d heartbeats (each every %v) before the figures\n", f.idleBeats, f.interval.Round(time.Millisecond))
+	}
 	time.Sleep(time.Second)
 	st, err := relay.stats()
 	if err != nil {
@@ -178,7 +213,22 @@ func runBench(ctx context.Context, args []string) error {
 	if f.connectOnly {
 		fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (%.1f KiB per connection over a %.0f MiB base)\n",
 			float64(rss)/(1<<20), targetRSS>>20, okMark(rss < targetRSS), perConn/1024, float64(baseRSS)/(1<<20))
-		return recordCapacity(capacity{agents: n, rss: rss, baseRSS: baseRSS, connectTime: connectTime})
+		fmt.Printf("  relay RSS per connection     %8.1f KiB | ≤ %d KiB%s  (%s)\n", perConn/1024, targetPerConn, okMark(perConn <= targetPerConn*1024), beforePerConn)
+		if m, err := relay.idleMemory(); err == nil {
+			per := func(v int64) float64 { return float64(v) / float64(n) / 1024 }
+			fmt.Printf("  relay per connection: heap in use %.1f KiB, goroutine stacks %.1f KiB, other runtime %.1f KiB, %.2f goroutines\n",
+				per(m.heapInuse), per(m.stackInuse), per(m.other), float64(m.goroutines)/float64(n))
+		}
+		if f.profile != "" {
+			if err := saveIdleProfiles(f.profile, relay); err != nil {
+				fmt.Fprintln(os.Stderr, "profile:", err)
+			}
+		}
+		when := "measured right after every agent connected (hello and welcome)"
+		if f.idleBeats > 0 {
+			when = fmt.Sprintf("measured after every agent sent about %d heartbeats and the relay's workers went idle", f.idleBeats)
+		}
+		return recordCapacity(capacity{agents: n, rss: rss, baseRSS: baseRSS, connectTime: connectTime, when: when})
 	}
 	if f.points > 0 {
 		return b.runPoints(ctx, dbPath, ten)
@@ -209,17 +259,27 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	cpu0, self0 := relay.cpuTime(), selfCPUTime()
-	mem0, _ := relay.memStats()
 	w0 := time.Now()
-	time.Sleep(f.duration)
+	marks := []windowMark{{at: w0, st: s0, send: g0, cpu: cpu0}}
+	var s1 relayStats
+	for k := 1; ; k++ {
+		end := w0.Add(min(time.Duration(k)*f.window, f.duration))
+		time.Sleep(time.Until(end))
+		if s1, err = relay.stats(); err != nil {
+			break
+		}
+		marks = append(marks, windowMark{at: time.Now(), st: s1, send: b.sendStats(), cpu: relay.cpuTime()})
+		if !end.Before(w0.Add(f.duration)) {
+			break
+		}
+	}
 	if err := stopProf(); err != nil {
 		fmt.Fprintln(os.Stderr, "profile:", err)
 	}
-	s1, err := relay.stats()
-	g1 := b.sendStats()
-	window := time.Since(w0)
-	relayCPU, selfCPU := relay.cpuTime()-cpu0, selfCPUTime()-self0
-	mem1, _ := relay.memStats()
+	last := marks[len(marks)-1]
+	g1 := last.send
+	window := last.at.Sub(w0)
+	relayCPU, selfCPU := last.cpu-cpu0, selfCPUTime()-self0
 	probes := b.probeQuantiles()
 	hbStop()
 	wg.Wait()
@@ -248,6 +308,9 @@ func runBench(ctx context.Context, args []string) error {
 	unstored := max(0, sent-stored)
 	sentHist[len(sentHist)-1] += unstored
 	p50, p99 := agentlink.Quantile(sentHist, 0.50), agentlink.Quantile(sentHist, 0.99)
+	windows := measureWindows(marks)
+	worst := slices.MaxFunc(windows, func(a, b windowFigures) int { return cmp.Compare(a.p99, b.p99) })
+	rt0, rt1 := s0.Runtime, s1.Runtime
 	lag := g1.lagHist()
 	for i, v := range g0.lagHist() {
 		lag[i] -= v
@@ -263,7 +326,7 @@ func runBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("stop relay: %w", err)
 	}
 	b.closeAll()
-	relay2, err := startRelay(dbPath, filepath.Join(dir, "relay.log"))
+	relay2, err := startRelay(dbPath, filepath.Join(dir, "relay.log"), f.relayArgs()...)
 	if err != nil {
 		return err
 	}
@@ -290,18 +353,25 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf("  concurrent agents            %8d | %d%s\n", n, targetAgents, countMark)
 	fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (idle %0.f MiB, under load %.0f MiB)\n",
 		float64(rss)/(1<<20), targetRSS>>20, okMark(float64(rss)*float64(targetAgents)/float64(n) < targetRSS), float64(baseRSS)/(1<<20), float64(rssLoaded)/(1<<20))
-	fmt.Printf("  relay RSS per connection     %8.1f KiB | < %.1f KiB\n", perConn/1024, float64(targetRSS)/targetAgents/1024)
+	fmt.Printf("  relay RSS per connection     %8.1f KiB | ≤ %d KiB%s  (%s)\n", perConn/1024, targetPerConn, okMark(perConn <= targetPerConn*1024), beforePerConn)
 	fmt.Printf("  heartbeats stored per second %8.0f /s | >= %d /s%s  (offered %.0f /s; %d transactions, %.0f heartbeats each)\n",
 		rate, targetHBRate, okMark(rate >= targetHBRate), float64(n)/f.interval.Seconds(), txs, float64(jobs)/float64(max(txs, 1)))
-	fmt.Printf("  heartbeat-to-stored p99      %8.1f ms | < %d ms%s  (p50 %.1f ms; agent send to commit, over %d heartbeats sent, %d not stored in the window counted as misses)\n",
-		ms(p99), targetHBP99.Milliseconds(), okMark(p99 < targetHBP99 && stored > 0), ms(p50), sent, unstored)
+	fmt.Printf("  heartbeat-to-stored p99      %8.1f ms | < %d ms%s  (the worst of %d windows of %v; over the whole %v: p99 %.1f ms, p50 %.1f ms; agent send to commit, over %d heartbeats sent, %d not stored by its end counted as misses)\n",
+		ms(worst.p99), targetHBP99.Milliseconds(), okMark(worst.p99 < targetHBP99 && stored > 0), len(windows), f.window, f.duration, ms(p99), ms(p50), sent, unstored)
+	for i, w := range windows {
+		fmt.Printf("    window %d: p99 %7.1f ms   (p50 %.1f ms; %d GC cycles, GC CPU %.2f s of which assists %.2f s; relay CPU %.1f µs per heartbeat, %d stored)\n",
+			i+1, ms(w.p99), ms(w.p50), w.gcCycles, w.gcCPU, w.assistCPU, us(w.relayCPU), w.stored)
+	}
 	fmt.Printf("    relay read to commit p99   %8.1f ms |            (p50 %.1f ms)\n", ms(readP99), ms(readP50))
 	fmt.Printf("    sender lag p99             %8.1f ms |            (p50 %.1f ms: send time behind each agent's even schedule)\n",
 		ms(agentlink.Quantile(lag, 0.99)), ms(agentlink.Quantile(lag, 0.50)))
 	fmt.Printf("  relay CPU per heartbeat      %8.1f µs |            (relay process CPU over the window / heartbeats stored; load generator %.1f µs)\n",
 		us(relayPerHB), us(genPerHB))
-	fmt.Printf("  relay allocation per heartbeat %6.0f B  |            (%d GC cycles in the window)\n",
-		float64(mem1.totalAlloc-mem0.totalAlloc)/float64(max(stored, 1)), mem1.numGC-mem0.numGC)
+	allocPerHB := float64(rt1.Allocated-rt0.Allocated) / float64(max(stored, 1))
+	gcCycles := rt1.GCCycles - rt0.GCCycles
+	fmt.Printf("  relay allocation per heartbeat %6.0f B  |            (%d GC cycles in the %v: GC CPU %.2f s, assists %.2f s; live heap %.0f MiB, stacks %.0f MiB, goal %.0f MiB; %s)\n",
+		allocPerHB, gcCycles, f.duration, rt1.GCCPU-rt0.GCCPU, rt1.AssistCPU-rt0.AssistCPU,
+		float64(rt1.LiveHeap)/(1<<20), float64(rt1.StackBytes)/(1<<20), float64(rt1.HeapGoal)/(1<<20), rt1.Policy)
 	fmt.Printf("  relay writer busy            %8.0f %%  |            (of which commit %.0f %%; %s)\n", 100*busy, 100*commit, raisedThreads)
 	if psi, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
 		fmt.Printf("  box CPU pressure (PSI)       %s\n", strings.SplitN(string(psi), "\n", 2)[0])
@@ -314,13 +384,66 @@ func runBench(ctx context.Context, args []string) error {
 		drain.Seconds(), targetDrain.Seconds(), okMark(drain < targetDrain), n, spooledPerAgent)
 	fmt.Printf("  spooled samples stored       %8d | %d (exactly once)%s\n", stored12, n*spooledPerAgent, okMark(stored12 == int64(n*spooledPerAgent)))
 	if err := record(figures{agents: n, capped: capped, rss: rss, baseRSS: baseRSS, rssLoaded: rssLoaded, rate: rate, offered: float64(n) / f.interval.Seconds(), p50: p50, p99: p99,
-		stored: stored, relayCPU: relayPerHB, genCPU: genPerHB, drain: drain, codec: f.codec, spooled: stored12, spooledWant: int64(n * spooledPerAgent), heartbeatEvery: f.interval, measuring: f.duration}); err != nil {
+		stored: stored, relayCPU: relayPerHB, genCPU: genPerHB, drain: drain, codec: f.codec, spooled: stored12, spooledWant: int64(n * spooledPerAgent), heartbeatEvery: f.interval, measuring: f.duration,
+		windows: windows, window: f.window, alloc: allocPerHB, gcCycles: gcCycles, gcPolicy: rt1.Policy, load: load1}); err != nil {
 		return err
 	}
 	if stored12 != int64(n*spooledPerAgent) {
 		return fmt.Errorf("stored %d spooled samples, want %d", stored12, n*spooledPerAgent)
 	}
 	return nil
+}
+
+// relayArgs are the flags of the relay process that come from the
+// benchmark's.
+func (f *benchFlags) relayArgs() []string {
+	return []string{"--memory-limit", f.memoryLimit, "--gc-percent", fmt.Sprint(f.gcPercent)}
+}
+
+// windowMark is what the benchmark reads at the edge of a window.
+type windowMark struct {
+	at   time.Time
+	st   relayStats
+	send sendSnapshot
+	cpu  time.Duration // the relay's CPU time so far
+}
+
+// windowFigures are one window's figures.
+type windowFigures struct {
+	p50, p99         time.Duration // heartbeat sent to stored
+	stored           int64
+	gcCycles         uint64
+	gcCPU, assistCPU float64 // seconds
+	relayCPU         time.Duration
+}
+
+// measureWindows returns the figures of each window between consecutive
+// marks: each heartbeat counts in the window that stored it (one sent
+// late in a window and stored early in the next counts in the next, with
+// its whole latency), and those sent but not stored by the end of the
+// last window count as its misses, as over the whole measurement.
+func measureWindows(marks []windowMark) []windowFigures {
+	var out []windowFigures
+	first, end := marks[0], marks[len(marks)-1]
+	unstored := max(0, (end.send.sent-first.send.sent)-(end.st.Link.Heartbeats-first.st.Link.Heartbeats))
+	for i := 1; i < len(marks); i++ {
+		a, b := marks[i-1], marks[i]
+		hist := make([]int64, len(b.st.Link.HeartbeatSentLatency))
+		for k := range hist {
+			hist[k] = b.st.Link.HeartbeatSentLatency[k] - a.st.Link.HeartbeatSentLatency[k]
+		}
+		stored := b.st.Link.Heartbeats - a.st.Link.Heartbeats
+		if i == len(marks)-1 {
+			hist[len(hist)-1] += unstored
+		}
+		out = append(out, windowFigures{
+			p50: agentlink.Quantile(hist, 0.50), p99: agentlink.Quantile(hist, 0.99), stored: stored,
+			gcCycles: b.st.Runtime.GCCycles - a.st.Runtime.GCCycles,
+			gcCPU:    b.st.Runtime.GCCPU - a.st.Runtime.GCCPU, assistCPU: b.st.Runtime.AssistCPU - a.st.Runtime.AssistCPU,
+			relayCPU: perHeartbeat(b.cpu-a.cpu, stored),
+		})
+	}
+	return out
 }
 
 // loadAvg returns the first three fields of /proc/loadavg.
@@ -427,12 +550,12 @@ type relayProc struct {
 	done chan error
 }
 
-func startRelay(dbPath, logPath string) (*relayProc, error) {
+func startRelay(dbPath, logPath string, extra ...string) (*relayProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "relay", "--db", dbPath, "--listen", "127.0.0.1:0", "--log", logPath)
+	cmd := exec.Command(exe, append([]string{"relay", "--db", dbPath, "--listen", "127.0.0.1:0", "--log", logPath}, extra...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -156,6 +156,12 @@ type Server struct {
 	bufs sync.Pool
 	// pending holds *hbPending for reuse (conn.heartbeat).
 	pending sync.Pool
+	// readBufs holds the connections' socket read buffers
+	// (*[readBufSize]byte): a connection holds one only while bytes it
+	// received wait to be read (hijack.go).
+	readBufs sync.Pool
+	// jobs hands messages to idle workers (workers.go).
+	jobs chan *job
 }
 
 // maxPooledBuf is the largest read buffer kept for reuse; a larger one (a
@@ -194,6 +200,7 @@ func New(cfg Config) *Server {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[string]*conn),
+		jobs:   make(chan *job),
 		pings:  make(chan struct{}, 256),
 		refusals: newRefusals(cfg.RefusalLimit, cfg.RefusalWindow, cfg.RefusalLogInterval,
 			cfg.Logger.With("component", "agentlink")),
@@ -284,21 +291,40 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "shutting_down", "relay shutting down")
 		return
 	}
-	defer s.handlers.Done()
+	c := s.open(w, r, dev, remote)
+	if c == nil {
+		s.handlers.Done()
+		return
+	}
+	if err := c.handshake(); err != nil {
+		s.end(c, err)
+		return
+	}
+	// The rest of the session runs on a goroutine of its own and this
+	// handler returns: the HTTP server's goroutine, its deep stack, the
+	// request and its contexts are freed, and the connection's goroutine
+	// keeps only the stack its reads and messages need (issue 31,
+	// docs/benchmarks.md "Memory per idle agent").
+	go func() { s.end(c, c.loop()) }()
+}
 
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+// open upgrades r, stores the device as connecting and registers its
+// connection; nil when the connection was refused or closed (after
+// logging why).
+func (s *Server) open(w http.ResponseWriter, r *http.Request, dev Device, remote string) *conn {
+	ws, err := websocket.Accept(smallBufs{ResponseWriter: w, pool: &s.readBufs}, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{protocol.Subprotocol},
 		CompressionMode: websocket.CompressionDisabled,
 	})
 	if err != nil {
 		s.log.Warn("agent upgrade failed", "device", dev.ID, "remote", remote, "err", err)
-		return
+		return nil
 	}
 	log := s.log.With("device", dev.ID, "remote", remote)
 	if ws.Subprotocol() != protocol.Subprotocol {
 		log.Warn("agent closed: subprotocol not negotiated")
 		ws.Close(protocol.CloseProtocolError, "subprotocol "+protocol.Subprotocol+" required")
-		return
+		return nil
 	}
 	// Our own limit check (in conn.read) closes with CloseTooLarge; the
 	// library's limit is one byte above it as a backstop.
@@ -313,27 +339,35 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		log.Error("agent closed: store unavailable", "err", err)
 		ws.Close(websocket.StatusInternalError, "store unavailable")
-		return
+		return nil
 	}
 	c.connectFrom = ch.From
 	c.status = resource.StatusConnecting
 	s.statusChanged(ch)
 	s.register(c)
 	s.stats.conns.accepted.Add(1)
-	code, reason, err := c.run()
+	return c
+}
+
+// end closes c's session, which err ended, and stores the device's
+// disconnection (unless the relay is shutting down).
+func (s *Server) end(c *conn, err error) {
+	defer s.handlers.Done()
+	code, reason := c.closeFor(err)
 	s.unregister(c)
 	s.stats.conns.sessionEnded(code)
 
+	log := c.log
 	level := slog.LevelInfo
 	if code == protocol.CloseProtocolError || code == protocol.CloseTooLarge {
 		level = slog.LevelWarn
 	}
 	if code != 0 {
 		log.Log(s.ctx, level, "agent connection closed", "code", int(code), "reason", reason)
-		ws.Close(code, reason)
+		c.ws.Close(code, reason)
 	} else {
 		log.Info("agent connection ended", "err", err)
-		ws.CloseNow()
+		c.ws.CloseNow()
 	}
 	if c.shutdown.Load() {
 		// Leave the device as it is: it reconnects to the next relay
@@ -342,7 +376,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 	defer dcancel()
-	dch, ok, err := s.cfg.Store.Disconnect(dctx, dev, c.session, s.now(), "connection closed")
+	dch, ok, err := s.cfg.Store.Disconnect(dctx, c.dev, c.session, s.now(), "connection closed")
 	if err != nil {
 		log.Error("agent disconnect not stored", "err", err)
 		return

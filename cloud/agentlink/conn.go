@@ -73,7 +73,9 @@ type conn struct {
 	// codec is the codec of the messages after the welcome (JSON until it
 	// is sent); set before welcomed, read by config pushes after it.
 	codec protocol.Codec
-	dec   decoder // reader goroutine only
+	dec   decoder // one message at a time (the handshake, then the workers)
+	// job is the message a worker handles for this connection (workers.go).
+	job job
 	// lastVPN is the tunnel state of the last heartbeat, as given to the
 	// Observers (never changed once given); reader goroutine only.
 	lastVPN *cloud.VPNState
@@ -108,24 +110,23 @@ func (c *conn) kill(code websocket.StatusCode, reason string) {
 	go c.ws.Close(code, reason)
 }
 
-// run serves the session until it ends and returns the close code and
-// reason to send (code 0: the peer went away).
-func (c *conn) run() (websocket.StatusCode, string, error) {
-	err := c.serve()
+// closeFor returns the close code and reason to send for the error that
+// ended the session (code 0: the peer went away).
+func (c *conn) closeFor(err error) (websocket.StatusCode, string) {
 	if k := c.killed.Load(); k != nil {
-		return k.code, k.reason, err
+		return k.code, k.reason
 	}
 	var ce *closeErr
 	if errors.As(err, &ce) {
-		return ce.code, ce.reason, err
+		return ce.code, ce.reason
 	}
 	if errors.Is(err, ErrSessionGone) {
-		return protocol.CloseReplaced, "session taken over by a newer connection or timed out", err
+		return protocol.CloseReplaced, "session taken over by a newer connection or timed out"
 	}
 	if err != nil && websocket.CloseStatus(err) == -1 && !isNetClosed(err) && c.srv.ctx.Err() == nil {
-		return websocket.StatusInternalError, "internal error", err
+		return websocket.StatusInternalError, "internal error"
 	}
-	return 0, "", err
+	return 0, ""
 }
 
 func isNetClosed(err error) bool {
@@ -137,10 +138,43 @@ func isNetClosed(err error) bool {
 // message of the connection's codec. A CBOR heartbeat lives in c.dec until
 // the next read.
 func (c *conn) read(ctx context.Context) (protocol.Message, error) {
-	typ, r, err := c.ws.Reader(ctx)
+	typ, buf, err := c.readFrame(ctx)
 	if err != nil {
 		return protocol.Message{}, err
 	}
+	defer c.srv.putBuf(buf)
+	return c.decode(typ, *buf)
+}
+
+// readFrame reads one message's bytes into a pooled buffer, which the
+// caller gives back (putBuf) once decoded. It is all that runs on a
+// connection's own goroutine after the hello (loop), so that goroutine's
+// stack stays as small as the read needs.
+func (c *conn) readFrame(ctx context.Context) (websocket.MessageType, *[]byte, error) {
+	typ, r, err := c.ws.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	buf := c.srv.getBuf()
+	b, err := readLimited(r, (*buf)[:0], protocol.MaxMessageBytes+1)
+	*buf = b
+	if err != nil {
+		c.srv.putBuf(buf)
+		return 0, nil, err
+	}
+	if len(b) > protocol.MaxMessageBytes {
+		c.srv.putBuf(buf)
+		return 0, nil, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
+	}
+	c.touch()
+	c.frameLen = len(b)
+	return typ, buf, nil
+}
+
+// decode decodes a message of frame type typ. Neither codec keeps a
+// reference to b (strings and byte slices are copies), so its buffer goes
+// back to the pool after.
+func (c *conn) decode(typ websocket.MessageType, b []byte) (protocol.Message, error) {
 	codec := protocol.JSON
 	if c.welcomed.Load() {
 		codec = c.codec
@@ -148,20 +182,6 @@ func (c *conn) read(ctx context.Context) (protocol.Message, error) {
 	if typ != frameType(codec) {
 		return protocol.Message{}, protoErr("a %s frame on a connection speaking %s", frameName(typ), codec)
 	}
-	buf := c.srv.getBuf()
-	defer c.srv.putBuf(buf)
-	b, err := readLimited(r, (*buf)[:0], protocol.MaxMessageBytes+1)
-	*buf = b
-	if err != nil {
-		return protocol.Message{}, err
-	}
-	if len(b) > protocol.MaxMessageBytes {
-		return protocol.Message{}, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
-	}
-	c.touch()
-	c.frameLen = len(b)
-	// Neither codec keeps a reference to b (strings and byte slices are
-	// copies), so the buffer goes back to the pool.
 	return c.dec.decode(codec, b)
 }
 
@@ -195,7 +215,10 @@ func (c *conn) storeCtx() (context.Context, context.CancelFunc) {
 	return context.Background(), func() {}
 }
 
-func (c *conn) serve() error {
+// handshake reads and stores the agent's hello and sends the welcome. It
+// runs on the HTTP handler's goroutine; loop serves the rest of the
+// session on a goroutine of its own.
+func (c *conn) handshake() error {
 	s := c.srv
 	hctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	m, err := c.read(hctx)
@@ -210,49 +233,65 @@ func (c *conn) serve() error {
 	if m.Type != protocol.TypeHello || m.Hello == nil {
 		return protoErr("first message must be hello, got %q", m.Type)
 	}
-	if err := c.hello(m.Hello); err != nil {
-		return err
-	}
+	return c.hello(m.Hello)
+}
+
+// loop reads the agent's messages until the session ends, each handled
+// on a worker (Server.handle) while loop waits: the connection's goroutine
+// only reads, and the stacks that decoding and storing grow belong to the
+// few workers, not to every idle connection (docs/benchmarks.md, "Memory
+// per idle agent"). Messages are handled one at a time, in order.
+func (c *conn) loop() error {
 	for {
 		// A context that cannot be cancelled: coder/websocket then sets no
 		// timer per read. Dead peers are found by the heartbeat check and
 		// pings; Shutdown closes the connection.
-		m, err := c.read(context.Background())
+		typ, buf, err := c.readFrame(context.Background())
 		if err != nil {
 			return err
 		}
-		switch m.Type {
-		case protocol.TypeHeartbeat:
-			if m.Heartbeat == nil {
-				return protoErr("heartbeat message without heartbeat")
-			}
-			err = c.heartbeat(m.Heartbeat)
-		case protocol.TypeRecords:
-			if m.Records == nil {
-				return protoErr("records message without records")
-			}
-			err = c.records(m.Records)
-		case protocol.TypeConfigApplied:
-			if m.ConfigApplied == nil {
-				return protoErr("config_applied message without configApplied")
-			}
-			err = c.configApplied(m.ConfigApplied)
-		case protocol.TypeCommandStatus:
-			if m.CommandStatus == nil {
-				return protoErr("command_status message without commandStatus")
-			}
-			err = c.commandStatus(m.CommandStatus)
-		case protocol.TypeHello:
-			return protoErr("hello sent twice")
-		default:
-			if protocol.SentByRelay(m.Type) {
-				return protoErr("%s is a relay-to-agent message", m.Type)
-			}
-			return protoErr("unknown message type %q", m.Type)
-		}
-		if err != nil {
+		if err := c.srv.handle(c, typ, buf); err != nil {
 			return err
 		}
+	}
+}
+
+// handleFrame decodes and handles one message read by loop, and gives its
+// buffer back.
+func (c *conn) handleFrame(typ websocket.MessageType, buf *[]byte) error {
+	m, err := c.decode(typ, *buf)
+	c.srv.putBuf(buf)
+	if err != nil {
+		return err
+	}
+	switch m.Type {
+	case protocol.TypeHeartbeat:
+		if m.Heartbeat == nil {
+			return protoErr("heartbeat message without heartbeat")
+		}
+		return c.heartbeat(m.Heartbeat)
+	case protocol.TypeRecords:
+		if m.Records == nil {
+			return protoErr("records message without records")
+		}
+		return c.records(m.Records)
+	case protocol.TypeConfigApplied:
+		if m.ConfigApplied == nil {
+			return protoErr("config_applied message without configApplied")
+		}
+		return c.configApplied(m.ConfigApplied)
+	case protocol.TypeCommandStatus:
+		if m.CommandStatus == nil {
+			return protoErr("command_status message without commandStatus")
+		}
+		return c.commandStatus(m.CommandStatus)
+	case protocol.TypeHello:
+		return protoErr("hello sent twice")
+	default:
+		if protocol.SentByRelay(m.Type) {
+			return protoErr("%s is a relay-to-agent message", m.Type)
+		}
+		return protoErr("unknown message type %q", m.Type)
 	}
 }
 

@@ -57,6 +57,7 @@ type benchFlags struct {
 	// connectOnly stops after connecting every agent and records only the
 	// capacity figures (count and RSS): what the guest run measures.
 	connectOnly bool
+	idleBeats   int
 	// codec is what the agents offer in their hello: CBOR as current agents
 	// do, or JSON (nothing offered) as agents from before CBOR.
 	codec protocol.Codec
@@ -90,6 +91,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&f.probeEvery, "probe-every", 100, "every Nth agent follows each heartbeat with a one-sample batch and times the ack (end-to-end probe)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
 	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory (with --connect-only: the relay's heap profile, goroutine stacks and MemStats with every agent idle)")
+	fs.IntVar(&f.idleBeats, "idle-beats", 0, "with --connect-only: every agent sends about this many heartbeats (at --rate) before the figures, which then show idle connections that have handled messages")
 	fs.BoolVar(&f.connectOnly, "connect-only", false, "connect every agent, report the relay's connections and RSS, and stop (no heartbeat load, no storm)")
 	codec := fs.String("codec", string(protocol.CBOR), "what the agents speak after the welcome: cbor (offered in the hello, as current agents) or json (nothing offered, as agents from before CBOR)")
 	fs.IntVar(&f.points, "points", 0, "point samples each agent sends per --points-interval, in one record (0: the heartbeat benchmark; above 0: the point samples benchmark, heartbeats every 30s unless --heartbeat)")
@@ -180,6 +182,23 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	connectTime := time.Since(t0)
+	if f.connectOnly && f.idleBeats > 0 {
+		// Idle as a relay's agents are between heartbeats: each has sent
+		// some, which the relay read and handled on the connection.
+		hbCtx, hbStop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		b.startHeartbeats(hbCtx, &wg)
+		time.Sleep(time.Duration(f.idleBeats) * f.interval)
+		hbStop()
+		wg.Wait()
+		if err := b.drainBacklog(ctx, f.interval, n); err != nil {
+			return err
+		}
+		// The relay's message workers (cloud/agentlink) exit after
+		// agentlink.WorkerIdle without work: idle is after that.
+		time.Sleep(agentlink.WorkerIdle + time.Second)
+		fmt.Printf("idle beats: every agent sent about %d heartbeats (each every %v) before the figures\n", f.idleBeats, f.interval.Round(time.Millisecond))
+	}
 	time.Sleep(time.Second)
 	st, err := relay.stats()
 	if err != nil {
@@ -194,6 +213,7 @@ func runBench(ctx context.Context, args []string) error {
 	if f.connectOnly {
 		fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (%.1f KiB per connection over a %.0f MiB base)\n",
 			float64(rss)/(1<<20), targetRSS>>20, okMark(rss < targetRSS), perConn/1024, float64(baseRSS)/(1<<20))
+		fmt.Printf("  relay RSS per connection     %8.1f KiB | ≤ %d KiB%s  (%s)\n", perConn/1024, targetPerConn, okMark(perConn <= targetPerConn*1024), beforePerConn)
 		if m, err := relay.idleMemory(); err == nil {
 			per := func(v int64) float64 { return float64(v) / float64(n) / 1024 }
 			fmt.Printf("  relay per connection: heap in use %.1f KiB, goroutine stacks %.1f KiB, other runtime %.1f KiB, %.2f goroutines\n",
@@ -204,7 +224,11 @@ func runBench(ctx context.Context, args []string) error {
 				fmt.Fprintln(os.Stderr, "profile:", err)
 			}
 		}
-		return recordCapacity(capacity{agents: n, rss: rss, baseRSS: baseRSS, connectTime: connectTime})
+		when := "measured right after every agent connected (hello and welcome)"
+		if f.idleBeats > 0 {
+			when = fmt.Sprintf("measured after every agent sent about %d heartbeats and the relay's workers went idle", f.idleBeats)
+		}
+		return recordCapacity(capacity{agents: n, rss: rss, baseRSS: baseRSS, connectTime: connectTime, when: when})
 	}
 	if f.points > 0 {
 		return b.runPoints(ctx, dbPath, ten)
@@ -335,7 +359,7 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf("  concurrent agents            %8d | %d%s\n", n, targetAgents, countMark)
 	fmt.Printf("  relay RSS, all agents        %8.0f MiB | < %d MiB%s  (idle %0.f MiB, under load %.0f MiB)\n",
 		float64(rss)/(1<<20), targetRSS>>20, okMark(float64(rss)*float64(targetAgents)/float64(n) < targetRSS), float64(baseRSS)/(1<<20), float64(rssLoaded)/(1<<20))
-	fmt.Printf("  relay RSS per connection     %8.1f KiB | < %.1f KiB\n", perConn/1024, float64(targetRSS)/targetAgents/1024)
+	fmt.Printf("  relay RSS per connection     %8.1f KiB | ≤ %d KiB%s  (%s)\n", perConn/1024, targetPerConn, okMark(perConn <= targetPerConn*1024), beforePerConn)
 	fmt.Printf("  heartbeats stored per second %8.0f /s | >= %d /s%s  (offered %.0f /s; %d transactions, %.0f heartbeats each)\n",
 		rate, targetHBRate, okMark(rate >= targetHBRate), float64(n)/f.interval.Seconds(), txs, float64(jobs)/float64(max(txs, 1)))
 	fmt.Printf("  heartbeat-to-stored p99      %8.1f ms | < %d ms%s  (the worst of %d windows of %v; over the whole %v: p99 %.1f ms, p50 %.1f ms; agent send to commit, over %d heartbeats sent, %d not stored by its end counted as misses)\n",

@@ -33,8 +33,8 @@ func TestGuestRowsRoundTrip(t *testing.T) {
 	guest := readRecorded(t, func() error {
 		return recordCapacity(capacity{agents: 20000, rss: 800 << 20, baseRSS: 18 << 20, connectTime: 87 * time.Second})
 	})
-	if len(guest) != 2 {
-		t.Fatalf("recorded %d rows, want 2", len(guest))
+	if len(guest) != 3 {
+		t.Fatalf("recorded %d rows, want 3", len(guest))
 	}
 	var console strings.Builder
 	console.WriteString("[    1.2] kernel noise\nFLEET-RUN command\n")
@@ -51,10 +51,10 @@ func TestGuestRowsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 {
-		t.Fatalf("parsed %d rows, want 2", len(rows))
+	if len(rows) != 3 {
+		t.Fatalf("parsed %d rows, want 3", len(rows))
 	}
-	agents, rss := rows[0], rows[1]
+	agents, rss, perConn := rows[0], rows[1], rows[2]
 	if agents.Figure != figAgents || agents.Measured != 20000 || agents.Target == nil {
 		t.Errorf("agents row: %+v", agents)
 	}
@@ -63,6 +63,9 @@ func TestGuestRowsRoundTrip(t *testing.T) {
 	}
 	if rss.Figure != figRSS || rss.Measured != 800 || !strings.Contains(rss.Notes, "40 KiB per connection over a 18 MiB base") {
 		t.Errorf("RSS row: %+v", rss)
+	}
+	if res, err := perConn.Evaluate(); err != nil || res != benchreport.Miss || perConn.Figure != figPerConn || perConn.Unit != "KiB" {
+		t.Errorf("40 KiB per connection against the 20 KiB target: %v %v (%+v)", res, err, perConn)
 	}
 }
 

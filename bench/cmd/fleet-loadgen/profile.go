@@ -76,7 +76,7 @@ func (p *relayProc) idleMemory() (idleMem, error) {
 		sc := bufio.NewScanner(body)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			for prefix, v := range map[string]*int64{"# HeapInuse = ": &m.heapInuse, "# StackInuse = ": &m.stackInuse, "# Sys = ": &m.sys, "# OtherSys = ": &m.other} {
+			for prefix, v := range map[string]*int64{"# HeapInuse = ": &m.heapInuse, "# Stack = ": &m.stackInuse, "# Sys = ": &m.sys, "# OtherSys = ": &m.other} {
 				if s, ok := strings.CutPrefix(sc.Text(), prefix); ok {
 					fmt.Sscan(s, v)
 				}

@@ -16,9 +16,26 @@ const fdReserve = 64
 // Figure names of the capacity rows: the guest run records them with the
 // target when this host's RLIMIT_NOFILE cannot hold every agent.
 const (
-	figAgents = "concurrent agent websockets on one relay"
-	figRSS    = "relay RSS, all agents (scaled to 20,000 from those connected)"
+	figAgents  = "concurrent agent websockets on one relay"
+	figRSS     = "relay RSS, all agents (scaled to 20,000 from those connected)"
+	figPerConn = "relay RSS per idle agent connection"
 )
+
+// targetPerConn is issue 31's bound on the relay's RSS per idle agent
+// connection, in KiB; beforePerConn what it measured before (the notes
+// print it beside the figure).
+const (
+	targetPerConn = 20
+	beforePerConn = "41.1–45.3 KiB before issue 31"
+)
+
+// perConnRow is the row of the relay's RSS per idle connection: its RSS
+// holding agents idle agents over its RSS before any.
+func perConnRow(rss, baseRSS int64, agents int, notes string) benchreport.Row {
+	return benchreport.Row{Area: "agent link", Figure: figPerConn, Unit: "KiB", Measured: float64(rss-baseRSS) / float64(max(agents, 1)) / 1024,
+		Target: &benchreport.Target{Op: benchreport.AtMost, Value: targetPerConn},
+		Notes:  fmt.Sprintf("%s; %s idle agents, %s over a %s base; %s", beforePerConn, num(float64(agents), ""), num(float64(rss)/(1<<20), "MiB"), num(float64(baseRSS)/(1<<20), "MiB"), notes)}
+}
 
 // figures are what runBench prints, for the `make bench` report.
 type figures struct {
@@ -68,6 +85,7 @@ func record(f figures) error {
 			Target: &benchreport.Target{Op: benchreport.Below, Value: targetDrain.Seconds()},
 			Notes:  fmt.Sprintf("relay restart to last ack; %s of %s spooled samples stored exactly once", num(float64(f.spooled), ""), num(float64(f.spooledWant), ""))},
 	}
+	rows = append(rows, perConnRow(f.rss, f.baseRSS, f.agents, "measured right after every agent connected (hello and welcome)"))
 	if f.capped {
 		// The figures with a target come from fleet-loadgen guest, which
 		// runs this same load generator where the limit can be raised;
@@ -131,6 +149,7 @@ type capacity struct {
 	agents       int
 	rss, baseRSS int64
 	connectTime  time.Duration
+	when         string // when the figures were taken
 }
 
 // recordCapacity writes the capacity rows with their targets: the agents
@@ -146,5 +165,6 @@ func recordCapacity(c capacity) error {
 			Notes: fmt.Sprintf("%s measured with %s idle agents (%s per connection over a %s base)",
 				num(float64(c.rss)/(1<<20), "MiB"), num(float64(c.agents), ""),
 				num(float64(c.rss-c.baseRSS)/float64(max(c.agents, 1))/1024, "KiB"), num(float64(c.baseRSS)/(1<<20), "MiB"))},
+		perConnRow(c.rss, c.baseRSS, c.agents, c.when),
 	)
 }

@@ -18,8 +18,10 @@ package onewrite
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
+	"syscall"
 )
 
 // Listener wraps accepted connections; serve with ConnContext as the
@@ -122,4 +124,15 @@ func Write(w http.ResponseWriter, r *http.Request, body []byte) error {
 		err = ferr
 	}
 	return err
+}
+
+// SyscallConn gives the wrapped connection's descriptor where it has one:
+// the agent endpoint reads a hijacked websocket through it
+// (cloud/agentlink's read buffers borrowed only while bytes wait).
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }

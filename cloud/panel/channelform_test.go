@@ -150,6 +150,8 @@ func testChannelFormShowsEverySection(t *testing.T, open storetest.Opener) {
 		`<button type="submit" name="action" value="remove points[0]" class="secondary" formnovalidate>Remove point 1</button>`,
 		`<button type="submit" name="action" value="add points" class="secondary" formnovalidate>Add point</button>`,
 		`<option value="">—</option><option value="ABCD" selected>ABCD</option>`,
+		`<fieldset class="section" id="s-rs485-2-poll" aria-describedby="s-rs485-2-poll-hint">`,
+		`<p class="sub" id="s-rs485-2-poll-hint">reads count registers of the slave every interval</p>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
@@ -363,7 +365,7 @@ func testChannelFormErrorKeepsInput(t *testing.T, open storetest.Opener) {
 		form.Set(p+"type", "u16")
 	}
 	r := c.post(devPage+"/channels/rs485-1", form)
-	if r.status != http.StatusBadRequest || !regexp.MustCompile(`<fieldset class="section list" id="s-rs485-1-points" aria-describedby="s-rs485-1-points-error">\s*<legend>Points</legend>(?s:.*?)<p class="field-error" id="s-rs485-1-points-error" role="alert">at most 64 points per channel \(got 65\)</p>`).MatchString(r.body) {
+	if r.status != http.StatusBadRequest || !regexp.MustCompile(`<fieldset class="section list" id="s-rs485-1-points" aria-describedby="s-rs485-1-points-hint s-rs485-1-points-error">\s*<legend>Points</legend>(?s:.*?)<p class="field-error" id="s-rs485-1-points-error" role="alert">at most 64 points per channel \(got 65\)</p>`).MatchString(r.body) {
 		t.Errorf("65 points: %d, or no error under the list", r.status)
 	}
 	if strings.Count(r.body, ">Add point</button>") != 2 { // rs485-2's and canfd-1's

@@ -88,6 +88,11 @@ func TestBrowser(t *testing.T) {
 	fleetproc.AdminInput(t, relay, nil, "demo-client-secret-1\n", nil, "org", "set-oidc", "--db", db, "--org", org.ID, "--issuer", sso.Issuer,
 		"--client-id", "fleet-demo", "--domains", "sso.example", "--default-role", "VIEWER", "--client-secret-stdin")
 
+	// [forms] an IG-500 of the channel form steps' own (no agent): every
+	// kind, changed only by those steps.
+	var forms fleetproc.Device
+	fleetproc.Admin(t, relay, nil, &forms, "device", "add", "--db", db, "--org", org.ID, "--name", "Forms bench", "--serial", "FORMS-1", "--model", "IG-500")
+
 	// A release of 9.9.0 (a few random bytes, signed with minisign as an
 	// operator signs one) for the rollout pages; no agent of the demo is
 	// in the rollout's scope.
@@ -135,7 +140,7 @@ func TestBrowser(t *testing.T) {
 		"FLEET_BASE=http://"+listen, "FLEET_OWNER_EMAIL="+email, "FLEET_OWNER_PASSWORD="+password,
 		"FLEET_VIEWER_EMAIL=viewer@demo.example", "FLEET_VIEWER_PASSWORD="+viewerPassword, "FLEET_ACCOUNTS_EMAIL=two.orgs@demo.example", "FLEET_ACCOUNTS_PASSWORD="+accountsPassword, "FLEET_API_KEY="+key,
 		"FLEET_TOTP_EMAIL=totp@demo.example", "FLEET_TOTP_PASSWORD="+totpPassword,
-		"FLEET_DEVICE="+press, "FLEET_OFFLINE_DEVICE="+gate[1], "FLEET_XSS_NAME="+xssName,
+		"FLEET_DEVICE="+press, "FLEET_OFFLINE_DEVICE="+gate[1], "FLEET_FORMS_DEVICE="+forms.ID, "FLEET_XSS_NAME="+xssName,
 		"FLEET_SCREENSHOTS="+shots, "CHROMIUM="+chromium,
 		"FLEET_SSO_EMAIL=sam@sso.example", "FLEET_SSO_USERNAME=sam", "FLEET_SSO_PASSWORD=sam's provider password", "FLEET_SSO_ORG="+org.ID,
 		"FLEET_LIVE_DEVICE="+liveDev.ID, fmt.Sprintf("FLEET_LIVE_AGENT_PID=%d", liveAgent.Process.Pid)) // [live]

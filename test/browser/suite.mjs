@@ -1066,6 +1066,152 @@ step("the fleet page fits 390 px and 1366 px without scrolling sideways", async 
 });
 
 // [forms] channel forms round trip per kind
+const FORMS = env("FLEET_FORMS_DEVICE"); // an IG-500 of this suite's own, no agent
+
+// apiPut PUTs a JSON body with the demo's key; [status, body].
+function apiPut(path, body) {
+  const out = execFileSync("curl", ["-sS", "--max-time", "10", "-X", "PUT", "-w", "\n%{http_code}", "-H", `Authorization: Bearer ${KEY}`,
+    "-H", "Content-Type: application/json", "-d", JSON.stringify(body), API + path], { encoding: "utf8" });
+  const i = out.lastIndexOf("\n");
+  return [Number(out.slice(i + 1)), out.slice(0, i)];
+}
+
+// storedConfig is channel ch's config of the forms device, through the API.
+function storedConfig(ch) {
+  const [status, body] = curl(KEY, `/devices/${FORMS}/serial/channels/${ch}`);
+  assert(status === 200, `GET ${ch}: ${status} ${body}`);
+  return JSON.parse(body).data.config;
+}
+
+// channelForm opens ch's configuration on the forms device's page.
+async function channelForm(ch) {
+  await page.goto(`${BASE}/panel/devices/${FORMS}`);
+  const details = page.locator(`#config-${ch}`);
+  if ((await details.getAttribute("open")) === null) await details.locator("summary").click();
+  return details.locator("form.channel-form");
+}
+
+async function saveForm(form, ch) {
+  await form.getByRole("button", { name: `Save ${ch}`, exact: true }).click();
+  await page.getByText(`Configuration of ${ch} saved`).waitFor();
+}
+
+// sameConfig compares two configs as JSON values (members in any order).
+function sameConfig(got, want, what) {
+  const deep = (v) => (Array.isArray(v) ? v.map(deep) : v && typeof v === "object" ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, deep(v[k])])) : v);
+  assert(JSON.stringify(deep(got)) === JSON.stringify(deep(want)), `${what}: stored ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+}
+
+// pressInForm clicks a button of ch's form that sends it back (Add,
+// Remove) and returns the form of the page that answers.
+async function pressInForm(ch, name) {
+  const form = page.locator(`#config-${ch} form.channel-form`);
+  await Promise.all([page.waitForNavigation(), form.getByRole("button", { name, exact: true }).click()]);
+  return page.locator(`#config-${ch} form.channel-form`);
+}
+
+const README_RS485 = { kind: "rs485", baudRate: 19200, dataBits: 8, parity: "even", stopBits: 1, mode: "modbus_rtu_master", slaveId: 7,
+  tx: { enabled: true, intervalMs: 0, register: 10, value: 42 } };
+
+step("[forms] rs485 without poll (the README's PUT) shows Poll, round-trips, and turns polling on", async () => {
+  await signIn(page, OWNER); // signed out by the steps before; signed out again at the end of these
+  const [status, body] = apiPut(`/devices/${FORMS}/serial/channels/rs485-1`, README_RS485);
+  assert(status === 200, `the README's PUT: ${status} ${body}`);
+  let form = await channelForm("rs485-1");
+  assert(!(await form.getByLabel("Poll: enabled", { exact: true }).isChecked()), "Poll: enabled is checked for a config without poll");
+  assert((await form.getByLabel("Poll: interval (ms)", { exact: true }).inputValue()) === "1000", "Poll: interval (ms) is not its default");
+  assert((await form.getByLabel("Poll: function", { exact: true }).inputValue()) === "holding", "Poll: function is not its default");
+  await form.getByLabel("Parity", { exact: true }).selectOption("odd");
+  await saveForm(form, "rs485-1");
+  sameConfig(storedConfig("rs485-1"), { ...README_RS485, parity: "odd" }, "rs485-1 saved without poll");
+  form = await channelForm("rs485-1");
+  await form.getByLabel("Poll: enabled", { exact: true }).check();
+  await form.getByLabel("Poll: register", { exact: true }).fill("100");
+  await saveForm(form, "rs485-1");
+  sameConfig(storedConfig("rs485-1"), { ...README_RS485, parity: "odd",
+    poll: { enabled: true, intervalMs: 1000, register: 100, count: 2, function: "holding" } }, "rs485-1 with polling switched on");
+});
+
+step("[forms] rs485 with poll: a point and an extra poll added, one removed, without JavaScript's help", async () => {
+  await channelForm("rs485-1");
+  let form = await pressInForm("rs485-1", "Add point");
+  await form.getByLabel("Point 1: name", { exact: true }).fill("boiler_temp");
+  await form.getByLabel("Point 1: register", { exact: true }).fill("10");
+  await form.getByLabel("Point 1: type", { exact: true }).selectOption("f32");
+  await form.getByLabel("Point 1: unit", { exact: true }).fill("°C");
+  form = await pressInForm("rs485-1", "Add extra poll");
+  assert((await form.getByLabel("Point 1: name", { exact: true }).inputValue()) === "boiler_temp", "Add extra poll lost the point's name");
+  await form.getByLabel("Extra poll 1: slave id", { exact: true }).fill("9");
+  form = await pressInForm("rs485-1", "Add point");
+  await form.getByLabel("Point 2: name", { exact: true }).fill("spare");
+  form = await pressInForm("rs485-1", "Remove point 2");
+  assert((await form.getByLabel("Point 2: name", { exact: true }).count()) === 0, "Remove point 2 left it");
+  sameConfig(storedConfig("rs485-1").points || [], [], "Add and Remove saved something");
+  await saveForm(form, "rs485-1");
+  const got = storedConfig("rs485-1");
+  sameConfig(got.points, [{ name: "boiler_temp", slaveId: 7, function: "holding", register: 10, type: "f32", order: "ABCD", scale: 1, unit: "°C", intervalMs: 1000 }], "rs485-1's points");
+  sameConfig(got.polls, [{ enabled: true, intervalMs: 1000, register: 0, count: 2, function: "holding", slaveId: 9 }], "rs485-1's extra polls");
+});
+
+step("[forms] canfd: a bad value is shown beside its field with the input kept, then saved", async () => {
+  const form = await channelForm("canfd-1");
+  await form.getByLabel("Nominal bitrate", { exact: true }).selectOption("250000");
+  await form.getByLabel("Sample point", { exact: true }).fill("0.8");
+  await form.getByLabel("Send: enabled", { exact: true }).check();
+  await form.getByLabel("Send: interval (ms)", { exact: true }).fill("500");
+  await form.getByLabel("Send: CAN id", { exact: true }).fill("1a");
+  await form.getByLabel("Send: data (hex)", { exact: true }).fill("01 02 03 04 05 06 07 08 09");
+  await Promise.all([page.waitForNavigation(), form.getByRole("button", { name: "Save canfd-1", exact: true }).click()]);
+  const data = page.locator("#config-canfd-1").getByLabel("Send: data (hex)", { exact: true });
+  await page.locator("#f-canfd-1-tx-dataHex-error").waitFor();
+  assert((await data.getAttribute("aria-invalid")) === "true", "the bad field is not aria-invalid");
+  assert((await data.getAttribute("aria-describedby")).includes("f-canfd-1-tx-dataHex-error"), "the error does not describe its field");
+  assert((await page.locator("#f-canfd-1-tx-dataHex-error").textContent()).includes("is not a CAN-FD length"), "the error's text");
+  const again = page.locator("#config-canfd-1 form.channel-form");
+  assert((await again.getByLabel("Nominal bitrate", { exact: true }).inputValue()) === "250000", "the nominal bitrate typed was lost");
+  assert((await again.getByLabel("Send: CAN id", { exact: true }).inputValue()) === "1a", "the CAN id typed was lost");
+  await data.fill("01 0a");
+  await saveForm(again, "canfd-1");
+  sameConfig(storedConfig("canfd-1"), { kind: "canfd", nominalBitrate: 250000, dataBitrate: 2000000, samplePoint: 0.8, listenOnly: false,
+    tx: { enabled: true, intervalMs: 500, canId: "0x1A", dataHex: "01 0A" } }, "canfd-1");
+});
+
+step("[forms] uart round-trips (Enter in a field saves)", async () => {
+  const form = await channelForm("uart-1");
+  await form.getByLabel("Baud rate", { exact: true }).selectOption("9600");
+  await form.getByLabel("Flow control", { exact: true }).selectOption("rtscts");
+  await form.getByLabel("Send: enabled", { exact: true }).check();
+  await form.getByLabel("Send: data (hex)", { exact: true }).fill("41 54 0D 0A");
+  await form.getByLabel("Send: data (hex)", { exact: true }).press("Enter");
+  await page.getByText("Configuration of uart-1 saved").waitFor();
+  sameConfig(storedConfig("uart-1"), { kind: "uart", baudRate: 9600, dataBits: 8, parity: "none", stopBits: 1, flowControl: "rtscts",
+    tx: { enabled: true, intervalMs: 0, dataHex: "41 54 0D 0A" } }, "uart-1");
+});
+
+step("[forms] gpio in and gpio out round-trip", async () => {
+  let form = await channelForm("gpio-1");
+  assert((await form.getByLabel("Debounce (ms)", { exact: true }).inputValue()) === "20", "gpio-1's debounce is not its default");
+  await form.getByLabel("Pull", { exact: true }).selectOption("down");
+  await form.getByLabel("Debounce (ms)", { exact: true }).fill("50");
+  await saveForm(form, "gpio-1");
+  sameConfig(storedConfig("gpio-1"), { kind: "gpio", direction: "in", pull: "down", debounceMs: 50, tx: { enabled: false, intervalMs: 0, value: 0 } }, "gpio-1 (in)");
+  form = await channelForm("gpio-2");
+  await form.getByLabel("Direction", { exact: true }).selectOption("out");
+  await form.getByLabel("Pull", { exact: true }).selectOption("none");
+  await form.getByLabel("Debounce (ms)", { exact: true }).fill("0");
+  await form.getByLabel("Send: enabled", { exact: true }).check();
+  await form.getByLabel("Send: interval (ms)", { exact: true }).fill("1000");
+  await form.getByLabel("Send: value", { exact: true }).fill("1");
+  await saveForm(form, "gpio-2");
+  sameConfig(storedConfig("gpio-2"), { kind: "gpio", direction: "out", pull: "none", debounceMs: 0, tx: { enabled: true, intervalMs: 1000, value: 1 } }, "gpio-2 (out)");
+});
+
+step("[forms] sign out, as the steps before left the browser", async () => {
+  await page.goto(BASE + "/panel/");
+  if (page.url().startsWith(BASE + "/panel/login")) return;
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByText("You are signed out.").waitFor();
+});
 
 // [charts] chart ranges, no sensor, live samples
 

@@ -2,8 +2,10 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -37,7 +39,8 @@ func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
 //	tempCpu: normal cpu-thermal 47250 m°C -> 47.25; multizone takes
 //	  x86_pkg_temp (61.5) over the hotter iwlwifi_1 (70.0), skipping the
 //	  zone without temp; nocpuzone has no CPU zone -> hottest, 52.125 ->
-//	  52.13 (two decimals); nothermal -> 0 with no error.
+//	  52.13 (two decimals); nothermal -> 0, listed in missing (no sensor),
+//	  with no error.
 //	loadAvg1: the first field of loadavg.
 func TestSamplerFixtures(t *testing.T) {
 	tests := []struct {
@@ -45,7 +48,7 @@ func TestSamplerFixtures(t *testing.T) {
 		want resource.MetricSample
 	}{
 		{"normal", resource.MetricSample{CPUPct: 40, MemPct: 61.25, TempCPU: 47.25, LoadAvg1: 0.42}},
-		{"nothermal", resource.MetricSample{CPUPct: 15, MemPct: 50, TempCPU: 0, LoadAvg1: 1.05}},
+		{"nothermal", resource.MetricSample{CPUPct: 15, MemPct: 50, TempCPU: 0, LoadAvg1: 1.05, Missing: []string{"tempCpu"}}},
 		{"multizone", resource.MetricSample{CPUPct: 40, MemPct: 61.25, TempCPU: 61.5, LoadAvg1: 3.17}},
 		{"nocpuzone", resource.MetricSample{CPUPct: 40, MemPct: 61.25, TempCPU: 52.13, LoadAvg1: 0}},
 	}
@@ -76,6 +79,9 @@ func TestSamplerFixtures(t *testing.T) {
 			if !near(got.CPUPct, tc.want.CPUPct) || !near(got.MemPct, tc.want.MemPct) ||
 				!near(got.TempCPU, tc.want.TempCPU) || !near(got.LoadAvg1, tc.want.LoadAvg1) {
 				t.Errorf("got cpu %v mem %v temp %v load %v, want %+v", got.CPUPct, got.MemPct, got.TempCPU, got.LoadAvg1, tc.want)
+			}
+			if !slices.Equal(got.Missing, tc.want.Missing) {
+				t.Errorf("missing = %q, want %q", got.Missing, tc.want.Missing)
 			}
 			if got.DiskUsedPct <= 0 || got.DiskUsedPct > 100 {
 				t.Errorf("diskUsedPct of the temp dir's filesystem = %v", got.DiskUsedPct)
@@ -139,11 +145,52 @@ func TestCollectorIsolation(t *testing.T) {
 	}
 }
 
-// No /sys at all (a container): tempCpu 0 and no error.
+// No /sys at all (a container): no sensor (tempCpu 0, listed as missing)
+// and no error.
 func TestNoSysfs(t *testing.T) {
 	var s resource.MetricSample
-	if err := NewThermal(filepath.Join(t.TempDir(), "nosys")).Update(&s); err != nil || s.TempCPU != 0 {
-		t.Fatalf("no sysfs: %v %v", s.TempCPU, err)
+	if err := NewThermal(filepath.Join(t.TempDir(), "nosys")).Update(&s); err != nil || s.TempCPU != 0 || !slices.Equal(s.Missing, []string{"tempCpu"}) {
+		t.Fatalf("no sysfs: %v %q %v", s.TempCPU, s.Missing, err)
+	}
+}
+
+// A sysfs without thermal zones but with hwmon sensors (a fake root in a
+// temp dir): the hottest input of the CPU's chip, not "no sensor"; with
+// only other chips, their hottest; with hwmon chips but no temperature
+// input, no sensor.
+func TestHwmonWithoutThermalZones(t *testing.T) {
+	root := t.TempDir()
+	chip := func(n, name string, temps ...string) {
+		dir := filepath.Join(root, "class", "hwmon", "hwmon"+n)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "name"), []byte(name+"\n"), 0o644)
+		for i, v := range temps {
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("temp%d_input", i+1)), []byte(v+"\n"), 0o644)
+		}
+	}
+	os.MkdirAll(filepath.Join(root, "class", "thermal"), 0o755)
+	chip("0", "acpitz", "27800")
+	chip("1", "nvme", "71850", "garbage")
+	read := func() resource.MetricSample {
+		var s resource.MetricSample
+		if err := NewThermal(root).Update(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := read(); s.TempCPU != 71.85 || s.Missing != nil {
+		t.Fatalf("other chips only: %v %q, want the hottest, 71.85", s.TempCPU, s.Missing)
+	}
+	chip("2", "coretemp", "44000", "46512")
+	if s := read(); s.TempCPU != 46.51 || s.Missing != nil {
+		t.Fatalf("with coretemp: %v %q, want its hottest, 46.51", s.TempCPU, s.Missing)
+	}
+	os.RemoveAll(filepath.Join(root, "class", "hwmon"))
+	chip("0", "fan_ctl")
+	if s := read(); s.TempCPU != 0 || !slices.Equal(s.Missing, []string{"tempCpu"}) {
+		t.Fatalf("no temperature input: %v %q, want no sensor", s.TempCPU, s.Missing)
 	}
 }
 

@@ -23,5 +23,8 @@ type Thermal struct{ root string }
 // NewThermal returns the thermal collector reading sysRoot/class/thermal.
 func NewThermal(sysRoot string) *Thermal { return &Thermal{root: sysRoot} }
 
-// Update returns errors.ErrUnsupported off Linux.
-func (t *Thermal) Update(s *resource.MetricSample) error { return errors.ErrUnsupported }
+// Update lists tempCpu as missing (no sensor) off Linux.
+func (t *Thermal) Update(s *resource.MetricSample) error {
+	s.Missing = append(s.Missing, "tempCpu")
+	return nil
+}

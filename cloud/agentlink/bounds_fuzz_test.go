@@ -111,7 +111,8 @@ func FuzzAgentOutputAccepted(f *testing.F) {
 
 		// Records: a metric and an event, each from the fuzzer's values or a
 		// well-formed one (pick's bits), numbered as a spool numbers them.
-		metric := &resource.MetricSample{CapturedAt: resource.T(now.Add(after)), CPUPct: x, MemPct: -x, DiskUsedPct: x * 1e6, TempCPU: math.Sqrt(x), LoadAvg1: float64(n)}
+		metric := &resource.MetricSample{CapturedAt: resource.T(now.Add(after)), CPUPct: x, MemPct: -x, DiskUsedPct: x * 1e6, TempCPU: math.Sqrt(x), LoadAvg1: float64(n),
+			Missing: strings.Split(s1, ",")} // the metrics the host lacks: the fuzzer's names, known or not
 		ev := &protocol.Event{ID: s1, Type: s2, Severity: resource.Severity(s3), Message: s1 + s2 + s3, Data: json.RawMessage(s2), CreatedAt: resource.T(now.Add(-after))}
 		if pick&2 != 0 {
 			ev.ID = ids.New()

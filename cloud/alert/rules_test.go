@@ -238,3 +238,33 @@ func testEventRuleResolveOn(t *testing.T, open storetest.Opener) {
 		t.Errorf("alert.resolved events: %+v", evs)
 	}
 }
+
+// TestNoSensorFiresNoTemperatureRule: a sample whose host has no thermal
+// sensor (missing: ["tempCpu"], tempCpu 0) is no reading for a rule on
+// metric.tempCpu, neither now nor as history for its `for`; a sample with
+// a reading fires it.
+func TestNoSensorFiresNoTemperatureRule(t *testing.T) {
+	stores.Run(t, testNoSensorFiresNoTemperatureRule)
+}
+
+func testNoSensorFiresNoTemperatureRule(t *testing.T, open storetest.Opener) {
+	e := newEnv(t, open)
+	r := e.createRule(resource.AlertRule{Name: "Cold cabinet",
+		Condition: resource.RuleCondition{Kind: resource.ConditionThreshold, Source: "metric.tempCpu", Op: "<", Value: num(5), For: "5m"}})
+	noSensor := resource.MetricSample{CPUPct: 10, MemPct: 30, DiskUsedPct: 40, Missing: []string{"tempCpu"}}
+	e.metrics(noSensor, noSensor, noSensor)
+	if as := e.alerts(resource.AlertActive); len(as) != 0 {
+		t.Fatalf("no-sensor samples opened %+v", as)
+	}
+	e.noHook()
+	cold := resource.MetricSample{CPUPct: 10, MemPct: 30, DiskUsedPct: 40, TempCPU: 2}
+	e.metrics(cold) // the run starts here: the no-sensor samples before it are no part of it
+	if as := e.alerts(resource.AlertActive); len(as) != 0 {
+		t.Fatalf("one cold sample opened %+v before its 5m", as)
+	}
+	e.metrics(cold)
+	as := e.alerts(resource.AlertActive)
+	if len(as) != 1 || as[0].RuleID != r.ID {
+		t.Fatalf("two cold samples 5 minutes apart: %+v", as)
+	}
+}

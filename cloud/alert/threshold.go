@@ -37,7 +37,8 @@ var (
 )
 
 // MetricsStored evaluates the threshold rules on metrics over the samples
-// (in capture order).
+// (in capture order), but not on a metric a sample's host has no sensor
+// for (MetricSample.Missing).
 func (e *Engine) MetricsStored(ctx context.Context, dev cloud.DeviceRef, samples []resource.MetricSample) {
 	if !slices.IsSortedFunc(samples, func(a, b resource.MetricSample) int { return a.CapturedAt.Compare(b.CapturedAt.Time) }) {
 		samples = slices.Clone(samples)
@@ -52,6 +53,9 @@ func (e *Engine) MetricsStored(ctx context.Context, dev cloud.DeviceRef, samples
 		s := &samples[i]
 		at := s.CapturedAt.UnixNano()
 		for m := range d.metric {
+			if len(s.Missing) > 0 && s.Lacks(cloud.RuleMetrics[m]) {
+				continue // the host has no sensor: its 0 is no reading
+			}
 			v := metricValue(s, m)
 			for _, sl := range d.metric[m] {
 				if !sl.quiet(at, v) {

@@ -283,6 +283,19 @@ func testMetrics(t *testing.T, open storetest.Opener) {
 	e.get("/devices/"+d.ID+"/metrics?from="+to+"&to="+from, e.keyA).want(t, http.StatusBadRequest, cloud.EINVALID)
 	e.get("/devices/"+d.ID+"/metrics?from=yesterday", e.keyA).want(t, http.StatusBadRequest, cloud.EINVALID)
 	e.get("/devices/"+d.ID+"/metrics?limit=1001", e.keyA).want(t, http.StatusBadRequest, cloud.EINVALID)
+
+	// A host without a thermal sensor: tempCpu stays a number, 0, and the
+	// additive missing names it (checked against the OpenAPI document by
+	// the client's transport); a sample with every sensor has no missing.
+	nd := e.device(e.orgA.ID, "IG-100")
+	storetest.Metrics(t, e.s.Agent, e.agent(nd.ID),
+		resource.MetricSample{CapturedAt: resource.T(now.Add(-2 * time.Minute)), CPUPct: 9.5, MemPct: 48, DiskUsedPct: 61, LoadAvg1: 0.12, Missing: []string{"tempCpu"}},
+		resource.MetricSample{CapturedAt: resource.T(now.Add(-time.Minute)), CPUPct: 9.5, MemPct: 48, DiskUsedPct: 61, TempCPU: 41.5, LoadAvg1: 0.12})
+	r = e.get("/devices/"+nd.ID+"/metrics", e.keyA)
+	r.want(t, http.StatusOK, "")
+	if !strings.Contains(string(r.body), `"tempCpu":0,"loadAvg1":0.12,"missing":["tempCpu"]}`) || strings.Count(string(r.body), `"missing"`) != 1 {
+		t.Fatalf("no-sensor sample: %s", r.body)
+	}
 }
 
 func TestEvents(t *testing.T) {

@@ -3,6 +3,7 @@ package panel
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,13 +15,17 @@ import (
 	"github.com/fleet/fleet/shared/resource"
 )
 
-// Chart ranges of the device page, and the default.
+// Chart ranges of the device page, smallest first. Without one in the URL
+// the page opens on the smallest that holds the device's first sample
+// (defaultChartRange).
 var chartRanges = []struct {
-	Name string
-	D    time.Duration
-}{{"1h", time.Hour}, {"24h", 24 * time.Hour}, {"7d", 7 * 24 * time.Hour}}
+	Name, Label string
+	D           time.Duration
+}{{"1h", "1 h", time.Hour}, {"24h", "24 h", 24 * time.Hour}, {"7d", "7 d", 7 * 24 * time.Hour}}
 
-const defaultRange = "24h"
+// firstSampleTime is before any sample a relay stores (the agent link
+// refuses times before 2020).
+var firstSampleTime = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // metricsBatch is how many samples one store call returns (the store's
 // bound); a 7-day chart takes a few calls.
@@ -32,19 +37,39 @@ const maxChartSamples = 7 * 24 * 60
 // eventsPageSize is the number of events per page of the device page.
 const eventsPageSize = 50
 
+// chartSeries are the device page's charts, one per metric.
+var chartSeries = [...]struct{ Name, Caption string }{
+	{"cpuPct", "CPU (%)"},
+	{"memPct", "Memory (%)"},
+	{"diskUsedPct", "Disk used (%)"},
+	{"tempCpu", "CPU temperature (°C)"},
+	{"loadAvg1", "Load average, 1 min"},
+}
+
+// chartFigure is one chart of the device page. Note, when set, stands in
+// for the plot: "No samples yet", or "No sensor" (NoSensor: no sample of
+// the range has a sensor for the metric).
+type chartFigure struct {
+	Name, Caption, Note string
+	NoSensor            bool
+}
+
 type rangeLink struct {
 	Name, URL string
 	Active    bool
 }
 
 type deviceData struct {
-	Device   resource.DeviceDetail
-	Edit     deviceForm
-	Ranges   []rangeLink
-	Range    string
-	Metrics  string // chart data, JSON (see metricsJSON)
-	Samples  int
-	From, To int64 // the charts' window, Unix seconds
+	Device     resource.DeviceDetail
+	Edit       deviceForm
+	Ranges     []rangeLink
+	Range      string
+	RangeLabel string // "24 h"
+	Metrics    string // chart data, JSON (see metricsJSON)
+	MetricsURL string // the chart data's route, for samples since the last (panel.js)
+	Samples    int
+	Charts     []chartFigure
+	From, To   int64 // the charts' window, Unix seconds
 
 	Events         []resource.Event
 	EventType      string
@@ -86,28 +111,40 @@ func (s *Server) deviceData(ctx context.Context, rq *request, id string, q url.V
 	}
 	d := &deviceData{Device: dev, Edit: newDeviceForm(dev), Range: q.Get("range"), Severities: resource.Severities, CanReboot: s.cfg.Rollouts != nil}
 	base := "/panel/devices/" + url.PathEscape(dev.ID)
-	span := time.Duration(0)
-	for _, cr := range chartRanges {
-		if cr.Name == d.Range {
-			span = cr.D
-		}
-	}
+	span, label := chartRange(d.Range)
 	if span == 0 {
-		d.Range, span = defaultRange, 24*time.Hour
+		if d.Range, err = s.defaultChartRange(ctx, org, dev.ID); err != nil {
+			return nil, err
+		}
+		span, label = chartRange(d.Range)
 	}
+	d.RangeLabel = label
 	for _, cr := range chartRanges {
 		v := cloneValues(q)
 		v.Set("range", cr.Name)
 		d.Ranges = append(d.Ranges, rangeLink{Name: cr.Name, URL: base + "?" + v.Encode() + "#charts", Active: cr.Name == d.Range})
 	}
-	d.To = s.now().Unix()
+	now := s.now().UTC()
+	d.To = now.Unix()
 	d.From = d.To - int64(span/time.Second)
-	samples, err := s.samples(ctx, org, dev.ID, span)
+	samples, err := s.samples(ctx, org, dev.ID, now.Add(-span), now)
 	if err != nil {
 		return nil, err
 	}
 	d.Samples = len(samples)
 	d.Metrics = metricsJSON(samples)
+	d.MetricsURL = base + "/metrics.json?" + url.Values{"range": {d.Range}}.Encode()
+	ns := noSensor(samples)
+	for _, c := range chartSeries {
+		f := chartFigure{Name: c.Name, Caption: c.Caption + ", last " + label, NoSensor: ns[c.Name]}
+		switch {
+		case len(samples) == 0:
+			f.Note = "No samples yet"
+		case f.NoSensor:
+			f.Note = "No sensor"
+		}
+		d.Charts = append(d.Charts, f)
+	}
 
 	d.EventType = strings.TrimSpace(q.Get("type"))
 	if len(d.EventType) > 100 {
@@ -176,11 +213,60 @@ func cloneValues(q url.Values) url.Values {
 	return v
 }
 
-// samples returns the device's samples of the last span, oldest first,
-// reading the store in batches of its largest page.
-func (s *Server) samples(ctx context.Context, org, id string, span time.Duration) ([]resource.MetricSample, error) {
-	to := s.now().UTC()
-	from := to.Add(-span)
+// chartRange returns the span and label of the chart range named name, 0
+// for an unknown one.
+func chartRange(name string) (time.Duration, string) {
+	for _, cr := range chartRanges {
+		if cr.Name == name {
+			return cr.D, cr.Label
+		}
+	}
+	return 0, ""
+}
+
+// defaultChartRange names the smallest chart range that holds the device's
+// first sample, the largest when none does: a new device (no samples, or
+// all of the last hour) opens on 1h, one with three days of data on 7d.
+// It reads at most one sample per range passed over.
+func (s *Server) defaultChartRange(ctx context.Context, org, id string) (string, error) {
+	now := s.now().UTC()
+	for _, cr := range chartRanges[:len(chartRanges)-1] {
+		older, err := s.cfg.Devices.Metrics(ctx, org, id, cloud.MetricsQuery{From: firstSampleTime, To: now.Add(-cr.D - time.Millisecond), Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		if len(older.Data) == 0 {
+			return cr.Name, nil
+		}
+	}
+	return chartRanges[len(chartRanges)-1].Name, nil
+}
+
+// noSensor returns the metrics that no sample of samples has a sensor for
+// (each sample lists it as missing), nil without samples: their charts say
+// "No sensor" instead of drawing a line at 0.
+func noSensor(samples []resource.MetricSample) map[string]bool {
+	if len(samples) == 0 || len(samples[0].Missing) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, name := range samples[0].Missing {
+		out[name] = true
+	}
+	for i := range samples[1:] {
+		for name := range out {
+			if !samples[i+1].Lacks(name) {
+				delete(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// samples returns the device's samples in [from, to], oldest first,
+// reading the store in batches of its largest page, at most
+// maxChartSamples (the newest).
+func (s *Server) samples(ctx context.Context, org, id string, from, to time.Time) ([]resource.MetricSample, error) {
 	var batches [][]resource.MetricSample
 	n := 0
 	for n < maxChartSamples {
@@ -205,12 +291,75 @@ func (s *Server) samples(ctx context.Context, org, id string, span time.Duration
 	return out, nil
 }
 
+// metricsData answers the device page's chart data as JSON for panel.js's
+// live updates: {"from": s, "to": s, "metrics": metricsJSON} of the samples
+// of the range (?range=, the largest when unknown) newer than ?since= (Unix
+// seconds, the chart's last sample), so a live chart fetches only what it
+// lacks. since is bounded by the range: an older one, or none, reads the
+// whole range.
+func (s *Server) metricsData(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	org := rq.User.OrgID
+	dev, err := s.cfg.Devices.Device(ctx, org, r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, rq, err)
+		return
+	}
+	q := r.URL.Query()
+	span, _ := chartRange(q.Get("range"))
+	if span == 0 {
+		span = chartRanges[len(chartRanges)-1].D
+	}
+	now := s.now().UTC()
+	from := now.Add(-span)
+	if since, ok := parseSince(q.Get("since")); ok && since.After(from) {
+		from = since.Add(time.Millisecond) // samples are stored to the millisecond
+	}
+	if from.After(now) {
+		from = now
+	}
+	samples, err := s.samples(ctx, org, dev.ID, from, now)
+	if err != nil {
+		s.fail(w, r, rq, err)
+		return
+	}
+	b := make([]byte, 0, 64+len(samples)*6*8)
+	b = append(b, `{"from":`...)
+	b = strconv.AppendInt(b, now.Add(-span).Unix(), 10)
+	b = append(b, `,"to":`...)
+	b = strconv.AppendInt(b, now.Unix(), 10)
+	b = append(b, `,"metrics":`...)
+	b = append(b, metricsJSON(samples)...)
+	writeChartJSON(w, append(b, '}'))
+}
+
+// parseSince reads a since parameter, Unix seconds with up to millisecond
+// fractions ("1764226800.125"); false for none or nonsense.
+func parseSince(v string) (time.Time, bool) {
+	if v == "" || len(v) > 32 {
+		return time.Time{}, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f > 1e11 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(int64(math.Round(f * 1000))).UTC(), true
+}
+
+// writeChartJSON answers chart data, never cached.
+func writeChartJSON(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(b)
+}
+
 // metricsJSON is the chart data panel.js reads: {"t":[unix seconds...],
 // "cpuPct":[...], "memPct":[...], "diskUsedPct":[...], "tempCpu":[...],
-// "loadAvg1":[...]}, written without reflection (a week is 10,000 numbers).
+// "loadAvg1":[...]}, null where a sample's host has no sensor for the
+// metric, written without reflection (a week is 10,000 numbers).
 func metricsJSON(samples []resource.MetricSample) string {
 	b := make([]byte, 0, 64+len(samples)*6*8)
-	series := []struct {
+	series := [...]struct {
 		name string
 		get  func(m *resource.MetricSample) float64
 	}{
@@ -235,6 +384,10 @@ func metricsJSON(samples []resource.MetricSample) string {
 		for i := range samples {
 			if i > 0 {
 				b = append(b, ',')
+			}
+			if len(samples[i].Missing) > 0 && samples[i].Lacks(se.name) {
+				b = append(b, "null"...)
+				continue
 			}
 			b = strconv.AppendFloat(b, se.get(&samples[i]), 'f', -1, 64)
 		}

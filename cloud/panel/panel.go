@@ -246,6 +246,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/panel/{$}", cloud.PermView, s.fleetPage},
 		{"GET", "/panel/devices/{id}", cloud.PermView, s.devicePage},
 		{"GET", "/panel/devices/{id}/channels", cloud.PermView, s.channelsFragment},
+		{"GET", "/panel/devices/{id}/metrics.json", cloud.PermView, s.metricsData},
 		{"POST", "/panel/devices/{id}/channels/{ch}", cloud.PermConfigure, s.putChannel},
 		{"POST", dbcRoute, cloud.PermConfigure, s.importDBC},
 		{"POST", "/panel/devices/{id}/serial", cloud.PermConfigure, s.patchSerial},
@@ -285,6 +286,7 @@ func (s *Server) routeTable() []route {
 			route{"GET", "/panel/devices/{id}/points", cloud.PermView, s.pointsFragment},
 			route{"GET", "/panel/devices/{id}/points/{point}", cloud.PermView, s.pointPage},
 			route{"GET", "/panel/devices/{id}/points/{point}/samples.csv", cloud.PermView, s.pointCSV},
+			route{"GET", "/panel/devices/{id}/points/{point}/chart.json", cloud.PermView, s.pointChartData},
 		)
 	}
 	if s.cfg.Rollouts != nil {

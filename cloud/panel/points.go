@@ -21,8 +21,10 @@ import (
 // chosen range; the CSV route answers the same rows as the API's
 // `Accept: text/csv`.
 
-// pointRanges are the chart page's ranges, each with the bucket width that
-// gives it 600-800 buckets, and the default.
+// pointRanges are the chart page's ranges, smallest first, each with the
+// bucket width that gives it 600-800 buckets. Without one in the URL the
+// page opens on the smallest that holds the point's first sample
+// (defaultPointRange).
 var pointRanges = []struct {
 	Name, Label string
 	D, Step     time.Duration
@@ -31,8 +33,6 @@ var pointRanges = []struct {
 	{"24h", "24 h", 24 * time.Hour, 2 * time.Minute},
 	{"7d", "7 d", 7 * 24 * time.Hour, 15 * time.Minute},
 }
-
-const defaultPointRange = "24h"
 
 // maxPointBuckets bounds one chart's buckets (a range holds at most 721).
 const maxPointBuckets = 1000
@@ -172,6 +172,7 @@ type pointData struct {
 	StepLabel string // "2 min"
 	Buckets   int
 	Chart     string // chart data, JSON (see pointChartJSON)
+	ChartURL  string // the chart data's route, for buckets since the last (panel.js)
 	From, To  int64  // the chart's window, Unix seconds
 	CSV       string // the buckets as CSV
 	RawCSV    string // the raw samples as CSV
@@ -182,14 +183,32 @@ type pointRangeLink struct {
 	Active           bool
 }
 
-// pointRange returns the range named name, or the default.
+// pointRange returns the range named name, or the largest.
 func pointRange(name string) (string, string, time.Duration, time.Duration) {
 	for _, pr := range pointRanges {
 		if pr.Name == name {
 			return pr.Name, pr.Label, pr.D, pr.Step
 		}
 	}
-	return pointRange(defaultPointRange)
+	pr := pointRanges[len(pointRanges)-1]
+	return pr.Name, pr.Label, pr.D, pr.Step
+}
+
+// defaultPointRange names the smallest range that holds the point's first
+// sample (the largest when none does; 1h for a point without samples),
+// reading at most one sample per range passed over.
+func (s *Server) defaultPointRange(ctx context.Context, org, devID, pointID string) (string, error) {
+	now := s.now().UTC()
+	for _, pr := range pointRanges[:len(pointRanges)-1] {
+		older, err := s.cfg.Points.PointSamples(ctx, org, devID, pointID, cloud.PointQuery{From: firstSampleTime, To: now.Add(-pr.D - time.Millisecond), Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		if len(older.Raw) == 0 {
+			return pr.Name, nil
+		}
+	}
+	return pointRanges[len(pointRanges)-1].Name, nil
 }
 
 // point finds one point of the device; an unknown one is ENOTFOUND.
@@ -221,8 +240,15 @@ func (s *Server) pointPage(w http.ResponseWriter, r *http.Request, rq *request) 
 		return
 	}
 	d := &pointData{Device: dev, Point: p}
+	name := r.URL.Query().Get("range")
+	if n, _, _, _ := pointRange(name); n != name {
+		if name, err = s.defaultPointRange(ctx, org, dev.ID, p.ID); err != nil {
+			s.fail(w, r, rq, err)
+			return
+		}
+	}
 	var span time.Duration
-	d.Range, d.Label, span, d.Step = pointRange(r.URL.Query().Get("range"))
+	d.Range, d.Label, span, d.Step = pointRange(name)
 	d.StepLabel = stepLabel(d.Step)
 	for _, pr := range pointRanges {
 		v := url.Values{"range": {pr.Name}}
@@ -239,10 +265,51 @@ func (s *Server) pointPage(w http.ResponseWriter, r *http.Request, rq *request) 
 	d.Buckets = len(series.Buckets)
 	d.Chart = pointChartJSON(series.Buckets, d.Step)
 	v := url.Values{"range": {d.Range}}
+	d.ChartURL = p.URL + "/chart.json?" + v.Encode()
 	d.CSV = p.URL + "/samples.csv?" + v.Encode()
 	v.Set("raw", "1")
 	d.RawCSV = p.URL + "/samples.csv?" + v.Encode()
 	s.render(w, r, rq, http.StatusOK, "point", p.Name+" · "+dev.Name, d)
+}
+
+// pointChartData answers a point's chart data as JSON for panel.js's live
+// updates: {"from": s, "to": s, "chart": pointChartJSON} of the buckets of
+// the range (?range=, the largest when unknown) from the bucket holding
+// ?since= (Unix seconds, the chart's last bucket, which may have grown)
+// on. since is bounded by the range: an older one, or none, reads the
+// whole range.
+func (s *Server) pointChartData(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	org := rq.User.OrgID
+	dev, p, err := s.point(ctx, org, r.PathValue("id"), r.PathValue("point"))
+	if err != nil {
+		s.fail(w, r, rq, err)
+		return
+	}
+	_, _, span, step := pointRange(r.URL.Query().Get("range"))
+	q := cloud.PointQuery{To: s.now().UTC(), Step: step, Limit: maxPointBuckets}
+	q.From = q.To.Add(-span)
+	start := q.From
+	if since, ok := parseSince(r.URL.Query().Get("since")); ok && since.After(q.From) {
+		ms, st := since.UnixMilli(), step.Milliseconds()
+		q.From = time.UnixMilli(ms - ms%st).UTC() // buckets are multiples of step since the epoch
+	}
+	if q.From.After(q.To) {
+		q.From = q.To
+	}
+	series, err := s.cfg.Points.PointSamples(ctx, org, dev.ID, p.ID, q)
+	if err != nil {
+		s.fail(w, r, rq, err)
+		return
+	}
+	b := make([]byte, 0, 64+len(series.Buckets)*4*12)
+	b = append(b, `{"from":`...)
+	b = strconv.AppendInt(b, start.Unix(), 10)
+	b = append(b, `,"to":`...)
+	b = strconv.AppendInt(b, q.To.Unix(), 10)
+	b = append(b, `,"chart":`...)
+	b = append(b, pointChartJSON(series.Buckets, step)...)
+	writeChartJSON(w, append(b, '}'))
 }
 
 // stepLabel is a bucket width as people read it: "5 s", "15 min".

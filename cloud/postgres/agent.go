@@ -162,14 +162,15 @@ func insertMetrics(ctx context.Context, tx pgx.Tx, deviceID string, ms []*resour
 	}
 	at := make([]int64, len(ms))
 	var cpu, mem, disk, temp, load []float64
+	missing := make([]int64, len(ms))
 	for i, m := range ms {
-		at[i] = m.CapturedAt.UnixMilli()
+		at[i], missing[i] = m.CapturedAt.UnixMilli(), resource.MissingMask(m.Missing)
 		cpu, mem, disk = append(cpu, m.CPUPct), append(mem, m.MemPct), append(disk, m.DiskUsedPct)
 		temp, load = append(temp, m.TempCPU), append(load, m.LoadAvg1)
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1)
-		SELECT $1, * FROM unnest($2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::float8[], $7::float8[])
-		ON CONFLICT DO NOTHING RETURNING captured_at`, deviceID, at, cpu, mem, disk, temp, load)
+	rows, err := tx.Query(ctx, `INSERT INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1, missing)
+		SELECT $1, * FROM unnest($2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::float8[], $7::float8[], $8::int[])
+		ON CONFLICT DO NOTHING RETURNING captured_at`, deviceID, at, cpu, mem, disk, temp, load, missing)
 	if err != nil {
 		return nil, storeError("postgres: insert metrics of %s: %w", deviceID, err)
 	}

@@ -55,18 +55,19 @@ func applyRecords(ctx context.Context, tx pgx.Tx, recs []*recJob) error {
 	}
 	inserted := make(map[key]int, n)
 	if n > 0 {
-		dev, at := make([]string, 0, n), make([]int64, 0, n)
+		dev, at, missing := make([]string, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 		cpu, mem, disk, temp, load := make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
 		for _, r := range recs {
 			for _, m := range r.ms {
 				dev, at = append(dev, r.dev.ID), append(at, m.CapturedAt.UnixMilli())
+				missing = append(missing, resource.MissingMask(m.Missing))
 				cpu, mem, disk = append(cpu, m.CPUPct), append(mem, m.MemPct), append(disk, m.DiskUsedPct)
 				temp, load = append(temp, m.TempCPU), append(load, m.LoadAvg1)
 			}
 		}
-		rows, err := tx.Query(ctx, `INSERT INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1)
-			SELECT * FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::float8[], $7::float8[])
-			ON CONFLICT DO NOTHING RETURNING device_id, captured_at`, dev, at, cpu, mem, disk, temp, load)
+		rows, err := tx.Query(ctx, `INSERT INTO metrics (device_id, captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1, missing)
+			SELECT * FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::float8[], $7::float8[], $8::int[])
+			ON CONFLICT DO NOTHING RETURNING device_id, captured_at`, dev, at, cpu, mem, disk, temp, load, missing)
 		if err != nil {
 			return errRecordsBulk{storeError("postgres: insert metrics: %w", err)}
 		}

@@ -204,7 +204,7 @@ func (s *AgentStore) Records(ctx context.Context, in agentlink.RecordsIn) (agent
 			switch {
 			case r.Metric != nil:
 				m := r.Metric
-				metrics = append(metrics, []any{dev.ID, m.CapturedAt.UnixMilli(), m.CPUPct, m.MemPct, m.DiskUsedPct, m.TempCPU, m.LoadAvg1})
+				metrics = append(metrics, []any{dev.ID, m.CapturedAt.UnixMilli(), m.CPUPct, m.MemPct, m.DiskUsedPct, m.TempCPU, m.LoadAvg1, resource.MissingMask(m.Missing)})
 			case r.Event != nil:
 				ev, ok, err := s.insertAgentEvent(t, dev, r.Event)
 				if err != nil {

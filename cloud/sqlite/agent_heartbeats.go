@@ -126,7 +126,7 @@ var hbStmts = [...]bulkStmt{
 // The record statements, run in chunks of up to hbChunk rows (execBulk).
 var (
 	eventRows  = insertStmt("INSERT OR IGNORE", "events", []string{"id", "org_id", "device_id", "type", "severity", "message", "data", "created_at"}, "")
-	metricRows = insertStmt("INSERT OR IGNORE", "metrics", []string{"device_id", "captured_at", "cpu_pct", "mem_pct", "disk_used_pct", "temp_cpu", "load_avg1"}, ` RETURNING captured_at`)
+	metricRows = insertStmt("INSERT OR IGNORE", "metrics", []string{"device_id", "captured_at", "cpu_pct", "mem_pct", "disk_used_pct", "temp_cpu", "load_avg1", "missing"}, ` RETURNING captured_at`)
 )
 
 // hbSized is a heartbeat statement for 1<<k rows: its key among the

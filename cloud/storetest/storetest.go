@@ -112,6 +112,7 @@ func Run(t *testing.T, open Opener) {
 		{"PatchSerial", testPatchSerial},
 		{"PointState", testPointState},
 		{"RecordsExactlyOnce", testRecordsExactlyOnce},
+		{"MetricsMissing", testMetricsMissing},
 		{"RecordsFromTwoHandles", testRecordsFromTwoHandles},
 		{"RecordsConcurrentBatches", testRecordsConcurrentBatches},
 		{"Sessions", testSessions},

@@ -43,6 +43,9 @@ const (
 	MaxFutureSkew = 24 * time.Hour
 	// MaxPointID bounds a point's id, "<channelId>.<name>".
 	MaxPointID = MaxChannelID + 1 + serialcfg.MaxPointName
+	// MaxMissingName bounds each name of a metric sample's missing
+	// (the metrics its host has no sensor for).
+	MaxMissingName = 32
 	// MaxPointBatchBytes bounds the samples of one points record as the
 	// agent spools it (JSON), so that a record always fits a message.
 	MaxPointBatchBytes = 64 << 10
@@ -241,6 +244,7 @@ func Table() []Bound {
 	for _, r := range MetricRanges() {
 		add("metric."+r.Name, fmt.Sprintf("finite, %g to %g", r.Lo, r.Hi), "clamped (NaN: 0)")
 	}
+	add("metric.missing", fmt.Sprintf("absent, or at most %d names of at most %d bytes (names other than the metrics above are ignored)", len(resource.MetricNames), MaxMissingName), "names other than the metrics left out, each once; a named metric sent as 0")
 	add("points.samples", fmt.Sprintf("1 to %d per record", MaxPointSamples), fmt.Sprintf("a round's samples split into records of at most %d samples and %d KiB as JSON", MaxPointSamples, MaxPointBatchBytes>>10))
 	add("points.samples[].point", fmt.Sprintf("`<channelId>.<name>`: a channel id as `heartbeat.channels[].id`, a name as `heartbeat.channels[].points[].name` (at most %d bytes in all)", MaxPointID), "the sample left out; a record left with none not spooled, logged")
 	add("points.samples[].at", fmt.Sprintf("from 2020-01-01 to %s after the relay's clock", hours(MaxFutureSkew)), "the sample left out; a record left with none not spooled, logged (before 2020: the clock is not set)")

@@ -202,6 +202,14 @@ func CheckRecord(r *Record, now time.Time) error {
 				return outOfBound("metric."+b.Name, "out of %g..%g", b.Lo, b.Hi)
 			}
 		}
+		if len(m.Missing) > len(resource.MetricNames) {
+			return outOfBound("metric.missing", "%d names, over %d", len(m.Missing), len(resource.MetricNames))
+		}
+		for _, n := range m.Missing {
+			if len(n) > MaxMissingName {
+				return outOfBound("metric.missing", "a name over %d bytes", MaxMissingName)
+			}
+		}
 	case r.Event != nil:
 		e := r.Event
 		switch {

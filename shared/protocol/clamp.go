@@ -264,6 +264,7 @@ func ClampRecord(r *Record, now time.Time) error {
 			}
 			*v = min(max(*v, b.Lo), b.Hi)
 		}
+		clampMissing(m)
 	case r.Event != nil:
 		e := r.Event
 		if ClockNotSet(e.CreatedAt.Time) {
@@ -392,4 +393,20 @@ func clampData(d json.RawMessage) json.RawMessage {
 func ClampConfigApplied(a *ConfigApplied) {
 	a.Version = max(a.Version, 0)
 	clampTexts(a, configAppliedTexts[:])
+}
+
+// clampMissing keeps of a sample's missing the names of its metrics, each
+// once, in the order of resource.MetricNames, and sends each named metric
+// as 0 (nil when none is left).
+func clampMissing(m *resource.MetricSample) {
+	if m.Missing == nil {
+		return
+	}
+	names := resource.MissingNames(resource.MissingMask(m.Missing))
+	for _, r := range MetricRanges() {
+		if m.Lacks(r.Name) {
+			*r.Value(m) = 0
+		}
+	}
+	m.Missing = names
 }

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fxamacker/cbor/v2"
 
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
@@ -59,6 +62,7 @@ func sampleMessages(t testing.TB) []Message {
 				Data: json.RawMessage(`{"path":"/dev/ttyUSB0","nested":{"a":[1,2.5,"x",null,true]}}`), CreatedAt: at}},
 			{Seq: 43, Event: &Event{ID: "x", Type: EventSpoolDropped, Severity: resource.SeverityError, Data: json.RawMessage(`{}`), CreatedAt: whole}},
 			{Seq: 44, Metric: &resource.MetricSample{CapturedAt: old, CPUPct: math.SmallestNonzeroFloat64, MemPct: math.MaxFloat64, LoadAvg1: 1e-7}},
+			{Seq: 45, Metric: &resource.MetricSample{CapturedAt: at, CPUPct: 9.5, MemPct: 48, DiskUsedPct: 61, LoadAvg1: 0.12, Missing: []string{"tempCpu"}}},
 			{Seq: math.MaxUint64},
 		}}},
 		{Type: TypeRecords, Records: &Records{Items: []Record{}}},
@@ -102,6 +106,9 @@ func randomMessages(n int) []Message {
 				r := Record{Seq: uint64(k + 1)}
 				if rng.IntN(2) == 0 {
 					r.Metric = &resource.MetricSample{CapturedAt: tm(), CPUPct: rng.Float64() * 100, MemPct: float64(rng.IntN(101)), TempCPU: rng.NormFloat64() * 50, LoadAvg1: rng.ExpFloat64()}
+					if rng.IntN(4) == 0 {
+						r.Metric.TempCPU, r.Metric.Missing = 0, []string{"tempCpu"}
+					}
 				} else {
 					r.Event = &Event{ID: word(), Type: word(), Severity: resource.SeverityWarning, Message: word(), CreatedAt: tm()}
 					if rng.IntN(2) == 0 {
@@ -371,4 +378,68 @@ func FuzzJSONDecodeAsEncodingJSON(f *testing.F) {
 			t.Fatalf("%q: the codec read\n%s\nencoding/json\n%s", b, dump(got), dump(want))
 		}
 	})
+}
+
+// TestMissingRoundTrip: a sample's missing (the metrics its host has no
+// sensor for) travels in JSON as "missing" and in CBOR under key 7, and
+// reads back the same from both; a sample without it (an older agent's)
+// has none in either encoding.
+func TestMissingRoundTrip(t *testing.T) {
+	at := resource.T(time.Date(2026, 11, 22, 2, 45, 0, 0, time.UTC))
+	m := Message{Type: TypeRecords, Records: &Records{Items: []Record{
+		{Seq: 1, Metric: &resource.MetricSample{CapturedAt: at, CPUPct: 9.5, Missing: []string{"tempCpu"}}},
+		{Seq: 2, Metric: &resource.MetricSample{CapturedAt: at, CPUPct: 9.5, TempCPU: 41.5}},
+	}}}
+	js, err := JSON.Marshal(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(js, []byte(`"tempCpu":0,"loadAvg1":0,"missing":["tempCpu"]}`)) || bytes.Count(js, []byte(`"missing"`)) != 1 {
+		t.Errorf("JSON: %s", js)
+	}
+	cb, err := CBOR.Marshal(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		Records struct {
+			Items []struct {
+				Metric map[int]any `cbor:"2,keyasint"`
+			} `cbor:"1,keyasint"`
+		} `cbor:"4,keyasint"`
+	}
+	if err := cbor.Unmarshal(cb, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if it := raw.Records.Items; len(it) != 2 || !reflect.DeepEqual(it[0].Metric[7], []any{"tempCpu"}) || it[1].Metric[7] != nil {
+		t.Errorf("CBOR key 7: %+v", raw.Records.Items)
+	}
+	for _, c := range []struct {
+		codec Codec
+		b     []byte
+	}{{JSON, js}, {CBOR, cb}} {
+		var got Message
+		if err := c.codec.Unmarshal(c.b, &got); err != nil {
+			t.Fatalf("%s: %v", c.codec, err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Errorf("%s reads back %s, want %s", c.codec, dump(got), dump(m))
+		}
+	}
+	now := at.Time.Add(time.Minute)
+	if err := CheckRecord(&m.Records.Items[0], now); err != nil {
+		t.Errorf("check: %v", err)
+	}
+	six := Record{Seq: 3, Metric: &resource.MetricSample{CapturedAt: at, Missing: []string{"a", "b", "c", "d", "e", "f"}}}
+	if err := CheckRecord(&six, now); err == nil {
+		t.Error("six names passed the check")
+	}
+	// The agent's clamp keeps the known names once each and zeroes them.
+	odd := Record{Seq: 4, Metric: &resource.MetricSample{CapturedAt: at, TempCPU: 12, Missing: []string{"tempCpu", "fanRpm", "tempCpu", strings.Repeat("x", 40)}}}
+	if err := ClampRecord(&odd, now); err != nil || !reflect.DeepEqual(odd.Metric.Missing, []string{"tempCpu"}) || odd.Metric.TempCPU != 0 {
+		t.Errorf("clamped: %v %q %v", err, odd.Metric.Missing, odd.Metric.TempCPU)
+	}
+	if err := CheckRecord(&odd, now); err != nil {
+		t.Errorf("clamped record refused: %v", err)
+	}
 }

@@ -118,6 +118,50 @@ type MetricSample struct {
 	DiskUsedPct float64 `json:"diskUsedPct" cbor:"4,keyasint,omitempty"`
 	TempCPU     float64 `json:"tempCpu" cbor:"5,keyasint,omitempty"`
 	LoadAvg1    float64 `json:"loadAvg1" cbor:"6,keyasint,omitempty"`
+	// Missing names the metrics the host has no sensor for (additive to
+	// the spec, docs/protocol.md "Metrics a host lacks"): their values
+	// stay numbers, 0, and mean nothing. Today only "tempCpu", on a host
+	// without a thermal zone. Absent from the samples of older agents,
+	// which sent 0 for "no sensor".
+	Missing []string `json:"missing,omitempty" cbor:"7,keyasint,omitempty"`
+}
+
+// MetricNames are the metrics of a sample, in the order of its fields.
+var MetricNames = [...]string{"cpuPct", "memPct", "diskUsedPct", "tempCpu", "loadAvg1"}
+
+// Lacks reports whether the sample's host has no sensor for metric name.
+func (m *MetricSample) Lacks(name string) bool {
+	for _, n := range m.Missing {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// MissingMask packs names (of MetricNames; others are ignored) into one
+// bit per metric, bit i for MetricNames[i], as the stores keep them.
+func MissingMask(names []string) int64 {
+	var mask int64
+	for _, n := range names {
+		for i, m := range MetricNames {
+			if n == m {
+				mask |= 1 << i
+			}
+		}
+	}
+	return mask
+}
+
+// MissingNames unpacks a MissingMask, nil for 0.
+func MissingNames(mask int64) []string {
+	var out []string
+	for i, m := range MetricNames {
+		if mask&(1<<i) != 0 {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Window is the effective time range of a metrics response.

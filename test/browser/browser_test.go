@@ -93,6 +93,16 @@ func TestBrowser(t *testing.T) {
 	var forms fleetproc.Device
 	fleetproc.Admin(t, relay, nil, &forms, "device", "add", "--db", db, "--org", org.ID, "--name", "Forms bench", "--serial", "FORMS-1", "--model", "IG-500")
 
+	// [charts] a gateway of its own whose host has no thermal sensor (an
+	// empty --sys-root: no thermal zone, no hwmon), sampling every 2 s so
+	// that its charts see new samples while a step watches.
+	var probe struct{ ID, Token string }
+	fleetproc.Admin(t, relay, nil, &probe, "device", "add", "--db", db, "--org", org.ID, "--name", "Charts probe", "--serial", "CHARTS-1", "--model", "IG-100", "--json")
+	noSys, probeState := t.TempDir(), t.TempDir()
+	fleetproc.Start(t, "charts probe agent", filepath.Join(data, "agent-charts.log"), []string{"FLEET_TOKEN=" + probe.Token}, filepath.Join(bin, "fleet-agent"),
+		"--relay", "ws://"+listen, "--hw", "sim", "--model", "IG-100", "--name", "Charts probe", "--state-dir", probeState,
+		"--heartbeat", "5s", "--metrics-interval", "2s", "--dev-root", "none", "--passthrough-listen", "none", "--sys-root", noSys)
+
 	// A release of 9.9.0 (a few random bytes, signed with minisign as an
 	// operator signs one) for the rollout pages; no agent of the demo is
 	// in the rollout's scope.
@@ -143,7 +153,8 @@ func TestBrowser(t *testing.T) {
 		"FLEET_DEVICE="+press, "FLEET_OFFLINE_DEVICE="+gate[1], "FLEET_FORMS_DEVICE="+forms.ID, "FLEET_XSS_NAME="+xssName,
 		"FLEET_SCREENSHOTS="+shots, "CHROMIUM="+chromium,
 		"FLEET_SSO_EMAIL=sam@sso.example", "FLEET_SSO_USERNAME=sam", "FLEET_SSO_PASSWORD=sam's provider password", "FLEET_SSO_ORG="+org.ID,
-		"FLEET_LIVE_DEVICE="+liveDev.ID, fmt.Sprintf("FLEET_LIVE_AGENT_PID=%d", liveAgent.Process.Pid)) // [live]
+		"FLEET_LIVE_DEVICE="+liveDev.ID, fmt.Sprintf("FLEET_LIVE_AGENT_PID=%d", liveAgent.Process.Pid), // [live]
+		"FLEET_CHARTS_DEVICE="+probe.ID) // [charts]
 	var out bytes.Buffer
 	w := io.MultiWriter(&out, testWriter{t}) // one writer for both: exec then copies with one goroutine
 	node.Stdout, node.Stderr = w, w

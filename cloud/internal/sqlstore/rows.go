@@ -130,16 +130,17 @@ func ScanKey(row Row) (*cloud.APIKey, error) {
 }
 
 // SampleColumns are the columns ScanSample reads, in order.
-const SampleColumns = `captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1`
+const SampleColumns = `captured_at, cpu_pct, mem_pct, disk_used_pct, temp_cpu, load_avg1, missing`
 
 // ScanSample reads a row of SampleColumns.
 func ScanSample(row Row) (resource.MetricSample, error) {
 	var m resource.MetricSample
-	var at int64
-	if err := row.Scan(&at, &m.CPUPct, &m.MemPct, &m.DiskUsedPct, &m.TempCPU, &m.LoadAvg1); err != nil {
+	var at, missing int64
+	if err := row.Scan(&at, &m.CPUPct, &m.MemPct, &m.DiskUsedPct, &m.TempCPU, &m.LoadAvg1, &missing); err != nil {
 		return m, err
 	}
 	m.CapturedAt = resource.T(time.UnixMilli(at))
+	m.Missing = resource.MissingNames(missing)
 	return m, nil
 }
 

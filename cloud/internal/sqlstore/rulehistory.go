@@ -4,9 +4,11 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/fleet/fleet/cloud"
+	"github.com/fleet/fleet/shared/resource"
 )
 
 // The history of a threshold rule's source (issue 27): the values the
@@ -32,6 +34,12 @@ func metricColumn(c cloud.RuleCondition) (string, error) {
 		return "", cloud.Errorf(cloud.EINVALID, "condition.source: unknown metric %q", c.Metric)
 	}
 	return col, nil
+}
+
+// sensed is the condition that leaves out the samples whose host has no
+// sensor for c's metric (their value is 0 and means nothing).
+func sensed(c cloud.RuleCondition) string {
+	return ` AND (missing & ` + strconv.FormatInt(resource.MissingMask([]string{c.Metric}), 10) + `) = 0`
 }
 
 // deviceOfOrg returns ENOTFOUND unless deviceID is a device of orgID.
@@ -64,7 +72,7 @@ func (s *Store) RuleHistory(ctx context.Context, orgID, deviceID string, c cloud
 	if err != nil {
 		return err
 	}
-	q := `SELECT captured_at, ` + col + ` FROM metrics WHERE device_id = ? AND captured_at > ? AND captured_at <= ? ORDER BY captured_at LIMIT ?`
+	q := `SELECT captured_at, ` + col + ` FROM metrics WHERE device_id = ? AND captured_at > ? AND captured_at <= ?` + sensed(c) + ` ORDER BY captured_at LIMIT ?`
 	after := from.UnixMilli() - 1
 	for {
 		buf = buf[:0]
@@ -126,7 +134,7 @@ func (s AlertEngineStore) History(ctx context.Context, orgID, deviceID string, c
 		var v float64
 		err := r.Scan(&at, &v)
 		return cloud.RuleSample{At: time.UnixMilli(at).UTC(), Value: v}, err
-	}, `SELECT captured_at, `+col+` FROM metrics WHERE device_id = ? AND captured_at >= ? AND captured_at <= ? ORDER BY captured_at DESC LIMIT ?`,
+	}, `SELECT captured_at, `+col+` FROM metrics WHERE device_id = ? AND captured_at >= ? AND captured_at <= ?`+sensed(c)+` ORDER BY captured_at DESC LIMIT ?`,
 		deviceID, from.UnixMilli(), to.UnixMilli(), limit)
 	if err != nil {
 		return nil, s.Wrap("metric history", err)

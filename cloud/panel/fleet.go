@@ -42,8 +42,7 @@ type fleetRow struct {
 	// Glance is the device at a glance; HasGlance is false without
 	// Config.Glance (the columns are hidden).
 	Glance cloud.DeviceGlance
-	SeenAt time.Time // last seen; zero: never
-	Seen   string    // SeenAt, "12 s ago" (glance.js ticks it on)
+	SeenAt time.Time // last seen; zero: never (glance.js ticks it on)
 	CPU    string    // "43%", "—" for no sample
 	Memory string
 	Disk   string
@@ -180,7 +179,6 @@ func (s *Server) fleetRows(ctx context.Context, orgID string, devs []resource.De
 			return nil, err
 		}
 	}
-	now := s.now()
 	rows := make([]fleetRow, len(devs))
 	for i, dev := range devs {
 		g, ok := glances[dev.ID]
@@ -192,9 +190,9 @@ func (s *Server) fleetRows(ctx context.Context, orgID string, devs []resource.De
 			}
 		}
 		dev.Status = g.Status
-		rows[i] = fleetRow{Device: dev, Glance: g, Seen: "never", CPU: pct(g.CPU), Memory: pct(g.Memory), Disk: pct(g.Disk)}
+		rows[i] = fleetRow{Device: dev, Glance: g, CPU: pct(g.CPU), Memory: pct(g.Memory), Disk: pct(g.Disk)}
 		if g.LastSeen != nil {
-			rows[i].SeenAt, rows[i].Seen = *g.LastSeen, tickAgo(now, *g.LastSeen)
+			rows[i].SeenAt = *g.LastSeen
 		}
 	}
 	return rows, nil
@@ -207,15 +205,6 @@ func pct(v *float64) string {
 		return "—"
 	}
 	return strconv.Itoa(int(math.Round(*v))) + "%"
-}
-
-// tickAgo says how long before now t was as glance.js ticks it: seconds
-// under a minute ("12 s ago"), then as ago does.
-func tickAgo(now, t time.Time) string {
-	if d := now.Sub(t); d < time.Minute {
-		return fmt.Sprintf("%d s ago", int(max(d, 0)/time.Second))
-	}
-	return ago(now, t)
 }
 
 // tagFilter reads the fleet page's tag filter: the values of ?tag=,

@@ -85,7 +85,7 @@ func testFleetAtAGlance(t *testing.T, open storetest.Opener) {
 		t.Errorf("default order: %s", got)
 	}
 	want := map[string]*regexp.Regexp{
-		"Press line 1": regexp.MustCompile(`^Press line 1 SN-1 ONLINE ERROR 4 open 42% 62% 77% \d+ s ago IG-500`),
+		"Press line 1": regexp.MustCompile(`^Press line 1 SN-1 ONLINE ERROR 4 open 42% 62% 77% (\d+ s ago|now) IG-500`),
 		"Gatehouse":    regexp.MustCompile(`^Gatehouse SN-2 PROVISIONING none — — — never IG-100`),
 		"Old pump":     regexp.MustCompile(`^Old pump SN-OLD OFFLINE none — — — 3 h ago IG-100`),
 		"Boiler 7":     regexp.MustCompile(`^Boiler 7 SN-B7 PROVISIONING ERROR 1 open — — — never IG-500`),

@@ -10,9 +10,10 @@
 "use strict";
 (function () {
   // ago says how long before now (ms) the time t (ms) was, as the server
-  // renders it (tickAgo in fleet.go).
+  // renders it (ago in render.go).
   function ago(now, t) {
     const s = Math.max(0, Math.floor((now - t) / 1000));
+    if (s < 1) return "now";
     if (s < 60) return s + " s ago";
     if (s < 3600) return Math.floor(s / 60) + " min ago";
     if (s < 48 * 3600) return Math.floor(s / 3600) + " h ago";

@@ -78,9 +78,9 @@ func DefaultConfig() Config {
 		LogLevel:          "info",
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		MetricsListen: DefaultMetricsListen, MemoryLimit: relaygc.Auto,
-		Agent:         AgentConfig{OrphanWindow: agentlink.DefaultOrphanWindow, DefaultHeartbeat: agentlink.DefaultHeartbeatInterval, Quota: agentlink.DefaultQuota},
-		Webhook:       defaultWebhookConfig(),
-		Panel:         defaultPanelConfig(),
+		Agent:   AgentConfig{OrphanWindow: agentlink.DefaultOrphanWindow, DefaultHeartbeat: agentlink.DefaultHeartbeatInterval, Quota: agentlink.DefaultQuota},
+		Webhook: defaultWebhookConfig(),
+		Panel:   defaultPanelConfig(),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/internal/sqlstore"
@@ -236,6 +237,62 @@ type hbScratch struct {
 	merge agentlink.HeartbeatMerge
 	rows  []*devRowids // per group of merge: as looked up for the device row
 	raw   rawstmt.Stmts
+	boxes argBoxes
+}
+
+// argBoxes boxes the writer's statement arguments, reusing the box of a
+// value it boxed before: putting a string or an int64 into an interface
+// allocates (the value's copy on the heap), and the heartbeat statements
+// take a []any. Short strings (channel ids, most live values: a GPIO's "0"
+// and "1") are kept by value, at most maxBoxedStrings of them; a time in
+// milliseconds keeps the last one of each kind (at 20,000 heartbeats a
+// second, a transaction's heartbeats share a millisecond twenty at a
+// time). Writer goroutine only.
+type argBoxes struct {
+	strs                   map[string]any
+	atMilli, deadlineMilli int64
+	atArg, deadlineArg     any
+}
+
+// Bounds of argBoxes' strings: longer ones are boxed each time, and the
+// set starts again when full.
+const (
+	maxBoxedStrings = 1024
+	maxBoxedLen     = 32
+)
+
+// str returns s as an argument.
+func (b *argBoxes) str(s string) any {
+	if v, ok := b.strs[s]; ok {
+		return v
+	}
+	var v any = s
+	if len(s) <= maxBoxedLen {
+		if b.strs == nil || len(b.strs) >= maxBoxedStrings {
+			b.strs = make(map[string]any, 64)
+		}
+		b.strs[s] = v
+	}
+	return v
+}
+
+// at returns a heartbeat's time in milliseconds as an argument.
+func (b *argBoxes) at(t time.Time) any {
+	return lastMilli(&b.atMilli, &b.atArg, t)
+}
+
+// deadline returns a deadline in milliseconds as an argument.
+func (b *argBoxes) deadline(t time.Time) any {
+	return lastMilli(&b.deadlineMilli, &b.deadlineArg, t)
+}
+
+// lastMilli returns t in milliseconds boxed, in *arg, boxing it only when
+// it differs from *ms (the last one).
+func lastMilli(ms *int64, arg *any, t time.Time) any {
+	if v := t.UnixMilli(); *arg == nil || *ms != v {
+		*ms, *arg = v, v
+	}
+	return *arg
 }
 
 // applyHeartbeats is the writer's bulk function. A heartbeat that changes
@@ -292,9 +349,10 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 				}
 			}
 			r := rows[gi]
-			serial = append(serial, r.serialArg, in.At.UnixMilli(), in.AppliedVersion, r.idArg)
+			boxes := &s.hb.boxes
+			serial = append(serial, r.serialArg, boxes.at(in.At), r.applied(in.AppliedVersion), r.idArg)
 			for k, c := range g.Channels {
-				chans = append(chans, r.idArg, c.ID, c.Available, c.Live, c.TxOn, c.Error, nullText(c.PassthroughAddress), nullText(g.PointsOf(k)))
+				chans = append(chans, r.idArg, boxes.str(c.ID), c.Available, boxes.str(c.Live), c.TxOn, c.Error, nullText(c.PassthroughAddress), nullText(g.PointsOf(k)))
 			}
 		}
 		for i := g.First; i >= 0; i = m.Next(i) {
@@ -364,6 +422,18 @@ type devRowids struct {
 	// the last session and IP address written, boxed
 	session, ip       string
 	sessionArg, ipArg any
+	// the last applied configuration version written, boxed
+	appliedVersion int64
+	appliedArg     any
+}
+
+// applied returns the applied configuration version v as an argument,
+// boxing it only when it differs from the last one.
+func (r *devRowids) applied(v int64) any {
+	if r.appliedArg == nil || r.appliedVersion != v {
+		r.appliedVersion, r.appliedArg = v, v
+	}
+	return r.appliedArg
 }
 
 // sessionAndIP returns in's session and address as arguments, boxing
@@ -478,9 +548,9 @@ func (s *AgentStore) writeDevices(t *ingestTx, jobs []*ingestJob, groups []agent
 			return false, err
 		}
 		session, ip := rows[gi].sessionAndIP(in)
-		args = append(args, rows[gi].devArg, in.At.UnixMilli(), ip, session)
+		args = append(args, rows[gi].devArg, s.hb.boxes.at(in.At), ip, session)
 		if deadline == 1 {
-			args = append(args, g.Deadline.UnixMilli())
+			args = append(args, s.hb.boxes.deadline(g.Deadline))
 		}
 	}
 	s.hbArgs[deadline] = args

@@ -29,7 +29,15 @@ func EncodePointStates(states []protocol.PointState) string {
 	if len(states) == 0 {
 		return ""
 	}
-	b := make([]byte, 0, 40*len(states))
+	return string(AppendPointStates(make([]byte, 0, 48*len(states)), states))
+}
+
+// AppendPointStates appends the stored form of states (EncodePointStates)
+// to b, for a caller that reuses its buffer; nothing for none.
+func AppendPointStates(b []byte, states []protocol.PointState) []byte {
+	if len(states) == 0 {
+		return b
+	}
 	b = append(b, '[')
 	for i := range states {
 		if i > 0 {
@@ -37,7 +45,7 @@ func EncodePointStates(states []protocol.PointState) string {
 		}
 		b = appendPointState(b, &states[i])
 	}
-	return string(append(b, ']'))
+	return append(b, ']')
 }
 
 func appendPointState(b []byte, s *protocol.PointState) []byte {

@@ -303,9 +303,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// The rest of the session runs on a goroutine of its own and this
 	// handler returns: the HTTP server's goroutine, its deep stack, the
 	// request and its contexts are freed, and the connection's goroutine
-	// keeps only the stack its reads and messages need (issue 31,
-	// docs/benchmarks.md "Memory per idle agent").
-	go func() { s.end(c, c.loop()) }()
+	// keeps only the stack its reads need (issue 31, docs/benchmarks.md
+	// "Memory per idle agent").
+	go func() { s.end(c, c.loopSafely()) }()
+}
+
+// loopSafely is c.loop; a panic ends that connection only.
+func (c *conn) loopSafely() (err error) {
+	defer recovered(c, &err)
+	return c.loop()
 }
 
 // open upgrades r, stores the device as connecting and registers its

@@ -83,6 +83,10 @@ type lazyReader struct {
 
 	buf  *[readBufSize]byte // nil: nothing waiting
 	r, w int                // buf[r:w] waits to be read
+
+	readFD func(fd uintptr) bool // readReady, bound once
+	n      int                   // bytes the last readReady read
+	rerr   error                 // its error
 }
 
 func (l *lazyReader) Read(p []byte) (int, error) {
@@ -115,38 +119,47 @@ func (l *lazyReader) Read(p []byte) (int, error) {
 // pooled buffer; the wait holds none. It returns io.EOF at the end of the
 // stream and the net package's errors for a closed connection.
 func (l *lazyReader) fill() error {
-	var n int
-	var rerr error
-	err := l.raw.Read(func(fd uintptr) bool {
-		b, _ := l.pool.Get().(*[readBufSize]byte)
-		if b == nil {
-			b = new([readBufSize]byte)
-		}
-		for {
-			n, rerr = syscall.Read(int(fd), b[:])
-			if rerr != syscall.EINTR {
-				break
-			}
-		}
-		if rerr == syscall.EAGAIN {
-			l.pool.Put(b)
-			return false // wait for the poller, holding no buffer
-		}
-		if rerr == nil && n > 0 {
-			l.buf, l.r, l.w = b, 0, n
-		} else {
-			l.pool.Put(b)
-		}
-		return true
-	})
-	if err != nil {
+	if l.readFD == nil {
+		l.readFD = l.readReady // bound once: a closure per read would allocate
+	}
+	l.n, l.rerr = 0, nil
+	if err := l.raw.Read(l.readFD); err != nil {
 		return err
 	}
-	if rerr != nil {
-		return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", rerr)}
+	if l.rerr != nil {
+		return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", l.rerr)}
 	}
-	if n == 0 {
+	if l.n == 0 {
 		return io.EOF
 	}
 	return nil
+}
+
+// readReady is fill's read of the descriptor: false (wait for the poller)
+// when nothing is there yet, having given the buffer back.
+func (l *lazyReader) readReady(fd uintptr) bool {
+	b, _ := l.pool.Get().(*[readBufSize]byte)
+	if b == nil {
+		b = new([readBufSize]byte)
+	}
+	var n int
+	var err error
+	for {
+		n, err = syscall.Read(int(fd), b[:])
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err == syscall.EAGAIN {
+		l.pool.Put(b)
+		return false // wait for the poller, holding no buffer
+	}
+	if err == nil && n > 0 {
+		l.buf, l.r, l.w = b, 0, n
+	} else {
+		l.pool.Put(b)
+		n = 0
+	}
+	l.n, l.rerr = n, err
+	return true
 }

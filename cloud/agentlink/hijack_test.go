@@ -2,6 +2,7 @@ package agentlink_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
+	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/storetest"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
@@ -130,5 +134,49 @@ func TestReadsAcrossPacketBoundaries(t *testing.T) {
 		if n := e.metrics(id); n != 2 {
 			t.Fatalf("%d metric samples stored, want 2", n)
 		}
+	})
+}
+
+// panicky is a store whose heartbeat of one device panics, as a bug
+// reached by one agent's message would.
+type panicky struct {
+	agentlink.Store
+	device *string
+}
+
+func (p panicky) Heartbeat(ctx context.Context, in agentlink.HeartbeatIn, done func(agentlink.HeartbeatOut, error)) error {
+	if in.Device.ID == *p.device {
+		panic("a bug reached by this agent's heartbeat")
+	}
+	return p.Store.Heartbeat(ctx, in, done)
+}
+
+// Messages are handled on workers, not on net/http's goroutine (whose
+// recovery ended only the one connection): a panic handling one agent's
+// message still closes only that connection (internal error), logged with
+// its stack, and the other agents go on.
+func TestPanicClosesOnlyThatConnection(t *testing.T) {
+	stores.Run(t, func(t *testing.T, open storetest.Opener) {
+		var bad string
+		e := newEnv(t, open, func(c *agentlink.Config) { c.Store = panicky{Store: c.Store, device: &bad} })
+		var tok string
+		bad, tok = e.addDevice("IG-500")
+		good, goodTok := e.addDevice("IG-500")
+		a, _ := e.connect(tok, hello())
+		b, _ := e.connect(goodTok, hello())
+		a.heartbeat(protocol.Heartbeat{})
+		if ce := a.expectClose(5 * time.Second); ce.Code != websocket.StatusInternalError {
+			t.Fatalf("closed with %v, want 1011", ce)
+		}
+		if !strings.Contains(e.logs.String(), "panic serving an agent connection") {
+			t.Error("the panic was not logged")
+		}
+		b.heartbeat(protocol.Heartbeat{})
+		eventually(t, 5*time.Second, func() string {
+			if n := e.obs.heartbeatCount(good); n != 1 {
+				return fmt.Sprintf("%d heartbeats of the other agent stored, want 1", n)
+			}
+			return ""
+		})
 	})
 }

@@ -1,6 +1,8 @@
 package agentlink
 
 import (
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -11,8 +13,10 @@ import (
 // heartbeat grows a goroutine's stack to 16 KiB (decoding, the beat's rules,
 // the store's queue), and a goroutine keeps its stack while it waits for
 // the next message: on every connection's own goroutine that was 16 KiB
-// per idle agent. The workers are as many as messages in hand at once;
-// one idle for WorkerIdle exits.
+// per idle agent. The workers are as many as messages in hand at once.
+
+// WorkerIdle is how long a worker without a message waits for one before
+// it exits.
 const WorkerIdle = 5 * time.Second
 
 // job is one message handed from a connection's goroutine to a worker.
@@ -46,7 +50,7 @@ func (s *Server) work(j *job) {
 	t := time.NewTimer(WorkerIdle)
 	defer t.Stop()
 	for {
-		j.err = j.c.handleFrame(j.typ, j.buf)
+		j.err = s.handleSafely(j)
 		j.done.Done()
 		t.Reset(WorkerIdle)
 		select {
@@ -54,5 +58,22 @@ func (s *Server) work(j *job) {
 		case <-t.C:
 			return
 		}
+	}
+}
+
+// handleSafely handles j's message; a panic ends that connection only (as
+// net/http's recovery did when the session ran on its goroutine), logged
+// with its stack.
+func (s *Server) handleSafely(j *job) (err error) {
+	defer recovered(j.c, &err)
+	return j.c.handleFrame(j.typ, j.buf)
+}
+
+// recovered turns a panic of c's session into *err, logged with its
+// stack; deferred.
+func recovered(c *conn, err *error) {
+	if p := recover(); p != nil {
+		c.log.Error("panic serving an agent connection", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		*err = fmt.Errorf("agentlink: panic: %v", p)
 	}
 }

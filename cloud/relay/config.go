@@ -159,7 +159,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%w: --redis: %v", ErrUsage, err)
 		}
 	}
-	if _, err := relaygc.Resolve(c.MemoryLimit, c.GCPercent); err != nil {
+	if err := relaygc.CheckLimit(c.MemoryLimit); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	return cmp.Or(c.Agent.validate(), c.Webhook.validate(), c.Notify.validate(c.Listen, c.TLSCert != ""), c.Panel.validate())

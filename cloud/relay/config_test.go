@@ -64,6 +64,8 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{env: "FLEET_WEBHOOK_TIMEOUT=0s", flag: "webhook-timeout"},
 		{env: "FLEET_RETENTION=1m", flag: "retention"},
 		{env: "FLEET_POINT_RETENTION=1m", flag: "point-retention"},
+		{args: []string{"--memory-limit", "lots"}, flag: "memory-limit"},
+		{env: "FLEET_MEMORY_LIMIT=12KiB", flag: "memory-limit"},
 	} {
 		name := strings.Join(tc.args, " ") + tc.env
 		t.Run(name, func(t *testing.T) {

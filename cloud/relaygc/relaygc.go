@@ -70,10 +70,10 @@ func Resolve(limit string, gcPercent int) (Policy, error) {
 	case v == "off":
 		p.Limit, p.LimitFrom = math.MaxInt64, "flag"
 	default:
-		n, err := ParseSize(v)
-		if err != nil {
-			return Policy{}, fmt.Errorf("--memory-limit %q: %w", limit, err)
+		if err := CheckLimit(v); err != nil {
+			return Policy{}, err
 		}
+		n, _ := ParseSize(v)
 		p.Limit, p.LimitFrom = n, "flag"
 	}
 	switch env := os.Getenv("GOGC"); {
@@ -87,6 +87,20 @@ func Resolve(limit string, gcPercent int) (Policy, error) {
 		p.GCPercent, p.PercentFrom = DefaultGCPercent, "default"
 	}
 	return p, nil
+}
+
+// CheckLimit reports whether limit is a --memory-limit value Resolve
+// takes, reading nothing.
+func CheckLimit(limit string) error {
+	switch v := strings.TrimSpace(limit); v {
+	case "", Auto, "off":
+		return nil
+	default:
+		if _, err := ParseSize(v); err != nil {
+			return fmt.Errorf("--memory-limit %q: %w", limit, err)
+		}
+		return nil
+	}
 }
 
 // Apply sets the policy on the runtime.

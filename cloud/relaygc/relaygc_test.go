@@ -37,8 +37,8 @@ func TestResolve(t *testing.T) {
 	if p, err = Resolve("off", -1); err != nil || p.Limit != math.MaxInt64 || p.GCPercent != -1 {
 		t.Errorf("Resolve(off, -1) = %+v, %v", p, err)
 	}
-	if _, err = Resolve("much", 0); err == nil {
-		t.Error("Resolve(much) took it")
+	if _, err = Resolve("much", 0); err == nil || CheckLimit("much") == nil {
+		t.Error("Resolve(much) or CheckLimit(much) took it")
 	}
 }
 

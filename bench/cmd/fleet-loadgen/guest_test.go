@@ -69,6 +69,22 @@ func TestGuestRowsRoundTrip(t *testing.T) {
 	}
 }
 
+// A guest run of 50,000 agents adds the whole relay's RSS against 1 GiB.
+func TestGuestRowOf50000Agents(t *testing.T) {
+	rows := readRecorded(t, func() error {
+		return recordCapacity(capacity{agents: 50000, rss: 900 << 20, baseRSS: 20 << 20, connectTime: 4 * time.Minute})
+	})
+	if len(rows) != 4 || rows[3].Figure != figRSSGuest || rows[3].Measured != 900 {
+		t.Fatalf("rows: %+v", rows)
+	}
+	if res, err := rows[3].Evaluate(); err != nil || res != benchreport.Pass {
+		t.Errorf("900 MiB against 1 GiB: %v %v", res, err)
+	}
+	if res, err := rows[2].Evaluate(); err != nil || res != benchreport.Pass {
+		t.Errorf("18 KiB per connection against 20 KiB: %v %v (%+v)", res, err, rows[2])
+	}
+}
+
 func TestGuestRowsRejected(t *testing.T) {
 	for name, console := range map[string]string{
 		"none":      "FLEET-RUN command\nFLEET-RESULT command PASS\n",

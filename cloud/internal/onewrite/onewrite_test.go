@@ -173,3 +173,38 @@ func TestHijackedWritesThrough(t *testing.T) {
 		t.Errorf("hijacked: read %q in %d writes %v, want \"one\\ntwo\\n\" in 2", got, len(w), w)
 	}
 }
+
+// A wrapped TCP connection hands its descriptor on (the agent endpoint
+// reads hijacked websockets through it); one without a descriptor says so.
+func TestSyscallConn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+			defer c.Close()
+			time.Sleep(time.Second)
+		}
+	}()
+	c, err := onewrite.Listener{Listener: ln}.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw, err := c.(*onewrite.Conn).SyscallConn()
+	if err != nil {
+		t.Fatalf("SyscallConn of a TCP connection: %v", err)
+	}
+	var fd uintptr
+	if err := raw.Control(func(f uintptr) { fd = f }); err != nil || fd == 0 {
+		t.Fatalf("descriptor %d, %v", fd, err)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if _, err := (&onewrite.Conn{Conn: a}).SyscallConn(); err == nil {
+		t.Fatal("a pipe gave a descriptor")
+	}
+}

@@ -136,7 +136,7 @@ func newHarness(t *testing.T, open storetest.Opener, tweak ...func(*panel.Config
 	h.claim, _ = must2(db.Claims().CreateClaim(ctx, cloud.NewClaim{OrgID: h.org.ID, Model: "IG-500", Tags: []string{"line-3"}, Uses: 2}))
 	cfg := panel.Config{
 		Devices: db.Devices(), Serial: db.Serial(), Alerts: db.Alerts(), Points: db.Points(),
-		Fleet: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps, Rules: rs, TwoFactor: h.ps, OIDC: h.ps,
+		Fleet: h.ps, Glance: h.ps, Users: h.ps, Sessions: h.ps, Keys: h.ps, Webhooks: h.ps, Rules: rs, TwoFactor: h.ps, OIDC: h.ps,
 		Rollouts: db.Rollouts(), Releases: db.Releases(), Claims: db.Claims(), Audit: db.Audit(),
 		Hasher: fastHasher, Now: time.Now,
 	}

@@ -955,6 +955,116 @@ step("[live] a new alert appears on the open alerts page without reload", async 
 
 // [glance] the fleet page at a glance
 
+// fleetRows reads the fleet table as a person does: per row its id, status,
+// alerts, CPU, memory, disk and last seen texts.
+async function fleetRows(p) {
+  return p.locator("table.devices tbody tr[data-device-id]").evaluateAll((rows) => rows.map((r) => {
+    const f = (name) => (r.querySelector(`[data-field="${name}"]`)?.textContent || "").replace(/\s+/g, " ").trim();
+    return { id: r.dataset.deviceId, status: f("status"), alerts: f("alerts"), cpu: f("cpu"), mem: f("mem"), disk: f("disk"), seen: f("seen") };
+  }));
+}
+
+// stripCounts reads the overview strip: open alerts by severity and
+// devices by status (and "all").
+async function stripCounts(p) {
+  return p.locator(".strip").evaluate((strip) => {
+    const read = (attr) => Object.fromEntries([...strip.querySelectorAll(`[${attr}]`)].map((a) => [a.getAttribute(attr), Number(a.querySelector("strong").textContent)]));
+    return { alerts: read("data-summary-alerts"), devices: read("data-summary-devices") };
+  });
+}
+
+let glance, glancePage;
+step("the fleet page at a glance: the strip's numbers match the table", async () => {
+  glance = await browserContext();
+  glancePage = glance.pages()[0] || (await glance.newPage());
+  const p = glancePage;
+  await signIn(p, VIEWER);
+  // The demo's agents report metrics every 30 s: the ONLINE device shows them.
+  const rows = await until("the ONLINE device's CPU, memory and disk on the fleet page", async () => {
+    await p.goto(BASE + "/panel/");
+    const rs = await fleetRows(p);
+    const dev = rs.find((r) => r.id === DEVICE);
+    return dev && /^\d+%$/.test(dev.cpu) ? rs : null;
+  }, 90_000);
+  const dev = rows.find((r) => r.id === DEVICE);
+  assert(dev.status === "ONLINE" && /^\d+%$/.test(dev.mem) && /^\d+%$/.test(dev.disk) && /^\d+ (s|min) ago$/.test(dev.seen), `the ONLINE device reads ${JSON.stringify(dev)}`);
+  const off = rows.find((r) => r.id === OFFLINE);
+  assert(off && off.status === "OFFLINE" && /^(ERROR|CRITICAL) \d+ open$/.test(off.alerts), `the OFFLINE device reads ${JSON.stringify(off)}`);
+  const strip = await stripCounts(p);
+  assert(strip.devices.all === rows.length, `the strip counts ${strip.devices.all} devices, the table shows ${rows.length}`);
+  for (const [status, n] of Object.entries(strip.devices)) {
+    if (status === "all") continue;
+    const shown = rows.filter((r) => r.status === status).length;
+    assert(shown === n, `the strip counts ${n} ${status}, the table shows ${shown}`);
+  }
+  const open = rows.reduce((sum, r) => sum + Number((/(\d+) open/.exec(r.alerts) || [0, 0])[1]), 0);
+  const counted = Object.values(strip.alerts).reduce((a, b) => a + b, 0);
+  assert(open === counted && open >= 1, `the strip counts ${counted} open alerts, the table's rows ${open}`);
+  const worst = ["CRITICAL", "ERROR", "WARNING", "INFO"].find((s) => strip.alerts[s] > 0);
+  assert(rows.some((r) => r.alerts.startsWith(worst + " ")), `no row's worst alert is the strip's worst, ${worst}`);
+  await p.locator(`[data-summary-alerts="${worst}"]`).click();
+  await p.waitForURL((u) => u.pathname === "/panel/alerts" && u.searchParams.get("severity") === worst);
+  await shoot(p, "fleet-glance");
+});
+
+step("sort worst first puts a device with an open alert first, kept in the links", async () => {
+  const p = glancePage;
+  await p.goto(BASE + "/panel/");
+  await p.getByRole("navigation", { name: "Sort" }).getByRole("link", { name: "worst first" }).click();
+  await p.waitForURL((u) => u.searchParams.get("sort") === "worst");
+  await p.locator("caption", { hasText: "worst first" }).waitFor();
+  const rows = await fleetRows(p);
+  assert(/ \d+ open$/.test(rows[0].alerts), `worst first, the first row's alerts read ${JSON.stringify(rows[0])}`);
+  const ranks = rows.map((r) => ["CRITICAL", "ERROR", "WARNING", "INFO"].findIndex((s) => r.alerts.startsWith(s + " "))).map((i) => (i < 0 ? 4 : i));
+  assert(ranks.every((r, i) => i === 0 || ranks[i - 1] <= r), `worst first, the rows' worst severities go ${ranks}`);
+  const online = await p.locator('[data-summary-devices="ONLINE"]').getAttribute("href");
+  assert(new URL(online, BASE).searchParams.get("sort") === "worst", `the status link drops the sort: ${online}`);
+  await p.getByRole("button", { name: "Filter" }).click();
+  await p.waitForURL((u) => u.searchParams.get("sort") === "worst");
+});
+
+step("last seen ticks by itself; a live:fleet event updates its row and the strip as text", async () => {
+  const p = glancePage;
+  await p.goto(BASE + "/panel/");
+  await p.evaluate(() => { window.__notReloaded = true; });
+  const seen = p.locator(`tr[data-device-id="${DEVICE}"] time[data-tick]`);
+  const first = await until("the ONLINE device's last seen under a minute", async () => {
+    const t = (await seen.textContent()).trim();
+    return /^\d+ s ago$/.test(t) ? t : null;
+  }, 30_000);
+  await p.waitForTimeout(2_200);
+  const later = (await seen.textContent()).trim();
+  assert(later !== first && /^(\d+ s|1 min) ago$/.test(later), `last seen read ${first}, then ${later}`);
+  await p.evaluate((id) => document.body.dispatchEvent(new CustomEvent("live:fleet", { detail: {
+    devices: [{ id, status: "ONLINE", lastSeen: new Date(Date.now() - 5000).toISOString(), cpuPct: 12.4, memPct: 45.6, diskUsedPct: null,
+      openAlerts: 3, worst: "<img src=x onerror=window.__xss=1>" }],
+    summary: { devices: { ONLINE: 41, OFFLINE: 1 }, openAlerts: { CRITICAL: 9 } },
+  } })), DEVICE);
+  const row = (await fleetRows(p)).find((r) => r.id === DEVICE);
+  assert(row.cpu === "12%" && row.mem === "46%" && row.disk === "—" && /^\d s ago$/.test(row.seen) && row.alerts.endsWith(" 3 open"), `after live:fleet the row reads ${JSON.stringify(row)}`);
+  assert((await p.locator("table.devices img").count()) === 0 && (await p.evaluate(() => window.__xss)) === undefined, "live:fleet put markup in the table");
+  const strip = await stripCounts(p);
+  assert(strip.alerts.CRITICAL === 9 && strip.devices.ONLINE === 41 && strip.devices.all === 42, `after live:fleet the strip reads ${JSON.stringify(strip)}`);
+  assert(await p.evaluate(() => window.__notReloaded === true), "the page reloaded");
+});
+
+step("the fleet page fits 390 px and 1366 px without scrolling sideways", async () => {
+  const p = glancePage;
+  for (const width of [390, 1366]) {
+    await p.setViewportSize({ width, height: 800 });
+    for (const path of ["/panel/", "/panel/?sort=worst"]) {
+      await p.goto(BASE + path);
+      const [scroll, client] = await p.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+      assert(scroll <= client, `${path} at ${width} px: ${scroll} px wide in ${client}`);
+      const table = await p.locator("table.devices").boundingBox();
+      assert(table.x >= 0 && table.x + table.width <= width, `${path} at ${width} px: the table spans ${table.x}–${table.x + table.width}`);
+      const cpu = p.locator(`tr[data-device-id="${DEVICE}"] [data-field="cpu"]`);
+      assert(await cpu.isVisible(), `${path} at ${width} px: the CPU column is hidden`);
+    }
+  }
+  await glance.close();
+});
+
 // [forms] channel forms round trip per kind
 
 // [charts] chart ranges, no sensor, live samples

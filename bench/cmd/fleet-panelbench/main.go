@@ -39,6 +39,9 @@ func main() {
 	var rows []benchreport.Row
 	for _, r := range res {
 		notes := fmt.Sprintf("%d sequential loads on loopback after %d warm-up, signed in; p50 %.1f ms; page %s KiB", r.Requests, cfg.Warmup, ms(r.P50), benchreport.FormatValue(float64(r.Bytes)/1024, ""))
+		if r.CPU > 0 {
+			notes += fmt.Sprintf("; relay CPU %.1f ms a load", ms(r.CPU))
+		}
 		fmt.Printf("panel  %-62s p99 %7.2f ms  (target < 50 ms)  %s\n", r.Name, ms(r.P99), notes)
 		rows = append(rows, benchreport.Row{Area: "panel", Figure: r.Name + ", p99 render", Unit: "ms", Measured: ms(r.P99), Target: &target, Notes: notes})
 	}

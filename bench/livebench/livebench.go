@@ -29,6 +29,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/procfs"
 
 	"github.com/fleet/fleet/bench/benchstore"
@@ -58,8 +60,10 @@ type Config struct {
 type Result struct {
 	Streams int
 	// RSSBefore and RSSAfter are the relay's resident memory with the
-	// sessions signed in, before and after the streams opened.
+	// sessions signed in, before and after the streams opened; Before and
+	// After where its Go runtime says the bytes are.
 	RSSBefore, RSSAfter int64
+	Before, After       Runtime
 	// IdleCPU is the relay's CPU over Window with every stream open and no
 	// change; ChangeCPU over Window while the rounds ran.
 	IdleCPU, ChangeCPU time.Duration
@@ -68,6 +72,12 @@ type Result struct {
 	Delivered          int // (round, stream) pairs that arrived
 	Expected           int // Rounds × Streams
 	P50, P99, Max      time.Duration
+}
+
+// Runtime is what the relay's Go runtime reports of its memory
+// (/metrics).
+type Runtime struct {
+	HeapInuse, StackInuse, Goroutines float64
 }
 
 const pw = "live bench password"
@@ -108,13 +118,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	metrics, err := freeAddr()
+	if err != nil {
+		return res, err
+	}
 	base := "http://" + addr
 	tr := &http.Transport{MaxIdleConnsPerHost: 16}
 	defer tr.CloseIdleConnections()
 	// The sessions sign in through a first relay process; the measured one
 	// starts afresh on the same address and file, where they are stored,
 	// so its memory holds nothing of the sign-ins' password hashing.
-	_, stop, err := startRelay(ctx, cfg.Relay, addr, path, dir, cfg.Streams)
+	_, stop, err := startRelay(ctx, cfg.Relay, addr, metrics, path, dir, cfg.Streams)
 	if err != nil {
 		return res, err
 	}
@@ -128,13 +142,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stop()
 	tr.CloseIdleConnections()
 	cfg.Log.Info("signed in", "sessions", cfg.Sessions)
-	pid, stop, err := startRelay(ctx, cfg.Relay, addr, path, dir, cfg.Streams)
+	pid, stop, err := startRelay(ctx, cfg.Relay, addr, metrics, path, dir, cfg.Streams)
 	if err != nil {
 		return res, err
 	}
 	defer stop()
 	time.Sleep(cfg.Settle)
 	if res.RSSBefore, err = rss(pid); err != nil {
+		return res, err
+	}
+	if res.Before, err = runtimeOf(metrics); err != nil {
 		return res, err
 	}
 
@@ -159,6 +176,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg.Log.Info("streams open", "streams", cfg.Streams)
 	time.Sleep(cfg.Settle)
 	if res.RSSAfter, err = rss(pid); err != nil {
+		return res, err
+	}
+	if res.After, err = runtimeOf(metrics); err != nil {
 		return res, err
 	}
 
@@ -379,12 +399,12 @@ func freeAddr() (string, error) {
 
 // startRelay starts fleet-relay serve on addr and db and waits until it
 // is ready.
-func startRelay(ctx context.Context, relay, addr, db, dir string, streams int) (pid int, stop func(), err error) {
+func startRelay(ctx context.Context, relay, addr, metrics, db, dir string, streams int) (pid int, stop func(), err error) {
 	logf, err := os.OpenFile(filepath.Join(dir, "relay.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return 0, nil, err
 	}
-	cmd := exec.CommandContext(ctx, relay, "serve", "--db", db, "--listen", addr, "--log-level", "warn",
+	cmd := exec.CommandContext(ctx, relay, "serve", "--db", db, "--listen", addr, "--metrics-listen", metrics, "--log-level", "warn",
 		"--panel-live-max-per-org", strconv.Itoa(streams))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -432,6 +452,27 @@ func signIn(tr *http.Transport, base, email string) (*http.Client, error) {
 		return nil, fmt.Errorf("sign in: %d at %s", resp.StatusCode, resp.Request.URL)
 	}
 	return c, nil
+}
+
+// runtimeOf reads the relay's Go memory figures from its /metrics.
+func runtimeOf(addr string) (Runtime, error) {
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/metrics")
+	if err != nil {
+		return Runtime{}, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return Runtime{}, fmt.Errorf("/metrics: %w", err)
+	}
+	gauge := func(name string) float64 {
+		if f := fams[name]; f != nil && len(f.Metric) > 0 {
+			return f.Metric[0].GetGauge().GetValue()
+		}
+		return 0
+	}
+	return Runtime{HeapInuse: gauge("go_memstats_heap_inuse_bytes"), StackInuse: gauge("go_memstats_stack_inuse_bytes"), Goroutines: gauge("go_goroutines")}, nil
 }
 
 // rss is the process's resident memory in bytes.

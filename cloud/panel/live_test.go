@@ -231,3 +231,23 @@ func testLiveBounds(t *testing.T, open storetest.Opener) {
 		t.Errorf("a stream after one closed: %d", s.status)
 	}
 }
+
+func TestLiveEndsWithSession(t *testing.T) { stores.Run(t, testLiveEndsWithSession) }
+
+// testLiveEndsWithSession: a stream ends when its session's lifetime does,
+// and the next one of that session is sent to sign in.
+func testLiveEndsWithSession(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open, func(c *panel.Config) {
+		c.Live = c.Users.(cloud.LiveReader)
+		c.IdleTimeout, c.Lifetime = 2*time.Second, 3*time.Second
+	})
+	c := h.signIn(cloud.RoleViewer)
+	s := c.stream("")
+	if s.status != http.StatusOK {
+		t.Fatalf("stream: %d", s.status)
+	}
+	s.ended(6 * time.Second)
+	if again := c.stream(""); again.status != http.StatusSeeOther {
+		t.Errorf("a stream after the session ended: %d", again.status)
+	}
+}

@@ -14,14 +14,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -34,6 +28,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/fleet/fleet/bench/benchstore"
+	"github.com/fleet/fleet/bench/panelbench"
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/password"
@@ -114,11 +109,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, fmt.Errorf("connect devices: %w", err)
 	}
 
-	addr, err := freeAddr()
+	addr, err := panelbench.FreeAddr()
 	if err != nil {
 		return res, err
 	}
-	metrics, err := freeAddr()
+	metrics, err := panelbench.FreeAddr()
 	if err != nil {
 		return res, err
 	}
@@ -128,13 +123,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// The sessions sign in through a first relay process; the measured one
 	// starts afresh on the same address and file, where they are stored,
 	// so its memory holds nothing of the sign-ins' password hashing.
-	_, stop, err := startRelay(ctx, cfg.Relay, addr, metrics, path, dir, cfg.Streams)
+	relayArgs := []string{"--metrics-listen", metrics, "--panel-live-max-per-org", strconv.Itoa(cfg.Streams)}
+	_, stop, err := panelbench.StartRelay(ctx, cfg.Relay, addr, path, dir, relayArgs...)
 	if err != nil {
 		return res, err
 	}
 	clients := make([]*http.Client, cfg.Sessions)
 	for i := range clients {
-		if clients[i], err = signIn(tr, base, email); err != nil {
+		if clients[i], err = panelbench.SignIn(tr, base, email, pw); err != nil {
 			stop()
 			return res, fmt.Errorf("sign in %d: %w", i+1, err)
 		}
@@ -142,7 +138,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stop()
 	tr.CloseIdleConnections()
 	cfg.Log.Info("signed in", "sessions", cfg.Sessions)
-	pid, stop, err := startRelay(ctx, cfg.Relay, addr, metrics, path, dir, cfg.Streams)
+	pid, stop, err := panelbench.StartRelay(ctx, cfg.Relay, addr, path, dir, relayArgs...)
 	if err != nil {
 		return res, err
 	}
@@ -386,72 +382,6 @@ func (r *recorder) read(ctx context.Context, c *http.Client, u string, stream in
 			fleet = false
 		}
 	}
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// startRelay starts fleet-relay serve on addr and db and waits until it
-// is ready.
-func startRelay(ctx context.Context, relay, addr, metrics, db, dir string, streams int) (pid int, stop func(), err error) {
-	logf, err := os.OpenFile(filepath.Join(dir, "relay.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return 0, nil, err
-	}
-	cmd := exec.CommandContext(ctx, relay, "serve", "--db", db, "--listen", addr, "--metrics-listen", metrics, "--log-level", "warn",
-		"--panel-live-max-per-org", strconv.Itoa(streams))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return 0, nil, fmt.Errorf("start %s: %w", relay, err)
-	}
-	stop = func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	}
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return cmd.Process.Pid, stop, nil
-			}
-		}
-		if time.Now().After(end) {
-			stop()
-			return 0, nil, errors.New("the relay was not ready (/readyz) within 30 s")
-		}
-	}
-}
-
-// signIn signs a new session in over tr.
-func signIn(tr *http.Transport, base, email string) (*http.Client, error) {
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Transport: tr}
-	resp, err := c.PostForm(base+"/panel/login", url.Values{"email": {email}, "password": {pw}})
-	if err != nil {
-		return nil, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/panel/" {
-		return nil, fmt.Errorf("sign in: %d at %s", resp.StatusCode, resp.Request.URL)
-	}
-	return c, nil
 }
 
 // runtimeOf reads the relay's Go memory figures from its /metrics.

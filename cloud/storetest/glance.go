@@ -8,7 +8,6 @@ import (
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
-	"github.com/fleet/fleet/cloud/alert"
 	"github.com/fleet/fleet/shared/protocol"
 	"github.com/fleet/fleet/shared/resource"
 )
@@ -22,19 +21,7 @@ func (e *env) severeAlert(d device, rule string, sev resource.Severity, state re
 	e.t.Helper()
 	r := e.rule(d.OrgID, rule)
 	r.Severity = sev
-	a, opened, err := e.Engine.OpenAlert(e.ctx, alert.Opening{OrgID: d.OrgID, DeviceID: d.ID, Rule: r, Message: rule, At: e.clock.Now()})
-	if err != nil || !opened {
-		e.t.Fatalf("open %s on %s: opened %v, %v", rule, d.ID, opened, err)
-	}
-	switch state {
-	case resource.AlertAcknowledged:
-		_, err = e.Store.Alerts().Acknowledge(e.ctx, d.OrgID, a.ID)
-	case resource.AlertResolved:
-		_, err = e.Store.Alerts().Resolve(e.ctx, d.OrgID, a.ID)
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	e.openAlert(d, r, state)
 }
 
 // sample is a metric sample at at with the given CPU, memory and disk.

@@ -365,10 +365,16 @@ func (e *env) rule(orgID, name string) alert.Rule {
 // state through the alert service.
 func (e *env) alert(d device, rule string, state resource.AlertState) resource.Alert {
 	e.t.Helper()
-	r := e.rule(d.OrgID, rule)
-	a, opened, err := e.Engine.OpenAlert(e.ctx, alert.Opening{OrgID: d.OrgID, DeviceID: d.ID, Rule: r, Message: rule + " on " + d.ID, At: e.clock.Now(), WithEvent: true})
+	return e.openAlert(d, e.rule(d.OrgID, rule), state)
+}
+
+// openAlert opens an alert of r on d at the clock's time and moves it to
+// state through the alert service.
+func (e *env) openAlert(d device, r alert.Rule, state resource.AlertState) resource.Alert {
+	e.t.Helper()
+	a, opened, err := e.Engine.OpenAlert(e.ctx, alert.Opening{OrgID: d.OrgID, DeviceID: d.ID, Rule: r, Message: r.Name + " on " + d.ID, At: e.clock.Now(), WithEvent: true})
 	if err != nil || !opened {
-		e.t.Fatalf("open %s on %s: opened %v, %v", rule, d.ID, opened, err)
+		e.t.Fatalf("open %s on %s: opened %v, %v", r.Name, d.ID, opened, err)
 	}
 	switch state {
 	case resource.AlertAcknowledged:

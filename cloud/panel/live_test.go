@@ -251,3 +251,29 @@ func testLiveEndsWithSession(t *testing.T, open storetest.Opener) {
 		t.Errorf("a stream after the session ended: %d", again.status)
 	}
 }
+
+func TestLiveEndsWithSignOut(t *testing.T) { stores.Run(t, testLiveEndsWithSignOut) }
+
+// testLiveEndsWithSignOut: signing out in one tab ends the session's
+// streams in the others (at the next session check).
+func testLiveEndsWithSignOut(t *testing.T, open storetest.Opener) {
+	h := newHarness(t, open, func(c *panel.Config) {
+		c.Live, c.LiveSessionCheck = c.Users.(cloud.LiveReader), 200*time.Millisecond
+	})
+	c, other := h.signIn(cloud.RoleViewer), h.signIn(cloud.RoleViewer)
+	s, kept := c.stream(""), other.stream("")
+	if s.status != http.StatusOK || kept.status != http.StatusOK {
+		t.Fatalf("streams: %d %d", s.status, kept.status)
+	}
+	if r := c.post("/panel/logout", nil); r.status != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", r.status)
+	}
+	s.ended(3 * time.Second)
+	select {
+	case _, open := <-kept.events:
+		if !open {
+			t.Error("another session's stream ended with this one's sign-out")
+		}
+	case <-time.After(time.Second):
+	}
+}

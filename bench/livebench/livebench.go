@@ -14,14 +14,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,9 +23,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/procfs"
 
 	"github.com/fleet/fleet/bench/benchstore"
+	"github.com/fleet/fleet/bench/panelbench"
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/cloud/agentlink"
 	"github.com/fleet/fleet/cloud/password"
@@ -58,8 +55,10 @@ type Config struct {
 type Result struct {
 	Streams int
 	// RSSBefore and RSSAfter are the relay's resident memory with the
-	// sessions signed in, before and after the streams opened.
+	// sessions signed in, before and after the streams opened; Before and
+	// After where its Go runtime says the bytes are.
 	RSSBefore, RSSAfter int64
+	Before, After       Runtime
 	// IdleCPU is the relay's CPU over Window with every stream open and no
 	// change; ChangeCPU over Window while the rounds ran.
 	IdleCPU, ChangeCPU time.Duration
@@ -68,6 +67,12 @@ type Result struct {
 	Delivered          int // (round, stream) pairs that arrived
 	Expected           int // Rounds × Streams
 	P50, P99, Max      time.Duration
+}
+
+// Runtime is what the relay's Go runtime reports of its memory
+// (/metrics).
+type Runtime struct {
+	HeapInuse, StackInuse, Goroutines float64
 }
 
 const pw = "live bench password"
@@ -104,7 +109,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, fmt.Errorf("connect devices: %w", err)
 	}
 
-	addr, err := freeAddr()
+	addr, err := panelbench.FreeAddr()
+	if err != nil {
+		return res, err
+	}
+	metrics, err := panelbench.FreeAddr()
 	if err != nil {
 		return res, err
 	}
@@ -114,13 +123,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// The sessions sign in through a first relay process; the measured one
 	// starts afresh on the same address and file, where they are stored,
 	// so its memory holds nothing of the sign-ins' password hashing.
-	_, stop, err := startRelay(ctx, cfg.Relay, addr, path, dir, cfg.Streams)
+	relayArgs := []string{"--metrics-listen", metrics, "--panel-live-max-per-org", strconv.Itoa(cfg.Streams)}
+	_, stop, err := panelbench.StartRelay(ctx, cfg.Relay, addr, path, dir, relayArgs...)
 	if err != nil {
 		return res, err
 	}
 	clients := make([]*http.Client, cfg.Sessions)
 	for i := range clients {
-		if clients[i], err = signIn(tr, base, email); err != nil {
+		if clients[i], err = panelbench.SignIn(tr, base, email, pw); err != nil {
 			stop()
 			return res, fmt.Errorf("sign in %d: %w", i+1, err)
 		}
@@ -128,13 +138,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stop()
 	tr.CloseIdleConnections()
 	cfg.Log.Info("signed in", "sessions", cfg.Sessions)
-	pid, stop, err := startRelay(ctx, cfg.Relay, addr, path, dir, cfg.Streams)
+	pid, stop, err := panelbench.StartRelay(ctx, cfg.Relay, addr, path, dir, relayArgs...)
 	if err != nil {
 		return res, err
 	}
 	defer stop()
 	time.Sleep(cfg.Settle)
 	if res.RSSBefore, err = rss(pid); err != nil {
+		return res, err
+	}
+	if res.Before, err = runtimeOf(metrics); err != nil {
 		return res, err
 	}
 
@@ -159,6 +172,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg.Log.Info("streams open", "streams", cfg.Streams)
 	time.Sleep(cfg.Settle)
 	if res.RSSAfter, err = rss(pid); err != nil {
+		return res, err
+	}
+	if res.After, err = runtimeOf(metrics); err != nil {
 		return res, err
 	}
 
@@ -368,70 +384,25 @@ func (r *recorder) read(ctx context.Context, c *http.Client, u string, stream in
 	}
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// runtimeOf reads the relay's Go memory figures from its /metrics.
+func runtimeOf(addr string) (Runtime, error) {
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/metrics")
 	if err != nil {
-		return "", err
+		return Runtime{}, err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// startRelay starts fleet-relay serve on addr and db and waits until it
-// is ready.
-func startRelay(ctx context.Context, relay, addr, db, dir string, streams int) (pid int, stop func(), err error) {
-	logf, err := os.OpenFile(filepath.Join(dir, "relay.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return 0, nil, err
+		return Runtime{}, fmt.Errorf("/metrics: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, relay, "serve", "--db", db, "--listen", addr, "--log-level", "warn",
-		"--panel-live-max-per-org", strconv.Itoa(streams))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return 0, nil, fmt.Errorf("start %s: %w", relay, err)
-	}
-	stop = func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
+	gauge := func(name string) float64 {
+		if f := fams[name]; f != nil && len(f.Metric) > 0 {
+			return f.Metric[0].GetGauge().GetValue()
 		}
-		logf.Close()
+		return 0
 	}
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return cmd.Process.Pid, stop, nil
-			}
-		}
-		if time.Now().After(end) {
-			stop()
-			return 0, nil, errors.New("the relay was not ready (/readyz) within 30 s")
-		}
-	}
-}
-
-// signIn signs a new session in over tr.
-func signIn(tr *http.Transport, base, email string) (*http.Client, error) {
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Transport: tr}
-	resp, err := c.PostForm(base+"/panel/login", url.Values{"email": {email}, "password": {pw}})
-	if err != nil {
-		return nil, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/panel/" {
-		return nil, fmt.Errorf("sign in: %d at %s", resp.StatusCode, resp.Request.URL)
-	}
-	return c, nil
+	return Runtime{HeapInuse: gauge("go_memstats_heap_inuse_bytes"), StackInuse: gauge("go_memstats_stack_inuse_bytes"), Goroutines: gauge("go_goroutines")}, nil
 }
 
 // rss is the process's resident memory in bytes.

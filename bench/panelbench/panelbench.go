@@ -11,16 +11,11 @@ package panelbench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -222,63 +217,15 @@ func atAGlance(ctx context.Context, db *sqlite.DB, agents agentlink.Store, orgID
 }
 
 func startRelay(ctx context.Context, relay, db, dir string) (string, func(), int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := FreeAddr()
 	if err != nil {
 		return "", nil, 0, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	logf, err := os.Create(filepath.Join(dir, "relay.log"))
-	if err != nil {
-		return "", nil, 0, err
-	}
-	cmd := exec.CommandContext(ctx, relay, "serve", "--db", db, "--listen", addr, "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return "", nil, 0, fmt.Errorf("start %s: %w", relay, err)
-	}
-	stop := func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	}
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr, stop, cmd.Process.Pid, nil
-			}
-		}
-		if time.Now().After(end) {
-			stop()
-			return "", nil, 0, errors.New("the relay was not ready (/readyz) within 30 s")
-		}
-	}
+	pid, stop, err := StartRelay(ctx, relay, addr, db, dir)
+	return addr, stop, pid, err
 }
 
-func signIn(base, email string) (*http.Client, error) {
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := c.PostForm(base+"/panel/login", url.Values{"email": {email}, "password": {pw}})
-	if err != nil {
-		return nil, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/panel/" {
-		return nil, fmt.Errorf("sign in: %d at %s", resp.StatusCode, resp.Request.URL)
-	}
-	return c, nil
-}
+func signIn(base, email string) (*http.Client, error) { return SignIn(nil, base, email, pw) }
 
 // measure loads url warmup times, checks the page holds want, then times n
 // sequential loads (request sent to body read).

@@ -105,7 +105,11 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request, rq *request)
 	defer deadline.Stop()
 	keep := time.NewTicker(liveKeepAlive)
 	defer keep.Stop()
-	check := time.NewTicker(liveSessionCheck)
+	every := liveSessionCheck
+	if s.cfg.LiveSessionCheck > 0 {
+		every = s.cfg.LiveSessionCheck
+	}
+	check := time.NewTicker(every)
 	defer check.Stop()
 	for {
 		select {
@@ -127,7 +131,7 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request, rq *request)
 				return
 			}
 		case <-check.C:
-			if !s.stillSignedIn(r.Context(), token, rq.User.ID, since) {
+			if !s.stillSignedIn(token, rq.User.ID, since) {
 				return
 			}
 		}
@@ -138,8 +142,10 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request, rq *request)
 // changed hands, or its user was disabled or changed password since
 // signing in (as signedIn decides for a request). A store failure keeps
 // the stream.
-func (s *Server) stillSignedIn(ctx context.Context, token, userID string, since int64) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+func (s *Server) stillSignedIn(token, userID string, since int64) bool {
+	// A context without the request's session: Load reads the store again
+	// only for one that holds none.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	sctx, err := s.sessions.Load(ctx, token)
 	if err != nil {

@@ -16,10 +16,20 @@ import (
 
 // liveHarness is the harness with live updates on, at most maxPerOrg
 // streams per organization.
-func liveHarness(t *testing.T, open storetest.Opener, maxPerOrg int) *harness {
-	return newHarness(t, open, func(c *panel.Config) {
+func liveHarness(t *testing.T, open storetest.Opener, maxPerOrg int, more ...func(*panel.Config)) *harness {
+	return newHarness(t, open, append([]func(*panel.Config){func(c *panel.Config) {
 		c.Live, c.LiveMaxPerOrg = c.Users.(cloud.LiveReader), maxPerOrg
-	})
+	}}, more...)...)
+}
+
+// opened opens a stream as c that must be answered 200.
+func (c *client) opened(query string) *sse {
+	c.t.Helper()
+	s := c.stream(query)
+	if s.status != http.StatusOK {
+		c.t.Fatalf("stream %q: %d", query, s.status)
+	}
+	return s
 }
 
 // sse is an open live stream as EventSource reads it.
@@ -229,5 +239,40 @@ func testLiveBounds(t *testing.T, open storetest.Opener) {
 	}
 	if s := a.stream(""); s.status != http.StatusOK {
 		t.Errorf("a stream after one closed: %d", s.status)
+	}
+}
+
+func TestLiveEndsWithSession(t *testing.T) { stores.Run(t, testLiveEndsWithSession) }
+
+// testLiveEndsWithSession: a stream ends when its session's lifetime does,
+// and the next one of that session is sent to sign in.
+func testLiveEndsWithSession(t *testing.T, open storetest.Opener) {
+	h := liveHarness(t, open, 0, func(c *panel.Config) { c.IdleTimeout, c.Lifetime = 2*time.Second, 3*time.Second })
+	c := h.signIn(cloud.RoleViewer)
+	s := c.opened("")
+	s.ended(6 * time.Second)
+	if again := c.stream(""); again.status != http.StatusSeeOther {
+		t.Errorf("a stream after the session ended: %d", again.status)
+	}
+}
+
+func TestLiveEndsWithSignOut(t *testing.T) { stores.Run(t, testLiveEndsWithSignOut) }
+
+// testLiveEndsWithSignOut: signing out in one tab ends the session's
+// streams in the others (at the next session check).
+func testLiveEndsWithSignOut(t *testing.T, open storetest.Opener) {
+	h := liveHarness(t, open, 0, func(c *panel.Config) { c.LiveSessionCheck = 200 * time.Millisecond })
+	c, other := h.signIn(cloud.RoleViewer), h.signIn(cloud.RoleViewer)
+	s, kept := c.opened(""), other.opened("")
+	if r := c.post("/panel/logout", nil); r.status != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", r.status)
+	}
+	s.ended(3 * time.Second)
+	select {
+	case _, open := <-kept.events:
+		if !open {
+			t.Error("another session's stream ended with this one's sign-out")
+		}
+	case <-time.After(time.Second):
 	}
 }

@@ -56,6 +56,9 @@ type Config struct {
 	// this relay (0: DefaultLiveMaxPerOrg).
 	Live          cloud.LiveReader
 	LiveMaxPerOrg int
+	// LiveSessionCheck is how often an open stream reads its session
+	// again (0: a minute); tests shorten it.
+	LiveSessionCheck time.Duration
 	// Points backs the device page's points and their charts; nil hides
 	// them.
 	Points   cloud.PointService

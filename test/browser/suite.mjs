@@ -915,7 +915,7 @@ step("[live] an agent killed with the fleet page open turns OFFLINE there within
   let stored = 0;
   for (const end = Date.now() + 60_000; !stored && Date.now() < end;) {
     const [code, body] = curl(KEY, `/devices/${LIVE_DEVICE}`);
-    if (code === 200 && JSON.parse(body).status === "OFFLINE") stored = Date.now();
+    if (code === 200 && JSON.parse(body).data.status === "OFFLINE") stored = Date.now();
     else await new Promise((r) => setTimeout(r, 100));
   }
   assert(stored, "the killed agent's device is not OFFLINE in the store after 60 s");
@@ -937,6 +937,8 @@ step("[live] an agent killed with the fleet page open turns OFFLINE there within
 step("[live] a dropped stream shows Reconnecting… and recovers", async () => {
   const banner = livePage.getByRole("status").filter({ hasText: "Reconnecting" });
   assert(!(await banner.isVisible()), "the banner shows while live");
+  // The network goes away: the open stream is closed at once (live.js
+  // hears "offline") and no new one gets through until it is back.
   await livePage.route("**/panel/live**", (r) => r.abort());
   await liveCtx.setOffline(true);
   await banner.waitFor({ state: "visible", timeout: 10_000 });

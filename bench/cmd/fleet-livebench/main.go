@@ -48,7 +48,8 @@ func main() {
 		r.Streams, cfg.Sessions, cfg.Devices, cfg.PerRound, r.Window)
 	rows := []benchreport.Row{
 		{Area: "panel", Figure: "live updates: relay RSS per open stream", Unit: "KiB", Measured: perStream,
-			Notes: fmt.Sprintf("%s; RSS %.1f MiB before (a relay started afresh on the signed-in sessions), %.1f MiB with the streams open", cond, mib(r.RSSBefore), mib(r.RSSAfter))},
+			Notes: fmt.Sprintf("%s; RSS %.1f MiB before (a relay started afresh on the signed-in sessions), %.1f MiB with the streams open; per stream %.1f KiB of heap in use, %.1f KiB of goroutine stacks, %.1f goroutines",
+				cond, mib(r.RSSBefore), mib(r.RSSAfter), (r.After.HeapInuse-r.Before.HeapInuse)/n/1024, (r.After.StackInuse-r.Before.StackInuse)/n/1024, (r.After.Goroutines-r.Before.Goroutines)/n)},
 		{Area: "panel", Figure: "live updates: relay CPU per change pushed to one stream", Unit: "µs", Measured: perPush,
 			Notes: fmt.Sprintf("%s; (relay CPU while changing − idle CPU) / (changes × streams); per change to all streams %.0f µs", cond, perChange)},
 		{Area: "panel", Figure: "live updates: relay CPU with the streams open and nothing changing", Unit: "% of a core", Measured: idlePct,

@@ -17,7 +17,9 @@
 // role="status") shows and <body data-live-state="reconnecting"> marks
 // the page's values as possibly stale. A stream the relay refused (too
 // many open, draining) is tried again with backoff up to 30 s; one refused
-// because the session ended reloads the page, which leads to sign-in.
+// because the session ended reloads the page, which leads to sign-in. When
+// the browser goes offline the stream is closed and the banner shown at
+// once; it reconnects when the browser is online again.
 "use strict";
 (function () {
   const body = document.body;
@@ -44,8 +46,10 @@
     body.dispatchEvent(new CustomEvent("live:state", { detail: { state: s } }));
   }
 
+  let timer = 0;
   function again() {
-    setTimeout(connect, delay);
+    clearTimeout(timer);
+    timer = setTimeout(connect, delay);
     delay = Math.min(delay * 2, 30000);
   }
 
@@ -62,21 +66,29 @@
   }
 
   function connect() {
-    es = new EventSource(url);
-    es.onopen = function () {
+    clearTimeout(timer);
+    if (es) {
+      es.close();
+    }
+    const src = new EventSource(url);
+    es = src;
+    src.onopen = function () {
       delay = 1000;
       setState("live");
     };
-    es.onerror = function () {
+    src.onerror = function () {
+      if (es !== src) {
+        return; // closed and replaced
+      }
       setState("reconnecting");
-      if (es.readyState === EventSource.CLOSED) {
+      if (src.readyState === EventSource.CLOSED) {
         es = null;
         refused();
       }
       // Otherwise EventSource reconnects by itself (the stream's retry:).
     };
     types.forEach(function (t) {
-      es.addEventListener(t, function (e) {
+      src.addEventListener(t, function (e) {
         let detail;
         try {
           detail = JSON.parse(e.data);
@@ -87,6 +99,21 @@
       });
     });
   }
+
+  // Without a network the stream is stale at once, not after TCP notices:
+  // close it and say so; reconnect as soon as the network is back.
+  window.addEventListener("offline", function () {
+    clearTimeout(timer);
+    if (es) {
+      es.close();
+      es = null;
+    }
+    setState("reconnecting");
+  });
+  window.addEventListener("online", function () {
+    delay = 1000;
+    connect();
+  });
 
   window.addEventListener("pagehide", function () {
     if (es) {

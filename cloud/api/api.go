@@ -1,7 +1,7 @@
 // Package api serves the relay's public REST API (/api/v1/public, the
 // contract of seed/public-api-spec.md) over the cloud service interfaces:
-// bearer-key authentication with scopes, per-key rate limiting with
-// go-chi/httprate, strict JSON bodies, keyset pagination parameters, the
+// bearer-key authentication with scopes, per-key rate limiting on
+// go-chi/httprate's counters, strict JSON bodies, keyset pagination parameters, the
 // error envelope of DESIGN.md, request ids, an slog access log, and the
 // embedded OpenAPI 3.1 document at /api/v1/public/openapi.json.
 package api
@@ -100,7 +100,7 @@ type Server struct {
 	now     cloud.Now
 	limit   int
 	window  time.Duration
-	limiter *httprate.RateLimiter
+	limiter *rateLimiter
 	mux     *chi.Mux
 
 	reqPrefix string
@@ -119,6 +119,7 @@ type Server struct {
 	// precomputed header values; the []string ones go into header maps as
 	// they are (net/http only reads them, and copies on Clone)
 	limitStr   string
+	hdrLimit   []string // X-RateLimit-Limit
 	policy     []string // RateLimit-Policy
 	hdrJSON    []string // Content-Type: application/json
 	hdrNoStore []string // Cache-Control: no-store
@@ -143,17 +144,9 @@ func NewServer(cfg Config) *Server {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	s.reqPrefix = hex.EncodeToString(b[:]) + "-"
-	opts := []httprate.Option{httprate.WithResponseHeaders(httprate.ResponseHeaders{
-		Limit:     hdrLimit,
-		Remaining: hdrRemaining,
-		Reset:     hdrReset,
-		// Retry-After and the increment header are set by this package.
-	})}
-	if cfg.RateCounter != nil {
-		opts = append(opts, httprate.WithLimitCounter(cfg.RateCounter))
-	}
-	s.limiter = httprate.NewRateLimiter(s.limit, s.window, opts...)
+	s.limiter = newRateLimiter(s.limit, s.window, cfg.RateCounter)
 	s.limitStr = itoa(s.limit)
+	s.hdrLimit = []string{s.limitStr}
 	s.policy = []string{`"default";q=` + s.limitStr + `;w=` + itoa(int(s.window/time.Second))}
 	s.hdrJSON = []string{contentJSON}
 	s.hdrNoStore = []string{"no-store"}

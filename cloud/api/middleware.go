@@ -19,20 +19,12 @@ import (
 	"github.com/fleet/fleet/cloud/internal/clientaddr"
 )
 
-// Rate-limit response headers. The X- trio is the de facto convention
-// (X-RateLimit-Reset in Unix seconds); RateLimit and RateLimit-Policy follow
-// draft-ietf-httpapi-ratelimit-headers-10/11 (structured fields:
-// `"default";q=600;w=60` and `"default";r=599;t=42`, t in seconds).
-//
-// The constants are in Go's canonical header form, which httprate sets
-// without allocating; rateLimit then renames them to the documented
-// spelling (X-RateLimit-...) for the wire.
-const (
-	hdrLimit     = "X-Ratelimit-Limit"
-	hdrRemaining = "X-Ratelimit-Remaining"
-	hdrReset     = "X-Ratelimit-Reset"
-	hdrRequestID = "X-Request-Id"
-)
+// Rate-limit response headers (rateLimit): the X- trio is the de facto
+// convention (X-RateLimit-Reset in Unix seconds); RateLimit and
+// RateLimit-Policy follow draft-ietf-httpapi-ratelimit-headers-10/11
+// (structured fields: `"default";q=600;w=60` and `"default";r=599;t=42`, t
+// in seconds).
+const hdrRequestID = "X-Request-Id"
 
 // reqInfo is what the middleware learns about one request; handlers and the
 // access log reach it through the request's ResponseWriter (record), which
@@ -240,15 +232,17 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 		info := infoFrom(w)
 		authz := r.Header.Get("Authorization")
 		sum, keyBucket, known := s.knownKey(authz)
-		limited := false
+		now := time.Now() // the limiter runs on the wall clock
+		var rc rateCharge
+		var err error
 		if !known {
-			limited = s.limiter.OnLimit(w, r, addrBucket(info, r))
+			rc, err = s.limiter.charge(addrBucket(info, r), now)
 		}
-		if limited {
+		if rc.limited {
 			// This address has used up its budget of unauthenticated
 			// requests: do not spend bcrypt on keys never verified here.
 			info.authErr = cloud.Errorf(cloud.EUNAUTHORIZED, "missing or invalid API key")
-		} else {
+		} else if err == nil {
 			s.authenticate(r, info)
 			if info.key != nil && (!known || keyBucket[len("k:"):] != info.key.ID) {
 				keyBucket = "k:" + info.key.ID
@@ -256,34 +250,29 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 			}
 			switch {
 			case info.key != nil:
-				limited = s.limiter.OnLimit(w, r, keyBucket)
+				rc, err = s.limiter.charge(keyBucket, now)
 			case known: // verified before, refused now (revoked, expired)
-				limited = s.limiter.OnLimit(w, r, addrBucket(info, r))
+				rc, err = s.limiter.charge(addrBucket(info, r), now)
 			}
 		}
+		if err != nil {
+			// The counter failed (cloud/redis falls back to this
+			// relay's counts and does not): the budget is unknown.
+			s.writeError(w, r, fmt.Errorf("rate limit counter: %w", err))
+			return
+		}
+		secs := max(0, rc.reset-now.Unix())
+		remaining := strconv.Itoa(rc.remaining)
+		// The names in their documented spelling (HTTP/1.1 names are
+		// case-insensitive, but people grep curl output): a header map's
+		// keys are written as they are.
 		h := w.Header()
-		reset, _ := strconv.ParseInt(h.Get(hdrReset), 10, 64)
-		secs := reset - time.Now().Unix() // the limiter runs on the wall clock
-		if secs < 0 {
-			secs = 0
-		}
-		remaining := h.Get(hdrRemaining)
-		if strings.HasPrefix(remaining, "-") {
-			remaining = "0"
-			h.Set(hdrRemaining, remaining)
-		}
-		// Send the names in their documented spelling (HTTP/1.1 names are
-		// case-insensitive, but people grep curl output): the map keys are
-		// written as they are, after httprate set the canonical ones.
-		for _, n := range [...][2]string{{hdrLimit, "X-RateLimit-Limit"}, {hdrRemaining, "X-RateLimit-Remaining"}, {hdrReset, "X-RateLimit-Reset"}} {
-			if v, ok := h[n[0]]; ok {
-				delete(h, n[0])
-				h[n[1]] = v
-			}
-		}
+		h["X-RateLimit-Limit"] = s.hdrLimit
+		h["X-RateLimit-Remaining"] = []string{remaining}
+		h["X-RateLimit-Reset"] = []string{strconv.FormatInt(rc.reset, 10)}
 		h["RateLimit-Policy"] = s.policy
 		h["RateLimit"] = []string{`"default";r=` + remaining + `;t=` + strconv.FormatInt(secs, 10)}
-		if limited {
+		if rc.limited {
 			// The limiter's window slides: the budget comes back
 			// gradually after the reset. One request's worth of window
 			// after the reset is when the next request fits again.

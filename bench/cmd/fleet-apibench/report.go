@@ -64,8 +64,8 @@ func ceilingRows(cfg apibench.Config, rep apibench.Report) []benchreport.Row {
 		sides = append(sides, fmt.Sprintf("%s / %s req/s, CPU %.0f / %.0f µs", benchreport.FormatValue(a.Relay.RPS(), ""), benchreport.FormatValue(a.Bare.RPS(), ""),
 			float64(a.Relay.CPU)/float64(time.Microsecond), float64(a.Bare.CPU)/float64(time.Microsecond)))
 	}
-	notes := fmt.Sprintf("%d alternations of %v each side (after %v of warm-up), %d clients on loopback, the same keep-alive client on both; the bare server answers the %d bytes the relay answered (same header names and values); relay / bare per alternation: %s; ratios %s; load average %s on %d CPUs shared with other work",
-		len(c.Alternations), cfg.Duration, cfg.Warmup, cfg.Clients, c.Bytes, strings.Join(sides, "; "), strings.Join(ratios, ", "), rep.LoadAvg, runtime.NumCPU())
+	notes := fmt.Sprintf("%d alternations of %v each side (after %v of warm-up), %d clients on loopback, the same keep-alive client on both; the bare server answers the %d bytes the relay answered (same header names and values); relay / bare per alternation: %s; ratios %s; CPU per request (process, load generator included), bare / relay: median %.2f; load average %s on %d CPUs shared with other work",
+		len(c.Alternations), cfg.Duration, cfg.Warmup, cfg.Clients, c.Bytes, strings.Join(sides, "; "), strings.Join(ratios, ", "), c.MedianCPURatio(), rep.LoadAvg, runtime.NumCPU())
 	row := benchreport.Row{Area: "API", Figure: "GET /devices (limit 25) against bare net/http answering the same bytes, throughput ratio (median)", Unit: "×",
 		Measured: c.MedianRatio(), Target: &benchreport.Target{Op: benchreport.AtLeast, Value: apibench.CeilingTarget}, Notes: notes}
 	for _, a := range c.Alternations {

@@ -40,10 +40,13 @@ func (s *Server) liveSubscription(name string, data any) *liveSub {
 	switch {
 	case s.live == nil:
 		return nil
-	case name != "fleet" && name != "device" && name != "alerts": // the pages with live values
+	case name != "fleet" && name != "device" && name != "alerts" && name != "point": // the pages with live values
 		return nil
 	}
-	if d, ok := data.(*deviceData); ok {
+	switch d := data.(type) {
+	case *deviceData:
+		return &liveSub{Query: "device=" + url.QueryEscape(d.Device.ID)}
+	case *pointData: // the point's chart appends on its device's events
 		return &liveSub{Query: "device=" + url.QueryEscape(d.Device.ID)}
 	}
 	return &liveSub{}

@@ -889,7 +889,7 @@ step("sign out", async () => {
 
 const LIVE_DEVICE = env("FLEET_LIVE_DEVICE"); // [live] the live steps' own gateway ("Live gateway")
 const LIVE_PID = Number(env("FLEET_LIVE_AGENT_PID")); // its agent, killed by the first step
-let liveCtx, livePage, alertsPage;
+let liveCtx, livePage, alertsCtx, alertsPage; // alertsPage: OWNER's, who can tick alerts
 
 step("[live] an agent killed with the fleet page open turns OFFLINE there within 2 s of the store, without reload", async () => {
   liveCtx = await browserContext();
@@ -928,7 +928,9 @@ step("[live] an agent killed with the fleet page open turns OFFLINE there within
   assert(await livePage.evaluate(() => window.__notReloaded === true), "the fleet page was reloaded");
   // The alerts page opens now, before the device_offline alert (three
   // heartbeat intervals after the kill).
-  alertsPage = await liveCtx.newPage();
+  alertsCtx = await browserContext();
+  alertsPage = alertsCtx.pages()[0] || (await alertsCtx.newPage());
+  await signIn(alertsPage, OWNER);
   await alertsPage.goto(`${BASE}/panel/alerts`);
   assert((await alertsPage.locator("tr[data-alert-id]", { hasText: "Live gateway" }).count()) === 0, "the Live gateway's alert was open before the alerts page");
   await alertsPage.evaluate(() => { window.__notReloaded = true; });
@@ -950,11 +952,19 @@ step("[live] a dropped stream shows Reconnecting… and recovers", async () => {
   assert(await livePage.evaluate(() => window.__notReloaded === true), "the fleet page was reloaded");
 });
 
-step("[live] a new alert appears on the open alerts page without reload", async () => {
+step("[live] a new alert appears on the open alerts page without reload, keeping the rows ticked", async () => {
+  // An alert already listed (the Gatehouse's) is ticked for a bulk action:
+  // the list refreshing under it keeps the tick (hx-preserve).
+  const ticked = await alertsPage.locator("tr[data-alert-id]").first().getAttribute("data-alert-id");
+  const box = alertsPage.locator(`#sel-${ticked}`);
+  await box.check();
   const row = alertsPage.locator("tr[data-alert-id]", { hasText: "Live gateway" });
   await row.first().waitFor({ timeout: 90_000 });
+  assert(await box.isChecked(), "the list's refresh dropped the ticked alert's checkbox");
   assert((await row.first().textContent()).includes("offline"), `the new row: ${await row.first().textContent()}`);
   assert(await alertsPage.evaluate(() => window.__notReloaded === true), "the alerts page was reloaded");
+  await box.uncheck();
+  await alertsCtx.close();
   await liveCtx.close();
 });
 

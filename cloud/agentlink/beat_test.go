@@ -1,8 +1,8 @@
 package agentlink
 
 import (
-	"maps"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -113,14 +113,14 @@ func TestBeatRules(t *testing.T) {
 					{ID: "rs485-1", Available: true, Live: "idle"}}
 			}),
 			state: func(st *beatState) {
-				st.channels["rs485-1"] = protocol.ChannelState{ID: "rs485-1", Available: false, Live: "idle"}
+				st.channels.set(protocol.ChannelState{ID: "rs485-1", Available: false, Live: "idle"})
 			},
 			want: with(func(d *beatDecision) {
 				d.HasChannels = true
 				d.Channels = []protocol.ChannelState{{ID: "rs485-1", Available: true, Live: "idle"}}
 			}),
 			after: func(st *beatState) {
-				st.channels["rs485-1"] = protocol.ChannelState{ID: "rs485-1", Available: true, Live: "idle"}
+				st.channels.set(protocol.ChannelState{ID: "rs485-1", Available: true, Live: "idle"})
 			}},
 		{name: "channels: live values changed and a channel seen first",
 			hb: hb(func(h *protocol.Heartbeat) {
@@ -133,23 +133,23 @@ func TestBeatRules(t *testing.T) {
 				d.Changed = []resource.SignalChannel{{ID: "uart-1", Live: "rx 12", TxOn: true}, {ID: "gpio-1", Live: "1"}}
 			}),
 			after: func(st *beatState) {
-				st.channels["uart-1"] = protocol.ChannelState{ID: "uart-1", Available: true, Live: "rx 12", TxOn: true}
-				st.channels["gpio-1"] = protocol.ChannelState{ID: "gpio-1", Available: true, Live: "1"}
+				st.channels.set(protocol.ChannelState{ID: "uart-1", Available: true, Live: "rx 12", TxOn: true})
+				st.channels.set(protocol.ChannelState{ID: "gpio-1", Available: true, Live: "1"})
 			}},
 		{name: "points: only their time changed: stored, no point changed, the configuration not asked",
-			state: func(st *beatState) { st.channels["rs485-1"] = rs485(temp(21.5, t1), pump(1, t1)) },
+			state: func(st *beatState) { st.channels.set(rs485(temp(21.5, t1), pump(1, t1))) },
 			hb:    hb(func(h *protocol.Heartbeat) { h.Channels = []protocol.ChannelState{rs485(temp(21.5, t2), pump(1, t2))} }),
 			want: with(func(d *beatDecision) {
 				d.HasChannels = true
 				d.Channels = []protocol.ChannelState{rs485(temp(21.5, t2), pump(1, t2))}
 			}),
-			after: func(st *beatState) { st.channels["rs485-1"] = rs485(temp(21.5, t2), pump(1, t2)) }},
+			after: func(st *beatState) { st.channels.set(rs485(temp(21.5, t2), pump(1, t2))) }},
 		{name: "points unchanged: nothing stored",
-			state: func(st *beatState) { st.channels["rs485-1"] = rs485(temp(21.5, t1), pump(1, t1)) },
+			state: func(st *beatState) { st.channels.set(rs485(temp(21.5, t1), pump(1, t1))) },
 			hb:    hb(func(h *protocol.Heartbeat) { h.Channels = []protocol.ChannelState{rs485(temp(21.5, t1), pump(1, t1))} }),
 			want:  with(func(d *beatDecision) { d.HasChannels = true })},
 		{name: "points: a value changed, a point seen first, one the configuration does not name; units and types from it",
-			state: func(st *beatState) { st.channels["rs485-1"] = rs485(temp(21.5, t1), pump(1, t1)) },
+			state: func(st *beatState) { st.channels.set(rs485(temp(21.5, t1), pump(1, t1))) },
 			hb: hb(func(h *protocol.Heartbeat) {
 				h.Channels = []protocol.ChannelState{rs485(temp(21.5, t2), pump(0, t2),
 					protocol.PointState{Name: "pressure", Value: 3, Quality: "good", At: t2},
@@ -165,12 +165,12 @@ func TestBeatRules(t *testing.T) {
 					ref("rs485-1.old", 7.0, "", "good", t2)}
 			}),
 			after: func(st *beatState) {
-				st.channels["rs485-1"] = rs485(temp(21.5, t2), pump(0, t2),
+				st.channels.set(rs485(temp(21.5, t2), pump(0, t2),
 					protocol.PointState{Name: "pressure", Value: 3, Quality: "good", At: t2},
-					protocol.PointState{Name: "old", Value: 7, Quality: "good", At: t2})
+					protocol.PointState{Name: "old", Value: 7, Quality: "good", At: t2}))
 			}},
 		{name: "points: a failed read is a change of quality without a value; not ONLINE, the points are stale",
-			state: func(st *beatState) { st.channels["rs485-1"] = rs485(temp(21.5, t1), pump(1, t1)) },
+			state: func(st *beatState) { st.channels.set(rs485(temp(21.5, t1), pump(1, t1))) },
 			hb: hb(func(h *protocol.Heartbeat) {
 				h.Status = resource.StatusError
 				h.Channels = []protocol.ChannelState{rs485(protocol.PointState{Name: "temp", Quality: "bad", Error: "modbus timeout (slave 7)", At: t2}, pump(1, t1))}
@@ -184,13 +184,13 @@ func TestBeatRules(t *testing.T) {
 			}),
 			after: func(st *beatState) {
 				st.status, st.storedDeadline = resource.StatusError, t0.Add(6*interval)
-				st.channels["rs485-1"] = rs485(protocol.PointState{Name: "temp", Quality: "bad", Error: "modbus timeout (slave 7)", At: t2}, pump(1, t1))
+				st.channels.set(rs485(protocol.PointState{Name: "temp", Quality: "bad", Error: "modbus timeout (slave 7)", At: t2}, pump(1, t1)))
 			}},
 		{name: "channels unchanged: reported, none stored",
 			hb:   hb(func(h *protocol.Heartbeat) { h.Channels = []protocol.ChannelState{uartIdle} }),
 			want: with(func(d *beatDecision) { d.HasChannels = true })},
 		{name: "a model without serial ports stores no channel",
-			state: func(st *beatState) { st.model = ig100; st.channels = map[string]protocol.ChannelState{} },
+			state: func(st *beatState) { st.model = ig100; st.channels = channelStates{} },
 			hb:    hb(func(h *protocol.Heartbeat) { h.Channels = []protocol.ChannelState{uartIdle} }),
 			want:  same},
 		{name: "the tunnel's state, as reported",
@@ -225,17 +225,17 @@ func TestBeatRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := beatState{status: resource.StatusOnline, appliedVersion: 3, storedDeadline: t0.Add(5 * time.Minute),
 				lastHBEvent: t0.Add(-time.Minute), metricsInterval: 5 * time.Minute, model: ig500,
-				channels: map[string]protocol.ChannelState{"uart-1": uartIdle}}
+				channels: channelStates{uartIdle}}
 			if tc.state != nil {
 				tc.state(&st)
 			}
 			want := st
-			want.channels = maps.Clone(st.channels)
+			want.channels = slices.Clone(st.channels)
 			if tc.after != nil {
 				tc.after(&want)
 			}
 			before := st
-			before.channels = maps.Clone(st.channels)
+			before.channels = slices.Clone(st.channels)
 			asked := false
 			knownDesired := func() int64 {
 				asked = true

@@ -331,9 +331,9 @@ func (c *conn) hello(h *protocol.Hello) error {
 	c.helloDesired = out.DesiredVersion
 	c.cfgMu.Unlock()
 	c.appliedVersion = min(h.AppliedVersion, out.DesiredVersion)
-	c.channels = make(map[string]protocol.ChannelState, len(out.Channels))
+	c.channels = make(channelStates, 0, len(out.Channels))
 	for _, ch := range out.Channels {
-		c.channels[ch.ID] = ch
+		c.channels.set(ch)
 	}
 	c.lastSeq = out.LastSeq
 	codec := protocol.ChooseCodec(h.Codecs)

@@ -53,7 +53,7 @@ func BenchmarkConnHeartbeat(b *testing.B) {
 			}
 			c := &conn{srv: s, dev: Device{ID: "dev", OrgID: "org", Model: "IG-500"}, session: "s", remote: "10.0.0.9", log: s.log}
 			c.status, c.metricsInterval, c.model = resource.StatusOnline, time.Hour, model
-			c.channels, c.lastHBEvent = map[string]protocol.ChannelState{}, time.Now()
+			c.channels, c.lastHBEvent = channelStates{}, time.Now()
 			c.hbInterval.Store(int64(30 * time.Second))
 			c.storedDeadline = time.Now().Add(time.Hour)
 			m := heartbeat8()

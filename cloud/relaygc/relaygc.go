@@ -26,7 +26,7 @@ import (
 // DefaultGCPercent is the GC percentage a relay runs with when neither
 // --gc-percent nor GOGC says otherwise (measured: docs/benchmarks.md,
 // "GC policy").
-const DefaultGCPercent = 300
+const DefaultGCPercent = 100
 
 // AutoLimitFraction is the share of the memory available to the process
 // (its cgroup's limit, else the machine's) that the automatic soft limit

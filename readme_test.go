@@ -1018,10 +1018,18 @@ func TestREADMECurlExamples(t *testing.T) {
 		}
 		return ""
 	})
+	thermalSys, err := filepath.Abs(filepath.Join("agent", "metrics", "testdata", "multizone", "sys"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	agentArgs := func(token, model, name string) []string {
 		return []string{"--relay", base, "--token", token, "--hw", "sim", "--model", model,
 			"--state-dir", filepath.Join(dir, name), "--heartbeat", "1s", "--metrics-interval", "1s",
-			"--dev-root", "none", "--passthrough-listen", "none"}
+			"--dev-root", "none", "--passthrough-listen", "none",
+			// A sysfs with thermal zones (the agent's own test data), so
+			// that the samples carry a temperature, as the README's do,
+			// on a machine without a sensor too.
+			"--sys-root", thermalSys}
 	}
 	startProcess(t, filepath.Join(dir, "agent-gw.log"), agent, agentArgs(gw.Token, "IG-500", "gw")...)
 	gateAgent := startProcess(t, filepath.Join(dir, "agent-gate.log"), agent, agentArgs(gate.Token, "IG-100", "gate")...)

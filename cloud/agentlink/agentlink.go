@@ -82,6 +82,10 @@ type Config struct {
 	// Quota bounds what each device stores (Quota; the zero value: no
 	// bound). The relay sets DefaultQuota unless told otherwise.
 	Quota Quota
+	// MaxWorkers bounds the goroutines that decode the agents' messages
+	// and handle their heartbeats (workers.go; default 16 per CPU, at
+	// least 32).
+	MaxWorkers int
 }
 
 // The defaults of Config, which the relay's flags show, and the bounds on
@@ -129,6 +133,9 @@ func (c *Config) defaults() {
 	if c.RefusalLimit <= 0 {
 		c.RefusalLimit = DefaultRefusalLimit
 	}
+	if c.MaxWorkers <= 0 {
+		c.MaxWorkers = defaultMaxWorkers()
+	}
 }
 
 // Server is the agent endpoint. Create it with New, mount Handler at
@@ -160,8 +167,10 @@ type Server struct {
 	// (*[readBufSize]byte): a connection holds one only while bytes it
 	// received wait to be read (hijack.go).
 	readBufs sync.Pool
-	// jobs hands messages to idle workers (workers.go).
-	jobs chan *job
+	// jobs hands messages to idle workers (workers.go); workerSlots holds
+	// a token for each running worker, up to the bound.
+	jobs        chan *job
+	workerSlots chan struct{}
 }
 
 // maxPooledBuf is the largest read buffer kept for reuse; a larger one (a
@@ -195,13 +204,14 @@ func New(cfg Config) *Server {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		ctx:    ctx,
-		cancel: cancel,
-		conns:  make(map[string]*conn),
-		jobs:   make(chan *job),
-		pings:  make(chan struct{}, 256),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		ctx:         ctx,
+		cancel:      cancel,
+		conns:       make(map[string]*conn),
+		jobs:        make(chan *job),
+		workerSlots: make(chan struct{}, cfg.MaxWorkers),
+		pings:       make(chan struct{}, 256),
 		refusals: newRefusals(cfg.RefusalLimit, cfg.RefusalWindow, cfg.RefusalLogInterval,
 			cfg.Logger.With("component", "agentlink")),
 		budgets: newBudgets(cfg.Quota),

@@ -256,14 +256,16 @@ func (c *conn) loop() error {
 	}
 }
 
-// handleFrame decodes and handles one message read by loop, and gives its
-// buffer back.
-func (c *conn) handleFrame(typ websocket.MessageType, buf *[]byte) error {
+// decodeFrame decodes one message read by loop, and gives its buffer
+// back.
+func (c *conn) decodeFrame(typ websocket.MessageType, buf *[]byte) (protocol.Message, error) {
 	m, err := c.decode(typ, *buf)
 	c.srv.putBuf(buf)
-	if err != nil {
-		return err
-	}
+	return m, err
+}
+
+// handleMessage handles one decoded message after the welcome.
+func (c *conn) handleMessage(m protocol.Message) error {
 	switch m.Type {
 	case protocol.TypeHeartbeat:
 		if m.Heartbeat == nil {

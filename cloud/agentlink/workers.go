@@ -2,22 +2,47 @@ package agentlink
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/fleet/fleet/shared/protocol"
 )
 
 // A connection's goroutine reads; workers decode and handle. Handling a
 // heartbeat grows a goroutine's stack to 16 KiB (decoding, the beat's rules,
 // the store's queue), and a goroutine keeps its stack while it waits for
 // the next message: on every connection's own goroutine that was 16 KiB
-// per idle agent. The workers are as many as messages in hand at once.
+// per idle agent.
+//
+// The workers are bounded (Server.maxWorkers). They were once as many as
+// messages in hand at once, and a relay that fell behind (a GC mark phase
+// taking its share of the CPUs at 20,000 heartbeats/s) started a worker
+// for every connection with a message waiting: thousands of goroutines,
+// each growing a 16 KiB stack, which the next mark phase scanned (the
+// goroutine stacks measured 237–392 MiB at 20,000 agents under load,
+// against 4 KiB per idle agent). Bounded, a backlog waits as connections
+// parked on the jobs channel, holding their read buffer and a shallow
+// stack, and the workers take it in arrival order.
+//
+// A worker handles a heartbeat itself: the store takes it without waiting
+// for the commit (Store.Heartbeat calls back). Every other message may
+// wait on the store (a records batch waits for its commit; a reconnect
+// storm sends thousands at once, and their commits share transactions only
+// if they wait together), so a worker decodes it and hands it to a
+// goroutine of its own, and is free at once.
 
 // WorkerIdle is how long a worker without a message waits for one before
 // it exits.
 const WorkerIdle = 5 * time.Second
+
+// defaultMaxWorkers is the bound on workers: enough to keep every CPU busy
+// while some wait on a lock or a full store queue, few enough that their
+// stacks are nothing beside the connections'.
+func defaultMaxWorkers() int { return max(32, 16*runtime.GOMAXPROCS(0)) }
 
 // job is one message handed from a connection's goroutine to a worker.
 type job struct {
@@ -28,7 +53,9 @@ type job struct {
 	done sync.WaitGroup
 }
 
-// handle has a worker handle the message in buf for c and waits for it.
+// handle has a worker handle the message in buf for c and waits for it:
+// an idle worker, else a new one while there are fewer than the bound,
+// else the first to be free.
 func (s *Server) handle(c *conn, typ websocket.MessageType, buf *[]byte) error {
 	j := &c.job
 	j.c, j.typ, j.buf = c, typ, buf
@@ -36,7 +63,11 @@ func (s *Server) handle(c *conn, typ websocket.MessageType, buf *[]byte) error {
 	select {
 	case s.jobs <- j:
 	default:
-		go s.work(j)
+		select {
+		case s.jobs <- j:
+		case s.workerSlots <- struct{}{}:
+			go s.work(j)
+		}
 	}
 	j.done.Wait()
 	err := j.err
@@ -45,13 +76,13 @@ func (s *Server) handle(c *conn, typ websocket.MessageType, buf *[]byte) error {
 }
 
 // work handles j, then the jobs handed to it until none came for
-// WorkerIdle.
+// WorkerIdle; then it gives its slot back.
 func (s *Server) work(j *job) {
+	defer func() { <-s.workerSlots }()
 	t := time.NewTimer(WorkerIdle)
 	defer t.Stop()
 	for {
-		j.err = s.handleSafely(j)
-		j.done.Done()
+		s.run(j)
 		t.Reset(WorkerIdle)
 		select {
 		case j = <-s.jobs:
@@ -61,12 +92,41 @@ func (s *Server) work(j *job) {
 	}
 }
 
-// handleSafely handles j's message; a panic ends that connection only (as
-// net/http's recovery did when the session ran on its goroutine), logged
-// with its stack.
-func (s *Server) handleSafely(j *job) (err error) {
+// run decodes j's message and handles a heartbeat; any other message goes
+// on to a goroutine of its own (handleAside), which finishes j.
+func (s *Server) run(j *job) {
+	m, err := s.decodeSafely(j)
+	if err == nil && m.Type != protocol.TypeHeartbeat {
+		go s.handleAside(j, m)
+		return
+	}
+	if err == nil {
+		err = s.handleSafely(j, m)
+	}
+	j.err = err
+	j.done.Done()
+}
+
+// handleAside handles a message that may wait on the store, and finishes
+// its job.
+func (s *Server) handleAside(j *job, m protocol.Message) {
+	j.err = s.handleSafely(j, m)
+	j.done.Done()
+}
+
+// decodeSafely decodes j's message and gives its buffer back; a panic ends
+// that connection only.
+func (s *Server) decodeSafely(j *job) (m protocol.Message, err error) {
 	defer recovered(j.c, &err)
-	return j.c.handleFrame(j.typ, j.buf)
+	return j.c.decodeFrame(j.typ, j.buf)
+}
+
+// handleSafely handles j's decoded message; a panic ends that connection
+// only (as net/http's recovery did when the session ran on its
+// goroutine), logged with its stack.
+func (s *Server) handleSafely(j *job, m protocol.Message) (err error) {
+	defer recovered(j.c, &err)
+	return j.c.handleMessage(m)
 }
 
 // recovered turns a panic of c's session into *err, logged with its

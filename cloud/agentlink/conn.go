@@ -36,7 +36,7 @@ type conn struct {
 	// it are refused. Read loop only.
 	lastSeq uint64
 	// budget is the device's ingest budget (nil: no quota); frameLen the
-	// size of the message read last (read loop only).
+	// size of the message being handled.
 	budget   *budget
 	frameLen int
 	// quit is closed by kill: a message held by the quota stops waiting.
@@ -143,6 +143,7 @@ func (c *conn) read(ctx context.Context) (protocol.Message, error) {
 		return protocol.Message{}, err
 	}
 	defer c.srv.putBuf(buf)
+	c.frameLen = len(*buf)
 	return c.decode(typ, *buf)
 }
 
@@ -167,7 +168,6 @@ func (c *conn) readFrame(ctx context.Context) (websocket.MessageType, *[]byte, e
 		return 0, nil, &closeErr{code: protocol.CloseTooLarge, reason: fmt.Sprintf("message over %d bytes", protocol.MaxMessageBytes)}
 	}
 	c.touch()
-	c.frameLen = len(b)
 	return typ, buf, nil
 }
 
@@ -237,10 +237,14 @@ func (c *conn) handshake() error {
 }
 
 // loop reads the agent's messages until the session ends, each handled
-// on a worker (Server.handle) while loop waits: the connection's goroutine
-// only reads, and the stacks that decoding and storing grow belong to the
-// few workers, not to every idle connection (docs/benchmarks.md, "Memory
-// per idle agent"). Messages are handled one at a time, in order.
+// on a worker (Server.handle): the connection's goroutine only reads, and
+// the stacks that decoding and storing grow belong to the few workers, not
+// to every idle connection (docs/benchmarks.md, "Memory per idle agent").
+// Messages are handled one at a time, in order: loop goes back to reading
+// as soon as a worker has the message, and waits for it only when the next
+// one arrives before it is done (or the session ends). A message whose
+// handling fails closes the connection (conn.stop), which ends the read;
+// loop then returns that message's error.
 func (c *conn) loop() error {
 	for {
 		// A context that cannot be cancelled: coder/websocket then sets no
@@ -248,6 +252,9 @@ func (c *conn) loop() error {
 		// pings; Shutdown closes the connection.
 		typ, buf, err := c.readFrame(context.Background())
 		if err != nil {
+			if jerr := c.srv.settled(c); jerr != nil {
+				return jerr
+			}
 			return err
 		}
 		if err := c.srv.handle(c, typ, buf); err != nil {
@@ -256,9 +263,21 @@ func (c *conn) loop() error {
 	}
 }
 
+// stop closes the connection after a worker failed to handle one of its
+// messages with err, with the close code and reason loop's return of err
+// gives (closeFor), so that the read waiting for the next message ends.
+func (c *conn) stop(err error) {
+	if code, reason := c.closeFor(err); code != 0 {
+		c.kill(code, reason)
+		return
+	}
+	c.ws.CloseNow()
+}
+
 // decodeFrame decodes one message read by loop, and gives its buffer
 // back.
 func (c *conn) decodeFrame(typ websocket.MessageType, buf *[]byte) (protocol.Message, error) {
+	c.frameLen = len(*buf)
 	m, err := c.decode(typ, *buf)
 	c.srv.putBuf(buf)
 	return m, err

@@ -53,10 +53,15 @@ type job struct {
 	done sync.WaitGroup
 }
 
-// handle has a worker handle the message in buf for c and waits for it:
-// an idle worker, else a new one while there are fewer than the bound,
-// else the first to be free.
+// handle hands the message in buf to a worker once c's previous message
+// is handled (and returns that one's error, if it failed, giving buf
+// back): an idle worker, else a new one while there are fewer than the
+// bound, else the first to be free. It does not wait for the message.
 func (s *Server) handle(c *conn, typ websocket.MessageType, buf *[]byte) error {
+	if err := s.settled(c); err != nil {
+		s.putBuf(buf)
+		return err
+	}
 	j := &c.job
 	j.c, j.typ, j.buf = c, typ, buf
 	j.done.Add(1)
@@ -69,10 +74,24 @@ func (s *Server) handle(c *conn, typ websocket.MessageType, buf *[]byte) error {
 			go s.work(j)
 		}
 	}
+	return nil
+}
+
+// settled waits until c's message in a worker's hands (if any) is handled,
+// and returns its error.
+func (s *Server) settled(c *conn) error {
+	j := &c.job
 	j.done.Wait()
-	err := j.err
-	j.buf, j.err = nil, nil
-	return err
+	return j.err
+}
+
+// finish ends j with err; a failed message closes its connection.
+func (j *job) finish(err error) {
+	j.buf, j.err = nil, err
+	if err != nil {
+		j.c.stop(err)
+	}
+	j.done.Done()
 }
 
 // work handles j, then the jobs handed to it until none came for
@@ -103,15 +122,13 @@ func (s *Server) run(j *job) {
 	if err == nil {
 		err = s.handleSafely(j, m)
 	}
-	j.err = err
-	j.done.Done()
+	j.finish(err)
 }
 
 // handleAside handles a message that may wait on the store, and finishes
 // its job.
 func (s *Server) handleAside(j *job, m protocol.Message) {
-	j.err = s.handleSafely(j, m)
-	j.done.Done()
+	j.finish(s.handleSafely(j, m))
 }
 
 // decodeSafely decodes j's message and gives its buffer back; a panic ends

@@ -45,15 +45,17 @@ const (
 )
 
 type benchFlags struct {
-	agents     int
-	sources    int
-	interval   time.Duration
-	rate       float64
-	duration   time.Duration
-	dialConc   int
-	keep       bool
-	probeEvery int
-	profile    string
+	agents   int
+	sources  int
+	interval time.Duration
+	rate     float64
+	duration time.Duration
+	dialConc int
+	// connectTimeout bounds one agent's connection and handshake.
+	connectTimeout time.Duration
+	keep           bool
+	probeEvery     int
+	profile        string
 	// connectOnly stops after connecting every agent and records only the
 	// capacity figures (count and RSS): what the guest run measures.
 	connectOnly bool
@@ -88,6 +90,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&f.memoryLimit, "memory-limit", relaygc.Auto, "the relay's soft memory limit, as fleet-relay serve --memory-limit")
 	fs.IntVar(&f.gcPercent, "gc-percent", 0, "the relay's GOGC, as fleet-relay serve --gc-percent (0: its default)")
 	fs.IntVar(&f.dialConc, "dial-concurrency", 512, "agents connecting at once")
+	fs.DurationVar(&f.connectTimeout, "connect-timeout", 30*time.Second, "bound on one agent's connection and handshake (each agent tries five times)")
 	fs.IntVar(&f.probeEvery, "probe-every", 100, "every Nth agent follows each heartbeat with a one-sample batch and times the ack (end-to-end probe)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
 	fs.StringVar(&f.profile, "profile", "", "write CPU profiles of the relay and of the load generator over the measured window to this directory (with --connect-only: the relay's heap profile, goroutine stacks and MemStats with every agent idle)")
@@ -767,7 +770,7 @@ var channelsTemplate = []protocol.ChannelState{
 }
 
 func (b *bench) connect(ctx context.Context, a *lagent, storm bool) error {
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, b.f.connectTimeout)
 	defer cancel()
 	ws, welcome, err := handshake(dctx, b.clients[a.idx%len(b.clients)], b.url, a.token, b.f.codec, a.idx)
 	if err != nil {

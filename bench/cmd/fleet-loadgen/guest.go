@@ -105,7 +105,7 @@ func guestScript(nofile, agents int) string {
 ulimit -Hn %d
 ulimit -Sn %d
 echo "guest: RLIMIT_NOFILE $(ulimit -n), $(nproc) CPUs, $(awk '/MemTotal/ {print $2}' /proc/meminfo) kB of memory"
-%s=/tmp/rows.jsonl /bin/fleet-loadgen bench --connect-only --agents %d
+%s=/tmp/rows.jsonl /bin/fleet-loadgen bench --connect-only --agents %d --dial-concurrency 64 --connect-timeout 3m
 while read -r row; do echo "%s$row"; done < /tmp/rows.jsonl
 `, nofile, nofile, benchreport.EnvResults, agents, rowMarker)
 }

@@ -76,14 +76,20 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 	// sessions that still own their device.
 	n := len(groups)
 	id, session, ip := make([]string, n), make([]string, n), make([]string, n)
-	seen, deadline := make([]int64, n), make([]*int64, n)
+	seen, deadline, telemetry := make([]int64, n), make([]*int64, n), make([]*int64, n)
 	for i, g := range groups {
 		in := &hbs[g.Last].in
 		id[i], session[i], ip[i], seen[i], deadline[i] = g.DeviceID, g.Session, in.IPAddress, in.At.UnixMilli(), timeMs(g.Deadline)
+		if g.SerialAt >= 0 {
+			// The serial state's telemetryAt: the group's last heartbeat
+			// with serial signals (migration 0025).
+			telemetry[i] = timeMs(hbs[g.SerialAt].in.At)
+		}
 	}
-	rows, err := tx.Query(ctx, `UPDATE devices d SET last_seen = v.seen, ip_address = v.ip, agent_deadline = COALESCE(v.deadline, d.agent_deadline)
-		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS v(id, session, seen, ip, deadline)
-		WHERE d.id = v.id AND d.agent_session = v.session RETURNING v.id, v.session`, id, session, seen, ip, deadline)
+	rows, err := tx.Query(ctx, `UPDATE devices d SET last_seen = v.seen, ip_address = v.ip, agent_deadline = COALESCE(v.deadline, d.agent_deadline),
+		telemetry_at = COALESCE(v.telemetry, d.telemetry_at)
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[]) AS v(id, session, seen, ip, deadline, telemetry)
+		WHERE d.id = v.id AND d.agent_session = v.session RETURNING v.id, v.session`, id, session, seen, ip, deadline, telemetry)
 	if err != nil {
 		return storeError("postgres: heartbeats: %w", err)
 	}
@@ -102,7 +108,7 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 	}
 
 	var serialID []string
-	var serialAt, applied []int64
+	var applied []int64
 	var chDev, chID, chLive, chErr, chPass, chPoints []string
 	var chAvail, chTx []bool
 	for _, g := range groups {
@@ -116,7 +122,7 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 		}
 		if g.SerialAt >= 0 {
 			in := &hbs[g.SerialAt].in
-			serialID, serialAt, applied = append(serialID, g.DeviceID), append(serialAt, in.At.UnixMilli()), append(applied, in.AppliedVersion)
+			serialID, applied = append(serialID, g.DeviceID), append(applied, in.AppliedVersion)
 			for k, c := range g.Channels {
 				chDev, chID, chAvail, chLive = append(chDev, g.DeviceID), append(chID, c.ID), append(chAvail, c.Available), append(chLive, c.Live)
 				chTx, chErr, chPass, chPoints = append(chTx, c.TxOn), append(chErr, c.Error), append(chPass, c.PassthroughAddress), append(chPoints, g.PointsOf(k))
@@ -132,8 +138,11 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 		}
 	}
 	if len(serialID) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE serial_state s SET telemetry_at = v.at, applied_version = v.applied
-			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(id, at, applied) WHERE s.device_id = v.id`, serialID, serialAt, applied); err != nil {
+		// The heartbeat's time went into the device row (telemetry_at);
+		// the serial state row is rewritten only when the applied version
+		// moved (migration 0025).
+		if _, err := tx.Exec(ctx, `UPDATE serial_state s SET applied_version = v.applied
+			FROM unnest($1::text[], $2::bigint[]) AS v(id, applied) WHERE s.device_id = v.id AND s.applied_version IS DISTINCT FROM v.applied`, serialID, applied); err != nil {
 			return storeError("postgres: heartbeats (serial): %w", err)
 		}
 	}

@@ -110,6 +110,20 @@ func NewAgentStore(db *DB, log *slog.Logger) (*AgentStore, error) {
 	return s, nil
 }
 
+// ConfigApplied implements agentlink.Store (sqlstore's ConfigApplied, in
+// the writer's transaction), and has the device's next heartbeat write its
+// applied version again (devRowids.appliedChanged): the writer skips a
+// version it wrote last for the session, and this one may differ.
+func (s *AgentStore) ConfigApplied(ctx context.Context, in agentlink.ConfigAppliedIn) (agentlink.ConfigAppliedOut, error) {
+	err := s.w.do(ctx, true, func(t *ingestTx) error {
+		if r := s.rowids[in.Device.ID]; r != nil {
+			r.appliedSession = ""
+		}
+		return sqlstore.ConfigApplied(t.ctx, s.agentTx(t), in)
+	})
+	return agentlink.ConfigAppliedOut{}, err
+}
+
 func (s *AgentStore) closeStmts() {
 	for _, st := range []*sql.Stmt{s.st.connect, s.st.heartbeatStatus,
 		s.st.event, s.st.eventOwner, s.st.lastSeq, s.st.session, s.st.orphans, s.st.rowids} {

@@ -109,15 +109,15 @@ const (
 )
 
 var hbStmts = [...]bulkStmt{
-	hbDevices: {name: "devices", cols: []string{"rowid", "last_seen", "ip_address", "agent_session"},
-		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3 FROM (VALUES `,
+	hbDevices: {name: "devices", cols: []string{"rowid", "last_seen", "ip_address", "agent_session", "telemetry_at"},
+		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, telemetry_at = COALESCE(v.column5, devices.telemetry_at) FROM (VALUES `,
 		tail: `) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`},
-	hbDevicesDeadline: {name: "devices+deadline", cols: []string{"rowid", "last_seen", "ip_address", "agent_session", "agent_deadline"},
-		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, agent_deadline = v.column5 FROM (VALUES `,
+	hbDevicesDeadline: {name: "devices+deadline", cols: []string{"rowid", "last_seen", "ip_address", "agent_session", "telemetry_at", "agent_deadline"},
+		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, telemetry_at = COALESCE(v.column5, devices.telemetry_at), agent_deadline = v.column6 FROM (VALUES `,
 		tail: `) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`},
-	hbSerial: {name: "serial", cols: []string{"rowid", "telemetry_at", "applied_version", "device_id"},
-		head: `UPDATE serial_state SET telemetry_at = v.column2, applied_version = v.column3 FROM (VALUES `,
-		tail: `) AS v WHERE serial_state.rowid = v.column1 AND +serial_state.device_id = v.column4`},
+	hbSerial: {name: "serial", cols: []string{"rowid", "applied_version", "device_id"},
+		head: `UPDATE serial_state SET applied_version = v.column2 FROM (VALUES `,
+		tail: `) AS v WHERE serial_state.rowid = v.column1 AND +serial_state.device_id = v.column3`},
 	hbChannels: insertStmt("INSERT", "serial_channels", []string{"device_id", "channel_id", "available", "live", "tx_on", "error", "passthrough_address", "points"},
 		` ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
 			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address, points = excluded.points`),
@@ -350,7 +350,9 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 			}
 			r := rows[gi]
 			boxes := &s.hb.boxes
-			serial = append(serial, r.serialArg, boxes.at(in.At), r.applied(in.AppliedVersion), r.idArg)
+			if r.appliedChanged(in) {
+				serial = append(serial, r.serialArg, r.applied(in.AppliedVersion), r.idArg)
+			}
 			for k, c := range g.Channels {
 				chans = append(chans, r.idArg, boxes.str(c.ID), c.Available, boxes.str(c.Live), c.TxOn, c.Error, nullText(c.PassthroughAddress), nullText(g.PointsOf(k)))
 			}
@@ -383,8 +385,8 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 	return s.execBulk(t, &eventRows, events, nil)
 }
 
-// rewriteSerial repeats the serial rows (rowid, telemetryAt, applied
-// version, device id) with their rowids looked up again, when some did not
+// rewriteSerial repeats the serial rows (rowid, applied version, device
+// id) with their rowids looked up again, when some did not
 // match: a remembered rowid may be stale (the file was vacuumed by another
 // process), or a device may have no serial state row (then nothing is
 // written, as before).
@@ -425,6 +427,23 @@ type devRowids struct {
 	// the last applied configuration version written, boxed
 	appliedVersion int64
 	appliedArg     any
+	// the session whose heartbeat wrote appliedVersion last ("" before)
+	appliedSession string
+}
+
+// appliedChanged tells whether in's applied configuration version is to
+// be written to the device's serial_state row: the first heartbeat of
+// each session writes it (another writer may have changed the row since:
+// a config_applied, a hello), then only one that moved it. Within a
+// session only this writer and the session's own config_applied write
+// it, and an agent reports what it applied last. It marks the version
+// written.
+func (r *devRowids) appliedChanged(in *agentlink.HeartbeatIn) bool {
+	if r.appliedSession == in.Session && r.appliedArg != nil && r.appliedVersion == in.AppliedVersion {
+		return false
+	}
+	r.appliedSession = in.Session
+	return true
 }
 
 // applied returns the applied configuration version v as an argument,
@@ -548,7 +567,17 @@ func (s *AgentStore) writeDevices(t *ingestTx, jobs []*ingestJob, groups []agent
 			return false, err
 		}
 		session, ip := rows[gi].sessionAndIP(in)
-		args = append(args, rows[gi].devArg, s.hb.boxes.at(in.At), ip, session)
+		// telemetry_at: the time of the group's last heartbeat with
+		// serial signals (the serial state's telemetryAt), else kept.
+		var telemetry any
+		if g.SerialAt >= 0 {
+			if at := jobs[g.SerialAt].hb.in.At; at.Equal(in.At) {
+				telemetry = s.hb.boxes.at(at)
+			} else {
+				telemetry = at.UnixMilli()
+			}
+		}
+		args = append(args, rows[gi].devArg, s.hb.boxes.at(in.At), ip, session, telemetry)
 		if deadline == 1 {
 			args = append(args, s.hb.boxes.deadline(g.Deadline))
 		}

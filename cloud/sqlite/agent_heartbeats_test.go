@@ -129,7 +129,7 @@ func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
 	}
 	var chans, tel, evs int
 	db.R.QueryRow(`SELECT COUNT(*) FROM serial_channels WHERE channel_id = 'gpio-1' AND available = 1`).Scan(&chans)
-	db.R.QueryRow(`SELECT COUNT(*) FROM serial_state WHERE telemetry_at = ?`, at.UnixMilli()).Scan(&tel)
+	db.R.QueryRow(`SELECT COUNT(*) FROM devices JOIN serial_state ON device_id = id WHERE telemetry_at = ?`, at.UnixMilli()).Scan(&tel)
 	db.R.QueryRow(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'heartbeat'`, devs[0].ID).Scan(&evs)
 	if chans != n-2 || tel != n-2 || evs != 1 {
 		t.Errorf("channels %d, telemetry times %d (want %d each), heartbeat events %d (want 1)", chans, tel, n-2, evs)
@@ -377,6 +377,69 @@ func TestHeartbeatAfterRowidsMoved(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAppliedVersionFollowsHeartbeats: a heartbeat that leaves the applied
+// configuration version where this writer last wrote it for the session
+// does not rewrite the serial state row (the telemetry time lives in the
+// device row), yet the stored version still follows the heartbeats when
+// something else wrote it in between: a config_applied report, or another
+// writer before a new session.
+func TestAppliedVersionFollowsHeartbeats(t *testing.T) {
+	ctx := context.Background()
+	db, s, org := newAgentStore(t)
+	now := time.Now().Truncate(time.Millisecond)
+	d := connectDevice(t, db, s, org, func(string) string { return "s" }, now)
+	// changes counts the rows the writer's connection (the only one of
+	// db.W) changed so far.
+	changes := func() (n int64) {
+		if err := db.W.QueryRow(`SELECT total_changes()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// beat stores a heartbeat and returns the rows it changed.
+	beat := func(k int, session string, applied int64) int64 {
+		t.Helper()
+		before := changes()
+		at := now.Add(time.Duration(k) * time.Second)
+		if err := heartbeatAndWait(ctx, s, agentlink.HeartbeatIn{Device: d, Session: session, At: at, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
+			IPAddress: "10.0.0.1", HasChannels: true, AppliedVersion: applied}); err != nil {
+			t.Fatalf("heartbeat %d: %v", k, err)
+		}
+		n := changes() - before
+		var tel, got int64
+		db.R.QueryRow(`SELECT telemetry_at, applied_version FROM devices JOIN serial_state ON device_id = id WHERE id = ?`, d.ID).Scan(&tel, &got)
+		if tel != at.UnixMilli() || got != applied {
+			t.Errorf("heartbeat %d: telemetry_at %d, applied %d; want %d, %d", k, tel, got, at.UnixMilli(), applied)
+		}
+		return n
+	}
+	if n := beat(1, "s", 3); n != 2 {
+		t.Errorf("the session's first heartbeat changed %d rows, want 2 (device, serial state)", n)
+	}
+	if n := beat(2, "s", 3); n != 1 {
+		t.Errorf("a heartbeat with the same applied version changed %d rows, want 1 (the device's)", n)
+	}
+	if _, err := s.ConfigApplied(ctx, agentlink.ConfigAppliedIn{Device: d, Session: "s", At: now, Version: 5, Error: "bad baud rate"}); err != nil {
+		t.Fatal(err)
+	}
+	beat(3, "s", 3) // the agent still runs 3
+	if n := beat(4, "s", 4); n != 2 {
+		t.Errorf("a heartbeat with a new applied version changed %d rows, want 2", n)
+	}
+	// Another writer changes the row; the next session's first heartbeat
+	// writes its version whatever the writer remembers.
+	if _, err := db.W.Exec(`UPDATE serial_state SET applied_version = 9 WHERE device_id = ?`, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Connect(ctx, d, "s2", now, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Hello(ctx, agentlink.HelloIn{Device: d, Session: "s2", At: now, HeartbeatInterval: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	beat(5, "s2", 4)
 }
 
 // heartbeatAndWait stores one heartbeat and waits for its commit.

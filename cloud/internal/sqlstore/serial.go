@@ -12,8 +12,11 @@ import (
 	"github.com/fleet/fleet/shared/serialcfg"
 )
 
-// SerialStateColumns are the columns ScanSerialState reads, in order.
-const SerialStateColumns = `enabled, mode, webhook_url, webhook_enabled, desired_version, applied_version, telemetry_at`
+// SerialStateColumns are the columns ScanSerialState reads, in order, from
+// serial_state (unaliased); telemetry_at is the device row's (migration
+// 0025).
+const SerialStateColumns = `enabled, mode, webhook_url, webhook_enabled, desired_version, applied_version,
+	(SELECT d.telemetry_at FROM devices d WHERE d.id = serial_state.device_id)`
 
 // SerialState is a device's serial_state row.
 type SerialState struct {

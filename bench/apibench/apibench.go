@@ -139,6 +139,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		Versioner: db,
 		RateLimit: 1 << 30,
 		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		// The request lines written as fleet-relay serve writes them.
+		AccessLogTo: io.Discard,
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

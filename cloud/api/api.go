@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -79,6 +80,14 @@ type Config struct {
 	Logger *slog.Logger
 	// AccessLog, when set, receives the access log: one line per request.
 	AccessLog *slog.Logger
+	// AccessLogTo, when set, takes the per-request lines of the access log
+	// instead of AccessLog's handler: each line written to it whole (one
+	// Write) as the JSON object slog's JSON handler makes of the record
+	// with "component":"api" (the same keys and values), without slog's
+	// work per record, a fifth of a request's CPU in the handler (issue
+	// 31). AccessLog's level still decides whether they are written, and
+	// AccessLog takes the summaries of refused requests.
+	AccessLogTo io.Writer
 	// Now is the clock (metrics window defaults); nil means time.Now.
 	Now cloud.Now
 	// Requests, when set, hears about every answered request (Prometheus

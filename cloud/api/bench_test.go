@@ -46,7 +46,7 @@ func BenchmarkHandler(b *testing.B) {
 	srv := api.NewServer(api.Config{
 		Devices: devices, Serial: s.Store.Serial(), Alerts: s.Store.Alerts(),
 		Auth: auth, Versioner: s.Store.Versioner(), RateLimit: 1 << 30,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLogTo: io.Discard,
 	})
 	// The store and the authenticator alone, for comparison: what the API
 	// layer adds is the difference.
@@ -70,7 +70,7 @@ func BenchmarkHandler(b *testing.B) {
 	measured := api.NewServer(api.Config{
 		Devices: devices, Serial: s.Store.Serial(), Alerts: s.Store.Alerts(),
 		Auth: auth, Versioner: s.Store.Versioner(), RateLimit: 1 << 30,
-		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLogTo: io.Discard,
 		Requests: relaymetrics.New().Requests(),
 	})
 	for _, path := range []string{"/devices", "/alerts", "/devices+metrics"} {

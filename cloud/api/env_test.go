@@ -81,6 +81,8 @@ func newEnvOn(t *testing.T, e *env, s storetest.Stores, opts ...envOption) *env 
 		Versioner: s.Store.Versioner(),
 		RateLimit: 1_000_000,
 		Logger:    slog.New(slog.NewJSONHandler(e.logs, nil)),
+		// The request lines as fleet-relay serve writes them.
+		AccessLogTo: e.logs,
 	}
 	for _, o := range opts {
 		o(&cfg)

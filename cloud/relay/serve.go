@@ -177,7 +177,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	access := slog.New(slog.NewJSONHandler(m.access, &slog.HandlerOptions{Level: m.logLevel})).With("component", "api")
 	apiServer := api.NewServer(api.Config{
 		Devices: m.Store.Devices, Serial: m.Store.Serial, Alerts: m.Store.Alerts, Points: m.DB.Points(), Rules: m.DB.Rules(), Rollouts: m.DB.Rollouts(), Auth: m.Store.Auth,
-		Versioner: m.DB.Versioner(), RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), AccessLog: access, Now: m.DB.Now,
+		Versioner: m.DB.Versioner(), RateLimit: c.RateLimit, Logger: m.Logger.With("component", "api"), AccessLog: access, AccessLogTo: m.access, Now: m.DB.Now,
 		Requests: m.Metrics.Requests(), Ready: m.ready.Ready, RateCounter: m.rateCounter,
 	})
 	mux.Handle("/", apiServer)

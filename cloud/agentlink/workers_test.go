@@ -67,6 +67,17 @@ func (g *gated) Records(ctx context.Context, in agentlink.RecordsIn) (agentlink.
 	return g.Store.Records(ctx, in)
 }
 
+// gatedEnv is an endpoint with maxWorkers workers over a gated store.
+func gatedEnv(t *testing.T, open storetest.Opener, maxWorkers int) (*env, *gated) {
+	g := &gated{open: make(chan struct{}), held: map[string]bool{}}
+	e := newEnv(t, open, func(c *agentlink.Config) {
+		g.Store = c.Store
+		c.Store = g
+		c.MaxWorkers = maxWorkers
+	})
+	return e, g
+}
+
 // The workers that handle the agents' messages are bounded: when the
 // store holds back (here: every heartbeat of six agents waits in the
 // store's queue), at most MaxWorkers heartbeats are in hand and the rest
@@ -76,12 +87,7 @@ func (g *gated) Records(ctx context.Context, in agentlink.RecordsIn) (agentlink.
 // is acknowledged after.
 func TestWorkersBounded(t *testing.T) {
 	stores.Run(t, func(t *testing.T, open storetest.Opener) {
-		g := &gated{open: make(chan struct{}), held: map[string]bool{}}
-		e := newEnv(t, open, func(c *agentlink.Config) {
-			g.Store = c.Store
-			c.Store = g
-			c.MaxWorkers = 2
-		})
+		e, g := gatedEnv(t, open, 2)
 		var ids []string
 		var agents []*agent
 		for range 6 {
@@ -114,12 +120,7 @@ func TestWorkersBounded(t *testing.T) {
 		}
 	})
 	stores.Run(t, func(t *testing.T, open storetest.Opener) {
-		g := &gated{open: make(chan struct{}), held: map[string]bool{}}
-		e := newEnv(t, open, func(c *agentlink.Config) {
-			g.Store = c.Store
-			c.Store = g
-			c.MaxWorkers = 1
-		})
+		e, g := gatedEnv(t, open, 1)
 		slowID, slowTok := e.addDevice("IG-500")
 		otherID, otherTok := e.addDevice("IG-500")
 		slow, _ := e.connect(slowTok, hello())

@@ -198,7 +198,7 @@ func (s *swarm) connectAll(ctx context.Context, conc int) error {
 func (s *swarm) connect(ctx context.Context, a *ragent) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ws, welcome, err := handshake(dctx, s.clients[a.idx%len(s.clients)], s.url, a.token, s.codec, a.idx)
+	ws, welcome, err := handshake(dctx, s.clients[a.idx%len(s.clients)], s.url, a.token, s.codec, a.idx, helloHeartbeat)
 	if err != nil {
 		return err
 	}

@@ -772,7 +772,7 @@ var channelsTemplate = []protocol.ChannelState{
 func (b *bench) connect(ctx context.Context, a *lagent, storm bool) error {
 	dctx, cancel := context.WithTimeout(ctx, b.f.connectTimeout)
 	defer cancel()
-	ws, welcome, err := handshake(dctx, b.clients[a.idx%len(b.clients)], b.url, a.token, b.f.codec, a.idx)
+	ws, welcome, err := handshake(dctx, b.clients[a.idx%len(b.clients)], b.url, a.token, b.f.codec, a.idx, b.helloInterval())
 	if err != nil {
 		return err
 	}
@@ -808,10 +808,27 @@ func (b *bench) connect(ctx context.Context, a *lagent, storm bool) error {
 	return nil
 }
 
+// helloHeartbeat is the heartbeat interval the load generator's agents
+// announce in their hello.
+const helloHeartbeat = 2 * time.Minute
+
+// helloInterval is the heartbeat interval b's agents announce. With
+// --connect-only, the longest the relay honours: the agents send no
+// heartbeats (or only --idle-beats), and connecting 50,000 of them in the
+// qemu guest under TCG takes longer than three missed heartbeats of
+// helloHeartbeat, after which the relay would take the first ones OFFLINE
+// and close them.
+func (b *bench) helloInterval() time.Duration {
+	if b.f.connectOnly {
+		return agentlink.MaxHeartbeat
+	}
+	return helloHeartbeat
+}
+
 // handshake opens an agent's websocket to url with token, says hello as
-// agent number idx offering codec, and returns the connection with the
-// relay's welcome.
-func handshake(ctx context.Context, client *http.Client, url, token string, codec protocol.Codec, idx int) (*websocket.Conn, protocol.Welcome, error) {
+// agent number idx offering codec and announcing heartbeats every
+// interval, and returns the connection with the relay's welcome.
+func handshake(ctx context.Context, client *http.Client, url, token string, codec protocol.Codec, idx int, interval time.Duration) (*websocket.Conn, protocol.Welcome, error) {
 	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		HTTPClient:   client,
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + token}},
@@ -822,7 +839,7 @@ func handshake(ctx context.Context, client *http.Client, url, token string, code
 	}
 	ws.SetReadLimit(protocol.MaxMessageBytes)
 	hello := protocol.Hello{AgentVersion: "loadgen", FirmwareVersion: "fw-1", Model: "IG-500", DeviceName: fmt.Sprintf("gw-%05d", idx),
-		Timezone: "UTC", HeartbeatInterval: protocol.Duration{Duration: 2 * time.Minute}, MetricsInterval: protocol.Duration{Duration: 5 * time.Minute}}
+		Timezone: "UTC", HeartbeatInterval: protocol.Duration{Duration: interval}, MetricsInterval: protocol.Duration{Duration: 5 * time.Minute}}
 	if codec != protocol.JSON {
 		hello.Codecs = []protocol.Codec{codec}
 	}

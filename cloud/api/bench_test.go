@@ -70,7 +70,7 @@ func BenchmarkHandler(b *testing.B) {
 	measured := api.NewServer(api.Config{
 		Devices: devices, Serial: s.Store.Serial(), Alerts: s.Store.Alerts(),
 		Auth: auth, Versioner: s.Store.Versioner(), RateLimit: 1 << 30,
-		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLogTo: io.Discard,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLogTo: io.Discard,
 		Requests: relaymetrics.New().Requests(),
 	})
 	for _, path := range []string{"/devices", "/alerts", "/devices+metrics"} {

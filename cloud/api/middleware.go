@@ -151,7 +151,7 @@ func (s *Server) recordRequest(next http.Handler) http.Handler {
 		}
 		if w := s.cfg.AccessLogTo; w != nil {
 			line := accessLines.Get().(*[]byte)
-			*line = appendAccessLine((*line)[:0], time.Now(), rec.info.id, r.Method, safePath(r.URL.Path), status, took, rec.info.bytes, keyID, rec.info.clientAddr(r))
+			*line = appendAccessLine((*line)[:0], start.Add(took), rec.info.id, r.Method, safePath(r.URL.Path), status, took, rec.info.bytes, keyID, rec.info.clientAddr(r))
 			w.Write(*line)
 			if cap(*line) <= 4<<10 {
 				accessLines.Put(line)

@@ -206,12 +206,8 @@ func point(canID string, m *dbc.MessageDef, s dbc.SignalDef) (serialcfg.CANPoint
 	if len([]rune(p.Unit)) > serialcfg.MaxPointUnit {
 		return p, fmt.Errorf("unit %q is longer than %d characters", p.Unit, serialcfg.MaxPointUnit)
 	}
-	// A point's unit is printable text (serialcfg refuses a configuration
-	// with a control character in it).
-	for _, r := range p.Unit {
-		if !unicode.IsPrint(r) {
-			return p, fmt.Errorf("unit %q has a character that is not printable", p.Unit)
-		}
+	if !serialcfg.UnitPrintable(p.Unit) {
+		return p, fmt.Errorf("unit %q has a character that is not printable", p.Unit)
 	}
 	// [0|0] is a DBC file's "no range"; an inverted or infinite one is
 	// dropped (Import notes it), as min and max are only informative.

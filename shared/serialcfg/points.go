@@ -392,10 +392,8 @@ func pointCommon(f func(string) string, scale, offset float64, unit string, inte
 	if n := utf8.RuneCountInString(unit); n > MaxPointUnit || !utf8.ValidString(unit) {
 		return jsonstrict.Fieldf(f("unit"), "at most %d characters (got %d)", MaxPointUnit, n)
 	}
-	for _, r := range unit {
-		if !unicode.IsPrint(r) {
-			return jsonstrict.Fieldf(f("unit"), "must be printable characters (got %q)", unit)
-		}
+	if !UnitPrintable(unit) {
+		return jsonstrict.Fieldf(f("unit"), "must be printable characters (got %q)", unit)
 	}
 	if err := pointCommonFields.Int(strings.TrimSuffix(f(""), "."), "intervalMs", intervalMs); err != nil {
 		return err
@@ -432,4 +430,15 @@ func pointsErr[T any](body []byte) error {
 		}
 	}
 	return nil
+}
+
+// UnitPrintable tells whether every character of a point's unit is
+// printable, as a configuration's units must be.
+func UnitPrintable(unit string) bool {
+	for _, r := range unit {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }

@@ -18,7 +18,9 @@ type AgentStore interface {
 	AuthDevice(ctx context.Context, tokenHash [32]byte) (AgentDevice, error)
 	// Connect starts session id for dev: status CONNECTING, the connect
 	// deadline set. It returns the status change it made (From is the
-	// status before).
+	// status before). A session opened after at holds on: Connect then
+	// changes nothing and returns agentlink.ErrSuperseded (the attempt's
+	// store write came late, after a newer connection of the device).
 	Connect(ctx context.Context, dev AgentDevice, session string, at, deadline time.Time) (StatusChange, error)
 	// Hello stores what the agent announced and moves the device ONLINE.
 	Hello(ctx context.Context, in HelloIn) (HelloOut, error)

@@ -350,8 +350,18 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, dev Device, remote
 	c.touch()
 	now := s.now()
 	wctx, wcancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
+	c.opened = now.UnixNano()
 	ch, err := s.cfg.Store.Connect(wctx, dev, c.session, now, now.Add(2*s.cfg.HandshakeTimeout))
 	wcancel()
+	if errors.Is(err, ErrSuperseded) {
+		// This attempt's write came after a newer connection's: the agent
+		// gave up on it and is (or was) on that one.
+		log.Info("agent closed: a newer connection holds the device")
+		s.stats.conns.accepted.Add(1)
+		s.stats.conns.sessionEnded(protocol.CloseReplaced)
+		ws.Close(protocol.CloseReplaced, "a newer connection of the device is open")
+		return nil
+	}
 	if err != nil {
 		log.Error("agent closed: store unavailable", "err", err)
 		ws.Close(websocket.StatusInternalError, "store unavailable")
@@ -402,13 +412,20 @@ func (s *Server) end(c *conn, err error) {
 	}
 }
 
+// register makes c the device's connection on this relay and closes the
+// one it replaces; a connection opened before the registered one (its
+// Store.Connect finished first, its register came late) is closed instead.
 func (s *Server) register(c *conn) {
 	s.mu.Lock()
 	old := s.conns[c.dev.ID]
-	s.conns[c.dev.ID] = c
+	if old != nil && old.opened > c.opened {
+		old, c = c, nil
+	} else {
+		s.conns[c.dev.ID] = c
+	}
 	closing := s.closing
 	s.mu.Unlock()
-	if closing {
+	if closing && c != nil {
 		c.shutdown.Store(true)
 		c.kill(protocol.CloseServiceRestart, "relay shutting down")
 	}

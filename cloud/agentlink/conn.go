@@ -31,6 +31,7 @@ type conn struct {
 	log     *slog.Logger
 
 	connectFrom resource.DeviceStatus // status before this connection
+	opened      int64                 // unix nanos: when the relay stored the connection (Store.Connect's at)
 	// lastSeq is the device's last stored record sequence, as told to the
 	// agent (welcome, acks): records more than protocol.MaxSeqStep above
 	// it are refused. Read loop only.

@@ -25,6 +25,12 @@ var ErrUnauthorized = errors.New("agentlink: unknown or revoked device token")
 // marked the device OFFLINE. The connection must close.
 var ErrSessionGone = errors.New("agentlink: session no longer owns the device")
 
+// ErrSuperseded is returned by Store.Connect when the device's session was
+// opened after the connection asking: that attempt's write came late (a
+// slow store, an agent that gave up on it and dialled again), and the
+// newer connection keeps the device.
+var ErrSuperseded = errors.New("agentlink: a newer connection holds the device")
+
 // The agent endpoint's store and the types of its calls are declared in
 // cloud (cloud.AgentStore), with the other parts of the store bundle; they
 // keep their names here.

@@ -70,17 +70,25 @@ func (s *AgentStore) agentTx(tx pgx.Tx) sqlstore.AgentWrites {
 // device.status_changed event.
 func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session string, at, deadline time.Time) (agentlink.StatusChange, error) {
 	ch := agentlink.StatusChange{Device: dev, To: resource.StatusConnecting}
+	superseded := false
 	err := s.w.do(ctx, &ingestJob{events: []int64{at.UnixMilli()}, apply: func(ctx context.Context, tx pgx.Tx) error {
+		superseded = false
 		w := s.agentTx(tx)
 		from, _, _, err := w.DeviceState(ctx, dev.ID)
 		if err != nil {
 			return err
 		}
 		ch.From = from
-		if _, err = tx.Exec(ctx, `UPDATE devices SET status = 'CONNECTING', agent_session = $1, agent_deadline = $2, agent_relay = $3, agent_epoch = agent_epoch + 1,
-			status_since = CASE WHEN status = 'CONNECTING' THEN status_since ELSE $5 END
-			WHERE id = $4`, session, deadline.UnixMilli(), s.relay, dev.ID, at.UnixMilli()); err != nil {
+		// A session opened later than this one keeps the device: this
+		// attempt's write came late (agentlink.ErrSuperseded).
+		tag, err := tx.Exec(ctx, `UPDATE devices SET status = 'CONNECTING', agent_session = $1, agent_deadline = $2, agent_relay = $3, agent_epoch = agent_epoch + 1,
+			status_since = CASE WHEN status = 'CONNECTING' THEN status_since ELSE $5 END, agent_session_at = $5
+			WHERE id = $4 AND COALESCE(agent_session_at, 0) <= $5`, session, deadline.UnixMilli(), s.relay, dev.ID, at.UnixMilli())
+		if err != nil {
 			return err
+		}
+		if superseded = tag.RowsAffected() == 0; superseded {
+			return nil
 		}
 		if ch.StatusEvent = sqlstore.StatusEvent(from, ch.To, at); ch.StatusEvent != nil {
 			if err := w.InsertEvent(ctx, dev, ch.StatusEvent); err != nil {
@@ -91,6 +99,9 @@ func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session 
 		// once (Listen's Presence); its next write would be refused anyway.
 		return notify(ctx, tx, channelPresence, dev.ID+" "+session)
 	}})
+	if err == nil && superseded {
+		return agentlink.StatusChange{}, agentlink.ErrSuperseded
+	}
 	return ch, err
 }
 

@@ -180,15 +180,22 @@ func (s *AgentStore) writerConn(t *ingestTx) prepared {
 // event of the change to CONNECTING.
 func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session string, at, deadline time.Time) (agentlink.StatusChange, error) {
 	ch := agentlink.StatusChange{Device: dev, To: resource.StatusConnecting}
+	superseded := false
 	err := s.w.do(ctx, true, func(t *ingestTx) error {
+		superseded = false
 		tx := s.agentTx(t)
 		from, _, _, err := tx.DeviceState(t.ctx, dev.ID)
 		if err != nil {
 			return err
 		}
 		ch.From = from
-		if _, err := t.stmt(s.st.connect).ExecContext(t.ctx, sqlstore.ConnectArgs(session, at, deadline, dev.ID)...); err != nil {
+		res, err := t.stmt(s.st.connect).ExecContext(t.ctx, sqlstore.ConnectArgs(session, at, deadline, dev.ID)...)
+		if err != nil {
 			return fmt.Errorf("sqlite: connect %s: %w", dev.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			superseded = err == nil
+			return err
 		}
 		ch.StatusEvent = sqlstore.StatusEvent(from, ch.To, at)
 		if ch.StatusEvent != nil {
@@ -196,6 +203,9 @@ func (s *AgentStore) Connect(ctx context.Context, dev agentlink.Device, session 
 		}
 		return nil
 	})
+	if err == nil && superseded {
+		return agentlink.StatusChange{}, agentlink.ErrSuperseded
+	}
 	return ch, err
 }
 

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -140,6 +141,51 @@ func testStatusChangeEvents(t *testing.T, open Opener) {
 	// The device.online and device.offline events stay as they were.
 	if n, m := len(e.eventsOf(d, protocol.EventDeviceOnline)), len(e.eventsOf(d, protocol.EventDeviceOffline)); n != 1 || m != 1 {
 		t.Errorf("%d device.online and %d device.offline events, want 1 and 1", n, m)
+	}
+}
+
+// testLateConnect: a Connect whose connection was opened before the one
+// holding the device (its write came late) changes nothing and returns
+// agentlink.ErrSuperseded: the newer session keeps the device, its status
+// and its heartbeats, and no status event is stored. A Connect opened in
+// the same millisecond as the session, or after it, takes the device.
+func testLateConnect(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	org := e.org("acme")
+	d := e.device(org.ID, "IG-500")
+	dev := e.auth(d)
+	at := t0.Add(10 * time.Second)
+	if _, err := e.Agent.Connect(e.ctx, dev, "s-new", at, at.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Agent.Hello(e.ctx, agentlink.HelloIn{Device: dev, Session: "s-new", At: at, HeartbeatInterval: 10 * time.Second,
+		Deadline: at.Add(time.Minute), OnlineEvent: true, Hello: protocol.Hello{AgentVersion: "1.0.0"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := e.statusChanges(d)
+	ch, err := e.Agent.Connect(e.ctx, dev, "s-old", t0, t0.Add(time.Minute))
+	if !errors.Is(err, agentlink.ErrSuperseded) || ch.StatusEvent != nil {
+		t.Fatalf("a Connect opened before the device's session: %+v, %v; want agentlink.ErrSuperseded", ch, err)
+	}
+	if got := e.statusChanges(d); !slices.Equal(got, before) {
+		t.Errorf("status events after the refused Connect: %v, want %v", got, before)
+	}
+	e.statusHeartbeat(dev, "s-new", at.Add(time.Second), resource.StatusOnline, resource.StatusOnline)
+	if _, err := e.heartbeat(agentlink.HeartbeatIn{Device: dev, Session: "s-old", At: at.Add(2 * time.Second), Status: resource.StatusOnline,
+		PrevStatus: resource.StatusOnline, Deadline: at.Add(time.Minute)}); !errors.Is(err, agentlink.ErrSessionGone) {
+		t.Errorf("a heartbeat of the refused session: %v, want agentlink.ErrSessionGone", err)
+	}
+	if _, ok, err := e.Agent.Disconnect(e.ctx, dev, "s-old", at.Add(3*time.Second), "connection closed"); err != nil || ok {
+		t.Errorf("the refused session's disconnect: changed %v, %v; want nothing changed", ok, err)
+	}
+	if got := e.deviceRow(org.ID, d.ID); got.Status != resource.StatusOnline || got.LastSeen == nil || !got.LastSeen.Equal(at.Add(time.Second)) {
+		t.Errorf("device %s, last seen %v; want ONLINE, seen at the newer session's heartbeat", got.Status, got.LastSeen)
+	}
+	if _, err := e.Agent.Connect(e.ctx, dev, "s-same-ms", at, at.Add(time.Minute)); err != nil {
+		t.Fatalf("a Connect in the session's millisecond: %v", err)
+	}
+	if _, err := e.Agent.Connect(e.ctx, dev, "s-later", at.Add(time.Hour), at.Add(time.Hour+time.Minute)); err != nil {
+		t.Fatalf("a later Connect: %v", err)
 	}
 }
 

@@ -102,6 +102,7 @@ func Run(t *testing.T, open Opener) {
 		{"DeviceAlerts", testDeviceAlerts},
 		{"RulesBounded", testRulesBounded},
 		{"StatusChangeEvents", testStatusChangeEvents},
+		{"LateConnect", testLateConnect},
 		{"PlannedWorkHold", testPlannedWorkHold},
 		{"DeviceTags", testDeviceTags},
 		{"PatchDevice", testPatchDevice},

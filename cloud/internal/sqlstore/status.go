@@ -63,13 +63,14 @@ func HeartbeatStatusArgs(in *agentlink.HeartbeatIn) []any {
 
 // ConnectSQL gives the device to a new session (ConnectArgs): CONNECTING
 // (since the connection's time unless it was), with the handshake's
-// deadline.
+// deadline, unless the session it has was opened later (then it changes
+// no row: agentlink.ErrSuperseded).
 const ConnectSQL = `UPDATE devices SET status = 'CONNECTING', status_since = CASE WHEN status = 'CONNECTING' THEN status_since ELSE ? END,
-	agent_session = ?, agent_deadline = ? WHERE id = ?`
+	agent_session = ?, agent_deadline = ?, agent_session_at = ? WHERE id = ? AND COALESCE(agent_session_at, 0) <= ?`
 
 // ConnectArgs are the arguments of ConnectSQL.
 func ConnectArgs(session string, at, deadline time.Time, id string) []any {
-	return []any{at.UnixMilli(), session, deadline.UnixMilli(), id}
+	return []any{at.UnixMilli(), session, deadline.UnixMilli(), at.UnixMilli(), id, at.UnixMilli()}
 }
 
 // sinceSQL is the SET clause that makes at (an argument) the device's

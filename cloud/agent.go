@@ -116,19 +116,30 @@ type HeartbeatIn struct {
 	PrevStatus     resource.DeviceStatus
 	IPAddress      string
 	AppliedVersion int64
-	// Channels holds only the channels whose stored state changes; the
-	// serial telemetry time is set whenever HasChannels.
-	Channels    []protocol.ChannelState
+	// HasChannels: the heartbeat carries serial telemetry (its time is
+	// stored, the serial state's telemetryAt).
 	HasChannels bool
-	// Points, when as long as Channels, holds the stored form of each
-	// channel's point states (cloud.EncodePointStates; "" for none), encoded
-	// by the caller off the store's writer (the agent endpoint does); nil
-	// when no channel reports points. When shorter than Channels, the store
-	// encodes them.
-	Points []string
+	// Reports, when not empty, is the stored form (EncodeChannelReports)
+	// of every channel the device reported, as it stands after this
+	// heartbeat: set when some channel's state changed, encoded by the
+	// caller off the store's writer (the agent endpoint does). Channels is
+	// the same as states, for a caller that leaves the encoding to the
+	// store; both empty: no channel changed. The store reads Reports only
+	// until it calls back (the agent endpoint reuses its memory after).
+	Reports  string
+	Channels []protocol.ChannelState
 	// Event is a heartbeat event to record (at most one per metrics
 	// interval), or nil.
 	Event *resource.Event
+}
+
+// ChannelReports returns the stored form of the channels in: Reports, else
+// Channels encoded; "" when no channel changed.
+func (in *HeartbeatIn) ChannelReports() string {
+	if in.Reports != "" || in.Channels == nil {
+		return in.Reports
+	}
+	return EncodeChannelReports(in.Channels)
 }
 
 // HeartbeatOut is the result of a stored heartbeat.

@@ -178,8 +178,8 @@ func (st *beatState) beat(h *protocol.Heartbeat, in beatIn, knownDesired func() 
 }
 
 // applyChannels records the channels d stores as the stored state. The
-// connection calls it before handing the heartbeat to the store, which
-// owns d.Channels' memory from then on.
+// connection calls it before handing the heartbeat to the store, with
+// every channel's state encoded (HeartbeatIn.Reports).
 func (st *beatState) applyChannels(d *beatDecision) {
 	for _, ch := range d.Channels {
 		st.channels.set(ch)

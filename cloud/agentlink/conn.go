@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/coder/websocket"
 
@@ -74,7 +75,6 @@ type conn struct {
 	// codec is the codec of the messages after the welcome (JSON until it
 	// is sent); set before welcomed, read by config pushes after it.
 	codec protocol.Codec
-	dec   decoder // one message at a time (the handshake, then the workers)
 	// job is the message a worker handles for this connection (workers.go).
 	job job
 	// lastVPN is the tunnel state of the last heartbeat, as given to the
@@ -135,9 +135,8 @@ func isNetClosed(err error) bool {
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// read reads one message: JSON in a text frame until the welcome, then a
-// message of the connection's codec. A CBOR heartbeat lives in c.dec until
-// the next read.
+// read reads one message of the handshake: JSON in a text frame until the
+// welcome, then a message of the connection's codec.
 func (c *conn) read(ctx context.Context) (protocol.Message, error) {
 	typ, buf, err := c.readFrame(ctx)
 	if err != nil {
@@ -145,7 +144,8 @@ func (c *conn) read(ctx context.Context) (protocol.Message, error) {
 	}
 	defer c.srv.putBuf(buf)
 	c.frameLen = len(*buf)
-	return c.decode(typ, *buf)
+	var d decoder
+	return c.decode(typ, *buf, &d)
 }
 
 // readFrame reads one message's bytes into a pooled buffer, which the
@@ -175,7 +175,7 @@ func (c *conn) readFrame(ctx context.Context) (websocket.MessageType, *[]byte, e
 // decode decodes a message of frame type typ. Neither codec keeps a
 // reference to b (strings and byte slices are copies), so its buffer goes
 // back to the pool after.
-func (c *conn) decode(typ websocket.MessageType, b []byte) (protocol.Message, error) {
+func (c *conn) decode(typ websocket.MessageType, b []byte, d *decoder) (protocol.Message, error) {
 	codec := protocol.JSON
 	if c.welcomed.Load() {
 		codec = c.codec
@@ -183,7 +183,7 @@ func (c *conn) decode(typ websocket.MessageType, b []byte) (protocol.Message, er
 	if typ != frameType(codec) {
 		return protocol.Message{}, protoErr("a %s frame on a connection speaking %s", frameName(typ), codec)
 	}
-	return c.dec.decode(codec, b)
+	return d.decode(codec, b)
 }
 
 // readLimited appends what r holds to b, up to limit bytes in all (a
@@ -275,11 +275,12 @@ func (c *conn) stop(err error) {
 	c.ws.CloseNow()
 }
 
-// decodeFrame decodes one message read by loop, and gives its buffer
-// back.
-func (c *conn) decodeFrame(typ websocket.MessageType, buf *[]byte) (protocol.Message, error) {
+// decodeFrame decodes one message read by loop with d (the worker's), and
+// gives its buffer back. A decoded heartbeat lives in d until the worker
+// decodes its next message; it is handled before that.
+func (c *conn) decodeFrame(typ websocket.MessageType, buf *[]byte, d *decoder) (protocol.Message, error) {
 	c.frameLen = len(*buf)
-	m, err := c.decode(typ, *buf)
+	m, err := c.decode(typ, *buf, d)
 	c.srv.putBuf(buf)
 	return m, err
 }
@@ -553,12 +554,6 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	if d.Channels != nil {
 		p.channels = d.Channels
 	}
-	// The points' stored form is encoded here, on the connection's
-	// goroutine, not on the store's writer.
-	points := EncodeChannelPoints(d.Channels, p.points)
-	if points != nil {
-		p.points = points
-	}
 	if d.Event != nil {
 		d.Event.ID = newID()
 	}
@@ -571,9 +566,7 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 		PrevStatus:     d.PrevStatus,
 		IPAddress:      d.IPAddress,
 		AppliedVersion: d.AppliedVersion,
-		Channels:       d.Channels,
 		HasChannels:    d.HasChannels,
-		Points:         points,
 		Event:          d.Event,
 	}
 	p.chb = cloud.Heartbeat{At: now, Status: d.Status, Changed: d.Changed, ChangedPoints: d.ChangedPoints}
@@ -597,6 +590,15 @@ func (c *conn) heartbeat(h *protocol.Heartbeat) error {
 	// channels are taken before the call: once queued, p and its lists
 	// belong to the store until the callback, which may come at once.)
 	c.applyChannels(&d)
+	if d.Channels != nil {
+		// Every channel's state, as stored from now on, in its stored
+		// form: encoded here, on the connection's worker, not on the
+		// store's writer, into p's buffer, which the store reads until it
+		// calls back (a string per heartbeat doubled what the relay
+		// allocated per heartbeat, and its collections with it).
+		p.reports = cloud.AppendChannelReports(p.reports[:0], c.channels)
+		in.Reports = unsafe.String(unsafe.SliceData(p.reports), len(p.reports))
+	}
 	ctx, cancel := c.storeCtx()
 	err := s.cfg.Store.Heartbeat(ctx, in, p.done)
 	cancel()
@@ -680,10 +682,15 @@ type hbPending struct {
 	read, sent time.Time
 	chb        cloud.Heartbeat
 	ev         *resource.Event
-	channels   []protocol.ChannelState   // backing of HeartbeatIn.Channels
-	points     []string                  // backing of HeartbeatIn.Points
+	channels   []protocol.ChannelState   // backing of the beat's changed channels
+	reports    []byte                    // backing of HeartbeatIn.Reports
 	done       func(HeartbeatOut, error) // p.complete, bound once
 }
+
+// maxReportBuf bounds the reports buffer a pending record keeps for the
+// next heartbeat: a larger one (channels of unusually many or long points)
+// is left to the collector.
+const maxReportBuf = 64 << 10
 
 func (s *Server) getPending(c *conn) *hbPending {
 	p, _ := s.pending.Get().(*hbPending)
@@ -701,8 +708,11 @@ func (s *Server) putPending(p *hbPending) {
 		return // an unusual heartbeat: leave its large lists to the GC
 	}
 	clear(p.channels[:cap(p.channels)])
-	clear(p.points[:cap(p.points)])
-	*p = hbPending{s: p.s, done: p.done, channels: p.channels[:0], points: p.points[:0]}
+	reports := p.reports[:0]
+	if cap(reports) > maxReportBuf {
+		reports = nil
+	}
+	*p = hbPending{s: p.s, done: p.done, channels: p.channels[:0], reports: reports}
 	s.pending.Put(p)
 }
 

@@ -61,8 +61,9 @@ func RemapEventID(deviceID, id string) string {
 
 // MergeChannels returns have with the channel states of later applied over
 // it (a channel already there takes the later state, a new one is
-// appended), without changing have's array: the merged state of several
-// heartbeats stored as one.
+// appended), without changing have's array: a device's channels after a
+// report of some of them (the store takes every channel's state;
+// storetest reports through it as the agent endpoint does).
 func MergeChannels(have, later []protocol.ChannelState) []protocol.ChannelState {
 	if have == nil {
 		return later

@@ -100,8 +100,13 @@ func (s *Server) work(j *job) {
 	defer func() { <-s.workerSlots }()
 	t := time.NewTimer(WorkerIdle)
 	defer t.Stop()
+	// The worker's decoder, not each connection's: the decoded heartbeat
+	// and its reused memory stay with the few workers, not with every idle
+	// connection between its heartbeats (docs/benchmarks.md, "Memory per
+	// idle agent").
+	dec := new(decoder)
 	for {
-		s.run(j)
+		s.run(j, dec)
 		t.Reset(WorkerIdle)
 		select {
 		case j = <-s.jobs:
@@ -111,10 +116,11 @@ func (s *Server) work(j *job) {
 	}
 }
 
-// run decodes j's message and handles a heartbeat; any other message goes
-// on to a goroutine of its own (handleAside), which finishes j.
-func (s *Server) run(j *job) {
-	m, err := s.decodeSafely(j)
+// run decodes j's message with dec and handles a heartbeat; any other
+// message (decoded into memory of its own) goes on to a goroutine of its
+// own (handleAside), which finishes j.
+func (s *Server) run(j *job, dec *decoder) {
+	m, err := s.decodeSafely(j, dec)
 	if err == nil && m.Type != protocol.TypeHeartbeat {
 		go s.handleAside(j, m)
 		return
@@ -133,9 +139,9 @@ func (s *Server) handleAside(j *job, m protocol.Message) {
 
 // decodeSafely decodes j's message and gives its buffer back; a panic ends
 // that connection only.
-func (s *Server) decodeSafely(j *job) (m protocol.Message, err error) {
+func (s *Server) decodeSafely(j *job, dec *decoder) (m protocol.Message, err error) {
 	defer recovered(j.c, &err)
-	return j.c.decodeFrame(j.typ, j.buf)
+	return j.c.decodeFrame(j.typ, j.buf, dec)
 }
 
 // handleSafely handles j's decoded message; a panic ends that connection

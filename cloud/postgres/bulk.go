@@ -77,6 +77,7 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 	n := len(groups)
 	id, session, ip := make([]string, n), make([]string, n), make([]string, n)
 	seen, deadline, telemetry := make([]int64, n), make([]*int64, n), make([]*int64, n)
+	reports := make([]*string, n)
 	for i, g := range groups {
 		in := &hbs[g.Last].in
 		id[i], session[i], ip[i], seen[i], deadline[i] = g.DeviceID, g.Session, in.IPAddress, in.At.UnixMilli(), timeMs(g.Deadline)
@@ -85,11 +86,15 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 			// with serial signals (migration 0025).
 			telemetry[i] = timeMs(hbs[g.SerialAt].in.At)
 		}
+		if g.Reports != "" {
+			// Every channel's state after the group (migration 0027).
+			reports[i] = &groups[i].Reports
+		}
 	}
 	rows, err := tx.Query(ctx, `UPDATE devices d SET last_seen = v.seen, ip_address = v.ip, agent_deadline = COALESCE(v.deadline, d.agent_deadline),
-		telemetry_at = COALESCE(v.telemetry, d.telemetry_at)
-		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[]) AS v(id, session, seen, ip, deadline, telemetry)
-		WHERE d.id = v.id AND d.agent_session = v.session RETURNING v.id, v.session`, id, session, seen, ip, deadline, telemetry)
+		telemetry_at = COALESCE(v.telemetry, d.telemetry_at), channel_reports = COALESCE(v.reports, d.channel_reports)
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[], $7::text[]) AS v(id, session, seen, ip, deadline, telemetry, reports)
+		WHERE d.id = v.id AND d.agent_session = v.session RETURNING v.id, v.session`, id, session, seen, ip, deadline, telemetry, reports)
 	if err != nil {
 		return storeError("postgres: heartbeats: %w", err)
 	}
@@ -109,8 +114,6 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 
 	var serialID []string
 	var applied []int64
-	var chDev, chID, chLive, chErr, chPass, chPoints []string
-	var chAvail, chTx []bool
 	for _, g := range groups {
 		if !matched[[2]string{g.DeviceID, g.Session}] {
 			for i := g.First; i >= 0; i = m.Next(i) {
@@ -123,10 +126,6 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 		if g.SerialAt >= 0 {
 			in := &hbs[g.SerialAt].in
 			serialID, applied = append(serialID, g.DeviceID), append(applied, in.AppliedVersion)
-			for k, c := range g.Channels {
-				chDev, chID, chAvail, chLive = append(chDev, g.DeviceID), append(chID, c.ID), append(chAvail, c.Available), append(chLive, c.Live)
-				chTx, chErr, chPass, chPoints = append(chTx, c.TxOn), append(chErr, c.Error), append(chPass, c.PassthroughAddress), append(chPoints, g.PointsOf(k))
-			}
 		}
 		for i := g.First; i >= 0; i = m.Next(i) {
 			hb := hbs[i]
@@ -144,16 +143,6 @@ func (s *AgentStore) applyHeartbeats(ctx context.Context, tx pgx.Tx, hbs []*hbJo
 		if _, err := tx.Exec(ctx, `UPDATE serial_state s SET applied_version = v.applied
 			FROM unnest($1::text[], $2::bigint[]) AS v(id, applied) WHERE s.device_id = v.id AND s.applied_version IS DISTINCT FROM v.applied`, serialID, applied); err != nil {
 			return storeError("postgres: heartbeats (serial): %w", err)
-		}
-	}
-	if len(chDev) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO serial_channels (device_id, channel_id, available, live, tx_on, error, passthrough_address, points)
-			SELECT v.d, v.c, v.a, v.l, v.t, v.e, NULLIF(v.p, ''), NULLIF(v.pts, '')
-			FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bool[], $6::text[], $7::text[], $8::text[]) AS v(d, c, a, l, t, e, p, pts)
-			ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
-			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address, points = excluded.points`,
-			chDev, chID, chAvail, chLive, chTx, chErr, chPass, chPoints); err != nil {
-			return storeError("postgres: heartbeats (channels): %w", err)
 		}
 	}
 	if len(evs) > 0 {

@@ -142,3 +142,17 @@ func oldDatabase(t *testing.T, url string, record func(sqlstore.Migration) strin
 	}
 	return steps
 }
+
+// A device whose channels were stored one serial_channels row each (before
+// migration 0027) opens with every channel's configuration and reported
+// state as they were, now read from the device row.
+func TestMigrateChannelReports(t *testing.T) {
+	url := newDatabase(t)
+	oldDatabase(t, url, func(m sqlstore.Migration) string {
+		if m.Name < "0027" {
+			return m.Name
+		}
+		return ""
+	}, storetest.OldChannelsSQL(func(h string) string { return "decode('" + h + "', 'hex')" }, func(b bool) string { return map[bool]string{true: "true", false: "false"}[b] }))
+	storetest.CheckMigratedChannels(t, openStores(t, url, nil, "relay-1").Stores)
+}

@@ -105,22 +105,20 @@ const (
 	hbDevices = iota
 	hbDevicesDeadline
 	hbSerial
-	hbChannels
 )
 
 var hbStmts = [...]bulkStmt{
-	hbDevices: {name: "devices", cols: []string{"rowid", "last_seen", "ip_address", "agent_session", "telemetry_at"},
-		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, telemetry_at = COALESCE(v.column5, devices.telemetry_at) FROM (VALUES `,
+	hbDevices: {name: "devices", cols: []string{"rowid", "last_seen", "ip_address", "agent_session", "telemetry_at", "channel_reports"},
+		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, telemetry_at = COALESCE(v.column5, devices.telemetry_at),
+			channel_reports = COALESCE(v.column6, devices.channel_reports) FROM (VALUES `,
 		tail: `) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`},
-	hbDevicesDeadline: {name: "devices+deadline", cols: []string{"rowid", "last_seen", "ip_address", "agent_session", "telemetry_at", "agent_deadline"},
-		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, telemetry_at = COALESCE(v.column5, devices.telemetry_at), agent_deadline = v.column6 FROM (VALUES `,
+	hbDevicesDeadline: {name: "devices+deadline", cols: []string{"rowid", "last_seen", "ip_address", "agent_session", "telemetry_at", "channel_reports", "agent_deadline"},
+		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, telemetry_at = COALESCE(v.column5, devices.telemetry_at),
+			channel_reports = COALESCE(v.column6, devices.channel_reports), agent_deadline = v.column7 FROM (VALUES `,
 		tail: `) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`},
 	hbSerial: {name: "serial", cols: []string{"rowid", "applied_version", "device_id"},
 		head: `UPDATE serial_state SET applied_version = v.column2 FROM (VALUES `,
 		tail: `) AS v WHERE serial_state.rowid = v.column1 AND +serial_state.device_id = v.column3`},
-	hbChannels: insertStmt("INSERT", "serial_channels", []string{"device_id", "channel_id", "available", "live", "tx_on", "error", "passthrough_address", "points"},
-		` ON CONFLICT (device_id, channel_id) DO UPDATE SET available = excluded.available, live = excluded.live,
-			tx_on = excluded.tx_on, error = excluded.error, passthrough_address = excluded.passthrough_address, points = excluded.points`),
 }
 
 // The record statements, run in chunks of up to hbChunk rows (execBulk).
@@ -241,39 +239,14 @@ type hbScratch struct {
 }
 
 // argBoxes boxes the writer's statement arguments, reusing the box of a
-// value it boxed before: putting a string or an int64 into an interface
-// allocates (the value's copy on the heap), and the heartbeat statements
-// take a []any. Short strings (channel ids, most live values: a GPIO's "0"
-// and "1") are kept by value, at most maxBoxedStrings of them; a time in
-// milliseconds keeps the last one of each kind (at 20,000 heartbeats a
-// second, a transaction's heartbeats share a millisecond twenty at a
-// time). Writer goroutine only.
+// value it boxed before: putting an int64 into an interface allocates
+// (the value's copy on the heap), and the heartbeat statements take a
+// []any. A time in milliseconds keeps the last one of each kind (at 20,000
+// heartbeats a second, a transaction's heartbeats share a millisecond
+// twenty at a time). Writer goroutine only.
 type argBoxes struct {
-	strs                   map[string]any
 	atMilli, deadlineMilli int64
 	atArg, deadlineArg     any
-}
-
-// Bounds of argBoxes' strings: longer ones are boxed each time, and the
-// set starts again when full.
-const (
-	maxBoxedStrings = 1024
-	maxBoxedLen     = 32
-)
-
-// str returns s as an argument.
-func (b *argBoxes) str(s string) any {
-	if v, ok := b.strs[s]; ok {
-		return v
-	}
-	var v any = s
-	if len(s) <= maxBoxedLen {
-		if b.strs == nil || len(b.strs) >= maxBoxedStrings {
-			b.strs = make(map[string]any, 64)
-		}
-		b.strs[s] = v
-	}
-	return v
 }
 
 // at returns a heartbeat's time in milliseconds as an argument.
@@ -331,7 +304,7 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 	if err != nil {
 		return err
 	}
-	serial, chans := s.hbArgs[hbSerial][:0], s.hbArgs[hbChannels][:0]
+	serial := s.hbArgs[hbSerial][:0]
 	for gi := range groups {
 		g := &groups[gi]
 		if matched != nil && !matched[gi] {
@@ -349,12 +322,8 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 				}
 			}
 			r := rows[gi]
-			boxes := &s.hb.boxes
 			if r.appliedChanged(in) {
 				serial = append(serial, r.serialArg, r.applied(in.AppliedVersion), r.idArg)
-			}
-			for k, c := range g.Channels {
-				chans = append(chans, r.idArg, boxes.str(c.ID), c.Available, boxes.str(c.Live), c.TxOn, c.Error, nullText(c.PassthroughAddress), nullText(g.PointsOf(k)))
 			}
 		}
 		for i := g.First; i >= 0; i = m.Next(i) {
@@ -370,7 +339,7 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 			}
 		}
 	}
-	s.hbArgs[hbSerial], s.hbArgs[hbChannels] = serial, chans
+	s.hbArgs[hbSerial] = serial
 	defer s.clearArgs()
 	if n, err := s.execRows(t, hbSerial, serial); err != nil {
 		return err
@@ -378,9 +347,6 @@ func (s *AgentStore) applyHeartbeats(t *ingestTx, jobs []*ingestJob, errs []erro
 		if err := s.rewriteSerial(t, serial); err != nil {
 			return err
 		}
-	}
-	if _, err := s.execRows(t, hbChannels, chans); err != nil {
-		return err
 	}
 	return s.execBulk(t, &eventRows, events, nil)
 }
@@ -577,7 +543,9 @@ func (s *AgentStore) writeDevices(t *ingestTx, jobs []*ingestJob, groups []agent
 				telemetry = at.UnixMilli()
 			}
 		}
-		args = append(args, rows[gi].devArg, s.hb.boxes.at(in.At), ip, session, telemetry)
+		// channel_reports: every channel's state after the group, when
+		// one changed (migration 0027), else kept.
+		args = append(args, rows[gi].devArg, s.hb.boxes.at(in.At), ip, session, telemetry, nullText(g.Reports))
 		if deadline == 1 {
 			args = append(args, s.hb.boxes.deadline(g.Deadline))
 		}

@@ -91,7 +91,9 @@ func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
 	}
 	var ip, live, status string
 	db.R.QueryRow(`SELECT ip_address FROM devices WHERE id = ?`, devs[0].ID).Scan(&ip)
-	db.R.QueryRow(`SELECT live FROM serial_channels WHERE device_id = ? AND channel_id = 'gpio-1'`, devs[0].ID).Scan(&live)
+	if r := cloud.FindChannelReport(reportsOf(t, db, devs[0].ID), "gpio-1"); r != nil {
+		live = r.Live
+	}
 	db.R.QueryRow(`SELECT status FROM devices WHERE id = ?`, devs[1].ID).Scan(&status)
 	if ip != "10.9.9.9" || live != "0" || status != "UPDATING" {
 		t.Errorf("device 0 ip %q live %q, device 1 status %q", ip, live, status)
@@ -110,30 +112,35 @@ func TestBulkHeartbeatsInOneTransaction(t *testing.T) {
 	if staleSeen.Int64 == at.UnixMilli() {
 		t.Errorf("a stale session's heartbeat was stored")
 	}
-	var odd struct {
-		avail, tx bool
-		live, err string
-		addr      sql.NullString
-	}
-	if err := db.R.QueryRow(`SELECT available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ? AND channel_id = 'uart-1'`, devs[4].ID).
-		Scan(&odd.avail, &odd.live, &odd.tx, &odd.err, &odd.addr); err != nil {
-		t.Fatal(err)
-	}
-	if odd.avail || !odd.tx || odd.live != oddLive || odd.err != `"x"` || odd.addr.String != oddAddr {
+	odd := cloud.FindChannelReport(reportsOf(t, db, devs[4].ID), "uart-1")
+	if odd == nil || odd.Available || !odd.TxOn || odd.Live != oddLive || odd.Error != `"x"` || odd.Passthrough != oddAddr {
 		t.Errorf("uart-1 of device 4 stored as %+v", odd)
 	}
-	var nulls int
-	db.R.QueryRow(`SELECT COUNT(*) FROM serial_channels WHERE channel_id = 'gpio-1' AND passthrough_address IS NULL`).Scan(&nulls)
-	if nulls != n-2 {
-		t.Errorf("%d gpio-1 rows without a passthrough address stored NULL, want %d", nulls, n-2)
-	}
 	var chans, tel, evs int
-	db.R.QueryRow(`SELECT COUNT(*) FROM serial_channels WHERE channel_id = 'gpio-1' AND available = 1`).Scan(&chans)
+	for _, d := range devs {
+		if r := cloud.FindChannelReport(reportsOf(t, db, d.ID), "gpio-1"); r != nil && r.Available && r.Passthrough == "" {
+			chans++
+		}
+	}
 	db.R.QueryRow(`SELECT COUNT(*) FROM devices JOIN serial_state ON device_id = id WHERE telemetry_at = ?`, at.UnixMilli()).Scan(&tel)
 	db.R.QueryRow(`SELECT COUNT(*) FROM events WHERE device_id = ? AND type = 'heartbeat'`, devs[0].ID).Scan(&evs)
 	if chans != n-2 || tel != n-2 || evs != 1 {
 		t.Errorf("channels %d, telemetry times %d (want %d each), heartbeat events %d (want 1)", chans, tel, n-2, evs)
 	}
+}
+
+// reportsOf reads the channels device id reported, as stored in its row.
+func reportsOf(t testing.TB, db *DB, id string) []cloud.ChannelReport {
+	t.Helper()
+	var stored sql.NullString
+	if err := db.R.QueryRow(`SELECT channel_reports FROM devices WHERE id = ?`, id).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cloud.DecodeChannelReports(stored.String)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // newAgentStore opens a database in a temporary directory with an agent
@@ -156,7 +163,9 @@ func newAgentStore(tb testing.TB) (*DB, *AgentStore, cloud.Org) {
 // TestHeartbeatsOfOneSessionMerged checks that several heartbeats of one
 // session in one transaction leave what applying them one by one would:
 // the last values of the device row and of the serial telemetry time,
-// every channel's last reported state, each status change and each event;
+// the channels of the last heartbeat that changed one (each carries every
+// channel, as the agent endpoint hands them over), each status change and
+// each event;
 // and that another session's heartbeats for the same device in the same
 // transaction are refused without touching the device.
 func TestHeartbeatsOfOneSessionMerged(t *testing.T) {
@@ -188,14 +197,14 @@ func TestHeartbeatsOfOneSessionMerged(t *testing.T) {
 		// The other device: its status change comes last.
 		hb(d1, 2, func(in *agentlink.HeartbeatIn) {}),
 		hb(d0, 3, func(in *agentlink.HeartbeatIn) {
-			in.Status, in.Deadline, in.HasChannels, in.Channels = resource.StatusUpdating, at(60), true, chans("gpio-1", "0")
+			in.Status, in.Deadline, in.HasChannels, in.Channels = resource.StatusUpdating, at(60), true, chans("gpio-1", "0", "rs485-1", "a")
 		}),
 		// A stale session of device 0.
 		hb(d0, 4, func(in *agentlink.HeartbeatIn) {
 			in.Session, in.HasChannels, in.Channels = "old", true, chans("gpio-3", "stale")
 		}),
 		hb(d0, 5, func(in *agentlink.HeartbeatIn) {
-			in.Status, in.PrevStatus, in.HasChannels, in.Channels, in.Event = resource.StatusUpdating, resource.StatusUpdating, true, chans("gpio-2", "x"), ev(5)
+			in.Status, in.PrevStatus, in.HasChannels, in.Channels, in.Event = resource.StatusUpdating, resource.StatusUpdating, true, chans("gpio-1", "0", "rs485-1", "a", "gpio-2", "x"), ev(5)
 		}),
 		hb(d0, 6, func(in *agentlink.HeartbeatIn) {
 			in.Status, in.PrevStatus = resource.StatusUpdating, resource.StatusUpdating
@@ -236,16 +245,11 @@ func TestHeartbeatsOfOneSessionMerged(t *testing.T) {
 		t.Errorf("device 1 = %+v", got)
 	}
 	live := map[string]string{}
-	rows, err := db.R.Query(`SELECT channel_id, live FROM serial_channels WHERE device_id = ? AND available = 1`, d0.ID)
-	if err != nil {
-		t.Fatal(err)
+	for _, r := range reportsOf(t, db, d0.ID) {
+		if r.Available {
+			live[r.ID] = r.Live
+		}
 	}
-	for rows.Next() {
-		var id, l string
-		rows.Scan(&id, &l)
-		live[id] = l
-	}
-	rows.Close()
 	if want := map[string]string{"gpio-1": "0", "rs485-1": "a", "gpio-2": "x"}; !maps.Equal(live, want) {
 		t.Errorf("device 0 channels = %v, want %v", live, want)
 	}
@@ -264,7 +268,6 @@ func TestHeartbeatStatementsSearchByKey(t *testing.T) {
 		hbDevices:         "SEARCH devices USING INTEGER PRIMARY KEY (rowid=?)",
 		hbDevicesDeadline: "SEARCH devices USING INTEGER PRIMARY KEY (rowid=?)",
 		hbSerial:          "SEARCH serial_state USING INTEGER PRIMARY KEY (rowid=?)",
-		hbChannels:        "", // an upsert: a conflict is found through the primary key
 	}
 	for i, hk := range hbStmts {
 		q := hk.sql(4)
@@ -339,7 +342,9 @@ func TestHeartbeatOfDeletedDeviceLeavesReusedRowid(t *testing.T) {
 	}
 	var live string
 	db.R.QueryRow(`SELECT last_seen FROM devices WHERE id = ?`, b.ID).Scan(&seen)
-	db.R.QueryRow(`SELECT live FROM serial_channels WHERE device_id = ? AND channel_id = 'gpio-1'`, b.ID).Scan(&live)
+	if r := cloud.FindChannelReport(reportsOf(t, db, b.ID), "gpio-1"); r != nil {
+		live = r.Live
+	}
 	if seen.Int64 != now.Add(3*time.Second).UnixMilli() || live != b.ID {
 		t.Errorf("new device: last_seen %d, gpio-1 %q", seen.Int64, live)
 	}

@@ -18,8 +18,8 @@ import (
 // transactions of batch heartbeats (each changing one channel) applied
 // straight by runTx on 20,000 connected devices that have each sent one
 // before, without goroutines handing jobs over. Its ns/op is the writer's time per heartbeat. In the
-// points50 cases the changed channel is rs485-1 with 50 points read again
-// (their stored form encoded beforehand, as the connections do).
+// points50 cases the changed channel is rs485-1 with 50 points read again.
+// Every channel's stored form is encoded beforehand, as the connections do.
 func BenchmarkWriterHeartbeatTx(b *testing.B) {
 	for _, batch := range []int{200, 2000} {
 		b.Run(fmt.Sprint(batch), func(b *testing.B) { benchWriterTx(b, batch, 0) })
@@ -32,6 +32,26 @@ func benchWriterTx(b *testing.B, batch, points int) {
 	const n = 20000
 	devs := make([]agentlink.Device, n)
 	now := time.Now()
+	// Every channel's state, as the connections encode it for the store:
+	// eight channels, gpio-1 alternating (or rs485-1's 50 points).
+	var pointStates [2][]protocol.PointState
+	var reports [2]string
+	for v := range reports {
+		for k := range points {
+			pointStates[v] = append(pointStates[v], protocol.PointState{Name: fmt.Sprintf("point_%02d", k), Value: 20 + float64(k)/8 + float64(v),
+				Quality: "good", At: resource.T(now.Add(time.Duration(v) * time.Second))})
+		}
+		var chans []protocol.ChannelState
+		for _, c := range []string{"canfd-1", "gpio-1", "gpio-2", "gpio-3", "gpio-4", "rs485-1", "rs485-2", "uart-1"} {
+			chans = append(chans, protocol.ChannelState{ID: c, Available: true, Live: "0"})
+		}
+		if points > 0 {
+			chans[5].Points = pointStates[v]
+		} else {
+			chans[1].Live = fmt.Sprint(v)
+		}
+		reports[v] = cloud.EncodeChannelReports(chans)
+	}
 	tx, err := db.W.Begin()
 	if err != nil {
 		b.Fatal(err)
@@ -45,26 +65,13 @@ func benchWriterTx(b *testing.B, batch, points int) {
 		if _, err := tx.Exec(`INSERT INTO serial_state (device_id) VALUES (?)`, id); err != nil {
 			b.Fatal(err)
 		}
-		for _, c := range []string{"uart-1", "rs485-1", "rs485-2", "canfd-1", "gpio-1", "gpio-2", "gpio-3", "gpio-4"} {
-			if _, err := tx.Exec(`INSERT INTO serial_channels (device_id, channel_id, available, live) VALUES (?, ?, 1, '0')`, id, c); err != nil {
-				b.Fatal(err)
-			}
+		if _, err := tx.Exec(`UPDATE devices SET channel_reports = ? WHERE id = ?`, reports[0], id); err != nil {
+			b.Fatal(err)
 		}
 		devs[i] = agentlink.Device{ID: id, OrgID: org.ID, Model: "IG-500"}
 	}
 	if err := tx.Commit(); err != nil {
 		b.Fatal(err)
-	}
-	// Two states of the points, alternated so that every heartbeat changes
-	// its channel.
-	var pointStates [2][]protocol.PointState
-	var encoded [2][]string
-	for v := range pointStates {
-		for k := range points {
-			pointStates[v] = append(pointStates[v], protocol.PointState{Name: fmt.Sprintf("point_%02d", k), Value: 20 + float64(k)/8 + float64(v),
-				Quality: "good", At: resource.T(now.Add(time.Duration(v) * time.Second))})
-		}
-		encoded[v] = []string{cloud.EncodePointStates(pointStates[v])}
 	}
 	jobs := make([]*ingestJob, batch)
 	errs := make([]error, batch)
@@ -79,12 +86,7 @@ func benchWriterTx(b *testing.B, batch, points int) {
 		for k := range jobs {
 			d := devs[next%n]
 			in := agentlink.HeartbeatIn{Device: d, Session: "s-" + d.ID, At: at, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
-				IPAddress: "10.0.0.1", HasChannels: true, Channels: []protocol.ChannelState{{ID: "gpio-1", Available: true, Live: fmt.Sprint(next / n % 2)}}}
-			if points > 0 {
-				v := next / n % 2
-				in.Channels = []protocol.ChannelState{{ID: "rs485-1", Available: true, Live: "0", Points: pointStates[v]}}
-				in.Points = encoded[v]
-			}
+				IPAddress: "10.0.0.1", HasChannels: true, Reports: reports[(next/n+1)%2]}
 			if next%3 == 0 {
 				in.Deadline = at.Add(time.Minute)
 			}

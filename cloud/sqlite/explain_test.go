@@ -96,7 +96,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		query{"keys of org", sqlstore.ListKeysSQL},
 		query{"device by token", sqlstore.DeviceByTokenSQL},
 		query{"device model", deviceModelSQL},
-		query{"serial channels", `SELECT channel_id, config, available, live, tx_on, error, passthrough_address FROM serial_channels WHERE device_id = ?`},
+		query{"serial channels", `SELECT channel_id, config FROM serial_channels WHERE device_id = ?`},
 		query{"offline devices", sqlstore.OfflineDevicesSQL},
 		query{"rollout cursor", sqlstore.RolloutList("o", cloud.Page{}).CursorSQL()},
 		query{"pending commands", sqlstore.OpenCommandsSQL},

@@ -134,3 +134,17 @@ func oldDatabase(t *testing.T, path string, record func(sqlstore.Migration) stri
 	}
 	return steps
 }
+
+// A device whose channels were stored one serial_channels row each (before
+// migration 0027) opens with every channel's configuration and reported
+// state as they were, now read from the device row.
+func TestMigrateChannelReports(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	oldDatabase(t, path, func(m sqlstore.Migration) string {
+		if m.Name < "0027" {
+			return m.Name
+		}
+		return ""
+	}, storetest.OldChannelsSQL(func(h string) string { return "X'" + h + "'" }, func(b bool) string { return map[bool]string{true: "1", false: "0"}[b] }))
+	storetest.CheckMigratedChannels(t, openStores(t, path, nil).Stores)
+}

@@ -10,14 +10,14 @@ import (
 
 // pageSize is the page size of a database file the relay creates. The
 // agent endpoint's writes are scattered single-row updates (a device row,
-// its serial state, one channel row per heartbeat), and every commit
-// appends each page it touched to the WAL whole: with 2 KiB pages instead
-// of SQLite's default 4 KiB, the store writer spent half as much time per
-// heartbeat, committing and modifying pages alike (docs/benchmarks.md).
-// 2 KiB rather than 1 KiB keeps up to 488 bytes of a WITHOUT ROWID row
-// (serial_channels, with its configuration JSON) on its page before an
-// overflow page is needed (231 bytes at 1 KiB). A file that already
-// exists keeps the page size it was made with.
+// with its channels' reports, and its serial state row when the applied
+// version moves), and every commit appends each page it touched to the WAL
+// whole: with 2 KiB pages instead of SQLite's default 4 KiB, the store
+// writer spent half as much time per heartbeat, committing and modifying
+// pages alike (docs/benchmarks.md). 2 KiB rather than 1 KiB keeps a
+// device row of up to 2,013 bytes (with its channel reports and their
+// points' states) on its page before an overflow page is needed (989 at
+// 1 KiB). A file that already exists keeps the page size it was made with.
 const pageSize = 2048
 
 // initPageSize gives a new (missing or empty) database file at path the

@@ -56,6 +56,13 @@ func Auth(tb testing.TB, a agentlink.Store, token string) agentlink.Device {
 // returns the session. A zero h.HeartbeatInterval is a minute.
 func Connect(tb testing.TB, a agentlink.Store, dev agentlink.Device, at time.Time, h protocol.Hello) string {
 	tb.Helper()
+	session, _ := connectHello(tb, a, dev, at, h)
+	return session
+}
+
+// connectHello is Connect, which also returns the hello's outcome.
+func connectHello(tb testing.TB, a agentlink.Store, dev agentlink.Device, at time.Time, h protocol.Hello) (string, agentlink.HelloOut) {
+	tb.Helper()
 	ctx := context.Background()
 	hb := h.HeartbeatInterval.Duration
 	if hb == 0 {
@@ -68,11 +75,12 @@ func Connect(tb testing.TB, a agentlink.Store, dev agentlink.Device, at time.Tim
 	if _, err := a.Connect(ctx, dev, session, at, at.Add(time.Minute)); err != nil {
 		tb.Fatalf("connect %s: %v", dev.ID, err)
 	}
-	if _, err := a.Hello(ctx, agentlink.HelloIn{Device: dev, Session: session, At: at, HeartbeatInterval: hb, Hello: h,
-		Deadline: at.Add(3 * hb), OnlineEvent: true}); err != nil {
+	out, err := a.Hello(ctx, agentlink.HelloIn{Device: dev, Session: session, At: at, HeartbeatInterval: hb, Hello: h,
+		Deadline: at.Add(3 * hb), OnlineEvent: true})
+	if err != nil {
 		tb.Fatalf("hello %s: %v", dev.ID, err)
 	}
-	return session
+	return session, out
 }
 
 // Offline connects dev at lastSeen, announcing heartbeats every interval,
@@ -109,12 +117,14 @@ func Heartbeat(tb testing.TB, a agentlink.Store, in agentlink.HeartbeatIn) agent
 }
 
 // Channels connects dev at at and reports channels in a heartbeat, as an
-// agent does: the serial telemetry time is at.
+// agent does: the serial telemetry time is at, and the channels it leaves
+// out keep their stored state (the store takes every channel's state, as
+// the agent endpoint hands it over).
 func Channels(tb testing.TB, a agentlink.Store, dev agentlink.Device, at time.Time, channels ...protocol.ChannelState) {
 	tb.Helper()
-	session := Connect(tb, a, dev, at, protocol.Hello{AgentVersion: "1.0.0"})
+	session, out := connectHello(tb, a, dev, at, protocol.Hello{AgentVersion: "1.0.0"})
 	Heartbeat(tb, a, agentlink.HeartbeatIn{Device: dev, Session: session, At: at, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
-		Channels: channels, HasChannels: true})
+		Channels: agentlink.MergeChannels(out.Channels, channels), HasChannels: true})
 }
 
 // Metrics stores samples as one agent batch and returns those that were

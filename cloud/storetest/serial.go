@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -36,16 +37,23 @@ func rs485Config(baud int) serialcfg.Config {
 		Tx: serialcfg.RS485Tx{Enabled: true, IntervalMs: 1000, Register: 40, Value: 1}}}
 }
 
-// report stores a heartbeat of session carrying channel states.
+// report stores a heartbeat of session carrying channel states: the
+// device's every channel, those of chans as given and the others as
+// reported before (as the agent endpoint hands them to the store).
 func (e *env) report(d device, session string, at time.Time, chans ...protocol.ChannelState) {
 	e.t.Helper()
 	dev := e.auth(d)
 	dev.Status = resource.StatusOnline
+	if e.reported == nil {
+		e.reported = map[string][]protocol.ChannelState{}
+	}
+	all := agentlink.MergeChannels(e.reported[d.ID], chans)
 	_, err := e.heartbeat(agentlink.HeartbeatIn{Device: dev, Session: session, At: at, Status: resource.StatusOnline, PrevStatus: resource.StatusOnline,
-		Channels: chans, HasChannels: true})
+		Channels: all, HasChannels: true})
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.reported[d.ID] = all
 }
 
 // desired returns the device's desired configuration as the agent
@@ -295,5 +303,59 @@ func testPatchSerial(t *testing.T, open Opener) {
 	}
 	if _, _, err := e.Outbox.Forwarding(e.ctx, "nosuchdevice"); cloud.ErrorCode(err) != cloud.ENOTFOUND {
 		t.Errorf("Forwarding of unknown device: %v", err)
+	}
+}
+
+// OldChannelsSQL is a device with channels as a relay before migration
+// 0027 stored them, one serial_channels row each: uart-1 configured
+// (19200 baud) and reported available, with text that needs escaping, a
+// passthrough address and a point; rs485-2 reported unavailable, never
+// configured; rs485-1 configured, never reported. blob writes a hex
+// string as the dialect's binary literal, boolean a truth value.
+func OldChannelsSQL(blob func(hex string) string, boolean func(bool) string) string {
+	cfg, _ := json.Marshal(rs485Config(19200))
+	uart, _ := json.Marshal(serialcfg.Config{Kind: "uart", UART: &serialcfg.UART{BaudRate: 19200, DataBits: 8, Parity: "none", StopBits: 1}})
+	points := cloud.EncodePointStates([]protocol.PointState{{Name: "temp", Value: 21.5, Quality: "good", At: resource.T(time.UnixMilli(1700000000500))}})
+	return `INSERT INTO orgs (id, name, webhook_secret, created_at) VALUES ('orgchan', 'Old', 'whsec_old', 1700000000000);
+INSERT INTO devices (id, org_id, name, serial_number, model, token_hash, created_at) VALUES
+	('devchan', 'orgchan', 'gw', 'SN-CHAN', 'IG-500', ` + blob("00112233") + `, 1700000000000);
+INSERT INTO serial_channels (device_id, channel_id, config, available, live, tx_on, error, passthrough_address, points) VALUES
+	('devchan', 'uart-1', '` + string(uart) + `', ` + boolean(true) + `, 'say "hi" \ ünï', ` + boolean(true) + `, 'read: timeout', '10.8.0.2:4001', '` + points + `'),
+	('devchan', 'rs485-2', NULL, ` + boolean(false) + `, '', ` + boolean(false) + `, '', NULL, NULL),
+	('devchan', 'rs485-1', '` + string(cfg) + `', NULL, '', ` + boolean(false) + `, '', NULL, NULL);`
+}
+
+// CheckMigratedChannels checks OldChannelsSQL's device after migration
+// 0027: each channel's configuration and reported state as they were, the
+// never-reported channel still unreported, and a channel configured for
+// the first time afterwards refused or taken as its report says.
+func CheckMigratedChannels(t *testing.T, s cloud.Stores) {
+	t.Helper()
+	ctx := context.Background()
+	svc := s.Serial()
+	uart, err := svc.Channel(ctx, "orgchan", "devchan", "uart-1")
+	if err != nil || !uart.Available || uart.Config.UART == nil || uart.Config.UART.BaudRate != 19200 || uart.Telemetry.Live != `say "hi" \ ünï` ||
+		!uart.Telemetry.TxOn || uart.Telemetry.Error != "read: timeout" || uart.PassthroughAddress == nil || *uart.PassthroughAddress != "10.8.0.2:4001" {
+		t.Errorf("uart-1 after the migration: %+v, %v", uart, err)
+	}
+	rs2, err := svc.Channel(ctx, "orgchan", "devchan", "rs485-2")
+	if err != nil || rs2.Available {
+		t.Errorf("rs485-2 after the migration: available %v, %v; want reported unavailable", rs2.Available, err)
+	}
+	if _, err := svc.PutChannel(ctx, "orgchan", "devchan", "rs485-2", rs485Config(9600)); cloud.ErrorCode(err) != cloud.EUNAVAILABLE {
+		t.Errorf("configuring the unavailable rs485-2: %v, want refused", err)
+	}
+	rs1, err := svc.Channel(ctx, "orgchan", "devchan", "rs485-1")
+	if err != nil || !rs1.Available || rs1.Config.RS485 == nil || rs1.Config.RS485.BaudRate != 19200 || rs1.Telemetry.Live != "" {
+		t.Errorf("rs485-1 after the migration: %+v, %v", rs1, err)
+	}
+	tel, err := svc.Telemetry(ctx, "orgchan", "devchan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tel.Channels {
+		if c.ID == "uart-1" && c.Live != `say "hi" \ ünï` {
+			t.Errorf("uart-1's telemetry after the migration: %+v", c)
+		}
 	}
 }

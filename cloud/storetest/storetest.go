@@ -228,6 +228,8 @@ type env struct {
 	// Agent is the agent endpoint's store made from Stores.
 	Agent  agentlink.Store
 	reopen func() *env
+	// reported is each device's channels as e.report last stored them.
+	reported map[string][]protocol.ChannelState
 }
 
 func newEnv(t testing.TB, open Opener) *env {

@@ -35,10 +35,9 @@ const (
 		status_since = CASE WHEN status = 'ONLINE' THEN status_since ELSE ? END WHERE id = ? AND agent_session = ?`
 	desiredVersionSQL = `INSERT INTO serial_state (device_id) VALUES (?) ON CONFLICT (device_id) DO UPDATE SET device_id = excluded.device_id
 		RETURNING desired_version`
-	reportedChannelsSQL = `SELECT channel_id, available, live, tx_on, error, COALESCE(passthrough_address, ''), COALESCE(points, '') FROM serial_channels
-		WHERE device_id = ? AND available IS NOT NULL`
-	setAppliedSQL = `UPDATE serial_state SET applied_version = ? WHERE device_id = ?`
-	dueSQL        = `SELECT ` + DueColumns + ` FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < ? ORDER BY agent_deadline LIMIT 2000`
+	reportedChannelsSQL = `SELECT COALESCE(channel_reports, '') FROM devices WHERE id = ?`
+	setAppliedSQL       = `UPDATE serial_state SET applied_version = ? WHERE device_id = ?`
+	dueSQL              = `SELECT ` + DueColumns + ` FROM devices WHERE agent_deadline IS NOT NULL AND agent_deadline < ? ORDER BY agent_deadline LIMIT 2000`
 )
 
 // OrphansSQL is the orphan rule (agentlink.Store's Orphans): a device in
@@ -116,20 +115,15 @@ func (a AgentWrites) SerialState(ctx context.Context, id string) (desiredVersion
 	if err := a.Q.QueryRow(ctx, desiredVersionSQL, id).Scan(&desiredVersion); err != nil {
 		return 0, nil, a.wrap(err, "desired version %s", id)
 	}
-	err = Each(ctx, a.Q, reportedChannelsSQL, []any{id}, func(r Row) error {
-		var c protocol.ChannelState
-		var points string
-		if err := r.Scan(&c.ID, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.PassthroughAddress, &points); err != nil {
-			return err
-		}
-		// Points that do not decode are as never reported: the next
-		// report of them is a change.
-		c.Points, _ = cloud.DecodePointStates(points)
-		channels = append(channels, c)
-		return nil
-	})
-	if err != nil {
+	var stored string
+	if err := a.Q.QueryRow(ctx, reportedChannelsSQL, id).Scan(&stored); err != nil {
 		return 0, nil, a.wrap(err, "channels %s", id)
+	}
+	// Reports that do not decode are as never made: the next report of
+	// each channel is a change.
+	reports, _ := cloud.DecodeChannelReports(stored)
+	for _, r := range reports {
+		channels = append(channels, r.State())
 	}
 	return desiredVersion, channels, nil
 }

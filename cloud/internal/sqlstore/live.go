@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"fmt"
 	"hash/fnv"
 	"slices"
 
@@ -21,10 +20,8 @@ const liveDevicesSQL = `SELECT id, status, last_seen FROM devices WHERE org_id =
 const liveAlertsSQL = `SELECT id, device_id, state, severity FROM alerts WHERE org_id = ? AND state IN ('ACTIVE', 'ACKNOWLEDGED')`
 
 // liveChannelsSQL reads the reported channel state of inChunk devices of
-// the organization (arguments: org, then inChunk ids), in a stable order.
-var liveChannelsSQL = `SELECT c.device_id, c.channel_id, c.available, c.live, c.tx_on, c.error, c.points
-	FROM serial_channels c JOIN devices d ON d.id = c.device_id
-	WHERE d.org_id = ? AND c.device_id IN (` + inMarks + `) ORDER BY c.device_id, c.channel_id`
+// the organization (arguments: org, then inChunk ids).
+var liveChannelsSQL = `SELECT id, channel_reports FROM devices WHERE org_id = ? AND id IN (` + inMarks + `) AND channel_reports IS NOT NULL`
 
 // liveEventsSQL reads the newest event of inChunk devices of the
 // organization (events_device_created, newest first, one row each).
@@ -98,31 +95,20 @@ func (p PanelStore) liveWatched(ctx context.Context, orgID string, chunk []strin
 	if err != nil {
 		return err
 	}
-	hashes := map[string]uint64{}
-	err = Each(ctx, p.R, liveChannelsSQL, args, func(r Row) error {
-		var dev, ch, live, errText string
-		var avail *bool
-		var tx bool
-		var points *string
-		if err := r.Scan(&dev, &ch, &avail, &live, &tx, &errText, &points); err != nil {
+	// The fingerprint is the stored form's: it changes whenever a
+	// reported state does (the form is canonical: sorted, written by one
+	// encoder).
+	return Each(ctx, p.R, liveChannelsSQL, args, func(r Row) error {
+		var dev, reports string
+		if err := r.Scan(&dev, &reports); err != nil {
 			return err
 		}
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%d|%q|%v|%q|%v|%q|%v|", hashes[dev], ch, avail != nil && *avail, live, tx, errText, avail == nil)
-		if points != nil {
-			fmt.Fprintf(h, "%q", *points)
-		}
-		hashes[dev] = h.Sum64()
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for dev, h := range hashes {
 		if w, ok := out[dev]; ok {
-			w.Channels = h
+			h := fnv.New64a()
+			h.Write([]byte(reports))
+			w.Channels = h.Sum64()
 			out[dev] = w
 		}
-	}
-	return nil
+		return nil
+	})
 }

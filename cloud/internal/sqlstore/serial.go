@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/fleet/fleet/cloud"
@@ -56,29 +57,59 @@ func (s SerialState) View() resource.SerialState {
 	return resource.SerialState{Enabled: s.Enabled, Mode: s.Mode, Forwarding: s.Forwarding(), TelemetryAt: resource.TP(MsTime(s.TelemetryAt))}
 }
 
-// ChannelColumns are the columns ScanChannel reads, in order.
-const ChannelColumns = `channel_id, config, available, live, tx_on, error, passthrough_address, COALESCE(points, '')`
-
-// Channel is a serial_channels row: the channel's id and what is stored of it.
-type Channel struct {
-	ID string
-	cloud.StoredChannel
-}
-
-// ScanChannel reads a row of ChannelColumns.
-func ScanChannel(row Row) (Channel, error) {
-	var c Channel
-	err := row.Scan(&c.ID, &c.Config, &c.Available, &c.Live, &c.TxOn, &c.Error, &c.Passthrough, &c.Points)
-	return c, err
-}
-
-// ChannelsByID maps the channels by id.
-func ChannelsByID(chans []Channel) map[string]*cloud.StoredChannel {
-	out := make(map[string]*cloud.StoredChannel, len(chans))
-	for i := range chans {
-		out[chans[i].ID] = &chans[i].StoredChannel
+// channelRows reads deviceID's channels: the desired configurations of
+// serial_channels and the reported states of the device row
+// (devices.channel_reports, cloud.DecodeChannelReports), by channel id.
+// Only is the one channel to read ("" for all).
+func channelRows(ctx context.Context, q Querier, deviceID, only string) (map[string]*cloud.StoredChannel, error) {
+	out := map[string]*cloud.StoredChannel{}
+	row := func(id string) *cloud.StoredChannel {
+		r := out[id]
+		if r == nil {
+			r = &cloud.StoredChannel{}
+			out[id] = r
+		}
+		return r
 	}
-	return out
+	query, args := `SELECT channel_id, config FROM serial_channels WHERE device_id = ?`, []any{deviceID}
+	if only != "" {
+		query, args = query+` AND channel_id = ?`, append(args, only)
+	}
+	err := Each(ctx, q, query, args, func(r Row) error {
+		var id string
+		var config *string
+		if err := r.Scan(&id, &config); err != nil {
+			return err
+		}
+		row(id).Config = config
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	reports, err := readChannelReports(ctx, q, deviceID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range reports {
+		if only == "" || reports[i].ID == only {
+			reports[i].Stored(row(reports[i].ID))
+		}
+	}
+	return out, nil
+}
+
+// readChannelReports reads the channels deviceID reported, in id order.
+func readChannelReports(ctx context.Context, q Querier, deviceID string) ([]cloud.ChannelReport, error) {
+	var stored *string
+	err := q.QueryRow(ctx, `SELECT channel_reports FROM devices WHERE id = ?`, deviceID).Scan(&stored)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && stored == nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cloud.DecodeChannelReports(*stored)
 }
 
 // SerialPatchSQL is the UPDATE that applies p to deviceID's serial_state

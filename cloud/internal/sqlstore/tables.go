@@ -216,25 +216,20 @@ func (s *Store) SerialRows(ctx context.Context, deviceID string) (SerialState, m
 	if err != nil {
 		return st, nil, s.Wrap("serial state", err)
 	}
-	chans, err := Collect(ctx, s.R, ScanChannel, `SELECT `+ChannelColumns+` FROM serial_channels WHERE device_id = ?`, deviceID)
+	chans, err := channelRows(ctx, s.R, deviceID, "")
 	if err != nil {
 		return st, nil, s.Wrap("serial channels", err)
 	}
-	return st, ChannelsByID(chans), nil
+	return st, chans, nil
 }
 
 // StoredChannel implements SerialTables.
 func (s *Store) StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error) {
-	var row cloud.StoredChannel
-	err := s.R.QueryRow(ctx, `SELECT config, available, live, tx_on, error, passthrough_address, COALESCE(points, '') FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).
-		Scan(&row.Config, &row.Available, &row.Live, &row.TxOn, &row.Error, &row.Passthrough, &row.Points)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
+	chans, err := channelRows(ctx, s.R, deviceID, channelID)
 	if err != nil {
 		return nil, s.Wrap("serial channel", err)
 	}
-	return &row, nil
+	return chans[channelID], nil
 }
 
 // PatchSerial implements SerialTables; other relays hear of the change
@@ -276,13 +271,17 @@ func (s *Store) PatchSerial(ctx context.Context, orgID, deviceID string, p cloud
 // the channel's kind and the members of its configuration that changed.
 func (s *Store) PutChannel(ctx context.Context, put ChannelPut) error {
 	err := s.Tx(ctx, func(tx Querier) error {
-		var avail sql.NullBool
 		var old sql.NullString
-		err := tx.QueryRow(ctx, `SELECT available, config FROM serial_channels WHERE device_id = ? AND channel_id = ?`, put.DeviceID, put.ChannelID).Scan(&avail, &old)
+		err := tx.QueryRow(ctx, `SELECT config FROM serial_channels WHERE device_id = ? AND channel_id = ?`, put.DeviceID, put.ChannelID).Scan(&old)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if err := cloud.ChannelUsable(put.ChannelID, avail.Valid, avail.Bool); err != nil {
+		reports, err := readChannelReports(ctx, tx, put.DeviceID)
+		if err != nil {
+			return err
+		}
+		r := cloud.FindChannelReport(reports, put.ChannelID)
+		if err := cloud.ChannelUsable(put.ChannelID, r != nil, r != nil && r.Available); err != nil {
 			return err
 		}
 		// serial_state before serial_channels, the order in which the

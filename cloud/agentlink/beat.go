@@ -36,10 +36,18 @@ type channelStates []protocol.ChannelState
 
 func channelByID(c protocol.ChannelState, id string) int { return strings.Compare(c.ID, id) }
 
-// get returns the channel id as remembered.
+// get returns the channel id as remembered. A scan, not a binary search:
+// a model has a handful of channels, and comparing ids for equality
+// (lengths first) is cheaper than the generic search's three-way compares
+// through a function value, done for every channel of every heartbeat
+// (1.3 µs of the relay's CPU per heartbeat in the profile of 2026-11-27
+// 11:26; BenchmarkConnHeartbeat/steady 2.1–2.3 µs before, 1.3–1.5 µs
+// after, alternated three times).
 func (cs channelStates) get(id string) (protocol.ChannelState, bool) {
-	if i, ok := slices.BinarySearchFunc(cs, id, channelByID); ok {
-		return cs[i], true
+	for i := range cs {
+		if cs[i].ID == id {
+			return cs[i], true
+		}
 	}
 	return protocol.ChannelState{}, false
 }

@@ -57,11 +57,11 @@ func (s *PointService) pointSamples(ctx context.Context, orgID, deviceID, pointI
 	def, configured := PointDef{}, false
 	if chID, _, ok := serialcfg.SplitPointID(pointID); ok {
 		if ch, ok := m.Channel(chID); ok {
-			row, err := s.Tables.StoredChannel(ctx, deviceID, chID)
+			config, err := s.Tables.ChannelConfig(ctx, deviceID, chID)
 			if err != nil {
 				return out, err
 			}
-			cfg, err := row.DesiredConfig(ch)
+			cfg, err := (&cloud.StoredChannel{Config: config}).DesiredConfig(ch)
 			if err != nil {
 				return out, err
 			}

@@ -152,6 +152,9 @@ type SerialTables interface {
 	SerialRows(ctx context.Context, deviceID string) (SerialState, map[string]*cloud.StoredChannel, error)
 	// StoredChannel reads one channel's row; nil when it has none.
 	StoredChannel(ctx context.Context, deviceID, channelID string) (*cloud.StoredChannel, error)
+	// ChannelConfig reads one channel's desired configuration only (not
+	// what the device reported); nil when none is stored.
+	ChannelConfig(ctx context.Context, deviceID, channelID string) (*string, error)
 	// PatchSerial applies p to the organization's device and bumps the
 	// desired version in one transaction, with its audit record, and
 	// returns the state it left.

@@ -232,6 +232,19 @@ func (s *Store) StoredChannel(ctx context.Context, deviceID, channelID string) (
 	return chans[channelID], nil
 }
 
+// ChannelConfig implements SerialTables.
+func (s *Store) ChannelConfig(ctx context.Context, deviceID, channelID string) (*string, error) {
+	var config *string
+	err := s.R.QueryRow(ctx, `SELECT config FROM serial_channels WHERE device_id = ? AND channel_id = ?`, deviceID, channelID).Scan(&config)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.Wrap("serial channel", err)
+	}
+	return config, nil
+}
+
 // PatchSerial implements SerialTables; other relays hear of the change
 // (ChangeConfig). Its audit record (serial.updated, ctx's actor) names
 // each field that changed, from and to; none when nothing changed.

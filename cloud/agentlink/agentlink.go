@@ -167,6 +167,8 @@ type Server struct {
 	// (*[readBufSize]byte): a connection holds one only while bytes it
 	// received wait to be read (hijack.go).
 	readBufs sync.Pool
+	// writeDeadline bounds the connections' writes (deadline.go).
+	writeDeadline sharedDeadline
 	// jobs hands messages to idle workers (workers.go); workerSlots holds
 	// a token for each running worker, up to the bound.
 	jobs        chan *job
@@ -214,7 +216,8 @@ func New(cfg Config) *Server {
 		pings:       make(chan struct{}, 256),
 		refusals: newRefusals(cfg.RefusalLimit, cfg.RefusalWindow, cfg.RefusalLogInterval,
 			cfg.Logger.With("component", "agentlink")),
-		budgets: newBudgets(cfg.Quota),
+		budgets:       newBudgets(cfg.Quota),
+		writeDeadline: sharedDeadline{d: cfg.WriteTimeout},
 	}
 }
 
@@ -346,7 +349,7 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, dev Device, remote
 	// library's limit is one byte above it as a backstop.
 	ws.SetReadLimit(protocol.MaxMessageBytes + 1)
 
-	c := &conn{srv: s, ws: ws, dev: dev, session: ids.New(), remote: remote, log: log, budget: s.budgets.of(dev.ID), quit: make(chan struct{})}
+	c := &conn{srv: s, ws: ws, dev: dev, session: ids.New(), remote: remote, budget: s.budgets.of(dev.ID), quit: make(chan struct{})}
 	c.touch()
 	now := s.now()
 	wctx, wcancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
@@ -383,7 +386,7 @@ func (s *Server) end(c *conn, err error) {
 	s.unregister(c)
 	s.stats.conns.sessionEnded(code)
 
-	log := c.log
+	log := c.log()
 	level := slog.LevelInfo
 	if code == protocol.CloseProtocolError || code == protocol.CloseTooLarge {
 		level = slog.LevelWarn
@@ -509,7 +512,7 @@ func (s *Server) CommandsChanged(deviceID string) {
 // which the store refuses (ErrSessionGone).
 func (s *Server) Superseded(deviceID, session string) {
 	if c := s.lookup(deviceID); c != nil && c.session != session {
-		c.log.Info("device connected elsewhere; closing this connection")
+		c.log().Info("device connected elsewhere; closing this connection")
 		c.kill(protocol.CloseReplaced, "replaced by a newer connection of the same device")
 	}
 }
@@ -518,7 +521,7 @@ func (s *Server) Superseded(deviceID, session string) {
 // revoked (the periodic check, RevocationCheck, does the same later).
 func (s *Server) Revoked(deviceID string) {
 	if c := s.lookup(deviceID); c != nil {
-		c.log.Warn("device token revoked; closing its connection")
+		c.log().Warn("device token revoked; closing its connection")
 		c.kill(protocol.CloseUnauthorized, "device token revoked")
 	}
 }
@@ -568,7 +571,7 @@ func (s *Server) closeRevoked(ctx context.Context) {
 	}
 	for _, id := range ids {
 		if c := s.lookup(id); c != nil {
-			c.log.Warn("device token revoked; closing its connection")
+			c.log().Warn("device token revoked; closing its connection")
 			c.kill(protocol.CloseUnauthorized, "device token revoked")
 		}
 	}
@@ -625,7 +628,7 @@ func (s *Server) sweep(ctx context.Context) {
 			pctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 			defer cancel()
 			if err := c.ws.Ping(pctx); err != nil {
-				c.log.Info("agent did not answer a ping; closing", "err", err)
+				c.log().Info("agent did not answer a ping; closing", "err", err)
 				c.ws.CloseNow()
 			}
 		}()
@@ -640,9 +643,9 @@ func (s *Server) expire(c *conn) {
 	defer cancel()
 	ch, ok, err := s.cfg.Store.Disconnect(ctx, c.dev, c.session, s.now(), reason)
 	if err != nil {
-		c.log.Error("offline not stored", "err", err)
+		c.log().Error("offline not stored", "err", err)
 	} else if ok {
-		c.log.Info("device offline: " + reason)
+		c.log().Info("device offline: " + reason)
 		s.statusChanged(ch)
 	}
 	c.kill(websocket.StatusPolicyViolation, reason)

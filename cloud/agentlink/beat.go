@@ -24,8 +24,12 @@ type beatState struct {
 	lastHBEvent     time.Time             // when the last heartbeat event was stored (zero: none yet)
 	metricsInterval time.Duration         // at most one heartbeat event per interval
 	channels        channelStates
-	model           catalog.Model
+	model           *catalog.Model // shared (catalog.Find); never nil once set
 }
+
+// noModel is the model of a device the catalog does not know: no
+// capabilities, no channels.
+var noModel catalog.Model
 
 // channelStates are the channels a connection remembers of its device,
 // sorted by id: a slice, not a map, since it stays in memory between
@@ -60,6 +64,28 @@ func (cs *channelStates) set(ch protocol.ChannelState) {
 		return
 	}
 	*cs = slices.Insert(*cs, i, ch)
+}
+
+// setAll remembers every channel of chs. Room for the new ones is made at
+// once and exactly: grown one by one, as the first heartbeat reports
+// them, the slice took up to twice the memory it holds, kept between
+// heartbeats by every connection (docs/benchmarks.md, "Memory per idle
+// agent").
+func (cs *channelStates) setAll(chs []protocol.ChannelState) {
+	added := 0
+	for _, ch := range chs {
+		if _, ok := cs.get(ch.ID); !ok {
+			added++
+		}
+	}
+	if n := len(*cs) + added; n > cap(*cs) {
+		grown := make(channelStates, len(*cs), n)
+		copy(grown, *cs)
+		*cs = grown
+	}
+	for _, ch := range chs {
+		cs.set(ch)
+	}
 }
 
 // beatIn is what the rules take besides the state and the heartbeat.
@@ -140,9 +166,14 @@ func (st *beatState) beat(h *protocol.Heartbeat, in beatIn, knownDesired func() 
 	if st.model.Has(resource.CapabilitySerialIO) && len(h.Channels) > 0 {
 		d.HasChannels = true
 		for _, ch := range h.Channels {
-			if _, ok := st.model.Channel(ch.ID); !ok {
+			mc, ok := st.model.Channel(ch.ID)
+			if !ok {
 				continue // not a channel of this device's model
 			}
+			// The model's id, the same string for every connection: the
+			// one decoded would be kept by this one until the channel
+			// changes.
+			ch.ID = mc.ID
 			old, seen := st.channels.get(ch.ID)
 			if seen && sameChannel(old, ch) {
 				continue
@@ -189,9 +220,7 @@ func (st *beatState) beat(h *protocol.Heartbeat, in beatIn, knownDesired func() 
 // connection calls it before handing the heartbeat to the store, with
 // every channel's state encoded (HeartbeatIn.Reports).
 func (st *beatState) applyChannels(d *beatDecision) {
-	for _, ch := range d.Channels {
-		st.channels.set(ch)
-	}
+	st.channels.setAll(d.Channels)
 }
 
 // apply moves the state on once the store took the heartbeat d decided,

@@ -3,8 +3,10 @@ package agentlink
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fleet/fleet/cloud"
 	"github.com/fleet/fleet/hw/catalog"
@@ -21,8 +23,8 @@ import (
 func TestBeatRules(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	const interval = 10 * time.Second
-	ig500, _ := catalog.Lookup("IG-500")
-	ig100, _ := catalog.Lookup("IG-100") // no serial ports
+	ig500 := catalog.Find("IG-500")
+	ig100 := catalog.Find("IG-100") // no serial ports
 	uartIdle := protocol.ChannelState{ID: "uart-1", Available: true, Live: "idle"}
 	handshake := resource.T(t0.Add(-time.Minute))
 	// rs485-1 reads a temperature, a pump's state and a pressure; the
@@ -281,5 +283,41 @@ func TestBeatRules(t *testing.T) {
 				t.Errorf("state after the store took it\n%+v\nwant\n%+v", st, want)
 			}
 		})
+	}
+}
+
+// TestChannelStatesKeptCompactly: the channels a connection keeps between
+// heartbeats take the room they need, not a doubling slice grown one
+// channel at a time, and their ids are the model's strings, not the ones
+// decoded from each connection's heartbeat (memory every idle agent
+// holds).
+func TestChannelStatesKeptCompactly(t *testing.T) {
+	ig500 := catalog.Find("IG-500")
+	st := beatState{status: resource.StatusOnline, metricsInterval: time.Hour, model: ig500, lastHBEvent: time.Now()}
+	var reported []protocol.ChannelState
+	for _, ch := range slices.Backward(ig500.Channels) {
+		// A copy of the id, as a decoder makes.
+		reported = append(reported, protocol.ChannelState{ID: string([]byte(ch.ID)), Available: true, Live: "idle"})
+	}
+	for _, n := range []int{3, 3, len(reported)} {
+		h := &protocol.Heartbeat{Status: resource.StatusOnline, Channels: reported[:n]}
+		d := st.beat(h, beatIn{now: time.Now(), interval: time.Second}, func() int64 { return 0 }, nil, nil)
+		st.applyChannels(&d)
+		if len(st.channels) != n || cap(st.channels) != n {
+			t.Fatalf("after %d of the model's %d channels: len %d, cap %d", n, len(ig500.Channels), len(st.channels), cap(st.channels))
+		}
+		if !slices.IsSortedFunc(st.channels, func(a, b protocol.ChannelState) int { return strings.Compare(a.ID, b.ID) }) {
+			t.Fatalf("channels not sorted by id: %v", st.channels)
+		}
+		reported[0].Live = "rx 1" // a change, stored in place
+	}
+	for _, ch := range st.channels {
+		mc, _ := ig500.Channel(ch.ID)
+		if unsafe.StringData(ch.ID) != unsafe.StringData(mc.ID) {
+			t.Errorf("channel %s keeps the decoded id, not the model's", ch.ID)
+		}
+	}
+	if got, _ := st.channels.get(reported[0].ID); got.Live != "rx 1" {
+		t.Errorf("channel %s: live %q, want the last reported", got.ID, got.Live)
 	}
 }

@@ -1,7 +1,6 @@
 package agentlink
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -56,13 +55,11 @@ func (d *decoder) decode(codec protocol.Codec, b []byte) (protocol.Message, erro
 }
 
 // write sends m in codec, in the frame type of codec, within the write
-// timeout.
+// timeout (a shared deadline: deadline.go).
 func (c *conn) write(codec protocol.Codec, m *protocol.Message) error {
 	b, err := codec.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("agentlink: encode %s as %s: %w", m.Type, codec, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.WriteTimeout)
-	defer cancel()
-	return c.ws.Write(ctx, frameType(codec), b)
+	return c.ws.Write(c.srv.writeDeadline.get(), frameType(codec), b)
 }

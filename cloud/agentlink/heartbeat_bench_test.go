@@ -47,11 +47,11 @@ func BenchmarkConnHeartbeat(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			s := New(Config{Store: committedStore{}, Logger: slog.New(slog.DiscardHandler)})
 			defer s.cancel()
-			model, ok := catalog.Lookup("IG-500")
-			if !ok {
+			model := catalog.Find("IG-500")
+			if model == nil {
 				b.Fatal("no IG-500 in the catalog")
 			}
-			c := &conn{srv: s, dev: Device{ID: "dev", OrgID: "org", Model: "IG-500"}, session: "s", remote: "10.0.0.9", log: s.log}
+			c := &conn{srv: s, dev: Device{ID: "dev", OrgID: "org", Model: "IG-500"}, session: "s", remote: "10.0.0.9"}
 			c.status, c.metricsInterval, c.model = resource.StatusOnline, time.Hour, model
 			c.channels, c.lastHBEvent = channelStates{}, time.Now()
 			c.hbInterval.Store(int64(30 * time.Second))

@@ -159,7 +159,7 @@ func (c *conn) pace(items []protocol.Record, size int) *protocol.Event {
 	}
 	q := c.srv.cfg.Quota
 	msg := fmt.Sprintf("records arrive faster than this device's ingest quota (%d items a second, %d bytes a minute): the relay stores them at that pace, and the agent keeps the rest in its spool", q.Items, q.Bytes)
-	c.log.Warn("device ingest throttled", "itemsPerSecond", q.Items, "bytesPerMinute", q.Bytes, "wait", wait.Round(time.Millisecond))
+	c.log().Warn("device ingest throttled", "itemsPerSecond", q.Items, "bytesPerMinute", q.Bytes, "wait", wait.Round(time.Millisecond))
 	ev := NewEvent(protocol.EventIngestThrottled, resource.SeverityWarning, msg,
 		map[string]any{"itemsPerSecond": q.Items, "bytesPerMinute": q.Bytes, "waitMs": wait.Milliseconds()}, c.srv.now())
 	return &protocol.Event{ID: ev.ID, Type: ev.Type, Severity: ev.Severity, Message: ev.Message, Data: ev.Data, CreatedAt: ev.CreatedAt}

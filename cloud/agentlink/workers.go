@@ -156,7 +156,7 @@ func (s *Server) handleSafely(j *job, m protocol.Message) (err error) {
 // stack; deferred.
 func recovered(c *conn, err *error) {
 	if p := recover(); p != nil {
-		c.log.Error("panic serving an agent connection", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		c.log().Error("panic serving an agent connection", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		*err = fmt.Errorf("agentlink: panic: %v", p)
 	}
 }

@@ -107,6 +107,20 @@ func Lookup(name string) (Model, bool) {
 	return m, ok
 }
 
+// Find returns the model named name, shared by every caller and not to be
+// changed, or nil: for state kept per connected device, which holds a
+// pointer where a Model would copy its 80 bytes.
+func Find(name string) *Model { return shared[name] }
+
+// shared are the models, for Find.
+var shared = func() map[string]*Model {
+	m := make(map[string]*Model, len(models))
+	for name, model := range models {
+		m[name] = &model
+	}
+	return m
+}()
+
 // MustLookup returns the model named name or panics; for tests and demos.
 func MustLookup(name string) Model {
 	m, ok := Lookup(name)

@@ -15,15 +15,18 @@ import (
 // connection over with its two 4 KiB buffers, which coder/websocket keeps
 // for the connection's life: 8 KiB of the 41 KiB an idle connection cost
 // (docs/benchmarks.md, "Memory per idle agent"). smallBufs gives the
-// library a 64-byte read buffer over a lazyReader, which borrows a
-// readBufSize buffer from a pool only when the socket has bytes and gives
-// it back once they are read, and a writeBufSize write buffer, which holds
-// a whole ack, pong or close frame (larger messages, a welcome or a
-// configuration, leave in two writes).
+// library a read buffer of bufio's least size (a frame header's bytes;
+// a payload larger than it is read straight into the message) over a
+// lazyReader, which borrows a readBufSize buffer from a pool only when the
+// socket has bytes and gives it back once they are read, and a
+// writeBufSize write buffer, which holds a whole ack, pong or close frame
+// with a short reason (larger messages, a welcome or a configuration,
+// leave in two writes). Every byte of these is kept by every connection,
+// and at GOGC 100 a byte kept costs about two of RSS.
 const (
 	readBufSize  = 4096
-	peekBufSize  = 64
-	writeBufSize = 256
+	peekBufSize  = 16
+	writeBufSize = 64
 )
 
 // smallBufs is the ResponseWriter handed to websocket.Accept: its Hijack

@@ -7,22 +7,23 @@ import (
 )
 
 // deadlineShare is how long one shared deadline context is handed out:
-// every read or write that starts within it gets the same context, whose
-// deadline is its timeout after the share's end.
+// every write that starts within it gets the same context, whose deadline
+// is its timeout after the share's end.
 const deadlineShare = 100 * time.Millisecond
 
 // sharedDeadline hands out contexts with a deadline at least d ahead,
-// shared by the reads or writes that start within deadlineShare of one
-// another, instead of a context (and its timer) each.
+// shared by the writes that start within deadlineShare of one another,
+// instead of a context (and its timer) each.
 //
-// coder/websocket keeps the context of a connection's last write, and of
-// its last read, until the next one: the context of the welcome's write,
-// a timer context of about 0.2 KiB, stayed with every agent that sends
-// heartbeats and is sent nothing more (docs/benchmarks.md, "Memory per
-// idle agent"). A shared one is kept once. The library still bounds every
-// read and write by the context: when the deadline passes it closes the
-// connections whose read or write is still under way, as with a context of
-// their own; one that finished in time has let it go.
+// coder/websocket keeps the context of a connection's last write until the
+// next one (and of its last read: the hello's read has none, a timer
+// bounds it, conn.handshake): the context of the welcome's write, a timer
+// context of about 0.2 KiB, stayed with every agent that sends heartbeats
+// and is sent nothing more (docs/benchmarks.md, "Memory per idle agent").
+// A shared one is kept once. The library still bounds every write by the
+// context: when the deadline passes it closes the connections whose write
+// is still under way, as with a context of their own; one that finished
+// in time has let it go.
 type sharedDeadline struct {
 	d   time.Duration
 	now func() time.Time // nil: time.Now

@@ -103,8 +103,10 @@ var models = map[string]Model{
 
 // Lookup returns the model named name.
 func Lookup(name string) (Model, bool) {
-	m, ok := models[name]
-	return m, ok
+	if m := Find(name); m != nil {
+		return *m, true
+	}
+	return Model{}, false
 }
 
 // Find returns the model named name, shared by every caller and not to be

@@ -124,7 +124,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	v.SetConnMaxIdleTime(0)
 	v.SetConnMaxLifetime(0)
 	db.ver.db = v
-	ck, err := startCheckpointer(ctx, dsn, checkpointInterval)
+	ck, err := startCheckpointer(ctx, dsn, w, checkpointInterval)
 	if err != nil {
 		v.Close()
 		r.Close()

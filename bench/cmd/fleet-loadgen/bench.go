@@ -257,6 +257,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	g0 := b.sendStats()
 	load0 := loadAvg()
+	wal0 := fileSize(dbPath + "-wal")
 	b.resetProbes()
 	stopProf, err := startProfiles(f.profile, relay, f.duration)
 	if err != nil {
@@ -293,6 +294,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	rssLoaded, _ := relay.rss()
 	load1 := loadAvg()
+	wal1 := fileSize(dbPath + "-wal")
 	raisedThreads := relay.raisedThreads()
 	hist := make([]int64, len(s1.Link.HeartbeatLatency))
 	for i := range hist {
@@ -384,6 +386,9 @@ func runBench(ctx context.Context, args []string) error {
 		allocPerHB, gcCycles, f.duration, rt1.GCCPU-rt0.GCCPU, rt1.AssistCPU-rt0.AssistCPU,
 		float64(rt1.LiveHeap)/(1<<20), float64(rt1.StackBytes)/(1<<20), float64(rt1.HeapGoal)/(1<<20), rt1.Policy)
 	fmt.Printf("  relay writer busy            %8.0f %%  |            (of which commit %.0f %%; %s)\n", 100*busy, 100*commit, raisedThreads)
+	ck0, ck1 := s0.Checkpoints, s1.Checkpoints
+	fmt.Printf("  relay WAL file               %8.1f MiB |            (at the window's end; %.1f MiB at its start; the checkpointer restarted it %d times in the window, holding the writer %.1f ms on average, %.1f ms at most since the relay started)\n",
+		float64(wal1)/(1<<20), float64(wal0)/(1<<20), ck1.Restarts-ck0.Restarts, ms((ck1.WriterHeld-ck0.WriterHeld)/time.Duration(max(1, ck1.Restarts-ck0.Restarts))), ms(ck1.MaxWriterHeld))
 	if psi, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
 		fmt.Printf("  box CPU pressure (PSI)       %s\n", strings.SplitN(string(psi), "\n", 2)[0])
 	}
@@ -1127,4 +1132,13 @@ func readMsg(ctx context.Context, ws *websocket.Conn) (protocol.Message, error) 
 		codec = protocol.CBOR
 	}
 	return m, codec.Unmarshal(b, &m)
+}
+
+// fileSize is the size of the file at path (0 when it is missing).
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }

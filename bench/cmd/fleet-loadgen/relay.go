@@ -24,9 +24,11 @@ import (
 
 // relayStats is what the relay process serves at /stats.
 type relayStats struct {
-	Link    agentlink.Stats    `json:"link"`
-	Store   sqlite.IngestStats `json:"store"`
-	Runtime runtimeStats       `json:"runtime"`
+	Link  agentlink.Stats    `json:"link"`
+	Store sqlite.IngestStats `json:"store"`
+	// Checkpoints are the background checkpointer's counts.
+	Checkpoints sqlite.CheckpointStats `json:"checkpoints"`
+	Runtime     runtimeStats           `json:"runtime"`
 }
 
 // runtimeStats are the relay's garbage collector counters (runtime/metrics:
@@ -121,7 +123,7 @@ func runRelay(ctx context.Context, args []string) error {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(relayStats{Link: link.Stats(), Store: store.Stats(), Runtime: readRuntime(policy)})
+		json.NewEncoder(w).Encode(relayStats{Link: link.Stats(), Store: store.Stats(), Checkpoints: db.CheckpointStats(), Runtime: readRuntime(policy)})
 	})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

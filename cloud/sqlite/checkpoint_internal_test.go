@@ -34,13 +34,7 @@ func TestCheckpointerBoundsWAL(t *testing.T) {
 	if _, err := db.W.ExecContext(ctx, `CREATE TABLE t (v BLOB)`); err != nil {
 		t.Fatal(err)
 	}
-	walSize := func() int64 {
-		fi, err := os.Stat(path + "-wal")
-		if err != nil {
-			return 0
-		}
-		return fi.Size()
-	}
+	walSize := func() int64 { return walFileSize(path) }
 	blob := []byte(strings.Repeat("x", 4000))
 	const bursts, perBurst = 40, 100 // ~16 MB through the WAL in all
 	// Without checkpoints during the writes the WAL would hold all ~16 MB;
@@ -103,16 +97,10 @@ func TestCheckpointerRestartsWALUnderSustainedWrites(t *testing.T) {
 	if _, err := db.W.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)`); err != nil {
 		t.Fatal(err)
 	}
-	walSize := func() int64 {
-		fi, err := os.Stat(path + "-wal")
-		if err != nil {
-			return 0
-		}
-		return fi.Size()
-	}
+	walSize := func() int64 { return walFileSize(path) }
 	// Updates in place over 20,000 rows of 700 bytes (about three to a
 	// page), 300 rows a transaction in a scattered order, as the relay's
-	// heartbeats: the database stays at ~16 MB while ~64 MB go through the
+	// heartbeats: the database stays at ~16 MB while ~96 MB go through the
 	// WAL.
 	const rows, perTx = 20000, 300
 	blob := []byte(strings.Repeat("x", 700))
@@ -161,4 +149,14 @@ func TestCheckpointerRestartsWALUnderSustainedWrites(t *testing.T) {
 		t.Errorf("checkpointer stats %+v: no restart", st)
 	}
 	t.Logf("WAL at most %d bytes; %+v", max, db.CheckpointStats())
+}
+
+// walFileSize is the size of the -wal file of the database at path (0
+// when there is none).
+func walFileSize(path string) int64 {
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }

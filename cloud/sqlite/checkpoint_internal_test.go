@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +17,7 @@ func TestCheckpointerBoundsWAL(t *testing.T) {
 	defer func(d time.Duration) { checkpointInterval = d }(checkpointInterval)
 	checkpointInterval = 20 * time.Millisecond
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "f.db")
-	db, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, path := openTemp(t)
 	var auto int
 	if err := db.W.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&auto); err != nil {
 		t.Fatal(err)
@@ -88,12 +82,7 @@ func TestCheckpointerRestartsWALUnderSustainedWrites(t *testing.T) {
 	checkpointInterval = 50 * time.Millisecond
 	walRestartBytes = 2 << 20
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "f.db")
-	db, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, path := openTemp(t)
 	if _, err := db.W.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)`); err != nil {
 		t.Fatal(err)
 	}

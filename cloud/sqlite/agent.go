@@ -36,9 +36,8 @@ type AgentStore struct {
 	// rowids holds the rowids of the devices that sent heartbeats, by
 	// device id (writer goroutine only).
 	rowids map[string]*devRowids
-	// hbSQL is each of hbStmts for 1, 2, 4 … hbMaxRows rows; hb and
-	// hbSet are the bulk function's memory (writer goroutine only).
-	hbSQL [len(hbStmts)][]hbSized
+	// hb and hbSet are the bulk function's memory (writer goroutine
+	// only).
 	hb    hbScratch
 	hbSet []int
 	// series caches the point series ids (point history).

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/bits"
 	"strings"
 	"sync"
 	"time"
@@ -18,22 +17,20 @@ import (
 )
 
 // Heartbeats are the bulk of the agent endpoint's writes. The writer applies
-// the heartbeats of one transaction together with multi-row statements
-// (`UPDATE … FROM (VALUES …)` and multi-row upserts), without RETURNING: a
-// set of n rows goes in as the binary decomposition of n over statements of
-// 1, 2, 4 … hbMaxRows rows, all prepared once, so a transaction of
-// thousands of heartbeats costs a few dozen calls into SQLite. Every call
-// is a cgo crossing after which the writer goroutine may queue for a
-// scheduler slot behind thousands of connection goroutines, so the number
-// of calls sets the writer's pace under load as much as their work. (Rows
-// handed over as one JSON array read with json_each cost a third more CPU
-// per row than bound VALUES here: each ->> parses the row again.) Records
-// use statements of up to hbChunk rows whose RETURNING names the rows
-// actually inserted.
-const (
-	hbChunk   = 128
-	hbMaxRows = 1024 // rows of the largest heartbeat statement
-)
+// the heartbeats of one transaction together: each device's row (the
+// session's heartbeats merged) by a one-row UPDATE prepared once and run
+// for every row inside one call of the driver connection (rawstmt.ExecEach),
+// and the records and events with multi-row inserts. A multi-row
+// `UPDATE … FROM (VALUES …)` made fewer calls into SQLite, but SQLite runs
+// it as a join whose result, every new value of every row, goes through an
+// ephemeral table before the rows are written: it cost the writer a fifth
+// more CPU per heartbeat with the usual device row, and two fifths more
+// with a channel reporting 50 points (BenchmarkWriterHeartbeatTx,
+// docs/benchmarks.md). (Rows handed
+// over as one JSON array read with json_each cost a third more CPU per row
+// than bound VALUES: each ->> parses the row again.) Records use statements
+// of up to hbChunk rows whose RETURNING names the rows actually inserted.
+const hbChunk = 128
 
 // hbJob is a queued heartbeat, with its queue entry (one allocation per
 // heartbeat).
@@ -107,18 +104,24 @@ const (
 	hbSerial
 )
 
-var hbStmts = [...]bulkStmt{
+// hbStmt is a heartbeat statement: its name (also its key among the
+// writer's raw statements), the columns of its row, and its text, with
+// the row's values as the numbered parameters ?1 … ?len(cols).
+type hbStmt struct {
+	name string
+	cols []string
+	sql  string
+}
+
+var hbStmts = [...]hbStmt{
 	hbDevices: {name: "devices", cols: []string{"rowid", "last_seen", "ip_address", "agent_session", "telemetry_at", "channel_reports"},
-		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, telemetry_at = COALESCE(v.column5, devices.telemetry_at),
-			channel_reports = COALESCE(v.column6, devices.channel_reports) FROM (VALUES `,
-		tail: `) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`},
+		sql: `UPDATE devices SET last_seen = ?2, ip_address = ?3, telemetry_at = COALESCE(?5, telemetry_at),
+			channel_reports = COALESCE(?6, channel_reports) WHERE rowid = ?1 AND agent_session = ?4`},
 	hbDevicesDeadline: {name: "devices+deadline", cols: []string{"rowid", "last_seen", "ip_address", "agent_session", "telemetry_at", "channel_reports", "agent_deadline"},
-		head: `UPDATE devices SET last_seen = v.column2, ip_address = v.column3, telemetry_at = COALESCE(v.column5, devices.telemetry_at),
-			channel_reports = COALESCE(v.column6, devices.channel_reports), agent_deadline = v.column7 FROM (VALUES `,
-		tail: `) AS v WHERE devices.rowid = v.column1 AND devices.agent_session = v.column4`},
+		sql: `UPDATE devices SET last_seen = ?2, ip_address = ?3, telemetry_at = COALESCE(?5, telemetry_at),
+			channel_reports = COALESCE(?6, channel_reports), agent_deadline = ?7 WHERE rowid = ?1 AND agent_session = ?4`},
 	hbSerial: {name: "serial", cols: []string{"rowid", "applied_version", "device_id"},
-		head: `UPDATE serial_state SET applied_version = v.column2 FROM (VALUES `,
-		tail: `) AS v WHERE serial_state.rowid = v.column1 AND +serial_state.device_id = v.column3`},
+		sql: `UPDATE serial_state SET applied_version = ?2 WHERE rowid = ?1 AND +device_id = ?3`},
 }
 
 // The record statements, run in chunks of up to hbChunk rows (execBulk).
@@ -127,12 +130,9 @@ var (
 	metricRows = insertStmt("INSERT OR IGNORE", "metrics", []string{"device_id", "captured_at", "cpu_pct", "mem_pct", "disk_used_pct", "temp_cpu", "load_avg1", "missing"}, ` RETURNING captured_at`)
 )
 
-// hbSized is a heartbeat statement for 1<<k rows: its key among the
-// writer's raw statements and its text.
-type hbSized struct{ key, sql string }
-
-// prepareBulk prepares the full-chunk statements of records and events and
-// makes the text of every heartbeat statement.
+// prepareBulk prepares the full-chunk statements of records and events.
+// The heartbeat statements run at the driver level (rawstmt), each
+// prepared on its first use.
 func (s *AgentStore) prepareBulk() error {
 	s.bulk = make(map[string]*sql.Stmt)
 	for _, b := range []*bulkStmt{&eventRows, &metricRows} {
@@ -142,31 +142,16 @@ func (s *AgentStore) prepareBulk() error {
 		}
 		s.bulk[b.name] = st
 	}
-	// The heartbeat statements run at the driver level (rawstmt), each
-	// prepared on its first use.
-	for i := range hbStmts {
-		for k := 0; 1<<k <= hbMaxRows; k++ {
-			s.hbSQL[i] = append(s.hbSQL[i], hbSized{key: fmt.Sprintf("%s/%d", hbStmts[i].name, 1<<k), sql: hbStmts[i].sql(1 << k)})
-		}
-	}
 	return nil
 }
 
 // execRows runs heartbeat statement i over args (a row of its columns
 // after another, any number of rows) and returns the rows it changed.
 func (s *AgentStore) execRows(t *ingestTx, i int, args []any) (int64, error) {
-	width := len(hbStmts[i].cols)
-	var changed int64
-	for n := len(args) / width; n > 0; {
-		k := min(bits.Len(uint(n))-1, bits.Len(hbMaxRows)-1)
-		rows := 1 << k
-		st := s.hbSQL[i][k]
-		c, err := s.hb.raw.Exec(t.conn, st.key, st.sql, args[:rows*width])
-		if err != nil {
-			return 0, fmt.Errorf("sqlite: heartbeats (%s): %w", hbStmts[i].name, err)
-		}
-		changed += c
-		args, n = args[rows*width:], n-rows
+	st := &hbStmts[i]
+	changed, err := s.hb.raw.ExecEach(t.conn, st.name, st.sql, args, len(st.cols))
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: heartbeats (%s): %w", st.name, err)
 	}
 	return changed, nil
 }

@@ -33,6 +33,22 @@ type Stmts struct {
 // one the statements were prepared on, they are closed and prepared again.
 // No argument is kept once Exec returns.
 func (r *Stmts) Exec(conn *sql.Conn, key, query string, args []any) (changed int64, err error) {
+	return r.ExecEach(conn, key, query, args, len(args))
+}
+
+// ExecEach runs query as Exec does, once for every width arguments of args
+// in turn (a row of its parameters after another: args holds a multiple of
+// width), inside one call of conn's driver connection, and returns the
+// rows the runs changed in all. It stops at the first error (the rows
+// before it stay run: the caller's transaction decides).
+func (r *Stmts) ExecEach(conn *sql.Conn, key, query string, args []any, width int) (changed int64, err error) {
+	rows := 1 // a statement without parameters runs once
+	switch {
+	case width > 0 && len(args)%width == 0:
+		rows = len(args) / width
+	case width != 0 || len(args) != 0:
+		return 0, fmt.Errorf("rawstmt: %d arguments are not rows of %d", len(args), width)
+	}
 	err = conn.Raw(func(dc any) error {
 		if dc != r.conn {
 			r.Close()
@@ -56,22 +72,31 @@ func (r *Stmts) Exec(conn *sql.Conn, key, query string, args []any) (changed int
 		if !ok {
 			return fmt.Errorf("rawstmt: driver statement %T has no ExecContext", st)
 		}
-		nv := r.nv[:0]
-		for i, a := range args {
-			nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: a})
+		defer clear(r.nv) // keep no argument alive until the next call
+		for k := range rows {
+			nv := r.nv[:0]
+			for i, a := range args[k*width : (k+1)*width] {
+				nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: a})
+			}
+			r.nv = nv
+			// A context that cannot be cancelled: mattn/go-sqlite3 then
+			// runs the statement without a watcher goroutine.
+			res, err := ex.ExecContext(context.Background(), nv)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			changed += n
 		}
-		r.nv = nv
-		// A context that cannot be cancelled: mattn/go-sqlite3 then runs
-		// the statement without a watcher goroutine.
-		res, err := ex.ExecContext(context.Background(), nv)
-		clear(nv) // keep no argument alive until the next call
-		if err != nil {
-			return err
-		}
-		changed, err = res.RowsAffected()
-		return err
+		return nil
 	})
-	return changed, err
+	if err != nil {
+		return 0, err
+	}
+	return changed, nil
 }
 
 // Close finalizes the statements; their driver connection must not be in

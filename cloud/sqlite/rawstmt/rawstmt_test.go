@@ -168,3 +168,51 @@ func TestExecReusesItsArguments(t *testing.T) {
 		t.Fatalf("%d B allocated per call of %d arguments, want under 4 KiB (the arguments' slice is reused)", per, n)
 	}
 }
+
+// TestExecEachRunsEveryRow: ExecEach runs a one-row statement for each row
+// of its arguments, in order, counts the rows changed in all, refuses
+// arguments that are not whole rows (running nothing), and stops at the
+// first failing row, the rows before it done (a transaction's rollback
+// takes them back).
+func TestExecEachRunsEveryRow(t *testing.T) {
+	db := openDB(t)
+	var st rawstmt.Stmts
+	defer st.Close()
+	const ins, upd = `INSERT INTO t (k, v) VALUES (?1, ?2)`, `UPDATE t SET v = ?2 WHERE k = ?1`
+	run(t, db, func(conn *sql.Conn) {
+		n, err := st.ExecEach(conn, "ins", ins, []any{int64(1), "a", int64(2), "b", int64(3), "c"}, 2)
+		if err != nil || n != 3 {
+			t.Fatalf("ExecEach insert: %d rows, %v; want 3", n, err)
+		}
+		// Row 9 matches nothing: two of three changed.
+		n, err = st.ExecEach(conn, "upd", upd, []any{int64(3), "C", int64(9), "X", int64(1), "A"}, 2)
+		if err != nil || n != 2 {
+			t.Fatalf("ExecEach update: %d rows, %v; want 2", n, err)
+		}
+		if n, err := st.ExecEach(conn, "upd", upd, []any{int64(2), "B", int64(3)}, 2); err == nil || n != 0 {
+			t.Fatalf("three arguments in rows of two: %d rows, %v; want an error", n, err)
+		}
+		if n, err := st.ExecEach(conn, "upd", upd, nil, 2); err != nil || n != 0 {
+			t.Fatalf("no rows: %d rows, %v; want 0, nil", n, err)
+		}
+	})
+	if got, want := contents(t, db), "1:A: 2:b: 3:C:"; got != want {
+		t.Fatalf("after the commit: %q, want %q", got, want)
+	}
+	conn, tx, err := rawstmt.Begin(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.ExecEach(conn, "ins", ins, []any{int64(4), "d", int64(1), "dup", int64(5), "e"}, 2)
+	if err == nil {
+		t.Fatal("a duplicate primary key in the second row: no error")
+	}
+	if n != 0 {
+		t.Errorf("rows changed reported with the error: %d, want 0", n)
+	}
+	tx.Rollback()
+	conn.Close()
+	if got, want := contents(t, db), "1:A: 2:b: 3:C:"; got != want {
+		t.Fatalf("after a rollback: %q, want %q", got, want)
+	}
+}

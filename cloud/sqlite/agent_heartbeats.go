@@ -19,17 +19,20 @@ import (
 // Heartbeats are the bulk of the agent endpoint's writes. The writer applies
 // the heartbeats of one transaction together: each device's row (the
 // session's heartbeats merged) by a one-row UPDATE prepared once and run
-// for every row inside one call of the driver connection (rawstmt.ExecEach),
-// and the records and events with multi-row inserts. A multi-row
-// `UPDATE … FROM (VALUES …)` made fewer calls into SQLite, but SQLite runs
-// it as a join whose result, every new value of every row, goes through an
-// ephemeral table before the rows are written: it cost the writer a fifth
-// more CPU per heartbeat with the usual device row, and two fifths more
-// with a channel reporting 50 points (BenchmarkWriterHeartbeatTx,
-// docs/benchmarks.md). (Rows handed
-// over as one JSON array read with json_each cost a third more CPU per row
-// than bound VALUES: each ->> parses the row again.) Records use statements
-// of up to hbChunk rows whose RETURNING names the rows actually inserted.
+// for every row inside one call of the driver connection
+// (rawstmt.ExecEach), and the records and events with multi-row inserts. A
+// multi-row `UPDATE … FROM (VALUES …)` made fewer calls into SQLite, but
+// SQLite runs it as a join whose result, every new value of every row,
+// goes through an ephemeral table before the rows are written: it cost the
+// writer a fifth more CPU per heartbeat with the usual device row, and two
+// fifths more with a channel reporting 50 points
+// (BenchmarkWriterHeartbeatTx, docs/benchmarks.md). The one-row calls are
+// short (a few µs each), too short for the scheduler to take the writer's
+// thread's P away during them, so the writer does not queue behind the
+// connection goroutines after each. (Rows handed over as one JSON array
+// read with json_each cost a third more CPU per row than bound VALUES:
+// each ->> parses the row again.) Records use statements of up to hbChunk
+// rows whose RETURNING names the rows actually inserted.
 const hbChunk = 128
 
 // hbJob is a queued heartbeat, with its queue entry (one allocation per

@@ -121,7 +121,7 @@ func (c *checkpointer) run(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		_, log, copied, err := c.passive(ctx)
+		log, copied, err := c.passive(ctx)
 		if err != nil {
 			continue
 		}
@@ -140,13 +140,13 @@ func (c *checkpointer) run(ctx context.Context, every time.Duration) {
 }
 
 // passive runs a PASSIVE checkpoint on the checkpointer's connection and
-// returns its outcome: busy (1 when it could not run to its end), the
-// frames in the WAL when it began and the frames copied to the database
-// file (log == copied does not mean the WAL is all copied: the writer may
-// have committed more meanwhile).
-func (c *checkpointer) passive(ctx context.Context) (busy, log, copied int64, err error) {
+// returns the frames in the WAL when it began and the frames copied to the
+// database file (log == copied does not mean the WAL is all copied: the
+// writer may have committed more meanwhile).
+func (c *checkpointer) passive(ctx context.Context) (log, copied int64, err error) {
+	var busy int64 // 1 when it could not run to its end: the next tick tries again
 	err = c.conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied)
-	return
+	return log, copied, err
 }
 
 // restart holds the writer connection, so that no write transaction is in
@@ -156,12 +156,12 @@ func (c *checkpointer) passive(ctx context.Context) (busy, log, copied int64, er
 // first, each copying what they committed during the one before, until one
 // finds little left (restartTail frames) or no longer half as much as the
 // one before: the writers then wait for the copy of about that much and
-// the pass's two syncs. log is the frames in
-// the WAL when the last pass began.
+// the pass's two syncs. log is the frames in the WAL when the last pass
+// began.
 func (c *checkpointer) restart(ctx context.Context, log int64) {
 	tail := int64(-1)
 	for range restartPasses {
-		_, next, _, err := c.passive(ctx)
+		next, _, err := c.passive(ctx)
 		if err != nil || next < log {
 			return // or the WAL started over meanwhile
 		}
@@ -180,7 +180,7 @@ func (c *checkpointer) restart(ctx context.Context, log int64) {
 		return
 	}
 	start := time.Now()
-	_, _, _, err = c.passive(ctx)
+	_, _, err = c.passive(ctx)
 	held := time.Since(start)
 	w.Close()
 	if err != nil {

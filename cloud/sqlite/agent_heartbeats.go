@@ -27,9 +27,9 @@ import (
 // writer a fifth more CPU per heartbeat with the usual device row, and two
 // fifths more with a channel reporting 50 points
 // (BenchmarkWriterHeartbeatTx, docs/benchmarks.md). The one-row calls are
-// short (a few µs each), too short for the scheduler to take the writer's
-// thread's P away during them, so the writer does not queue behind the
-// connection goroutines after each. (Rows handed over as one JSON array
+// short (a few µs each), mostly under the 20 µs after which the runtime may
+// hand the writer's P to the connection goroutines while it is in C, so
+// the writer seldom has to queue for one after a call. (Rows handed over as one JSON array
 // read with json_each cost a third more CPU per row than bound VALUES:
 // each ->> parses the row again.) Records use statements of up to hbChunk
 // rows whose RETURNING names the rows actually inserted.

@@ -68,6 +68,8 @@ type checkpointer struct {
 
 // CheckpointStats counts the checkpointer's work since the store opened.
 type CheckpointStats struct {
+	// Passes is how many checkpoints ran to their end.
+	Passes int64
 	// Restarts is how many times the checkpointer held the writers off to
 	// copy the last frames, so that the WAL could start over.
 	Restarts int64
@@ -146,6 +148,11 @@ func (c *checkpointer) run(ctx context.Context, every time.Duration) {
 func (c *checkpointer) passive(ctx context.Context) (log, copied int64, err error) {
 	var busy int64 // 1 when it could not run to its end: the next tick tries again
 	err = c.conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied)
+	if err == nil && busy == 0 {
+		c.mu.Lock()
+		c.stats.Passes++
+		c.mu.Unlock()
+	}
 	return log, copied, err
 }
 

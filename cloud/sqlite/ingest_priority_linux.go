@@ -16,10 +16,13 @@ const writerNice = -10
 // good: the thread ends with the goroutine) and gives that thread a
 // higher scheduling priority, which its calls into SQLite run with. Linux
 // allows it with CAP_SYS_NICE (or a matching RLIMIT_NICE); without, the
-// writer keeps the default priority and the error says so.
+// writer keeps the default priority, the error says so, and the goroutine
+// is unlocked again: a locked goroutine costs a hand-over of its thread's
+// P each time it waits and resumes, worth paying only for the priority.
 func raiseWriterPriority() error {
 	runtime.LockOSThread()
 	if err := syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), writerNice); err != nil {
+		runtime.UnlockOSThread()
 		return fmt.Errorf("sqlite: writer thread priority (nice %d): %w", writerNice, err)
 	}
 	return nil

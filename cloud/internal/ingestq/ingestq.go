@@ -8,6 +8,7 @@ package ingestq
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,12 +27,19 @@ type Queue[T any] struct {
 	quit   chan struct{}
 	done   chan struct{}
 	once   sync.Once
+
+	// While a batch lingers, need is how many queued jobs would make it
+	// LingerBelow; the Put that queues the job reaching it sets need to 0
+	// and sends on enough (it holds one signal, and the writer takes each
+	// one before it sets need again). Zero: nothing lingers.
+	need   atomic.Int64
+	enough chan struct{}
 }
 
 // New returns a queue of up to size jobs (Put blocks beyond it); closed is
 // the error of a Put after the writer stopped.
 func New[T any](size int, closed error) *Queue[T] {
-	return &Queue[T]{closed: closed, jobs: make(chan T, size), quit: make(chan struct{}), done: make(chan struct{})}
+	return &Queue[T]{closed: closed, jobs: make(chan T, size), quit: make(chan struct{}), done: make(chan struct{}), enough: make(chan struct{}, 1)}
 }
 
 // Put queues j; it blocks only while the queue is full. After Close it
@@ -44,6 +52,9 @@ func (q *Queue[T]) Put(ctx context.Context, j T) error {
 	}
 	select {
 	case q.jobs <- j:
+		if n := q.need.Load(); n > 0 && int64(len(q.jobs)) >= n && q.need.CompareAndSwap(n, 0) {
+			q.enough <- struct{}{}
+		}
 		return nil
 	case <-q.done:
 		return q.closed
@@ -111,32 +122,63 @@ func (q *Queue[T]) Run(batch []T, run func([]T)) {
 	}
 }
 
-// fill takes what is queued; a small batch waits up to Linger for more.
+// fill takes what is queued; a batch smaller than LingerBelow waits up to
+// Linger for more. It waits for enough of them, not for each: the writer
+// is woken once when the queue holds what the batch lacks (or when Linger
+// ends), not by every job put meanwhile. (Woken job by job, the SQLite
+// writer, whose goroutine is locked to its thread, parked and resumed
+// about 15 times a transaction at 20,000 heartbeats/s, each time handing
+// its thread's P over and back: four futex calls and two context
+// switches; docs/benchmarks.md.)
 func (q *Queue[T]) fill(batch []T) []T {
 	var linger <-chan time.Time
-	for len(batch) < q.Max {
-		select {
-		case j := <-q.jobs:
-			batch = append(batch, j)
-			continue
-		default:
-		}
-		if len(batch) >= q.LingerBelow {
+	for {
+		batch = q.take(batch)
+		if len(batch) >= q.Max || len(batch) >= q.LingerBelow {
 			return batch
 		}
 		if linger == nil {
 			linger = time.After(q.Linger)
 		}
+		need := int64(min(q.LingerBelow-len(batch), cap(q.jobs)))
+		q.need.Store(need)
+		if int64(len(q.jobs)) >= need {
+			// Queued before need was set, or a Put claimed the signal.
+			q.stopLinger(need)
+			continue
+		}
+		select {
+		case <-q.enough:
+			// The Put that sent it set need to 0.
+		case <-linger:
+			q.stopLinger(need)
+			return q.take(batch)
+		case <-q.quit:
+			q.stopLinger(need)
+			return q.take(batch)
+		}
+	}
+}
+
+// take appends the jobs queued now to batch, up to Max in all.
+func (q *Queue[T]) take(batch []T) []T {
+	for len(batch) < q.Max {
 		select {
 		case j := <-q.jobs:
 			batch = append(batch, j)
-		case <-linger:
-			return batch
-		case <-q.quit:
+		default:
 			return batch
 		}
 	}
 	return batch
+}
+
+// stopLinger clears need, the value the writer set; when a Put cleared it
+// first, it takes the signal that Put sends.
+func (q *Queue[T]) stopLinger(need int64) {
+	if !q.need.CompareAndSwap(need, 0) {
+		<-q.enough
+	}
 }
 
 // Close stops Run after its last batch and waits for it.

@@ -75,6 +75,95 @@ func TestFillLingers(t *testing.T) {
 	}
 }
 
+// TestFillWakesWhenEnough: a lingering batch is run as soon as the queue
+// holds what it lacks, not at the end of its (here very long) linger, and
+// not before.
+func TestFillWakesWhenEnough(t *testing.T) {
+	q := New[int](100, errClosed)
+	q.Max, q.LingerBelow, q.Linger = 64, 10, time.Hour
+	batches := make(chan []int, 4)
+	go q.Run(nil, func(b []int) { batches <- slices.Clone(b) })
+	defer q.Close()
+	ctx := context.Background()
+	for i := range 9 {
+		if err := q.Put(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case b := <-batches:
+		t.Fatalf("batch %v run with 9 jobs queued, before LingerBelow (10) or the linger", b)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := q.Put(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-batches:
+		if !slices.Equal(b, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+			t.Errorf("batch %v, want the 10 jobs", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch 10 s after the queue held LingerBelow jobs")
+	}
+}
+
+// TestConcurrentPutsLingering: many goroutines put jobs while batches
+// linger (each woken by the Put that makes it large enough, or by its
+// linger's end): every job runs exactly once, no Put blocks on the
+// writer's wake-up, and no batch exceeds Max.
+func TestConcurrentPutsLingering(t *testing.T) {
+	const putters, each = 8, 5000
+	q := New[int](256, errClosed)
+	q.Max, q.LingerBelow, q.Linger = 300, 40, 200*time.Microsecond
+	seen := make([]int, putters*each)
+	var over []int
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		q.Run(nil, func(b []int) {
+			if len(b) > q.Max {
+				over = append(over, len(b))
+			}
+			for _, j := range b {
+				seen[j]++
+			}
+		})
+	}()
+	ctx := context.Background()
+	errs := make(chan error, putters)
+	for p := range putters {
+		go func() {
+			for i := range each {
+				if err := q.Put(ctx, p*each+i); err != nil {
+					errs <- err
+					return
+				}
+				if i%97 == 0 {
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range putters {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Close()
+	<-ran
+	for j, n := range seen {
+		if n != 1 {
+			t.Fatalf("job %d ran %d times, want once", j, n)
+		}
+	}
+	if len(over) > 0 {
+		t.Errorf("batches over Max (%d): %v", q.Max, over)
+	}
+}
+
 // TestPutWait: the caller gets the outcome the writer sent for its job,
 // and after Close the queue's closed error.
 func TestPutWait(t *testing.T) {

@@ -29,10 +29,10 @@ import (
 // (BenchmarkWriterHeartbeatTx, docs/benchmarks.md). The one-row calls are
 // short (a few µs each), mostly under the 20 µs after which the runtime may
 // hand the writer's P to the connection goroutines while it is in C, so
-// the writer seldom has to queue for one after a call. (Rows handed over as one JSON array
-// read with json_each cost a third more CPU per row than bound VALUES:
-// each ->> parses the row again.) Records use statements of up to hbChunk
-// rows whose RETURNING names the rows actually inserted.
+// the writer seldom has to queue for one after a call. (Rows handed over
+// as one JSON array read with json_each cost a third more CPU per row than
+// bound VALUES: each ->> parses the row again.) Records use statements of
+// up to hbChunk rows whose RETURNING names the rows actually inserted.
 const hbChunk = 128
 
 // hbJob is a queued heartbeat, with its queue entry (one allocation per

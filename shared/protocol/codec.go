@@ -1,12 +1,14 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
 	"github.com/fxamacker/cbor/v2"
 	jsonv2 "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // Codec is the encoding of a connection's messages after the handshake.
@@ -67,21 +69,49 @@ func (c Codec) Marshal(m *Message) ([]byte, error) {
 // bounds what a peer can make it allocate (cborDecOptions); a CBOR message
 // with a repeated map key is an error, where JSON takes the last value.
 //
-// JSON is decoded with encoding/json's semantics by encoding/json/v2's
-// implementation (github.com/go-json-experiment/json, the module that
-// mirrors encoding/json/v2 until Go 1.27 ships it, with its v1 package's
-// options for encoding/json's behaviour; jsonDecOptions): every agent from
-// before CBOR speaks JSON, and v2 decodes a heartbeat in about a third of
-// encoding/json's CPU. FuzzJSONDecodeAsEncodingJSON holds it to
-// encoding/json's results.
+// JSON is decoded with encoding/json's semantics, by one of two libraries
+// that both give encoding/json's results (FuzzJSONDecodeAsEncodingJSON
+// holds them to it): every agent from before CBOR speaks JSON.
+//   - A message of at most jsonFastBrackets brackets and braces (every
+//     heartbeat of 8 channels: 12) goes to github.com/segmentio/encoding/json, a
+//     drop-in encoding/json built on unsafe field offsets instead of
+//     reflection: about half the CPU of the other on a heartbeat
+//     (BenchmarkDecodeHeartbeat). It reads nested values by recursion,
+//     without encoding/json's depth limit, which the bound stands in for:
+//     a message's depth cannot exceed its count of brackets and braces,
+//     which costs about 1 % of a heartbeat's decoding.
+//   - Any other goes to encoding/json/v2's implementation
+//     (github.com/go-json-experiment/json, which mirrors encoding/json/v2
+//     until Go 1.27 ships it) with its v1 package's options
+//     (jsonDecOptions): no recursion for what it skips, and encoding/json's
+//     limit of 10,000 levels.
 func (c Codec) Unmarshal(b []byte, m *Message) error {
 	switch c {
 	case CBOR:
 		return cborDec.Unmarshal(b, m)
 	case JSON, "":
+		if jsonBrackets(b) <= jsonFastBrackets {
+			return segjson.Unmarshal(b, m)
+		}
 		return jsonv2.Unmarshal(b, m, jsonDecOptions)
 	}
 	return fmt.Errorf("protocol: unknown codec %q", string(c))
+}
+
+// jsonFastBrackets bounds the brackets and braces of a JSON message that
+// segmentio's decoder reads, and with them the depth of its recursion:
+// above a heartbeat's (12 with 8 channels, 68 with MaxChannels),
+// while a record batch of hundreds of records goes to the other decoder.
+// Nested to the bound, a message grew the decoding goroutine's stack by
+// 32–96 KiB (twice the bound: 128 KiB; with no bound, 100,000 levels
+// overflowed Go's 1 GB stack limit: TestJSONNestingAsEncodingJSON).
+const jsonFastBrackets = 128
+
+// jsonBrackets counts b's brackets and braces, those in strings too: a
+// bound on its depth (80 ns for a heartbeat of 8 channels, measured on a
+// slow machine where it decoded in 9–11 µs).
+func jsonBrackets(b []byte) int {
+	return bytes.Count(b, []byte{'['}) + bytes.Count(b, []byte{'{'})
 }
 
 // jsonDecOptions are encoding/json's semantics (jsonv1.DefaultOptionsV1)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	jsonv2 "github.com/go-json-experiment/json"
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/fleet/fleet/shared/resource"
 	"github.com/fleet/fleet/shared/serialcfg"
@@ -339,13 +341,17 @@ func TestDocumentedExamples(t *testing.T) {
 	}
 }
 
-// FuzzJSONDecodeAsEncodingJSON holds the JSON codec's decoder (encoding/json's
-// behaviour on encoding/json/v2's implementation, jsonv1) to encoding/json
-// itself, the decoder of every relay before it: on any input both refuse it
-// or both read the same message. Seeds: every sample message and the inputs
-// where the two libraries' rules are easiest to tell apart (repeated and
-// differently cased names, invalid UTF-8, nulls, wrong types, trailing
-// data).
+// FuzzJSONDecodeAsEncodingJSON holds the JSON codec's decoders to
+// encoding/json itself, the decoder of every relay before them: on any
+// input encoding/json and each decoder refuse it or read the same message.
+// That is the codec (Codec.Unmarshal), encoding/json/v2's implementation
+// with jsonv1's options on every input (it takes the messages with many
+// brackets), and segmentio's on those it takes (at most jsonFastBrackets
+// brackets and braces: on deeper nesting than encoding/json's 10,000
+// levels it reads what encoding/json refuses). Seeds: every sample message
+// and the inputs where the libraries' rules are easiest to tell apart
+// (repeated and differently cased names, invalid UTF-8, escapes, nulls,
+// wrong types, numbers out of range, trailing data).
 func FuzzJSONDecodeAsEncodingJSON(f *testing.F) {
 	for _, m := range sampleMessages(f) {
 		b, err := JSON.Marshal(&m)
@@ -364,20 +370,61 @@ func FuzzJSONDecodeAsEncodingJSON(f *testing.F) {
 		`{"type":"heartbeat"} {"type":"ack"}`,
 		`{"type":"heartbeat",}`,
 		`[1,2]`, `"heartbeat"`, ``, `{"type":"heartbeat","heartbeat":{"at":12}}`,
+		`{"type":"heartbeat","heartbeat":{"status":"\u004fN\tL\"","x":{"":[1e999]}}}`,
+		`{"type":"heartbeat","heartbeat":{"vpn":{"peer_count":1e3}}}`,
+		`{"type":"heartbeat","heartbeat":{"vpn":{"peer_count":-1}}}`,
+		`{"type":"heartbeat","x":"\ud800\udc00","y":[{"a":[]},{}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var got, want Message
-		err := JSON.Unmarshal(b, &got)
+		var want Message
 		wantErr := json.Unmarshal(b, &want)
-		if (err == nil) != (wantErr == nil) {
-			t.Fatalf("%q: the codec's error %v, encoding/json's %v", b, err, wantErr)
+		decoders := map[string]func([]byte, *Message) error{
+			"the codec":               JSON.Unmarshal,
+			"encoding/json/v2 (v1's)": func(b []byte, m *Message) error { return jsonv2.Unmarshal(b, m, jsonDecOptions) },
 		}
-		if err == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q: the codec read\n%s\nencoding/json\n%s", b, dump(got), dump(want))
+		if jsonBrackets(b) <= jsonFastBrackets {
+			decoders["segmentio"] = func(b []byte, m *Message) error { return segjson.Unmarshal(b, m) }
+		}
+		for name, decode := range decoders {
+			var got Message
+			err := decode(b, &got)
+			if (err == nil) != (wantErr == nil) {
+				t.Fatalf("%q: %s's error %v, encoding/json's %v", b, name, err, wantErr)
+			}
+			if err == nil && !reflect.DeepEqual(got, want) {
+				t.Fatalf("%q: %s read\n%s\nencoding/json\n%s", b, name, dump(got), dump(want))
+			}
 		}
 	})
+}
+
+// TestJSONNestingAsEncodingJSON: nesting around the two decoders' bound
+// (jsonFastBrackets) and encoding/json's limit of 10,000 levels, in a field
+// the protocol does not know and in one it does: the codec refuses or
+// reads each message as encoding/json does, whichever decoder takes it,
+// and reads the heartbeat around junk nested within the limit.
+func TestJSONNestingAsEncodingJSON(t *testing.T) {
+	for _, depth := range []int{1, jsonFastBrackets - 10, jsonFastBrackets + 1, 10000, 10001, 100000} {
+		for _, field := range []string{"unknown", "channels"} {
+			b := []byte(`{"type":"heartbeat","heartbeat":{"status":"ONLINE","` + field + `":` +
+				strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}}`)
+			var got, want Message
+			err := JSON.Unmarshal(b, &got)
+			wantErr := json.Unmarshal(b, &want)
+			if (err == nil) != (wantErr == nil) {
+				t.Errorf("depth %d in %s: the codec's error %v, encoding/json's %v", depth, field, err, wantErr)
+				continue
+			}
+			if err == nil && !reflect.DeepEqual(got, want) {
+				t.Errorf("depth %d in %s: the codec read\n%s\nencoding/json\n%s", depth, field, dump(got), dump(want))
+			}
+			if field == "unknown" && depth+2 <= 10000 && (err != nil || got.Heartbeat == nil || got.Heartbeat.Status != "ONLINE") {
+				t.Errorf("depth %d in an unknown field: %v, %+v; want the heartbeat read", depth, err, got.Heartbeat)
+			}
+		}
+	}
 }
 
 // TestMissingRoundTrip: a sample's missing (the metrics its host has no

@@ -1,6 +1,7 @@
 package agentlink
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 // the last heartbeat that changed one (each carries every channel, encoded
 // by its caller or, when left to the store, by the merge); another session
 // of the same device is a group of its own; a skipped heartbeat takes no
-// part; Reset starts the next transaction empty.
+// part; Reset starts the next transaction empty, after a large one too.
 func TestHeartbeatMerge(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	dev := Device{ID: "d1"}
@@ -30,7 +31,20 @@ func TestHeartbeatMerge(t *testing.T) {
 		{Device: dev, Session: "a", At: t0.Add(4 * time.Second), HasChannels: true},                   // serial telemetry, no channel changed
 	}
 	var m HeartbeatMerge
-	for round := range 2 {
+	for round := range 3 {
+		if round == 2 {
+			// A transaction of 2,000 sessions before this one: its map is
+			// made again at Reset, and the next merges as the others did.
+			burst := make([]HeartbeatIn, 2*resetShrinkMin)
+			for i := range burst {
+				burst[i] = HeartbeatIn{Device: Device{ID: fmt.Sprint("burst-", i)}, Session: "s"}
+				m.Add(&burst[i], true)
+			}
+			if len(m.Groups) != len(burst) {
+				t.Fatalf("burst: %d groups, want %d", len(m.Groups), len(burst))
+			}
+			m.Reset()
+		}
 		for i := range hbs {
 			if i == 2 {
 				m.Skip()
@@ -62,5 +76,29 @@ func TestHeartbeatMerge(t *testing.T) {
 	m.Add(&hbs[0], false)
 	if g := m.Groups[0]; g.SerialAt != -1 || g.Reports != "" {
 		t.Errorf("no serial I/O: SerialAt %d, reports %q", g.SerialAt, g.Reports)
+	}
+}
+
+// BenchmarkHeartbeatMergeAfterBurst merges transactions of 240 heartbeats
+// (20,000 agents at a heartbeat a second, 84 transactions a second) after
+// one of 16,000 (a connect burst or a reconnect storm, the writer's
+// largest transaction): the cost per transaction of Add and Reset.
+func BenchmarkHeartbeatMergeAfterBurst(b *testing.B) {
+	ins := make([]HeartbeatIn, 16000)
+	for i := range ins {
+		ins[i] = HeartbeatIn{Device: Device{ID: fmt.Sprintf("dev-%05d", i)}, Session: fmt.Sprintf("s-%05d", i)}
+	}
+	var m HeartbeatMerge
+	for i := range ins {
+		m.Add(&ins[i], false)
+	}
+	m.Reset()
+	next := 0
+	for b.Loop() {
+		for range 240 {
+			m.Add(&ins[next], false)
+			next = (next + 1) % len(ins)
+		}
+		m.Reset()
 	}
 }

@@ -16,7 +16,8 @@
 # bench-agentlink-store measures
 # the store's batching writer alone (heartbeats/s from 20,000 concurrent
 # connections, no websockets, no load generator sharing the CPU), and its
-# CPU per heartbeat in transactions of 200 and 2,000 heartbeats.
+# CPU per heartbeat in transactions of 200 and 2,000 heartbeats, and the
+# writer's grouping of a transaction's heartbeats by session after a burst.
 #
 # The relay holds one descriptor per agent. Where the hard RLIMIT_NOFILE
 # cannot hold LOADGEN_AGENTS of them and cannot be raised (a sandbox without
@@ -62,6 +63,7 @@ bench-agentlink: ## LOADGEN_AGENTS (20,000) agents on one relay, JSON and CBOR: 
 bench-agentlink-store: bench-tool ## the store's batching writer alone: heartbeats/s and CPU per heartbeat
 	$(BENCHREPORT) gotest --set agentlink-store -- $(GO) test -run '^$$' -bench BenchmarkAgentHeartbeats -benchtime 200000x ./cloud/sqlite/
 	$(BENCHREPORT) gotest --set agentlink-writer -- $(GO) test -run '^$$' -bench BenchmarkWriterHeartbeatTx -benchtime 40000x ./cloud/sqlite/
+	$(BENCHREPORT) gotest --set agentlink-merge -- $(GO) test -run '^$$' -bench BenchmarkHeartbeatMergeAfterBurst -benchtime 1s ./cloud/agentlink/
 
 bench-agentlink-decode: bench-tool ## the agent endpoint's heartbeat decoding, CBOR and JSON, and a connection's work per heartbeat
 	$(BENCHREPORT) gotest --set agentlink-decode -- $(GO) test -run '^$$' -bench BenchmarkDecodeHeartbeat -benchtime 1s ./cloud/agentlink/

@@ -31,10 +31,11 @@ func TestHeartbeatMerge(t *testing.T) {
 		{Device: dev, Session: "a", At: t0.Add(4 * time.Second), HasChannels: true},                   // serial telemetry, no channel changed
 	}
 	var m HeartbeatMerge
-	for round := range 3 {
+	for round := range 4 {
 		if round == 2 {
-			// A transaction of 2,000 sessions before this one: its map is
-			// made again at Reset, and the next merges as the others did.
+			// A transaction of 2,048 sessions before this one: this one
+			// merges into the burst's map, cleared, and its Reset makes the
+			// map again at its own size, into which the next merges.
 			burst := make([]HeartbeatIn, 2*resetShrinkMin)
 			for i := range burst {
 				burst[i] = HeartbeatIn{Device: Device{ID: fmt.Sprint("burst-", i)}, Session: "s"}
@@ -70,6 +71,9 @@ func TestHeartbeatMerge(t *testing.T) {
 		m.Reset()
 		if len(m.Groups) != 0 {
 			t.Fatalf("after Reset: %d groups", len(m.Groups))
+		}
+		if round == 2 && m.peak > resetShrinkMin {
+			t.Fatalf("the Reset after the burst's next transaction kept the burst's map (peak %d)", m.peak)
 		}
 	}
 	// A model without serial I/O: channels do not count.
